@@ -1,0 +1,36 @@
+# Every dependency comes from Debian's packages (tools/setup.sh installs them),
+# except CUDA and NCCL, which are optional and auto-detected.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(TBB CONFIG REQUIRED)
+find_package(CapnProto CONFIG REQUIRED)
+
+# OpenBLAS gives the fp32 GEMM of the reference kernels. Debian installs
+# several BLAS flavours behind alternatives; pkg-config names the one we want.
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+
+if(TANDEM_BUILD_TESTS)
+  find_package(GTest CONFIG REQUIRED)
+  find_package(benchmark CONFIG REQUIRED)
+endif()
+
+# CUDA is optional: on by default where a toolkit is found.
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  set(_tandem_cuda_default ON)
+else()
+  set(_tandem_cuda_default OFF)
+endif()
+option(TANDEM_WITH_CUDA "Build the CUDA backend and NCCL transport" ${_tandem_cuda_default})
+if(TANDEM_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_library(TANDEM_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  find_path(TANDEM_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+endif()
+message(STATUS "Tandem: CUDA backend ${TANDEM_WITH_CUDA}")
