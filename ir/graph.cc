@@ -1,0 +1,67 @@
+#include "ir/graph.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::ir {
+
+char PhaseLetter(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return 'F';
+    case Phase::kBackwardInput: return 'I';
+    case Phase::kBackwardWeight: return 'W';
+    case Phase::kUpdate: return 'U';
+  }
+  return '?';
+}
+
+std::optional<Phase> PhaseFromLetter(char letter) {
+  for (Phase phase : {Phase::kForward, Phase::kBackwardInput, Phase::kBackwardWeight,
+                      Phase::kUpdate}) {
+    if (PhaseLetter(phase) == letter) return phase;
+  }
+  return std::nullopt;
+}
+
+std::string SourceLocation::ToString() const {
+  if (!known()) return "<unknown>";
+  return absl::StrCat(file, ":", line);
+}
+
+SourceLocation MakeSourceLocation(absl::string_view path, int32_t line) {
+  size_t cut = path.rfind('/');
+  if (cut != absl::string_view::npos && cut > 0) {
+    size_t parent = path.rfind('/', cut - 1);
+    if (parent != absl::string_view::npos) path.remove_prefix(parent + 1);
+  }
+  return SourceLocation{std::string(path), line};
+}
+
+ValueId Graph::Append(Node node) {
+  nodes_.push_back(std::move(node));
+  return static_cast<ValueId>(nodes_.size() - 1);
+}
+
+std::optional<ValueId> Graph::FindOutput(absl::string_view name) const {
+  for (const GraphOutput& output : outputs_) {
+    if (output.name == name) return output.value;
+  }
+  return std::nullopt;
+}
+
+std::vector<ValueId> Graph::Inputs() const {
+  std::vector<ValueId> inputs;
+  for (ValueId id = 0; id < size(); ++id) {
+    if (nodes_[id].op == OpKind::kInput) inputs.push_back(id);
+  }
+  return inputs;
+}
+
+std::optional<ValueId> Graph::FindInput(absl::string_view name) const {
+  for (ValueId id = 0; id < size(); ++id) {
+    const Node& node = nodes_[id];
+    if (node.op == OpKind::kInput && node.attributes.GetString("name") == name) return id;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tandem::ir

@@ -1,0 +1,62 @@
+// A tensor in host memory: a TensorType and 64-byte aligned storage.
+//
+// Copies share storage (a reshape is free); a kernel always writes into a
+// tensor it created, so shared storage is never written. Not synchronized:
+// a tensor may be read from several threads once no one writes it.
+#ifndef TANDEM_IR_HOST_TENSOR_H_
+#define TANDEM_IR_HOST_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "ir/dtype.h"
+
+namespace tandem::ir {
+
+class HostTensor {
+ public:
+  HostTensor() = default;
+  // A zero-filled tensor of `type`.
+  explicit HostTensor(TensorType type);
+
+  static HostTensor FromFloats(Shape shape, absl::Span<const float> values);
+  static HostTensor FromInts(Shape shape, absl::Span<const int32_t> values);
+  static HostTensor Scalar(float value) { return FromFloats({}, {value}); }
+
+  const TensorType& type() const { return type_; }
+  const Shape& shape() const { return type_.shape; }
+  DType dtype() const { return type_.dtype; }
+  int64_t num_elements() const { return type_.num_elements(); }
+  int64_t num_bytes() const { return type_.num_bytes(); }
+  bool defined() const { return storage_ != nullptr; }
+
+  std::byte* data() { return storage_.get(); }
+  const std::byte* data() const { return storage_.get(); }
+  float* f32() { return reinterpret_cast<float*>(data()); }
+  const float* f32() const { return reinterpret_cast<const float*>(data()); }
+  int32_t* i32() { return reinterpret_cast<int32_t*>(data()); }
+  const int32_t* i32() const { return reinterpret_cast<const int32_t*>(data()); }
+  absl::Span<const float> floats() const { return {f32(), static_cast<size_t>(num_elements())}; }
+  absl::Span<const int32_t> ints() const { return {i32(), static_cast<size_t>(num_elements())}; }
+
+  // The same elements under another shape of equal size; shares storage.
+  HostTensor Reshaped(Shape shape) const;
+
+  // Same type and the same bytes.
+  bool BitwiseEquals(const HostTensor& other) const;
+
+ private:
+  TensorType type_;
+  std::shared_ptr<std::byte[]> storage_;
+};
+
+// A short description for messages: "f32[2,3] {0.1, 0.2, ...}".
+std::string DescribeTensor(const HostTensor& tensor, int max_values = 6);
+
+}  // namespace tandem::ir
+
+#endif  // TANDEM_IR_HOST_TENSOR_H_

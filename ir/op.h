@@ -1,0 +1,125 @@
+// The closed set of IR operations and what each one means.
+//
+// Every op has a shape rule (shape_rules.cc), a gradient rule (gradients.cc)
+// and a CPU reference kernel (kernels/). The reference kernels are the
+// meaning of an op; the comments below say it in words. Unless stated
+// otherwise an op takes and returns f32, and "last axis" means axis rank-1.
+//
+// Broadcasting follows NumPy: shapes are aligned at their trailing axes and
+// an extent of 1 (or a missing leading axis) stretches to the other extent.
+#ifndef TANDEM_IR_OP_H_
+#define TANDEM_IR_OP_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace tandem::ir {
+
+enum class OpKind : uint8_t {
+  // ---- Sources.
+  // A graph input. Attributes: name (string), role (string: "parameter",
+  // "data", "label", "optimizer_state", "accumulator", "step"). The value is
+  // supplied by whoever runs the graph.
+  kInput,
+  // A tensor of the result type filled with `value` (double, converted to
+  // the dtype). Attributes: value.
+  kConstant,
+
+  // ---- Elementwise, one operand, same type out.
+  kNeg,
+  kExp,
+  kExpm1,  // exp(x) - 1, accurate near 0
+  kLog,
+  kTanh,
+  kSqrt,
+  kRelu,  // max(x, 0)
+  // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  kGelu,
+  // Identity that closes the current pipeline stage (`pipeline_yield`).
+  kPipelineYield,
+  // Element type conversion. Attributes: dtype (string). f32→i32 truncates.
+  kConvert,
+
+  // ---- Elementwise, two operands, broadcast.
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,      // x^y (std::pow in f32)
+  kMaximum,  // max(x, y)
+  kEqual,    // 1.0f where x == y, else 0.0f
+  // where(cond, x, y): three operands broadcast together; cond is f32 and
+  // true where nonzero.
+  kWhere,
+
+  // ---- Reductions. Attributes: axes (sorted, unique, in range), keep_dims
+  // (0 or 1: keep reduced axes with extent 1). Sums run in index order over
+  // the reduced elements, accumulating in f32.
+  kReduceSum,
+  kReduceMean,  // sum, then divided by the number of reduced elements
+  kReduceMax,
+
+  // ---- Data movement.
+  kReshape,    // Attributes: shape. Same number of elements; row-major.
+  kTranspose,  // Attributes: permutation. out.shape[i] = in.shape[perm[i]].
+  kBroadcast,  // Attributes: shape. Broadcast the operand to `shape`.
+  // Attributes: axis, start, limit. Elements [start, limit) along axis.
+  kSlice,
+  // Attributes: axis. Any number (>= 1) of operands, concatenated along axis.
+  kConcat,
+
+  // ---- Linear algebra.
+  // matmul(a, b): a[..., M, K] x b[..., K, N] -> [..., M, N]. Attributes:
+  // transpose_a, transpose_b (0/1: the operand's last two axes are swapped
+  // before the product). Batch axes: equal in both, or one operand has rank
+  // 2 and is used for every batch entry of the other.
+  kMatMul,
+
+  // ---- Normalization and losses, over the last axis.
+  kSoftmax,
+  kLogSoftmax,
+  // layer_norm(x, gamma, beta): normalize(x) * gamma + beta, gamma and beta
+  // of shape [last extent]. Attributes: eps (double).
+  kLayerNorm,
+  // (x - mean) / sqrt(var + eps), with the biased variance. Attributes: eps.
+  kNormalize,
+  // cross_entropy(logits[..., V], labels i32[...]) -> [...]: per position,
+  // logsumexp(logits) - logits[label]. A label outside [0, V) is an error
+  // at run time.
+  kCrossEntropy,
+  // embedding(table[V, D], ids i32[...]) -> [..., D]: rows of the table.
+  // An id outside [0, V) is an error at run time.
+  kEmbedding,
+  // causal_mask(x[..., T, T]): x where column <= row, else `fill`.
+  // Attributes: fill (double, e.g. -inf).
+  kCausalMask,
+
+  // ---- Backward helpers that have no cheaper composition.
+  kSoftmaxGrad,     // (y = softmax(x), dy) -> y * (dy - sum(dy * y, last axis))
+  kLogSoftmaxGrad,  // (y = log_softmax(x), dy) -> dy - exp(y) * sum(dy, last axis)
+  kNormalizeGrad,   // (x, dy) -> d normalize(x) / dx applied to dy. Attributes: eps.
+  kGeluGrad,        // (x, dy) -> dy * gelu'(x)
+  kReluGrad,        // (x, dy) -> dy where x > 0, else 0
+  // (logits[..., V], labels i32[...], dy[...]) -> [..., V]:
+  // (softmax(logits) - onehot(label)) * dy.
+  kCrossEntropyGrad,
+  // (ids i32[...], dy[..., D]) -> [V, D]: dy rows summed into the row of
+  // their id, in index order. Attributes: num_embeddings (V).
+  kEmbeddingGrad,
+};
+
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kEmbeddingGrad) + 1;
+
+// "matmul", "reduce_sum", "pipeline_yield", ...: the name in the text form.
+const char* OpName(OpKind op);
+std::optional<OpKind> OpFromName(absl::string_view name);
+
+// The number of operands the op takes, or -1 for a variable number (concat).
+int OpArity(OpKind op);
+
+}  // namespace tandem::ir
+
+#endif  // TANDEM_IR_OP_H_

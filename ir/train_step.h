@@ -1,0 +1,80 @@
+// A traced training step: the microbatch loop and the optimizer update.
+//
+// The step a user writes is "for each microbatch in order: run the model,
+// differentiate it, add its gradients to the accumulators; then update the
+// parameters". TrainStep holds that loop in structured form:
+//  - `microbatch`: the body, run once per microbatch. Inputs are the
+//    parameters (role "parameter") and the microbatch's data and labels;
+//    outputs are "loss" and one gradient per (parameter, stage that uses it),
+//    named GradientName(parameter, stage).
+//  - `accumulators`: each body gradient is summed over microbatches in
+//    microbatch order in f32: acc = g_0, then acc = acc + g_m for m = 1..M-1.
+//  - `update`: run once after the loop. Inputs: parameters, accumulators
+//    (role "accumulator"), optimizer state and the step number (role "step",
+//    f32 scalar, 1 for the first step). It sums a parameter's accumulators in
+//    stage order, scales by 1/M and applies the optimizer; each output is the
+//    new value of the state tensor with the same name.
+// A forward-only step has no gradients, accumulators or update ops.
+// Value type; not synchronized.
+#ifndef TANDEM_IR_TRAIN_STEP_H_
+#define TANDEM_IR_TRAIN_STEP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/graph.h"
+
+namespace tandem::ir {
+
+// How a state tensor gets its first value. Deterministic: the same seed gives
+// the same bits on every machine (a counter-based generator, not <random>).
+struct Initializer {
+  enum class Kind : uint8_t { kZeros, kOnes, kNormal, kUniform };
+  Kind kind = Kind::kZeros;
+  double a = 0;  // normal: mean; uniform: low
+  double b = 0;  // normal: standard deviation; uniform: high
+  uint64_t seed = 0;
+  friend bool operator==(const Initializer&, const Initializer&) = default;
+};
+
+enum class StateRole : uint8_t { kParameter, kOptimizerState };
+
+// A tensor that lives across steps: a parameter or an optimizer slot.
+struct StateSpec {
+  std::string name;
+  TensorType type;
+  StateRole role = StateRole::kParameter;
+  Initializer init;
+  friend bool operator==(const StateSpec&, const StateSpec&) = default;
+};
+
+struct Accumulator {
+  std::string name;    // the update graph's input
+  std::string source;  // the microbatch graph's output it sums
+  friend bool operator==(const Accumulator&, const Accumulator&) = default;
+};
+
+struct TrainStep {
+  std::string name;
+  int32_t num_stages = 1;
+  int32_t num_microbatches = 1;
+  std::vector<StateSpec> state;
+  Graph microbatch{"microbatch"};
+  std::vector<Accumulator> accumulators;
+  Graph update{"update"};
+
+  const StateSpec* FindState(const std::string& state_name) const;
+  bool forward_only() const { return accumulators.empty(); }
+  friend bool operator==(const TrainStep&, const TrainStep&) = default;
+};
+
+// "grad.<parameter>.s<stage>": the body output holding a parameter's
+// gradient from one stage, and "acc.<parameter>.s<stage>" its accumulator.
+std::string GradientName(const std::string& parameter, int32_t stage);
+std::string AccumulatorName(const std::string& parameter, int32_t stage);
+
+}  // namespace tandem::ir
+
+#endif  // TANDEM_IR_TRAIN_STEP_H_

@@ -1,0 +1,168 @@
+#include "ir/verifier.h"
+
+#include <set>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "ir/shape_rules.h"
+
+namespace tandem::ir {
+namespace {
+
+enum class AttributeKind { kInt, kDouble, kString, kInts };
+
+struct RequiredAttribute {
+  const char* name;
+  AttributeKind kind;
+};
+
+std::vector<RequiredAttribute> RequiredAttributes(OpKind op) {
+  using K = AttributeKind;
+  switch (op) {
+    case OpKind::kInput: return {{"name", K::kString}, {"role", K::kString}};
+    case OpKind::kConstant: return {{"value", K::kDouble}};
+    case OpKind::kConvert: return {{"dtype", K::kString}};
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMean:
+    case OpKind::kReduceMax: return {{"axes", K::kInts}};
+    case OpKind::kReshape:
+    case OpKind::kBroadcast: return {{"shape", K::kInts}};
+    case OpKind::kTranspose: return {{"permutation", K::kInts}};
+    case OpKind::kSlice: return {{"axis", K::kInt}, {"start", K::kInt}, {"limit", K::kInt}};
+    case OpKind::kConcat: return {{"axis", K::kInt}};
+    case OpKind::kLayerNorm:
+    case OpKind::kNormalize:
+    case OpKind::kNormalizeGrad: return {{"eps", K::kDouble}};
+    case OpKind::kCausalMask: return {{"fill", K::kDouble}};
+    case OpKind::kEmbeddingGrad: return {{"num_embeddings", K::kInt}};
+    default: return {};
+  }
+}
+
+bool HasKind(const AttributeValue& value, AttributeKind kind) {
+  switch (kind) {
+    case AttributeKind::kInt: return std::holds_alternative<int64_t>(value);
+    case AttributeKind::kDouble: return std::holds_alternative<double>(value);
+    case AttributeKind::kString: return std::holds_alternative<std::string>(value);
+    case AttributeKind::kInts: return std::holds_alternative<std::vector<int64_t>>(value);
+  }
+  return false;
+}
+
+std::string Where(const Graph& graph, ValueId id) {
+  const Node& node = graph.node(id);
+  std::string where = absl::StrCat("graph @", graph.name(), ": %", id, " = ", OpName(node.op));
+  if (node.location.known()) absl::StrAppend(&where, " at ", node.location.ToString());
+  return where;
+}
+
+absl::Status Fail(const Graph& graph, ValueId id, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(Where(graph, id), ": ", what));
+}
+
+absl::Status VerifyNode(const Graph& graph, ValueId id) {
+  const Node& node = graph.node(id);
+  int arity = OpArity(node.op);
+  if (arity >= 0 && static_cast<int>(node.operands.size()) != arity) {
+    return Fail(graph, id, absl::StrCat("takes ", arity, " operands, has ", node.operands.size()));
+  }
+  for (ValueId operand : node.operands) {
+    if (operand < 0 || operand >= id) {
+      return Fail(graph, id, absl::StrCat("operand %", operand, " is not an earlier value"));
+    }
+  }
+  for (const RequiredAttribute& required : RequiredAttributes(node.op)) {
+    auto it = node.attributes.values().find(required.name);
+    if (it == node.attributes.values().end() || !HasKind(it->second, required.kind)) {
+      return Fail(graph, id, absl::StrCat("attribute '", required.name, "' is missing or of the wrong kind"));
+    }
+  }
+  if (node.op == OpKind::kInput || node.op == OpKind::kConstant) return absl::OkStatus();
+  std::vector<TensorType> types;
+  for (ValueId operand : node.operands) types.push_back(graph.type(operand));
+  absl::StatusOr<TensorType> inferred = InferResultType(node.op, types, node.attributes);
+  if (!inferred.ok()) return Fail(graph, id, inferred.status().message());
+  if (*inferred != node.type) {
+    return Fail(graph, id, absl::StrCat("declared type ", TypeToString(node.type), " but the op gives ",
+                                        TypeToString(*inferred)));
+  }
+  if (node.phase == Phase::kForward) {
+    for (ValueId operand : node.operands) {
+      const Node& producer = graph.node(operand);
+      if (producer.op != OpKind::kInput && producer.phase == Phase::kForward && producer.stage > node.stage) {
+        return Fail(graph, id, absl::StrCat("forward op of stage ", node.stage, " reads %", operand,
+                                            " of the later stage ", producer.stage));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VerifyGraph(const Graph& graph) {
+  std::set<std::string> input_names;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    if (absl::Status status = VerifyNode(graph, id); !status.ok()) return status;
+    const Node& node = graph.node(id);
+    if (node.op == OpKind::kInput && !input_names.insert(node.attributes.GetString("name")).second) {
+      return Fail(graph, id, absl::StrCat("input '", node.attributes.GetString("name"), "' declared twice"));
+    }
+  }
+  std::set<std::string> output_names;
+  for (const GraphOutput& output : graph.outputs()) {
+    if (output.value < 0 || output.value >= graph.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": output '", output.name,
+                                                     "' names %", output.value, ", which does not exist"));
+    }
+    if (!output_names.insert(output.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph @", graph.name(), ": output '", output.name, "' appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyTrainStep(const TrainStep& step) {
+  for (const Graph* graph : {&step.microbatch, &step.update}) {
+    if (absl::Status status = VerifyGraph(*graph); !status.ok()) return status;
+    for (ValueId id = 0; id < graph->size(); ++id) {
+      const Node& node = graph->node(id);
+      if (node.stage < 0 || node.stage >= step.num_stages) {
+        return Fail(*graph, id, absl::StrCat("stage ", node.stage, " outside [0, ", step.num_stages, ")"));
+      }
+      if (node.op != OpKind::kInput) continue;
+      const std::string& role = node.attributes.GetString("role");
+      const std::string& name = node.attributes.GetString("name");
+      if (role != "parameter" && role != "optimizer_state") continue;
+      const StateSpec* spec = step.FindState(name);
+      StateRole expected = role == "parameter" ? StateRole::kParameter : StateRole::kOptimizerState;
+      if (spec == nullptr || spec->role != expected) {
+        return Fail(*graph, id, absl::StrCat(role, " '", name, "' is used but never declared"));
+      }
+      if (spec->type != node.type) {
+        return Fail(*graph, id, absl::StrCat(role, " '", name, "' is declared ", TypeToString(spec->type),
+                                             " but used as ", TypeToString(node.type)));
+      }
+    }
+  }
+  for (const Accumulator& acc : step.accumulators) {
+    if (!step.microbatch.FindOutput(acc.source)) {
+      return absl::InvalidArgumentError(absl::StrCat("accumulator '", acc.name, "' sums '", acc.source,
+                                                     "', which is not an output of the microbatch graph"));
+    }
+    if (!step.update.FindInput(acc.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("accumulator '", acc.name, "' is not an input of the update graph"));
+    }
+  }
+  for (const GraphOutput& output : step.update.outputs()) {
+    if (step.FindState(output.name) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update output '", output.name, "' names no state tensor"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::ir
