@@ -1,0 +1,215 @@
+#include "ir/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "ir/kernels.h"
+
+namespace tandem::ir {
+namespace {
+
+std::string Where(const Graph& graph, ValueId id) {
+  const Node& node = graph.node(id);
+  std::string where = absl::StrCat("%", id, " = ", OpName(node.op));
+  if (node.location.known()) absl::StrAppend(&where, " at ", node.location.ToString());
+  return where;
+}
+
+// SplitMix64 (Steele, Lea & Flood, 2014): a counter-based generator, so the
+// k-th number of a stream is a pure function of (seed, k).
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in (0, 1), from the top 53 bits.
+double UniformOpen(uint64_t seed, uint64_t counter) {
+  uint64_t bits = SplitMix64(seed ^ SplitMix64(counter)) >> 11;
+  return (static_cast<double>(bits) + 0.5) * 0x1.0p-53;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
+                                   const std::vector<std::string>* wanted) {
+  const int32_t n = graph.size();
+  std::vector<GraphOutput> outputs;
+  for (const GraphOutput& output : graph.outputs()) {
+    if (wanted == nullptr || std::find(wanted->begin(), wanted->end(), output.name) != wanted->end()) {
+      outputs.push_back(output);
+    }
+  }
+  std::vector<bool> needed(n, wanted == nullptr);
+  for (const GraphOutput& output : outputs) needed[output.value] = true;
+  for (ValueId id = n - 1; id >= 0; --id) {
+    if (!needed[id]) continue;
+    for (ValueId operand : graph.node(id).operands) needed[operand] = true;
+  }
+  std::vector<int32_t> last_use(n, -1);
+  for (ValueId id = 0; id < n; ++id) {
+    if (!needed[id]) continue;
+    for (ValueId operand : graph.node(id).operands) last_use[operand] = id;
+  }
+  for (const GraphOutput& output : outputs) last_use[output.value] = n;
+
+  std::vector<HostTensor> values(n);
+  std::vector<const HostTensor*> operands;
+  for (ValueId id = 0; id < n; ++id) {
+    if (!needed[id]) continue;
+    const Node& node = graph.node(id);
+    if (node.op == OpKind::kInput) {
+      const std::string& name = node.attributes.GetString("name");
+      auto it = inputs.find(name);
+      if (it == inputs.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": no value for input '", name, "'"));
+      }
+      if (it->second.type() != node.type) {
+        return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": input '", name, "' must be ",
+                                                       TypeToString(node.type), ", got ",
+                                                       TypeToString(it->second.type())));
+      }
+      values[id] = it->second;
+    } else {
+      operands.clear();
+      for (ValueId operand : node.operands) operands.push_back(&values[operand]);
+      absl::StatusOr<HostTensor> result = EvaluateNode(node, operands);
+      if (!result.ok()) {
+        return absl::Status(result.status().code(),
+                            absl::StrCat(Where(graph, id), ": ", result.status().message()));
+      }
+      values[id] = *std::move(result);
+    }
+    for (ValueId operand : node.operands) {
+      if (last_use[operand] == id) values[operand] = HostTensor();
+    }
+    if (last_use[id] == -1) values[id] = HostTensor();
+  }
+  TensorMap results;
+  for (const GraphOutput& output : outputs) results[output.name] = values[output.value];
+  return results;
+}
+
+HostTensor MakeTensor(const TensorType& type, const Initializer& init) {
+  HostTensor tensor(type);
+  const int64_t n = tensor.num_elements();
+  float* out = tensor.f32();
+  switch (init.kind) {
+    case Initializer::Kind::kZeros:
+      break;
+    case Initializer::Kind::kOnes:
+      for (int64_t i = 0; i < n; ++i) out[i] = 1.0f;
+      break;
+    case Initializer::Kind::kUniform:
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<float>(init.a + (init.b - init.a) * UniformOpen(init.seed, i));
+      }
+      break;
+    case Initializer::Kind::kNormal:
+      // Box-Muller on the pair (2j, 2j+1) of the stream; element 2j takes the
+      // cosine branch, 2j+1 the sine branch.
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t pair = static_cast<uint64_t>(i / 2);
+        double radius = std::sqrt(-2.0 * std::log(UniformOpen(init.seed, 2 * pair)));
+        double angle = 2.0 * M_PI * UniformOpen(init.seed, 2 * pair + 1);
+        double z = radius * (i % 2 == 0 ? std::cos(angle) : std::sin(angle));
+        out[i] = static_cast<float>(init.a + init.b * z);
+      }
+      break;
+  }
+  return tensor;
+}
+
+TensorMap InitialState(const TrainStep& step) {
+  TensorMap state;
+  for (const StateSpec& spec : step.state) state[spec.name] = InitialValue(spec);
+  return state;
+}
+
+HostTensor AccumulateGradient(const HostTensor& acc, const HostTensor& g) {
+  HostTensor sum(acc.type());
+  const float* a = acc.f32();
+  const float* b = g.f32();
+  float* out = sum.f32();
+  for (int64_t i = 0, n = acc.num_elements(); i < n; ++i) out[i] = a[i] + b[i];
+  return sum;
+}
+
+namespace {
+
+absl::Status CheckMicrobatchCount(const TrainStep& step, const std::vector<TensorMap>& microbatches) {
+  if (static_cast<int32_t>(microbatches.size()) != step.num_microbatches) {
+    return absl::InvalidArgumentError(absl::StrCat("step '", step.name, "' is traced for ", step.num_microbatches,
+                                                   " microbatches, got ", microbatches.size()));
+  }
+  return absl::OkStatus();
+}
+
+// The microbatch graph's inputs: the state plus the microbatch's data.
+TensorMap MicrobatchInputs(const TensorMap& state, const TensorMap& data) {
+  TensorMap inputs = state;
+  for (const auto& [name, tensor] : data) inputs[name] = tensor;
+  return inputs;
+}
+
+}  // namespace
+
+absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& state,
+                                            const std::vector<TensorMap>& microbatches, int64_t step_number) {
+  if (absl::Status status = CheckMicrobatchCount(step, microbatches); !status.ok()) return status;
+  StepResult result;
+  TensorMap accumulators;
+  for (size_t m = 0; m < microbatches.size(); ++m) {
+    absl::StatusOr<TensorMap> outputs = RunGraph(step.microbatch, MicrobatchInputs(state, microbatches[m]));
+    if (!outputs.ok()) {
+      return absl::Status(outputs.status().code(),
+                          absl::StrCat("microbatch ", m, ": ", outputs.status().message()));
+    }
+    result.losses.push_back(outputs->at("loss").f32()[0]);
+    for (const Accumulator& acc : step.accumulators) {
+      const HostTensor& g = outputs->at(acc.source);
+      auto it = accumulators.find(acc.name);
+      if (it == accumulators.end()) {
+        accumulators[acc.name] = g;
+      } else {
+        it->second = AccumulateGradient(it->second, g);
+      }
+    }
+  }
+  if (step.forward_only()) return result;
+  TensorMap update_inputs = state;
+  for (auto& [name, tensor] : accumulators) update_inputs[name] = tensor;
+  update_inputs["step"] = HostTensor::Scalar(static_cast<float>(step_number));
+  absl::StatusOr<TensorMap> updated = RunGraph(step.update, update_inputs);
+  if (!updated.ok()) return updated.status();
+  for (auto& [name, tensor] : *updated) state[name] = std::move(tensor);
+  return result;
+}
+
+absl::StatusOr<std::vector<float>> EvaluateLosses(const TrainStep& step, const TensorMap& state,
+                                                  const std::vector<TensorMap>& microbatches) {
+  const std::vector<std::string> wanted = {"loss"};
+  std::vector<float> losses;
+  for (const TensorMap& data : microbatches) {
+    absl::StatusOr<TensorMap> result = RunGraph(step.microbatch, MicrobatchInputs(state, data), &wanted);
+    if (!result.ok()) return result.status();
+    losses.push_back(result->at("loss").f32()[0]);
+  }
+  return losses;
+}
+
+absl::StatusOr<std::vector<HostTensor>> RunReferenceForward(const TrainStep& step, const TensorMap& state,
+                                                            const std::vector<TensorMap>& microbatches) {
+  if (absl::Status status = CheckMicrobatchCount(step, microbatches); !status.ok()) return status;
+  std::vector<HostTensor> outputs;
+  for (const TensorMap& data : microbatches) {
+    absl::StatusOr<TensorMap> result = RunGraph(step.microbatch, MicrobatchInputs(state, data));
+    if (!result.ok()) return result.status();
+    outputs.push_back(result->at("output"));
+  }
+  return outputs;
+}
+
+}  // namespace tandem::ir

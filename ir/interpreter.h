@@ -1,0 +1,63 @@
+// The reference interpreter: runs graphs and whole training steps on the CPU
+// with the reference kernels. It is the meaning of a TrainStep, and every
+// pipelined run is compared with it bitwise.
+#ifndef TANDEM_IR_INTERPRETER_H_
+#define TANDEM_IR_INTERPRETER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+#include "ir/train_step.h"
+
+namespace tandem::ir {
+
+using TensorMap = std::map<std::string, HostTensor>;
+
+// Runs `graph` in program order. `inputs` supplies every input node's value
+// by name, of the declared type. Each value is released after its last use.
+// Returns the graph's outputs by name; with `wanted`, only those outputs,
+// computing only the ops they need. A kernel error names the value, op and
+// source location: "%12 = embedding at examples/gpt.cc:40: ...".
+absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
+                                   const std::vector<std::string>* wanted = nullptr);
+
+// A tensor of `type` (f32) filled by `initializer`: the same arguments give
+// the same bits on every run.
+HostTensor MakeTensor(const TensorType& type, const Initializer& initializer);
+// The first value of a state tensor, from its seeded initializer.
+inline HostTensor InitialValue(const StateSpec& spec) { return MakeTensor(spec.type, spec.init); }
+// InitialValue of every state tensor of `step`, by name.
+TensorMap InitialState(const TrainStep& step);
+
+// acc + g, elementwise in f32: the one definition of gradient accumulation,
+// used by the interpreter and by every pipelined executor.
+HostTensor AccumulateGradient(const HostTensor& acc, const HostTensor& g);
+
+struct StepResult {
+  std::vector<float> losses;  // one per microbatch, in microbatch order
+};
+
+// One training step as the user wrote it: for each microbatch in order, run
+// the microbatch graph and add its gradients into the accumulators; then run
+// the update graph with `step_number` (1-based) and replace `state` by its
+// outputs. `microbatches` holds each microbatch's data and labels by name.
+absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& state,
+                                            const std::vector<TensorMap>& microbatches,
+                                            int64_t step_number);
+
+// The loss of each microbatch under `state`, without gradients or update.
+absl::StatusOr<std::vector<float>> EvaluateLosses(const TrainStep& step, const TensorMap& state,
+                                                  const std::vector<TensorMap>& microbatches);
+
+// A forward-only step: each microbatch's "output".
+absl::StatusOr<std::vector<HostTensor>> RunReferenceForward(const TrainStep& step, const TensorMap& state,
+                                                            const std::vector<TensorMap>& microbatches);
+
+}  // namespace tandem::ir
+
+#endif  // TANDEM_IR_INTERPRETER_H_

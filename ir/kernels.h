@@ -1,0 +1,76 @@
+// CPU reference kernels: the meaning of every IR op (ir/op.h).
+//
+// EvaluateNode computes one node's result from its operand tensors. These
+// kernels are the reference every other backend and every pipelined run is
+// compared with bitwise, so they promise:
+//   - Deterministic: the same inputs give the same bits, every run, on a
+//     given machine and build. Sums run in index order over the summed
+//     elements, accumulating in f32 in a plain loop (no pairwise or Kahan
+//     summation, no reassociation), so the order is part of the contract.
+//   - Single-threaded: no kernel starts threads of its own. matmul calls
+//     OpenBLAS's cblas_sgemm, whose thread count is OpenBLAS's setting (see
+//     SetBlasThreads); pin it to 1 wherever bits must match another process.
+//   - f32 math: f32 ops compute in f32. exp and tanh (also inside gelu,
+//     gelu_grad and the softmax family) are the kernels' own f32 routines
+//     (kernels/float_math.h: IEEE adds, multiplies and divides only, within
+//     2 ulp, the same bits on every CPU); log and pow are libm's logf and
+//     powf, sqrt is IEEE sqrtf. i32 carries ids and labels; data movement
+//     (reshape, transpose, broadcast, slice, concat, pipeline_yield) and
+//     convert handle any dtype, arithmetic takes f32 only. bf16/f16 are
+//     moved but not computed on.
+//
+// Documented choices where ir/op.h leaves room:
+//   - relu(x) = x < 0 ? 0 : x (NaN passes through); maximum(x, y) returns
+//     NaN when either side is NaN, else the larger (x on ties); reduce_max
+//     propagates NaN and gives -inf over zero elements.
+//   - convert f32 -> i32 truncates toward zero, saturating at the i32 range;
+//     NaN becomes 0.
+//   - gelu(x) = 0.5f * x * (1 + tanh(k * (x + 0.044715f * x * x * x))),
+//     k = sqrt(2/pi) in f32, and gelu_grad its exact derivative
+//     0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2), t as above.
+//   - normalize: mean = sum(x) / N, var = sum((x - mean)^2) / N (biased),
+//     rstd = 1 / sqrtf(var + eps), xhat = (x - mean) * rstd; layer_norm
+//     computes exactly xhat * gamma, rounded, then + beta, rounded, so it
+//     matches normalize -> mul -> add bit for bit. normalize_grad is
+//     rstd * ((dy - mean(dy)) - xhat * mean(dy * xhat)).
+//   - The softmax family subtracts the row max first; softmax divides each
+//     exp by the row sum; log_softmax is (x - max) - log(sum);
+//     cross_entropy is log(sum(exp(x - max))) - (x[label] - max).
+//   - reshape and pipeline_yield return a tensor sharing the operand's
+//     storage; every other kernel writes a fresh tensor.
+//
+// Thread-safety: EvaluateNode only reads its operands, so calls on
+// different nodes may run concurrently (subject to OpenBLAS's own rules).
+#ifndef TANDEM_IR_KERNELS_H_
+#define TANDEM_IR_KERNELS_H_
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace tandem::ir {
+
+// The result of `node` (of type node.type, already inferred) applied to
+// `operands`, one tensor per node.operands entry, in order. Errors:
+//   - InvalidArgument for data-dependent failures, naming the op and the bad
+//     value and position, e.g. "embedding: id 70 at position 3 outside
+//     [0, 65)" (embedding, embedding_grad ids; cross_entropy and
+//     cross_entropy_grad labels).
+//   - Internal when the node is not a kernel (input) or when operand types
+//     do not fit the node (a graph the verifier should have rejected),
+//     including arithmetic on a dtype other than f32.
+//   - Unimplemented for constant and convert with bf16/f16.
+// A wrong operand count is a bug of the caller and aborts.
+absl::StatusOr<HostTensor> EvaluateNode(const Node& node,
+                                        absl::Span<const HostTensor* const> operands);
+
+// Sets the number of threads OpenBLAS uses for matmul (process-wide: it is
+// OpenBLAS's own setting). Results are bitwise reproducible for a fixed
+// thread count; use 1 for the reference interpreter and for benchmarks
+// against one-thread baselines.
+void SetBlasThreads(int num_threads);
+
+}  // namespace tandem::ir
+
+#endif  // TANDEM_IR_KERNELS_H_

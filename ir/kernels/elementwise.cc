@@ -1,0 +1,289 @@
+// Elementwise kernels: constant, the unary ops, pipeline_yield, convert, the
+// broadcasting binary ops, where, and the elementwise backward helpers
+// gelu_grad and relu_grad.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "ir/kernels/float_math.h"
+#include "ir/kernels/kernel_support.h"
+
+namespace tandem::ir::internal {
+namespace {
+
+// sqrt(2/pi) and the cubic coefficient of the tanh approximation of GELU.
+constexpr float kGeluScale = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+// ---- Unary ops: static float Apply(float x).
+struct NegOp {
+  static float Apply(float x) { return -x; }
+};
+struct ExpOp {
+  static float Apply(float x) { return ExpF32(x); }
+};
+struct Expm1Op {
+  static float Apply(float x) { return std::expm1(x); }
+};
+struct LogOp {
+  static float Apply(float x) { return std::log(x); }
+};
+struct TanhOp {
+  static float Apply(float x) { return TanhF32(x); }
+};
+struct SqrtOp {
+  static float Apply(float x) { return std::sqrt(x); }
+};
+struct ReluOp {
+  static float Apply(float x) { return x < 0.0f ? 0.0f : x; }
+};
+struct GeluOp {
+  static float Apply(float x) {
+    const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
+    return 0.5f * x * (1.0f + TanhF32(inner));
+  }
+};
+
+// ---- Binary ops: static float Apply(float x, float y).
+struct AddOp {
+  static float Apply(float x, float y) { return x + y; }
+};
+struct SubOp {
+  static float Apply(float x, float y) { return x - y; }
+};
+struct MulOp {
+  static float Apply(float x, float y) { return x * y; }
+};
+struct DivOp {
+  static float Apply(float x, float y) { return x / y; }
+};
+struct PowOp {
+  static float Apply(float x, float y) { return std::pow(x, y); }
+};
+struct MaximumOp {
+  static float Apply(float x, float y) { return (x >= y || std::isnan(x)) ? x : y; }
+};
+struct EqualOp {
+  static float Apply(float x, float y) { return x == y ? 1.0f : 0.0f; }
+};
+// (x, dy) -> dy * gelu'(x).
+struct GeluGradOp {
+  static float Apply(float x, float dy) {
+    const float x2 = x * x;
+    const float t = TanhF32(kGeluScale * (x + kGeluCubic * x2 * x));
+    const float d_inner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x2);
+    const float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
+    return dy * derivative;
+  }
+};
+// (x, dy) -> dy where x > 0, else 0.
+struct ReluGradOp {
+  static float Apply(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
+};
+
+absl::Status ExpectAllF32(const Node& node, Operands operands) {
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (absl::Status s = ExpectDType(node, operands, static_cast<int>(i), DType::kF32); !s.ok()) {
+      return s;
+    }
+  }
+  return ExpectResultDType(node, DType::kF32);
+}
+
+template <typename Op>
+absl::StatusOr<HostTensor> MapUnary(const Node& node, Operands operands) {
+  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
+  if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
+  HostTensor out(node.type);
+  const float* __restrict in = operands[0]->f32();
+  float* __restrict result = out.f32();
+  const int64_t n = out.num_elements();
+  for (int64_t i = 0; i < n; ++i) result[i] = Op::Apply(in[i]);
+  return out;
+}
+
+// One contiguous output row from inputs with element stride 1 or 0.
+template <typename Op>
+void BinaryRow(const float* __restrict x, int64_t x_stride, const float* __restrict y,
+               int64_t y_stride, float* __restrict out, int64_t n) {
+  if (x_stride == 1 && y_stride == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Op::Apply(x[i], y[i]);
+  } else if (x_stride == 1) {
+    const float y0 = y[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = Op::Apply(x[i], y0);
+  } else if (y_stride == 1) {
+    const float x0 = x[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = Op::Apply(x0, y[i]);
+  } else {
+    const float value = Op::Apply(x[0], y[0]);
+    for (int64_t i = 0; i < n; ++i) out[i] = value;
+  }
+}
+
+template <typename Op>
+absl::StatusOr<HostTensor> MapBinary(const Node& node, Operands operands) {
+  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
+  const HostTensor& x = *operands[0];
+  const HostTensor& y = *operands[1];
+  HostTensor out(node.type);
+  float* result = out.f32();
+  if (x.shape() == node.type.shape && y.shape() == node.type.shape) {
+    BinaryRow<Op>(x.f32(), 1, y.f32(), 1, result, out.num_elements());
+    return out;
+  }
+  const Shape* shapes[] = {&x.shape(), &y.shape()};
+  absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
+  if (!layout.ok()) return layout.status();
+  if (out.num_elements() == 0) return out;
+  const int64_t inner = layout->inner_extent();
+  const int64_t x_stride = layout->inner_stride(0);
+  const int64_t y_stride = layout->inner_stride(1);
+  const float* x_data = x.f32();
+  const float* y_data = y.f32();
+  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+    BinaryRow<Op>(x_data + offsets[0], x_stride, y_data + offsets[1], y_stride,
+                  result + out_offset, inner);
+  });
+  return out;
+}
+
+absl::StatusOr<HostTensor> Where(const Node& node, Operands operands) {
+  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
+  const Shape* shapes[] = {&operands[0]->shape(), &operands[1]->shape(), &operands[2]->shape()};
+  absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
+  if (!layout.ok()) return layout.status();
+  HostTensor out(node.type);
+  if (out.num_elements() == 0) return out;
+  const int64_t inner = layout->inner_extent();
+  const int64_t c_stride = layout->inner_stride(0);
+  const int64_t x_stride = layout->inner_stride(1);
+  const int64_t y_stride = layout->inner_stride(2);
+  const float* cond = operands[0]->f32();
+  const float* x = operands[1]->f32();
+  const float* y = operands[2]->f32();
+  float* result = out.f32();
+  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+    const float* __restrict c_row = cond + offsets[0];
+    const float* __restrict x_row = x + offsets[1];
+    const float* __restrict y_row = y + offsets[2];
+    float* __restrict out_row = result + out_offset;
+    for (int64_t i = 0; i < inner; ++i) {
+      out_row[i] = c_row[i * c_stride] != 0.0f ? x_row[i * x_stride] : y_row[i * y_stride];
+    }
+  });
+  return out;
+}
+
+absl::StatusOr<HostTensor> Constant(const Node& node) {
+  const double value = node.attributes.GetDouble("value");
+  HostTensor out(node.type);
+  const int64_t n = out.num_elements();
+  switch (node.type.dtype) {
+    case DType::kF32: {
+      const float v = static_cast<float>(value);
+      float* data = out.f32();
+      for (int64_t i = 0; i < n; ++i) data[i] = v;
+      return out;
+    }
+    case DType::kI32: {
+      const int32_t v = static_cast<int32_t>(value);
+      int32_t* data = out.i32();
+      for (int64_t i = 0; i < n; ++i) data[i] = v;
+      return out;
+    }
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("constant: dtype ", DTypeName(node.type.dtype), " is not computed on CPU"));
+  }
+}
+
+absl::StatusOr<HostTensor> PipelineYield(const Node& node, Operands operands) {
+  if (operands[0]->type() != node.type) {
+    return KernelTypeError(node, absl::StrCat("operand type ", TypeToString(operands[0]->type()),
+                                              " differs from the result type ",
+                                              TypeToString(node.type)));
+  }
+  return *operands[0];
+}
+
+int32_t TruncateToInt32(float value) {
+  if (std::isnan(value)) return 0;
+  if (value >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
+  if (value < -2147483648.0f) return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(value);
+}
+
+absl::StatusOr<HostTensor> Convert(const Node& node, Operands operands) {
+  const HostTensor& in = *operands[0];
+  if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
+  HostTensor out(node.type);
+  const int64_t n = out.num_elements();
+  const DType from = in.dtype();
+  const DType to = node.type.dtype;
+  if (from == to) {
+    std::memcpy(out.data(), in.data(), static_cast<size_t>(out.num_bytes()));
+  } else if (from == DType::kF32 && to == DType::kI32) {
+    for (int64_t i = 0; i < n; ++i) out.i32()[i] = TruncateToInt32(in.f32()[i]);
+  } else if (from == DType::kI32 && to == DType::kF32) {
+    for (int64_t i = 0; i < n; ++i) out.f32()[i] = static_cast<float>(in.i32()[i]);
+  } else {
+    return absl::UnimplementedError(absl::StrCat("convert: ", DTypeName(from), " to ",
+                                                 DTypeName(to), " is not computed on CPU"));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> EvaluateElementwise(const Node& node, Operands operands) {
+  switch (node.op) {
+    case OpKind::kConstant:
+      return Constant(node);
+    case OpKind::kPipelineYield:
+      return PipelineYield(node, operands);
+    case OpKind::kConvert:
+      return Convert(node, operands);
+    case OpKind::kNeg:
+      return MapUnary<NegOp>(node, operands);
+    case OpKind::kExp:
+      return MapUnary<ExpOp>(node, operands);
+    case OpKind::kExpm1:
+      return MapUnary<Expm1Op>(node, operands);
+    case OpKind::kLog:
+      return MapUnary<LogOp>(node, operands);
+    case OpKind::kTanh:
+      return MapUnary<TanhOp>(node, operands);
+    case OpKind::kSqrt:
+      return MapUnary<SqrtOp>(node, operands);
+    case OpKind::kRelu:
+      return MapUnary<ReluOp>(node, operands);
+    case OpKind::kGelu:
+      return MapUnary<GeluOp>(node, operands);
+    case OpKind::kAdd:
+      return MapBinary<AddOp>(node, operands);
+    case OpKind::kSub:
+      return MapBinary<SubOp>(node, operands);
+    case OpKind::kMul:
+      return MapBinary<MulOp>(node, operands);
+    case OpKind::kDiv:
+      return MapBinary<DivOp>(node, operands);
+    case OpKind::kPow:
+      return MapBinary<PowOp>(node, operands);
+    case OpKind::kMaximum:
+      return MapBinary<MaximumOp>(node, operands);
+    case OpKind::kEqual:
+      return MapBinary<EqualOp>(node, operands);
+    case OpKind::kGeluGrad:
+      return MapBinary<GeluGradOp>(node, operands);
+    case OpKind::kReluGrad:
+      return MapBinary<ReluGradOp>(node, operands);
+    case OpKind::kWhere:
+      return Where(node, operands);
+    default:
+      KernelBug(absl::StrCat("EvaluateElementwise: ", OpName(node.op), " is not elementwise"));
+  }
+}
+
+}  // namespace tandem::ir::internal

@@ -1,0 +1,110 @@
+#include "ir/kernels/kernel_support.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "ir/op.h"
+
+namespace tandem::ir::internal {
+
+absl::Status KernelTypeError(const Node& node, absl::string_view detail) {
+  return absl::InternalError(absl::StrCat(OpName(node.op), ": ", detail));
+}
+
+absl::Status ExpectDType(const Node& node, Operands operands, int index, DType dtype) {
+  if (operands[index]->dtype() == dtype) return absl::OkStatus();
+  return KernelTypeError(node, absl::StrCat("operand ", index, " has type ",
+                                            TypeToString(operands[index]->type()), ", expected ",
+                                            DTypeName(dtype)));
+}
+
+absl::Status ExpectShape(const Node& node, Operands operands, int index, const Shape& shape) {
+  if (operands[index]->shape() == shape) return absl::OkStatus();
+  return KernelTypeError(node, absl::StrCat("operand ", index, " has type ",
+                                            TypeToString(operands[index]->type()),
+                                            ", expected shape ", ShapeToString(shape)));
+}
+
+absl::Status ExpectResultDType(const Node& node, DType dtype) {
+  if (node.type.dtype == dtype) return absl::OkStatus();
+  return KernelTypeError(node, absl::StrCat("result type ", TypeToString(node.type), ", expected ",
+                                            DTypeName(dtype)));
+}
+
+RowView RowsOf(const Shape& shape) {
+  if (shape.empty()) return {1, 1};
+  RowView rows;
+  rows.length = shape.back();
+  rows.count = 1;
+  for (size_t axis = 0; axis + 1 < shape.size(); ++axis) rows.count *= shape[axis];
+  return rows;
+}
+
+absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(const Node& node, const Shape& out,
+                                                    absl::Span<const Shape* const> inputs) {
+  if (inputs.size() > static_cast<size_t>(kMaxBroadcastInputs)) {
+    KernelBug("MakeBroadcastLayout: too many inputs");
+  }
+  const int num_inputs = static_cast<int>(inputs.size());
+  const int rank = static_cast<int>(out.size());
+  for (int i = 0; i < num_inputs; ++i) {
+    if (static_cast<int>(inputs[i]->size()) > rank) {
+      return KernelTypeError(node, absl::StrCat("operand shape ", ShapeToString(*inputs[i]),
+                                                " has more axes than the result ",
+                                                ShapeToString(out)));
+    }
+  }
+  // One bit per input: set where the input is full along the axis.
+  std::vector<int64_t> extents;
+  std::vector<unsigned> masks;
+  for (int axis = 0; axis < rank; ++axis) {
+    unsigned mask = 0;
+    for (int i = 0; i < num_inputs; ++i) {
+      const Shape& in = *inputs[i];
+      const int offset = rank - static_cast<int>(in.size());
+      const int64_t extent = axis >= offset ? in[axis - offset] : 1;
+      if (extent == out[axis]) {
+        if (extent != 1) mask |= 1u << i;
+      } else if (extent != 1) {
+        return KernelTypeError(node, absl::StrCat("operand shape ", ShapeToString(in),
+                                                  " does not broadcast to ", ShapeToString(out)));
+      }
+    }
+    if (out[axis] == 1) continue;
+    if (!masks.empty() && masks.back() == mask) {
+      extents.back() *= out[axis];
+    } else {
+      extents.push_back(out[axis]);
+      masks.push_back(mask);
+    }
+  }
+  if (extents.empty()) {
+    extents.push_back(1);
+    masks.push_back(0);
+  }
+  BroadcastLayout layout;
+  layout.extents = extents;
+  layout.num_inputs = num_inputs;
+  for (int i = 0; i < num_inputs; ++i) {
+    std::vector<int64_t>& strides = layout.strides[i];
+    strides.assign(extents.size(), 0);
+    int64_t running = 1;
+    for (int axis = static_cast<int>(extents.size()) - 1; axis >= 0; --axis) {
+      if (masks[axis] & (1u << i)) {
+        strides[axis] = running;
+        running *= extents[axis];
+      }
+    }
+  }
+  return layout;
+}
+
+void KernelBug(absl::string_view message) {
+  std::fprintf(stderr, "tandem: internal error: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+  std::abort();
+}
+
+}  // namespace tandem::ir::internal

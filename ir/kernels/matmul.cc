@@ -1,0 +1,105 @@
+// The matmul kernel: cblas_sgemm from OpenBLAS, row-major, with the
+// transpose flags passed to BLAS (no transposed copies are made).
+//
+// Batch modes: equal batch axes on both sides (one gemm per batch entry), or
+// one rank-2 operand reused for every batch entry of the other. When b is the
+// rank-2 operand and a is not transposed, a's batch axes fold into M and the
+// whole product is ONE gemm: a[B..., M, K] is a row-major [B*M, K] matrix.
+#include <cblas.h>
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "ir/kernels.h"
+#include "ir/kernels/kernel_support.h"
+
+namespace tandem::ir {
+namespace internal {
+namespace {
+
+// One row-major product c[m, n] = op(a) op(b), op a transpose where flagged.
+void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a,
+          const float* b, float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return;  // c is already zero
+  const int64_t lda = transpose_a ? m : k;
+  const int64_t ldb = transpose_b ? k : n;
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
+              static_cast<blasint>(n));
+}
+
+Shape BatchOf(const Shape& shape) { return Shape(shape.begin(), shape.end() - 2); }
+
+absl::StatusOr<HostTensor> MatMul(const Node& node, Operands operands) {
+  for (int i = 0; i < 2; ++i) {
+    if (absl::Status s = ExpectDType(node, operands, i, DType::kF32); !s.ok()) return s;
+  }
+  if (absl::Status s = ExpectResultDType(node, DType::kF32); !s.ok()) return s;
+  const HostTensor& a = *operands[0];
+  const HostTensor& b = *operands[1];
+  const bool transpose_a = node.attributes.GetIntOr("transpose_a", 0) != 0;
+  const bool transpose_b = node.attributes.GetIntOr("transpose_b", 0) != 0;
+  const Shape& a_shape = a.shape();
+  const Shape& b_shape = b.shape();
+  const auto mismatch = [&](absl::string_view why) {
+    return KernelTypeError(node, absl::StrCat(why, ": ", TypeToString(a.type()),
+                                              transpose_a ? "^T" : "", " x ",
+                                              TypeToString(b.type()), transpose_b ? "^T" : "",
+                                              " -> ", TypeToString(node.type)));
+  };
+  if (a_shape.size() < 2 || b_shape.size() < 2) return mismatch("operands need rank >= 2");
+  const size_t ra = a_shape.size();
+  const size_t rb = b_shape.size();
+  const int64_t m = transpose_a ? a_shape[ra - 1] : a_shape[ra - 2];
+  const int64_t k = transpose_a ? a_shape[ra - 2] : a_shape[ra - 1];
+  const int64_t kb = transpose_b ? b_shape[rb - 1] : b_shape[rb - 2];
+  const int64_t n = transpose_b ? b_shape[rb - 2] : b_shape[rb - 1];
+  if (k != kb) return mismatch("contracting extents differ");
+  Shape batch;
+  if (ra == 2) {
+    batch = BatchOf(b_shape);
+  } else if (rb == 2 || BatchOf(a_shape) == BatchOf(b_shape)) {
+    batch = BatchOf(a_shape);
+  } else {
+    return mismatch("batch axes differ");
+  }
+  Shape expected = batch;
+  expected.push_back(m);
+  expected.push_back(n);
+  if (expected != node.type.shape) return mismatch("result shape does not match");
+
+  HostTensor out(node.type);
+  const int64_t batch_count = NumElements(batch);
+  const float* a_data = a.f32();
+  const float* b_data = b.f32();
+  float* c_data = out.f32();
+  if (ra > 2 && rb == 2 && !transpose_a) {
+    Gemm(false, transpose_b, batch_count * m, n, k, a_data, b_data, c_data);
+    return out;
+  }
+  const int64_t a_step = ra == 2 ? 0 : m * k;
+  const int64_t b_step = rb == 2 ? 0 : k * n;
+  for (int64_t entry = 0; entry < batch_count; ++entry) {
+    Gemm(transpose_a, transpose_b, m, n, k, a_data + entry * a_step, b_data + entry * b_step,
+         c_data + entry * m * n);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> EvaluateMatMul(const Node& node, Operands operands) {
+  if (node.op != OpKind::kMatMul) {
+    KernelBug(absl::StrCat("EvaluateMatMul: ", OpName(node.op), " is not matmul"));
+  }
+  return MatMul(node, operands);
+}
+
+}  // namespace internal
+
+void SetBlasThreads(int num_threads) { openblas_set_num_threads(num_threads); }
+
+}  // namespace tandem::ir
