@@ -1,0 +1,123 @@
+#include "ir/trace.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "ir/autodiff.h"
+#include "ir/verifier.h"
+
+namespace tandem {
+namespace {
+
+// Runs the model on a tracer and checks what every step needs.
+absl::Status TraceModel(const ModelFunction& model, Tracer& tracer, const TraceOptions& options,
+                        Tensor& result) {
+  if (options.num_microbatches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the number of microbatches must be at least 1, got ", options.num_microbatches));
+  }
+  result = model(tracer);
+  if (!tracer.status().ok()) return tracer.status();
+  if (!result.valid()) return absl::InvalidArgumentError("the model returned no tensor");
+  // A pipeline_yield closing the last stage would leave an empty stage.
+  const ir::Graph& graph = tracer.graph();
+  std::vector<bool> has_ops(tracer.stage() + 1, false);
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.op != ir::OpKind::kInput && node.op != ir::OpKind::kConstant) has_ops[node.stage] = true;
+  }
+  for (size_t stage = 0; stage < has_ops.size(); ++stage) {
+    if (!has_ops[stage]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", stage, " has no ops: mark stage ends with pipeline_yield between stages, "
+          "not after the last one"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Traces the update graph: per parameter, sum its accumulators in stage
+// order, average over microbatches, and apply the optimizer.
+absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGradient>& gradients,
+                         const Optimizer& optimizer) {
+  ir::GraphBuilder builder(&step.update);
+  builder.set_phase(ir::Phase::kUpdate);
+  Tensor step_number(&builder, builder.AddInput("step", "step", {ir::DType::kF32, {}}, {}));
+  std::map<std::string, std::vector<const ir::ParameterGradient*>> by_parameter;
+  for (const ir::ParameterGradient& g : gradients) by_parameter[g.parameter].push_back(&g);
+
+  std::vector<ir::StateSpec> slots;
+  for (const ir::StateSpec& parameter : std::vector<ir::StateSpec>(step.state)) {
+    auto found = by_parameter.find(parameter.name);
+    if (found == by_parameter.end()) continue;  // unused by the loss: not updated
+    const std::vector<const ir::ParameterGradient*>& parts = found->second;
+    builder.set_stage(parts.front()->stage);
+    const ir::SourceLocation location = step.microbatch.node(*step.microbatch.FindInput(parameter.name)).location;
+    builder.set_location_override(location);
+    Tensor p(&builder, builder.AddInput(parameter.name, "parameter", parameter.type, location));
+    Tensor gradient;
+    for (const ir::ParameterGradient* part : parts) {
+      Tensor acc(&builder, builder.AddInput(ir::AccumulatorName(part->parameter, part->stage),
+                                            "accumulator", parameter.type, location));
+      gradient = gradient.valid() ? gradient + acc : acc;
+    }
+    gradient = gradient * (1.0 / static_cast<double>(step.num_microbatches));
+    std::vector<Tensor> slot_values;
+    std::vector<std::string> slot_names;
+    for (const std::string& slot : optimizer.SlotNames()) {
+      std::string name = absl::StrCat(optimizer.name(), ".", slot, ".", parameter.name);
+      slots.push_back({name, parameter.type, ir::StateRole::kOptimizerState, {}});
+      slot_names.push_back(name);
+      slot_values.emplace_back(&builder, builder.AddInput(name, "optimizer_state", parameter.type, location));
+    }
+    std::vector<Tensor> updated = optimizer.Update(p, gradient, slot_values, step_number);
+    if (!builder.ok()) return builder.status();
+    step.update.AddOutput(parameter.name, updated[0].id());
+    for (size_t i = 0; i < slot_names.size(); ++i) step.update.AddOutput(slot_names[i], updated[i + 1].id());
+  }
+  step.state.insert(step.state.end(), slots.begin(), slots.end());
+  return builder.status();
+}
+
+}  // namespace
+
+absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const ModelFunction& model,
+                                             const Optimizer& optimizer, const TraceOptions& options) {
+  Tracer tracer(options.seed);
+  Tensor loss;
+  if (absl::Status status = TraceModel(model, tracer, options, loss); !status.ok()) return status;
+  ir::TrainStep step;
+  step.name = name;
+  step.num_stages = tracer.stage() + 1;
+  step.num_microbatches = options.num_microbatches;
+  step.state = tracer.parameters();
+  step.microbatch = std::move(tracer.graph());
+  step.microbatch.AddOutput("loss", loss.id());
+  absl::StatusOr<std::vector<ir::ParameterGradient>> gradients = ir::AppendBackward(step.microbatch, loss.id());
+  if (!gradients.ok()) return gradients.status();
+  for (const ir::ParameterGradient& g : *gradients) {
+    std::string output = ir::GradientName(g.parameter, g.stage);
+    step.microbatch.AddOutput(output, g.value);
+    step.accumulators.push_back({ir::AccumulatorName(g.parameter, g.stage), output});
+  }
+  if (absl::Status status = TraceUpdate(step, *gradients, optimizer); !status.ok()) return status;
+  if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;
+  return step;
+}
+
+absl::StatusOr<ir::TrainStep> TraceForwardStep(const std::string& name, const ModelFunction& model,
+                                               const TraceOptions& options) {
+  Tracer tracer(options.seed);
+  Tensor output;
+  if (absl::Status status = TraceModel(model, tracer, options, output); !status.ok()) return status;
+  ir::TrainStep step;
+  step.name = name;
+  step.num_stages = tracer.stage() + 1;
+  step.num_microbatches = options.num_microbatches;
+  step.state = tracer.parameters();
+  step.microbatch = std::move(tracer.graph());
+  step.microbatch.AddOutput("output", output.id());
+  if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;
+  return step;
+}
+
+}  // namespace tandem

@@ -1,0 +1,40 @@
+// Tracing a model into a TrainStep (or a forward-only step).
+#ifndef TANDEM_IR_TRACE_H_
+#define TANDEM_IR_TRACE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ir/optimizers.h"
+#include "ir/tracer.h"
+#include "ir/train_step.h"
+
+namespace tandem {
+
+// A model: declares its parameters and inputs on the tracer and returns the
+// microbatch's scalar loss (or, for a forward-only step, its output).
+using ModelFunction = std::function<Tensor(Tracer&)>;
+
+struct TraceOptions {
+  int32_t num_microbatches = 1;
+  uint64_t seed = 0;  // mixed into every parameter initializer's seed
+};
+
+// Traces `model` once, differentiates it, and traces `optimizer`'s update
+// (see ir/train_step.h for the structure). Errors from the model (shape and
+// dtype mismatches, parameters declared twice or never declared) come back
+// as InvalidArgument naming the op and the model's file:line.
+absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const ModelFunction& model,
+                                             const Optimizer& optimizer,
+                                             const TraceOptions& options = {});
+
+// Traces `model` without a backward or update: an inference pipeline. The
+// microbatch graph's single output is named "output".
+absl::StatusOr<ir::TrainStep> TraceForwardStep(const std::string& name, const ModelFunction& model,
+                                               const TraceOptions& options = {});
+
+}  // namespace tandem
+
+#endif  // TANDEM_IR_TRACE_H_
