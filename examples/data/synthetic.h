@@ -1,0 +1,20 @@
+// A synthetic classification task for the example MLP: inputs drawn from a
+// standard normal, labelled by a fixed random linear "teacher" (the argmax of
+// x W), so a model can learn it.
+#ifndef TANDEM_EXAMPLES_DATA_SYNTHETIC_H_
+#define TANDEM_EXAMPLES_DATA_SYNTHETIC_H_
+
+#include <cstdint>
+
+#include "examples/models/mlp.h"
+#include "ir/interpreter.h"
+
+namespace tandem::examples {
+
+// "x" f32 [batch_size, input_dim] and "labels" i32 [batch_size]; the same
+// (config, seed, index) gives the same batch.
+ir::TensorMap ClassificationBatch(const MlpConfig& config, uint64_t seed, uint64_t index);
+
+}  // namespace tandem::examples
+
+#endif  // TANDEM_EXAMPLES_DATA_SYNTHETIC_H_

@@ -1,0 +1,46 @@
+// A small GPT-style decoder, written in Tandem's tensor API: token and
+// position embeddings, pre-norm decoder blocks (causal multi-head attention
+// and a GELU MLP, each with a residual), a final layer norm, a tied or untied
+// LM head and the mean cross-entropy over all positions.
+//
+// The blocks are spread evenly over `num_stages` pipeline stages, with a
+// pipeline_yield between stages; the embeddings go with the first stage and
+// the head and loss with the last.
+#ifndef TANDEM_EXAMPLES_MODELS_GPT_H_
+#define TANDEM_EXAMPLES_MODELS_GPT_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "ir/trace.h"
+
+namespace tandem::examples {
+
+struct GptConfig {
+  int64_t vocab_size = 65;
+  int64_t sequence_length = 32;
+  int64_t model_dim = 64;
+  int64_t num_heads = 4;
+  int64_t num_layers = 2;
+  int64_t mlp_ratio = 4;    // MLP hidden width = mlp_ratio * model_dim
+  int64_t batch_size = 8;   // sequences per microbatch
+  int32_t num_stages = 1;
+  bool tied_head = false;   // reuse the token embedding as the LM head
+  double init_std = 0.02;
+};
+
+// InvalidArgument when the sizes do not fit (heads must divide model_dim,
+// every stage needs at least one block, ...).
+absl::Status ValidateGptConfig(const GptConfig& config);
+
+// Inputs: "tokens" and "labels", i32 [batch_size, sequence_length].
+// Returns the scalar loss. Check the config with ValidateGptConfig first.
+Tensor GptLoss(Tracer& tracer, const GptConfig& config);
+ModelFunction GptModel(const GptConfig& config);
+
+// The stage that holds block `layer`.
+int32_t GptBlockStage(const GptConfig& config, int64_t layer);
+
+}  // namespace tandem::examples
+
+#endif  // TANDEM_EXAMPLES_MODELS_GPT_H_

@@ -1,0 +1,43 @@
+#include "examples/models/mlp.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::examples {
+
+absl::Status ValidateMlpConfig(const MlpConfig& c) {
+  if (c.input_dim < 1 || c.hidden_dim < 1 || c.num_layers < 1 || c.num_classes < 1 || c.batch_size < 1 ||
+      c.num_stages < 1) {
+    return absl::InvalidArgumentError("mlp: every size must be at least 1");
+  }
+  if (c.num_stages > c.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("mlp: ", c.num_stages, " stages need at least as many hidden layers, got ",
+                                                   c.num_layers));
+  }
+  return absl::OkStatus();
+}
+
+Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
+  Tensor h = t.Input("x", {ir::DType::kF32, {c.batch_size, c.input_dim}});
+  int64_t width = c.input_dim;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    if (layer * c.num_stages / c.num_layers > t.stage()) h = pipeline_yield(h);
+    std::string name = absl::StrCat("fc", layer);
+    // He initialization for relu layers.
+    Tensor w = t.Parameter(name + ".w", {width, c.hidden_dim}, init::Normal(std::sqrt(2.0 / width)));
+    Tensor b = t.Parameter(name + ".b", {c.hidden_dim}, init::Zeros());
+    h = relu(matmul(h, w) + b);
+    width = c.hidden_dim;
+  }
+  Tensor w = t.Parameter("out.w", {width, c.num_classes}, init::Normal(1.0 / std::sqrt(width)));
+  Tensor b = t.Parameter("out.b", {c.num_classes}, init::Zeros());
+  Tensor labels = t.Label("labels", {ir::DType::kI32, {c.batch_size}});
+  return mean(cross_entropy(matmul(h, w) + b, labels));
+}
+
+ModelFunction MlpModel(const MlpConfig& config) {
+  return [config](Tracer& tracer) { return MlpLoss(tracer, config); };
+}
+
+}  // namespace tandem::examples

@@ -1,0 +1,32 @@
+// A multi-layer perceptron classifier in Tandem's tensor API: hidden layers
+// of matmul + bias + relu, a linear output layer and the mean cross-entropy.
+// The hidden layers are spread evenly over `num_stages` pipeline stages; the
+// output layer and loss go with the last stage.
+#ifndef TANDEM_EXAMPLES_MODELS_MLP_H_
+#define TANDEM_EXAMPLES_MODELS_MLP_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "ir/trace.h"
+
+namespace tandem::examples {
+
+struct MlpConfig {
+  int64_t input_dim = 32;
+  int64_t hidden_dim = 64;
+  int64_t num_layers = 4;  // hidden layers
+  int64_t num_classes = 10;
+  int64_t batch_size = 16;  // examples per microbatch
+  int32_t num_stages = 1;
+};
+
+absl::Status ValidateMlpConfig(const MlpConfig& config);
+
+// Inputs: "x", f32 [batch_size, input_dim], and "labels", i32 [batch_size].
+Tensor MlpLoss(Tracer& tracer, const MlpConfig& config);
+ModelFunction MlpModel(const MlpConfig& config);
+
+}  // namespace tandem::examples
+
+#endif  // TANDEM_EXAMPLES_MODELS_MLP_H_

@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""Checks Tandem's example GPT against PyTorch, the outside reference.
+
+    /usr/bin/python3 tests/ir/torch_parity.py DIR
+
+DIR holds one folder per case, written by torch_parity_export (see
+tests/ir/torch_parity_export.cc): manifest.txt, tokens/labels, Tandem's
+initial parameters, loss, gradients and parameters after N Adam steps, as
+.npy files. This script builds the same GPT functionally in PyTorch (Tandem's
+weights are [in, out], used as x @ W + b), loads the exact same weights, and
+compares:
+  - the loss and every parameter gradient at the state before each of the
+    N Adam steps (Tandem's initial parameters, then its parameters after
+    steps 1..N-1): the model, checked at N points;
+  - every parameter after each of N steps of torch.optim.Adam (same lr,
+    betas, eps) fed Tandem's gradient of that step, against Tandem's
+    parameters after that step (so after N = 3 steps too): the optimizer.
+Feeding Tandem's gradients keeps the Adam comparison well-conditioned:
+free-running fp32 Adam with eps=1e-8 amplifies rounding-level gradient
+differences of near-zero gradients into O(lr) steps (torch fp32 against
+torch fp64 drifts ~3e-3 relative in 3 steps on this model), so a
+free-running comparison is printed for the record but not gated.
+Each tensor passes when   max|tandem - torch| / max(max|torch|, 1e-30) <= 1e-5
+(the largest absolute difference, relative to the largest magnitude of the
+PyTorch tensor). It prints one row per tensor and exits 1 naming every tensor
+that does not pass. A missing torch is a failure, not a skip.
+"""
+import math
+import os
+import sys
+
+TOLERANCE = 1e-5
+TINY = 1e-30
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as error:
+    print(f"torch_parity: FAIL: {sys.executable} cannot import torch/numpy ({error}).\n"
+          "Install Debian's python3-torch and python3-numpy (tools/setup.sh does); they serve "
+          "/usr/bin/python3, which is not necessarily the first python3 on PATH.", file=sys.stderr)
+    sys.exit(1)
+
+
+def blas_in_use():
+    """The BLAS library this process actually loaded (after one matmul)."""
+    a = torch.ones(8, 8)
+    _ = a @ a
+    libraries = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "blas" in os.path.basename(path):
+                libraries.add(os.path.realpath(path))
+    return sorted(libraries)
+
+
+def read_manifest(case_dir):
+    config, adam, params = {}, {}, []
+    with open(os.path.join(case_dir, "manifest.txt")) as manifest:
+        for line in manifest:
+            kind, *fields = line.split()
+            if kind == "param":
+                params.append(fields[0])
+                continue
+            values = dict(field.split("=", 1) for field in fields)
+            if kind == "config":
+                config = {key: int(value) for key, value in values.items()}
+            elif kind == "adam":
+                adam = {key: float(value) for key, value in values.items()}
+                adam["steps"] = int(adam["steps"])
+    return config, adam, params
+
+
+def gpt_loss(p, tokens, labels, c):
+    """The computation of examples/models/gpt.cc, op for op."""
+    batch, seq = tokens.shape
+    d, heads, vocab = c["model_dim"], c["num_heads"], c["vocab_size"]
+    head_dim = d // heads
+
+    def layer_norm(x, name):
+        return F.layer_norm(x, (d,), p[name + ".g"], p[name + ".b"], eps=1e-5)
+
+    def split_heads(x):  # [B, T, D] -> [B, H, T, D/H]
+        return x.reshape(batch, seq, heads, head_dim).permute(0, 2, 1, 3)
+
+    causal = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)
+    x = F.embedding(tokens, p["wte"]) + p["wpe"]
+    for layer in range(c["num_layers"]):
+        h = f"h{layer}"
+        qkv = layer_norm(x, h + ".ln1") @ p[h + ".attn.qkv.w"] + p[h + ".attn.qkv.b"]
+        q = split_heads(qkv[..., 0:d])
+        k = split_heads(qkv[..., d:2 * d])
+        v = split_heads(qkv[..., 2 * d:3 * d])
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_dim))
+        scores = scores.masked_fill(causal, float("-inf"))
+        attn = torch.softmax(scores, dim=-1) @ v
+        merged = attn.permute(0, 2, 1, 3).reshape(batch, seq, d)
+        x = x + (merged @ p[h + ".attn.proj.w"] + p[h + ".attn.proj.b"])
+        fc = layer_norm(x, h + ".ln2") @ p[h + ".mlp.fc.w"] + p[h + ".mlp.fc.b"]
+        x = x + (F.gelu(fc, approximate="tanh") @ p[h + ".mlp.proj.w"] + p[h + ".mlp.proj.b"])
+    x = layer_norm(x, "lnf")
+    logits = x @ (p["wte"].t() if c["tied_head"] else p["head.w"])
+    return F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1))
+
+
+class Checker:
+    """Compares tensors, prints a row each and remembers the failures."""
+
+    def __init__(self):
+        self.failures = []
+        self.worst = {}
+        self.notes = []
+        print(f"{'case':7} {'kind':8} {'tensor':22} {'max|diff|':>11} {'max|torch|':>11} {'relative':>10}")
+
+    def check(self, case, kind, name, tandem, reference):
+        tandem = np.asarray(tandem, dtype=np.float64)
+        reference = np.asarray(reference, dtype=np.float64)
+        if tandem.shape != reference.shape:
+            self.failures.append(f"{case}/{kind}/{name}: shape {tandem.shape} vs torch {reference.shape}")
+            print(f"{case:7} {kind:8} {name:22} shape mismatch {tandem.shape} vs {reference.shape}  FAIL")
+            return
+        diff = float(np.max(np.abs(tandem - reference))) if tandem.size else 0.0
+        scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+        relative = diff / max(scale, TINY)
+        ok = relative <= TOLERANCE and np.all(np.isfinite(tandem))
+        print(f"{case:7} {kind:8} {name:22} {diff:11.3e} {scale:11.3e} {relative:10.3e}"
+              f"{'' if ok else '  FAIL'}")
+        if not ok:
+            self.failures.append(f"{case}/{kind}/{name}: relative {relative:.3e} > {TOLERANCE:g}")
+        previous = self.worst.get(kind, (-1.0, ""))
+        if relative > previous[0]:
+            self.worst[kind] = (relative, f"{case}/{name}")
+
+
+def check_case(case_dir, checker):
+    case = os.path.basename(os.path.normpath(case_dir))
+    config, adam, names = read_manifest(case_dir)
+    steps = adam["steps"]
+
+    def load(name):
+        return np.load(os.path.join(case_dir, name + ".npy"))
+
+    def as_params(prefix):
+        return {n: torch.tensor(load(prefix + n), dtype=torch.float32, requires_grad=True) for n in names}
+
+    tokens = torch.from_numpy(load("tokens").astype(np.int64))
+    labels = torch.from_numpy(load("labels").astype(np.int64))
+
+    # 1. The model: PyTorch's loss and gradients at the state before each
+    #    step (Tandem's initial parameters, then Tandem's after steps 1, 2).
+    for k in range(1, steps + 1):
+        params = as_params("init." if k == 1 else f"s{k - 1}.param.")
+        loss = gpt_loss(params, tokens, labels, config)
+        loss.backward()
+        checker.check(case, f"loss@{k}", "loss", load(f"s{k}.loss"), loss.detach().numpy())
+        for n in names:
+            grad = params[n].grad if params[n].grad is not None else torch.zeros_like(params[n])
+            checker.check(case, f"grad@{k}", n, load(f"s{k}.grad." + n), grad.numpy())
+
+    # 2. The optimizer: torch.optim.Adam, fed Tandem's gradient at each step,
+    #    against Tandem's parameters after that step (and so after 3 steps).
+    params = as_params("init.")
+    ordered = [params[n] for n in names]
+    optimizer = torch.optim.Adam(ordered, lr=adam["lr"], betas=(adam["beta1"], adam["beta2"]), eps=adam["eps"])
+    for k in range(1, steps + 1):
+        for n in names:
+            params[n].grad = torch.tensor(load(f"s{k}.grad." + n), dtype=torch.float32)
+        optimizer.step()
+        for n in names:
+            checker.check(case, f"adam@{k}", n, load(f"s{k}.param." + n), params[n].detach().numpy())
+
+    # 3. Informational, not gated: PyTorch training on its own for 3 steps.
+    #    Adam's first steps move each weight by about lr * g / (|g| + eps),
+    #    which for |g| near eps turns a rounding-level gradient difference
+    #    into an O(lr) step, so two correct fp32 implementations (even torch
+    #    fp32 vs torch fp64) drift apart by ~1e-3 relative here.
+    params = as_params("init.")
+    optimizer = torch.optim.Adam([params[n] for n in names], lr=adam["lr"], betas=(adam["beta1"], adam["beta2"]),
+                                 eps=adam["eps"])
+    for _ in range(steps):
+        optimizer.zero_grad()
+        gpt_loss(params, tokens, labels, config).backward()
+        optimizer.step()
+    drift = max((float(np.max(np.abs(load(f"s{steps}.param." + n) - params[n].detach().numpy())))
+                 / max(float(np.max(np.abs(params[n].detach().numpy()))), TINY), n) for n in names)
+    checker.notes.append(f"{case}: free-running torch vs Tandem after {steps} Adam steps (not gated): "
+                         f"worst relative {drift[0]:.3e} ({drift[1]})")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: torch_parity.py DIR", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__} from {os.path.dirname(torch.__file__)}")
+    for line in torch.__config__.show().splitlines():
+        for field in line.split(","):
+            if "BLAS_INFO" in field or "LAPACK_INFO" in field:
+                print(f"torch build: {field.strip()}")
+    print(f"torch BLAS loaded at run time: {', '.join(blas_in_use()) or 'none found'}")
+    root = sys.argv[1]
+    cases = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "manifest.txt")))
+    if not cases:
+        print(f"torch_parity: FAIL: no case folders (with manifest.txt) under {root}", file=sys.stderr)
+        return 1
+    checker = Checker()
+    for case in cases:
+        check_case(os.path.join(root, case), checker)
+    print(f"tolerance: max|tandem - torch| / max|torch| <= {TOLERANCE:g} per tensor")
+    for kind, (relative, where) in checker.worst.items():
+        print(f"worst {kind:8}: {relative:.3e} ({where})")
+    for note in checker.notes:
+        print(note)
+    if checker.failures:
+        print("torch_parity: FAIL:\n  " + "\n  ".join(checker.failures), file=sys.stderr)
+        return 1
+    print(f"torch_parity: PASS ({', '.join(cases)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

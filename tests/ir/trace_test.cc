@@ -1,0 +1,224 @@
+// Tracing: errors name the op and the user's line; stages follow
+// pipeline_yield; autodiff splits each stage's backward into I and W.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "examples/models/gpt.h"
+#include "examples/models/mlp.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/trace.h"
+
+namespace tandem {
+namespace {
+
+using ::testing::HasSubstr;
+using ir::DType;
+
+std::string Here(int line) { return absl::StrCat("ir/trace_test.cc:", line); }
+
+absl::Status TraceError(const ModelFunction& model) {
+  absl::StatusOr<ir::TrainStep> step = TraceTrainStep("m", model, Sgd({}));
+  return step.ok() ? absl::OkStatus() : step.status();
+}
+
+TEST(TraceErrors, ShapeMismatchNamesOpAndCallSite) {
+  int line = 0;
+  absl::Status status = TraceError([&](Tracer& t) {
+    Tensor a = t.Parameter("a", {3, 4}, init::Normal(1));
+    Tensor b = t.Parameter("b", {5, 2}, init::Normal(1));
+    line = __LINE__ + 1;
+    Tensor c = matmul(a, b);
+    return sum(c);
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr(Here(line)));
+  EXPECT_THAT(status.message(), HasSubstr("matmul: contracting dimensions differ: 4 vs 5"));
+}
+
+TEST(TraceErrors, BroadcastMismatchInOperatorNamesCallSite) {
+  int line = 0;
+  absl::Status status = TraceError([&](Tracer& t) {
+    Tensor a = t.Parameter("a", {2, 3}, init::Normal(1));
+    Tensor b = t.Parameter("b", {4}, init::Normal(1));
+    line = __LINE__ + 1;
+    return sum(a + b);
+  });
+  EXPECT_THAT(status.message(), HasSubstr(Here(line)));
+  EXPECT_THAT(status.message(), HasSubstr("add: shapes [2,3] and [4] do not broadcast"));
+}
+
+TEST(TraceErrors, DTypeMismatchNamesOpAndCallSite) {
+  int line = 0;
+  absl::Status status = TraceError([&](Tracer& t) {
+    Tensor a = t.Parameter("a", {2, 3}, init::Normal(1));
+    Tensor ids = t.Input("ids", {DType::kI32, {2, 3}});
+    line = __LINE__ + 1;
+    return sum(a * ids);
+  });
+  EXPECT_THAT(status.message(), HasSubstr(Here(line)));
+  EXPECT_THAT(status.message(), HasSubstr("mul: operand 1 must be f32"));
+}
+
+TEST(TraceErrors, ParameterDeclaredTwiceNamesBothCallSites) {
+  int first = 0, second = 0;
+  absl::Status status = TraceError([&](Tracer& t) {
+    first = __LINE__ + 1;
+    Tensor a = t.Parameter("w", {2}, init::Zeros());
+    second = __LINE__ + 1;
+    Tensor b = t.Parameter("w", {2}, init::Zeros());
+    return sum(a * b);
+  });
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat(Here(second), ": parameter 'w' declared twice (first at ",
+                                                       Here(first), ")")));
+}
+
+TEST(TraceErrors, ParameterUsedButNeverDeclaredNamesCallSite) {
+  int line = 0;
+  absl::Status status = TraceError([&](Tracer& t) {
+    Tensor a = t.Parameter("a", {2}, init::Zeros());
+    line = __LINE__ + 1;
+    return sum(a * t.Parameter("head"));
+  });
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat(Here(line), ": parameter 'head' used but never declared")));
+}
+
+TEST(TraceErrors, FirstErrorWinsAndLaterOpsDoNotCrash) {
+  int line = 0;
+  absl::Status status = TraceError([&](Tracer& t) {
+    Tensor a = t.Parameter("a", {2, 3}, init::Normal(1));
+    line = __LINE__ + 1;
+    Tensor bad = reshape(a, {7});
+    Tensor worse = matmul(bad, a);  // operand invalid: no second error
+    return mean(softmax(worse));
+  });
+  EXPECT_THAT(status.message(), HasSubstr(Here(line)));
+  EXPECT_THAT(status.message(), HasSubstr("reshape: cannot reshape to [7]"));
+}
+
+TEST(TraceErrors, YieldAfterLastStageIsRejected) {
+  absl::Status status = TraceError([](Tracer& t) {
+    Tensor a = t.Parameter("a", {2}, init::Normal(1));
+    return pipeline_yield(sum(a * a));
+  });
+  EXPECT_THAT(status.message(), HasSubstr("stage 1 has no ops"));
+}
+
+TEST(TraceErrors, LossMustBeScalar) {
+  absl::Status status = TraceError([](Tracer& t) { return t.Parameter("a", {2}, init::Normal(1)) * 2.0; });
+  EXPECT_THAT(status.message(), HasSubstr("the loss must be an f32 scalar, got f32[2]"));
+}
+
+absl::StatusOr<ir::TrainStep> TraceMlp(int32_t stages) {
+  examples::MlpConfig config;
+  config.num_stages = stages;
+  return TraceTrainStep("mlp", examples::MlpModel(config), Adam({}), {.num_microbatches = 2});
+}
+
+TEST(Stages, PipelineYieldStartsTheNextStage) {
+  absl::StatusOr<ir::TrainStep> step = TraceMlp(4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->num_stages, 4);
+  int yields = 0;
+  for (const ir::Node& node : step->microbatch.nodes()) {
+    if (node.op == ir::OpKind::kPipelineYield) {
+      EXPECT_EQ(node.stage, yields);  // a yield belongs to the stage it closes
+      ++yields;
+    }
+  }
+  EXPECT_EQ(yields, 3);
+  ir::ValueId loss = *step->microbatch.FindOutput("loss");
+  EXPECT_EQ(step->microbatch.node(loss).stage, 3);
+}
+
+TEST(Stages, BackwardOpsKeepTheStageOfTheirForwardOp) {
+  absl::StatusOr<ir::TrainStep> step = TraceMlp(2);
+  ASSERT_TRUE(step.ok()) << step.status();
+  for (const ir::GraphOutput& output : step->microbatch.outputs()) {
+    if (output.name == "grad.fc0.w.s0") {
+      EXPECT_EQ(step->microbatch.node(output.value).stage, 0);
+    }
+    if (output.name == "grad.out.w.s1") {
+      EXPECT_EQ(step->microbatch.node(output.value).stage, 1);
+    }
+  }
+  EXPECT_TRUE(step->microbatch.FindOutput("grad.fc0.w.s0").has_value());
+  EXPECT_TRUE(step->microbatch.FindOutput("grad.out.w.s1").has_value());
+}
+
+TEST(BackwardSplit, InputGradientPartNeverReadsWeightGradientPart) {
+  absl::StatusOr<ir::TrainStep> step = TraceMlp(2);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const ir::Graph& graph = step->microbatch;
+  int input_ops = 0, weight_ops = 0;
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.phase == ir::Phase::kBackwardInput) {
+      ++input_ops;
+      for (ir::ValueId operand : node.operands) {
+        EXPECT_NE(graph.node(operand).phase, ir::Phase::kBackwardWeight);
+      }
+    }
+    if (node.phase == ir::Phase::kBackwardWeight) ++weight_ops;
+  }
+  EXPECT_GT(input_ops, 0);
+  EXPECT_GT(weight_ops, 0);
+  // Weight gradients are W; the first stage sends no input gradient, so its
+  // whole backward is W.
+  EXPECT_EQ(graph.node(*graph.FindOutput("grad.out.w.s1")).phase, ir::Phase::kBackwardWeight);
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.stage == 0 && node.phase != ir::Phase::kForward) {
+      EXPECT_EQ(node.phase, ir::Phase::kBackwardWeight);
+    }
+  }
+}
+
+TEST(BackwardSplit, GradientFlowingToEarlierStageIsComputedByInputPart) {
+  absl::StatusOr<ir::TrainStep> step = TraceMlp(2);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const ir::Graph& graph = step->microbatch;
+  int crossing = 0;
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.phase == ir::Phase::kForward) continue;
+    for (ir::ValueId operand : node.operands) {
+      const ir::Node& producer = graph.node(operand);
+      if (producer.phase != ir::Phase::kForward && producer.stage != node.stage) {
+        EXPECT_EQ(producer.phase, ir::Phase::kBackwardInput);
+        EXPECT_GT(producer.stage, node.stage);
+        ++crossing;
+      }
+    }
+  }
+  EXPECT_GE(crossing, 1);
+}
+
+TEST(TiedParameters, GetOneGradientPerStageSummedInStageOrder) {
+  examples::GptConfig config;
+  config.num_stages = 2;
+  config.tied_head = true;
+  absl::StatusOr<ir::TrainStep> step = TraceTrainStep("gpt", examples::GptModel(config), Adam({}));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(step->microbatch.FindOutput("grad.wte.s0").has_value());
+  EXPECT_TRUE(step->microbatch.FindOutput("grad.wte.s1").has_value());
+  EXPECT_FALSE(step->microbatch.FindOutput("grad.head.w.s1").has_value());
+  // In the update, acc.wte.s0 is the left operand of the sum.
+  ir::ValueId s0 = *step->update.FindInput("acc.wte.s0");
+  ir::ValueId s1 = *step->update.FindInput("acc.wte.s1");
+  bool found = false;
+  for (const ir::Node& node : step->update.nodes()) {
+    if (node.op == ir::OpKind::kAdd && node.operands == std::vector<ir::ValueId>{s0, s1}) found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(ForwardOnly, HasNoGradientsOrUpdate) {
+  examples::MlpConfig config;
+  config.num_stages = 2;
+  absl::StatusOr<ir::TrainStep> step = TraceForwardStep("mlp", examples::MlpModel(config));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(step->forward_only());
+  EXPECT_EQ(step->update.size(), 0);
+  for (const ir::Node& node : step->microbatch.nodes()) EXPECT_EQ(node.phase, ir::Phase::kForward);
+}
+
+}  // namespace
+}  // namespace tandem
