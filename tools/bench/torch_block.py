@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""PyTorch side of `tandem bench block`: one GPT decoder block, fwd+bwd on CPU.
+
+    /usr/bin/python3 tools/bench/torch_block.py --dim 256 --seq 128 --batch 8 \
+        --heads 4 --threads 1 --repeats 10
+
+Builds the pre-norm block of examples/models/gpt.cc (x + attn(ln1(x)), then
+x + mlp(ln2(x)); causal multi-head attention; tanh-GELU MLP of width 4*dim)
+with explicit [in, out] weights, and times loss.backward() of
+loss = mean(block(x) * probe), x requiring grad like a block inside a
+network. Warms up once and reports the median of --repeats in one JSON line
+on stdout, with the BLAS library the process actually loaded: Debian's torch
+is built against the generic BLAS interface and uses whatever the system's
+alternative points to (OpenBLAS, or the ~12x slower reference BLAS).
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=10)
+    return parser.parse_args()
+
+
+def blas_libraries():
+    """Real paths of the BLAS libraries mapped into this process."""
+    found = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "blas" in os.path.basename(path):
+                found.add(os.path.realpath(path))
+    return sorted(found)
+
+
+def blas_kind(libraries):
+    if any("openblas" in path for path in libraries):
+        return "openblas"
+    if any("blis" in path for path in libraries):
+        return "blis"
+    if any("mkl" in path for path in libraries):
+        return "mkl"
+    if any("blas" in path for path in libraries):
+        return "reference"  # netlib's libblas: the slow fallback
+    return "unknown"
+
+
+def main():
+    args = parse_args()
+    # OpenBLAS reads its thread count when it loads, and torch.set_num_threads
+    # does not reach it in a generic-BLAS build: pin both before importing.
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as error:
+        print(json.dumps({"error": f"{sys.executable} cannot import torch: {error}"}))
+        return 1
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    b, t, d, h = args.batch, args.seq, args.dim, args.heads
+    if d % h:
+        print(json.dumps({"error": f"--dim {d} is not divisible by --heads {h}"}))
+        return 2
+    hd = d // h
+
+    def param(*shape, std=0.02):
+        return (torch.randn(*shape) * std).requires_grad_()
+
+    p = {
+        "ln1.g": torch.ones(d, requires_grad=True), "ln1.b": torch.zeros(d, requires_grad=True),
+        "qkv.w": param(d, 3 * d), "qkv.b": torch.zeros(3 * d, requires_grad=True),
+        "proj.w": param(d, d), "proj.b": torch.zeros(d, requires_grad=True),
+        "ln2.g": torch.ones(d, requires_grad=True), "ln2.b": torch.zeros(d, requires_grad=True),
+        "fc.w": param(d, 4 * d), "fc.b": torch.zeros(4 * d, requires_grad=True),
+        "mlp.w": param(4 * d, d), "mlp.b": torch.zeros(d, requires_grad=True),
+    }
+    x = torch.randn(b, t, d).requires_grad_()
+    probe = torch.randn(b, t, d)
+    causal = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+
+    def split_heads(y):
+        return y.reshape(b, t, h, hd).permute(0, 2, 1, 3)
+
+    def block(x):
+        qkv = F.layer_norm(x, (d,), p["ln1.g"], p["ln1.b"], eps=1e-5) @ p["qkv.w"] + p["qkv.b"]
+        q, k, v = (split_heads(qkv[..., i * d:(i + 1) * d]) for i in range(3))
+        scores = ((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))).masked_fill(causal, float("-inf"))
+        heads = (torch.softmax(scores, dim=-1) @ v).permute(0, 2, 1, 3).reshape(b, t, d)
+        x = x + (heads @ p["proj.w"] + p["proj.b"])
+        fc = F.layer_norm(x, (d,), p["ln2.g"], p["ln2.b"], eps=1e-5) @ p["fc.w"] + p["fc.b"]
+        return x + (F.gelu(fc, approximate="tanh") @ p["mlp.w"] + p["mlp.b"])
+
+    def step():
+        for tensor in [x, *p.values()]:
+            tensor.grad = None
+        loss = (block(x) * probe).mean()
+        loss.backward()
+
+    step()  # warm-up
+    times_ms = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        step()
+        times_ms.append((time.perf_counter() - start) * 1e3)
+    libraries = blas_libraries()
+    build_blas = ""
+    for field in torch.__config__.show().replace("\n", ",").split(","):
+        if "BLAS_INFO" in field:
+            build_blas = field.strip().split("=", 1)[-1]
+    print(json.dumps({
+        "torch_ms": statistics.median(times_ms),
+        "min_ms": min(times_ms),
+        "times_ms": times_ms,
+        "threads": args.threads,
+        "torch_version": torch.__version__,
+        "blas": blas_kind(libraries),
+        "blas_libraries": libraries,
+        "blas_build_info": build_blas,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

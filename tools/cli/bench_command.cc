@@ -1,0 +1,26 @@
+// `tandem bench NAME`: dispatches to one benchmark. Benchmarks print tables
+// (or JSON with --json); they are never timed tests.
+#include <ostream>
+
+#include "tools/cli/commands.h"
+
+namespace tandem::cli {
+
+int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  constexpr char kUsage[] =
+      "usage: tandem bench <name> [options]\n\n"
+      "benchmarks:\n"
+      "  block   one GPT block forward+backward: reference interpreter vs PyTorch (CPU)\n"
+      "  sched   validate and simulate a 64-actor interleaved schedule\n";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    (args.empty() ? err : out) << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  CommandArgs rest(args.begin() + 1, args.end());
+  if (args[0] == "block") return RunBlockBench(rest, out, err);
+  if (args[0] == "sched") return RunSchedBench(rest, out, err);
+  err << "tandem bench: unknown benchmark '" << args[0] << "'\n\n" << kUsage;
+  return 2;
+}
+
+}  // namespace tandem::cli
