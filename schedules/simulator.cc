@@ -1,0 +1,554 @@
+#include "schedules/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tandem::schedules {
+
+double CostModel::Cost(TaskKind kind, StageId stage) const {
+  if (!stage_cost.empty()) {
+    if (auto it = stage_cost.find({kind, stage.value}); it != stage_cost.end()) return it->second;
+  }
+  return kind_cost[static_cast<int>(kind)];
+}
+
+namespace {
+
+constexpr int kNumKinds = 4;
+constexpr int32_t kNone = -1;
+
+// What determined when a slot or a transfer could start, for the critical path.
+struct Cause {
+  enum class Kind : uint8_t { kNone, kSlot, kTransfer };
+  Kind kind = Kind::kNone;
+  int32_t index = kNone;  // A global slot index or a transfer index.
+};
+
+bool IsGradient(TaskKind kind) {
+  return kind == TaskKind::kBackward || kind == TaskKind::kBackwardInput;
+}
+
+// One run of Simulate(). Slots are numbered globally, actor after actor, and
+// tasks likewise in program order, so that all state lives in flat vectors.
+class Simulation {
+ public:
+  Simulation(const Schedule& schedule, const CostModel& costs)
+      : schedule_(schedule), costs_(costs) {}
+
+  absl::StatusOr<SimulationResult> Run();
+
+ private:
+  absl::Status Index();
+  int64_t Key(TaskKind kind, int32_t stage, int32_t microbatch) const {
+    return (static_cast<int64_t>(kind) * num_stages_ + stage) * num_microbatches_ + microbatch;
+  }
+  int32_t Find(TaskKind kind, int32_t stage, int32_t microbatch) const {
+    return location_[Key(kind, stage, microbatch)];
+  }
+  // The task that produces the gradient of (stage, microbatch): B, else I.
+  int32_t FindGradient(int32_t stage, int32_t microbatch) const {
+    int32_t task = Find(TaskKind::kBackward, stage, microbatch);
+    return task != kNone ? task : Find(TaskKind::kBackwardInput, stage, microbatch);
+  }
+  // The producers of `task`'s inputs, kNone for one missing from the schedule.
+  // Returns how many were written to `out`.
+  int Inputs(const Task& task, std::array<int32_t, 2>& out) const;
+  // Like Inputs(), for the consumers of `task`'s outputs (missing ones skipped).
+  int Consumers(const Task& task, std::array<int32_t, 2>& out) const;
+  // A readable name of the i-th input of `task`, also when it is missing.
+  std::string InputName(const Task& task, int i) const;
+  // Fills edges_ and the slots' pending input counts.
+  void LinkTasks();
+
+  void RunSlot(int32_t actor, int32_t slot);
+  // Sends `task`'s outputs and tells its consumers' slots they arrived;
+  // pushes actors whose next slot became ready onto `worklist`.
+  void Complete(int32_t actor, int32_t task, std::vector<int32_t>& worklist);
+  absl::Status StuckError() const;
+  void ComputeMemory(SimulationResult& result) const;
+  void ComputeCriticalPath(SimulationResult& result) const;
+
+  const Schedule& schedule_;
+  const CostModel& costs_;
+  int32_t num_actors_ = 0;
+  int32_t num_stages_ = 0;
+  int32_t num_microbatches_ = 0;
+
+  // The consumers of one task: global task and slot indices.
+  struct Edges {
+    std::array<int32_t, 2> consumers;
+    std::array<int32_t, 2> consumer_slots;
+    int32_t num_consumers = 0;
+  };
+  // What a slot waits for, packed so that a producer updates it in one
+  // cache line.
+  struct SlotState {
+    double ready_time = 0.0;  // When its last available input arrived...
+    Cause ready_cause;        // ... and from where.
+    int32_t pending = 0;      // Inputs not yet available (a missing one never is).
+    int32_t actor = 0;
+  };
+
+  std::vector<double> stage_cost_;            // [kind * stages + stage].
+  std::vector<int32_t> location_;             // Key -> global task index.
+  std::vector<Task> tasks_;                   // Global task index -> task.
+  std::vector<Edges> edges_;                  // [task].
+  std::vector<int32_t> task_slot_;            // Global task index -> global slot.
+  std::vector<int32_t> slot_first_task_;      // [slot], plus one past the end.
+  std::vector<int32_t> slot_actor_;           // [slot].
+  std::vector<int32_t> actor_first_slot_;     // [actor], plus one past the end.
+
+  std::vector<int32_t> next_slot_;   // [actor]: the global slot it runs next.
+  std::vector<double> actor_free_;   // [actor].
+  std::vector<double> send_free_;    // [actor].
+  std::vector<int32_t> last_send_;   // [actor]: its latest transfer.
+  std::vector<uint8_t> slot_done_;   // [slot].
+  std::vector<uint8_t> queued_;      // [actor]: on the worklist.
+  std::vector<SlotState> slot_state_;  // [slot].
+  std::vector<SlotTiming> slot_time_;
+  std::vector<Cause> slot_cause_;
+  std::vector<Transfer> transfers_;
+  std::vector<Cause> transfer_cause_;
+};
+
+absl::Status Simulation::Index() {
+  num_actors_ = schedule_.num_actors;
+  num_stages_ = schedule_.num_stages;
+  num_microbatches_ = schedule_.num_microbatches;
+  if (num_actors_ < 0 || num_stages_ < 0 || num_microbatches_ < 0) {
+    return absl::InvalidArgumentError("negative number of actors, stages or microbatches");
+  }
+  if (static_cast<int64_t>(schedule_.programs.size()) != num_actors_) {
+    return absl::InvalidArgumentError(absl::StrCat("the schedule has ", num_actors_,
+                                                   " actors but ", schedule_.programs.size(),
+                                                   " programs"));
+  }
+  for (int kind = 0; kind < kNumKinds; ++kind) {
+    if (!(costs_.kind_cost[kind] >= 0.0) || std::isinf(costs_.kind_cost[kind])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the cost of ", std::string(1, TaskKindLetter(static_cast<TaskKind>(kind))),
+                       " must be finite and non-negative"));
+    }
+  }
+  if (!(costs_.link_alpha >= 0.0) || !(costs_.link_beta >= 0.0) ||
+      !(costs_.activation_bytes >= 0.0) || !(costs_.gradient_bytes >= 0.0)) {
+    return absl::InvalidArgumentError("link costs and transfer sizes must be non-negative");
+  }
+  stage_cost_.resize(static_cast<size_t>(kNumKinds) * num_stages_);
+  for (int kind = 0; kind < kNumKinds; ++kind) {
+    for (int32_t stage = 0; stage < num_stages_; ++stage) {
+      stage_cost_[kind * num_stages_ + stage] = costs_.kind_cost[kind];
+    }
+  }
+  for (const auto& [key, cost] : costs_.stage_cost) {
+    if (key.second < 0 || key.second >= num_stages_) continue;
+    if (!(cost >= 0.0) || std::isinf(cost)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the cost of ", std::string(1, TaskKindLetter(key.first)), " at stage ", key.second,
+          " must be finite and non-negative"));
+    }
+    stage_cost_[static_cast<int>(key.first) * num_stages_ + key.second] = cost;
+  }
+
+  const int64_t num_tasks = schedule_.NumTasks();
+  const int64_t grid = static_cast<int64_t>(kNumKinds) * num_stages_ * num_microbatches_;
+  // A complete schedule has at least two tasks per (stage, microbatch), so
+  // the dense index below is at most twice the task count for one.
+  if (grid > 8 * num_tasks + 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the schedule lists ", num_tasks, " tasks, far fewer than its ", num_stages_,
+        " stages x ", num_microbatches_, " microbatches need"));
+  }
+  location_.assign(grid, kNone);
+  tasks_.reserve(num_tasks);
+  task_slot_.reserve(num_tasks);
+  actor_first_slot_.reserve(num_actors_ + 1);
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    actor_first_slot_.push_back(static_cast<int32_t>(slot_actor_.size()));
+    const std::vector<Slot>& program = schedule_.programs[actor];
+    for (size_t index = 0; index < program.size(); ++index) {
+      const Slot& slot = program[index];
+      if (slot.tasks.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("actor ", actor, ": slot ", index, " has no tasks"));
+      }
+      const int32_t global_slot = static_cast<int32_t>(slot_actor_.size());
+      slot_actor_.push_back(actor);
+      slot_first_task_.push_back(static_cast<int32_t>(tasks_.size()));
+      for (const Task& task : slot.tasks) {
+        const int kind = static_cast<int>(task.kind);
+        if (kind < 0 || kind >= kNumKinds) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("actor ", actor, ": slot ", index, " has a task of unknown kind"));
+        }
+        if (task.stage.value < 0 || task.stage.value >= num_stages_) {
+          return absl::InvalidArgumentError(absl::StrCat("actor ", actor, ": task ",
+                                                         TaskName(task), " names stage ",
+                                                         task.stage.value, " of ", num_stages_));
+        }
+        if (task.microbatch.value < 0 || task.microbatch.value >= num_microbatches_) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("actor ", actor, ": task ", TaskName(task), " names microbatch ",
+                           task.microbatch.value, " of ", num_microbatches_));
+        }
+        int32_t& location = location_[Key(task.kind, task.stage.value, task.microbatch.value)];
+        if (location != kNone) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("task ", TaskName(task), " appears twice: on actor ",
+                           slot_actor_[task_slot_[location]], " and on actor ", actor));
+        }
+        location = static_cast<int32_t>(tasks_.size());
+        tasks_.push_back(task);
+        task_slot_.push_back(global_slot);
+      }
+    }
+  }
+  actor_first_slot_.push_back(static_cast<int32_t>(slot_actor_.size()));
+  slot_first_task_.push_back(static_cast<int32_t>(tasks_.size()));
+  return absl::OkStatus();
+}
+
+int Simulation::Inputs(const Task& task, std::array<int32_t, 2>& out) const {
+  const int32_t stage = task.stage.value;
+  const int32_t microbatch = task.microbatch.value;
+  switch (task.kind) {
+    case TaskKind::kForward:
+      if (stage == 0) return 0;
+      out[0] = Find(TaskKind::kForward, stage - 1, microbatch);
+      return 1;
+    case TaskKind::kBackward:
+    case TaskKind::kBackwardInput:
+      out[0] = Find(TaskKind::kForward, stage, microbatch);
+      if (stage + 1 == num_stages_) return 1;
+      out[1] = FindGradient(stage + 1, microbatch);
+      return 2;
+    case TaskKind::kBackwardWeight:
+      out[0] = Find(TaskKind::kBackwardInput, stage, microbatch);
+      return 1;
+  }
+  return 0;
+}
+
+std::string Simulation::InputName(const Task& task, int i) const {
+  const int32_t stage = task.stage.value;
+  const Microbatch microbatch = task.microbatch;
+  if (task.kind == TaskKind::kForward) {
+    return TaskName({TaskKind::kForward, StageId(stage - 1), microbatch});
+  }
+  if (task.kind == TaskKind::kBackwardWeight) {
+    return TaskName({TaskKind::kBackwardInput, StageId(stage), microbatch});
+  }
+  if (i == 0) return TaskName({TaskKind::kForward, StageId(stage), microbatch});
+  return absl::StrCat(TaskName({TaskKind::kBackward, StageId(stage + 1), microbatch}), " or ",
+                      TaskName({TaskKind::kBackwardInput, StageId(stage + 1), microbatch}));
+}
+
+int Simulation::Consumers(const Task& task, std::array<int32_t, 2>& out) const {
+  const int32_t stage = task.stage.value;
+  const int32_t microbatch = task.microbatch.value;
+  int n = 0;
+  auto add = [&](int32_t consumer) {
+    if (consumer != kNone) out[n++] = consumer;
+  };
+  switch (task.kind) {
+    case TaskKind::kForward:
+      if (stage + 1 < num_stages_) add(Find(TaskKind::kForward, stage + 1, microbatch));
+      add(FindGradient(stage, microbatch));
+      break;
+    case TaskKind::kBackward:
+    case TaskKind::kBackwardInput:
+      if (stage > 0) add(FindGradient(stage - 1, microbatch));
+      if (task.kind == TaskKind::kBackwardInput) {
+        add(Find(TaskKind::kBackwardWeight, stage, microbatch));
+      }
+      break;
+    case TaskKind::kBackwardWeight:
+      break;
+  }
+  return n;
+}
+
+void Simulation::LinkTasks() {
+  const size_t num_tasks = tasks_.size();
+  edges_.resize(num_tasks);
+  slot_state_.resize(slot_actor_.size());
+  for (size_t slot = 0; slot < slot_actor_.size(); ++slot) {
+    slot_state_[slot].actor = slot_actor_[slot];
+  }
+  std::array<int32_t, 2> inputs;
+  for (size_t t = 0; t < num_tasks; ++t) {
+    Edges& edges = edges_[t];
+    edges.num_consumers = Consumers(tasks_[t], edges.consumers);
+    for (int i = 0; i < edges.num_consumers; ++i) {
+      edges.consumer_slots[i] = task_slot_[edges.consumers[i]];
+    }
+    slot_state_[task_slot_[t]].pending += Inputs(tasks_[t], inputs);
+  }
+}
+
+void Simulation::RunSlot(int32_t actor, int32_t slot) {
+  double start = actor_free_[actor];
+  Cause cause;
+  if (slot > actor_first_slot_[actor]) cause = {Cause::Kind::kSlot, slot - 1};
+  // On a tie the data dependency is the cause: it says more than "the actor
+  // was busy until then".
+  const SlotState& state = slot_state_[slot];
+  if (state.ready_time > start ||
+      (state.ready_time == start && state.ready_cause.kind == Cause::Kind::kTransfer)) {
+    start = state.ready_time;
+    cause = state.ready_cause;
+  }
+  double cost = 0.0;
+  for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
+    const Task& task = tasks_[t];
+    const double task_cost =
+        stage_cost_[static_cast<int>(task.kind) * num_stages_ + task.stage.value];
+    cost = costs_.group_cost == GroupCost::kMax ? std::max(cost, task_cost) : cost + task_cost;
+  }
+  slot_time_[slot] = {start, start + cost};
+  slot_cause_[slot] = cause;
+  slot_done_[slot] = 1;
+  actor_free_[actor] = start + cost;
+}
+
+void Simulation::Complete(int32_t actor, int32_t task, std::vector<int32_t>& worklist) {
+  const int32_t slot = task_slot_[task];
+  const double end = slot_time_[slot].end;
+  const Edges& edges = edges_[task];
+  int32_t previous_to = kNone;
+  double arrival = end;
+  Cause arrival_cause{Cause::Kind::kSlot, slot};
+  for (int i = 0; i < edges.num_consumers; ++i) {
+    const int32_t consumer_slot = edges.consumer_slots[i];
+    SlotState& consumer = slot_state_[consumer_slot];
+    const int32_t to = consumer.actor;
+    if (to == actor) {
+      arrival = end;
+      arrival_cause = {Cause::Kind::kSlot, slot};
+    } else if (to != previous_to) {
+      // A new transfer on this actor's send track, FIFO behind earlier ones.
+      previous_to = to;
+      Transfer transfer;
+      transfer.from = ActorId(actor);
+      transfer.to = ActorId(to);
+      transfer.producer = tasks_[task];
+      transfer.consumer = tasks_[edges.consumers[i]];
+      transfer.bytes =
+          IsGradient(transfer.producer.kind) ? costs_.gradient_bytes : costs_.activation_bytes;
+      Cause cause{Cause::Kind::kSlot, slot};
+      transfer.start = end;
+      if (send_free_[actor] > end) {
+        transfer.start = send_free_[actor];
+        cause = {Cause::Kind::kTransfer, last_send_[actor]};
+      }
+      transfer.end = transfer.start + costs_.link_alpha + costs_.link_beta * transfer.bytes;
+      send_free_[actor] = transfer.end;
+      last_send_[actor] = static_cast<int32_t>(transfers_.size());
+      arrival = transfer.end;
+      arrival_cause = {Cause::Kind::kTransfer, last_send_[actor]};
+      transfers_.push_back(transfer);
+      transfer_cause_.push_back(cause);
+    }
+    if (arrival > consumer.ready_time ||
+        (arrival == consumer.ready_time && arrival_cause.kind == Cause::Kind::kTransfer &&
+         consumer.ready_cause.kind != Cause::Kind::kTransfer)) {
+      consumer.ready_time = arrival;
+      consumer.ready_cause = arrival_cause;
+    }
+    if (--consumer.pending == 0 && to != actor && next_slot_[to] == consumer_slot &&
+        !queued_[to]) {
+      queued_[to] = 1;
+      worklist.push_back(to);
+    }
+  }
+}
+
+absl::Status Simulation::StuckError() const {
+  constexpr int kMaxListed = 8;
+  std::vector<std::string> stuck;
+  int num_stuck = 0;
+  std::array<int32_t, 2> inputs;
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    const int32_t slot = next_slot_[actor];
+    if (slot == actor_first_slot_[actor + 1]) continue;
+    if (++num_stuck > kMaxListed) continue;
+    std::vector<std::string> waits;
+    std::vector<std::string> names;
+    for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
+      const Task& task = tasks_[t];
+      names.push_back(TaskName(task));
+      const int n = Inputs(task, inputs);
+      for (int i = 0; i < n; ++i) {
+        if (inputs[i] == kNone) {
+          waits.push_back(absl::StrCat(InputName(task, i), ", which is not in the schedule"));
+        } else if (const int32_t input_slot = task_slot_[inputs[i]]; !slot_done_[input_slot]) {
+          const int32_t input_actor = slot_actor_[input_slot];
+          waits.push_back(absl::StrCat(
+              TaskName(tasks_[inputs[i]]), input_slot == slot ? " in the same slot" : "",
+              input_slot != slot ? absl::StrCat(" (actor ", input_actor, ", slot ",
+                                                input_slot - actor_first_slot_[input_actor], ")")
+                                 : ""));
+        }
+      }
+    }
+    stuck.push_back(absl::StrCat("actor ", actor, ": ", absl::StrJoin(names, "+"), " (slot ",
+                                 slot - actor_first_slot_[actor], ") waits for ",
+                                 absl::StrJoin(waits, " and ")));
+  }
+  std::string message = absl::StrCat("the schedule cannot run to completion; stuck tasks: ",
+                                     absl::StrJoin(stuck, "; "));
+  if (num_stuck > kMaxListed) {
+    absl::StrAppend(&message, "; and ", num_stuck - kMaxListed, " more actors");
+  }
+  return absl::InvalidArgumentError(message);
+}
+
+void Simulation::ComputeMemory(SimulationResult& result) const {
+  const double input_frees = costs_.input_grad_frees;
+  result.memory.resize(num_actors_);
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    std::vector<MemoryPoint>& points = result.memory[actor];
+    points.push_back({0.0, 0.0});
+    double live = 0.0;
+    double peak = 0.0;
+    auto record = [&](double time) {
+      peak = std::max(peak, live);
+      if (points.back().time == time) {
+        points.back().live = live;
+      } else {
+        points.push_back({time, live});
+      }
+    };
+    for (int32_t slot = actor_first_slot_[actor]; slot < actor_first_slot_[actor + 1]; ++slot) {
+      double allocated = 0.0;
+      double freed = 0.0;
+      for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
+        switch (tasks_[t].kind) {
+          case TaskKind::kForward: allocated += 1.0; break;
+          case TaskKind::kBackward: freed += 1.0; break;
+          case TaskKind::kBackwardInput: freed += input_frees; break;
+          case TaskKind::kBackwardWeight: freed += 1.0 - input_frees; break;
+        }
+      }
+      if (allocated != 0.0) {
+        live += allocated;
+        record(slot_time_[slot].start);
+      }
+      if (freed != 0.0) {
+        live -= freed;
+        record(slot_time_[slot].end);
+      }
+    }
+    result.per_actor[actor].peak_activations = peak;
+  }
+}
+
+void Simulation::ComputeCriticalPath(SimulationResult& result) const {
+  int32_t last_actor = kNone;
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    if (actor_first_slot_[actor] == actor_first_slot_[actor + 1]) continue;
+    if (last_actor == kNone || actor_free_[actor] > actor_free_[last_actor]) last_actor = actor;
+  }
+  if (last_actor == kNone) return;
+  Cause cause{Cause::Kind::kSlot, actor_first_slot_[last_actor + 1] - 1};
+  std::vector<CriticalStep>& path = result.critical_path;
+  while (cause.kind != Cause::Kind::kNone) {
+    CriticalStep step;
+    if (cause.kind == Cause::Kind::kSlot) {
+      const int32_t actor = slot_actor_[cause.index];
+      step.kind = CriticalStep::Kind::kCompute;
+      step.actor = ActorId(actor);
+      step.slot = cause.index - actor_first_slot_[actor];
+      step.start = slot_time_[cause.index].start;
+      step.end = slot_time_[cause.index].end;
+      cause = slot_cause_[cause.index];
+    } else {
+      const Transfer& transfer = transfers_[cause.index];
+      step.kind = CriticalStep::Kind::kTransfer;
+      step.actor = transfer.from;
+      step.transfer = cause.index;
+      step.start = transfer.start;
+      step.end = transfer.end;
+      cause = transfer_cause_[cause.index];
+    }
+    path.push_back(step);
+  }
+  std::reverse(path.begin(), path.end());
+}
+
+absl::StatusOr<SimulationResult> Simulation::Run() {
+  if (absl::Status status = Index(); !status.ok()) return status;
+  const size_t num_slots = slot_actor_.size();
+  const size_t num_tasks = tasks_.size();
+  LinkTasks();
+  next_slot_.assign(actor_first_slot_.begin(), actor_first_slot_.end() - 1);
+  actor_free_.assign(num_actors_, 0.0);
+  send_free_.assign(num_actors_, 0.0);
+  last_send_.assign(num_actors_, kNone);
+  slot_done_.assign(num_slots, 0);
+  slot_time_.assign(num_slots, {});
+  slot_cause_.assign(num_slots, {});
+  transfers_.reserve(num_tasks);
+  transfer_cause_.reserve(num_tasks);
+
+  // Actors that may be able to advance: each is pushed when the inputs of
+  // its next slot have all arrived, so the whole run is O(tasks).
+  std::vector<int32_t> worklist;
+  queued_.assign(num_actors_, 1);
+  for (int32_t actor = num_actors_ - 1; actor >= 0; --actor) worklist.push_back(actor);
+  while (!worklist.empty()) {
+    const int32_t actor = worklist.back();
+    worklist.pop_back();
+    queued_[actor] = 0;
+    for (int32_t& slot = next_slot_[actor];
+         slot < actor_first_slot_[actor + 1] && slot_state_[slot].pending == 0; ++slot) {
+      RunSlot(actor, slot);
+      for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
+        Complete(actor, t, worklist);
+      }
+    }
+  }
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    if (next_slot_[actor] != actor_first_slot_[actor + 1]) return StuckError();
+  }
+
+  SimulationResult result;
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    result.makespan = std::max(result.makespan, actor_free_[actor]);
+  }
+  result.per_actor.resize(num_actors_);
+  result.slot_times.resize(num_actors_);
+  double total_idle = 0.0;
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    ActorStats& stats = result.per_actor[actor];
+    stats.actor = ActorId(actor);
+    result.slot_times[actor].assign(slot_time_.begin() + actor_first_slot_[actor],
+                                    slot_time_.begin() + actor_first_slot_[actor + 1]);
+    for (const SlotTiming& timing : result.slot_times[actor]) stats.busy += timing.end - timing.start;
+    stats.idle = result.makespan - stats.busy;
+    stats.bubble = result.makespan > 0.0 ? stats.idle / result.makespan : 0.0;
+    total_idle += stats.idle;
+  }
+  result.bubble_time = total_idle;
+  result.bubble = result.makespan > 0.0 && num_actors_ > 0
+                      ? total_idle / (static_cast<double>(num_actors_) * result.makespan)
+                      : 0.0;
+  ComputeMemory(result);
+  ComputeCriticalPath(result);
+  result.transfers = std::move(transfers_);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const CostModel& costs) {
+  Simulation simulation(schedule, costs);
+  return simulation.Run();
+}
+
+}  // namespace tandem::schedules
