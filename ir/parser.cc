@@ -381,6 +381,10 @@ absl::StatusOr<StateSpec> Parser::ParseState() {
     return Expected("'parameter' or 'optimizer_state'");
   }
   Take();
+  if (spec.role == StateRole::kOptimizerState && AtKeyword("of")) {
+    Take();
+    TANDEM_PARSE_ASSIGN(spec.parameter, ParseString("the slot's parameter as a string"));
+  }
   TANDEM_PARSE_ASSIGN(spec.init, ParseInitializer());
   return spec;
 }

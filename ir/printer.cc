@@ -96,8 +96,9 @@ std::string PrintTrainStep(const TrainStep& step) {
                                  " microbatches=", step.num_microbatches, " {\n");
   for (const StateSpec& spec : step.state) {
     absl::StrAppend(&out, "  state ", QuoteTextString(spec.name), " : ", TypeToString(spec.type),
-                    spec.role == StateRole::kParameter ? " parameter " : " optimizer_state ",
-                    InitializerText(spec.init), "\n");
+                    spec.role == StateRole::kParameter ? " parameter " : " optimizer_state ");
+    if (!spec.parameter.empty()) absl::StrAppend(&out, "of ", QuoteTextString(spec.parameter), " ");
+    absl::StrAppend(&out, InitializerText(spec.init), "\n");
   }
   AppendGraph(step.microbatch, "  ", &out);
   for (const Accumulator& accumulator : step.accumulators) {

@@ -45,13 +45,18 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
   std::map<std::string, std::vector<const ir::ParameterGradient*>> by_parameter;
   for (const ir::ParameterGradient& g : gradients) by_parameter[g.parameter].push_back(&g);
 
+  std::map<std::string, ir::SourceLocation> declared_at;
+  for (ir::ValueId id : step.microbatch.Inputs()) {
+    const ir::Node& node = step.microbatch.node(id);
+    declared_at[node.attributes.GetString("name")] = node.location;
+  }
   std::vector<ir::StateSpec> slots;
   for (const ir::StateSpec& parameter : std::vector<ir::StateSpec>(step.state)) {
     auto found = by_parameter.find(parameter.name);
     if (found == by_parameter.end()) continue;  // unused by the loss: not updated
     const std::vector<const ir::ParameterGradient*>& parts = found->second;
     builder.set_stage(parts.front()->stage);
-    const ir::SourceLocation location = step.microbatch.node(*step.microbatch.FindInput(parameter.name)).location;
+    const ir::SourceLocation location = declared_at[parameter.name];
     builder.set_location_override(location);
     Tensor p(&builder, builder.AddInput(parameter.name, "parameter", parameter.type, location));
     Tensor gradient;
@@ -65,7 +70,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
     std::vector<std::string> slot_names;
     for (const std::string& slot : optimizer.SlotNames()) {
       std::string name = absl::StrCat(optimizer.name(), ".", slot, ".", parameter.name);
-      slots.push_back({name, parameter.type, ir::StateRole::kOptimizerState, {}});
+      slots.push_back({name, parameter.type, ir::StateRole::kOptimizerState, {}, parameter.name});
       slot_names.push_back(name);
       slot_values.emplace_back(&builder, builder.AddInput(name, "optimizer_state", parameter.type, location));
     }

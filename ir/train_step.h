@@ -47,6 +47,9 @@ struct StateSpec {
   TensorType type;
   StateRole role = StateRole::kParameter;
   Initializer init;
+  // kOptimizerState: the parameter this slot belongs to; its update runs
+  // wherever the parameter lives.
+  std::string parameter;
   friend bool operator==(const StateSpec&, const StateSpec&) = default;
 };
 

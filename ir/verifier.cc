@@ -1,5 +1,6 @@
 #include "ir/verifier.h"
 
+#include <map>
 #include <set>
 #include <variant>
 
@@ -124,6 +125,12 @@ absl::Status VerifyGraph(const Graph& graph) {
 }
 
 absl::Status VerifyTrainStep(const TrainStep& step) {
+  std::map<std::string, const StateSpec*> state;
+  for (const StateSpec& spec : step.state) state.emplace(spec.name, &spec);
+  auto find_state = [&](const std::string& name) -> const StateSpec* {
+    auto it = state.find(name);
+    return it == state.end() ? nullptr : it->second;
+  };
   for (const Graph* graph : {&step.microbatch, &step.update}) {
     if (absl::Status status = VerifyGraph(*graph); !status.ok()) return status;
     for (ValueId id = 0; id < graph->size(); ++id) {
@@ -135,7 +142,7 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
       const std::string& role = node.attributes.GetString("role");
       const std::string& name = node.attributes.GetString("name");
       if (role != "parameter" && role != "optimizer_state") continue;
-      const StateSpec* spec = step.FindState(name);
+      const StateSpec* spec = find_state(name);
       StateRole expected = role == "parameter" ? StateRole::kParameter : StateRole::kOptimizerState;
       if (spec == nullptr || spec->role != expected) {
         return Fail(*graph, id, absl::StrCat(role, " '", name, "' is used but never declared"));
@@ -146,18 +153,30 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
       }
     }
   }
+  for (const StateSpec& spec : step.state) {
+    if (spec.parameter.empty()) continue;
+    const StateSpec* owner = find_state(spec.parameter);
+    if (spec.role != StateRole::kOptimizerState || owner == nullptr || owner->role != StateRole::kParameter) {
+      return absl::InvalidArgumentError(absl::StrCat("state '", spec.name, "' belongs to '", spec.parameter,
+                                                     "', which is not a parameter"));
+    }
+  }
+  std::set<std::string> outputs;
+  for (const GraphOutput& output : step.microbatch.outputs()) outputs.insert(output.name);
+  std::set<std::string> update_inputs;
+  for (ValueId id : step.update.Inputs()) update_inputs.insert(step.update.node(id).attributes.GetString("name"));
   for (const Accumulator& acc : step.accumulators) {
-    if (!step.microbatch.FindOutput(acc.source)) {
+    if (!outputs.count(acc.source)) {
       return absl::InvalidArgumentError(absl::StrCat("accumulator '", acc.name, "' sums '", acc.source,
                                                      "', which is not an output of the microbatch graph"));
     }
-    if (!step.update.FindInput(acc.name)) {
+    if (!update_inputs.count(acc.name)) {
       return absl::InvalidArgumentError(
           absl::StrCat("accumulator '", acc.name, "' is not an input of the update graph"));
     }
   }
   for (const GraphOutput& output : step.update.outputs()) {
-    if (step.FindState(output.name) == nullptr) {
+    if (find_state(output.name) == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("update output '", output.name, "' names no state tensor"));
     }

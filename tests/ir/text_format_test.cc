@@ -188,7 +188,7 @@ TrainStep EverythingStep() {
       {"b", F32({64}), StateRole::kParameter, {Initializer::Kind::kUniform, -0.5, 0.5, 0}},
       {"ln.gamma", F32({64}), StateRole::kParameter, {Initializer::Kind::kOnes, 0, 0, 0}},
       {"adam.m.wte", F32({65, 64}), StateRole::kOptimizerState,
-       {Initializer::Kind::kZeros, 0, 0, 0}},
+       {Initializer::Kind::kZeros, 0, 0, 0}, "wte"},
       {"odd zeros", F32({}), StateRole::kOptimizerState,
        {Initializer::Kind::kZeros, 1.5, -kInf, 18446744073709551615ull}},
       {"odd ones", I32({3}), StateRole::kParameter, {Initializer::Kind::kOnes, 0, 0, 3}},
@@ -231,7 +231,7 @@ TEST(TextFormat, PrintsStateAndAccumulatorLines) {
               HasSubstr("  state \"wte\" : f32[65,64] parameter normal(0.0, 0.02) seed=17\n"));
   EXPECT_THAT(text, HasSubstr("  state \"b\" : f32[64] parameter uniform(-0.5, 0.5) seed=0\n"));
   EXPECT_THAT(text, HasSubstr("  state \"ln.gamma\" : f32[64] parameter ones\n"));
-  EXPECT_THAT(text, HasSubstr("  state \"adam.m.wte\" : f32[65,64] optimizer_state zeros\n"));
+  EXPECT_THAT(text, HasSubstr("  state \"adam.m.wte\" : f32[65,64] optimizer_state of \"wte\" zeros\n"));
   EXPECT_THAT(text, HasSubstr("  accumulate \"acc.wte.s0\" = \"grad.wte.s0\"\n"));
   EXPECT_THAT(text, HasSubstr("    %1 = input {name=\"acc.wte.s0\", role=\"accumulator\"} : "
                               "f32[65,64]\n"));
