@@ -1,0 +1,339 @@
+#include "actor/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace tandem::actor {
+namespace {
+
+using ir::BufferId;
+using ir::BufferKind;
+using ir::HostTensor;
+using ir::Instruction;
+using ir::InstructionKind;
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram program) {
+  if (absl::Status status = ir::VerifyActorProgram(program); !status.ok()) return status;
+  return std::unique_ptr<Executor>(new Executor(std::move(program)));
+}
+
+Executor::Executor(ir::ActorProgram program) : program_(std::move(program)), buffers_(program_.buffers.size()) {
+  for (const ir::Function& function : program_.functions) {
+    std::vector<std::string>& names = input_names_.emplace_back();
+    for (ir::ValueId id : function.graph.Inputs()) {
+      names.push_back(function.graph.node(id).attributes.GetString("name"));
+    }
+  }
+}
+
+Executor::~Executor() = default;
+
+std::string Executor::BufferName(BufferId id) const {
+  return absl::StrCat("buffer ", id, " (", program_.buffers[id].name, ")");
+}
+
+absl::StatusOr<const HostTensor*> Executor::Read(BufferId id) const {
+  if (!buffers_[id].defined()) return absl::InternalError(absl::StrCat(BufferName(id), " is empty"));
+  return &buffers_[id];
+}
+
+absl::Status Executor::Write(BufferId id, HostTensor tensor) {
+  const ir::TensorType& type = program_.buffers[id].type;
+  if (!tensor.defined() || tensor.type() != type) {
+    return absl::InternalError(absl::StrCat(BufferName(id), " is ", ir::TypeToString(type), " but got ",
+                                            tensor.defined() ? ir::TypeToString(tensor.type()) : "no tensor"));
+  }
+  Release(id);
+  live_bytes_ += tensor.num_bytes();
+  buffers_[id] = std::move(tensor);
+  return absl::OkStatus();
+}
+
+void Executor::Release(BufferId id) {
+  if (!buffers_[id].defined()) return;
+  live_bytes_ -= buffers_[id].num_bytes();
+  buffers_[id] = HostTensor();
+}
+
+void Executor::ReleaseAll() {
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) Release(id);
+}
+
+absl::Status Executor::LoadState(const ir::TensorMap& state) {
+  if (phase_ == Phase::kInStep) return absl::FailedPreconditionError("LoadState inside a step");
+  ReleaseAll();
+  phase_ = Phase::kNeedsState;
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
+    const ir::Buffer& buffer = program_.buffers[id];
+    if (buffer.kind != BufferKind::kState) continue;
+    auto it = state.find(buffer.binding);
+    if (it == state.end()) {
+      ReleaseAll();
+      return absl::InvalidArgumentError(
+          absl::StrCat("actor ", actor(), ": no state tensor '", buffer.binding, "' for ", BufferName(id)));
+    }
+    if (it->second.type() != buffer.type) {
+      ReleaseAll();
+      return absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ": state tensor '", buffer.binding,
+                                                     "' is ", ir::TypeToString(it->second.type()), " but ",
+                                                     BufferName(id), " is ", ir::TypeToString(buffer.type)));
+    }
+    live_bytes_ += it->second.num_bytes();
+    buffers_[id] = it->second;
+  }
+  phase_ = Phase::kIdle;
+  return absl::OkStatus();
+}
+
+ir::TensorMap Executor::State() const {
+  ir::TensorMap state;
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
+    if (program_.buffers[id].kind == BufferKind::kState && buffers_[id].defined()) {
+      state[program_.buffers[id].binding] = buffers_[id];
+    }
+  }
+  return state;
+}
+
+absl::Status Executor::BeginStep(int64_t step, const StepInputs& inputs) {
+  if (phase_ == Phase::kNeedsState) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("actor ", actor(), ": step ", step, " needs LoadState first (no state, or a step failed)"));
+  }
+  if (phase_ == Phase::kInStep) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("actor ", actor(), ": step ", step, " begun while step ", outputs_.step, " is running"));
+  }
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
+    const ir::Buffer& buffer = program_.buffers[id];
+    if (buffer.kind != BufferKind::kInput) continue;
+    auto it = inputs.find(InputKey{buffer.binding, buffer.microbatch});
+    absl::Status error;
+    if (it == inputs.end()) {
+      error = absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ", step ", step, ": no input '",
+                                                      buffer.binding, "' for microbatch ", buffer.microbatch,
+                                                      " for ", BufferName(id)));
+    } else if (it->second.type() != buffer.type) {
+      error = absl::InvalidArgumentError(absl::StrCat(
+          "actor ", actor(), ", step ", step, ": input '", buffer.binding, "' of microbatch ", buffer.microbatch,
+          " is ", ir::TypeToString(it->second.type()), " but ", BufferName(id), " is ", ir::TypeToString(buffer.type)));
+    }
+    if (!error.ok()) {
+      for (BufferId b = 0; b < id; ++b) {
+        if (program_.buffers[b].kind == BufferKind::kInput) Release(b);
+      }
+      return error;
+    }
+    live_bytes_ += it->second.num_bytes();
+    buffers_[id] = it->second;
+  }
+  phase_ = Phase::kInStep;
+  next_instruction_ = 0;
+  outputs_ = StepOutputs();
+  outputs_.step = step;
+  outputs_.timings.assign(program_.instructions.size(), InstructionTiming());
+  outputs_.peak_live_bytes = live_bytes_;
+  return absl::OkStatus();
+}
+
+std::string Executor::InstructionContext(int32_t index) const {
+  const Instruction& instruction = program_.instructions[index];
+  std::string what = absl::StrCat(instruction.task.ToString(), " ", ir::InstructionKindName(instruction.kind));
+  switch (instruction.kind) {
+    case InstructionKind::kRun:
+      absl::StrAppend(&what, " ", program_.functions[instruction.function].name);
+      break;
+    case InstructionKind::kSend:
+      absl::StrAppend(&what, " -> actor ", instruction.peer, " tag ", instruction.tag);
+      break;
+    case InstructionKind::kReceive:
+      absl::StrAppend(&what, " <- actor ", instruction.peer, " tag ", instruction.tag);
+      break;
+    case InstructionKind::kAccumulate:
+      absl::StrAppend(&what, " ", program_.buffers[instruction.buffers[0]].name);
+      break;
+    case InstructionKind::kEmit:
+      absl::StrAppend(&what, " ", instruction.result, "[", instruction.microbatch, "]");
+      break;
+    case InstructionKind::kFree:
+      break;
+  }
+  return absl::StrCat("actor ", actor(), ", step ", outputs_.step, ", instruction ", index, " (", what, "): ");
+}
+
+absl::Status Executor::Fail(absl::Status status) {
+  // The state may be half-updated: keep it for inspection (State()), but
+  // demand a LoadState before the next step.
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
+    if (program_.buffers[id].kind != BufferKind::kState) Release(id);
+  }
+  phase_ = Phase::kNeedsState;
+  return status;
+}
+
+absl::Status Executor::RunRange(int32_t begin, int32_t end, Transport& transport, absl::Duration receive_timeout) {
+  if (phase_ != Phase::kInStep) {
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ": RunRange outside a step"));
+  }
+  const auto size = static_cast<int32_t>(program_.instructions.size());
+  if (begin != next_instruction_ || end < begin || end > size) {
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", outputs_.step, ": RunRange [",
+                                                      begin, ", ", end, ") but the next instruction is ",
+                                                      next_instruction_, " of ", size));
+  }
+  for (int32_t index = begin; index < end; ++index) {
+    InstructionTiming& timing = outputs_.timings[index];
+    timing.start_ns = SteadyNowNs();
+    absl::Status status = Execute(index, transport, receive_timeout);
+    timing.end_ns = SteadyNowNs();
+    if (!status.ok()) {
+      return Fail(absl::Status(status.code(), absl::StrCat(InstructionContext(index), status.message())));
+    }
+    outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
+    ++outputs_.instructions_run;
+    next_instruction_ = index + 1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Duration receive_timeout) {
+  const Instruction& instruction = program_.instructions[index];
+  switch (instruction.kind) {
+    case InstructionKind::kRun:
+      return Run(instruction);
+    case InstructionKind::kSend: {
+      std::vector<HostTensor> tensors;
+      tensors.reserve(instruction.buffers.size());
+      for (BufferId id : instruction.buffers) {
+        absl::StatusOr<const HostTensor*> tensor = Read(id);
+        if (!tensor.ok()) return tensor.status();
+        tensors.push_back(**tensor);
+      }
+      return transport.Send(instruction.peer, instruction.tag, std::move(tensors));
+    }
+    case InstructionKind::kReceive:
+      return Receive(instruction, transport, receive_timeout);
+    case InstructionKind::kAccumulate:
+      return Accumulate(instruction);
+    case InstructionKind::kFree:
+      for (BufferId id : instruction.buffers) {
+        if (!buffers_[id].defined()) return absl::InternalError(absl::StrCat("frees ", BufferName(id), ", which is empty"));
+        Release(id);
+      }
+      return absl::OkStatus();
+    case InstructionKind::kEmit:
+      return Emit(instruction);
+  }
+  return absl::InternalError("unknown instruction kind");
+}
+
+absl::Status Executor::Run(const Instruction& instruction) {
+  const ir::Function& function = program_.functions[instruction.function];
+  const std::vector<std::string>& names = input_names_[instruction.function];
+  ir::TensorMap inputs;
+  for (size_t k = 0; k < names.size(); ++k) {
+    absl::StatusOr<const HostTensor*> tensor = Read(instruction.inputs[k]);
+    if (!tensor.ok()) return tensor.status();
+    inputs.emplace(names[k], **tensor);
+  }
+  absl::StatusOr<ir::TensorMap> results = ir::RunGraph(function.graph, inputs);
+  if (!results.ok()) return results.status();
+  const std::vector<ir::GraphOutput>& outputs = function.graph.outputs();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    auto it = results->find(outputs[k].name);
+    if (it == results->end()) {
+      return absl::InternalError(absl::StrCat(function.name, " returned no output '", outputs[k].name, "'"));
+    }
+    if (absl::Status status = Write(instruction.outputs[k], it->second); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Receive(const Instruction& instruction, Transport& transport,
+                               absl::Duration receive_timeout) {
+  absl::StatusOr<std::vector<HostTensor>> tensors =
+      transport.Receive(instruction.peer, instruction.tag, absl::Now() + receive_timeout);
+  if (!tensors.ok()) return tensors.status();
+  if (tensors->size() != instruction.buffers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the message from actor ", instruction.peer, " with tag ",
+                                                   instruction.tag, " has ", tensors->size(), " tensors, expected ",
+                                                   instruction.buffers.size()));
+  }
+  for (size_t k = 0; k < tensors->size(); ++k) {
+    const BufferId id = instruction.buffers[k];
+    const HostTensor& tensor = (*tensors)[k];
+    if (!tensor.defined() || tensor.type() != program_.buffers[id].type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", k, " of the message from actor ", instruction.peer, " with tag ", instruction.tag, " is ",
+          tensor.defined() ? ir::TypeToString(tensor.type()) : "missing", " but ", BufferName(id), " is ",
+          ir::TypeToString(program_.buffers[id].type)));
+    }
+  }
+  for (size_t k = 0; k < tensors->size(); ++k) {
+    if (absl::Status status = Write(instruction.buffers[k], std::move((*tensors)[k])); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Accumulate(const Instruction& instruction) {
+  const BufferId acc = instruction.buffers[0];
+  const BufferId grad = instruction.buffers[1];
+  absl::StatusOr<const HostTensor*> gradient = Read(grad);
+  if (!gradient.ok()) return gradient.status();
+  HostTensor sum = buffers_[acc].defined() ? ir::AccumulateGradient(buffers_[acc], **gradient) : **gradient;
+  Release(grad);
+  return Write(acc, std::move(sum));
+}
+
+absl::Status Executor::Emit(const Instruction& instruction) {
+  absl::StatusOr<const HostTensor*> tensor = Read(instruction.buffers[0]);
+  if (!tensor.ok()) return tensor.status();
+  auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch, **tensor);
+  if (!inserted) {
+    return absl::InternalError(
+        absl::StrCat("result '", instruction.result, "' of microbatch ", instruction.microbatch, " emitted twice"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepOutputs> Executor::FinishStep() {
+  if (phase_ != Phase::kInStep) {
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ": FinishStep outside a step"));
+  }
+  const auto size = static_cast<int32_t>(program_.instructions.size());
+  if (next_instruction_ != size) {
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", outputs_.step,
+                                                      ": FinishStep after ", next_instruction_, " of ", size,
+                                                      " instructions"));
+  }
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
+    if (program_.buffers[id].kind == BufferKind::kTemporary && buffers_[id].defined()) {
+      return Fail(absl::InternalError(absl::StrCat("actor ", actor(), ", step ", outputs_.step,
+                                                   ": temporary ", BufferName(id), " still holds a tensor at the end of the step")));
+    }
+    if (program_.buffers[id].kind == BufferKind::kInput) Release(id);
+  }
+  phase_ = Phase::kIdle;
+  return std::move(outputs_);
+}
+
+absl::StatusOr<StepOutputs> Executor::RunStep(int64_t step, const StepInputs& inputs, Transport& transport,
+                                              absl::Duration receive_timeout) {
+  if (absl::Status status = BeginStep(step, inputs); !status.ok()) return status;
+  const auto size = static_cast<int32_t>(program_.instructions.size());
+  if (absl::Status status = RunRange(0, size, transport, receive_timeout); !status.ok()) return status;
+  return FinishStep();
+}
+
+}  // namespace tandem::actor

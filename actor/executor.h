@@ -1,0 +1,157 @@
+// Executor: runs one actor's instruction stream (an ir::ActorProgram) with
+// the reference kernels, step after step.
+//
+// It owns the actor's buffer table: state buffers (parameters, optimizer
+// slots) persist across steps; input buffers are filled from the step's
+// inputs at BeginStep and dropped at FinishStep; temporaries live between
+// the instructions that fill and free them, and must all be empty again
+// when the step ends. Instructions run strictly in program order; a Receive
+// waits (up to its deadline) only when its instruction is reached.
+//
+// Phases: a new executor needs LoadState; then every step is BeginStep,
+// RunRange over consecutive ranges that together cover the program, and
+// FinishStep (RunStep does all three; the ranges allow task-by-task
+// dispatch over ActorProgram::task_starts). A step that fails leaves state
+// buffers possibly half-updated: the executor then needs LoadState again.
+// The executor does not Abort the transport when it fails; whoever drives it
+// (ThreadCluster, the actor process) decides that.
+//
+// Ownership: created by Create() and owned by its caller through
+// unique_ptr; owns its program and tensors; borrows the Transport for the
+// duration of a RunRange call. Not thread-safe: one thread drives one
+// executor; different executors may run on different threads at once.
+#ifndef TANDEM_ACTOR_EXECUTOR_H_
+#define TANDEM_ACTOR_EXECUTOR_H_
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "actor/transport.h"
+#include "ir/actor_program.h"
+#include "ir/host_tensor.h"
+#include "ir/interpreter.h"
+
+namespace tandem::actor {
+
+// Which step input fills a kInput buffer: its binding (a data input's name,
+// or "step") and microbatch (-1 for per-step inputs such as "step").
+struct InputKey {
+  std::string binding;
+  int32_t microbatch = -1;
+  friend auto operator<=>(const InputKey&, const InputKey&) = default;
+  friend bool operator==(const InputKey&, const InputKey&) = default;
+};
+
+// A step's inputs. An executor takes the entries its input buffers bind and
+// ignores the rest, so one map may serve every actor of a cluster.
+using StepInputs = std::map<InputKey, ir::HostTensor>;
+
+// When an instruction ran: std::chrono::steady_clock times since its epoch,
+// in nanoseconds (comparable across the threads of one process). -1 for an
+// instruction not run.
+struct InstructionTiming {
+  int64_t start_ns = -1;
+  int64_t end_ns = -1;
+};
+
+struct StepOutputs {
+  int64_t step = 0;
+  // Emitted results: name -> microbatch -> tensor (e.g. "loss" -> 3 -> f32[]).
+  std::map<std::string, std::map<int32_t, ir::HostTensor>> results;
+  // The most bytes held by buffers at once, measured on the real tensors at
+  // BeginStep and after every instruction: the rule of
+  // ActorProgram::static_peak_bytes.
+  int64_t peak_live_bytes = 0;
+  std::vector<InstructionTiming> timings;  // one per instruction, in program order
+  int32_t instructions_run = 0;
+};
+
+class Executor {
+ public:
+  // Verifies `program` (ir::VerifyActorProgram) and builds an executor with
+  // empty buffers.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(ir::ActorProgram program);
+
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+  ~Executor();
+
+  const ir::ActorProgram& program() const { return program_; }
+  int32_t actor() const { return program_.actor; }
+
+  // Empties every buffer and fills each state buffer with state[binding]
+  // (other entries are ignored, so the whole model's state may be passed).
+  // A missing or mistyped entry is InvalidArgument naming the buffer.
+  absl::Status LoadState(const ir::TensorMap& state);
+
+  // The state buffers' current tensors by binding (they share storage with
+  // the executor's; no one writes tensors in place).
+  ir::TensorMap State() const;
+
+  // Starts step `step` (used in messages): fills every input buffer with
+  // inputs[{binding, microbatch}]. A missing or mistyped entry is
+  // InvalidArgument naming the buffer. FailedPrecondition without state or
+  // inside a step.
+  absl::Status BeginStep(int64_t step, const StepInputs& inputs);
+
+  // Runs instructions [begin, end). `begin` must be where the last range
+  // stopped (0 at first). Each Receive waits at most `receive_timeout`. An
+  // error carries the context "actor A, step S, instruction I (F1.3 run F1): "
+  // and keeps its code; it ends the step.
+  absl::Status RunRange(int32_t begin, int32_t end, Transport& transport, absl::Duration receive_timeout);
+
+  // Ends the step once every instruction ran: checks that every temporary
+  // is empty (Internal naming the buffer if not), drops the inputs, and
+  // returns what the step emitted and measured.
+  absl::StatusOr<StepOutputs> FinishStep();
+
+  // BeginStep, RunRange over the whole program, FinishStep.
+  absl::StatusOr<StepOutputs> RunStep(int64_t step, const StepInputs& inputs, Transport& transport,
+                                      absl::Duration receive_timeout);
+
+  // The next instruction RunRange will run in the current step.
+  int32_t next_instruction() const { return next_instruction_; }
+
+ private:
+  enum class Phase { kNeedsState, kIdle, kInStep };
+
+  explicit Executor(ir::ActorProgram program);
+
+  absl::Status Execute(int32_t index, Transport& transport, absl::Duration receive_timeout);
+  absl::Status Run(const ir::Instruction& instruction);
+  absl::Status Receive(const ir::Instruction& instruction, Transport& transport, absl::Duration receive_timeout);
+  absl::Status Accumulate(const ir::Instruction& instruction);
+  absl::Status Emit(const ir::Instruction& instruction);
+
+  // The tensor of a buffer that must hold one; Internal if it is empty.
+  absl::StatusOr<const ir::HostTensor*> Read(ir::BufferId id) const;
+  // Stores `tensor` (of the buffer's type, or Internal) into the buffer.
+  absl::Status Write(ir::BufferId id, ir::HostTensor tensor);
+  void Release(ir::BufferId id);
+  void ReleaseAll();
+  std::string BufferName(ir::BufferId id) const;
+  std::string InstructionContext(int32_t index) const;
+  absl::Status Fail(absl::Status status);
+
+  ir::ActorProgram program_;
+  // For each function, its input nodes' names in program order: kRun binds
+  // instruction.inputs[k] to input_names_[function][k].
+  std::vector<std::vector<std::string>> input_names_;
+
+  Phase phase_ = Phase::kNeedsState;
+  std::vector<ir::HostTensor> buffers_;  // by BufferId; undefined = empty
+  int64_t live_bytes_ = 0;
+  int32_t next_instruction_ = 0;
+  StepOutputs outputs_;  // of the step in progress
+};
+
+}  // namespace tandem::actor
+
+#endif  // TANDEM_ACTOR_EXECUTOR_H_

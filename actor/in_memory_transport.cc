@@ -1,0 +1,136 @@
+#include "actor/in_memory_transport.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace tandem::actor {
+
+std::string PendingMessage::ToString() const {
+  return absl::StrCat("actor ", sender, " -> actor ", receiver, " tag ", tag, " (", num_tensors,
+                      num_tensors == 1 ? " tensor)" : " tensors)");
+}
+
+// The Transport of one actor: forwards to the network with its id bound.
+class InMemoryNetwork::ActorEndpoint final : public Transport {
+ public:
+  ActorEndpoint(InMemoryNetwork* network, int32_t actor) : network_(network), actor_(actor) {}
+
+  int32_t actor() const override { return actor_; }
+  absl::Status Send(int32_t peer, uint64_t tag, std::vector<ir::HostTensor> tensors) override {
+    return network_->Send(actor_, peer, tag, std::move(tensors));
+  }
+  absl::StatusOr<std::vector<ir::HostTensor>> Receive(int32_t peer, uint64_t tag, absl::Time deadline) override {
+    return network_->Receive(actor_, peer, tag, deadline);
+  }
+  void Abort(absl::Status status) override { network_->Abort(std::move(status)); }
+
+ private:
+  InMemoryNetwork* network_;  // not owned; owns this endpoint
+  int32_t actor_;
+};
+
+InMemoryNetwork::InMemoryNetwork(int32_t num_actors) : num_actors_(num_actors), mailboxes_(num_actors) {
+  for (int32_t a = 0; a < num_actors; ++a) endpoints_.push_back(std::make_unique<ActorEndpoint>(this, a));
+}
+
+InMemoryNetwork::~InMemoryNetwork() = default;
+
+Transport& InMemoryNetwork::Endpoint(int32_t actor) {
+  if (actor < 0 || actor >= num_actors_) {
+    std::fprintf(stderr, "tandem: internal error: no endpoint for actor %d of %d\n", actor, num_actors_);
+    std::abort();
+  }
+  return *endpoints_[actor];
+}
+
+void InMemoryNetwork::Abort(absl::Status status) {
+  if (status.ok()) status = absl::AbortedError("aborted");
+  absl::MutexLock lock(&mu_);
+  if (!abort_status_.ok()) return;
+  abort_status_ = std::move(status);
+  for (Mailbox& mailbox : mailboxes_) mailbox.arrived.SignalAll();
+}
+
+absl::Status InMemoryNetwork::abort_status() const {
+  absl::MutexLock lock(&mu_);
+  return abort_status_;
+}
+
+std::vector<PendingMessage> InMemoryNetwork::PendingMessages() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<PendingMessage> pending;
+  for (int32_t receiver = 0; receiver < num_actors_; ++receiver) {
+    for (const auto& [key, tensors] : mailboxes_[receiver].messages) {
+      pending.push_back({key.first, receiver, key.second, static_cast<int32_t>(tensors.size())});
+    }
+  }
+  return pending;
+}
+
+void InMemoryNetwork::Reset() {
+  absl::MutexLock lock(&mu_);
+  for (Mailbox& mailbox : mailboxes_) {
+    mailbox.messages.clear();
+    mailbox.seen.clear();
+  }
+  abort_status_ = absl::OkStatus();
+}
+
+absl::Status InMemoryNetwork::CheckPeer(int32_t self, int32_t peer) const {
+  if (peer < 0 || peer >= num_actors_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor ", self, ": peer ", peer, " is outside [0, ", num_actors_, ")"));
+  }
+  if (peer == self) return absl::InvalidArgumentError(absl::StrCat("actor ", self, " addresses itself"));
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryNetwork::Send(int32_t sender, int32_t receiver, uint64_t tag,
+                                   std::vector<ir::HostTensor> tensors) {
+  if (absl::Status status = CheckPeer(sender, receiver); !status.ok()) return status;
+  absl::MutexLock lock(&mu_);
+  if (!abort_status_.ok()) return abort_status_;
+  Mailbox& mailbox = mailboxes_[receiver];
+  const MessageKey key{sender, tag};
+  if (!mailbox.seen.insert(key).second) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", sender, " sent tag ", tag, " to actor ", receiver,
+                                                   " twice in one step"));
+  }
+  mailbox.messages.emplace(key, std::move(tensors));
+  mailbox.arrived.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ir::HostTensor>> InMemoryNetwork::Receive(int32_t receiver, int32_t sender, uint64_t tag,
+                                                                     absl::Time deadline) {
+  if (absl::Status status = CheckPeer(receiver, sender); !status.ok()) return status;
+  const absl::Time start = absl::Now();
+  absl::MutexLock lock(&mu_);
+  Mailbox& mailbox = mailboxes_[receiver];
+  const MessageKey key{sender, tag};
+  while (true) {
+    if (!abort_status_.ok()) return abort_status_;
+    auto it = mailbox.messages.find(key);
+    if (it != mailbox.messages.end()) {
+      std::vector<ir::HostTensor> tensors = std::move(it->second);
+      mailbox.messages.erase(it);
+      return tensors;
+    }
+    // WaitWithDeadline returns true on timeout; check the mailbox once more
+    // after it, since a message may have come with the deadline.
+    if (mailbox.arrived.WaitWithDeadline(&mu_, deadline) || absl::Now() >= deadline) {
+      if (!abort_status_.ok()) return abort_status_;
+      it = mailbox.messages.find(key);
+      if (it != mailbox.messages.end()) continue;
+      return absl::DeadlineExceededError(absl::StrCat("no message from actor ", sender, " with tag ", tag,
+                                                      " after waiting ",
+                                                      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))));
+    }
+  }
+}
+
+}  // namespace tandem::actor

@@ -1,0 +1,161 @@
+#include "actor/thread_cluster.h"
+
+#include <atomic>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/kernels.h"
+
+namespace tandem::actor {
+
+absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector<ir::ActorProgram> programs) {
+  const auto num_actors = static_cast<int32_t>(programs.size());
+  if (num_actors == 0) return absl::InvalidArgumentError("a cluster needs at least one actor program");
+  std::vector<std::unique_ptr<Executor>> executors;
+  for (int32_t a = 0; a < num_actors; ++a) {
+    if (programs[a].actor != a || programs[a].num_actors != num_actors) {
+      return absl::InvalidArgumentError(absl::StrCat("program ", a, " is for actor ", programs[a].actor, " of ",
+                                                     programs[a].num_actors, ", expected actor ", a, " of ",
+                                                     num_actors));
+    }
+    absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(std::move(programs[a]));
+    if (!executor.ok()) return executor.status();
+    executors.push_back(*std::move(executor));
+  }
+  ir::SetBlasThreads(1);
+  return std::unique_ptr<ThreadCluster>(new ThreadCluster(std::move(executors)));
+}
+
+ThreadCluster::ThreadCluster(std::vector<std::unique_ptr<Executor>> executors)
+    : executors_(std::move(executors)), network_(static_cast<int32_t>(executors_.size())) {}
+
+ThreadCluster::~ThreadCluster() = default;
+
+absl::Status ThreadCluster::LoadState(const ir::TensorMap& state) {
+  for (auto& executor : executors_) {
+    if (absl::Status status = executor->LoadState(state); !status.ok()) {
+      needs_state_ = true;
+      return status;
+    }
+  }
+  needs_state_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ir::TensorMap> ThreadCluster::State() const {
+  ir::TensorMap state;
+  std::map<std::string, int32_t> owner;
+  for (int32_t a = 0; a < num_actors(); ++a) {
+    for (auto& [name, tensor] : executors_[a]->State()) {
+      auto [it, inserted] = state.emplace(name, tensor);
+      if (inserted) {
+        owner[name] = a;
+      } else if (!it->second.BitwiseEquals(tensor)) {
+        return absl::InternalError(absl::StrCat("state '", name, "' differs between actor ", owner[name],
+                                                " and actor ", a));
+      }
+    }
+  }
+  return state;
+}
+
+absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, const StepInputs& inputs,
+                                                                absl::Duration receive_timeout) {
+  return RunStep(step, std::vector<StepInputs>(), receive_timeout, &inputs);
+}
+
+absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, const std::vector<StepInputs>& inputs,
+                                                                absl::Duration receive_timeout) {
+  if (static_cast<int32_t>(inputs.size()) != num_actors()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step, ": inputs for ", inputs.size(), " actors, the cluster has ", num_actors()));
+  }
+  return RunStep(step, inputs, receive_timeout, nullptr);
+}
+
+absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStepPerTask(int64_t step,
+                                                                       const std::vector<StepInputs>& inputs,
+                                                                       absl::Duration receive_timeout) {
+  if (static_cast<int32_t>(inputs.size()) != num_actors()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step, ": inputs for ", inputs.size(), " actors, the cluster has ", num_actors()));
+  }
+  return RunStep(step, inputs, receive_timeout, nullptr, /*per_task=*/true);
+}
+
+absl::StatusOr<StepOutputs> ThreadCluster::RunActor(int32_t actor, int64_t step, const StepInputs& inputs,
+                                                    absl::Duration receive_timeout, bool per_task) {
+  Executor& executor = *executors_[actor];
+  Transport& transport = network_.Endpoint(actor);
+  if (!per_task) return executor.RunStep(step, inputs, transport, receive_timeout);
+  if (absl::Status status = executor.BeginStep(step, inputs); !status.ok()) return status;
+  const std::vector<int32_t>& starts = executor.program().task_starts;
+  const int32_t end = static_cast<int32_t>(executor.program().instructions.size());
+  // One dispatch per task: [starts[i], starts[i + 1]), after any prologue.
+  std::vector<int32_t> bounds = {0};
+  for (int32_t start : starts) {
+    if (start > bounds.back()) bounds.push_back(start);
+  }
+  bounds.push_back(end);
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    if (absl::Status status = executor.RunRange(bounds[i], bounds[i + 1], transport, receive_timeout); !status.ok()) {
+      return status;
+    }
+  }
+  return executor.FinishStep();
+}
+
+absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, const std::vector<StepInputs>& inputs,
+                                                                absl::Duration receive_timeout,
+                                                                const StepInputs* shared_inputs, bool per_task) {
+  if (needs_state_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", step, ": the cluster needs LoadState (none yet, or a step failed)"));
+  }
+  network_.Reset();
+  const int32_t n = num_actors();
+  std::vector<std::optional<absl::StatusOr<StepOutputs>>> results(n);
+  std::atomic<int32_t> first_failed{-1};
+  {
+    std::vector<std::thread> threads;
+    threads.reserve(n);
+    for (int32_t a = 0; a < n; ++a) {
+      threads.emplace_back([&, a] {
+        const StepInputs& mine = shared_inputs != nullptr ? *shared_inputs : inputs[a];
+        absl::StatusOr<StepOutputs> result = RunActor(a, step, mine, receive_timeout, per_task);
+        if (!result.ok()) {
+          int32_t none = -1;
+          first_failed.compare_exchange_strong(none, a);
+          network_.Endpoint(a).Abort(
+              absl::AbortedError(absl::StrCat("actor ", a, " failed: ", result.status().message())));
+        }
+        results[a] = std::move(result);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  if (const int32_t failed = first_failed.load(); failed >= 0) {
+    // Some actors may have finished the step and others not: the cluster's
+    // state is inconsistent until LoadState.
+    needs_state_ = true;
+    return results[failed]->status();
+  }
+  std::vector<PendingMessage> pending = network_.PendingMessages();
+  if (!pending.empty()) {
+    std::vector<std::string> lines;
+    for (const PendingMessage& message : pending) lines.push_back(message.ToString());
+    return absl::InternalError(absl::StrCat("step ", step, ": messages sent but never received: ",
+                                            absl::StrJoin(lines, "; ")));
+  }
+  std::vector<StepOutputs> outputs;
+  outputs.reserve(n);
+  for (int32_t a = 0; a < n; ++a) outputs.push_back(*std::move(*results[a]));
+  return outputs;
+}
+
+}  // namespace tandem::actor

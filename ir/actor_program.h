@@ -1,0 +1,136 @@
+// ActorProgram: everything one actor runs in one training step, lowered by
+// the controller's compiler and executed by the actor.
+//
+// It is plain data built from the closed op set (nothing in it is code), so
+// it can be printed, hashed, cached and shipped. The controller produces it
+// and the actor consumes it; they share this definition and nothing else.
+//
+// An actor has a table of buffers, each holding one tensor or nothing. The
+// instruction stream reads and writes buffers by index:
+//  - state buffers hold parameters and optimizer slots; they persist across
+//    steps and start from the step's initializers;
+//  - input buffers are filled by the caller at the start of each step (the
+//    microbatches' data, the step number);
+//  - every other buffer is written by an instruction during the step.
+// Value type; not synchronized.
+#ifndef TANDEM_IR_ACTOR_PROGRAM_H_
+#define TANDEM_IR_ACTOR_PROGRAM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "ir/graph.h"
+
+namespace tandem::ir {
+
+using BufferId = int32_t;
+
+// A graph the actor runs: one stage's part of the step for one task kind
+// (F, B, I or W), or the actor's share of the optimizer update. The graph's
+// input nodes are bound, in program order (Graph::Inputs()), to an
+// instruction's `inputs`; its outputs, in order, to the instruction's
+// `outputs`.
+struct Function {
+  std::string name;  // e.g. "F2", "B1", "I0", "W3", "update"
+  Graph graph;
+  friend bool operator==(const Function&, const Function&) = default;
+};
+
+enum class InstructionKind : uint8_t {
+  // Runs functions[function] on `inputs` and writes its outputs to `outputs`
+  // (an output buffer's previous tensor, e.g. a state buffer's, is replaced).
+  kRun,
+  // Hands the tensors of `buffers` to actor `peer` under `tag`. Never blocks:
+  // the runtime buffers sends. The buffers stay valid on this actor.
+  kSend,
+  // Waits (with a deadline) for the message `tag` from actor `peer` and
+  // stores its tensors into `buffers`, in order.
+  kReceive,
+  // buffers[0] = buffers[0] + buffers[1] in f32 (ir::AccumulateGradient), or
+  // buffers[1] itself when buffers[0] is empty; buffers[1] is then released.
+  // Gradients are accumulated in microbatch order this way.
+  kAccumulate,
+  // Releases `buffers`.
+  kFree,
+  // Reports buffers[0] as the step's result `result` for `microbatch` (e.g.
+  // the loss); the buffer stays valid.
+  kEmit,
+};
+
+const char* InstructionKindName(InstructionKind kind);
+
+// The schedule task an instruction belongs to, for messages and timings:
+// kind letter 'F', 'B', 'I', 'W', or 'U' for the update; stage -1 for the
+// update.
+struct TaskLabel {
+  char kind = 'U';
+  int32_t stage = -1;
+  int32_t microbatch = -1;
+  std::string ToString() const;  // "F1.3", "update"
+  friend bool operator==(const TaskLabel&, const TaskLabel&) = default;
+};
+
+struct Instruction {
+  InstructionKind kind = InstructionKind::kRun;
+  TaskLabel task;
+  int32_t function = -1;            // kRun
+  std::vector<BufferId> inputs;     // kRun
+  std::vector<BufferId> outputs;    // kRun
+  std::vector<BufferId> buffers;    // kSend, kReceive, kAccumulate, kFree, kEmit
+  int32_t peer = -1;                // kSend, kReceive
+  uint64_t tag = 0;                 // kSend, kReceive: unique per (sender, receiver) in a step
+  std::string result;               // kEmit
+  int32_t microbatch = -1;          // kEmit
+  friend bool operator==(const Instruction&, const Instruction&) = default;
+};
+
+enum class BufferKind : uint8_t { kState, kInput, kTemporary };
+
+struct Buffer {
+  std::string name;  // "loss@3", "h0.attn.qkv.w", "%41@2", "acc.wte.s0", ...
+  TensorType type;
+  BufferKind kind = BufferKind::kTemporary;
+  // kState: the state tensor's name; kInput: the step input's name (a data
+  // input of the microbatch graph, or "step").
+  std::string binding;
+  int32_t microbatch = -1;  // kInput: which microbatch's data; -1 for "step"
+  friend bool operator==(const Buffer&, const Buffer&) = default;
+};
+
+struct ActorProgram {
+  int32_t actor = 0;
+  int32_t num_actors = 1;
+  std::vector<Function> functions;
+  std::vector<Buffer> buffers;
+  std::vector<Instruction> instructions;
+  // Where each schedule task's instructions start: a driver that dispatches
+  // task by task (for measurement) sends [task_starts[i], task_starts[i+1]).
+  std::vector<int32_t> task_starts;
+  // Live bytes: the sum of the sizes of the buffers that hold a tensor. State
+  // and input buffers hold one from the start; kRun, kReceive and
+  // kAccumulate fill buffers, kFree and kAccumulate empty them. This is the
+  // maximum of live bytes at the start and after every instruction, computed
+  // by the compiler from the types; an executor measuring its real buffers
+  // the same way must find exactly this.
+  int64_t static_peak_bytes = 0;
+  friend bool operator==(const ActorProgram&, const ActorProgram&) = default;
+};
+
+// Readable dump: buffers, functions (by name and size) and one line per
+// instruction, e.g. "  12  F1.3  run F1 (%4@3, w1) -> (%9@3)".
+std::string PrintActorProgram(const ActorProgram& program, bool with_functions = false);
+
+// A content hash of everything in the program (functions included), stable
+// across runs and machines: what an actor caches a program under.
+uint64_t HashActorProgram(const ActorProgram& program);
+
+// Checks indices (functions, buffers, peers), arities of kRun against the
+// function's inputs and outputs, and that the types of bound buffers match
+// the function's inputs and outputs.
+absl::Status VerifyActorProgram(const ActorProgram& program);
+
+}  // namespace tandem::ir
+
+#endif  // TANDEM_IR_ACTOR_PROGRAM_H_

@@ -1,0 +1,317 @@
+// Executor: one actor's instruction stream against the reference
+// interpreter, bit for bit; accumulation order; state across steps;
+// measured peak memory; errors with their context.
+#include "actor/executor.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "actor/in_memory_transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/interpreter.h"
+#include "tests/actor/test_programs.h"
+
+namespace tandem::actor::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(10);
+
+std::unique_ptr<Executor> MakeExecutor(ir::ActorProgram program) {
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(std::move(program));
+  EXPECT_TRUE(executor.ok()) << executor.status();
+  return executor.ok() ? *std::move(executor) : nullptr;
+}
+
+ir::HostTensor RunOne(const ir::Function& function, const ir::TensorMap& inputs, const std::string& output) {
+  absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(function.graph, inputs);
+  EXPECT_TRUE(outputs.ok()) << outputs.status();
+  return outputs.ok() ? outputs->at(output) : ir::HostTensor();
+}
+
+TEST(Executor, TwoActorsMatchRunGraphBitwise) {
+  constexpr int32_t kMicrobatches = 3;
+  TwoStageForward programs = MakeTwoStageForward(kMicrobatches);
+  const ir::Function f0 = programs.actor0.functions[0];
+  const ir::Function f1 = programs.actor1.functions[0];
+  const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.7f, 0.13f)}, {"w1", Iota(F32({4, 1}), 0.3f, -0.21f)}};
+  StepInputs inputs;
+  for (int32_t m = 0; m < kMicrobatches; ++m) inputs[{"x", m}] = Iota(F32({2, 3}), 0.1f * m - 0.2f, 0.37f);
+
+  std::unique_ptr<Executor> actor0 = MakeExecutor(programs.actor0);
+  std::unique_ptr<Executor> actor1 = MakeExecutor(programs.actor1);
+  ASSERT_TRUE(actor0->LoadState(state).ok());
+  ASSERT_TRUE(actor1->LoadState(state).ok());
+  InMemoryNetwork network(2);
+  // Sends never block: actor 0 can run its whole step before actor 1 starts.
+  absl::StatusOr<StepOutputs> out0 = actor0->RunStep(1, inputs, network.Endpoint(0), kTimeout);
+  ASSERT_TRUE(out0.ok()) << out0.status();
+  absl::StatusOr<StepOutputs> out1 = actor1->RunStep(1, inputs, network.Endpoint(1), kTimeout);
+  ASSERT_TRUE(out1.ok()) << out1.status();
+  EXPECT_TRUE(network.PendingMessages().empty());
+  EXPECT_TRUE(out0->results.empty());
+  ASSERT_EQ(out1->results.at("loss").size(), kMicrobatches);
+  for (int32_t m = 0; m < kMicrobatches; ++m) {
+    ir::HostTensor h = RunOne(f0, {{"x", inputs[{"x", m}]}, {"w0", state.at("w0")}}, "h");
+    ir::HostTensor loss = RunOne(f1, {{"h", h}, {"w1", state.at("w1")}}, "loss");
+    const ir::HostTensor& got = out1->results.at("loss").at(m);
+    EXPECT_TRUE(got.BitwiseEquals(loss)) << "microbatch " << m << ": " << ir::DescribeTensor(got) << " vs "
+                                         << ir::DescribeTensor(loss);
+  }
+  EXPECT_EQ(out0->instructions_run, 3 * kMicrobatches);
+  EXPECT_EQ(out1->instructions_run, 5 * kMicrobatches);
+  EXPECT_EQ(out0->peak_live_bytes, programs.actor0.static_peak_bytes);
+  EXPECT_EQ(out1->peak_live_bytes, programs.actor1.static_peak_bytes);
+  for (const InstructionTiming& timing : out1->timings) {
+    EXPECT_GE(timing.start_ns, 0);
+    EXPECT_GE(timing.end_ns, timing.start_ns);
+  }
+}
+
+// One actor, three microbatches of a "gradient" g = x * 1: acc receives g0
+// by move, then g1 and g2 by ir::AccumulateGradient, in that order.
+ir::ActorProgram AccumulateProgram() {
+  ir::ActorProgram program;
+  program.functions.push_back(TraceFunction("W0", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor x = t.Input("x", F32({3}));
+    return {{"g", x * 1.0}};
+  }));
+  program.buffers.push_back(TemporaryBuffer("acc.w.s0", F32({3})));
+  for (int32_t m = 0; m < 3; ++m) {
+    program.buffers.push_back(InputBuffer("x@" + std::to_string(m), "x", m, F32({3})));
+    program.buffers.push_back(TemporaryBuffer("g@" + std::to_string(m), F32({3})));
+  }
+  for (int32_t m = 0; m < 3; ++m) {
+    program.instructions.push_back(RunInstruction({'W', 0, m}, 0, {1 + 2 * m}, {2 + 2 * m}));
+    program.instructions.push_back(AccumulateInstruction({'W', 0, m}, 0, 2 + 2 * m));
+    if (m == 0) program.instructions.push_back(EmitInstruction({'W', 0, 0}, "after_first", 0, 0));
+  }
+  program.instructions.push_back(EmitInstruction({'U', -1, -1}, "acc", -1, 0));
+  program.instructions.push_back(FreeInstruction({'U', -1, -1}, {0}));
+  return WithPeak(program);
+}
+
+TEST(Executor, AccumulateMovesTheFirstGradientThenAddsInMicrobatchOrder) {
+  // f32 addition is not associative on these values: (g0 + g1) + g2 differs
+  // from g0 + (g1 + g2) and from (g0 + g2) + g1.
+  const ir::HostTensor g0 = ir::HostTensor::FromFloats({3}, {1e8f, 1.0f, 0.1f});
+  const ir::HostTensor g1 = ir::HostTensor::FromFloats({3}, {1.0f, 1e8f, 0.2f});
+  const ir::HostTensor g2 = ir::HostTensor::FromFloats({3}, {-1e8f, -1e8f, 0.3f});
+  const ir::HostTensor in_order = ir::AccumulateGradient(ir::AccumulateGradient(g0, g1), g2);
+  ASSERT_FALSE(in_order.BitwiseEquals(ir::AccumulateGradient(g0, ir::AccumulateGradient(g1, g2))));
+
+  std::unique_ptr<Executor> executor = MakeExecutor(AccumulateProgram());
+  ASSERT_TRUE(executor->LoadState({}).ok());
+  InMemoryNetwork network(1);
+  absl::StatusOr<StepOutputs> out =
+      executor->RunStep(1, {{{"x", 0}, g0}, {{"x", 1}, g1}, {{"x", 2}, g2}}, network.Endpoint(0), kTimeout);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->results.at("after_first").at(0).BitwiseEquals(g0));
+  EXPECT_TRUE(out->results.at("acc").at(-1).BitwiseEquals(in_order))
+      << ir::DescribeTensor(out->results.at("acc").at(-1)) << " vs " << ir::DescribeTensor(in_order);
+  // Each gradient is released by its accumulate: 3 inputs + acc + one g.
+  EXPECT_EQ(out->peak_live_bytes, 5 * 12);
+}
+
+// update: w <- w * 0.5 + step, run on the state buffer in place.
+ir::ActorProgram UpdateProgram() {
+  ir::ActorProgram program;
+  program.functions.push_back(TraceFunction("update", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor w = t.Parameter("w", {2}, init::Zeros());
+    Tensor step = t.Input("step", F32({}));
+    return {{"w", w * 0.5 + step}};
+  }));
+  program.buffers = {StateBuffer("w", F32({2})), InputBuffer("step", "step", -1, F32({}))};
+  program.instructions = {RunInstruction({}, 0, {0, 1}, {0})};
+  program.task_starts = {0};
+  return WithPeak(program);
+}
+
+TEST(Executor, StateCarriesOverFromOneStepToTheNext) {
+  const ir::ActorProgram program = UpdateProgram();
+  std::unique_ptr<Executor> executor = MakeExecutor(program);
+  const ir::HostTensor w0 = ir::HostTensor::FromFloats({2}, {0.3f, -1.7f});
+  ASSERT_TRUE(executor->LoadState({{"w", w0}, {"unrelated", ir::HostTensor::Scalar(1)}}).ok());
+  InMemoryNetwork network(1);
+  ir::HostTensor expected = w0;
+  for (int64_t step = 1; step <= 2; ++step) {
+    const ir::HostTensor step_tensor = ir::HostTensor::Scalar(static_cast<float>(step));
+    absl::StatusOr<StepOutputs> out = executor->RunStep(step, {{{"step", -1}, step_tensor}}, network.Endpoint(0), kTimeout);
+    ASSERT_TRUE(out.ok()) << out.status();
+    expected = RunOne(program.functions[0], {{"w", expected}, {"step", step_tensor}}, "w");
+  }
+  const ir::TensorMap state = executor->State();
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_TRUE(state.at("w").BitwiseEquals(expected)) << ir::DescribeTensor(state.at("w"));
+  EXPECT_EQ(state.at("w").f32()[0], (0.3f * 0.5f + 1.0f) * 0.5f + 2.0f);
+  EXPECT_TRUE(w0.BitwiseEquals(ir::HostTensor::FromFloats({2}, {0.3f, -1.7f})));  // never written in place
+}
+
+TEST(Executor, MeasuredPeakEqualsHandComputedValue) {
+  ir::ActorProgram program;
+  program.functions.push_back(TraceFunction("F0", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor x = t.Input("x", F32({2, 3}));
+    Tensor w = t.Parameter("w", {3, 4}, init::Zeros());
+    return {{"y", matmul(x, w)}};
+  }));
+  program.functions.push_back(TraceFunction("G", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor y = t.Input("y", F32({2, 4}));
+    return {{"z", relu(y)}, {"s", sum(y)}};
+  }));
+  program.buffers = {StateBuffer("w", F32({3, 4})),         // 48 bytes
+                     InputBuffer("x@0", "x", 0, F32({2, 3})),  // 24
+                     TemporaryBuffer("y", F32({2, 4})),        // 32
+                     TemporaryBuffer("z", F32({2, 4})),        // 32
+                     TemporaryBuffer("s", F32({}))};           // 4
+  const ir::TaskLabel task{'F', 0, 0};
+  program.instructions = {RunInstruction(task, 0, {1, 0}, {2}),  // 72 -> 104
+                          FreeInstruction(task, {1}),            // 80
+                          RunInstruction(task, 1, {2}, {3, 4}),  // 116: the peak
+                          FreeInstruction(task, {2}),            // 84
+                          EmitInstruction(task, "s", 0, 4),      // 84
+                          FreeInstruction(task, {3, 4})};        // 48
+  program.static_peak_bytes = 116;
+  ASSERT_EQ(PeakLiveBytes(program), 116);
+  std::unique_ptr<Executor> executor = MakeExecutor(program);
+  ASSERT_TRUE(executor->LoadState({{"w", Iota(F32({3, 4}), 0, 1)}}).ok());
+  InMemoryNetwork network(1);
+  absl::StatusOr<StepOutputs> out =
+      executor->RunStep(1, {{{"x", 0}, Iota(F32({2, 3}), 1, 1)}}, network.Endpoint(0), kTimeout);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->peak_live_bytes, 116);
+  EXPECT_EQ(out->results.at("s").at(0).f32()[0], 164 + 362);  // rows [32,38,44,50], [68,83,98,113]
+}
+
+TEST(Executor, TaskByTaskDispatchGivesTheSameResultsAsOneStep) {
+  TwoStageForward programs = MakeTwoStageForward(2);
+  const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.5f, 0.1f)}, {"w1", Iota(F32({4, 1}), 0.2f, 0.3f)}};
+  const StepInputs inputs = {{{"x", 0}, Iota(F32({2, 3}), 0, 0.5f)}, {{"x", 1}, Iota(F32({2, 3}), 1, -0.25f)}};
+  InMemoryNetwork network(2);
+  std::unique_ptr<Executor> actor0 = MakeExecutor(programs.actor0);
+  ASSERT_TRUE(actor0->LoadState(state).ok());
+  ASSERT_TRUE(actor0->RunStep(1, inputs, network.Endpoint(0), kTimeout).ok());
+
+  std::unique_ptr<Executor> actor1 = MakeExecutor(programs.actor1);
+  ASSERT_TRUE(actor1->LoadState(state).ok());
+  ASSERT_TRUE(actor1->BeginStep(1, inputs).ok());
+  const std::vector<int32_t>& starts = programs.actor1.task_starts;
+  for (size_t t = 0; t < starts.size(); ++t) {
+    const int32_t end = t + 1 < starts.size() ? starts[t + 1] : static_cast<int32_t>(programs.actor1.instructions.size());
+    absl::Status status = actor1->RunRange(starts[t], end, network.Endpoint(1), kTimeout);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  absl::StatusOr<StepOutputs> by_task = actor1->FinishStep();
+  ASSERT_TRUE(by_task.ok()) << by_task.status();
+
+  // Tags repeat every step: the network's record of them starts afresh.
+  EXPECT_EQ(actor0->RunStep(2, inputs, network.Endpoint(0), kTimeout).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  network.Reset();
+  ASSERT_TRUE(actor0->LoadState(state).ok());
+  ASSERT_TRUE(actor0->RunStep(2, inputs, network.Endpoint(0), kTimeout).ok());
+  absl::StatusOr<StepOutputs> whole = actor1->RunStep(2, inputs, network.Endpoint(1), kTimeout);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (int32_t m = 0; m < 2; ++m) {
+    EXPECT_TRUE(by_task->results.at("loss").at(m).BitwiseEquals(whole->results.at("loss").at(m)));
+  }
+  EXPECT_EQ(by_task->peak_live_bytes, whole->peak_live_bytes);
+}
+
+TEST(Executor, RangesMustFollowOneAnother) {
+  std::unique_ptr<Executor> executor = MakeExecutor(AccumulateProgram());
+  InMemoryNetwork network(1);
+  const StepInputs inputs = {{{"x", 0}, Iota(F32({3}), 0, 1)}, {{"x", 1}, Iota(F32({3}), 0, 1)},
+                             {{"x", 2}, Iota(F32({3}), 0, 1)}};
+  EXPECT_EQ(executor->BeginStep(1, inputs).code(), absl::StatusCode::kFailedPrecondition);  // no LoadState
+  ASSERT_TRUE(executor->LoadState({}).ok());
+  ASSERT_TRUE(executor->BeginStep(1, inputs).ok());
+  EXPECT_EQ(executor->BeginStep(2, inputs).code(), absl::StatusCode::kFailedPrecondition);
+  absl::Status skipped = executor->RunRange(2, 4, network.Endpoint(0), kTimeout);
+  EXPECT_EQ(skipped.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(skipped.message(), HasSubstr("RunRange [2, 4) but the next instruction is 0"));
+  ASSERT_TRUE(executor->RunRange(0, 2, network.Endpoint(0), kTimeout).ok());
+  EXPECT_EQ(executor->FinishStep().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Executor, MissingOrMistypedInputsAndStateNameTheBuffer) {
+  std::unique_ptr<Executor> executor = MakeExecutor(UpdateProgram());
+  absl::Status no_state = executor->LoadState({{"v", ir::HostTensor::Scalar(0)}});
+  EXPECT_EQ(no_state.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_state.message(), HasSubstr("actor 0: no state tensor 'w' for buffer 0 (w)"));
+  absl::Status bad_state = executor->LoadState({{"w", ir::HostTensor::Scalar(0)}});
+  EXPECT_THAT(bad_state.message(), HasSubstr("state tensor 'w' is f32[] but buffer 0 (w) is f32[2]"));
+
+  ASSERT_TRUE(executor->LoadState({{"w", Iota(F32({2}), 0, 1)}}).ok());
+  absl::Status missing = executor->BeginStep(4, {});
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.message(), HasSubstr("actor 0, step 4: no input 'step' for microbatch -1 for buffer 1 (step)"));
+  absl::Status mistyped = executor->BeginStep(4, {{{"step", -1}, Iota(F32({2}), 0, 1)}});
+  EXPECT_THAT(mistyped.message(), HasSubstr("input 'step' of microbatch -1 is f32[2] but buffer 1 (step) is f32[]"));
+}
+
+TEST(Executor, KernelErrorNamesActorStepAndInstruction) {
+  ir::ActorProgram program;
+  program.functions.push_back(TraceFunction("F0", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor table = t.Parameter("table", {5, 2}, init::Zeros());
+    Tensor ids = t.Input("ids", I32({3}));
+    return {{"e", embedding(table, ids)}};
+  }));
+  program.buffers = {StateBuffer("table", F32({5, 2})), InputBuffer("ids@0", "ids", 0, I32({3})),
+                     TemporaryBuffer("e@0", F32({3, 2}))};
+  program.instructions = {RunInstruction({'F', 0, 0}, 0, {0, 1}, {2}), FreeInstruction({'F', 0, 0}, {2})};
+  std::unique_ptr<Executor> executor = MakeExecutor(WithPeak(program));
+  ASSERT_TRUE(executor->LoadState({{"table", Iota(F32({5, 2}), 0, 1)}}).ok());
+  InMemoryNetwork network(1);
+  absl::StatusOr<StepOutputs> out = executor->RunStep(
+      7, {{{"ids", 0}, ir::HostTensor::FromInts({3}, {1, 9, 2})}}, network.Endpoint(0), kTimeout);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("actor 0, step 7, instruction 0 (F0.0 run F0): "));
+  EXPECT_THAT(out.status().message(), HasSubstr("embedding: id 9"));
+  // A failed step leaves the executor needing state again.
+  EXPECT_EQ(executor->BeginStep(8, {{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 1, 2})}}).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Executor, ReceiveThatNeverArrivesExceedsItsDeadline) {
+  TwoStageForward programs = MakeTwoStageForward(2);
+  std::unique_ptr<Executor> actor1 = MakeExecutor(programs.actor1);
+  ASSERT_TRUE(actor1->LoadState({{"w1", Iota(F32({4, 1}), 0, 1)}}).ok());
+  InMemoryNetwork network(2);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<StepOutputs> out = actor1->RunStep(3, {}, network.Endpoint(1), absl::Milliseconds(200));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("actor 1, step 3, instruction 0 (F1.1 recv <- actor 0 tag 101): no message from actor 0 "
+                        "with tag 101 after waiting"));
+  EXPECT_GE(took, absl::Milliseconds(200));
+  EXPECT_LT(took, absl::Seconds(5));
+}
+
+TEST(Executor, ReceivedTensorOfWrongTypeIsRejected) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  std::unique_ptr<Executor> actor1 = MakeExecutor(programs.actor1);
+  ASSERT_TRUE(actor1->LoadState({{"w1", Iota(F32({4, 1}), 0, 1)}}).ok());
+  InMemoryNetwork network(2);
+  ASSERT_TRUE(network.Endpoint(0).Send(1, 100, {Iota(F32({4, 2}), 0, 1)}).ok());
+  absl::StatusOr<StepOutputs> out = actor1->RunStep(1, {}, network.Endpoint(1), kTimeout);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("tensor 0 of the message from actor 0 with tag 100 is f32[4,2] but buffer 1 (h@0) is f32[2,4]"));
+}
+
+TEST(Executor, CreateRejectsAnInvalidProgram) {
+  ir::ActorProgram program = MakeTwoStageForward(1).actor0;
+  program.instructions[1].peer = 0;
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(program);
+  EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(executor.status().message(), HasSubstr("peer 0 is this actor itself"));
+}
+
+}  // namespace
+}  // namespace tandem::actor::testing
