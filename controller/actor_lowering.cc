@@ -1,0 +1,333 @@
+#include "controller/actor_lowering.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::controller {
+namespace {
+
+using ir::BufferId;
+using ir::Instruction;
+using ir::InstructionKind;
+
+// Builds one actor's program: owns the buffer table and the instructions
+// while they are emitted.
+class Lowering {
+ public:
+  Lowering(const StepPlan& plan, int32_t actor) : plan_(plan), step_(plan.step()), actor_(actor) {
+    program_.actor = actor;
+    program_.num_actors = plan.schedule().num_actors;
+  }
+
+  absl::StatusOr<ir::ActorProgram> Run() {
+    for (int32_t task : plan_.actor_tasks(actor_)) {
+      if (absl::Status status = LowerTask(task); !status.ok()) return status;
+    }
+    if (absl::Status status = LowerUpdate(); !status.ok()) return status;
+    AssignLifetimes(program_);
+    return std::move(program_);
+  }
+
+ private:
+  struct AccumulatorState {
+    BufferId buffer = -1;
+    int32_t next_microbatch = 0;
+    std::map<int32_t, BufferId> held;  // gradients waiting for their turn
+  };
+
+  BufferId AddBuffer(std::string name, ir::TensorType type, ir::BufferKind kind, std::string binding = "",
+                     int32_t microbatch = -1) {
+    program_.buffers.push_back({std::move(name), std::move(type), kind, std::move(binding), microbatch});
+    return static_cast<BufferId>(program_.buffers.size() - 1);
+  }
+
+  BufferId StateBuffer(const std::string& name) {
+    auto it = state_buffers_.find(name);
+    if (it != state_buffers_.end()) return it->second;
+    const ir::StateSpec* spec = plan_.State(name);
+    BufferId id = AddBuffer(name, spec->type, ir::BufferKind::kState, name);
+    state_buffers_[name] = id;
+    return id;
+  }
+
+  BufferId InputBuffer(const std::string& name, int32_t microbatch, const ir::TensorType& type) {
+    auto key = std::make_pair(name, microbatch);
+    auto it = input_buffers_.find(key);
+    if (it != input_buffers_.end()) return it->second;
+    std::string label = microbatch < 0 ? name : absl::StrCat(name, "@", microbatch);
+    BufferId id = AddBuffer(label, type, ir::BufferKind::kInput, name, microbatch);
+    input_buffers_[key] = id;
+    return id;
+  }
+
+  std::string ValueName(ir::ValueId value, int32_t microbatch) const {
+    const std::string& output = plan_.OutputName(value);
+    return absl::StrCat(output.empty() ? absl::StrCat("%", value) : output, "@", microbatch);
+  }
+
+  BufferId ValueBuffer(ir::ValueId value, int32_t microbatch) {
+    BufferId id = AddBuffer(ValueName(value, microbatch), step_.microbatch.type(value), ir::BufferKind::kTemporary);
+    value_buffers_[{value, microbatch}] = id;
+    return id;
+  }
+
+  int32_t FunctionIndex(const ExtractedFunction& function) {
+    auto it = function_index_.find(function.function.name);
+    if (it != function_index_.end()) return it->second;
+    program_.functions.push_back(function.function);
+    int32_t index = static_cast<int32_t>(program_.functions.size() - 1);
+    function_index_[function.function.name] = index;
+    return index;
+  }
+
+  void Emit(Instruction instruction) { program_.instructions.push_back(std::move(instruction)); }
+
+  absl::Status LowerTask(int32_t task_index) {
+    const PlannedTask& task = plan_.tasks()[task_index];
+    const ir::TaskLabel label = task.Label();
+    const int32_t m = task.microbatch;
+    program_.task_starts.push_back(static_cast<int32_t>(program_.instructions.size()));
+
+    for (int32_t message_index : plan_.receives_before(task_index)) {
+      const PlannedMessage& message = plan_.messages()[message_index];
+      Instruction receive{.kind = InstructionKind::kReceive, .task = label};
+      receive.peer = plan_.tasks()[message.producer].actor;
+      receive.tag = message.tag;
+      for (ir::ValueId value : message.values) receive.buffers.push_back(ValueBuffer(value, m));
+      Emit(std::move(receive));
+    }
+
+    const ExtractedFunction& function = plan_.Function(task.kind, task.stage);
+    if (function.empty()) return absl::OkStatus();
+    Instruction run{.kind = InstructionKind::kRun, .task = label};
+    run.function = FunctionIndex(function);
+    for (ir::ValueId value : function.inputs) {
+      const ir::Node& node = step_.microbatch.node(value);
+      if (node.op == ir::OpKind::kInput) {
+        const std::string& name = node.attributes.GetString("name");
+        run.inputs.push_back(node.attributes.GetString("role") == "parameter" ? StateBuffer(name)
+                                                                               : InputBuffer(name, m, node.type));
+        continue;
+      }
+      auto it = value_buffers_.find({value, m});
+      if (it == value_buffers_.end()) {
+        return absl::InternalError(absl::StrCat("actor ", actor_, ": task ", task.Describe(), " reads %", value,
+                                                " for microbatch ", m, ", which is not on the actor"));
+      }
+      run.inputs.push_back(it->second);
+    }
+    for (ir::ValueId value : function.outputs) run.outputs.push_back(ValueBuffer(value, m));
+    Emit(run);
+
+    for (int32_t message_index : plan_.sends_after(task_index)) {
+      const PlannedMessage& message = plan_.messages()[message_index];
+      Instruction send{.kind = InstructionKind::kSend, .task = label};
+      send.peer = message.to_actor;
+      send.tag = message.tag;
+      for (ir::ValueId value : message.values) send.buffers.push_back(value_buffers_.at({value, m}));
+      Emit(std::move(send));
+    }
+    for (size_t i = 0; i < function.outputs.size(); ++i) {
+      const std::string& output = plan_.OutputName(function.outputs[i]);
+      if (output.empty()) continue;
+      if (output == "loss" || output == "output") {
+        Instruction emit{.kind = InstructionKind::kEmit, .task = label};
+        emit.buffers = {run.outputs[i]};
+        emit.result = output;
+        emit.microbatch = m;
+        Emit(std::move(emit));
+      } else {
+        Accumulate(output, m, run.outputs[i], label);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Adds a microbatch's gradient to its accumulator in microbatch order,
+  // holding it if earlier microbatches have not been added yet.
+  void Accumulate(const std::string& gradient, int32_t microbatch, BufferId buffer, const ir::TaskLabel& label) {
+    AccumulatorState& acc = accumulators_[gradient];
+    if (acc.buffer < 0) {
+      acc.buffer = AddBuffer(plan_.AccumulatorOf(gradient), program_.buffers[buffer].type, ir::BufferKind::kTemporary);
+    }
+    acc.held[microbatch] = buffer;
+    for (auto it = acc.held.find(acc.next_microbatch); it != acc.held.end(); it = acc.held.find(acc.next_microbatch)) {
+      Emit(Instruction{.kind = InstructionKind::kAccumulate, .task = label, .buffers = {acc.buffer, it->second}});
+      acc.held.erase(it);
+      ++acc.next_microbatch;
+    }
+  }
+
+  // After the loop: send finished accumulators to the other holders of their
+  // parameter, receive theirs, and run the update of the held parameters.
+  absl::Status LowerUpdate() {
+    if (step_.forward_only()) return absl::OkStatus();
+    const ir::TaskLabel label{'U', -1, -1};
+    program_.task_starts.push_back(static_cast<int32_t>(program_.instructions.size()));
+    std::map<std::string, BufferId> accumulator_buffers;
+    const std::vector<ir::Accumulator>& accumulators = step_.accumulators;
+    for (size_t i = 0; i < accumulators.size(); ++i) {
+      const ir::Accumulator& acc = accumulators[i];
+      auto state = accumulators_.find(acc.source);
+      if (state == accumulators_.end()) continue;
+      if (state->second.next_microbatch != step_.num_microbatches) {
+        return absl::InternalError(absl::StrCat("actor ", actor_, ": accumulator ", acc.name, " has ",
+                                                state->second.next_microbatch, " of ", step_.num_microbatches,
+                                                " microbatches"));
+      }
+      accumulator_buffers[acc.name] = state->second.buffer;
+      for (int32_t holder : plan_.Holders(plan_.Accumulator(acc.name).parameter)) {
+        if (holder == actor_) continue;
+        Emit(Instruction{.kind = InstructionKind::kSend, .task = label, .buffers = {state->second.buffer},
+                         .peer = holder, .tag = plan_.first_update_tag() + i});
+      }
+    }
+    // The update outputs this actor computes: its parameters and their slots.
+    std::vector<bool> wanted(step_.update.size(), false);
+    std::vector<ir::ValueId> exports;
+    std::vector<std::string> export_names;
+    for (const ir::GraphOutput& output : step_.update.outputs()) {
+      const ir::StateSpec* spec = plan_.State(output.name);
+      const std::string& parameter = spec->parameter.empty() ? spec->name : spec->parameter;
+      if (!plan_.Holders(parameter).count(actor_)) continue;
+      exports.push_back(output.value);
+      export_names.push_back(output.name);
+      wanted[output.value] = true;
+    }
+    if (exports.empty()) return absl::OkStatus();
+    for (ir::ValueId id = step_.update.size() - 1; id >= 0; --id) {
+      if (!wanted[id]) continue;
+      for (ir::ValueId operand : step_.update.node(id).operands) wanted[operand] = true;
+    }
+    for (ir::ValueId id = 0; id < step_.update.size(); ++id) {
+      const ir::Node& node = step_.update.node(id);
+      if (!wanted[id] || node.op != ir::OpKind::kInput || node.attributes.GetString("role") != "accumulator") continue;
+      const std::string& name = node.attributes.GetString("name");
+      if (accumulator_buffers.count(name)) continue;
+      const StepPlan::AccumulatorInfo& info = plan_.Accumulator(name);
+      BufferId buffer = AddBuffer(name, node.type, ir::BufferKind::kTemporary);
+      Emit(Instruction{.kind = InstructionKind::kReceive, .task = label, .buffers = {buffer}, .peer = info.actor,
+                       .tag = plan_.first_update_tag() + static_cast<uint64_t>(info.index)});
+      accumulator_buffers[name] = buffer;
+    }
+    ExtractedFunction update = ExtractFunction(step_.update, "update", MembersOf(wanted), exports);
+    Instruction run{.kind = InstructionKind::kRun, .task = label};
+    run.function = FunctionIndex(update);
+    for (ir::ValueId value : update.inputs) {
+      const ir::Node& node = step_.update.node(value);
+      const std::string& name = node.attributes.GetString("name");
+      const std::string& role = node.attributes.GetString("role");
+      if (role == "parameter" || role == "optimizer_state") {
+        run.inputs.push_back(StateBuffer(name));
+      } else if (role == "accumulator") {
+        run.inputs.push_back(accumulator_buffers.at(name));
+      } else {
+        run.inputs.push_back(InputBuffer(name, -1, node.type));
+      }
+    }
+    for (const std::string& name : export_names) run.outputs.push_back(StateBuffer(name));
+    Emit(std::move(run));
+    return absl::OkStatus();
+  }
+
+  std::vector<bool> MembersOf(const std::vector<bool>& wanted) const {
+    std::vector<bool> member = wanted;
+    for (ir::ValueId id = 0; id < step_.update.size(); ++id) {
+      const ir::Node& node = step_.update.node(id);
+      if (node.op == ir::OpKind::kInput || node.op == ir::OpKind::kConstant) member[id] = false;
+    }
+    return member;
+  }
+
+  const StepPlan& plan_;
+  const ir::TrainStep& step_;
+  const int32_t actor_;
+  ir::ActorProgram program_;
+  std::map<std::string, BufferId> state_buffers_;
+  std::map<std::pair<std::string, int32_t>, BufferId> input_buffers_;
+  std::map<std::pair<ir::ValueId, int32_t>, BufferId> value_buffers_;
+  std::map<std::string, int32_t> function_index_;
+  std::map<std::string, AccumulatorState> accumulators_;  // by gradient output name
+};
+
+}  // namespace
+
+absl::StatusOr<ir::ActorProgram> LowerActor(const StepPlan& plan, int32_t actor) {
+  return Lowering(plan, actor).Run();
+}
+
+void AssignLifetimes(ir::ActorProgram& program) {
+  const std::vector<ir::Buffer>& buffers = program.buffers;
+  const int32_t count = static_cast<int32_t>(program.instructions.size());
+  // Last instruction that touches each buffer; -1 when none.
+  std::vector<int32_t> last_use(buffers.size(), -1);
+  for (int32_t i = 0; i < count; ++i) {
+    const Instruction& instruction = program.instructions[i];
+    for (BufferId id : instruction.inputs) last_use[id] = i;
+    for (BufferId id : instruction.outputs) last_use[id] = i;
+    for (BufferId id : instruction.buffers) last_use[id] = i;
+  }
+  std::vector<std::vector<BufferId>> free_after(count);
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers.size()); ++id) {
+    if (buffers[id].kind == ir::BufferKind::kState || last_use[id] < 0) continue;
+    const Instruction& last = program.instructions[last_use[id]];
+    // kAccumulate releases its source itself.
+    if (last.kind == InstructionKind::kAccumulate && last.buffers[1] == id) continue;
+    free_after[last_use[id]].push_back(id);
+  }
+  std::vector<Instruction> lowered;
+  std::vector<int32_t> new_index(count + 1, 0);
+  for (int32_t i = 0; i < count; ++i) {
+    new_index[i] = static_cast<int32_t>(lowered.size());
+    lowered.push_back(program.instructions[i]);
+    if (!free_after[i].empty()) {
+      lowered.push_back(Instruction{.kind = InstructionKind::kFree, .task = program.instructions[i].task,
+                                    .buffers = free_after[i]});
+    }
+  }
+  new_index[count] = static_cast<int32_t>(lowered.size());
+  for (int32_t& start : program.task_starts) start = new_index[start];
+  program.instructions = std::move(lowered);
+
+  // The static peak, by the rule of ir/actor_program.h.
+  std::vector<bool> live(buffers.size(), false);
+  int64_t bytes = 0;
+  auto fill = [&](BufferId id) {
+    if (!live[id]) bytes += buffers[id].type.num_bytes();
+    live[id] = true;
+  };
+  auto empty = [&](BufferId id) {
+    if (live[id]) bytes -= buffers[id].type.num_bytes();
+    live[id] = false;
+  };
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers.size()); ++id) {
+    if (buffers[id].kind != ir::BufferKind::kTemporary) fill(id);
+  }
+  int64_t peak = bytes;
+  for (const Instruction& instruction : program.instructions) {
+    switch (instruction.kind) {
+      case InstructionKind::kRun:
+        for (BufferId id : instruction.outputs) fill(id);
+        break;
+      case InstructionKind::kReceive:
+        for (BufferId id : instruction.buffers) fill(id);
+        break;
+      case InstructionKind::kAccumulate:
+        empty(instruction.buffers[1]);
+        fill(instruction.buffers[0]);
+        break;
+      case InstructionKind::kFree:
+        for (BufferId id : instruction.buffers) empty(id);
+        break;
+      case InstructionKind::kSend:
+      case InstructionKind::kEmit:
+        break;
+    }
+    peak = std::max(peak, bytes);
+  }
+  program.static_peak_bytes = peak;
+}
+
+}  // namespace tandem::controller

@@ -1,0 +1,211 @@
+#include "controller/compiler.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "controller/actor_lowering.h"
+#include "controller/step_plan.h"
+#include "ir/verifier.h"
+#include "schedules/validator.h"
+
+namespace tandem::controller {
+namespace {
+
+using ir::Instruction;
+using ir::InstructionKind;
+
+// A forward value may only flow to the same or a later stage: say where one
+// flows back, naming the stages, their actors and tasks.
+absl::Status CheckForwardDataflow(const ir::TrainStep& step, const schedules::Schedule& schedule) {
+  const ir::Graph& graph = step.microbatch;
+  for (ir::ValueId id = 0; id < graph.size(); ++id) {
+    const ir::Node& node = graph.node(id);
+    if (node.phase != ir::Phase::kForward || node.op == ir::OpKind::kInput) continue;
+    for (ir::ValueId operand : node.operands) {
+      const ir::Node& producer = graph.node(operand);
+      if (producer.op == ir::OpKind::kInput || producer.op == ir::OpKind::kConstant ||
+          producer.phase != ir::Phase::kForward || producer.stage <= node.stage) {
+        continue;
+      }
+      auto actor = [&](int32_t stage) { return schedule.ActorOf(schedules::StageId(stage)).value; };
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", node.stage, " (actor ", actor(node.stage), ", task F", node.stage, ".m): %", id, " = ",
+          ir::OpName(node.op), node.location.known() ? " at " + node.location.ToString() : "", " reads %", operand,
+          " of the later stage ", producer.stage, " (actor ", actor(producer.stage), ", task F", producer.stage,
+          ".m): a forward value can only flow to the same or a later stage"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFits(const ir::TrainStep& step, const schedules::Schedule& schedule) {
+  if (schedule.num_stages != step.num_stages) {
+    const bool model_larger = step.num_stages > schedule.num_stages;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", step.name, "' has ", step.num_stages, " stages but schedule '", schedule.name, "' places ",
+        schedule.num_stages, " on ", schedule.num_actors, " actors: ",
+        model_larger ? absl::StrCat("stages ", schedule.num_stages, "..", step.num_stages - 1, " of the model have no actor")
+                     : absl::StrCat("the schedule's stages ", step.num_stages, "..", schedule.num_stages - 1,
+                                    " have no model ops"),
+        " (trace the model with as many stages as the schedule has)"));
+  }
+  if (absl::Status status = CheckForwardDataflow(step, schedule); !status.ok()) return status;
+  if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;
+  if (schedule.num_microbatches != step.num_microbatches) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", step.name, "' is traced for ", step.num_microbatches,
+                                                   " microbatches but schedule '", schedule.name, "' runs ",
+                                                   schedule.num_microbatches));
+  }
+  bool has_backward = false;
+  for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
+    for (size_t slot = 0; slot < schedule.programs[actor].size(); ++slot) {
+      for (const schedules::Task& task : schedule.programs[actor][slot].tasks) {
+        if (task.kind == schedules::TaskKind::kForward) continue;
+        has_backward = true;
+        if (step.forward_only()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "model '", step.name, "' is forward-only but actor ", actor, " runs ", schedules::TaskName(task),
+              " (slot ", slot, "): use ForwardOnly(schedule)"));
+        }
+      }
+    }
+  }
+  if (!step.forward_only() || has_backward) return schedules::Validate(schedule);
+  return absl::OkStatus();
+}
+
+// Every receive has one matching send and the streams, in program order plus
+// send-before-receive, have no cycle: buffered sends then cannot deadlock.
+absl::Status CheckStreams(const std::vector<ir::ActorProgram>& programs) {
+  const int32_t actors = static_cast<int32_t>(programs.size());
+  std::map<std::tuple<int32_t, int32_t, uint64_t>, int32_t> sends;  // (from, to, tag) -> count
+  for (const ir::ActorProgram& program : programs) {
+    for (const Instruction& instruction : program.instructions) {
+      if (instruction.kind == InstructionKind::kSend) ++sends[{program.actor, instruction.peer, instruction.tag}];
+    }
+  }
+  for (const ir::ActorProgram& program : programs) {
+    for (const Instruction& instruction : program.instructions) {
+      if (instruction.kind != InstructionKind::kReceive) continue;
+      auto it = sends.find({instruction.peer, program.actor, instruction.tag});
+      if (it == sends.end() || it->second != 1) {
+        return absl::InternalError(absl::StrCat("actor ", program.actor, ": task ", instruction.task.ToString(),
+                                                " receives tag ", instruction.tag, " from actor ", instruction.peer,
+                                                ", which sends it ", it == sends.end() ? 0 : it->second, " times"));
+      }
+    }
+  }
+  // Simulate: each actor advances while it can; a receive waits for its send.
+  std::vector<size_t> next(actors, 0);
+  std::set<std::tuple<int32_t, int32_t, uint64_t>> sent;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int32_t actor = 0; actor < actors; ++actor) {
+      const std::vector<Instruction>& stream = programs[actor].instructions;
+      while (next[actor] < stream.size()) {
+        const Instruction& instruction = stream[next[actor]];
+        if (instruction.kind == InstructionKind::kReceive &&
+            !sent.count({instruction.peer, actor, instruction.tag})) {
+          break;
+        }
+        if (instruction.kind == InstructionKind::kSend) sent.insert({actor, instruction.peer, instruction.tag});
+        ++next[actor];
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int32_t actor = 0; actor < actors; ++actor) {
+    const std::vector<Instruction>& stream = programs[actor].instructions;
+    if (next[actor] == stream.size()) continue;
+    const Instruction& waiting = stream[next[actor]];
+    absl::StrAppend(&stuck, stuck.empty() ? "" : "; ", "actor ", actor, " at ", waiting.task.ToString(),
+                    " waits for actor ", waiting.peer);
+  }
+  if (!stuck.empty()) return absl::InvalidArgumentError(absl::StrCat("the compiled step would deadlock: ", stuck));
+  return absl::OkStatus();
+}
+
+ActorStats Count(const ir::ActorProgram& program) {
+  ActorStats stats;
+  stats.instructions = static_cast<int32_t>(program.instructions.size());
+  for (const Instruction& instruction : program.instructions) {
+    switch (instruction.kind) {
+      case InstructionKind::kRun: ++stats.runs; break;
+      case InstructionKind::kSend:
+        ++stats.sends;
+        for (ir::BufferId id : instruction.buffers) stats.bytes_sent += program.buffers[id].type.num_bytes();
+        break;
+      case InstructionKind::kReceive: ++stats.receives; break;
+      default: break;
+    }
+  }
+  return stats;
+}
+
+}  // namespace
+
+absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules::Schedule& schedule) {
+  if (absl::Status status = CheckFits(step, schedule); !status.ok()) return status;
+  absl::StatusOr<StepPlan> plan = StepPlan::Build(step, schedule);
+  if (!plan.ok()) return plan.status();
+  CompiledStep compiled;
+  compiled.model = step.name;
+  compiled.schedule = schedule.name;
+  compiled.num_actors = schedule.num_actors;
+  compiled.num_stages = schedule.num_stages;
+  compiled.num_microbatches = schedule.num_microbatches;
+  uint64_t hash = 1469598103934665603ull;
+  for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
+    absl::StatusOr<ir::ActorProgram> program = LowerActor(*plan, actor);
+    if (!program.ok()) return program.status();
+    if (absl::Status status = ir::VerifyActorProgram(*program); !status.ok()) {
+      return absl::InternalError(absl::StrCat("actor ", actor, ": ", status.message()));
+    }
+    compiled.stats.push_back(Count(*program));
+    hash = (hash ^ ir::HashActorProgram(*program)) * 1099511628211ull;
+    compiled.programs.push_back(*std::move(program));
+  }
+  compiled.hash = hash;
+  if (absl::Status status = CheckStreams(compiled.programs); !status.ok()) return status;
+  return compiled;
+}
+
+std::string DumpCompiledStep(const CompiledStep& compiled, bool with_functions) {
+  std::string out = absl::StrFormat("compiled step %016x: model %s, schedule %s, %d actors, %d stages, %d microbatches\n",
+                                    compiled.hash, compiled.model, compiled.schedule, compiled.num_actors,
+                                    compiled.num_stages, compiled.num_microbatches);
+  absl::StrAppend(&out, "\n actor  instructions   runs  sends  receives  bytes sent  static peak bytes\n");
+  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+    const ActorStats& s = compiled.stats[actor];
+    absl::StrAppendFormat(&out, " %5d  %12d  %5d  %5d  %8d  %10d  %17d\n", actor, s.instructions, s.runs, s.sends,
+                          s.receives, s.bytes_sent, compiled.programs[actor].static_peak_bytes);
+  }
+  for (const ir::ActorProgram& program : compiled.programs) {
+    absl::StrAppend(&out, "\n", ir::PrintActorProgram(program, with_functions));
+  }
+  return out;
+}
+
+schedules::Schedule ForwardOnly(const schedules::Schedule& schedule) {
+  schedules::Schedule forward = schedule;
+  for (auto& program : forward.programs) {
+    std::vector<schedules::Slot> kept;
+    for (const schedules::Slot& slot : program) {
+      schedules::Slot only;
+      for (const schedules::Task& task : slot.tasks) {
+        if (task.kind == schedules::TaskKind::kForward) only.tasks.push_back(task);
+      }
+      if (!only.tasks.empty()) kept.push_back(std::move(only));
+    }
+    program = std::move(kept);
+  }
+  return forward;
+}
+
+}  // namespace tandem::controller

@@ -1,0 +1,51 @@
+// Launcher: how the driver reaches its actors, whatever they are (threads in
+// this process now; processes on this host or across hosts with the runtime).
+#ifndef TANDEM_CONTROLLER_LAUNCHER_H_
+#define TANDEM_CONTROLLER_LAUNCHER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/actor_program.h"
+#include "ir/interpreter.h"
+
+namespace tandem::controller {
+
+// One actor's inputs for a step, by (binding, microbatch): the microbatches'
+// data and labels it uses, and ("step", -1).
+using ActorInputs = std::map<std::pair<std::string, int32_t>, ir::HostTensor>;
+
+// What one actor reports after a step.
+struct ActorStepResult {
+  // Emitted results by name and microbatch, e.g. results["loss"][3].
+  std::map<std::string, std::map<int32_t, ir::HostTensor>> results;
+  int64_t peak_live_bytes = 0;  // measured over the step's buffers
+};
+
+// How dispatches are cut: the whole step in one call per actor, or one call
+// per schedule task (only to measure what fusion saves).
+enum class Dispatch : uint8_t { kFused, kPerTask };
+
+// Starts actors and runs steps on them. Implementations say which threads
+// they use; calls come from one controller thread, one at a time.
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Hands each actor its program (cached under its hash) and first state.
+  virtual absl::Status Start(const std::vector<ir::ActorProgram>& programs,
+                             const std::vector<ir::TensorMap>& states) = 0;
+  // Runs one step on every actor; returns when all are done, or the first
+  // error naming the actor, the instruction and the step.
+  virtual absl::StatusOr<std::vector<ActorStepResult>> RunStep(int64_t step, const std::vector<ActorInputs>& inputs,
+                                                               Dispatch dispatch) = 0;
+  // Each actor's state tensors by name.
+  virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
+};
+
+}  // namespace tandem::controller
+
+#endif  // TANDEM_CONTROLLER_LAUNCHER_H_

@@ -1,0 +1,101 @@
+#include "controller/pipeline.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::controller {
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, const schedules::Schedule& schedule,
+                                                           const ir::TensorMap& state,
+                                                           std::unique_ptr<Launcher> launcher) {
+  absl::StatusOr<CompiledStep> compiled = Compile(step, schedule);
+  if (!compiled.ok()) return compiled.status();
+  std::vector<ir::TensorMap> states;
+  for (const ir::ActorProgram& program : compiled->programs) {
+    ir::TensorMap actor_state;
+    for (const ir::Buffer& buffer : program.buffers) {
+      if (buffer.kind != ir::BufferKind::kState) continue;
+      auto it = state.find(buffer.binding);
+      if (it == state.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("no value for state '", buffer.binding, "' of actor ",
+                                                       program.actor));
+      }
+      actor_state[buffer.binding] = it->second;
+    }
+    states.push_back(std::move(actor_state));
+  }
+  if (absl::Status status = launcher->Start(compiled->programs, states); !status.ok()) return status;
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(step), *std::move(compiled), std::move(launcher)));
+}
+
+absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch) {
+  if (static_cast<int32_t>(microbatches.size()) != compiled_.num_microbatches) {
+    return absl::InvalidArgumentError(absl::StrCat("the step is compiled for ", compiled_.num_microbatches,
+                                                   " microbatches, got ", microbatches.size()));
+  }
+  const int64_t step_number = steps_run_ + 1;
+  std::vector<ActorInputs> inputs(compiled_.num_actors);
+  for (const ir::ActorProgram& program : compiled_.programs) {
+    for (const ir::Buffer& buffer : program.buffers) {
+      if (buffer.kind != ir::BufferKind::kInput) continue;
+      if (buffer.microbatch < 0) {  // the step number
+        inputs[program.actor][{buffer.binding, -1}] = ir::HostTensor::Scalar(static_cast<float>(step_number));
+        continue;
+      }
+      const ir::TensorMap& data = microbatches[buffer.microbatch];
+      auto it = data.find(buffer.binding);
+      if (it == data.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("microbatch ", buffer.microbatch, " has no input '",
+                                                       buffer.binding, "'"));
+      }
+      if (it->second.type() != buffer.type) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", buffer.binding, "' must be ",
+                                                       ir::TypeToString(buffer.type), ", got ",
+                                                       ir::TypeToString(it->second.type())));
+      }
+      inputs[program.actor][{buffer.binding, buffer.microbatch}] = it->second;
+    }
+  }
+  absl::StatusOr<std::vector<ActorStepResult>> results = launcher_->RunStep(step_number, inputs, dispatch);
+  if (!results.ok()) return results.status();
+  steps_run_ = step_number;
+  StepReport report;
+  report.step = step_number;
+  const std::string result_name = step_.forward_only() ? "output" : "loss";
+  for (int32_t m = 0; m < compiled_.num_microbatches; ++m) {
+    const ir::HostTensor* found = nullptr;
+    for (const ActorStepResult& result : *results) {
+      auto named = result.results.find(result_name);
+      if (named == result.results.end()) continue;
+      auto it = named->second.find(m);
+      if (it != named->second.end()) found = &it->second;
+    }
+    if (found == nullptr) {
+      return absl::InternalError(absl::StrCat("no actor reported the ", result_name, " of microbatch ", m));
+    }
+    if (step_.forward_only()) {
+      report.outputs.push_back(*found);
+    } else {
+      report.losses.push_back(found->f32()[0]);
+    }
+  }
+  for (const ActorStepResult& result : *results) report.peak_live_bytes.push_back(result.peak_live_bytes);
+  return report;
+}
+
+absl::StatusOr<ir::TensorMap> Pipeline::State() {
+  absl::StatusOr<std::vector<ir::TensorMap>> states = launcher_->ReadState();
+  if (!states.ok()) return states.status();
+  ir::TensorMap merged;
+  for (size_t actor = 0; actor < states->size(); ++actor) {
+    for (const auto& [name, tensor] : (*states)[actor]) {
+      auto [it, inserted] = merged.emplace(name, tensor);
+      if (!inserted && !it->second.BitwiseEquals(tensor)) {
+        return absl::InternalError(absl::StrCat("state '", name, "' differs between its holders (actor ", actor,
+                                                " and an earlier one)"));
+      }
+    }
+  }
+  return merged;
+}
+
+}  // namespace tandem::controller

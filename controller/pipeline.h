@@ -1,0 +1,60 @@
+// Pipeline: the driver of a compiled training step on a set of actors.
+//
+// It compiles once, starts the actors through a Launcher with their share of
+// the state, and then runs steps: it routes each microbatch's data to the
+// actors that use it and collects the losses. Owns the launcher. Not
+// thread-safe: one controller thread drives it.
+#ifndef TANDEM_CONTROLLER_PIPELINE_H_
+#define TANDEM_CONTROLLER_PIPELINE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/compiler.h"
+#include "controller/launcher.h"
+#include "ir/interpreter.h"
+#include "ir/train_step.h"
+#include "schedules/schedule.h"
+
+namespace tandem::controller {
+
+struct StepReport {
+  int64_t step = 0;
+  std::vector<float> losses;            // per microbatch (empty for forward-only)
+  std::vector<ir::HostTensor> outputs;  // per microbatch, forward-only steps
+  std::vector<int64_t> peak_live_bytes; // measured, per actor
+};
+
+class Pipeline {
+ public:
+  // Compiles `step` for `schedule` and starts the actors from `state` (e.g.
+  // ir::InitialState(step)).
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(ir::TrainStep step, const schedules::Schedule& schedule,
+                                                          const ir::TensorMap& state,
+                                                          std::unique_ptr<Launcher> launcher);
+
+  // Runs the next step (numbered from 1) on `microbatches`, each holding
+  // that microbatch's data and labels by name.
+  absl::StatusOr<StepReport> Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch = Dispatch::kFused);
+
+  // The state gathered from the actors. A parameter held by several actors
+  // must be bit-identical on all of them (Internal error otherwise).
+  absl::StatusOr<ir::TensorMap> State();
+
+  const CompiledStep& compiled() const { return compiled_; }
+  const ir::TrainStep& step() const { return step_; }
+
+ private:
+  Pipeline(ir::TrainStep step, CompiledStep compiled, std::unique_ptr<Launcher> launcher)
+      : step_(std::move(step)), compiled_(std::move(compiled)), launcher_(std::move(launcher)) {}
+
+  ir::TrainStep step_;
+  CompiledStep compiled_;
+  std::unique_ptr<Launcher> launcher_;
+  int64_t steps_run_ = 0;
+};
+
+}  // namespace tandem::controller
+
+#endif  // TANDEM_CONTROLLER_PIPELINE_H_

@@ -1,0 +1,35 @@
+// Shared by the controller tests: tiny models and the parity check of a
+// pipelined run against the reference interpreter.
+#ifndef TANDEM_TESTS_CONTROLLER_PARITY_HARNESS_H_
+#define TANDEM_TESTS_CONTROLLER_PARITY_HARNESS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "examples/models/mlp.h"
+#include "ir/interpreter.h"
+#include "ir/train_step.h"
+#include "schedules/schedule.h"
+
+namespace tandem::controller::testing_harness {
+
+absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool tied = false);
+absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches);
+// Three stages; a value of stage 0 is also read by stage 2.
+absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches);
+
+// Deterministic data for every data and label input of `step`.
+std::vector<ir::TensorMap> Batches(const ir::TrainStep& step, int64_t step_number);
+
+// Runs `steps` steps on actor threads and on the reference interpreter and
+// expects bit-identical losses and state, and measured peak == static peak.
+void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps);
+void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& schedule,
+                         const examples::MlpConfig& config);
+
+std::string ReadFixture(const std::string& relative_path);
+
+}  // namespace tandem::controller::testing_harness
+
+#endif  // TANDEM_TESTS_CONTROLLER_PARITY_HARNESS_H_
