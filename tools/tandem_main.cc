@@ -14,6 +14,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  ir      dump the traced, differentiated training step of an example model\n"
     "  sched   generate, check, simulate, draw and convert pipeline schedules\n"
+    "  compile compile an example model for a schedule and dump the actors' programs\n"
     "  train   train an example model\n"
     "  bench   run a benchmark and print its table\n"
     "\n"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   using tandem::cli::CommandArgs;
   if (command == "ir") return tandem::cli::RunIrCommand(args, std::cout, std::cerr);
+  if (command == "compile") return tandem::cli::RunCompileCommand(args, std::cout, std::cerr);
   if (command == "sched") return tandem::cli::RunSchedCommand(args, std::cout, std::cerr);
   if (command == "train") return tandem::cli::RunTrainCommand(args, std::cout, std::cerr);
   if (command == "bench") return tandem::cli::RunBenchCommand(args, std::cout, std::cerr);

@@ -15,6 +15,8 @@ using CommandArgs = std::vector<std::string>;
 
 // `tandem ir dump --model mlp|gpt ...`: the traced, differentiated step as text.
 int RunIrCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
+// `tandem compile ...`: the per-actor instruction streams of an example model.
+int RunCompileCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem sched gen|check|sim|draw|convert ...`.
 int RunSchedCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem train ...`: trains an example model.
@@ -24,6 +26,8 @@ int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
 // `tandem bench block`: one GPT block's forward+backward, reference
 // interpreter vs PyTorch on the CPU with the same thread count.
 int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
+// `tandem bench compile`: trace + compile a 96-layer GPT, timed by phase.
+int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem bench sched`: validates and simulates a large interleaved schedule.
 int RunSchedBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
 

@@ -1,5 +1,7 @@
 #include "tools/cli/example_job.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "examples/data/char_corpus.h"
@@ -61,7 +63,7 @@ void AddExampleOptions(Arguments& arguments) {
   arguments.AddOption("data", "gpt: a UTF-8 text file or directory (default: /usr/share/common-licenses)");
 }
 
-absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments) {
+absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optional<int32_t> stages_override) {
   std::string model = arguments.Get("model").value_or("gpt");
   TraceOptions trace;
   absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
@@ -69,6 +71,13 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments) {
   absl::StatusOr<int64_t> seed = arguments.GetInt("seed");
   for (const auto* value : {&microbatches, &stages, &seed}) {
     if (!value->ok()) return value->status();
+  }
+  if (stages_override) {
+    if (arguments.Has("stages") && *stages != *stages_override) {
+      return absl::InvalidArgumentError(absl::StrCat("--stages ", *stages, " does not match the schedule's ",
+                                                     *stages_override, " stages"));
+    }
+    stages = *stages_override;
   }
   trace.num_microbatches = static_cast<int32_t>(*microbatches);
   trace.seed = static_cast<uint64_t>(*seed);
@@ -82,6 +91,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments) {
     examples::GptConfig config;
     config.vocab_size = corpus->vocab_size();
     config.num_stages = static_cast<int32_t>(*stages);
+    config.num_layers = std::max<int64_t>(config.num_layers, config.num_stages);
     config.tied_head = arguments.Flag("tied");
     for (auto [name, field] : {std::pair{"layers", &config.num_layers}, {"dim", &config.model_dim},
                                {"heads", &config.num_heads}, {"seq", &config.sequence_length},
@@ -117,6 +127,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments) {
   if (model == "mlp") {
     examples::MlpConfig config;
     config.num_stages = static_cast<int32_t>(*stages);
+    config.num_layers = std::max<int64_t>(config.num_layers, config.num_stages);
     for (auto [name, field] : {std::pair{"layers", &config.num_layers}, {"dim", &config.hidden_dim},
                                {"batch", &config.batch_size}}) {
       if (absl::Status s = ReadSize(arguments, name, *field); !s.ok()) return s;

@@ -33,8 +33,10 @@ struct ExampleJob {
 };
 
 // Builds the job the parsed options describe; InvalidArgument for a bad
-// model name or sizes that do not fit.
-absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments);
+// model name or sizes that do not fit. `stages`, when given (a schedule's
+// stage count), replaces --stages; the model then needs at least that many
+// layers, and --layers defaults to it.
+absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optional<int32_t> stages = {});
 
 }  // namespace tandem::cli
 
