@@ -83,21 +83,32 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
   return builder.status();
 }
 
-}  // namespace
-
-absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const ModelFunction& model,
-                                             const Optimizer& optimizer, const TraceOptions& options) {
+// Traces the model's forward into a step whose microbatch graph outputs the
+// model's result as `output_name`.
+absl::StatusOr<ir::TrainStep> TraceForwardGraph(const std::string& name, const ModelFunction& model,
+                                                const TraceOptions& options, const std::string& output_name) {
   Tracer tracer(options.seed);
-  Tensor loss;
-  if (absl::Status status = TraceModel(model, tracer, options, loss); !status.ok()) return status;
+  Tensor result;
+  if (absl::Status status = TraceModel(model, tracer, options, result); !status.ok()) return status;
   ir::TrainStep step;
   step.name = name;
   step.num_stages = tracer.stage() + 1;
   step.num_microbatches = options.num_microbatches;
   step.state = tracer.parameters();
   step.microbatch = std::move(tracer.graph());
-  step.microbatch.AddOutput("loss", loss.id());
-  absl::StatusOr<std::vector<ir::ParameterGradient>> gradients = ir::AppendBackward(step.microbatch, loss.id());
+  step.microbatch.AddOutput(output_name, result.id());
+  return step;
+}
+
+}  // namespace
+
+absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const ModelFunction& model,
+                                             const Optimizer& optimizer, const TraceOptions& options) {
+  absl::StatusOr<ir::TrainStep> traced = TraceForwardGraph(name, model, options, "loss");
+  if (!traced.ok()) return traced.status();
+  ir::TrainStep& step = *traced;
+  const ir::ValueId loss = *step.microbatch.FindOutput("loss");
+  absl::StatusOr<std::vector<ir::ParameterGradient>> gradients = ir::AppendBackward(step.microbatch, loss);
   if (!gradients.ok()) return gradients.status();
   for (const ir::ParameterGradient& g : *gradients) {
     std::string output = ir::GradientName(g.parameter, g.stage);
@@ -106,22 +117,14 @@ absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const Mode
   }
   if (absl::Status status = TraceUpdate(step, *gradients, optimizer); !status.ok()) return status;
   if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;
-  return step;
+  return traced;
 }
 
 absl::StatusOr<ir::TrainStep> TraceForwardStep(const std::string& name, const ModelFunction& model,
                                                const TraceOptions& options) {
-  Tracer tracer(options.seed);
-  Tensor output;
-  if (absl::Status status = TraceModel(model, tracer, options, output); !status.ok()) return status;
-  ir::TrainStep step;
-  step.name = name;
-  step.num_stages = tracer.stage() + 1;
-  step.num_microbatches = options.num_microbatches;
-  step.state = tracer.parameters();
-  step.microbatch = std::move(tracer.graph());
-  step.microbatch.AddOutput("output", output.id());
-  if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;
+  absl::StatusOr<ir::TrainStep> step = TraceForwardGraph(name, model, options, "output");
+  if (!step.ok()) return step.status();
+  if (absl::Status status = ir::VerifyTrainStep(*step); !status.ok()) return status;
   return step;
 }
 

@@ -7,38 +7,20 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/schedules/test_schedules.h"
 #include "tests/schedules/json_test_parser.h"
 
 namespace tandem::schedules {
 namespace {
 
+using testing::B;
+using testing::F;
+using testing::MakeSchedule;
+using testing::TinyOneFOneB;
+
 using ::tandem::testing::JsonTestParser;
 using ::tandem::testing::JsonValue;
 using ::testing::HasSubstr;
-
-Task F(int stage, int microbatch) {
-  return {TaskKind::kForward, StageId(stage), Microbatch(microbatch)};
-}
-Task B(int stage, int microbatch) {
-  return {TaskKind::kBackward, StageId(stage), Microbatch(microbatch)};
-}
-
-Schedule MakeSchedule(int microbatches, std::vector<std::vector<Slot>> programs) {
-  Schedule schedule;
-  schedule.name = "1f1b";
-  schedule.num_actors = static_cast<int32_t>(programs.size());
-  schedule.num_stages = schedule.num_actors;
-  schedule.num_microbatches = microbatches;
-  for (int32_t a = 0; a < schedule.num_actors; ++a) schedule.stage_to_actor.push_back(ActorId(a));
-  schedule.programs = std::move(programs);
-  return schedule;
-}
-
-// 1F1B, p=2, m=2.
-Schedule TinyOneFOneB() {
-  return MakeSchedule(2, {{{{F(0, 0)}}, {{F(0, 1)}}, {{B(0, 0)}}, {{B(0, 1)}}},
-                          {{{F(1, 0)}}, {{B(1, 0)}}, {{F(1, 1)}}, {{B(1, 1)}}}});
-}
 
 // Two actors; actor 1 fuses F1.1 with B1.0 into one slot.
 Schedule WithFusedSlot() {

@@ -8,44 +8,21 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/schedules/test_schedules.h"
 #include "schedules/simulation_report.h"
 
 namespace tandem::schedules {
 namespace {
 
+using testing::B;
+using testing::F;
+using testing::I;
+using testing::MakeSchedule;
+using testing::TinyOneFOneB;
+using testing::W;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-Task F(int stage, int microbatch) {
-  return {TaskKind::kForward, StageId(stage), Microbatch(microbatch)};
-}
-Task B(int stage, int microbatch) {
-  return {TaskKind::kBackward, StageId(stage), Microbatch(microbatch)};
-}
-Task I(int stage, int microbatch) {
-  return {TaskKind::kBackwardInput, StageId(stage), Microbatch(microbatch)};
-}
-Task W(int stage, int microbatch) {
-  return {TaskKind::kBackwardWeight, StageId(stage), Microbatch(microbatch)};
-}
-
-// One stage per actor; programs[a] lists actor a's slots.
-Schedule MakeSchedule(int microbatches, std::vector<std::vector<Slot>> programs) {
-  Schedule schedule;
-  schedule.name = "test";
-  schedule.num_actors = static_cast<int32_t>(programs.size());
-  schedule.num_stages = schedule.num_actors;
-  schedule.num_microbatches = microbatches;
-  for (int32_t a = 0; a < schedule.num_actors; ++a) schedule.stage_to_actor.push_back(ActorId(a));
-  schedule.programs = std::move(programs);
-  return schedule;
-}
-
-// 1F1B for p=2, m=2: actor 0 runs F0 F1 B0 B1, actor 1 runs F0 B0 F1 B1.
-Schedule TinyOneFOneB() {
-  return MakeSchedule(2, {{{{F(0, 0)}}, {{F(0, 1)}}, {{B(0, 0)}}, {{B(0, 1)}}},
-                          {{{F(1, 0)}}, {{B(1, 0)}}, {{F(1, 1)}}, {{B(1, 1)}}}});
-}
 
 std::vector<std::string> PathNames(const Schedule& schedule, const SimulationResult& result) {
   std::vector<std::string> names;
