@@ -1,0 +1,235 @@
+// The reference kernels of sources and elementwise ops.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/ir/kernel_test_util.h"
+
+namespace tandem::ir {
+namespace {
+
+using namespace kernel_test;  // NOLINT: test helpers
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::FloatEq;
+using ::testing::FloatNear;
+using ::testing::HasSubstr;
+using ::testing::Pointwise;
+
+// ---------------------------------------------------------------- sources
+
+TEST(InputNode, IsNotAKernel) {
+  absl::StatusOr<HostTensor> result = TryEvaluate(OpKind::kInput, F32({2}), {}, {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(ConstantKernel, FillsTheResultTypeWithValue) {
+  HostTensor f = Evaluate(OpKind::kConstant, F32({2, 2}), {{"value", 1.5}}, {});
+  EXPECT_THAT(Values(f), ElementsAre(1.5f, 1.5f, 1.5f, 1.5f));
+  HostTensor i = Evaluate(OpKind::kConstant, I32({3}), {{"value", 7.0}}, {});
+  EXPECT_THAT(i.ints(), ElementsAre(7, 7, 7));
+  HostTensor scalar = Evaluate(OpKind::kConstant, F32({}), {{"value", -kInf * 1.0}}, {});
+  EXPECT_THAT(Values(scalar), ElementsAre(-kInf));
+}
+
+// ---------------------------------------------------------------- elementwise
+
+TEST(UnaryKernels, MatchHandComputedValues) {
+  HostTensor x = HostTensor::FromFloats({4}, {-1.0f, 0.0f, 0.5f, 2.0f});
+  auto run = [&](OpKind op) { return Values(Evaluate(op, F32({4}), {}, {&x})); };
+  EXPECT_THAT(run(OpKind::kNeg), ElementsAre(1.0f, -0.0f, -0.5f, -2.0f));
+  EXPECT_THAT(run(OpKind::kExp),
+              ElementsAre(FloatEq(0.36787944f), 1.0f, FloatEq(1.6487213f), FloatEq(7.389056f)));
+  EXPECT_THAT(run(OpKind::kTanh),
+              ElementsAre(FloatEq(-0.7615942f), 0.0f, FloatEq(0.46211716f), FloatEq(0.9640276f)));
+  EXPECT_THAT(run(OpKind::kRelu), ElementsAre(0.0f, 0.0f, 0.5f, 2.0f));
+  // gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  EXPECT_THAT(run(OpKind::kGelu), ElementsAre(FloatNear(-0.15880801f, 1e-6f), 0.0f,
+                                              FloatNear(0.34571401f, 1e-6f),
+                                              FloatNear(1.95459769f, 1e-6f)));
+  HostTensor positive = HostTensor::FromFloats({3}, {1.0f, 4.0f, 0.25f});
+  EXPECT_THAT(Values(Evaluate(OpKind::kSqrt, F32({3}), {}, {&positive})),
+              ElementsAre(1.0f, 2.0f, 0.5f));
+  EXPECT_THAT(Values(Evaluate(OpKind::kLog, F32({3}), {}, {&positive})),
+              ElementsAre(0.0f, FloatEq(1.3862944f), FloatEq(-1.3862944f)));
+}
+
+// Distance from `expected` in units in the last place of the f32 result.
+double UlpError(float actual, double expected) {
+  const float rounded = static_cast<float>(expected);
+  const double ulp = std::nextafter(std::fabs(rounded), kInf) - std::fabs(rounded);
+  return std::fabs(actual - expected) / ulp;
+}
+
+TEST(ExpAndTanhKernels, StayWithinTwoUlpOfDoublePrecision) {
+  std::vector<float> xs;
+  for (float x = -87.0f; x < 88.5f; x += 0.01f) xs.push_back(x);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  HostTensor x = HostTensor::FromFloats({n}, xs);
+  std::vector<float> e = Values(Evaluate(OpKind::kExp, F32({n}), {}, {&x}));
+  std::vector<float> t = Values(Evaluate(OpKind::kTanh, F32({n}), {}, {&x}));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_LE(UlpError(e[i], std::exp(double{xs[i]})), 2.0) << "exp(" << xs[i] << ")";
+    if (std::fabs(xs[i]) > 1e-30f) {
+      ASSERT_LE(UlpError(t[i], std::tanh(double{xs[i]})), 2.0) << "tanh(" << xs[i] << ")";
+    }
+  }
+}
+
+TEST(ExpAndTanhKernels, HandleInfinitiesAndNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  HostTensor x = HostTensor::FromFloats({5}, {kInf, -kInf, nan, 100.0f, -120.0f});
+  std::vector<float> e = Values(Evaluate(OpKind::kExp, F32({5}), {}, {&x}));
+  EXPECT_EQ(e[0], kInf);
+  EXPECT_EQ(e[1], 0.0f);
+  EXPECT_TRUE(std::isnan(e[2]));
+  EXPECT_EQ(e[3], kInf);
+  EXPECT_EQ(e[4], 0.0f);
+  std::vector<float> t = Values(Evaluate(OpKind::kTanh, F32({5}), {}, {&x}));
+  EXPECT_EQ(t[0], 1.0f);
+  EXPECT_EQ(t[1], -1.0f);
+  EXPECT_TRUE(std::isnan(t[2]));
+  EXPECT_EQ(t[3], 1.0f);
+  EXPECT_EQ(t[4], -1.0f);
+}
+
+TEST(PipelineYieldKernel, IsIdentitySharingStorage) {
+  HostTensor x = HostTensor::FromFloats({2}, {1.0f, 2.0f});
+  HostTensor y = Evaluate(OpKind::kPipelineYield, F32({2}), {}, {&x});
+  EXPECT_EQ(y.data(), x.data());
+  EXPECT_TRUE(y.BitwiseEquals(x));
+}
+
+TEST(ConvertKernel, TruncatesF32ToI32TowardZeroAndSaturates) {
+  HostTensor x = HostTensor::FromFloats(
+      {6}, {2.9f, -2.9f, 0.0f, 3e9f, -3e9f, std::numeric_limits<float>::quiet_NaN()});
+  HostTensor y = Evaluate(OpKind::kConvert, I32({6}), {{"dtype", std::string("i32")}}, {&x});
+  EXPECT_THAT(y.ints(), ElementsAre(2, -2, 0, std::numeric_limits<int32_t>::max(),
+                                    std::numeric_limits<int32_t>::min(), 0));
+}
+
+TEST(ConvertKernel, WidensI32ToF32) {
+  HostTensor x = HostTensor::FromInts({3}, {-4, 0, 65});
+  HostTensor y = Evaluate(OpKind::kConvert, F32({3}), {{"dtype", std::string("f32")}}, {&x});
+  EXPECT_THAT(Values(y), ElementsAre(-4.0f, 0.0f, 65.0f));
+}
+
+TEST(BinaryKernels, SameShapeMatchHandComputedValues) {
+  HostTensor a = HostTensor::FromFloats({4}, {1.0f, -2.0f, 3.0f, 4.0f});
+  HostTensor b = HostTensor::FromFloats({4}, {2.0f, -2.0f, 0.5f, -1.0f});
+  auto run = [&](OpKind op) { return Values(Evaluate(op, F32({4}), {}, {&a, &b})); };
+  EXPECT_THAT(run(OpKind::kAdd), ElementsAre(3.0f, -4.0f, 3.5f, 3.0f));
+  EXPECT_THAT(run(OpKind::kSub), ElementsAre(-1.0f, 0.0f, 2.5f, 5.0f));
+  EXPECT_THAT(run(OpKind::kMul), ElementsAre(2.0f, 4.0f, 1.5f, -4.0f));
+  EXPECT_THAT(run(OpKind::kDiv), ElementsAre(0.5f, 1.0f, 6.0f, -4.0f));
+  EXPECT_THAT(run(OpKind::kPow), ElementsAre(1.0f, 0.25f, FloatEq(1.7320508f), 0.25f));
+  EXPECT_THAT(run(OpKind::kMaximum), ElementsAre(2.0f, -2.0f, 3.0f, 4.0f));
+  EXPECT_THAT(run(OpKind::kEqual), ElementsAre(0.0f, 1.0f, 0.0f, 0.0f));
+}
+
+TEST(BinaryKernels, BroadcastRowVectorAlongLeadingAxes) {
+  HostTensor x = HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor bias = HostTensor::FromFloats({3}, {10, 20, 30});
+  EXPECT_THAT(Values(Evaluate(OpKind::kAdd, F32({2, 3}), {}, {&x, &bias})),
+              ElementsAre(11, 22, 33, 14, 25, 36));
+  // The broadcast operand first.
+  EXPECT_THAT(Values(Evaluate(OpKind::kSub, F32({2, 3}), {}, {&bias, &x})),
+              ElementsAre(9, 18, 27, 6, 15, 24));
+}
+
+TEST(BinaryKernels, BroadcastColumnAlongTrailingAxis) {
+  HostTensor x = HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor column = HostTensor::FromFloats({2, 1}, {2, -1});
+  EXPECT_THAT(Values(Evaluate(OpKind::kMul, F32({2, 3}), {}, {&x, &column})),
+              ElementsAre(2, 4, 6, -4, -5, -6));
+}
+
+TEST(BinaryKernels, BroadcastBothOperandsAndScalars) {
+  HostTensor column = HostTensor::FromFloats({2, 1}, {1, 2});
+  HostTensor row = HostTensor::FromFloats({1, 3}, {10, 20, 30});
+  EXPECT_THAT(Values(Evaluate(OpKind::kAdd, F32({2, 3}), {}, {&column, &row})),
+              ElementsAre(11, 21, 31, 12, 22, 32));
+  HostTensor scalar = HostTensor::Scalar(2.0f);
+  EXPECT_THAT(Values(Evaluate(OpKind::kDiv, F32({2, 1}), {}, {&column, &scalar})),
+              ElementsAre(0.5f, 1.0f));
+  HostTensor other = HostTensor::Scalar(3.0f);
+  EXPECT_THAT(Values(Evaluate(OpKind::kMul, F32({}), {}, {&scalar, &other})), ElementsAre(6.0f));
+}
+
+TEST(BinaryKernels, GeneralBroadcastMatchesNaiveIndexing) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 1, 3}, {4, 1}}, {{3, 1, 5, 1}, {4, 1, 2}}, {{1, 4, 1}, {2, 1, 1, 6}}, {{5}, {3, 1}}};
+  uint32_t seed = 1;
+  for (const auto& [a_shape, b_shape] : cases) {
+    Shape out_shape(std::max(a_shape.size(), b_shape.size()));
+    for (size_t i = 0; i < out_shape.size(); ++i) {
+      const size_t from_end = out_shape.size() - 1 - i;
+      const int64_t ea = from_end < a_shape.size() ? a_shape[a_shape.size() - 1 - from_end] : 1;
+      const int64_t eb = from_end < b_shape.size() ? b_shape[b_shape.size() - 1 - from_end] : 1;
+      out_shape[i] = std::max(ea, eb);
+    }
+    HostTensor a = RandomTensor(a_shape, seed++);
+    HostTensor b = RandomTensor(b_shape, seed++);
+    HostTensor out = Evaluate(OpKind::kSub, F32(out_shape), {}, {&a, &b});
+    for (int64_t flat = 0; flat < NumElements(out_shape); ++flat) {
+      const std::vector<int64_t> index = Unflatten(flat, out_shape);
+      const float expected =
+          a.f32()[BroadcastSource(index, a_shape)] - b.f32()[BroadcastSource(index, b_shape)];
+      ASSERT_EQ(out.f32()[flat], expected) << ShapeToString(a_shape) << " - "
+                                           << ShapeToString(b_shape) << " at " << flat;
+    }
+  }
+}
+
+TEST(BinaryKernels, RejectOperandsThatDoNotBroadcast) {
+  HostTensor a = HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor b = HostTensor::FromFloats({2}, {1, 2});
+  absl::StatusOr<HostTensor> result = TryEvaluate(OpKind::kAdd, F32({2, 3}), {}, {&a, &b});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(result.status().message(), HasSubstr("add:"));
+}
+
+TEST(MaximumKernel, PropagatesNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  HostTensor a = HostTensor::FromFloats({3}, {nan, 1.0f, 2.0f});
+  HostTensor b = HostTensor::FromFloats({3}, {1.0f, nan, 3.0f});
+  std::vector<float> out = Values(Evaluate(OpKind::kMaximum, F32({3}), {}, {&a, &b}));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(out[1]));
+  EXPECT_EQ(out[2], 3.0f);
+}
+
+TEST(WhereKernel, SelectsWhereConditionIsNonzeroWithBroadcast) {
+  HostTensor cond = HostTensor::FromFloats({2, 1}, {1.0f, 0.0f});
+  HostTensor x = HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor y = HostTensor::Scalar(-1.0f);
+  EXPECT_THAT(Values(Evaluate(OpKind::kWhere, F32({2, 3}), {}, {&cond, &x, &y})),
+              ElementsAre(1, 2, 3, -1, -1, -1));
+  HostTensor row_cond = HostTensor::FromFloats({3}, {0.0f, -2.0f, 0.0f});
+  EXPECT_THAT(Values(Evaluate(OpKind::kWhere, F32({2, 3}), {}, {&row_cond, &x, &y})),
+              ElementsAre(-1, 2, -1, -1, 5, -1));
+}
+
+TEST(ReluGradKernel, PassesGradientOnlyWhereInputIsPositive) {
+  HostTensor x = HostTensor::FromFloats({4}, {-1.0f, 0.0f, 0.5f, 3.0f});
+  HostTensor dy = HostTensor::FromFloats({4}, {1.0f, 2.0f, 3.0f, 4.0f});
+  EXPECT_THAT(Values(Evaluate(OpKind::kReluGrad, F32({4}), {}, {&x, &dy})),
+              ElementsAre(0.0f, 0.0f, 3.0f, 4.0f));
+}
+
+TEST(GeluGradKernel, MatchesCentralDifferenceOfGelu) {
+  const std::vector<float> xs = {-3.0f, -1.0f, -0.3f, 0.0f, 0.4f, 1.0f, 2.5f};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  HostTensor x = HostTensor::FromFloats({n}, xs);
+  HostTensor dy = HostTensor::FromFloats({n}, std::vector<float>(xs.size(), 2.0f));
+  std::vector<float> grad = Values(Evaluate(OpKind::kGeluGrad, F32({n}), {}, {&x, &dy}));
+  auto gelu = [](double v) {
+    return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const double h = 1e-5;
+    const double derivative = (gelu(xs[i] + h) - gelu(xs[i] - h)) / (2 * h);
+    EXPECT_NEAR(grad[i], 2.0 * derivative, 1e-5) << "x = " << xs[i];
+  }
+}
+
+}  // namespace
+}  // namespace tandem::ir
