@@ -1,0 +1,167 @@
+# Tandem's control plane: the controller and its actors, one Cap'n Proto
+# two-party connection per actor (Unix socket in a private run directory).
+#
+# Only small tensors travel here (step inputs, losses, debugging reads);
+# bulk tensors move on the data plane. Every call is bounded by the
+# connection's message-size limit (rpc/connection.h).
+#
+# Errors: a server method fails with a FAILED exception whose text starts
+# with "tandem:<ABSL_CODE>: " (rpc/status_convert.h); clients map it back to
+# an absl::Status. A lost peer is a DISCONNECTED exception -> Unavailable.
+@0xd9a71ca1f193b055;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tandem::rpc::wire");
+
+enum DType {
+  f32 @0;
+  i32 @1;
+  bf16 @2;
+  f16 @3;
+}
+
+struct TensorType {
+  dtype @0 :DType;
+  shape @1 :List(Int64);
+}
+
+# A dense tensor: row-major bytes; byte count must equal the shape's.
+struct Tensor {
+  type @0 :TensorType;
+  data @1 :Data;
+}
+
+# A step input: the ActorProgram's input binding ("tokens", "step", ...) and
+# the microbatch it belongs to (-1 for per-step inputs such as "step").
+struct NamedTensor {
+  name @0 :Text;
+  microbatch @1 :Int32;
+  tensor @2 :Tensor;
+}
+
+# A step result reported by an emit instruction (e.g. "loss" for microbatch 3).
+struct NamedResult {
+  name @0 :Text;
+  microbatch @1 :Int32;
+  tensor @2 :Tensor;
+}
+
+# Measured time of one instruction, relative to the start of the call.
+struct InstructionTiming {
+  instruction @0 :Int32;
+  startNanos @1 :Int64;
+  durationNanos @2 :Int64;
+}
+
+# --- The compiled program (ir/actor_program.h), as plain data. ------------
+
+# A function graph in its textual IR form (ir/printer.h, ir/parser.h): the
+# closed op set, never code.
+struct Function {
+  name @0 :Text;
+  graphText @1 :Text;
+}
+
+enum BufferKind {
+  state @0;
+  input @1;
+  temporary @2;
+}
+
+struct Buffer {
+  name @0 :Text;
+  type @1 :TensorType;
+  kind @2 :BufferKind;
+  binding @3 :Text;
+  microbatch @4 :Int32;
+}
+
+enum InstructionKind {
+  run @0;
+  send @1;
+  receive @2;
+  accumulate @3;
+  free @4;
+  emit @5;
+}
+
+struct TaskLabel {
+  kind @0 :UInt8;  # ASCII 'F', 'B', 'I', 'W' or 'U'
+  stage @1 :Int32;
+  microbatch @2 :Int32;
+}
+
+struct Instruction {
+  kind @0 :InstructionKind;
+  task @1 :TaskLabel;
+  function @2 :Int32;
+  inputs @3 :List(Int32);
+  outputs @4 :List(Int32);
+  buffers @5 :List(Int32);
+  peer @6 :Int32;
+  tag @7 :UInt64;
+  result @8 :Text;
+  microbatch @9 :Int32;
+}
+
+struct ActorProgram {
+  actor @0 :Int32;
+  numActors @1 :Int32;
+  functions @2 :List(Function);
+  buffers @3 :List(Buffer);
+  instructions @4 :List(Instruction);
+  taskStarts @5 :List(Int32);
+  staticPeakBytes @6 :Int64;
+}
+
+# --- Capabilities. --------------------------------------------------------
+
+enum HealthState {
+  idle @0;      # registered, waiting for work
+  running @1;   # a step or range is executing
+  failed @2;    # a step failed; `message` says why
+}
+
+# Exported by each actor and handed to the controller at registration. The
+# controller is the only client; calls arrive on the actor's event-loop
+# thread and are completed by it (compute happens on another thread).
+interface Actor {
+  # Caches `program` under `hash`; fails (INVALID_ARGUMENT) unless it
+  # decodes, verifies and hashes to `hash`.
+  loadProgram @0 (hash :UInt64, program :ActorProgram) -> ();
+
+  # Runs the whole instruction stream of the program cached under
+  # `programHash` for step `stepId`: ONE call per actor per step.
+  runStep @1 (stepId :UInt64, programHash :UInt64, inputs :List(NamedTensor))
+      -> (results :List(NamedResult), peakLiveBytes :Int64,
+          timings :List(InstructionTiming));
+
+  # Runs instructions [begin, end) of the cached program within step
+  # `stepId` (per-task dispatch, for measurement). The first range of a step
+  # carries its inputs.
+  runRange @2 (stepId :UInt64, programHash :UInt64, begin :Int32, end :Int32,
+               inputs :List(NamedTensor))
+      -> (results :List(NamedResult), timings :List(InstructionTiming));
+
+  # Debugging: the current tensor of buffer `name` (NOT_FOUND if absent).
+  readBuffer @3 (name :Text) -> (tensor :Tensor);
+
+  health @4 () -> (state :HealthState, message :Text);
+
+  # Asks the actor to exit after replying.
+  shutdown @5 () -> ();
+}
+
+# The controller's record of one registered actor. Dropping it (or the
+# connection) ends the registration.
+interface ActorSession {
+  actorId @0 () -> (actorId :Int32);
+}
+
+# The controller's bootstrap capability. An actor dials the controller,
+# proves it belongs to the job with the launcher's per-job token and hands
+# over its Actor capability; the controller then drives it through `actor`.
+interface Controller {
+  register @0 (actorId :Int32, token :Text, actor :Actor)
+      -> (session :ActorSession);
+}
