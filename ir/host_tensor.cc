@@ -23,6 +23,13 @@ std::shared_ptr<std::byte[]> Allocate(int64_t bytes) {
 
 HostTensor::HostTensor(TensorType type) : type_(std::move(type)), storage_(Allocate(type_.num_bytes())) {}
 
+HostTensor HostTensor::Borrow(TensorType type, std::shared_ptr<std::byte[]> storage) {
+  HostTensor tensor;
+  tensor.type_ = std::move(type);
+  tensor.storage_ = std::move(storage);
+  return tensor;
+}
+
 HostTensor HostTensor::FromFloats(Shape shape, absl::Span<const float> values) {
   HostTensor tensor(TensorType{DType::kF32, std::move(shape)});
   if (static_cast<int64_t>(values.size()) != tensor.num_elements()) std::abort();

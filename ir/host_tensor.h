@@ -26,6 +26,10 @@ class HostTensor {
   static HostTensor FromFloats(Shape shape, absl::Span<const float> values);
   static HostTensor FromInts(Shape shape, absl::Span<const int32_t> values);
   static HostTensor Scalar(float value) { return FromFloats({}, {value}); }
+  // A tensor over storage someone else allocated (e.g. shared memory a
+  // transport received into): `storage` must hold type.num_bytes() bytes,
+  // 64-byte aligned; its deleter runs when the last copy of the tensor dies.
+  static HostTensor Borrow(TensorType type, std::shared_ptr<std::byte[]> storage);
 
   const TensorType& type() const { return type_; }
   const Shape& shape() const { return type_.shape; }

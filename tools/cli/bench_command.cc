@@ -11,6 +11,7 @@ int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
       "usage: tandem bench <name> [options]\n\n"
       "benchmarks:\n"
       "  block   one GPT block forward+backward: reference interpreter vs PyTorch (CPU)\n"
+      "  dataplane shm and TCP throughput between two processes vs memcpy\n"
       "  compile trace and compile a 96-layer GPT for interleaved 1F1B (P=8, M=128)\n"
       "  sched   validate and simulate a 64-actor interleaved schedule\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
@@ -20,6 +21,7 @@ int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   CommandArgs rest(args.begin() + 1, args.end());
   if (args[0] == "block") return RunBlockBench(rest, out, err);
   if (args[0] == "compile") return RunCompileBench(rest, out, err);
+  if (args[0] == "dataplane") return RunDataplaneBench(rest, out, err);
   if (args[0] == "sched") return RunSchedBench(rest, out, err);
   err << "tandem bench: unknown benchmark '" << args[0] << "'\n\n" << kUsage;
   return 2;

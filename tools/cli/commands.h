@@ -28,6 +28,9 @@ int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
 int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem bench compile`: trace + compile a 96-layer GPT, timed by phase.
 int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
+// `tandem bench dataplane`: shm and TCP throughput between two processes
+// next to memcpy and a raw loopback socket.
+int RunDataplaneBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem bench sched`: validates and simulates a large interleaved schedule.
 int RunSchedBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
 

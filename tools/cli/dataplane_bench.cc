@@ -1,0 +1,267 @@
+// `tandem bench dataplane`: throughput of the process data planes between
+// two forked processes (shared memory borrowing in place, shared memory
+// copying out, TCP over loopback) for 64 KiB ... 64 MiB messages, next to a
+// single-thread memcpy and a raw loopback TCP socket measured in the same
+// run. Each figure is the better of two rounds of ~256 MiB; a round ends
+// when the receiver acknowledges its last message.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "actor/shm_transport.h"
+#include "actor/tcp_transport.h"
+#include "tools/cli/commands.h"
+
+namespace tandem::cli {
+namespace {
+
+using actor::ShmTransport;
+using actor::TcpTransport;
+using actor::Transport;
+
+enum class Medium { kShmBorrow, kShmCopy, kTcp, kRawSocket };
+constexpr int kRounds = 2;
+constexpr int64_t kBytesPerRound = int64_t{256} << 20;
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double MemcpyGbps(int64_t size, int64_t count) {
+  std::vector<char> from(size, 1), to(size, 0);
+  double best = 1e30;
+  for (int round = 0; round < kRounds + 1; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < count; ++i) {
+      from[0] = static_cast<char>(i);
+      std::memcpy(to.data(), from.data(), size);
+    }
+    if (round > 0) best = std::min(best, Seconds(start));  // round 0 warms up
+  }
+  volatile char sink = to[size - 1];
+  (void)sink;
+  return static_cast<double>(size) * count / best / 1e9;
+}
+
+// One side's transport: both processes call this with their actor id.
+absl::StatusOr<std::unique_ptr<Transport>> Connect(Medium medium, int32_t self, int socket) {
+  const int32_t peer = 1 - self;
+  if (medium == Medium::kTcp) {
+    absl::StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Listen(self, 2, {});
+    if (!tcp.ok()) return tcp.status();
+    int port = (*tcp)->port(), peer_port = 0;
+    if (write(socket, &port, sizeof(port)) != sizeof(port) || read(socket, &peer_port, sizeof(port)) != sizeof(port)) {
+      return absl::UnavailableError("port exchange failed");
+    }
+    std::vector<std::string> addresses(2);
+    addresses[peer] = absl::StrCat("127.0.0.1:", peer_port);
+    if (absl::Status s = (*tcp)->ConnectPeers(addresses, absl::Seconds(10)); !s.ok()) return s;
+    return std::unique_ptr<Transport>(std::move(*tcp));
+  }
+  ShmTransport::Options options;
+  options.receive_mode =
+      medium == Medium::kShmCopy ? ShmTransport::ReceiveMode::kCopy : ShmTransport::ReceiveMode::kBorrow;
+  absl::StatusOr<std::unique_ptr<ShmTransport>> shm = ShmTransport::Create(self, 2, options);
+  if (!shm.ok()) return shm.status();
+  if (absl::Status s = actor::SendFd(socket, (*shm)->OutboundFd(peer)); !s.ok()) return s;
+  absl::StatusOr<int> fd = actor::ReceiveFd(socket, absl::Now() + absl::Seconds(10));
+  if (!fd.ok()) return fd.status();
+  if (absl::Status s = (*shm)->AttachInbound(peer, *fd); !s.ok()) return s;
+  return std::unique_ptr<Transport>(std::move(*shm));
+}
+
+// The receiving child: `count` messages per round, then an acknowledgement.
+int TransportReceiver(Medium medium, int socket, int64_t count) {
+  absl::StatusOr<std::unique_ptr<Transport>> t = Connect(medium, 1, socket);
+  if (!t.ok()) return 1;
+  for (int round = 0; round <= kRounds; ++round) {
+    for (int64_t i = 0; i < count; ++i) {
+      if (!(*t)->Receive(0, round * count + i, absl::Now() + absl::Seconds(30)).ok()) return 2;
+    }
+    if (!(*t)->Send(0, 1u << 30 | round, {ir::HostTensor::Scalar(1)}).ok()) return 3;
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // let the last acknowledgement leave
+  return 0;
+}
+
+absl::StatusOr<double> TransportSender(Medium medium, int socket, int64_t size, int64_t count) {
+  absl::StatusOr<std::unique_ptr<Transport>> t = Connect(medium, 0, socket);
+  if (!t.ok()) return t.status();
+  ir::HostTensor payload(ir::TensorType{ir::DType::kF32, {size / 4}});
+  std::memset(payload.data(), 7, size);
+  double best = 1e30;
+  for (int round = 0; round <= kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < count; ++i) {
+      if (absl::Status s = (*t)->Send(1, round * count + i, {payload}); !s.ok()) return s;
+    }
+    absl::StatusOr<std::vector<ir::HostTensor>> ack =
+        (*t)->Receive(1, 1u << 30 | round, absl::Now() + absl::Seconds(60));
+    if (!ack.ok()) return ack.status();
+    if (round > 0) best = std::min(best, Seconds(start));
+  }
+  return static_cast<double>(size) * count / best / 1e9;
+}
+
+int RawReceiver(int socket, int64_t size, int64_t count) {
+  int port = 0;
+  if (read(socket, &port, sizeof(port)) != sizeof(port)) return 1;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return 2;
+  std::vector<char> buffer(size);
+  for (int round = 0; round <= kRounds; ++round) {
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t got = 0; got < size;) {
+        const ssize_t n = recv(fd, buffer.data() + got, size - got, 0);
+        if (n <= 0) return 3;
+        got += n;
+      }
+    }
+    char ack = 'a';
+    if (send(fd, &ack, 1, MSG_NOSIGNAL) != 1) return 4;
+  }
+  close(fd);
+  return 0;
+}
+
+absl::StatusOr<double> RawSender(int socket, int64_t size, int64_t count) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(addr);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    return absl::UnavailableError("raw socket setup failed");
+  }
+  int port = ntohs(addr.sin_port);
+  if (write(socket, &port, sizeof(port)) != sizeof(port)) return absl::UnavailableError("port exchange failed");
+  const int fd = accept(listener, nullptr, nullptr);
+  close(listener);
+  if (fd < 0) return absl::UnavailableError("accept failed");
+  std::vector<char> buffer(size, 7);
+  double best = 1e30;
+  for (int round = 0; round <= kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t sent = 0; sent < size;) {
+        const ssize_t n = send(fd, buffer.data() + sent, size - sent, MSG_NOSIGNAL);
+        if (n <= 0) return absl::UnavailableError("send failed");
+        sent += n;
+      }
+    }
+    char ack;
+    if (recv(fd, &ack, 1, 0) != 1) return absl::UnavailableError("no acknowledgement");
+    if (round > 0) best = std::min(best, Seconds(start));
+  }
+  close(fd);
+  return static_cast<double>(size) * count / best / 1e9;
+}
+
+// Runs one medium between this process (sender) and a forked receiver.
+absl::StatusOr<double> Measure(Medium medium, int64_t size, int64_t count) {
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) return absl::UnavailableError("socketpair");
+  const pid_t pid = fork();
+  if (pid < 0) return absl::UnavailableError("fork failed");
+  if (pid == 0) {
+    close(sockets[0]);
+    _exit(medium == Medium::kRawSocket ? RawReceiver(sockets[1], size, count)
+                                       : TransportReceiver(medium, sockets[1], count));
+  }
+  close(sockets[1]);
+  absl::StatusOr<double> gbps =
+      medium == Medium::kRawSocket ? RawSender(sockets[0], size, count) : TransportSender(medium, sockets[0], size, count);
+  close(sockets[0]);
+  // Reap the child within 10 s, killing it if it overstays.
+  int status = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return gbps;
+}
+
+}  // namespace
+
+int RunDataplaneBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  bool json = false;
+  for (const std::string& arg : args) {
+    if (arg == "--json") {
+      json = true;
+    } else {
+      err << "usage: tandem bench dataplane [--json]\n";
+      return arg == "--help" || arg == "-h" ? 0 : 2;
+    }
+  }
+  struct Row {
+    int64_t size;
+    double memcpy, shm, shm_copy, tcp, raw;
+  };
+  std::vector<Row> rows;
+  for (int64_t size : {int64_t{64} << 10, int64_t{1} << 20, int64_t{16} << 20, int64_t{64} << 20}) {
+    const int64_t count = std::max<int64_t>(4, kBytesPerRound / size);
+    Row row{size, MemcpyGbps(size, count), 0, 0, 0, 0};
+    for (auto [medium, field] : {std::pair{Medium::kShmBorrow, &Row::shm}, std::pair{Medium::kShmCopy, &Row::shm_copy},
+                                 std::pair{Medium::kTcp, &Row::tcp}, std::pair{Medium::kRawSocket, &Row::raw}}) {
+      absl::StatusOr<double> gbps = Measure(medium, size, count);
+      if (!gbps.ok()) {
+        err << "tandem bench dataplane: " << gbps.status().message() << "\n";
+        return 1;
+      }
+      row.*field = *gbps;
+    }
+    rows.push_back(row);
+  }
+  auto label = [](int64_t size) {
+    return size >= (1 << 20) ? absl::StrCat(size >> 20, " MiB") : absl::StrCat(size >> 10, " KiB");
+  };
+  if (json) {
+    out << "{\"unit\": \"GB/s\", \"goal_shm_over_memcpy_at_16MiB\": 0.6, \"rows\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      out << absl::StrFormat(
+          "%s{\"bytes\": %d, \"memcpy\": %.2f, \"shm\": %.2f, \"shm_copy\": %.2f, \"tcp\": %.2f, "
+          "\"raw_tcp_socket\": %.2f, \"shm_over_memcpy\": %.3f}",
+          i ? ", " : "", r.size, r.memcpy, r.shm, r.shm_copy, r.tcp, r.raw, r.shm / r.memcpy);
+    }
+    out << "]}\n";
+    return 0;
+  }
+  out << "data plane throughput between two processes, GB/s (best of " << kRounds << " rounds of ~256 MiB)\n";
+  out << absl::StrFormat("%-8s %8s %8s %10s %8s %10s %11s\n", "message", "memcpy", "shm", "shm-copy", "tcp",
+                         "raw-tcp", "shm/memcpy");
+  for (const Row& r : rows) {
+    out << absl::StrFormat("%-8s %8.2f %8.2f %10.2f %8.2f %10.2f %10.2fx\n", label(r.size), r.memcpy, r.shm,
+                           r.shm_copy, r.tcp, r.raw, r.shm / r.memcpy);
+  }
+  out << "shm: receiver borrows the ring in place (one copy, the default); shm-copy: receiver copies out.\n"
+         "goal: shm >= 0.6x memcpy at 16 MiB\n";
+  return 0;
+}
+
+}  // namespace tandem::cli
