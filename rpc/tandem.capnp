@@ -150,6 +150,12 @@ interface Actor {
 
   # Asks the actor to exit after replying.
   shutdown @5 () -> ();
+
+  # Replaces the actor's state (parameters, optimizer slots) with `tensors`,
+  # by binding (microbatch ignored; entries the program does not bind are
+  # ignored): the initial state, a checkpoint, or recovery after a failed
+  # step. Fails (INVALID_ARGUMENT) for a missing or mistyped state buffer.
+  loadState @6 (tensors :List(NamedTensor)) -> ();
 }
 
 # The controller's record of one registered actor. Dropping it (or the

@@ -1,0 +1,406 @@
+#include "actor/actor_service.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "rpc/program_codec.h"
+#include "rpc/status_convert.h"
+
+namespace tandem::actor {
+namespace {
+
+namespace wire = rpc::wire;
+
+int64_t SteadyNowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+std::string HashString(uint64_t hash) { return absl::StrFormat("%016x", hash); }
+
+absl::StatusOr<StepInputs> DecodeInputs(capnp::List<wire::NamedTensor>::Reader list) {
+  StepInputs inputs;
+  for (wire::NamedTensor::Reader entry : list) {
+    std::string name = ToString(entry.getName());
+    absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(entry.getTensor(), absl::StrCat("input ", name));
+    if (!tensor.ok()) return tensor.status();
+    if (!inputs.emplace(InputKey{name, entry.getMicrobatch()}, *std::move(tensor)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", name, " for microbatch ", entry.getMicrobatch(), " is given twice"));
+    }
+  }
+  return inputs;
+}
+
+// Every emitted result, by name and microbatch.
+template <typename InitResults>
+void EncodeResults(const StepOutputs& outputs, InitResults init) {
+  unsigned count = 0;
+  for (const auto& [name, by_microbatch] : outputs.results) count += by_microbatch.size();
+  auto list = init(count);
+  unsigned index = 0;
+  for (const auto& [name, by_microbatch] : outputs.results) {
+    for (const auto& [microbatch, tensor] : by_microbatch) {
+      wire::NamedResult::Builder result = list[index++];
+      result.setName(name);
+      result.setMicrobatch(microbatch);
+      rpc::EncodeTensor(tensor, result.initTensor());
+    }
+  }
+}
+
+// The instructions that ran, relative to `call_start_ns`.
+template <typename InitTimings>
+void EncodeTimings(const StepOutputs& outputs, int64_t call_start_ns, InitTimings init) {
+  unsigned count = 0;
+  for (const InstructionTiming& timing : outputs.timings) count += timing.start_ns >= 0 ? 1 : 0;
+  auto list = init(count);
+  unsigned index = 0;
+  for (size_t i = 0; i < outputs.timings.size(); ++i) {
+    const InstructionTiming& timing = outputs.timings[i];
+    if (timing.start_ns < 0) continue;
+    wire::InstructionTiming::Builder entry = list[index++];
+    entry.setInstruction(static_cast<int32_t>(i));
+    entry.setStartNanos(timing.start_ns - call_start_ns);
+    entry.setDurationNanos(timing.end_ns - timing.start_ns);
+  }
+}
+
+}  // namespace
+
+ActorService::ActorService(Transport& transport, ActorServiceOptions options,
+                           kj::Own<kj::PromiseFulfiller<void>> on_shutdown)
+    : transport_(transport),
+      options_(options),
+      on_shutdown_(kj::mv(on_shutdown)),
+      tasks_(*this),
+      needs_state_("no state loaded yet"),
+      compute_thread_([this] { ComputeLoop(); }) {}
+
+ActorService::~ActorService() {
+  bool running = false;
+  std::deque<Job> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    running = health_ == Health::kRunning;
+    dropped.swap(jobs_);
+    work_available_.SignalAll();
+  }
+  if (running) transport_.Abort(absl::AbortedError(absl::StrCat(Name(), " stopped during a step")));
+  compute_thread_.join();
+  // `dropped` goes now, on the loop thread: its calls' promises reject.
+}
+
+std::string ActorService::Name() const { return absl::StrCat("actor ", transport_.actor()); }
+
+kj::Promise<void> ActorService::OnCompute(kj::Function<absl::Status()> work) {
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+  Post([work = kj::mv(work), fulfiller = kj::mv(paf.fulfiller)]() mutable {
+    absl::Status status = work();
+    if (status.ok()) {
+      fulfiller->fulfill();
+    } else {
+      fulfiller->reject(rpc::ToKjException(status));
+    }
+  });
+  return kj::mv(paf.promise);
+}
+
+void ActorService::Post(Job job) {
+  absl::MutexLock lock(&mu_);
+  jobs_.push_back(kj::mv(job));
+  work_available_.Signal();
+}
+
+void ActorService::ComputeLoop() {
+  while (true) {
+    std::optional<Job> job;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!stop_ && jobs_.empty()) work_available_.Wait(&mu_);
+      if (stop_) return;
+      job.emplace(kj::mv(jobs_.front()));
+      jobs_.pop_front();
+    }
+    (*job)();
+  }
+}
+
+void ActorService::taskFailed(kj::Exception&& exception) {
+  // Only the shutdown notification runs as a task; it cannot fail.
+  (void)exception;
+}
+
+bool ActorService::BeginRunning() {
+  absl::MutexLock lock(&mu_);
+  if (stop_) return false;
+  health_ = Health::kRunning;
+  return true;
+}
+
+void ActorService::EndRunning(const absl::Status& status) {
+  if (!status.ok()) {
+    // Peers waiting on this actor stop now instead of at their deadlines.
+    transport_.Abort(absl::AbortedError(absl::StrCat(Name(), " failed: ", status.message())));
+  }
+  absl::MutexLock lock(&mu_);
+  health_ = status.ok() ? Health::kIdle : Health::kFailed;
+  if (!status.ok()) last_error_ = status.ToString();
+}
+
+absl::Status ActorService::CheckOpen() const {
+  if (shutting_down_) return absl::FailedPreconditionError(absl::StrCat(Name(), " is shutting down"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const ir::ActorProgram>> ActorService::ProgramForStep(uint64_t step,
+                                                                                     uint64_t hash) {
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  if (step_pending_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Name(), ": step ", step, " refused: another step call is still running"));
+  }
+  auto found = programs_.find(hash);
+  if (found == programs_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(Name(), ": step ", step, ": no program loaded under hash ",
+                                                      HashString(hash), " (call loadProgram first)"));
+  }
+  if (!needs_state_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Name(), ": step ", step, " refused until loadState: ", needs_state_));
+  }
+  return found->second;
+}
+
+kj::Promise<void> ActorService::TrackStep(uint64_t step, kj::Promise<void> done) {
+  step_pending_ = true;
+  auto answered = std::make_shared<bool>(false);
+  return done
+      .then([answered]() { *answered = true; },
+          [this, step, answered](kj::Exception&& exception) {
+            *answered = true;
+            needs_state_ =
+                absl::StrCat("step ", step, " failed: ", rpc::FromKjException(exception).message());
+            kj::throwFatalException(kj::mv(exception));
+          })
+      .attach(kj::defer([this, step, answered] {
+        step_pending_ = false;
+        if (!*answered && needs_state_.empty()) {
+          needs_state_ = absl::StrCat("step ", step, " was abandoned before its result was delivered");
+        }
+      }));
+}
+
+absl::Status ActorService::UseProgram(uint64_t hash, const std::shared_ptr<const ir::ActorProgram>& program) {
+  if (executor_ != nullptr && executor_hash_ == hash) return absl::OkStatus();
+  if (!have_state_) return absl::FailedPreconditionError(absl::StrCat(Name(), ": no state loaded"));
+  // The new program takes over the current state: what was loaded, updated
+  // by the steps the previous program ran.
+  ir::TensorMap state = loaded_state_;
+  if (executor_ != nullptr) {
+    for (auto& [name, tensor] : executor_->State()) {
+      if (tensor.defined()) state[name] = tensor;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program);
+  if (!executor.ok()) return executor.status();
+  if (absl::Status status = (*executor)->LoadState(state); !status.ok()) return status;
+  executor_ = *std::move(executor);
+  executor_hash_ = hash;
+  return absl::OkStatus();
+}
+
+kj::Promise<void> ActorService::loadProgram(LoadProgramContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  wire::Actor::LoadProgramParams::Reader params = context.getParams();
+  const uint64_t hash = params.getHash();
+  if (programs_.contains(hash)) return kj::READY_NOW;
+  absl::StatusOr<ir::ActorProgram> program = rpc::DecodeProgram(params.getProgram(), hash);
+  rpc::ThrowIfError(program.status());
+  if (program->actor != transport_.actor()) {
+    rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
+        Name(), ": program ", HashString(hash), " is for actor ", program->actor)));
+  }
+  programs_.emplace(hash, std::make_shared<const ir::ActorProgram>(*std::move(program)));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> ActorService::loadState(LoadStateContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  ir::TensorMap state;
+  for (wire::NamedTensor::Reader entry : context.getParams().getTensors()) {
+    std::string name = ToString(entry.getName());
+    absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(entry.getTensor(), absl::StrCat("state ", name));
+    rpc::ThrowIfError(tensor.status());
+    if (!state.emplace(name, *std::move(tensor)).second) {
+      rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat("state ", name, " is given twice")));
+    }
+  }
+  return OnCompute([this, state = std::move(state)]() mutable -> absl::Status {
+           absl::Status status = executor_ != nullptr ? executor_->LoadState(state) : absl::OkStatus();
+           have_state_ = status.ok();
+           if (!status.ok()) return status;
+           loaded_state_ = std::move(state);
+           range_step_ = -1;
+           absl::MutexLock lock(&mu_);
+           health_ = Health::kIdle;
+           last_error_.clear();
+           return status;
+         })
+      .then([this] { needs_state_.clear(); });
+}
+
+kj::Promise<void> ActorService::runStep(RunStepContext context) {
+  // A call the controller drops (or loses with its connection) is cancelled
+  // here; TrackStep then requires loadState. The compute job runs on.
+  context.allowCancellation();
+  wire::Actor::RunStepParams::Reader params = context.getParams();
+  const uint64_t step = params.getStepId();
+  const uint64_t hash = params.getProgramHash();
+  absl::StatusOr<std::shared_ptr<const ir::ActorProgram>> program = ProgramForStep(step, hash);
+  rpc::ThrowIfError(program.status());
+  absl::StatusOr<StepInputs> inputs = DecodeInputs(params.getInputs());
+  rpc::ThrowIfError(inputs.status());
+
+  // The compute thread fills `reply` before it fulfils the promise (a
+  // non-trivial promise value trips GCC's -Wmaybe-uninitialized).
+  auto reply = std::make_shared<StepReply>();
+  kj::Promise<void> done = OnCompute(
+      [this, step, hash, reply, program = *std::move(program), inputs = *std::move(inputs)]() mutable {
+        reply->call_start_ns = SteadyNowNanos();
+        if (!BeginRunning()) return absl::AbortedError(absl::StrCat(Name(), " is shutting down"));
+        absl::Status status = UseProgram(hash, program);
+        if (status.ok()) {
+          absl::StatusOr<StepOutputs> outputs =
+              executor_->RunStep(static_cast<int64_t>(step), inputs, transport_, options_.receive_timeout);
+          status = outputs.status();
+          if (outputs.ok()) reply->outputs = *std::move(outputs);
+        }
+        EndRunning(status);
+        reply->finished = status.ok();
+        return status;
+      });
+  return TrackStep(step, kj::mv(done)).then([context, reply]() mutable {
+    wire::Actor::RunStepResults::Builder results = context.getResults();
+    EncodeResults(reply->outputs, [&](unsigned n) { return results.initResults(n); });
+    results.setPeakLiveBytes(reply->outputs.peak_live_bytes);
+    EncodeTimings(reply->outputs, reply->call_start_ns, [&](unsigned n) { return results.initTimings(n); });
+  });
+}
+
+kj::Promise<void> ActorService::runRange(RunRangeContext context) {
+  context.allowCancellation();  // as in runStep
+  wire::Actor::RunRangeParams::Reader params = context.getParams();
+  const uint64_t step = params.getStepId();
+  const uint64_t hash = params.getProgramHash();
+  const int32_t begin = params.getBegin();
+  const int32_t end = params.getEnd();
+  absl::StatusOr<std::shared_ptr<const ir::ActorProgram>> program = ProgramForStep(step, hash);
+  rpc::ThrowIfError(program.status());
+  const auto size = static_cast<int32_t>((*program)->instructions.size());
+  if (begin < 0 || begin > end || end > size) {
+    rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(Name(), ": step ", step, ": range [", begin, ", ",
+                                                              end, ") is not within [0, ", size, ")")));
+  }
+  absl::StatusOr<StepInputs> inputs = DecodeInputs(params.getInputs());
+  rpc::ThrowIfError(inputs.status());
+
+  auto reply = std::make_shared<StepReply>();
+  kj::Promise<void> done = OnCompute(
+      [this, step, hash, begin, end, size, reply, program = *std::move(program),
+       inputs = *std::move(inputs)]() mutable {
+        reply->call_start_ns = SteadyNowNanos();
+        if (!BeginRunning()) return absl::AbortedError(absl::StrCat(Name(), " is shutting down"));
+        absl::Status status;
+        if (begin == 0) {
+          status = UseProgram(hash, program);
+          if (status.ok()) status = executor_->BeginStep(static_cast<int64_t>(step), inputs);
+          if (status.ok()) range_step_ = static_cast<int64_t>(step);
+        } else if (executor_ == nullptr || executor_hash_ != hash || range_step_ != static_cast<int64_t>(step)) {
+          status = absl::FailedPreconditionError(absl::StrCat(
+              Name(), ": step ", step, ": range [", begin, ", ", end, ") does not continue a step of program ",
+              HashString(hash), " (the first range of a step begins at 0)"));
+        }
+        if (status.ok()) status = executor_->RunRange(begin, end, transport_, options_.receive_timeout);
+        if (status.ok() && end == size) {
+          absl::StatusOr<StepOutputs> outputs = executor_->FinishStep();
+          status = outputs.status();
+          if (outputs.ok()) reply->outputs = *std::move(outputs);
+          reply->finished = status.ok();
+        }
+        if (!status.ok() || reply->finished) range_step_ = -1;
+        EndRunning(status);
+        return status;
+      });
+  return TrackStep(step, kj::mv(done)).then([context, reply]() mutable {
+    wire::Actor::RunRangeResults::Builder results = context.getResults();
+    if (!reply->finished) return;
+    EncodeResults(reply->outputs, [&](unsigned n) { return results.initResults(n); });
+    EncodeTimings(reply->outputs, reply->call_start_ns, [&](unsigned n) { return results.initTimings(n); });
+  });
+}
+
+kj::Promise<void> ActorService::readBuffer(ReadBufferContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  std::string name = ToString(context.getParams().getName());
+  auto slot = std::make_shared<ir::HostTensor>();
+  return OnCompute([this, name, slot]() -> absl::Status {
+           const ir::TensorMap state = executor_ != nullptr ? executor_->State() : loaded_state_;
+           auto found = state.find(name);
+           if (found == state.end() || !found->second.defined()) {
+             return absl::NotFoundError(absl::StrCat(Name(), ": no state buffer bound to \"", name, "\""));
+           }
+           *slot = found->second;
+           return absl::OkStatus();
+         })
+      .then([context, slot]() mutable { rpc::EncodeTensor(*slot, context.getResults().initTensor()); });
+}
+
+kj::Promise<void> ActorService::health(HealthContext context) {
+  wire::Actor::HealthResults::Builder results = context.getResults();
+  absl::MutexLock lock(&mu_);
+  switch (health_) {
+    case Health::kIdle:
+      results.setState(wire::HealthState::IDLE);
+      break;
+    case Health::kRunning:
+      results.setState(wire::HealthState::RUNNING);
+      break;
+    case Health::kFailed:
+      results.setState(wire::HealthState::FAILED);
+      break;
+  }
+  results.setMessage(last_error_);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> ActorService::shutdown(ShutdownContext context) {
+  (void)context;
+  if (shutting_down_) return kj::READY_NOW;
+  shutting_down_ = true;
+  bool running = false;
+  std::deque<Job> dropped;  // their calls fail when these go, on this thread
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    running = health_ == Health::kRunning;
+    dropped.swap(jobs_);
+    work_available_.SignalAll();
+  }
+  if (running) transport_.Abort(absl::AbortedError(absl::StrCat(Name(), " is shutting down")));
+  // The reply is sent when this handler's promise resolves; the owner hears
+  // of the shutdown on a later turn of the loop.
+  tasks_.add(kj::evalLater([this] {
+    if (on_shutdown_.get() != nullptr) on_shutdown_->fulfill();
+  }));
+  return kj::READY_NOW;
+}
+
+}  // namespace tandem::actor

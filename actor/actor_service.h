@@ -1,0 +1,196 @@
+// ActorService: the actor's side of the control plane. It implements the
+// Cap'n Proto `Actor` interface (rpc/tandem.capnp) on top of an Executor,
+// so that the controller drives one actor process with one runStep call per
+// step.
+//
+// What it holds:
+//  - a program cache keyed by content hash (loadProgram decodes, verifies
+//    and checks the hash; loading a hash already cached is a no-op);
+//  - the Executor of the program the last step ran (runStep under another
+//    cached hash builds a new Executor that takes over the current state);
+//  - the state last given to loadState (the initial state, a checkpoint, or
+//    recovery after a failed step).
+// The data plane is injected: the Transport this actor sends and receives
+// on (an InMemoryNetwork endpoint in tests, shared memory or TCP in the
+// actor process). The service never Resets a transport; an owner that
+// needs per-step resets (the in-memory network) does them between steps.
+//
+// Threading contract. Two threads:
+//  - the event-loop thread (the one that constructs the service): every
+//    Cap'n Proto object, every handler, the program cache and the loop-side
+//    flags below. Handlers never block: they decode the request, post a job
+//    to the compute thread and return a promise.
+//  - the compute thread, started by the constructor and owned by the
+//    service: runs the posted jobs strictly in order (so a loadState sent
+//    after a step applies after it). It owns the Executor and never touches
+//    KJ or Cap'n Proto objects except the cross-thread fulfiller of its job
+//    (kj::newPromiseAndCrossThreadFulfiller), whose fulfill() completes the
+//    call's promise back on the event-loop thread, where results are
+//    encoded.
+// Health (idle/running/failed and the last error) is kept under a mutex
+// written by the compute thread and read by health(), which therefore
+// answers at once even while a step blocks in a Receive.
+//
+// Cross-process calls (all completed on the event-loop thread):
+//  - loadProgram: completed before the handler returns (decoding is on the
+//    loop thread; it reads the request). InvalidArgument for a program that
+//    does not decode, verify or hash to `hash`, or that is not for this
+//    transport's actor.
+//  - loadState: completed when the compute thread has applied it to the
+//    current Executor (or stored it for the first one). Clears a failure.
+//  - runStep / runRange: completed when the compute thread has run the
+//    step (or range); one runStep computes the whole step. Refused with
+//    FailedPrecondition: under a hash never loaded, before loadState, after a
+//    failed or abandoned step until the next loadState, while another step
+//    call is pending, and after shutdown. A failed step returns the
+//    Executor's status (its code and its "actor A, step S, instruction I"
+//    text), aborts this actor's Transport so that its peers stop waiting,
+//    and sets health to failed (an InMemoryNetwork then needs its owner's
+//    Reset before the next step). runRange: the range that begins at 0
+//    carries the step's inputs; only the range that ends the program
+//    returns results and timings (all of the step's).
+//  - readBuffer: a state buffer's tensor by binding, read on the compute
+//    thread after any job posted before it. Only state buffers: the
+//    Executor does not expose temporaries. NotFound otherwise.
+//  - health: answered at once.
+//  - shutdown: replies, then refuses further calls, tells the compute
+//    thread to stop after its current job (aborting the Transport if a step
+//    is running; calls still queued fail), and fulfils the owner's `on_shutdown` fulfiller on a later
+//    turn of the event loop, so main() can leave its loop (it should let the
+//    loop run briefly so that the reply is written).
+// On disconnect: Cap'n Proto cancels the pending call's promise. A step
+// already running finishes on the compute thread (its Receives are bounded
+// by the receive timeout) and its result is dropped; the service then
+// refuses runStep/runRange until loadState, since the controller never saw
+// that step. When the last reference goes (the connection and every client
+// dropped), the destructor aborts the Transport if a step is still running
+// and joins the compute thread.
+//
+// Ownership: created with kj::heap and owned by the capability clients that
+// point to it (Cap'n Proto's refcount); borrows the Transport, which must
+// outlive it. Not thread-safe: use it only from its event-loop thread.
+#ifndef TANDEM_ACTOR_ACTOR_SERVICE_H_
+#define TANDEM_ACTOR_ACTOR_SERVICE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "actor/executor.h"
+#include "actor/transport.h"
+#include "ir/actor_program.h"
+#include "ir/interpreter.h"
+#include "kj/async.h"
+#include "kj/function.h"
+#include "rpc/tandem.capnp.h"
+
+namespace tandem::actor {
+
+struct ActorServiceOptions {
+  // The deadline of every Receive of a step.
+  absl::Duration receive_timeout = absl::Seconds(30);
+};
+
+class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet::ErrorHandler {
+ public:
+  // Must be called on the event-loop thread that will serve the calls.
+  // `on_shutdown` (may be null) is fulfilled after shutdown() has replied.
+  ActorService(Transport& transport, ActorServiceOptions options,
+               kj::Own<kj::PromiseFulfiller<void>> on_shutdown);
+  ActorService(const ActorService&) = delete;
+  ActorService& operator=(const ActorService&) = delete;
+  // Aborts the Transport if a step is still running, then joins the compute
+  // thread (bounded by the step's receive timeout).
+  ~ActorService();
+
+ protected:
+  kj::Promise<void> loadProgram(LoadProgramContext context) override;
+  kj::Promise<void> loadState(LoadStateContext context) override;
+  kj::Promise<void> runStep(RunStepContext context) override;
+  kj::Promise<void> runRange(RunRangeContext context) override;
+  kj::Promise<void> readBuffer(ReadBufferContext context) override;
+  kj::Promise<void> health(HealthContext context) override;
+  kj::Promise<void> shutdown(ShutdownContext context) override;
+
+ private:
+  using Job = kj::Function<void()>;
+  enum class Health { kIdle, kRunning, kFailed };
+
+  // What a step or range job hands back to the event-loop thread.
+  struct StepReply {
+    StepOutputs outputs;
+    int64_t call_start_ns = 0;  // steady_clock, when the job started
+    bool finished = false;      // FinishStep ran (the last range of a step)
+  };
+
+  // Loop thread: queues `work` for the compute thread. The promise resolves
+  // on the loop thread when it returns OK, or rejects with its error as
+  // rpc::ToKjException (or with KJ's "fulfiller destroyed" if the service
+  // stops before the job runs). Jobs hand values back through a
+  // shared_ptr slot they fill before returning (a non-trivial promise value
+  // trips GCC's -Wmaybe-uninitialized inside KJ's cross-thread fulfiller).
+  kj::Promise<void> OnCompute(kj::Function<absl::Status()> work);
+  void Post(Job job) ABSL_LOCKS_EXCLUDED(mu_);
+  void ComputeLoop();
+  void taskFailed(kj::Exception&& exception) override;
+
+  // Loop thread: OK unless shutting down, a step call is pending, or the
+  // state must be reloaded; then the program cached under `hash` or
+  // FailedPrecondition.
+  absl::StatusOr<std::shared_ptr<const ir::ActorProgram>> ProgramForStep(uint64_t step, uint64_t hash);
+  // Loop thread: marks a step call pending until `done` completes or is
+  // cancelled; a cancelled or failed one requires loadState.
+  kj::Promise<void> TrackStep(uint64_t step, kj::Promise<void> done);
+
+  // Compute thread: makes `program` (cached under `hash`) the current one.
+  absl::Status UseProgram(uint64_t hash, const std::shared_ptr<const ir::ActorProgram>& program);
+  // Compute thread: health around one step or range. BeginRunning is false
+  // once the service stops (the job then does nothing); EndRunning aborts
+  // the Transport when `status` is an error.
+  bool BeginRunning() ABSL_LOCKS_EXCLUDED(mu_);
+  void EndRunning(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Loop thread: FailedPrecondition after shutdown.
+  absl::Status CheckOpen() const;
+
+  std::string Name() const;  // "actor A"
+
+  Transport& transport_;
+  const ActorServiceOptions options_;
+  kj::Own<kj::PromiseFulfiller<void>> on_shutdown_;
+  kj::TaskSet tasks_;
+
+  // Event-loop thread only.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const ir::ActorProgram>> programs_;
+  bool step_pending_ = false;   // a runStep/runRange call awaits its reply
+  bool shutting_down_ = false;
+  std::string needs_state_;     // non-empty: why runStep needs loadState first
+
+  // Compute thread only (after construction).
+  std::unique_ptr<Executor> executor_;
+  uint64_t executor_hash_ = 0;
+  ir::TensorMap loaded_state_;
+  bool have_state_ = false;
+  int64_t range_step_ = -1;  // the step a runRange sequence is in, or -1
+
+  mutable absl::Mutex mu_;
+  absl::CondVar work_available_;
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  Health health_ ABSL_GUARDED_BY(mu_) = Health::kIdle;
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+
+  std::thread compute_thread_;  // last: starts after everything above exists
+};
+
+}  // namespace tandem::actor
+
+#endif  // TANDEM_ACTOR_ACTOR_SERVICE_H_
