@@ -95,14 +95,7 @@ class ActorServiceTest : public ::testing::Test {
     return rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
   }
 
-  // Sends one runStep call (counted); the reply comes when the loop runs.
-  kj::Promise<capnp::Response<wire::Actor::RunStepResults>> SendRunStep(wire::Actor::Client& actor, uint64_t step,
-                                                                        uint64_t hash, const StepInputs& inputs) {
-    ++run_step_calls_;
-    auto request = actor.runStepRequest();
-    request.setStepId(step);
-    request.setProgramHash(hash);
-    auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
+  static void EncodeInputs(const StepInputs& inputs, capnp::List<wire::NamedTensor>::Builder list) {
     unsigned i = 0;
     for (const auto& [key, tensor] : inputs) {
       list[i].setName(key.binding);
@@ -110,6 +103,25 @@ class ActorServiceTest : public ::testing::Test {
       rpc::EncodeTensor(tensor, list[i].initTensor());
       ++i;
     }
+  }
+
+  static absl::Status DecodeResults(capnp::List<wire::NamedResult>::Reader results, StepReply& reply) {
+    for (wire::NamedResult::Reader result : results) {
+      absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(result.getTensor(), "result");
+      if (!tensor.ok()) return tensor.status();
+      reply.results[result.getName().cStr()][result.getMicrobatch()] = *std::move(tensor);
+    }
+    return absl::OkStatus();
+  }
+
+  // Sends one runStep call (counted); the reply comes when the loop runs.
+  kj::Promise<capnp::Response<wire::Actor::RunStepResults>> SendRunStep(wire::Actor::Client& actor, uint64_t step,
+                                                                        uint64_t hash, const StepInputs& inputs) {
+    ++run_step_calls_;
+    auto request = actor.runStepRequest();
+    request.setStepId(step);
+    request.setProgramHash(hash);
+    EncodeInputs(inputs, request.initInputs(static_cast<unsigned>(inputs.size())));
     return request.send();
   }
 
@@ -118,11 +130,7 @@ class ActorServiceTest : public ::testing::Test {
         rpc::ToStatusOr(kj::mv(promise)).wait(io_.waitScope);
     if (!response.ok()) return response.status();
     StepReply reply;
-    for (wire::NamedResult::Reader result : response->getResults()) {
-      absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(result.getTensor(), "result");
-      if (!tensor.ok()) return tensor.status();
-      reply.results[result.getName().cStr()][result.getMicrobatch()] = *std::move(tensor);
-    }
+    if (absl::Status status = DecodeResults(response->getResults(), reply); !status.ok()) return status;
     reply.peak_live_bytes = response->getPeakLiveBytes();
     reply.timings = response->getTimings().size();
     return reply;
@@ -141,22 +149,11 @@ class ActorServiceTest : public ::testing::Test {
     request.setProgramHash(hash);
     request.setBegin(begin);
     request.setEnd(end);
-    auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
-    unsigned i = 0;
-    for (const auto& [key, tensor] : inputs) {
-      list[i].setName(key.binding);
-      list[i].setMicrobatch(key.microbatch);
-      rpc::EncodeTensor(tensor, list[i].initTensor());
-      ++i;
-    }
+    EncodeInputs(inputs, request.initInputs(static_cast<unsigned>(inputs.size())));
     auto response = rpc::ToStatusOr(request.send()).wait(io_.waitScope);
     if (!response.ok()) return response.status();
     StepReply reply;
-    for (wire::NamedResult::Reader result : response->getResults()) {
-      absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(result.getTensor(), "result");
-      if (!tensor.ok()) return tensor.status();
-      reply.results[result.getName().cStr()][result.getMicrobatch()] = *std::move(tensor);
-    }
+    if (absl::Status status = DecodeResults(response->getResults(), reply); !status.ok()) return status;
     reply.timings = response->getTimings().size();
     return reply;
   }
@@ -326,16 +323,7 @@ TEST_F(ActorServiceTest, StepBeforeLoadStateIsFailedPrecondition) {
 }
 
 TEST_F(ActorServiceTest, KernelErrorComesBackWithTheExecutorsMessageAndCode) {
-  ir::ActorProgram program;
-  program.functions.push_back(TraceFunction("F0", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
-    Tensor table = t.Parameter("table", {5, 2}, init::Zeros());
-    Tensor ids = t.Input("ids", I32({3}));
-    return {{"e", embedding(table, ids)}};
-  }));
-  program.buffers = {StateBuffer("table", F32({5, 2})), InputBuffer("ids@0", "ids", 0, I32({3})),
-                     TemporaryBuffer("e@0", F32({3, 2}))};
-  program.instructions = {RunInstruction({'F', 0, 0}, 0, {0, 1}, {2}), FreeInstruction({'F', 0, 0}, {2})};
-  WithPeak(program);
+  ir::ActorProgram program = MakeEmbeddingLookup();
   const uint64_t hash = ir::HashActorProgram(program);
   InMemoryNetwork network(1);
   wire::Actor::Client actor = Serve(network.Endpoint(0));

@@ -255,16 +255,7 @@ TEST(Executor, MissingOrMistypedInputsAndStateNameTheBuffer) {
 }
 
 TEST(Executor, KernelErrorNamesActorStepAndInstruction) {
-  ir::ActorProgram program;
-  program.functions.push_back(TraceFunction("F0", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
-    Tensor table = t.Parameter("table", {5, 2}, init::Zeros());
-    Tensor ids = t.Input("ids", I32({3}));
-    return {{"e", embedding(table, ids)}};
-  }));
-  program.buffers = {StateBuffer("table", F32({5, 2})), InputBuffer("ids@0", "ids", 0, I32({3})),
-                     TemporaryBuffer("e@0", F32({3, 2}))};
-  program.instructions = {RunInstruction({'F', 0, 0}, 0, {0, 1}, {2}), FreeInstruction({'F', 0, 0}, {2})};
-  std::unique_ptr<Executor> executor = MakeExecutor(WithPeak(program));
+  std::unique_ptr<Executor> executor = MakeExecutor(MakeEmbeddingLookup());
   ASSERT_TRUE(executor->LoadState({{"table", Iota(F32({5, 2}), 0, 1)}}).ok());
   InMemoryNetwork network(1);
   absl::StatusOr<StepOutputs> out = executor->RunStep(

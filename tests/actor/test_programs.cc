@@ -172,4 +172,18 @@ TwoStageForward MakeTwoStageForward(int32_t num_microbatches) {
   return result;
 }
 
+ir::ActorProgram MakeEmbeddingLookup() {
+  ir::ActorProgram program;
+  program.functions.push_back(TraceFunction("F0", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor table = t.Parameter("table", {5, 2}, init::Zeros());
+    Tensor ids = t.Input("ids", I32({3}));
+    return {{"e", embedding(table, ids)}};
+  }));
+  program.buffers = {StateBuffer("table", F32({5, 2})), InputBuffer("ids@0", "ids", 0, I32({3})),
+                     TemporaryBuffer("e@0", F32({3, 2}))};
+  program.instructions = {RunInstruction({'F', 0, 0}, 0, {0, 1}, {2}), FreeInstruction({'F', 0, 0}, {2})};
+  WithPeak(program);
+  return program;
+}
+
 }  // namespace tandem::actor::testing

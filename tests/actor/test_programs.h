@@ -55,6 +55,10 @@ struct TwoStageForward {
 };
 TwoStageForward MakeTwoStageForward(int32_t num_microbatches);
 
+// One actor looking up ids i32[3] ("ids", microbatch 0) in a zero table f32[5, 2]
+// ("table"): an id outside [0, 5) makes the kernel fail.
+ir::ActorProgram MakeEmbeddingLookup();
+
 }  // namespace tandem::actor::testing
 
 #endif  // TANDEM_TESTS_ACTOR_TEST_PROGRAMS_H_
