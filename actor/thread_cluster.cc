@@ -94,14 +94,8 @@ absl::StatusOr<StepOutputs> ThreadCluster::RunActor(int32_t actor, int64_t step,
   Transport& transport = network_.Endpoint(actor);
   if (!per_task) return executor.RunStep(step, inputs, transport, receive_timeout);
   if (absl::Status status = executor.BeginStep(step, inputs); !status.ok()) return status;
-  const std::vector<int32_t>& starts = executor.program().task_starts;
-  const int32_t end = static_cast<int32_t>(executor.program().instructions.size());
-  // One dispatch per task: [starts[i], starts[i + 1]), after any prologue.
-  std::vector<int32_t> bounds = {0};
-  for (int32_t start : starts) {
-    if (start > bounds.back()) bounds.push_back(start);
-  }
-  bounds.push_back(end);
+  // One dispatch per task.
+  const std::vector<int32_t> bounds = ir::DispatchBounds(executor.program());
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     if (absl::Status status = executor.RunRange(bounds[i], bounds[i + 1], transport, receive_timeout); !status.ok()) {
       return status;

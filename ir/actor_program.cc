@@ -247,6 +247,16 @@ std::string PrintActorProgram(const ActorProgram& program, bool with_functions) 
   return out;
 }
 
+std::vector<int32_t> DispatchBounds(const ActorProgram& program) {
+  std::vector<int32_t> bounds = {0};
+  for (int32_t start : program.task_starts) {
+    if (start > bounds.back()) bounds.push_back(start);
+  }
+  const auto end = static_cast<int32_t>(program.instructions.size());
+  if (end > bounds.back() || bounds.size() == 1) bounds.push_back(end);
+  return bounds;
+}
+
 uint64_t HashActorProgram(const ActorProgram& program) {
   Canonical c;
   c.String("tandem.actor_program.v1");

@@ -122,6 +122,12 @@ struct ActorProgram {
 // instruction, e.g. "  12  F1.3  run F1 (%4@3, w1) -> (%9@3)".
 std::string PrintActorProgram(const ActorProgram& program, bool with_functions = false);
 
+// The instruction ranges of per-task dispatch: [bounds[i], bounds[i + 1]),
+// one per schedule task (instructions before the first task, if any, join
+// the first range); bounds[0] == 0, bounds.back() == instructions.size(),
+// and there is at least one range (an empty one for an empty program).
+std::vector<int32_t> DispatchBounds(const ActorProgram& program);
+
 // A content hash of everything in the program (functions included), stable
 // across runs and machines: what an actor caches a program under.
 uint64_t HashActorProgram(const ActorProgram& program);
