@@ -1,5 +1,9 @@
 #include "actor/actor_service.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -7,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kj/vector.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
 
@@ -74,9 +79,29 @@ void EncodeTimings(const StepOutputs& outputs, int64_t call_start_ns, InitTiming
 
 }  // namespace
 
+// The SharedRegion capability of one outbound ring: Cap'n Proto attaches its
+// descriptor (owned by the DataPlane) to every message that carries it.
+class RegionServer final : public wire::SharedRegion::Server {
+ public:
+  explicit RegionServer(int fd) : fd_(fd) {}
+  kj::Maybe<int> getFd() override { return fd_; }
+
+ private:
+  int fd_;
+};
+
 ActorService::ActorService(Transport& transport, ActorServiceOptions options,
                            kj::Own<kj::PromiseFulfiller<void>> on_shutdown)
+    : ActorService(transport, nullptr, options, kj::mv(on_shutdown)) {}
+
+ActorService::ActorService(DataPlane& data_plane, ActorServiceOptions options,
+                           kj::Own<kj::PromiseFulfiller<void>> on_shutdown)
+    : ActorService(data_plane.transport(), &data_plane, options, kj::mv(on_shutdown)) {}
+
+ActorService::ActorService(Transport& transport, DataPlane* data_plane, ActorServiceOptions options,
+                           kj::Own<kj::PromiseFulfiller<void>> on_shutdown)
     : transport_(transport),
+      data_plane_(data_plane),
       options_(options),
       on_shutdown_(kj::mv(on_shutdown)),
       tasks_(*this),
@@ -163,6 +188,10 @@ absl::Status ActorService::CheckOpen() const {
 absl::StatusOr<std::shared_ptr<const ir::ActorProgram>> ActorService::ProgramForStep(uint64_t step,
                                                                                      uint64_t hash) {
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  if (data_plane_ != nullptr && data_plane_setup_ != DataPlaneSetup::kConnected) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Name(), ": step ", step, " refused: the data plane is not connected (call connectDataPlane first)"));
+  }
   if (step_pending_) {
     return absl::FailedPreconditionError(
         absl::StrCat(Name(), ": step ", step, " refused: another step call is still running"));
@@ -343,6 +372,7 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
     wire::Actor::RunRangeResults::Builder results = context.getResults();
     if (!reply->finished) return;
     EncodeResults(reply->outputs, [&](unsigned n) { return results.initResults(n); });
+    results.setPeakLiveBytes(reply->outputs.peak_live_bytes);
     EncodeTimings(reply->outputs, reply->call_start_ns, [&](unsigned n) { return results.initTimings(n); });
   });
 }
@@ -379,6 +409,71 @@ kj::Promise<void> ActorService::health(HealthContext context) {
   }
   results.setMessage(last_error_);
   return kj::READY_NOW;
+}
+
+kj::Promise<void> ActorService::openDataPlane(OpenDataPlaneContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  if (data_plane_ == nullptr) {
+    rpc::ThrowIfError(absl::FailedPreconditionError(absl::StrCat(Name(), ": this data plane needs no setup")));
+  }
+  if (data_plane_setup_ != DataPlaneSetup::kNone) {
+    rpc::ThrowIfError(absl::FailedPreconditionError(absl::StrCat(Name(), ": the data plane was opened already")));
+  }
+  data_plane_setup_ = DataPlaneSetup::kOpened;
+  const DataPlane::Offer offer = data_plane_->GetOffer();
+  wire::Actor::OpenDataPlaneResults::Builder results = context.getResults();
+  results.setTcpAddress(offer.tcp_address);
+  auto regions = results.initRegions(static_cast<unsigned>(offer.regions.size()));
+  for (size_t i = 0; i < offer.regions.size(); ++i) {
+    regions[i].setPeer(offer.regions[i].peer);
+    regions[i].setRegion(kj::heap<RegionServer>(offer.regions[i].fd));
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> ActorService::connectDataPlane(ConnectDataPlaneContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  if (data_plane_ == nullptr || data_plane_setup_ != DataPlaneSetup::kOpened) {
+    rpc::ThrowIfError(absl::FailedPreconditionError(absl::StrCat(
+        Name(), data_plane_ == nullptr ? ": this data plane needs no setup"
+                                       : ": connectDataPlane needs one openDataPlane before it, and only one")));
+  }
+  data_plane_setup_ = DataPlaneSetup::kConnecting;
+  wire::Actor::ConnectDataPlaneParams::Reader params = context.getParams();
+  const absl::Duration timeout = absl::Milliseconds(std::max<int64_t>(params.getTimeoutMillis(), 0));
+
+  // The rings' descriptors arrive with the message; getFd() hands out the
+  // connection's copy, which we duplicate before the message goes.
+  auto peers = std::make_shared<std::vector<DataPlane::Peer>>();
+  kj::Vector<kj::Promise<void>> descriptors;
+  for (wire::DataPlanePeer::Reader entry : params.getPeers()) {
+    const size_t index = peers->size();
+    peers->push_back({entry.getActor(), ToString(entry.getTcpAddress()), -1});
+    if (!entry.hasRegion()) continue;
+    descriptors.add(entry.getRegion().getFd().then([this, peers, index](kj::Maybe<int> fd) {
+      KJ_IF_MAYBE (received, fd) {
+        (*peers)[index].region_fd = fcntl(*received, F_DUPFD_CLOEXEC, 0);
+      }
+      if ((*peers)[index].region_fd < 0) {
+        rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
+            Name(), ": the shared-memory ring of actor ", (*peers)[index].actor,
+            " arrived without its file descriptor (is the control connection a Unix socket?)")));
+      }
+    }));
+  }
+  return kj::joinPromises(descriptors.releaseAsArray())
+      .then([this, peers, timeout]() {
+        return OnCompute([this, peers, timeout]() { return data_plane_->Connect(std::move(*peers), timeout); });
+      })
+      .then([this]() { data_plane_setup_ = DataPlaneSetup::kConnected; },
+            [this, peers](kj::Exception&& exception) {
+              for (DataPlane::Peer& peer : *peers) {
+                if (peer.region_fd >= 0) close(peer.region_fd);
+                peer.region_fd = -1;
+              }
+              data_plane_setup_ = DataPlaneSetup::kOpened;
+              kj::throwFatalException(kj::mv(exception));
+            });
 }
 
 kj::Promise<void> ActorService::shutdown(ShutdownContext context) {

@@ -10,10 +10,12 @@
 //    cached hash builds a new Executor that takes over the current state);
 //  - the state last given to loadState (the initial state, a checkpoint, or
 //    recovery after a failed step).
-// The data plane is injected: the Transport this actor sends and receives
-// on (an InMemoryNetwork endpoint in tests, shared memory or TCP in the
-// actor process). The service never Resets a transport; an owner that
-// needs per-step resets (the in-memory network) does them between steps.
+// The data plane is injected: either a bare Transport this actor sends and
+// receives on (an InMemoryNetwork endpoint in tests, needing no setup), or
+// a DataPlane (shared memory or TCP in the actor process) that the
+// controller sets up with openDataPlane and connectDataPlane before the
+// first step. The service never Resets a transport; an owner that needs
+// per-step resets (the in-memory network) does them between steps.
 //
 // Threading contract. Two threads:
 //  - the event-loop thread (the one that constructs the service): every
@@ -52,6 +54,13 @@
 //  - readBuffer: a state buffer's tensor by binding, read on the compute
 //    thread after any job posted before it. Only state buffers: the
 //    Executor does not expose temporaries. NotFound otherwise.
+//  - openDataPlane: completed before the handler returns, with the
+//    DataPlane's offer (a SharedRegion capability per ring, carrying its
+//    descriptor). FailedPrecondition without a DataPlane or when called twice.
+//  - connectDataPlane: reads the rings' descriptors on the loop thread,
+//    then completes when the compute thread has connected (bounded by the
+//    call's timeout). Steps are refused until it succeeded, when the
+//    service has a DataPlane.
 //  - health: answered at once.
 //  - shutdown: replies, then refuses further calls, tells the compute
 //    thread to stop after its current job (aborting the Transport if a step
@@ -84,6 +93,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actor/data_plane.h"
 #include "actor/executor.h"
 #include "actor/transport.h"
 #include "ir/actor_program.h"
@@ -105,6 +115,9 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   // `on_shutdown` (may be null) is fulfilled after shutdown() has replied.
   ActorService(Transport& transport, ActorServiceOptions options,
                kj::Own<kj::PromiseFulfiller<void>> on_shutdown);
+  // As above, on `data_plane`'s transport, set up through the control plane.
+  ActorService(DataPlane& data_plane, ActorServiceOptions options,
+               kj::Own<kj::PromiseFulfiller<void>> on_shutdown);
   ActorService(const ActorService&) = delete;
   ActorService& operator=(const ActorService&) = delete;
   // Aborts the Transport if a step is still running, then joins the compute
@@ -119,6 +132,8 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   kj::Promise<void> readBuffer(ReadBufferContext context) override;
   kj::Promise<void> health(HealthContext context) override;
   kj::Promise<void> shutdown(ShutdownContext context) override;
+  kj::Promise<void> openDataPlane(OpenDataPlaneContext context) override;
+  kj::Promise<void> connectDataPlane(ConnectDataPlaneContext context) override;
 
  private:
   using Job = kj::Function<void()>;
@@ -163,7 +178,11 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
 
   std::string Name() const;  // "actor A"
 
+  ActorService(Transport& transport, DataPlane* data_plane, ActorServiceOptions options,
+               kj::Own<kj::PromiseFulfiller<void>> on_shutdown);
+
   Transport& transport_;
+  DataPlane* const data_plane_;  // null: the transport needs no setup
   const ActorServiceOptions options_;
   kj::Own<kj::PromiseFulfiller<void>> on_shutdown_;
   kj::TaskSet tasks_;
@@ -172,6 +191,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   absl::flat_hash_map<uint64_t, std::shared_ptr<const ir::ActorProgram>> programs_;
   bool step_pending_ = false;   // a runStep/runRange call awaits its reply
   bool shutting_down_ = false;
+  enum class DataPlaneSetup { kNone, kOpened, kConnecting, kConnected } data_plane_setup_ = DataPlaneSetup::kNone;
   std::string needs_state_;     // non-empty: why runStep needs loadState first
 
   // Compute thread only (after construction).

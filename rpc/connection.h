@@ -10,8 +10,9 @@
 //    connection: its calls fail with Unavailable, other connections are
 //    unaffected.
 // nesting_limit bounds recursion when reading; our schema nests < 8 deep.
-// max_fds_per_message bounds descriptors accepted per message (the data
-// plane hands over a shared-memory fd or two at startup).
+// max_fds_per_message bounds descriptors accepted per message: the
+// shared-memory data plane hands each actor one ring per peer in one
+// message at startup, so it caps the actors per host at 65.
 //
 // Threading: every object here belongs to the thread whose KJ event loop
 // (kj::setupAsyncIo) created it, and must be used and destroyed there.
@@ -40,7 +41,7 @@ inline constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{64} << 20;
 struct ConnectionLimits {
   uint64_t max_message_bytes = kDefaultMaxMessageBytes;
   int nesting_limit = 32;
-  uint32_t max_fds_per_message = 4;
+  uint32_t max_fds_per_message = 64;
 };
 
 // traversalLimitInWords = max_message_bytes / 8, nestingLimit as given.

@@ -116,6 +116,26 @@ struct ActorProgram {
 
 # --- Capabilities. --------------------------------------------------------
 
+# A shared-memory ring of the data plane. It carries no methods: its file
+# descriptor (a memfd) travels attached to the message that carries the
+# capability, over the Unix socket of the control connection, and is read
+# back with Capability::Client::getFd().
+interface SharedRegion {}
+
+# The ring an actor writes to one peer.
+struct OutboundRegion {
+  peer @0 :Int32;
+  region @1 :SharedRegion;
+}
+
+# How the callee reaches `actor` on the data plane: one of the two fields,
+# by the job's transport.
+struct DataPlanePeer {
+  actor @0 :Int32;
+  tcpAddress @1 :Text;       # "host:port" where `actor` accepts (TCP)
+  region @2 :SharedRegion;   # the ring `actor` writes to the callee (shared memory)
+}
+
 enum HealthState {
   idle @0;      # registered, waiting for work
   running @1;   # a step or range is executing
@@ -141,7 +161,8 @@ interface Actor {
   # carries its inputs.
   runRange @2 (stepId :UInt64, programHash :UInt64, begin :Int32, end :Int32,
                inputs :List(NamedTensor))
-      -> (results :List(NamedResult), timings :List(InstructionTiming));
+      -> (results :List(NamedResult), timings :List(InstructionTiming),
+          peakLiveBytes :Int64);
 
   # Debugging: the current tensor of buffer `name` (NOT_FOUND if absent).
   readBuffer @3 (name :Text) -> (tensor :Tensor);
@@ -156,6 +177,16 @@ interface Actor {
   # ignored): the initial state, a checkpoint, or recovery after a failed
   # step. Fails (INVALID_ARGUMENT) for a missing or mistyped state buffer.
   loadState @6 (tensors :List(NamedTensor)) -> ();
+
+  # Data-plane setup, once, before the first step. openDataPlane returns
+  # what peers need: the TCP address this actor accepts on, or the rings it
+  # writes to each peer (as descriptors). The controller then hands every
+  # actor its peers with connectDataPlane, which returns once this actor can
+  # reach all of them (TCP: connected both ways; shared memory: every
+  # inbound ring mapped and checked). FAILED_PRECONDITION for an actor whose
+  # data plane needs no setup or was set up already.
+  openDataPlane @7 () -> (tcpAddress :Text, regions :List(OutboundRegion));
+  connectDataPlane @8 (peers :List(DataPlanePeer), timeoutMillis :Int64) -> ();
 }
 
 # The controller's record of one registered actor. Dropping it (or the

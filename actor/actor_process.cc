@@ -1,0 +1,141 @@
+#include "actor/actor_process.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "actor/actor_service.h"
+#include "ir/kernels.h"
+#include "kj/async-io.h"
+#include "kj/debug.h"
+#include "rpc/async_status.h"
+#include "rpc/connection.h"
+#include "rpc/controller_service.h"
+
+namespace tandem::actor {
+namespace {
+
+namespace wire = rpc::wire;
+
+void Log(int32_t actor, absl::string_view text) {
+  const std::string line = absl::StrCat("actor ", actor, ": ", text, "\n");
+  fwrite(line.data(), 1, line.size(), stderr);
+  fflush(stderr);
+}
+
+// Ends the process with `code` unless Disarm() is called within `grace`:
+// the bound on unwinding after the controller is gone (a kernel that is
+// still computing finishes its op before the compute thread can stop).
+class ExitWatchdog {
+ public:
+  ExitWatchdog(absl::Duration grace, int code)
+      : thread_([this, grace, code] {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(grace), [this] { return disarmed_; })) {
+            std::fflush(stderr);
+            std::_Exit(code);
+          }
+        }) {}
+  ~ExitWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      disarmed_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool disarmed_ = false;
+  std::thread thread_;
+};
+
+enum class Ending { kShutdown, kDisconnected };
+
+}  // namespace
+
+int RunActorProcess(const ActorProcessOptions& options) {
+  const int32_t actor = options.actor;
+  if (options.num_actors <= 0 || actor < 0 || actor >= options.num_actors) {
+    Log(actor, absl::StrCat("actor id ", actor, " is outside [0, ", options.num_actors, ")"));
+    return kActorExitSetupFailed;
+  }
+  if (options.token.empty()) {
+    Log(actor, "no job token given (the launcher sets TANDEM_JOB_TOKEN)");
+    return kActorExitSetupFailed;
+  }
+  // One BLAS thread: the bits of matmul depend on OpenBLAS's thread count,
+  // and the reference runs with one; the actors of a host share its cores.
+  ir::SetBlasThreads(1);
+  absl::StatusOr<std::unique_ptr<DataPlane>> data_plane =
+      CreateDataPlane(options.data_plane, actor, options.num_actors, options.data_plane_options);
+  if (!data_plane.ok()) {
+    Log(actor, absl::StrCat("cannot create the ", DataPlaneKindName(options.data_plane),
+                            " data plane: ", data_plane.status().ToString()));
+    return kActorExitSetupFailed;
+  }
+
+  Ending ending = Ending::kShutdown;
+  std::optional<ExitWatchdog> watchdog;  // outlives the scope it guards
+  {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> stream = rpc::ConnectUnix(io, options.controller_socket);
+    if (!stream.ok()) {
+      Log(actor, absl::StrCat("cannot reach the controller: ", stream.status().ToString()));
+      return kActorExitSetupFailed;
+    }
+    rpc::RpcConnection connection(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT, nullptr,
+                                  rpc::ConnectionLimits{});
+    auto shutdown = kj::newPromiseAndFulfiller<void>();
+    ActorServiceOptions service_options;
+    service_options.receive_timeout = options.receive_timeout;
+    wire::Actor::Client service =
+        kj::heap<ActorService>(**data_plane, service_options, kj::mv(shutdown.fulfiller));
+
+    kj::Timer& timer = io.provider->getTimer();
+    absl::StatusOr<wire::ActorSession::Client> session =
+        rpc::Register(connection.Bootstrap<wire::Controller>(), actor, options.token, service)
+            .exclusiveJoin(timer.afterDelay(absl::ToInt64Milliseconds(options.register_timeout) * kj::MILLISECONDS)
+                               .then([]() -> absl::StatusOr<wire::ActorSession::Client> {
+                                 return absl::DeadlineExceededError("the controller did not answer registration");
+                               }))
+            .wait(io.waitScope);
+    if (!session.ok()) {
+      Log(actor, absl::StrCat("registration failed: ", session.status().ToString()));
+      return session.status().code() == absl::StatusCode::kPermissionDenied ||
+                     session.status().code() == absl::StatusCode::kInvalidArgument
+                 ? kActorExitRefused
+                 : kActorExitSetupFailed;
+    }
+
+    ending = shutdown.promise.then([] { return Ending::kShutdown; })
+                 .exclusiveJoin(connection.OnDisconnect().then([] { return Ending::kDisconnected; }))
+                 .wait(io.waitScope);
+    if (ending == Ending::kShutdown) {
+      // Let the loop write the shutdown reply before the connection goes.
+      timer.afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
+    } else {
+      Log(actor, "the controller's connection dropped; exiting");
+      (*data_plane)->transport().Abort(absl::UnavailableError(
+          absl::StrCat("actor ", actor, ": the controller's connection dropped")));
+    }
+    watchdog.emplace(options.exit_grace,
+                     ending == Ending::kShutdown ? kActorExitOk : kActorExitControllerLost);
+    // Leaving this scope drops the session, the service (joining its compute
+    // thread) and the connection, on the loop thread that owns them.
+  }
+  return ending == Ending::kShutdown ? kActorExitOk : kActorExitControllerLost;
+}
+
+}  // namespace tandem::actor

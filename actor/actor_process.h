@@ -1,0 +1,53 @@
+// The actor process (binary `tandem-actor`, tools/actor_main.cc): dials the
+// controller's Unix socket, registers with the job's token, serves the Actor
+// interface over its data plane until told to shut down, and exits by
+// itself when the controller's connection drops.
+//
+// Lifetime, from the process's point of view:
+//  1. creates its DataPlane (shared-memory rings, or a TCP listener);
+//  2. connects to `controller_socket` and calls Controller.register, which
+//     must answer within `register_timeout` (a refused token is exit code 2);
+//  3. runs its event loop: the ActorService answers the controller's calls
+//     and computes on its own thread;
+//  4. leaves the loop on Actor.shutdown (exit code 0) or when the control
+//     connection drops (exit code 3, within `exit_grace` even if a step is
+//     computing: the data plane is aborted, and a watchdog ends the process
+//     if unwinding takes longer).
+// Diagnostics go to stderr, one line each; the local launcher prefixes them
+// with the actor id.
+#ifndef TANDEM_ACTOR_ACTOR_PROCESS_H_
+#define TANDEM_ACTOR_ACTOR_PROCESS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "actor/data_plane.h"
+
+namespace tandem::actor {
+
+struct ActorProcessOptions {
+  std::string controller_socket;
+  std::string token;  // the job's token (from the environment, never argv)
+  int32_t actor = 0;
+  int32_t num_actors = 0;
+  DataPlaneKind data_plane = DataPlaneKind::kShm;
+  DataPlaneOptions data_plane_options;
+  absl::Duration receive_timeout = absl::Seconds(30);
+  absl::Duration register_timeout = absl::Seconds(30);
+  absl::Duration exit_grace = absl::Seconds(2);
+};
+
+// Exit codes of the actor process.
+inline constexpr int kActorExitOk = 0;
+inline constexpr int kActorExitSetupFailed = 1;  // bad options, no data plane, no controller
+inline constexpr int kActorExitRefused = 2;      // registration refused (e.g. wrong token)
+inline constexpr int kActorExitControllerLost = 3;
+
+// Runs the actor until shutdown or a lost controller; returns the exit code.
+// Call from main(), once per process.
+int RunActorProcess(const ActorProcessOptions& options);
+
+}  // namespace tandem::actor
+
+#endif  // TANDEM_ACTOR_ACTOR_PROCESS_H_

@@ -1,0 +1,79 @@
+// DataPlane: an actor process's Transport together with its setup across
+// processes, which the control plane drives in two rounds:
+//  1. Actor.openDataPlane -> Offer(): what peers need to reach this actor
+//     (the TCP address it accepts on, or the shared-memory rings it writes
+//     to each peer, as file descriptors);
+//  2. Actor.connectDataPlane -> Connect(): the peers' offers, as they
+//     concern this actor; returns once every peer is reachable.
+// Two implementations: shared memory (ShmTransport, one host) and TCP
+// (TcpTransport, across hosts; loopback unless told otherwise).
+//
+// Ownership: the DataPlane owns its Transport; the descriptors in an Offer
+// stay owned by the DataPlane; Connect takes over the descriptors it is
+// given (closing them on every path). Threading: Offer and transport() from
+// any one thread; Connect blocks (up to its timeout) and belongs on the
+// compute thread, never on an event loop.
+#ifndef TANDEM_ACTOR_DATA_PLANE_H_
+#define TANDEM_ACTOR_DATA_PLANE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "actor/transport.h"
+
+namespace tandem::actor {
+
+enum class DataPlaneKind : uint8_t { kShm, kTcp };
+
+// "shm" or "tcp".
+absl::string_view DataPlaneKindName(DataPlaneKind kind);
+// InvalidArgument naming the accepted values for anything else.
+absl::StatusOr<DataPlaneKind> ParseDataPlaneKind(absl::string_view name);
+
+class DataPlane {
+ public:
+  struct Region {
+    int32_t peer = 0;  // the ring this actor writes to `peer`
+    int fd = -1;       // owned by the DataPlane
+  };
+  struct Offer {
+    std::string tcp_address;      // "host:port" (TCP), empty otherwise
+    std::vector<Region> regions;  // one per peer (shared memory), empty otherwise
+  };
+  struct Peer {
+    int32_t actor = 0;
+    std::string tcp_address;  // where `actor` accepts (TCP)
+    int region_fd = -1;       // the ring `actor` writes to us (shared memory)
+  };
+
+  virtual ~DataPlane() = default;
+
+  virtual DataPlaneKind kind() const = 0;
+  virtual Transport& transport() = 0;
+  virtual Offer GetOffer() const = 0;
+  // Needs exactly one entry per other actor. InvalidArgument naming the
+  // actor for a missing, repeated or out-of-range peer or one without what
+  // this transport needs; the transport's errors (DataLoss for a ring that
+  // is not from that peer, DeadlineExceeded for peers that never connect).
+  virtual absl::Status Connect(std::vector<Peer> peers, absl::Duration timeout) = 0;
+  // Waits until queued sends are written, at most until `deadline`.
+  virtual absl::Status Flush(absl::Time deadline) = 0;
+};
+
+struct DataPlaneOptions {
+  int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors
+  std::string tcp_bind_host = "127.0.0.1";
+};
+
+absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(DataPlaneKind kind, int32_t actor, int32_t num_actors,
+                                                           const DataPlaneOptions& options);
+
+}  // namespace tandem::actor
+
+#endif  // TANDEM_ACTOR_DATA_PLANE_H_
