@@ -19,11 +19,21 @@ namespace tandem::controller {
 // data and labels it uses, and ("step", -1).
 using ActorInputs = std::map<std::pair<std::string, int32_t>, ir::HostTensor>;
 
+// When one instruction of an actor's program ran, relative to the moment the
+// actor began the step (its call).
+struct InstructionTime {
+  int32_t instruction = 0;
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+};
+
 // What one actor reports after a step.
 struct ActorStepResult {
   // Emitted results by name and microbatch, e.g. results["loss"][3].
   std::map<std::string, std::map<int32_t, ir::HostTensor>> results;
   int64_t peak_live_bytes = 0;  // measured over the step's buffers
+  // Every instruction that ran, in program order.
+  std::vector<InstructionTime> timings;
 };
 
 // How dispatches are cut: the whole step in one call per actor, or one call

@@ -78,7 +78,19 @@ absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& micr
       report.losses.push_back(found->f32()[0]);
     }
   }
-  for (const ActorStepResult& result : *results) report.peak_live_bytes.push_back(result.peak_live_bytes);
+  for (size_t actor = 0; actor < results->size(); ++actor) {
+    ActorStepResult& result = (*results)[actor];
+    const std::vector<ir::Instruction>& instructions = compiled_.programs[actor].instructions;
+    int64_t busy = 0;
+    for (const InstructionTime& time : result.timings) {
+      const bool run = time.instruction >= 0 && time.instruction < static_cast<int32_t>(instructions.size()) &&
+                       instructions[time.instruction].kind == ir::InstructionKind::kRun;
+      if (run) busy += time.duration_ns;
+    }
+    report.peak_live_bytes.push_back(result.peak_live_bytes);
+    report.busy_ns.push_back(busy);
+    report.timings.push_back(std::move(result.timings));
+  }
   return report;
 }
 

@@ -24,6 +24,10 @@ struct StepReport {
   std::vector<float> losses;            // per microbatch (empty for forward-only)
   std::vector<ir::HostTensor> outputs;  // per microbatch, forward-only steps
   std::vector<int64_t> peak_live_bytes; // measured, per actor
+  // Per actor: time spent in run instructions (compute), and every
+  // instruction's timing as the actor reported it.
+  std::vector<int64_t> busy_ns;
+  std::vector<std::vector<InstructionTime>> timings;
 };
 
 class Pipeline {

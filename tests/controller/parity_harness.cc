@@ -79,10 +79,13 @@ bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0
 
 }  // namespace
 
-void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps) {
+std::unique_ptr<Launcher> ThreadsLauncher() { return std::make_unique<cli::ThreadsLauncher>(absl::Seconds(20)); }
+
+void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps,
+                  const LauncherFactory& make_launcher) {
   ir::SetBlasThreads(1);
-  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
-      step, schedule, ir::InitialState(step), std::make_unique<cli::ThreadsLauncher>(absl::Seconds(20)));
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(step, schedule, ir::InitialState(step), make_launcher());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ir::TensorMap reference = ir::InitialState(step);
   for (int s = 1; s <= steps; ++s) {
@@ -116,8 +119,8 @@ void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule
 void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& schedule,
                          const examples::MlpConfig& config) {
   ir::SetBlasThreads(1);
-  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
-      step, schedule, ir::InitialState(step), std::make_unique<cli::ThreadsLauncher>(absl::Seconds(20)));
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(step, schedule, ir::InitialState(step), ThreadsLauncher());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   std::vector<ir::TensorMap> batches = Batches(step, 1);
   absl::StatusOr<StepReport> report = (*pipeline)->Step(batches);

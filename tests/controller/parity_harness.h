@@ -3,10 +3,13 @@
 #ifndef TANDEM_TESTS_CONTROLLER_PARITY_HARNESS_H_
 #define TANDEM_TESTS_CONTROLLER_PARITY_HARNESS_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/launcher.h"
 #include "examples/models/mlp.h"
 #include "ir/interpreter.h"
 #include "ir/train_step.h"
@@ -22,9 +25,15 @@ absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches);
 // Deterministic data for every data and label input of `step`.
 std::vector<ir::TensorMap> Batches(const ir::TrainStep& step, int64_t step_number);
 
-// Runs `steps` steps on actor threads and on the reference interpreter and
-// expects bit-identical losses and state, and measured peak == static peak.
-void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps);
+using LauncherFactory = std::function<std::unique_ptr<Launcher>()>;
+// The threads launcher (actor threads, in-memory data plane).
+std::unique_ptr<Launcher> ThreadsLauncher();
+
+// Runs `steps` steps on the launcher's actors and on the reference
+// interpreter and expects bit-identical losses and state, and measured
+// peak == static peak.
+void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps,
+                  const LauncherFactory& make_launcher = ThreadsLauncher);
 void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& schedule,
                          const examples::MlpConfig& config);
 

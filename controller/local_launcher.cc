@@ -1,0 +1,656 @@
+#include "controller/local_launcher.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "kj/async-io.h"
+#include "kj/debug.h"
+#include "rpc/controller_service.h"
+#include "rpc/program_codec.h"
+#include "rpc/status_convert.h"
+#include "rpc/tandem.capnp.h"
+
+namespace tandem::controller {
+namespace {
+
+namespace wire = rpc::wire;
+
+std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+// 32 random bytes from the kernel, as hex: the job's token.
+absl::StatusOr<std::string> RandomToken() {
+  unsigned char bytes[32];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (got < 0) return absl::InternalError("getrandom failed while making the job token");
+    filled += static_cast<size_t>(got);
+  }
+  std::string token;
+  for (unsigned char byte : bytes) absl::StrAppendFormat(&token, "%02x", byte);
+  return token;
+}
+
+// True if /proc says the process is stopped (SIGSTOP, SIGTSTP, a tracer).
+bool ProcessIsStopped(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string contents((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // "pid (comm) S ...": the state follows the last ')'.
+  size_t paren = contents.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= contents.size()) return false;
+  char state = contents[paren + 2];
+  return state == 'T' || state == 't';
+}
+
+void WriteStderrLine(absl::string_view line) {
+  std::string text = absl::StrCat(line, "\n");
+  fwrite(text.data(), 1, text.size(), stderr);
+}
+
+// The most useful of several failures: an actor's own error rather than the
+// aborts it caused in its peers.
+bool MoreTelling(const absl::Status& a, const absl::Status& b) {
+  auto rank = [](const absl::Status& s) { return s.code() == absl::StatusCode::kAborted ? 1 : 0; };
+  return rank(a) < rank(b);
+}
+
+}  // namespace
+
+absl::string_view DataPlaneTransportName(DataPlaneTransport transport) {
+  return transport == DataPlaneTransport::kShm ? "shm" : "tcp";
+}
+
+absl::StatusOr<DataPlaneTransport> ParseDataPlaneTransport(absl::string_view name) {
+  if (name == "shm") return DataPlaneTransport::kShm;
+  if (name == "tcp") return DataPlaneTransport::kTcp;
+  return absl::InvalidArgumentError(absl::StrCat("unknown transport '", name, "' (expected shm or tcp)"));
+}
+
+// What the loop thread reports. Everything the calling thread reads about an
+// actor call, it reads here, under the mutex.
+struct LocalLauncher::Board {
+  absl::Mutex mu;
+  absl::CondVar changed;
+  std::vector<bool> registered ABSL_GUARDED_BY(mu);
+  std::vector<absl::Time> last_heard ABSL_GUARDED_BY(mu);  // the last reply of each actor
+  // The current batch of calls: per actor, its status once it completed.
+  std::vector<std::optional<absl::Status>> done ABSL_GUARDED_BY(mu);
+  int64_t step_rpcs ABSL_GUARDED_BY(mu) = 0;
+  int64_t refused ABSL_GUARDED_BY(mu) = 0;
+  bool shutting_down ABSL_GUARDED_BY(mu) = false;
+
+  void Heard(int32_t actor) {
+    absl::MutexLock lock(&mu);
+    last_heard[actor] = absl::Now();
+  }
+  void Done(int32_t actor, absl::Status status) {
+    absl::MutexLock lock(&mu);
+    last_heard[actor] = absl::Now();
+    if (!done[actor].has_value()) done[actor] = std::move(status);
+    changed.SignalAll();
+  }
+};
+
+// The event-loop thread's objects: created, used and destroyed on it.
+struct LocalLauncher::Loop : private kj::TaskSet::ErrorHandler {
+  Loop(kj::AsyncIoContext& io, Board& board, int32_t num_actors, absl::Duration heartbeat_interval)
+      : io(io),
+        executor(kj::getCurrentThreadExecutor()),
+        board(board),
+        tasks(*this),
+        actors(num_actors),
+        health_outstanding(num_actors, false),
+        tcp_addresses(num_actors),
+        regions(num_actors),
+        hashes(num_actors, 0),
+        results(num_actors),
+        states(num_actors),
+        heartbeat_interval(absl::ToInt64Milliseconds(heartbeat_interval) * kj::MILLISECONDS) {}
+
+  // Adds one actor call: `call` completes it; its status goes to the board.
+  void Track(int32_t actor, kj::Promise<void> call) {
+    tasks.add(canceler.wrap(kj::mv(call))
+                  .then([this, actor]() { board.Done(actor, absl::OkStatus()); },
+                        [this, actor](kj::Exception&& exception) {
+                          board.Done(actor, rpc::FromKjException(exception));
+                        }));
+  }
+
+  // A health call to every registered actor without one outstanding, each
+  // interval; replies refresh the board's last_heard.
+  kj::Promise<void> Heartbeat() {
+    return io.provider->getTimer().afterDelay(heartbeat_interval).then([this]() {
+      for (int32_t actor = 0; actor < static_cast<int32_t>(actors.size()); ++actor) {
+        if (actors[actor].get() == nullptr || health_outstanding[actor]) continue;
+        health_outstanding[actor] = true;
+        tasks.add(actors[actor]->healthRequest().send().then(
+            [this, actor](auto&&) {
+              health_outstanding[actor] = false;
+              board.Heard(actor);
+            },
+            [this, actor](kj::Exception&&) { health_outstanding[actor] = false; }));
+      }
+      return Heartbeat();
+    });
+  }
+
+  void taskFailed(kj::Exception&& exception) override {
+    // Track() and Heartbeat() handle their own errors; only cancellation
+    // reaches here.
+    (void)exception;
+  }
+
+  kj::AsyncIoContext& io;
+  const kj::Executor& executor;
+  Board& board;
+  kj::Canceler canceler;  // the actor calls in flight
+  kj::TaskSet tasks;
+  std::unique_ptr<rpc::ControlServer> server;
+  kj::Own<kj::PromiseFulfiller<void>> stop;
+  std::vector<kj::Own<wire::Actor::Client>> actors;  // null until registered
+  std::vector<bool> health_outstanding;
+  // The data plane's offers, by actor.
+  std::vector<std::string> tcp_addresses;
+  std::vector<std::map<int32_t, wire::SharedRegion::Client>> regions;  // peer -> ring to it
+  std::vector<uint64_t> hashes;
+  std::vector<ActorStepResult> results;
+  std::vector<ir::TensorMap> states;
+  kj::Duration heartbeat_interval;
+};
+
+LocalLauncher::LocalLauncher(LocalLauncherOptions options) : options_(std::move(options)) {}
+
+LocalLauncher::~LocalLauncher() { (void)Shutdown(); }
+
+int64_t LocalLauncher::step_rpcs() const {
+  if (board_ == nullptr) return 0;
+  absl::MutexLock lock(&board_->mu);
+  return board_->step_rpcs;
+}
+
+int64_t LocalLauncher::refused_registrations() const {
+  if (board_ == nullptr) return 0;
+  absl::MutexLock lock(&board_->mu);
+  return board_->refused;
+}
+
+std::string LocalLauncher::Describe(int32_t actor) const {
+  const std::vector<int32_t>& stages = stages_[actor];
+  return absl::StrCat("actor ", actor, " (stage", stages.size() == 1 ? " " : "s ", absl::StrJoin(stages, ", "), ")");
+}
+
+absl::Status LocalLauncher::Fail(absl::Status status) {
+  if (!broken_.has_value()) broken_ = status;
+  if (loop_ != nullptr) {
+    loop_->executor.executeSync([this] { loop_->canceler.cancel("the launcher failed"); });
+  }
+  return *broken_;
+}
+
+absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout, const std::function<bool()>& ready,
+                                  const std::function<bool(int32_t actor)>& pending) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Duration tick = absl::Milliseconds(50);
+  while (true) {
+    {
+      absl::MutexLock lock(&board_->mu);
+      board_->changed.WaitWithTimeout(&board_->mu, tick);
+      if (ready()) return absl::OkStatus();
+    }
+    // A process that ended says more than the calls it broke.
+    if (std::optional<ExitInfo> exit = processes_->Poll(); exit.has_value()) {
+      return Fail(absl::UnavailableError(
+          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe())));
+    }
+    const absl::Time now = absl::Now();
+    absl::MutexLock lock(&board_->mu);
+    for (int32_t actor = 0; actor < num_actors_; ++actor) {
+      if (!pending(actor) || !board_->registered[actor]) continue;
+      const absl::Duration silent = now - board_->last_heard[actor];
+      if (silent < options_.unresponsive_after) continue;
+      const pid_t pid = processes_->pid(ActorId{actor});
+      return Fail(absl::DeadlineExceededError(absl::StrCat(
+          Describe(actor), " stopped answering during ", what, ": no heartbeat for ",
+          absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
+          ProcessIsStopped(pid) ? absl::StrCat(" (its process ", pid, " is stopped, e.g. by SIGSTOP)") : "")));
+    }
+    if (now > deadline) {
+      std::vector<std::string> late;
+      for (int32_t actor = 0; actor < num_actors_; ++actor) {
+        if (pending(actor)) late.push_back(Describe(actor));
+      }
+      return Fail(absl::DeadlineExceededError(absl::StrCat(what, ": ", absl::StrJoin(late, ", "),
+                                                           " did not finish within ",
+                                                           absl::FormatDuration(timeout))));
+    }
+  }
+}
+
+absl::Status LocalLauncher::CallAll(absl::string_view what, absl::Duration timeout,
+                                    std::function<void(int32_t actor)> issue) {
+  if (broken_.has_value()) return *broken_;
+  {
+    absl::MutexLock lock(&board_->mu);
+    board_->done.assign(num_actors_, std::nullopt);
+  }
+  loop_->executor.executeSync([&] {
+    for (int32_t actor = 0; actor < num_actors_; ++actor) issue(actor);
+  });
+  Board& board = *board_;
+  auto all_done_or_failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) {
+    bool all = true;
+    for (const std::optional<absl::Status>& status : board.done) {
+      if (!status.has_value()) {
+        all = false;
+      } else if (!status->ok()) {
+        return true;
+      }
+    }
+    return all;
+  };
+  auto pending = [&](int32_t actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) {
+    return !board.done[actor].has_value();
+  };
+  if (absl::Status waited = Await(what, timeout, all_done_or_failed, pending); !waited.ok()) return waited;
+
+  // Every call ended, or one failed: report the most telling failure.
+  std::optional<std::pair<int32_t, absl::Status>> failure;
+  {
+    absl::MutexLock lock(&board_->mu);
+    for (int32_t actor = 0; actor < num_actors_; ++actor) {
+      const std::optional<absl::Status>& status = board_->done[actor];
+      if (!status.has_value() || status->ok()) continue;
+      if (!failure.has_value() || MoreTelling(*status, failure->second)) failure.emplace(actor, *status);
+    }
+  }
+  if (!failure.has_value()) return absl::OkStatus();
+  // A broken connection is usually a process that died: give the process
+  // group a moment to report it, which names how it ended.
+  if (failure->second.code() == absl::StatusCode::kUnavailable) {
+    absl::StatusOr<ExitInfo> exit = processes_->WaitAny(absl::Seconds(1));
+    if (exit.ok()) {
+      return Fail(absl::UnavailableError(
+          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe())));
+    }
+  }
+  const auto& [actor, status] = *failure;
+  return Fail(absl::Status(status.code(), absl::StrCat(Describe(actor), ", ", what, ": ", status.message())));
+}
+
+absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
+                                  const std::vector<ir::TensorMap>& states) {
+  if (board_ != nullptr) return absl::FailedPreconditionError("the local launcher was started already");
+  num_actors_ = static_cast<int32_t>(programs.size());
+  if (num_actors_ == 0 || states.size() != programs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("need one state per program and at least one program, got ", programs.size(), " programs and ",
+                     states.size(), " states"));
+  }
+  if (options_.actor_binary.empty() || access(options_.actor_binary.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("the actor binary '", options_.actor_binary,
+                                            "' does not exist or is not executable"));
+  }
+  if (options_.transport == DataPlaneTransport::kShm &&
+      static_cast<uint32_t>(num_actors_ - 1) > options_.limits.max_fds_per_message) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the shared-memory data plane hands each actor ", num_actors_ - 1, " rings in one control message, above ",
+        "the limit of ", options_.limits.max_fds_per_message, " descriptors per message"));
+  }
+  stages_.assign(num_actors_, {});
+  bounds_.assign(num_actors_, {});
+  state_bindings_.assign(num_actors_, {});
+  for (int32_t index = 0; index < num_actors_; ++index) {
+    const ir::ActorProgram& program = programs[index];
+    if (program.actor != index || program.num_actors != num_actors_) {
+      return absl::InvalidArgumentError(absl::StrCat("program ", index, " is for actor ", program.actor, " of ",
+                                                     program.num_actors, "; expected actor ", index, " of ",
+                                                     num_actors_));
+    }
+    bounds_[program.actor] = ir::DispatchBounds(program);
+    for (const ir::Buffer& buffer : program.buffers) {
+      if (buffer.kind == ir::BufferKind::kState) state_bindings_[program.actor].push_back(buffer.binding);
+    }
+    std::vector<int32_t>& stages = stages_[program.actor];
+    for (const ir::Instruction& instruction : program.instructions) {
+      if (instruction.task.stage >= 0) stages.push_back(instruction.task.stage);
+    }
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  }
+  board_ = std::make_unique<Board>();
+  {
+    absl::MutexLock lock(&board_->mu);
+    board_->registered.assign(num_actors_, false);
+    board_->last_heard.assign(num_actors_, absl::InfinitePast());
+    board_->done.assign(num_actors_, std::nullopt);
+  }
+  if (absl::Status status = StartActors(); !status.ok()) return Fail(status);
+  if (absl::Status status = SetUpDataPlane(); !status.ok()) return status;
+
+  // Each program once, under its content hash; then each actor's state.
+  absl::Status loaded = CallAll("loadProgram", options_.start_timeout, [&](int32_t actor) {
+    const ir::ActorProgram& program = programs[actor];
+    loop_->hashes[actor] = ir::HashActorProgram(program);
+    auto request = (*loop_->actors[actor]).loadProgramRequest();
+    request.setHash(loop_->hashes[actor]);
+    rpc::EncodeProgram(program, request.initProgram());
+    loop_->Track(actor, request.send().ignoreResult());
+  });
+  if (!loaded.ok()) return loaded;
+  return CallAll("loadState", options_.start_timeout, [&](int32_t actor) {
+    const ir::TensorMap& state = states[actor];
+    auto request = (*loop_->actors[actor]).loadStateRequest();
+    auto list = request.initTensors(static_cast<unsigned>(state.size()));
+    unsigned index = 0;
+    for (const auto& [name, tensor] : state) {
+      list[index].setName(name);
+      list[index].setMicrobatch(-1);
+      rpc::EncodeTensor(tensor, list[index].initTensor());
+      ++index;
+    }
+    loop_->Track(actor, request.send().ignoreResult());
+  });
+}
+
+absl::Status LocalLauncher::StartActors() {
+  absl::StatusOr<std::string> directory = rpc::MakePrivateRunDirectory();
+  if (!directory.ok()) return directory.status();
+  run_directory_ = *directory;
+  socket_path_ = absl::StrCat(run_directory_, "/controller.sock");
+  absl::StatusOr<std::string> token = RandomToken();
+  if (!token.ok()) return token.status();
+
+  // The loop thread: listens, accepts registrations, runs the heartbeats,
+  // and later every actor call, until Shutdown() stops it.
+  absl::Notification listening;
+  absl::Status listen_status;
+  loop_thread_ = std::thread([this, token = *token, &listening, &listen_status] {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    loop_ = std::make_unique<Loop>(io, *board_, num_actors_, options_.heartbeat_interval);
+    loop_->stop = kj::mv(stop.fulfiller);
+    absl::StatusOr<std::unique_ptr<rpc::UnixListener>> listener = rpc::UnixListener::Listen(io, socket_path_);
+    if (!listener.ok()) {
+      listen_status = listener.status();
+      loop_.reset();
+      listening.Notify();
+      return;
+    }
+    auto log = [this](absl::string_view line) {
+      if (options_.log) {
+        options_.log(line);
+      } else {
+        WriteStderrLine(absl::StrCat("tandem: ", line));
+      }
+    };
+    auto on_register = [this](int32_t actor, wire::Actor::Client client) -> absl::Status {
+      if (loop_->actors[actor].get() != nullptr) {
+        return absl::AlreadyExistsError(absl::StrCat("registration refused: actor ", actor, " is already registered"));
+      }
+      loop_->actors[actor] = kj::heap<wire::Actor::Client>(kj::mv(client));
+      absl::MutexLock lock(&board_->mu);
+      board_->registered[actor] = true;
+      board_->last_heard[actor] = absl::Now();
+      board_->changed.SignalAll();
+      return absl::OkStatus();
+    };
+    auto on_refusal = [this, log](absl::string_view line) {
+      {
+        absl::MutexLock lock(&board_->mu);
+        ++board_->refused;
+      }
+      log(line);
+    };
+    auto on_connection_event = [this, log](absl::string_view line) {
+      bool quiet;
+      {
+        absl::MutexLock lock(&board_->mu);
+        quiet = board_->shutting_down;
+      }
+      if (!quiet) log(absl::StrCat("control plane: ", line));
+    };
+    capnp::Capability::Client bootstrap =
+        kj::heap<rpc::ControllerService>(token, num_actors_, on_register, on_refusal);
+    loop_->server = std::make_unique<rpc::ControlServer>(*std::move(listener), bootstrap, options_.limits,
+                                                         on_connection_event);
+    listening.Notify();
+    loop_->tasks.add(loop_->Heartbeat());
+    stop.promise.exclusiveJoin(loop_->server->Run()).wait(io.waitScope);
+    loop_.reset();  // drops every connection, on this thread
+  });
+  listening.WaitForNotification();
+  if (!listen_status.ok()) {
+    loop_thread_.join();
+    return listen_status;
+  }
+
+  std::vector<ProcessSpec> specs;
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    ProcessSpec spec;
+    spec.program = options_.actor_binary;
+    spec.args = {"--controller",
+                 socket_path_,
+                 "--actor",
+                 absl::StrCat(actor),
+                 "--actors",
+                 absl::StrCat(num_actors_),
+                 "--transport",
+                 std::string(DataPlaneTransportName(options_.transport)),
+                 "--receive-timeout-ms",
+                 absl::StrCat(absl::ToInt64Milliseconds(options_.receive_timeout)),
+                 "--shm-ring-mib",
+                 absl::StrCat(std::max<int64_t>(1, options_.shm_ring_bytes >> 20))};
+    // One BLAS thread per actor (the actor pins it too): OpenBLAS then
+    // starts no pool of threads competing for the host's cores.
+    spec.environment = {{"TANDEM_JOB_TOKEN", *token}, {"OPENBLAS_NUM_THREADS", "1"}};
+    specs.push_back(std::move(spec));
+  }
+  ProcessGroupOptions group_options;
+  group_options.sink = options_.output;
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> processes = ProcessGroup::Start(std::move(specs), group_options);
+  if (!processes.ok()) return processes.status();
+  processes_ = *std::move(processes);
+
+  Board& board = *board_;
+  return Await(
+      "registration", options_.start_timeout,
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) {
+        return std::all_of(board.registered.begin(), board.registered.end(), [](bool r) { return r; });
+      },
+      [&](int32_t actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) { return !board.registered[actor]; });
+}
+
+absl::Status LocalLauncher::SetUpDataPlane() {
+  absl::Status opened = CallAll("data-plane setup (openDataPlane)", options_.start_timeout, [&](int32_t actor) {
+    loop_->Track(actor, (*loop_->actors[actor]).openDataPlaneRequest().send().then([this, actor](auto&& response) {
+      loop_->tcp_addresses[actor] = ToString(response.getTcpAddress());
+      for (wire::OutboundRegion::Reader region : response.getRegions()) {
+        loop_->regions[actor].emplace(region.getPeer(), region.getRegion());
+      }
+    }));
+  });
+  if (!opened.ok()) return opened;
+  const int64_t timeout_ms = absl::ToInt64Milliseconds(options_.start_timeout);
+  return CallAll("data-plane setup (connectDataPlane)", options_.start_timeout, [&](int32_t actor) {
+    auto request = (*loop_->actors[actor]).connectDataPlaneRequest();
+    request.setTimeoutMillis(timeout_ms);
+    auto peers = request.initPeers(static_cast<unsigned>(num_actors_ - 1));
+    unsigned index = 0;
+    for (int32_t peer = 0; peer < num_actors_; ++peer) {
+      if (peer == actor) continue;
+      wire::DataPlanePeer::Builder entry = peers[index++];
+      entry.setActor(peer);
+      entry.setTcpAddress(loop_->tcp_addresses[peer]);
+      auto region = loop_->regions[peer].find(actor);
+      if (region != loop_->regions[peer].end()) entry.setRegion(region->second);
+    }
+    loop_->Track(actor, request.send().ignoreResult());
+  });
+}
+
+absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step,
+                                                                    const std::vector<ActorInputs>& inputs,
+                                                                    Dispatch dispatch) {
+  if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  if (static_cast<int32_t>(inputs.size()) != num_actors_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step, ": inputs for ", inputs.size(), " actors, the job has ", num_actors_));
+  }
+  // Fills a request's inputs from `inputs[actor]`.
+  auto encode_inputs = [&inputs](int32_t actor, auto list_init) {
+    auto list = list_init(static_cast<unsigned>(inputs[actor].size()));
+    unsigned index = 0;
+    for (const auto& [key, tensor] : inputs[actor]) {
+      list[index].setName(key.first);
+      list[index].setMicrobatch(key.second);
+      rpc::EncodeTensor(tensor, list[index].initTensor());
+      ++index;
+    }
+  };
+  // Decodes a reply's results and timings into loop_->results[actor].
+  auto decode = [this, step](int32_t actor, auto results, auto timings, int64_t peak) {
+    ActorStepResult decoded;
+    decoded.peak_live_bytes = peak;
+    for (wire::NamedResult::Reader entry : results) {
+      std::string name = ToString(entry.getName());
+      absl::StatusOr<ir::HostTensor> tensor =
+          rpc::DecodeTensor(entry.getTensor(), absl::StrCat("result ", name, " of step ", step));
+      rpc::ThrowIfError(tensor.status());
+      decoded.results[name][entry.getMicrobatch()] = *std::move(tensor);
+    }
+    for (wire::InstructionTiming::Reader timing : timings) {
+      decoded.timings.push_back({timing.getInstruction(), timing.getStartNanos(), timing.getDurationNanos()});
+    }
+    loop_->results[actor] = std::move(decoded);
+  };
+  const std::string what = absl::StrCat("step ", step);
+  absl::Status status;
+  if (dispatch == Dispatch::kFused) {
+    status = CallAll(what, options_.step_timeout, [&](int32_t actor) {
+      auto request = (*loop_->actors[actor]).runStepRequest();
+      request.setStepId(static_cast<uint64_t>(step));
+      request.setProgramHash(loop_->hashes[actor]);
+      encode_inputs(actor, [&](unsigned n) { return request.initInputs(n); });
+      {
+        absl::MutexLock lock(&board_->mu);
+        ++board_->step_rpcs;
+      }
+      loop_->Track(actor, request.send().then([decode, actor](auto&& response) {
+        decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes());
+      }));
+    });
+  } else {
+    // One runRange per task, in program order, every actor at once.
+    status = CallAll(what, options_.step_timeout, [&](int32_t actor) {
+      // Runs ranges [index, end) of `bounds`, one call after the other.
+      struct Chain {
+        std::vector<int32_t> bounds;
+        std::function<kj::Promise<void>(size_t)> next;
+      };
+      auto chain = std::make_shared<Chain>();
+      chain->bounds = bounds_[actor];
+      // The first call runs now, while `inputs` lives; only it carries them.
+      chain->next = [this, chain, actor, step, decode, encode_inputs](size_t index) -> kj::Promise<void> {
+        const bool last = index + 2 == chain->bounds.size();
+        auto request = (*loop_->actors[actor]).runRangeRequest();
+        request.setStepId(static_cast<uint64_t>(step));
+        request.setProgramHash(loop_->hashes[actor]);
+        request.setBegin(chain->bounds[index]);
+        request.setEnd(chain->bounds[index + 1]);
+        if (index == 0) encode_inputs(actor, [&](unsigned n) { return request.initInputs(n); });
+        {
+          absl::MutexLock lock(&board_->mu);
+          ++board_->step_rpcs;
+        }
+        return request.send().then([chain, actor, index, last, decode](auto&& response) -> kj::Promise<void> {
+          if (last) {
+            decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes());
+            chain->next = nullptr;  // breaks the cycle chain -> next -> chain
+            return kj::READY_NOW;
+          }
+          return chain->next(index + 1);
+        });
+      };
+      loop_->Track(actor, chain->next(0));
+    });
+  }
+  if (!status.ok()) return status;
+  std::vector<ActorStepResult> results;
+  loop_->executor.executeSync([&] {
+    for (ActorStepResult& result : loop_->results) results.push_back(std::move(result));
+    loop_->results.assign(num_actors_, {});
+  });
+  return results;
+}
+
+absl::StatusOr<std::vector<ir::TensorMap>> LocalLauncher::ReadState() {
+  if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  absl::Status status = CallAll("reading the state", options_.step_timeout, [&](int32_t actor) {
+    kj::Vector<kj::Promise<void>> reads;
+    loop_->states[actor].clear();
+    for (const std::string& name : state_bindings_[actor]) {
+      auto request = (*loop_->actors[actor]).readBufferRequest();
+      request.setName(name);
+      reads.add(request.send().then([this, actor, name](auto&& response) {
+        absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(response.getTensor(), absl::StrCat("state ", name));
+        rpc::ThrowIfError(tensor.status());
+        loop_->states[actor][name] = *std::move(tensor);
+      }));
+    }
+    loop_->Track(actor, kj::joinPromises(reads.releaseAsArray()));
+  });
+  if (!status.ok()) return status;
+  std::vector<ir::TensorMap> states;
+  loop_->executor.executeSync([&] { states = std::move(loop_->states); loop_->states.assign(num_actors_, {}); });
+  return states;
+}
+
+absl::Status LocalLauncher::Shutdown() {
+  if (shut_down_) return absl::OkStatus();
+  shut_down_ = true;
+  absl::Status status;
+  if (board_ != nullptr) {
+    absl::MutexLock lock(&board_->mu);
+    board_->shutting_down = true;
+  }
+  if (loop_ != nullptr && processes_ != nullptr && !broken_.has_value()) {
+    // Ask politely and give the actors a moment to exit by themselves; the
+    // process group's shutdown below makes sure.
+    loop_->executor.executeSync([this] {
+      for (int32_t actor = 0; actor < num_actors_; ++actor) {
+        if (loop_->actors[actor].get() == nullptr) continue;
+        loop_->tasks.add((*loop_->actors[actor]).shutdownRequest().send().ignoreResult());
+      }
+    });
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    for (int32_t exited = 0; exited < num_actors_;) {
+      absl::StatusOr<ExitInfo> exit = processes_->WaitAny(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      if (!exit.ok()) break;
+      ++exited;
+    }
+  }
+  if (processes_ != nullptr) status = processes_->Shutdown(absl::Seconds(1));
+  if (loop_thread_.joinable()) {
+    if (loop_ != nullptr) loop_->executor.executeSync([this] { loop_->stop->fulfill(); });
+    loop_thread_.join();
+  }
+  if (!run_directory_.empty()) {
+    unlink(socket_path_.c_str());
+    rmdir(run_directory_.c_str());
+  }
+  return status;
+}
+
+}  // namespace tandem::controller

@@ -1,0 +1,157 @@
+// LocalLauncher: the default launcher. Runs one `tandem-actor` process per
+// actor on this host and drives them over the control plane (rpc/), one
+// Cap'n Proto connection per actor on a Unix socket in a private run
+// directory.
+//
+// Start():
+//  1. makes the run directory (0700), a random per-job token and the
+//     controller's socket, then fork/execs the actors (ProcessGroup: their
+//     output prefixed "[actor N]", no orphans on any exit path). The token
+//     reaches them in the environment, never in argv;
+//  2. waits for every actor to register (a wrong token or a duplicate id is
+//     refused and logged; the job goes on);
+//  3. sets up the data plane: openDataPlane on every actor, then
+//     connectDataPlane with each actor's peers (shared-memory rings travel
+//     as file descriptors on the control socket; TCP addresses as text);
+//  4. ships each program once under its content hash (loadProgram), then
+//     each actor's state (loadState).
+// RunStep(): one runStep RPC per actor per step (Dispatch::kFused), or one
+// runRange RPC per task (kPerTask, for measurement). ReadState(): readBuffer
+// per state buffer.
+//
+// Failure handling. Every wait is bounded, and while it waits the launcher
+// watches the processes and their heartbeats (a health call to every actor
+// each heartbeat_interval):
+//  - an actor process that dies -> Unavailable naming the actor, its stages,
+//    the step (or setup phase) and how it died, within moments;
+//  - an actor that stops answering for unresponsive_after (SIGSTOPped, or
+//    hung) -> DeadlineExceeded naming it;
+//  - an actor's failed call -> its status, with the actor, stages and step;
+//  - a wait longer than its timeout -> DeadlineExceeded naming the actors
+//    that did not finish.
+// After a failure the launcher is broken: every later call returns the
+// first failure. Shutdown() (and the destructor) asks the actors to exit,
+// then terminates and reaps the processes and removes the run directory.
+//
+// Threading. The launcher owns one event-loop thread, which owns every
+// Cap'n Proto object (the socket, the connections, the actors' capabilities)
+// and runs the heartbeats. The calling thread posts work to it and waits on
+// a mutex-guarded board, watching for failures. Start() must be called from
+// a thread that outlives the launcher (the actors die with that thread; see
+// ProcessGroup). Not thread-safe: one controller thread makes the calls.
+#ifndef TANDEM_CONTROLLER_LOCAL_LAUNCHER_H_
+#define TANDEM_CONTROLLER_LOCAL_LAUNCHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "controller/launcher.h"
+#include "controller/process_group.h"
+#include "rpc/connection.h"
+
+namespace tandem::controller {
+
+enum class DataPlaneTransport : uint8_t { kShm, kTcp };
+
+// "shm" / "tcp", and back (InvalidArgument naming the accepted values).
+absl::string_view DataPlaneTransportName(DataPlaneTransport transport);
+absl::StatusOr<DataPlaneTransport> ParseDataPlaneTransport(absl::string_view name);
+
+struct LocalLauncherOptions {
+  // The actor executable (tandem-actor).
+  std::string actor_binary;
+  DataPlaneTransport transport = DataPlaneTransport::kShm;
+  int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors
+  // Bound on starting: spawning, registering, data plane, programs, state.
+  absl::Duration start_timeout = absl::Seconds(60);
+  // Bound on one step (or one ReadState).
+  absl::Duration step_timeout = absl::Minutes(10);
+  // The deadline of every data-plane receive in the actors.
+  absl::Duration receive_timeout = absl::Seconds(30);
+  absl::Duration heartbeat_interval = absl::Milliseconds(250);
+  absl::Duration unresponsive_after = absl::Seconds(3);
+  // Where the actors' prefixed output lines go (default: stderr).
+  LineSink output;
+  // Where the launcher's own notices go (refused registrations, ...; default:
+  // stderr).
+  std::function<void(absl::string_view)> log;
+  rpc::ConnectionLimits limits;
+};
+
+class LocalLauncher final : public Launcher {
+ public:
+  explicit LocalLauncher(LocalLauncherOptions options);
+  LocalLauncher(const LocalLauncher&) = delete;
+  LocalLauncher& operator=(const LocalLauncher&) = delete;
+  // Shutdown(), ignoring its status.
+  ~LocalLauncher() override;
+
+  absl::Status Start(const std::vector<ir::ActorProgram>& programs,
+                     const std::vector<ir::TensorMap>& states) override;
+  absl::StatusOr<std::vector<ActorStepResult>> RunStep(int64_t step, const std::vector<ActorInputs>& inputs,
+                                                       Dispatch dispatch) override;
+  absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
+
+  // Asks every actor to exit, waits briefly, then terminates and reaps the
+  // processes, stops the event loop and removes the run directory.
+  // Idempotent.
+  absl::Status Shutdown();
+
+  // For tests and benchmarks (valid after Start()).
+  // The controller's socket, where actors register.
+  const std::string& socket_path() const { return socket_path_; }
+  // The actor processes (pids, signals).
+  ProcessGroup* processes() const { return processes_.get(); }
+  // runStep and runRange calls issued so far.
+  int64_t step_rpcs() const;
+  // Registrations refused so far (wrong token, bad or duplicate id).
+  int64_t refused_registrations() const;
+
+ private:
+  struct Loop;   // the event-loop thread's objects
+  struct Board;  // what the loop thread reports to the calling thread
+
+  // Runs `issue(actor)` on the loop thread for every actor, then waits until
+  // each call has completed, watching for failures. `what` names the work
+  // in errors ("step 5", "loadProgram").
+  absl::Status CallAll(absl::string_view what, absl::Duration timeout,
+                       std::function<void(int32_t actor)> issue);
+  // Waits for `ready()` (checked under the board's mutex) with the same
+  // watch; `pending(actor)` says which actors the wait depends on.
+  absl::Status Await(absl::string_view what, absl::Duration timeout, const std::function<bool()>& ready,
+                     const std::function<bool(int32_t actor)>& pending);
+  // Marks the launcher broken with `status` (the first one wins) and
+  // cancels the calls still outstanding.
+  absl::Status Fail(absl::Status status);
+  // "actor 2 (stage 2)" / "actor 0 (stages 0, 4)".
+  std::string Describe(int32_t actor) const;
+  absl::Status StartActors();
+  absl::Status SetUpDataPlane();
+
+  const LocalLauncherOptions options_;
+  int32_t num_actors_ = 0;
+  std::vector<std::vector<int32_t>> stages_;          // by actor
+  std::vector<std::vector<int32_t>> bounds_;          // by actor: per-task dispatch ranges
+  std::vector<std::vector<std::string>> state_bindings_;  // by actor
+  std::string run_directory_;
+  std::string socket_path_;
+  std::unique_ptr<ProcessGroup> processes_;
+  std::unique_ptr<Board> board_;
+  std::unique_ptr<Loop> loop_;  // created and destroyed on loop_thread_
+  std::thread loop_thread_;
+  std::optional<absl::Status> broken_;
+  bool shut_down_ = false;
+};
+
+}  // namespace tandem::controller
+
+#endif  // TANDEM_CONTROLLER_LOCAL_LAUNCHER_H_

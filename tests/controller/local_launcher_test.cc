@@ -1,0 +1,299 @@
+// The local launcher across real processes (tandem-actor), on loopback only:
+// bitwise parity for every built-in schedule over both data planes, one
+// step RPC per actor per step, failures (a killed, a stopped actor) turned
+// into clear errors in bounded time with no process left, and a control
+// socket that refuses strangers without disturbing the job. Every wait is
+// bounded by the launcher's timeouts or the test's own.
+#include "controller/local_launcher.h"
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "controller/pipeline.h"
+#include "examples/models/mlp.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/kernels.h"
+#include "kj/async-io.h"
+#include "rpc/connection.h"
+#include "rpc/controller_service.h"
+#include "schedules/generators.h"
+#include "tests/controller/parity_harness.h"
+
+namespace tandem::controller {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+LocalLauncherOptions TestOptions(DataPlaneTransport transport = DataPlaneTransport::kShm) {
+  LocalLauncherOptions options;
+  options.actor_binary = TANDEM_ACTOR_BINARY;
+  options.transport = transport;
+  options.shm_ring_bytes = int64_t{16} << 20;
+  options.start_timeout = absl::Seconds(30);
+  options.step_timeout = absl::Seconds(60);
+  options.receive_timeout = absl::Seconds(20);
+  return options;
+}
+
+bool Gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+// --- Parity ---------------------------------------------------------------
+
+struct ProcessCase {
+  std::string model;
+  std::string schedule;
+  int32_t actors = 2;
+  int32_t virtual_stages = 1;
+  DataPlaneTransport transport = DataPlaneTransport::kShm;
+
+  // Enough microbatches for every schedule (ZB-V needs 2P - 1).
+  int32_t microbatches() const { return actors == 2 ? 4 : 8; }
+  std::string Name() const {
+    std::string name = absl::StrCat(model, "_", schedule, "_P", actors, "_", DataPlaneTransportName(transport));
+    for (char& c : name) {
+      if (c == '-') c = '_';
+    }
+    return name;
+  }
+};
+
+// gtest prints parameters by this (the name is the test's suffix too).
+void PrintTo(const ProcessCase& c, std::ostream* os) { *os << c.Name(); }
+
+std::vector<ProcessCase> Cases() {
+  std::vector<ProcessCase> cases;
+  for (DataPlaneTransport transport : {DataPlaneTransport::kShm, DataPlaneTransport::kTcp}) {
+    for (const std::string model : {"mlp", "gpt"}) {
+      for (int32_t actors : {2, 4}) {
+        cases.push_back({model, "gpipe", actors, 1, transport});
+        cases.push_back({model, "1f1b", actors, 1, transport});
+        cases.push_back({model, "interleaved", actors, 2, transport});
+        cases.push_back({model, "zb-h1", actors, 1, transport});
+        cases.push_back({model, "zb-v", actors, 2, transport});
+      }
+    }
+  }
+  return cases;
+}
+
+class ProcessParity : public ::testing::TestWithParam<ProcessCase> {};
+
+TEST_P(ProcessParity, ThreeStepsMatchTheReferenceBitwise) {
+  const ProcessCase& c = GetParam();
+  const int32_t stages = c.actors * c.virtual_stages;
+  absl::StatusOr<ir::TrainStep> step = c.model == "gpt" ? testing_harness::TinyGpt(stages, c.microbatches())
+                                                        : testing_harness::TinyMlp(stages, c.microbatches());
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
+      c.schedule, {.actors = c.actors, .microbatches = c.microbatches(), .virtual_stages = c.virtual_stages});
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  testing_harness::ExpectParity(*step, *schedule, /*steps=*/3,
+                                [&] { return std::make_unique<LocalLauncher>(TestOptions(c.transport)); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, ProcessParity, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<ProcessCase>& info) { return info.param.Name(); });
+
+// --- A running job for the other tests --------------------------------------
+
+// A pipeline on a LocalLauncher the test can reach into.
+struct Job {
+  ir::TrainStep step;
+  std::unique_ptr<Pipeline> pipeline;
+  LocalLauncher* launcher = nullptr;  // owned by `pipeline`
+};
+
+// An MLP over `actors` stages with 1F1B; `width` and `batch` set how long a
+// step computes.
+void StartJob(Job& job, int32_t actors, int32_t microbatches, int64_t width = 12, int64_t batch = 4,
+              LocalLauncherOptions options = TestOptions()) {
+  ir::SetBlasThreads(1);
+  examples::MlpConfig config;
+  config.input_dim = width;
+  config.hidden_dim = width;
+  config.num_layers = actors;
+  config.batch_size = batch;
+  config.num_stages = actors;
+  absl::StatusOr<ir::TrainStep> step =
+      TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 0.1}),
+                     {.num_microbatches = microbatches, .seed = 3});
+  ASSERT_TRUE(step.ok()) << step.status();
+  job.step = *std::move(step);
+  absl::StatusOr<schedules::Schedule> schedule =
+      schedules::Generate("1f1b", {.actors = actors, .microbatches = microbatches});
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  auto launcher = std::make_unique<LocalLauncher>(std::move(options));
+  job.launcher = launcher.get();
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(job.step, *schedule, ir::InitialState(job.step), std::move(launcher));
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  job.pipeline = *std::move(pipeline);
+}
+
+std::vector<pid_t> ActorPids(const Job& job, int32_t actors) {
+  std::vector<pid_t> pids;
+  for (int32_t actor = 0; actor < actors; ++actor) pids.push_back(job.launcher->processes()->pid(ActorId{actor}));
+  return pids;
+}
+
+// --- One RPC per actor per step -----------------------------------------------
+
+TEST(LocalLauncherDispatch, FusedDispatchIsOneStepRpcPerActorPerStepWhateverM) {
+  for (int32_t microbatches : {2, 16}) {
+    Job job;
+    ASSERT_NO_FATAL_FAILURE(StartJob(job, 4, microbatches));
+    for (int64_t s = 1; s <= 3; ++s) {
+      const int64_t before = job.launcher->step_rpcs();
+      absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, s));
+      ASSERT_TRUE(report.ok()) << report.status();
+      EXPECT_EQ(job.launcher->step_rpcs() - before, 4) << "M=" << microbatches << " step " << s;
+    }
+  }
+}
+
+TEST(LocalLauncherDispatch, PerTaskDispatchIsOneRpcPerTask) {
+  Job job;
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 2, 8));
+  int64_t ranges = 0;
+  for (const ir::ActorProgram& program : job.pipeline->compiled().programs) {
+    ranges += static_cast<int64_t>(ir::DispatchBounds(program).size()) - 1;
+  }
+  // 1F1B, 2 stages, 8 microbatches: F and B per microbatch and stage, plus
+  // each actor's update.
+  EXPECT_GE(ranges, 2 * 2 * 8);
+  const int64_t before = job.launcher->step_rpcs();
+  absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, 1), Dispatch::kPerTask);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(job.launcher->step_rpcs() - before, ranges);
+}
+
+// --- Failures -------------------------------------------------------------
+
+TEST(LocalLauncherFailure, KilledActorIsUnavailableNamingActorStageAndStepWithinFiveSeconds) {
+  Job job;
+  // A step long enough (tens of ms or more) for the kill to land inside it.
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 2, 16, /*width=*/256, /*batch=*/128));
+  const std::vector<pid_t> pids = ActorPids(job, 2);
+  absl::Status failure;
+  absl::Time killed_at = absl::InfiniteFuture();
+  for (int64_t s = 1; s <= 20 && failure.ok(); ++s) {
+    std::thread killer;
+    if (s == 2) {
+      killer = std::thread([&] {
+        absl::SleepFor(absl::Milliseconds(5));
+        killed_at = absl::Now();
+        ASSERT_TRUE(job.launcher->processes()->Kill(ActorId{1}, SIGKILL).ok());
+      });
+    }
+    absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, s));
+    if (killer.joinable()) killer.join();
+    failure = report.status();
+  }
+  const absl::Time reported_at = absl::Now();
+  ASSERT_FALSE(failure.ok()) << "the steps went on after actor 1 was killed";
+  EXPECT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  EXPECT_THAT(std::string(failure.message()),
+              AllOf(HasSubstr("actor 1 (stage 1)"), HasSubstr("during step "), HasSubstr("signal 9")));
+  EXPECT_LT(reported_at - killed_at, absl::Seconds(5));
+  // The launcher is broken for good, and takes every process with it.
+  EXPECT_FALSE(job.pipeline->Step(testing_harness::Batches(job.step, 99)).ok());
+  job.pipeline.reset();
+  for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "pid " << pid;
+}
+
+TEST(LocalLauncherFailure, StoppedActorIsDeadlineExceededNamingIt) {
+  Job job;
+  LocalLauncherOptions options = TestOptions();
+  options.unresponsive_after = absl::Seconds(1);
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 2, 8, 12, 4, options));
+  const std::vector<pid_t> pids = ActorPids(job, 2);
+  ASSERT_TRUE(job.pipeline->Step(testing_harness::Batches(job.step, 1)).ok());
+  ASSERT_TRUE(job.launcher->processes()->Kill(ActorId{1}, SIGSTOP).ok());
+  const absl::Time stopped_at = absl::Now();
+  absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, 2));
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kDeadlineExceeded) << report.status();
+  EXPECT_THAT(std::string(report.status().message()),
+              AllOf(HasSubstr("actor 1 (stage 1) stopped answering during step 2"), HasSubstr("is stopped")));
+  EXPECT_LT(absl::Now() - stopped_at, absl::Seconds(5));
+  job.pipeline.reset();  // SIGKILL reaches a stopped process too
+  for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "pid " << pid;
+}
+
+TEST(LocalLauncherFailure, MissingActorBinaryIsNotFound) {
+  LocalLauncherOptions options = TestOptions();
+  options.actor_binary = "/nonexistent/tandem-actor";
+  Job job;
+  absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(2, 2);
+  ASSERT_TRUE(step.ok());
+  absl::StatusOr<schedules::Schedule> schedule = schedules::Generate("1f1b", {.actors = 2, .microbatches = 2});
+  ASSERT_TRUE(schedule.ok());
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(*step, *schedule, ir::InitialState(*step), std::make_unique<LocalLauncher>(options));
+  ASSERT_FALSE(pipeline.ok());
+  EXPECT_EQ(pipeline.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(pipeline.status().message()), HasSubstr("/nonexistent/tandem-actor"));
+}
+
+// --- Security -------------------------------------------------------------
+
+// A stranger on the job's control socket: registers as `actor_id` with
+// `token`, sending with `limits`. Returns what registration came to.
+absl::Status RegisterAsStranger(const std::string& socket, const std::string& token, rpc::ConnectionLimits limits) {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> stream = rpc::ConnectUnix(io, socket);
+  if (!stream.ok()) return stream.status();
+  rpc::RpcConnection connection(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT, nullptr, limits);
+  // The stranger offers a broken Actor capability: it never gets that far.
+  rpc::wire::Actor::Client nobody = capnp::Capability::Client(KJ_EXCEPTION(FAILED, "stranger")).castAs<rpc::wire::Actor>();
+  kj::Timer& timer = io.provider->getTimer();
+  return rpc::Register(connection.Bootstrap<rpc::wire::Controller>(), 0, token, nobody)
+      .then([](absl::StatusOr<rpc::wire::ActorSession::Client> session) { return session.status(); })
+      .exclusiveJoin(timer.afterDelay(10 * kj::SECONDS).then([] {
+        return absl::DeadlineExceededError("no answer to the stranger's registration");
+      }))
+      .wait(io.waitScope);
+}
+
+TEST(LocalLauncherSecurity, WrongTokenIsRefusedAndTheJobRunsOn) {
+  Job job;
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 2, 4));
+  ASSERT_TRUE(job.pipeline->Step(testing_harness::Batches(job.step, 1)).ok());
+  absl::Status refused = RegisterAsStranger(job.launcher->socket_path(), std::string(64, 'f'), {});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_EQ(job.launcher->refused_registrations(), 1);
+  absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, 2));
+  EXPECT_TRUE(report.ok()) << report.status();
+}
+
+TEST(LocalLauncherSecurity, OversizedControlMessageIsRefusedAndTheJobRunsOn) {
+  Job job;
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 2, 4));
+  ASSERT_TRUE(job.pipeline->Step(testing_harness::Batches(job.step, 1)).ok());
+  // A client with a larger limit than the controller's sends a 65 MiB
+  // registration: the controller drops that connection.
+  rpc::ConnectionLimits generous;
+  generous.max_message_bytes = uint64_t{256} << 20;
+  absl::Status refused =
+      RegisterAsStranger(job.launcher->socket_path(), std::string((size_t{65} << 20), 'x'), generous);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, 2));
+  EXPECT_TRUE(report.ok()) << report.status();
+}
+
+}  // namespace
+}  // namespace tandem::controller
