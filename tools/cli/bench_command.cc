@@ -10,10 +10,12 @@ int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   constexpr char kUsage[] =
       "usage: tandem bench <name> [options]\n\n"
       "benchmarks:\n"
-      "  block   one GPT block forward+backward: reference interpreter vs PyTorch (CPU)\n"
-      "  dataplane shm and TCP throughput between two processes vs memcpy\n"
-      "  compile trace and compile a 96-layer GPT for interleaved 1F1B (P=8, M=128)\n"
-      "  sched   validate and simulate a 64-actor interleaved schedule\n";
+      "  block      one GPT block forward+backward: reference interpreter vs PyTorch (CPU)\n"
+      "  compile    trace and compile a 96-layer GPT for interleaved 1F1B (P=8, M=128)\n"
+      "  dataplane  shm and TCP throughput between two processes vs memcpy\n"
+      "  dispatch   fused vs per-task dispatch: RPCs and controller CPU per step (P=4, M=64)\n"
+      "  fidelity   measured step time vs the simulator's prediction (GPipe, 1F1B, ZB-H1; P=2, M=16)\n"
+      "  sched      validate and simulate a 64-actor interleaved schedule\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     (args.empty() ? err : out) << kUsage;
     return args.empty() ? 2 : 0;
@@ -22,6 +24,8 @@ int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   if (args[0] == "block") return RunBlockBench(rest, out, err);
   if (args[0] == "compile") return RunCompileBench(rest, out, err);
   if (args[0] == "dataplane") return RunDataplaneBench(rest, out, err);
+  if (args[0] == "dispatch") return RunDispatchBench(rest, out, err);
+  if (args[0] == "fidelity") return RunFidelityBench(rest, out, err);
   if (args[0] == "sched") return RunSchedBench(rest, out, err);
   err << "tandem bench: unknown benchmark '" << args[0] << "'\n\n" << kUsage;
   return 2;

@@ -31,6 +31,8 @@ int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& er
 // `tandem bench dataplane`: shm and TCP throughput between two processes
 // next to memcpy and a raw loopback socket.
 int RunDataplaneBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
+int RunDispatchBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
+int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem bench sched`: validates and simulates a large interleaved schedule.
 int RunSchedBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
 

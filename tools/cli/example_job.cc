@@ -109,6 +109,8 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optio
                                    config.vocab_size, ", batch ", config.batch_size, " x ", num_microbatches,
                                    " microbatches, ", config.num_stages, " stages; data: ", corpus->source(),
                                    " (", corpus->size(), " bytes)");
+    job.items_per_step = int64_t{config.batch_size} * config.sequence_length * num_microbatches;
+    job.item_name = "tokens";
     auto shared = std::make_shared<examples::CharCorpus>(*std::move(corpus));
     auto batches = [shared, config, num_microbatches, data_seed](examples::CharCorpus::Split split, uint64_t index) {
       std::vector<ir::TensorMap> microbatches;
@@ -141,6 +143,8 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optio
     job.description = absl::StrCat("mlp: ", config.num_layers, " hidden layers of ", config.hidden_dim,
                                    ", batch ", config.batch_size, " x ", num_microbatches, " microbatches, ",
                                    config.num_stages, " stages; data: synthetic teacher-labelled classes");
+    job.items_per_step = int64_t{config.batch_size} * num_microbatches;
+    job.item_name = "examples";
     auto batches = [config, num_microbatches, data_seed](uint64_t base) {
       std::vector<ir::TensorMap> microbatches;
       for (int32_t m = 0; m < num_microbatches; ++m) {

@@ -26,6 +26,9 @@ void AddExampleOptions(Arguments& arguments);
 struct ExampleJob {
   std::string description;  // e.g. "gpt: 2 layers, d=64, ..., data: /usr/share/common-licenses"
   ir::TrainStep step;
+  // What one step consumes, for throughput: e.g. 8192 "tokens".
+  int64_t items_per_step = 0;
+  std::string item_name;
   // The microbatches of training step `index` (0-based) from the train split.
   std::function<std::vector<ir::TensorMap>(uint64_t index)> train_batch;
   // A held-out batch set for the validation loss; empty when the task has none.

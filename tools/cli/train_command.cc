@@ -1,6 +1,10 @@
 // `tandem train`: trains an example model, pipelined over actors (or on the
 // single-process reference interpreter), and reports its losses.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstring>
+#include <iostream>
 #include <numeric>
 #include <ostream>
 
@@ -10,17 +14,20 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/example_job.h"
 #include "tools/cli/schedule_option.h"
-#include "tools/cli/threads_launcher.h"
+#include "tools/cli/launcher_option.h"
 
 namespace tandem::cli {
 namespace {
 
 constexpr char kUsage[] =
     "usage: tandem train [--model gpt|mlp] [--actors P] [--schedule NAME|FILE] [--microbatches M]\n"
-    "                    [--steps N] [--launcher threads|reference] [--verify] [options]\n\n"
-    "Trains an example model and prints the loss of every step and a final\n"
-    "train/validation summary. --launcher threads runs one actor per thread,\n"
-    "each with its own compiled program; reference runs the single-process\n"
+    "                    [--steps N] [--data FILE] [--verify] [--launcher local|threads|reference]\n"
+    "                    [--transport shm|tcp] [--dispatch fused|per-task] [options]\n\n"
+    "Trains an example model (by default a character-level GPT on the text under\n"
+    "/usr/share/common-licenses) pipelined over P actors, showing step, loss,\n"
+    "throughput and the measured bubble, and ends with a summary. --launcher local\n"
+    "(the default) runs one actor process per actor; threads runs them as threads\n"
+    "of this process (for debugging); reference runs the single-process\n"
     "interpreter. --verify also runs the reference and fails unless losses and\n"
     "parameters are bit-identical.\n\n";
 
@@ -66,37 +73,70 @@ class PipelineTrainer : public Trainer {
   absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override {
     absl::StatusOr<controller::StepReport> report = pipeline_->Step(batch, dispatch_);
     if (!report.ok()) return report.status();
-    peaks_ = report->peak_live_bytes;
-    return report->losses;
+    last_ = *std::move(report);
+    return last_.losses;
   }
   absl::StatusOr<ir::TensorMap> State() override { return pipeline_->State(); }
   const controller::Pipeline& pipeline() const { return *pipeline_; }
-  const std::vector<int64_t>& peaks() const { return peaks_; }
+  // The last step's report (peaks, compute time per actor).
+  const controller::StepReport& last() const { return last_; }
 
  private:
   std::unique_ptr<controller::Pipeline> pipeline_;
   controller::Dispatch dispatch_;
-  std::vector<int64_t> peaks_;
+  controller::StepReport last_;
 };
 
 int Fail(std::ostream& err, const absl::Status& status, int code = 1) {
-  err << "tandem train: " << status.message() << "\n";
+  err << "tandem train: " << absl::StatusCodeToString(status.code()) << ": " << status.message() << "\n";
   return code;
 }
+
+// The fraction of actor-time not spent computing: 1 - sum(busy) / (P * wall).
+double Bubble(const std::vector<int64_t>& busy_ns, double wall_seconds) {
+  if (busy_ns.empty() || wall_seconds <= 0) return 0;
+  double busy = 0;
+  for (int64_t ns : busy_ns) busy += static_cast<double>(ns) * 1e-9;
+  return std::max(0.0, 1.0 - busy / (static_cast<double>(busy_ns.size()) * wall_seconds));
+}
+
+// A live status line on a terminal (rewritten in place), plain lines when
+// the output is piped.
+class Progress {
+ public:
+  Progress(std::ostream& out, bool live) : out_(out), live_(live) {}
+  // Shows `line`; `keep` also leaves it in the log.
+  void Show(const std::string& line, bool keep) {
+    if (live_) {
+      out_ << "\r\033[K" << line << (keep ? "\n" : "");
+      out_.flush();
+    } else if (keep) {
+      out_ << line << "\n";
+      out_.flush();
+    }
+  }
+  void Clear() {
+    if (live_) out_ << "\r\033[K";
+  }
+
+ private:
+  std::ostream& out_;
+  bool live_;
+};
 
 }  // namespace
 
 int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& err) {
   Arguments arguments;
   AddExampleOptions(arguments);
+  AddLauncherOptions(arguments, ", or reference (no pipeline: the single-process interpreter)");
   arguments.AddOption("steps", "training steps", "100");
-  arguments.AddOption("actors", "pipeline actors (threads launcher)", "4");
+  arguments.AddOption("actors", "pipeline actors", "4");
   arguments.AddOption("schedule", "a built-in schedule name or a .sched/.csv file", "1f1b");
   arguments.AddOption("virtual", "stages per actor for interleaved, looped-bfs, zb-v (0: the default)", "0");
-  arguments.AddOption("launcher", "threads (one actor per thread) or reference (no pipeline)", "threads");
   arguments.AddOption("dispatch", "fused (one call per actor per step) or per-task (for measurement)", "fused");
   arguments.AddFlag("verify", "also run the reference and fail unless bit-identical");
-  arguments.AddOption("log-every", "print the loss every N steps", "1");
+  arguments.AddOption("log-every", "keep a progress line every N steps", "1");
   arguments.AddOption("eval-batches", "validation steps' worth of batches for the final loss", "4");
   arguments.AddFlag("help", "show this help");
   if (absl::Status status = arguments.Parse(args); !status.ok()) {
@@ -126,13 +166,17 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   }
   const std::string launcher = *arguments.Get("launcher");
   const std::string dispatch_name = *arguments.Get("dispatch");
-  if ((launcher != "threads" && launcher != "reference") || (dispatch_name != "fused" && dispatch_name != "per-task")) {
-    err << "tandem train: --launcher is threads or reference; --dispatch is fused or per-task\n";
+  if (dispatch_name != "fused" && dispatch_name != "per-task") {
+    err << "tandem train: --dispatch is fused or per-task, not '" << dispatch_name << "'\n";
     return 2;
   }
-  const bool pipelined = launcher == "threads";
+  const bool pipelined = launcher != "reference";
+  std::optional<LauncherChoice> choice;
   std::optional<schedules::Schedule> schedule;
   if (pipelined) {
+    absl::StatusOr<LauncherChoice> made = MakeLauncher(arguments);
+    if (!made.ok()) return Fail(err, made.status(), 2);
+    choice = *std::move(made);
     absl::StatusOr<schedules::Schedule> resolved =
         ResolveSchedule(*arguments.Get("schedule"), static_cast<int32_t>(*actors),
                         static_cast<int32_t>(*microbatches), static_cast<int32_t>(*virtual_stages));
@@ -149,13 +193,16 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   out << job->description << "\n";
   std::unique_ptr<Trainer> trainer;
   PipelineTrainer* pipeline_trainer = nullptr;
+  controller::LocalLauncher* local = nullptr;
   if (pipelined) {
+    local = choice->local;
     absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline = controller::Pipeline::Create(
-        job->step, *schedule, ir::InitialState(job->step), std::make_unique<ThreadsLauncher>());
+        job->step, *schedule, ir::InitialState(job->step), std::move(choice->launcher));
     if (!pipeline.ok()) return Fail(err, pipeline.status());
     const controller::CompiledStep& compiled = (*pipeline)->compiled();
-    out << absl::StrFormat("executor: threads launcher, %d actors, schedule %s (%d stages), %s dispatch, step %016x\n",
-                           compiled.num_actors, compiled.schedule, compiled.num_stages, dispatch_name, compiled.hash);
+    out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages), %s dispatch, step %016x\n",
+                           choice->description, compiled.num_actors, compiled.schedule, compiled.num_stages,
+                           dispatch_name, compiled.hash);
     auto owned = std::make_unique<PipelineTrainer>(
         *std::move(pipeline), dispatch_name == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask);
     pipeline_trainer = owned.get();
@@ -166,32 +213,47 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   }
   std::unique_ptr<ReferenceTrainer> reference;
   if (arguments.Flag("verify")) reference = std::make_unique<ReferenceTrainer>(job->step);
+  out.flush();
 
   using Clock = std::chrono::steady_clock;
+  Progress progress(out, &out == &std::cout && isatty(STDOUT_FILENO) != 0);
   double total_seconds = 0;
+  double bubble_sum = 0;
   float last_loss = 0;
+  const int64_t rpcs_before = local != nullptr ? local->step_rpcs() : 0;
   for (int64_t step = 1; step <= *steps; ++step) {
     std::vector<ir::TensorMap> batch = job->train_batch(static_cast<uint64_t>(step - 1));
     Clock::time_point start = Clock::now();
     absl::StatusOr<std::vector<float>> losses = trainer->Step(batch, step);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (!losses.ok()) return Fail(err, absl::Status(losses.status().code(), absl::StrFormat("step %d: %s", step, losses.status().message())));
+    if (!losses.ok()) {
+      progress.Clear();
+      return Fail(err, absl::Status(losses.status().code(),
+                                    absl::StrFormat("step %d: %s", step, losses.status().message())));
+    }
     total_seconds += seconds;
     last_loss = Mean(*losses);
     if (reference) {
       absl::StatusOr<std::vector<float>> expected = reference->Step(batch, step);
       if (!expected.ok()) return Fail(err, expected.status());
       if (!SameBits(*losses, *expected)) {
+        progress.Clear();
         err << absl::StrFormat("tandem train: --verify failed at step %d: loss %.9g, reference %.9g\n", step,
                                last_loss, Mean(*expected));
         return 1;
       }
     }
-    if (step % *log_every == 0 || step == 1 || step == *steps) {
-      out << absl::StrFormat("step %5d  loss %.4f  %7.1f ms/step\n", step, last_loss, seconds * 1e3);
-      out.flush();
+    std::string line = absl::StrFormat("step %5d/%d  loss %.4f  %7.1f ms/step  %9.0f %s/s", step, *steps, last_loss,
+                                       seconds * 1e3, static_cast<double>(job->items_per_step) / seconds,
+                                       job->item_name);
+    if (pipeline_trainer != nullptr) {
+      const double bubble = Bubble(pipeline_trainer->last().busy_ns, seconds);
+      bubble_sum += bubble;
+      absl::StrAppendFormat(&line, "  bubble %4.1f%%", 100 * bubble);
     }
+    progress.Show(line, step % *log_every == 0 || step == 1 || step == *steps);
   }
+  const int64_t rpcs = local != nullptr ? local->step_rpcs() - rpcs_before : 0;
   absl::StatusOr<ir::TensorMap> state = trainer->State();
   if (!state.ok()) return Fail(err, state.status());
   if (reference) {
@@ -213,15 +275,27 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     if (!losses.ok()) return Fail(err, losses.status());
     validation.insert(validation.end(), losses->begin(), losses->end());
   }
+  const double mean_step = total_seconds / static_cast<double>(*steps);
   out << absl::StrFormat("done: %d steps, final train loss %.4f", *steps, last_loss);
   if (!validation.empty()) out << absl::StrFormat(", validation loss %.4f", Mean(validation));
-  out << absl::StrFormat(", mean step %.1f ms\n", total_seconds * 1e3 / static_cast<double>(*steps));
+  out << absl::StrFormat(", mean step %.1f ms, %.0f %s/s", mean_step * 1e3,
+                         static_cast<double>(job->items_per_step) / mean_step, job->item_name);
+  if (pipeline_trainer != nullptr) {
+    out << absl::StrFormat(", mean bubble %.1f%%", 100 * bubble_sum / static_cast<double>(*steps));
+  }
+  out << "\n";
   if (pipeline_trainer != nullptr) {
     const controller::CompiledStep& compiled = pipeline_trainer->pipeline().compiled();
-    out << "actor  static peak bytes  measured peak bytes\n";
+    if (local != nullptr) {
+      out << absl::StrFormat("control plane: %.1f step RPCs per step (%s dispatch, %d actors)\n",
+                             static_cast<double>(rpcs) / static_cast<double>(*steps), dispatch_name,
+                             compiled.num_actors);
+    }
+    out << "actor  bytes sent/step  static peak bytes  measured peak bytes\n";
     for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
-      out << absl::StrFormat("%5d  %17d  %19d\n", actor, compiled.programs[actor].static_peak_bytes,
-                             pipeline_trainer->peaks()[actor]);
+      out << absl::StrFormat("%5d  %15d  %17d  %19d\n", actor, compiled.stats[actor].bytes_sent,
+                             compiled.programs[actor].static_peak_bytes,
+                             pipeline_trainer->last().peak_live_bytes[actor]);
     }
   }
   return 0;

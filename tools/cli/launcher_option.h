@@ -1,0 +1,36 @@
+// The launcher options shared by `tandem train` and the benchmarks that run
+// pipelines: --launcher local|threads, --transport shm|tcp, --actor-binary.
+#ifndef TANDEM_TOOLS_CLI_LAUNCHER_OPTION_H_
+#define TANDEM_TOOLS_CLI_LAUNCHER_OPTION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "controller/launcher.h"
+#include "controller/local_launcher.h"
+#include "tools/cli/arguments.h"
+
+namespace tandem::cli {
+
+// Declares --launcher (with `extra_launchers`, e.g. "|reference", in its
+// help), --transport and --actor-binary.
+void AddLauncherOptions(Arguments& arguments, const std::string& extra_launchers = "");
+
+// The actor executable: $TANDEM_ACTOR_BINARY if set, else `tandem-actor`
+// beside the running executable.
+std::string DefaultActorBinary();
+
+struct LauncherChoice {
+  std::unique_ptr<controller::Launcher> launcher;
+  controller::LocalLauncher* local = nullptr;  // the same launcher, when it is a LocalLauncher
+  std::string description;                     // e.g. "local launcher (processes, shm data plane)"
+};
+
+// Builds the launcher the options name ("local" or "threads"); InvalidArgument
+// for another name or transport.
+absl::StatusOr<LauncherChoice> MakeLauncher(const Arguments& arguments);
+
+}  // namespace tandem::cli
+
+#endif  // TANDEM_TOOLS_CLI_LAUNCHER_OPTION_H_

@@ -1,0 +1,312 @@
+// `tandem bench dispatch` and `tandem bench fidelity`: benchmarks of
+// pipelines running on actors (by default the local launcher's processes).
+//
+// dispatch: one trivial MLP step, fused (one runStep RPC per actor) against
+// per-task (one runRange RPC per task), side by side in one run: RPCs per
+// step, the controller's CPU time per step (getrusage of this process, every
+// thread of the controller included) and wall time per step.
+//
+// fidelity: an MLP whose layers are large matmuls, so that compute dominates.
+// Calibration: each schedule runs a few steps and the actors' instruction
+// timings give the mean duration of each (task kind, stage); the simulator
+// then predicts the step from those costs (plus each actor's update, which
+// the simulator does not model). Measured: the median wall time of the
+// steps at the controller. Goal: measured / predicted <= 1.05.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <tuple>
+#include <ostream>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "controller/pipeline.h"
+#include "examples/models/mlp.h"
+#include "ir/kernels.h"
+#include "schedules/generators.h"
+#include "schedules/simulator.h"
+#include "tools/cli/arguments.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/launcher_option.h"
+
+namespace tandem::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// CPU time (user + system) of this process, every thread, in microseconds.
+double ProcessCpuMicros() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto micros = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+  return micros(usage.ru_utime) + micros(usage.ru_stime);
+}
+
+// An MLP of `stages` stages with `layers_per_stage` hidden layers of
+// `width`, trained with plain SGD (its update is a few elementwise ops).
+absl::StatusOr<ir::TrainStep> BenchMlp(int32_t stages, int32_t microbatches, int64_t width, int64_t batch,
+                                       int64_t layers_per_stage) {
+  examples::MlpConfig config;
+  config.input_dim = width;
+  config.hidden_dim = width;
+  config.num_classes = std::min<int64_t>(width, 10);
+  config.num_layers = stages * layers_per_stage;
+  config.batch_size = batch;
+  config.num_stages = stages;
+  if (absl::Status status = examples::ValidateMlpConfig(config); !status.ok()) return status;
+  return TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 1e-3}),
+                        {.num_microbatches = microbatches, .seed = 7});
+}
+
+// Deterministic inputs for every microbatch.
+std::vector<ir::TensorMap> BenchBatches(const ir::TrainStep& step) {
+  std::vector<ir::TensorMap> batches(step.num_microbatches);
+  for (int32_t m = 0; m < step.num_microbatches; ++m) {
+    for (ir::ValueId id : step.microbatch.Inputs()) {
+      const ir::Node& node = step.microbatch.node(id);
+      const std::string& role = node.attributes.GetString("role");
+      if (role != "data" && role != "label") continue;
+      ir::HostTensor tensor(node.type);
+      if (node.type.dtype == ir::DType::kI32) {
+        for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.i32()[i] = static_cast<int32_t>((i + m) % 2);
+      } else {
+        tensor = ir::MakeTensor(node.type, {ir::Initializer::Kind::kNormal, 0.0, 1.0, static_cast<uint64_t>(m + 1)});
+      }
+      batches[m][node.attributes.GetString("name")] = tensor;
+    }
+  }
+  return batches;
+}
+
+struct Running {
+  std::unique_ptr<controller::Pipeline> pipeline;
+  controller::LocalLauncher* local = nullptr;
+  std::string description;
+};
+
+absl::StatusOr<Running> StartPipeline(const Arguments& arguments, const ir::TrainStep& step,
+                                      const schedules::Schedule& schedule) {
+  absl::StatusOr<LauncherChoice> choice = MakeLauncher(arguments);
+  if (!choice.ok()) return choice.status();
+  Running running;
+  running.local = choice->local;
+  running.description = choice->description;
+  absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
+      controller::Pipeline::Create(step, schedule, ir::InitialState(step), std::move(choice->launcher));
+  if (!pipeline.ok()) return pipeline.status();
+  running.pipeline = *std::move(pipeline);
+  return running;
+}
+
+int Fail(std::ostream& err, absl::string_view bench, const absl::Status& status, int code = 1) {
+  err << "tandem bench " << bench << ": " << status.message() << "\n";
+  return code;
+}
+
+}  // namespace
+
+int RunDispatchBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  Arguments arguments;
+  AddLauncherOptions(arguments);
+  arguments.AddOption("actors", "pipeline actors", "4");
+  arguments.AddOption("microbatches", "microbatches per step", "64");
+  arguments.AddOption("steps", "measured steps per dispatch mode", "20");
+  arguments.AddFlag("json", "print JSON");
+  if (absl::Status status = arguments.Parse(args); !status.ok()) {
+    err << "tandem bench dispatch: " << status.message() << "\n" << arguments.Usage();
+    return 2;
+  }
+  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
+  absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
+  absl::StatusOr<int64_t> steps = arguments.GetInt("steps");
+  for (const auto* value : {&actors, &microbatches, &steps}) {
+    if (!value->ok()) return Fail(err, "dispatch", value->status(), 2);
+  }
+  if (*steps < 1) return Fail(err, "dispatch", absl::InvalidArgumentError("--steps must be at least 1"), 2);
+  ir::SetBlasThreads(1);
+  // Trivial compute: 2-wide layers, one example per microbatch.
+  absl::StatusOr<ir::TrainStep> step =
+      BenchMlp(static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches), 2, 1, 1);
+  if (!step.ok()) return Fail(err, "dispatch", step.status());
+  absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
+      "1f1b", {.actors = static_cast<int32_t>(*actors), .microbatches = static_cast<int32_t>(*microbatches)});
+  if (!schedule.ok()) return Fail(err, "dispatch", schedule.status());
+  absl::StatusOr<Running> running = StartPipeline(arguments, *step, *schedule);
+  if (!running.ok()) return Fail(err, "dispatch", running.status());
+  const std::vector<ir::TensorMap> batches = BenchBatches(*step);
+
+  struct Mode {
+    const char* name;
+    controller::Dispatch dispatch;
+    double rpcs = 0, cpu_us = 0, wall_ms = 0;  // per step
+  };
+  std::vector<Mode> modes = {{"fused", controller::Dispatch::kFused}, {"per-task", controller::Dispatch::kPerTask}};
+  for (Mode& mode : modes) {
+    // One warm-up step, then the measured ones.
+    if (absl::StatusOr<controller::StepReport> r = running->pipeline->Step(batches, mode.dispatch); !r.ok()) {
+      return Fail(err, "dispatch", r.status());
+    }
+    const int64_t rpcs_before = running->local != nullptr ? running->local->step_rpcs() : 0;
+    const double cpu_before = ProcessCpuMicros();
+    const Clock::time_point start = Clock::now();
+    for (int64_t s = 0; s < *steps; ++s) {
+      if (absl::StatusOr<controller::StepReport> r = running->pipeline->Step(batches, mode.dispatch); !r.ok()) {
+        return Fail(err, "dispatch", r.status());
+      }
+    }
+    const double n = static_cast<double>(*steps);
+    mode.wall_ms = SecondsSince(start) * 1e3 / n;
+    mode.cpu_us = (ProcessCpuMicros() - cpu_before) / n;
+    mode.rpcs = running->local != nullptr ? static_cast<double>(running->local->step_rpcs() - rpcs_before) / n : 0;
+  }
+  const double ratio = modes[1].cpu_us / std::max(modes[0].cpu_us, 1e-9);
+  if (arguments.Flag("json")) {
+    out << absl::StrFormat(
+        "{\"actors\": %d, \"microbatches\": %d, \"steps\": %d, \"rpcs_per_step_fused\": %.1f, "
+        "\"rpcs_per_step_per_task\": %.1f, \"controller_us_per_step_fused\": %.1f, "
+        "\"controller_us_per_step_per_task\": %.1f, \"wall_ms_per_step_fused\": %.3f, "
+        "\"wall_ms_per_step_per_task\": %.3f, \"controller_time_ratio\": %.2f}\n",
+        *actors, *microbatches, *steps, modes[0].rpcs, modes[1].rpcs, modes[0].cpu_us, modes[1].cpu_us,
+        modes[0].wall_ms, modes[1].wall_ms, ratio);
+    return 0;
+  }
+  out << absl::StrFormat("dispatch: %d actors, 1F1B, %d microbatches, trivial compute; %s; %d steps each\n\n",
+                         *actors, *microbatches, running->description, *steps);
+  out << absl::StrFormat("  %-9s %12s %24s %14s\n", "dispatch", "RPCs/step", "controller CPU us/step", "wall ms/step");
+  for (const Mode& mode : modes) {
+    out << absl::StrFormat("  %-9s %12.1f %24.1f %14.3f\n", mode.name, mode.rpcs, mode.cpu_us, mode.wall_ms);
+  }
+  out << absl::StrFormat("\n  controller time, per-task / fused: %.1fx (goal >= 10x)\n", ratio);
+  return 0;
+}
+
+int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
+  Arguments arguments;
+  AddLauncherOptions(arguments);
+  arguments.AddOption("actors", "pipeline actors", "2");
+  arguments.AddOption("microbatches", "microbatches per step", "16");
+  arguments.AddOption("width", "hidden width of the calibrated layers", "768");
+  arguments.AddOption("batch", "examples per microbatch", "128");
+  arguments.AddOption("steps", "measured steps per schedule (after 2 warm-up steps)", "5");
+  arguments.AddOption("schedules", "comma-separated built-in schedules", "gpipe,1f1b,zb-h1");
+  arguments.AddFlag("json", "print JSON");
+  if (absl::Status status = arguments.Parse(args); !status.ok()) {
+    err << "tandem bench fidelity: " << status.message() << "\n" << arguments.Usage();
+    return 2;
+  }
+  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
+  absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
+  absl::StatusOr<int64_t> width = arguments.GetInt("width");
+  absl::StatusOr<int64_t> batch = arguments.GetInt("batch");
+  absl::StatusOr<int64_t> steps = arguments.GetInt("steps");
+  for (const auto* value : {&actors, &microbatches, &width, &batch, &steps}) {
+    if (!value->ok()) return Fail(err, "fidelity", value->status(), 2);
+  }
+  if (*steps < 1) return Fail(err, "fidelity", absl::InvalidArgumentError("--steps must be at least 1"), 2);
+  ir::SetBlasThreads(1);
+  absl::StatusOr<ir::TrainStep> step = BenchMlp(static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches),
+                                                *width, *batch, /*layers_per_stage=*/2);
+  if (!step.ok()) return Fail(err, "fidelity", step.status());
+  const std::vector<ir::TensorMap> batches = BenchBatches(*step);
+
+  struct Row {
+    std::string schedule;
+    double measured_ms = 0, predicted_ms = 0, simulated_ms = 0, update_ms = 0;
+  };
+  std::vector<Row> rows;
+  std::string description;
+  for (absl::string_view name : absl::StrSplit(*arguments.Get("schedules"), ',')) {
+    absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
+        name, {.actors = static_cast<int32_t>(*actors), .microbatches = static_cast<int32_t>(*microbatches)});
+    if (!schedule.ok()) return Fail(err, "fidelity", schedule.status());
+    absl::StatusOr<Running> running = StartPipeline(arguments, *step, *schedule);
+    if (!running.ok()) return Fail(err, "fidelity", running.status());
+    description = running->description;
+    const controller::CompiledStep& compiled = running->pipeline->compiled();
+
+    // Per (kind, stage): total compute time and task count over the measured
+    // steps; per actor: its update time. Receives are waiting, not compute.
+    std::map<std::pair<char, int32_t>, std::pair<double, int64_t>> compute;
+    std::vector<double> update_ns(compiled.num_actors, 0);
+    std::vector<double> walls;
+    for (int64_t s = 0; s < *steps + 2; ++s) {
+      const Clock::time_point start = Clock::now();
+      absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
+      const double wall = SecondsSince(start);
+      if (!report.ok()) return Fail(err, "fidelity", report.status());
+      if (s < 2) continue;  // warm-up
+      walls.push_back(wall);
+      for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+        const std::vector<ir::Instruction>& instructions = compiled.programs[actor].instructions;
+        std::map<std::tuple<char, int32_t, int32_t>, double> per_task;
+        for (const controller::InstructionTime& time : report->timings[actor]) {
+          const ir::Instruction& instruction = instructions[time.instruction];
+          if (instruction.kind == ir::InstructionKind::kReceive) continue;
+          const ir::TaskLabel& task = instruction.task;
+          if (task.kind == 'U') {
+            update_ns[actor] += static_cast<double>(time.duration_ns);
+            continue;
+          }
+          per_task[{task.kind, task.stage, task.microbatch}] += static_cast<double>(time.duration_ns);
+        }
+        for (const auto& [task, ns] : per_task) {
+          auto& [total, count] = compute[{std::get<0>(task), std::get<1>(task)}];
+          total += ns;
+          ++count;
+        }
+      }
+    }
+    schedules::CostModel costs;
+    for (const auto& [key, value] : compute) {
+      for (schedules::TaskKind kind : {schedules::TaskKind::kForward, schedules::TaskKind::kBackward,
+                                       schedules::TaskKind::kBackwardInput, schedules::TaskKind::kBackwardWeight}) {
+        if (schedules::TaskKindLetter(kind) != key.first) continue;
+        costs.stage_cost[{kind, key.second}] =
+            value.first / static_cast<double>(value.second) * 1e-6;  // ms
+      }
+    }
+    absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(*schedule, costs);
+    if (!simulated.ok()) return Fail(err, "fidelity", simulated.status());
+    Row row;
+    row.schedule = std::string(name);
+    std::sort(walls.begin(), walls.end());
+    row.measured_ms = walls[walls.size() / 2] * 1e3;
+    row.update_ms = *std::max_element(update_ns.begin(), update_ns.end()) / static_cast<double>(*steps) * 1e-6;
+    row.simulated_ms = simulated->makespan;
+    row.predicted_ms = row.simulated_ms + row.update_ms;
+    rows.push_back(row);
+  }
+  if (arguments.Flag("json")) {
+    std::vector<std::string> entries;
+    for (const Row& row : rows) {
+      entries.push_back(absl::StrFormat(
+          "{\"schedule\": \"%s\", \"measured_ms\": %.3f, \"predicted_ms\": %.3f, \"simulated_ms\": %.3f, "
+          "\"update_ms\": %.3f, \"ratio\": %.4f}",
+          row.schedule, row.measured_ms, row.predicted_ms, row.simulated_ms, row.update_ms,
+          row.measured_ms / row.predicted_ms));
+    }
+    out << absl::StrFormat("{\"actors\": %d, \"microbatches\": %d, \"width\": %d, \"batch\": %d, \"rows\": [%s]}\n",
+                           *actors, *microbatches, *width, *batch, absl::StrJoin(entries, ", "));
+    return 0;
+  }
+  out << absl::StrFormat(
+      "fidelity: MLP, %d actors, %d microbatches, 2 layers of %d x %d per stage (batch %d); %s; median of %d steps\n"
+      "predicted = simulated makespan from calibrated per-(kind, stage) costs + the slowest actor's update\n\n",
+      *actors, *microbatches, *width, *width, *batch, description, *steps);
+  out << absl::StrFormat("  %-10s %13s %14s %13s %20s\n", "schedule", "measured ms", "predicted ms", "(update ms)",
+                         "measured/predicted");
+  for (const Row& row : rows) {
+    out << absl::StrFormat("  %-10s %13.2f %14.2f %13.2f %20.3f\n", row.schedule, row.measured_ms, row.predicted_ms,
+                           row.update_ms, row.measured_ms / row.predicted_ms);
+  }
+  out << "\n  goal: measured/predicted <= 1.05\n";
+  return 0;
+}
+
+}  // namespace tandem::cli
