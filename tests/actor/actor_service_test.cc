@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "actor/data_plane.h"
 #include "actor/in_memory_transport.h"
 #include "actor/thread_cluster.h"
 #include "gmock/gmock.h"
@@ -70,6 +71,50 @@ class ActorServiceTest : public ::testing::Test {
                                                                 capnp::Capability::Client(nullptr),
                                                                 rpc::ConnectionLimits{}));
     return connections_.back()->Bootstrap<wire::Actor>();
+  }
+
+  // Serves a new ActorService whose transport is set up through the control
+  // plane (openDataPlane / connectDataPlane).
+  wire::Actor::Client ServeDataPlane(DataPlane& data_plane, ActorServiceOptions options = {}) {
+    kj::CapabilityPipe pipe = io_.provider->newCapabilityPipe();
+    wire::Actor::Client service = kj::heap<ActorService>(data_plane, options, kj::Own<kj::PromiseFulfiller<void>>());
+    connections_.push_back(std::make_unique<rpc::RpcConnection>(
+        kj::mv(pipe.ends[0]), capnp::rpc::twoparty::Side::SERVER, kj::mv(service), rpc::ConnectionLimits{}));
+    connections_.push_back(std::make_unique<rpc::RpcConnection>(kj::mv(pipe.ends[1]),
+                                                                capnp::rpc::twoparty::Side::CLIENT,
+                                                                capnp::Capability::Client(nullptr),
+                                                                rpc::ConnectionLimits{}));
+    return connections_.back()->Bootstrap<wire::Actor>();
+  }
+
+  // What openDataPlane returned: the TCP address and the rings by peer.
+  struct Offer {
+    std::string tcp_address;
+    std::map<int32_t, wire::SharedRegion::Client> regions;
+  };
+  absl::StatusOr<Offer> OpenDataPlane(wire::Actor::Client& actor) {
+    auto response = rpc::ToStatusOr(actor.openDataPlaneRequest().send()).wait(io_.waitScope);
+    if (!response.ok()) return response.status();
+    Offer offer;
+    offer.tcp_address = response->getTcpAddress().cStr();
+    for (wire::OutboundRegion::Reader region : response->getRegions()) {
+      offer.regions.emplace(region.getPeer(), region.getRegion());
+    }
+    return offer;
+  }
+
+  // Hands `actor` (id `self` of two) the other actor's offer.
+  absl::Status ConnectDataPlane(wire::Actor::Client& actor, int32_t self, Offer& other, bool with_peer = true) {
+    auto request = actor.connectDataPlaneRequest();
+    request.setTimeoutMillis(5000);
+    auto peers = request.initPeers(with_peer ? 1 : 0);
+    if (with_peer) {
+      peers[0].setActor(1 - self);
+      peers[0].setTcpAddress(other.tcp_address);
+      auto region = other.regions.find(self);
+      if (region != other.regions.end()) peers[0].setRegion(region->second);
+    }
+    return rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
   }
 
   absl::Status LoadProgram(wire::Actor::Client& actor, const ir::ActorProgram& program, uint64_t hash) {
@@ -432,6 +477,120 @@ TEST_F(ActorServiceTest, ShutdownRepliesThenFulfilsTheOwnersPromiseAndRefusesCal
                        .wait(io_.waitScope);
   EXPECT_TRUE(fulfilled);
   EXPECT_EQ(LoadState(actor, TwoStageState()).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace tandem::actor::testing
+
+namespace tandem::actor::testing {
+namespace {
+
+class DataPlaneSetupTest : public ActorServiceTest, public ::testing::WithParamInterface<DataPlaneKind> {};
+
+TEST_P(DataPlaneSetupTest, StepsRunOnlyOnceTheDataPlaneIsConnectedThroughTheControlPlane) {
+  constexpr int32_t kMicrobatches = 2;
+  TwoStageForward programs = MakeTwoStageForward(kMicrobatches);
+  std::vector<std::unique_ptr<DataPlane>> planes;
+  std::vector<wire::Actor::Client> actors;
+  for (int32_t a = 0; a < 2; ++a) {
+    absl::StatusOr<std::unique_ptr<DataPlane>> plane =
+        CreateDataPlane(GetParam(), a, 2, {.shm_ring_bytes = int64_t{1} << 20});
+    ASSERT_TRUE(plane.ok()) << plane.status();
+    planes.push_back(*std::move(plane));
+    actors.push_back(ServeDataPlane(*planes.back()));
+  }
+  const std::vector<const ir::ActorProgram*> mine = {&programs.actor0, &programs.actor1};
+  for (int32_t a = 0; a < 2; ++a) {
+    ASSERT_TRUE(LoadProgram(actors[a], *mine[a]).ok());
+    ASSERT_TRUE(LoadState(actors[a], TwoStageState()).ok());
+  }
+  const StepInputs inputs = TwoStageInputs(kMicrobatches, 0);
+  absl::StatusOr<StepReply> early = RunStep(actors[0], 0, ir::HashActorProgram(programs.actor0), inputs);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.status().message()), HasSubstr("the data plane is not connected"));
+
+  absl::StatusOr<Offer> offer0 = OpenDataPlane(actors[0]);
+  absl::StatusOr<Offer> offer1 = OpenDataPlane(actors[1]);
+  ASSERT_TRUE(offer0.ok()) << offer0.status();
+  ASSERT_TRUE(offer1.ok()) << offer1.status();
+  EXPECT_EQ(OpenDataPlane(actors[0]).status().code(), absl::StatusCode::kFailedPrecondition);
+  if (GetParam() == DataPlaneKind::kShm) {
+    EXPECT_EQ(offer0->regions.size(), 1u);
+    EXPECT_TRUE(offer0->tcp_address.empty());
+  } else {
+    EXPECT_THAT(offer0->tcp_address, HasSubstr("127.0.0.1:"));
+  }
+  // TCP connects both ways at once: actor 1 accepts while actor 0 dials.
+  auto connect1 = [&] {
+    auto request = actors[1].connectDataPlaneRequest();
+    request.setTimeoutMillis(5000);
+    auto peers = request.initPeers(1);
+    peers[0].setActor(0);
+    peers[0].setTcpAddress(offer0->tcp_address);
+    auto region = offer0->regions.find(1);
+    if (region != offer0->regions.end()) peers[0].setRegion(region->second);
+    return rpc::ToStatus(request.send().ignoreResult());
+  }();
+  ASSERT_TRUE(ConnectDataPlane(actors[0], 0, *offer1).ok());
+  ASSERT_TRUE(connect1.wait(io_.waitScope).ok());
+
+  auto pending0 = SendRunStep(actors[0], 1, ir::HashActorProgram(programs.actor0), inputs);
+  auto pending1 = SendRunStep(actors[1], 1, ir::HashActorProgram(programs.actor1), inputs);
+  absl::StatusOr<StepReply> reply0 = Await(kj::mv(pending0));
+  absl::StatusOr<StepReply> reply1 = Await(kj::mv(pending1));
+  ASSERT_TRUE(reply0.ok()) << reply0.status();
+  ASSERT_TRUE(reply1.ok()) << reply1.status();
+  EXPECT_EQ(reply1->results.at("loss").size(), static_cast<size_t>(kMicrobatches));
+}
+
+TEST_P(DataPlaneSetupTest, ConnectWithoutEveryPeerIsInvalidArgumentNamingTheMissingOne) {
+  absl::StatusOr<std::unique_ptr<DataPlane>> plane = CreateDataPlane(GetParam(), 0, 2, {.shm_ring_bytes = 4096});
+  ASSERT_TRUE(plane.ok()) << plane.status();
+  wire::Actor::Client actor = ServeDataPlane(**plane);
+  ASSERT_TRUE(OpenDataPlane(actor).ok());
+  Offer none;
+  absl::Status status = ConnectDataPlane(actor, 0, none, /*with_peer=*/false);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("data-plane peer 1 is missing"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DataPlaneSetupTest, ::testing::Values(DataPlaneKind::kShm, DataPlaneKind::kTcp),
+                         [](const ::testing::TestParamInfo<DataPlaneKind>& info) {
+                           return std::string(DataPlaneKindName(info.param));
+                         });
+
+TEST_F(ActorServiceTest, ConnectBeforeOpenIsFailedPrecondition) {
+  absl::StatusOr<std::unique_ptr<DataPlane>> plane = CreateDataPlane(DataPlaneKind::kShm, 0, 2, {.shm_ring_bytes = 4096});
+  ASSERT_TRUE(plane.ok()) << plane.status();
+  wire::Actor::Client actor = ServeDataPlane(**plane);
+  Offer none;
+  absl::Status status = ConnectDataPlane(actor, 0, none);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("needs one openDataPlane before it"));
+}
+
+TEST_F(ActorServiceTest, ShmPeerWithoutItsRingIsInvalidArgument) {
+  absl::StatusOr<std::unique_ptr<DataPlane>> plane = CreateDataPlane(DataPlaneKind::kShm, 0, 2, {.shm_ring_bytes = 4096});
+  ASSERT_TRUE(plane.ok()) << plane.status();
+  wire::Actor::Client actor = ServeDataPlane(**plane);
+  ASSERT_TRUE(OpenDataPlane(actor).ok());
+  Offer none;
+  absl::Status status = ConnectDataPlane(actor, 0, none);  // a peer entry with no region
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("came without its shared-memory ring"));
+}
+
+TEST_F(ActorServiceTest, BareTransportNeedsNoDataPlaneSetup) {
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  absl::StatusOr<Offer> offer = OpenDataPlane(actor);
+  EXPECT_EQ(offer.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(offer.status().message()), HasSubstr("needs no setup"));
+}
+
+TEST(DataPlaneKindTest, UnknownNameIsInvalidArgumentListingTheChoices) {
+  absl::StatusOr<DataPlaneKind> kind = ParseDataPlaneKind("udp");
+  EXPECT_EQ(kind.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(kind.status().message()), HasSubstr("unknown transport 'udp' (expected shm or tcp)"));
 }
 
 }  // namespace
