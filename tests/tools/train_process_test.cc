@@ -192,6 +192,19 @@ TEST(TrainProcess, KilledControllerTakesEveryActorWithinFiveSeconds) {
   }
 }
 
+TEST(TrainProcess, CtrlCShutsTheActorsDownAndExits130) {
+  TrainProcess train(kLongRun);
+  std::vector<pid_t> actors = train.AwaitTraining(2);
+  ASSERT_EQ(actors.size(), 2u) << train.err();
+  ASSERT_EQ(kill(train.pid(), SIGINT), 0);
+  std::optional<int> status = train.Wait(absl::Seconds(5));
+  ASSERT_TRUE(status.has_value()) << "no exit within 5 s of SIGINT";
+  ASSERT_TRUE(WIFEXITED(*status)) << "died of a signal instead of unwinding";
+  EXPECT_EQ(WEXITSTATUS(*status), 130);
+  EXPECT_THAT(train.err(), HasSubstr("interrupted by Interrupt"));
+  for (pid_t pid : actors) EXPECT_TRUE(Gone(pid)) << "actor pid " << pid << " survived";
+}
+
 TEST(TrainProcess, BadTransportIsAUsageError) {
   TrainProcess train({"--transport", "carrier-pigeon", "--steps", "1"});
   std::optional<int> status = train.Wait(absl::Seconds(30));

@@ -1,5 +1,6 @@
 // `tandem train`: trains an example model, pipelined over actors (or on the
 // single-process reference interpreter), and reports its losses.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -124,6 +125,23 @@ class Progress {
   bool live_;
 };
 
+// Ctrl-C (SIGINT) or SIGTERM during training: the step loop stops after the
+// current step and unwinds, so the launcher shuts its actors down and
+// removes its run directory. The handler resets itself, so a second Ctrl-C
+// ends the process at once (the actors then die with it: PR_SET_PDEATHSIG).
+volatile sig_atomic_t g_interrupted = 0;
+
+void OnInterrupt(int signal) { g_interrupted = signal; }
+
+void CatchInterrupts() {
+  struct sigaction action {};
+  action.sa_handler = OnInterrupt;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 }  // namespace
 
 int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& err) {
@@ -221,7 +239,14 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   double bubble_sum = 0;
   float last_loss = 0;
   const int64_t rpcs_before = local != nullptr ? local->step_rpcs() : 0;
+  CatchInterrupts();
   for (int64_t step = 1; step <= *steps; ++step) {
+    if (g_interrupted != 0) {
+      progress.Clear();
+      err << "tandem train: interrupted by " << strsignal(g_interrupted) << " before step " << step
+          << "; shutting the actors down\n";
+      return 128 + g_interrupted;
+    }
     std::vector<ir::TensorMap> batch = job->train_batch(static_cast<uint64_t>(step - 1));
     Clock::time_point start = Clock::now();
     absl::StatusOr<std::vector<float>> losses = trainer->Step(batch, step);
