@@ -321,6 +321,7 @@ kj::Promise<void> ActorService::runStep(RunStepContext context) {
     EncodeResults(reply->outputs, [&](unsigned n) { return results.initResults(n); });
     results.setPeakLiveBytes(reply->outputs.peak_live_bytes);
     EncodeTimings(reply->outputs, reply->call_start_ns, [&](unsigned n) { return results.initTimings(n); });
+    results.setStartNanos(reply->call_start_ns);
   });
 }
 
@@ -374,6 +375,7 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
     EncodeResults(reply->outputs, [&](unsigned n) { return results.initResults(n); });
     results.setPeakLiveBytes(reply->outputs.peak_live_bytes);
     EncodeTimings(reply->outputs, reply->call_start_ns, [&](unsigned n) { return results.initTimings(n); });
+    results.setStartNanos(reply->call_start_ns);
   });
 }
 

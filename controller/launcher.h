@@ -19,8 +19,8 @@ namespace tandem::controller {
 // data and labels it uses, and ("step", -1).
 using ActorInputs = std::map<std::pair<std::string, int32_t>, ir::HostTensor>;
 
-// When one instruction of an actor's program ran, relative to the moment the
-// actor began the step (its call).
+// When one instruction of an actor's program ran, relative to the actor's
+// ActorStepResult::origin_ns.
 struct InstructionTime {
   int32_t instruction = 0;
   int64_t start_ns = 0;
@@ -34,6 +34,9 @@ struct ActorStepResult {
   int64_t peak_live_bytes = 0;  // measured over the step's buffers
   // Every instruction that ran, in program order.
   std::vector<InstructionTime> timings;
+  // The zero of `timings` on the actor's monotonic clock (CLOCK_MONOTONIC,
+  // nanoseconds): comparable between the actors of one host.
+  int64_t origin_ns = 0;
 };
 
 // How dispatches are cut: the whole step in one call per actor, or one call

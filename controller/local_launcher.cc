@@ -520,9 +520,10 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
     }
   };
   // Decodes a reply's results and timings into loop_->results[actor].
-  auto decode = [this, step](int32_t actor, auto results, auto timings, int64_t peak) {
+  auto decode = [this, step](int32_t actor, auto results, auto timings, int64_t peak, int64_t origin) {
     ActorStepResult decoded;
     decoded.peak_live_bytes = peak;
+    decoded.origin_ns = origin;
     for (wire::NamedResult::Reader entry : results) {
       std::string name = ToString(entry.getName());
       absl::StatusOr<ir::HostTensor> tensor =
@@ -548,7 +549,8 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
         ++board_->step_rpcs;
       }
       loop_->Track(actor, request.send().then([decode, actor](auto&& response) {
-        decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes());
+        decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes(),
+                   response.getStartNanos());
       }));
     });
   } else {
@@ -576,7 +578,8 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
         }
         return request.send().then([chain, actor, index, last, decode](auto&& response) -> kj::Promise<void> {
           if (last) {
-            decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes());
+            decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes(),
+                   response.getStartNanos());
             chain->next = nullptr;  // breaks the cycle chain -> next -> chain
             return kj::READY_NOW;
           }

@@ -90,6 +90,7 @@ absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& micr
     report.peak_live_bytes.push_back(result.peak_live_bytes);
     report.busy_ns.push_back(busy);
     report.timings.push_back(std::move(result.timings));
+    report.origin_ns.push_back(result.origin_ns);
   }
   return report;
 }

@@ -28,6 +28,7 @@ struct StepReport {
   // instruction's timing as the actor reported it.
   std::vector<int64_t> busy_ns;
   std::vector<std::vector<InstructionTime>> timings;
+  std::vector<int64_t> origin_ns;  // the zero of each actor's timings (ActorStepResult)
 };
 
 class Pipeline {

@@ -46,7 +46,9 @@ struct NamedResult {
   tensor @2 :Tensor;
 }
 
-# Measured time of one instruction, relative to the start of the call.
+# Measured time of one instruction, relative to the start of the call. The
+# call's start itself comes back as `startNanos`: the actor's monotonic clock
+# (CLOCK_MONOTONIC), comparable between actors of one host.
 struct InstructionTiming {
   instruction @0 :Int32;
   startNanos @1 :Int64;
@@ -154,7 +156,7 @@ interface Actor {
   # `programHash` for step `stepId`: ONE call per actor per step.
   runStep @1 (stepId :UInt64, programHash :UInt64, inputs :List(NamedTensor))
       -> (results :List(NamedResult), peakLiveBytes :Int64,
-          timings :List(InstructionTiming));
+          timings :List(InstructionTiming), startNanos :Int64);
 
   # Runs instructions [begin, end) of the cached program within step
   # `stepId` (per-task dispatch, for measurement). The first range of a step
@@ -162,7 +164,7 @@ interface Actor {
   runRange @2 (stepId :UInt64, programHash :UInt64, begin :Int32, end :Int32,
                inputs :List(NamedTensor))
       -> (results :List(NamedResult), timings :List(InstructionTiming),
-          peakLiveBytes :Int64);
+          peakLiveBytes :Int64, startNanos :Int64);
 
   # Debugging: the current tensor of buffer `name` (NOT_FOUND if absent).
   readBuffer @3 (name :Text) -> (tensor :Tensor);

@@ -16,8 +16,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
-#include <tuple>
 #include <ostream>
 #include <vector>
 
@@ -25,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "controller/pipeline.h"
+#include "controller/step_trace.h"
 #include "examples/models/mlp.h"
 #include "ir/kernels.h"
 #include "schedules/generators.h"
@@ -230,55 +229,28 @@ int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& e
     description = running->description;
     const controller::CompiledStep& compiled = running->pipeline->compiled();
 
-    // Per (kind, stage): total compute time and task count over the measured
-    // steps; per actor: its update time. Receives are waiting, not compute.
-    std::map<std::pair<char, int32_t>, std::pair<double, int64_t>> compute;
-    std::vector<double> update_ns(compiled.num_actors, 0);
+    // Calibration and measurement: the steps after two warm-up steps.
+    controller::StepTrace trace(compiled);
     std::vector<double> walls;
     for (int64_t s = 0; s < *steps + 2; ++s) {
       const Clock::time_point start = Clock::now();
       absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
       const double wall = SecondsSince(start);
       if (!report.ok()) return Fail(err, "fidelity", report.status());
-      if (s < 2) continue;  // warm-up
+      if (s < 2) continue;
       walls.push_back(wall);
-      for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
-        const std::vector<ir::Instruction>& instructions = compiled.programs[actor].instructions;
-        std::map<std::tuple<char, int32_t, int32_t>, double> per_task;
-        for (const controller::InstructionTime& time : report->timings[actor]) {
-          const ir::Instruction& instruction = instructions[time.instruction];
-          if (instruction.kind == ir::InstructionKind::kReceive) continue;
-          const ir::TaskLabel& task = instruction.task;
-          if (task.kind == 'U') {
-            update_ns[actor] += static_cast<double>(time.duration_ns);
-            continue;
-          }
-          per_task[{task.kind, task.stage, task.microbatch}] += static_cast<double>(time.duration_ns);
-        }
-        for (const auto& [task, ns] : per_task) {
-          auto& [total, count] = compute[{std::get<0>(task), std::get<1>(task)}];
-          total += ns;
-          ++count;
-        }
-      }
+      trace.AddStep(*report);
     }
-    schedules::CostModel costs;
-    for (const auto& [key, value] : compute) {
-      for (schedules::TaskKind kind : {schedules::TaskKind::kForward, schedules::TaskKind::kBackward,
-                                       schedules::TaskKind::kBackwardInput, schedules::TaskKind::kBackwardWeight}) {
-        if (schedules::TaskKindLetter(kind) != key.first) continue;
-        costs.stage_cost[{kind, key.second}] =
-            value.first / static_cast<double>(value.second) * 1e-6;  // ms
-      }
-    }
+    const schedules::CostModel costs = trace.CalibratedCosts();
+    const std::vector<double> update_us = trace.UpdateUs();
     absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(*schedule, costs);
     if (!simulated.ok()) return Fail(err, "fidelity", simulated.status());
     Row row;
     row.schedule = std::string(name);
     std::sort(walls.begin(), walls.end());
     row.measured_ms = walls[walls.size() / 2] * 1e3;
-    row.update_ms = *std::max_element(update_ns.begin(), update_ns.end()) / static_cast<double>(*steps) * 1e-6;
-    row.simulated_ms = simulated->makespan;
+    row.update_ms = *std::max_element(update_us.begin(), update_us.end()) * 1e-3;
+    row.simulated_ms = simulated->makespan * 1e-3;
     row.predicted_ms = row.simulated_ms + row.update_ms;
     rows.push_back(row);
   }

@@ -27,7 +27,7 @@ absl::StatusOr<std::vector<controller::ActorStepResult>> ThreadsLauncher::RunSte
   if (!outputs.ok()) return outputs.status();
   std::vector<controller::ActorStepResult> results;
   for (actor::StepOutputs& output : *outputs) {
-    controller::ActorStepResult result{std::move(output.results), output.peak_live_bytes, {}};
+    controller::ActorStepResult result{std::move(output.results), output.peak_live_bytes, {}, 0};
     // Times relative to the actor's first instruction, as an actor process reports them.
     int64_t origin = -1;
     for (const actor::InstructionTiming& timing : output.timings) {
@@ -38,6 +38,7 @@ absl::StatusOr<std::vector<controller::ActorStepResult>> ThreadsLauncher::RunSte
       if (timing.start_ns < 0) continue;
       result.timings.push_back({static_cast<int32_t>(i), timing.start_ns - origin, timing.end_ns - timing.start_ns});
     }
+    result.origin_ns = origin;
     results.push_back(std::move(result));
   }
   return results;

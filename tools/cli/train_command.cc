@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <ostream>
 
 #include "absl/strings/str_format.h"
 #include "controller/pipeline.h"
+#include "controller/step_trace.h"
 #include "ir/kernels.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/example_job.h"
@@ -142,6 +144,27 @@ void CatchInterrupts() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
+// Writes the measured trace and prints, per actor, the measured bubble next
+// to the simulator's for costs calibrated on the same steps.
+absl::Status WriteTrace(const controller::StepTrace& trace, const schedules::Schedule& schedule,
+                        const std::string& path, std::ostream& out) {
+  std::ofstream file(path);
+  file << trace.ToJson();
+  file.close();
+  if (!file) return absl::UnavailableError(absl::StrCat("cannot write the trace to ", path));
+  absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(schedule, trace.CalibratedCosts());
+  if (!simulated.ok()) return simulated.status();
+  const std::vector<double> measured = trace.MeasuredBubble();
+  out << absl::StrFormat("trace: %d steps written to %s (open in ui.perfetto.dev or chrome://tracing)\n",
+                         trace.steps(), path);
+  out << "actor  measured bubble  simulated bubble (calibrated costs)\n";
+  for (size_t actor = 0; actor < measured.size(); ++actor) {
+    out << absl::StrFormat("%5d  %14.1f%%  %16.1f%%\n", actor, 100 * measured[actor],
+                           100 * simulated->per_actor[actor].bubble);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& err) {
@@ -155,6 +178,8 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   arguments.AddOption("dispatch", "fused (one call per actor per step) or per-task (for measurement)", "fused");
   arguments.AddFlag("verify", "also run the reference and fail unless bit-identical");
   arguments.AddOption("log-every", "keep a progress line every N steps", "1");
+  arguments.AddOption("trace", "write the measured trace (Chrome/Perfetto JSON) of the first --trace-steps steps");
+  arguments.AddOption("trace-steps", "steps the measured trace covers", "10");
   arguments.AddOption("eval-batches", "validation steps' worth of batches for the final loss", "4");
   arguments.AddFlag("help", "show this help");
   if (absl::Status status = arguments.Parse(args); !status.ok()) {
@@ -175,7 +200,9 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
   absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
   absl::StatusOr<int64_t> virtual_stages = arguments.GetInt("virtual");
-  for (const auto* value : {&steps, &log_every, &eval_batches, &actors, &microbatches, &virtual_stages}) {
+  absl::StatusOr<int64_t> trace_steps = arguments.GetInt("trace-steps");
+  for (const auto* value :
+       {&steps, &log_every, &eval_batches, &actors, &microbatches, &virtual_stages, &trace_steps}) {
     if (!value->ok()) return Fail(err, value->status(), 2);
   }
   if (*steps < 1 || *log_every < 1 || *eval_batches < 0 || *actors < 1) {
@@ -189,6 +216,11 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     return 2;
   }
   const bool pipelined = launcher != "reference";
+  const std::optional<std::string> trace_path = arguments.Get("trace");
+  if (trace_path.has_value() && !pipelined) {
+    err << "tandem train: --trace needs a pipeline (--launcher local or threads)\n";
+    return 2;
+  }
   std::optional<LauncherChoice> choice;
   std::optional<schedules::Schedule> schedule;
   if (pipelined) {
@@ -211,6 +243,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   out << job->description << "\n";
   std::unique_ptr<Trainer> trainer;
   PipelineTrainer* pipeline_trainer = nullptr;
+  std::optional<controller::StepTrace> trace;
   controller::LocalLauncher* local = nullptr;
   if (pipelined) {
     local = choice->local;
@@ -225,6 +258,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
         *std::move(pipeline), dispatch_name == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask);
     pipeline_trainer = owned.get();
     trainer = std::move(owned);
+    if (trace_path.has_value()) trace.emplace(pipeline_trainer->pipeline().compiled());
   } else {
     out << "executor: single-process reference interpreter\n";
     trainer = std::make_unique<ReferenceTrainer>(job->step);
@@ -271,6 +305,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     std::string line = absl::StrFormat("step %5d/%d  loss %.4f  %7.1f ms/step  %9.0f %s/s", step, *steps, last_loss,
                                        seconds * 1e3, static_cast<double>(job->items_per_step) / seconds,
                                        job->item_name);
+    if (trace.has_value() && step <= *trace_steps) trace->AddStep(pipeline_trainer->last());
     if (pipeline_trainer != nullptr) {
       const double bubble = Bubble(pipeline_trainer->last().busy_ns, seconds);
       bubble_sum += bubble;
@@ -315,6 +350,9 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
       out << absl::StrFormat("control plane: %.1f step RPCs per step (%s dispatch, %d actors)\n",
                              static_cast<double>(rpcs) / static_cast<double>(*steps), dispatch_name,
                              compiled.num_actors);
+    }
+    if (trace.has_value()) {
+      if (absl::Status status = WriteTrace(*trace, *schedule, *trace_path, out); !status.ok()) return Fail(err, status);
     }
     out << "actor  bytes sent/step  static peak bytes  measured peak bytes\n";
     for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {

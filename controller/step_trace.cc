@@ -1,0 +1,139 @@
+#include "controller/step_trace.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::controller {
+namespace {
+
+std::string TaskName(const ir::TaskLabel& task) {
+  if (task.kind == 'U') return "U";
+  return absl::StrCat(std::string(1, task.kind), task.stage, ".", task.microbatch);
+}
+
+}  // namespace
+
+StepTrace::StepTrace(const CompiledStep& compiled)
+    : compiled_(compiled), busy_us_(compiled.num_actors, 0.0), update_us_(compiled.num_actors, 0.0) {
+  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) builder_.NameActor(actor);
+  builder_.SetMetadata("source", "measured");
+  builder_.SetMetadata("schedule", compiled.schedule);
+  builder_.SetMetadata("model", compiled.model);
+}
+
+void StepTrace::AddStep(const StepReport& report) {
+  // The step's bounds on the common clock.
+  int64_t first = INT64_MAX;
+  int64_t last = INT64_MIN;
+  for (size_t actor = 0; actor < report.timings.size(); ++actor) {
+    for (const InstructionTime& time : report.timings[actor]) {
+      first = std::min(first, report.origin_ns[actor] + time.start_ns);
+      last = std::max(last, report.origin_ns[actor] + time.start_ns + time.duration_ns);
+    }
+  }
+  if (first == INT64_MAX) return;
+  if (origin_ns_ < 0) origin_ns_ = first;
+  ++steps_;
+  wall_us_ += static_cast<double>(last - first) * 1e-3;
+
+  // (sender, receiver, tag) -> where the flow starts (the send's start) and
+  // ends (just inside the end of the receive's wait), in us.
+  std::map<std::tuple<int32_t, int32_t, uint64_t>, double> send_ends;
+  std::map<std::tuple<int32_t, int32_t, uint64_t>, double> receive_ends;
+  for (size_t a = 0; a < report.timings.size(); ++a) {
+    const auto actor = static_cast<int32_t>(a);
+    const std::vector<ir::Instruction>& instructions = compiled_.programs[a].instructions;
+    std::map<std::tuple<char, int32_t, int32_t>, double> per_task;  // this step's tasks
+    for (const InstructionTime& time : report.timings[a]) {
+      if (time.instruction < 0 || time.instruction >= static_cast<int32_t>(instructions.size())) continue;
+      const ir::Instruction& instruction = instructions[time.instruction];
+      const double start_us = static_cast<double>(report.origin_ns[a] + time.start_ns - origin_ns_) * 1e-3;
+      const double duration_us = static_cast<double>(time.duration_ns) * 1e-3;
+      if (instruction.kind != ir::InstructionKind::kReceive) {
+        if (instruction.task.kind == 'U') {
+          update_us_[a] += duration_us;
+        } else {
+          per_task[{instruction.task.kind, instruction.task.stage, instruction.task.microbatch}] += duration_us;
+        }
+      }
+      schedules::TraceSlice slice;
+      slice.process = actor;
+      slice.start_us = start_us;
+      slice.duration_us = duration_us;
+      slice.args.push_back({"step", static_cast<double>(report.step)});
+      slice.args.push_back({"instruction", static_cast<double>(time.instruction)});
+      switch (instruction.kind) {
+        case ir::InstructionKind::kRun:
+          slice.thread = static_cast<int32_t>(schedules::TraceTrack::kCompute);
+          slice.name = TaskName(instruction.task);
+          slice.category = std::string(1, instruction.task.kind);
+          slice.args.push_back({"function", compiled_.programs[a].functions[instruction.function].name});
+          busy_us_[a] += duration_us;
+          break;
+        case ir::InstructionKind::kSend:
+          slice.thread = static_cast<int32_t>(schedules::TraceTrack::kSend);
+          slice.name = absl::StrCat("send ", TaskName(instruction.task), " to ", instruction.peer);
+          slice.category = "send";
+          send_ends[{actor, instruction.peer, instruction.tag}] = start_us;
+          break;
+        case ir::InstructionKind::kReceive:
+          slice.thread = static_cast<int32_t>(schedules::TraceTrack::kRecv);
+          slice.name = absl::StrCat("recv ", TaskName(instruction.task), " from ", instruction.peer);
+          slice.category = "recv";
+          receive_ends[{instruction.peer, actor, instruction.tag}] = start_us + duration_us * 0.999;
+          break;
+        default:
+          continue;  // accumulate, free, emit: bookkeeping, not drawn
+      }
+      builder_.AddSlice(std::move(slice));
+    }
+    for (const auto& [task, us] : per_task) {
+      auto& [total, count] = task_us_[{std::get<0>(task), std::get<1>(task)}];
+      total += us;
+      ++count;
+    }
+  }
+  for (const auto& [key, send_end] : send_ends) {
+    auto received = receive_ends.find(key);
+    if (received == receive_ends.end()) continue;
+    const auto& [from, to, tag] = key;
+    builder_.AddFlow({.name = "transfer",
+                      .category = "transfer",
+                      .from_process = from,
+                      .from_thread = static_cast<int32_t>(schedules::TraceTrack::kSend),
+                      .from_us = send_end,
+                      .to_process = to,
+                      .to_thread = static_cast<int32_t>(schedules::TraceTrack::kRecv),
+                      .to_us = received->second});
+  }
+}
+
+schedules::CostModel StepTrace::CalibratedCosts() const {
+  schedules::CostModel costs;
+  for (const auto& [key, value] : task_us_) {
+    for (schedules::TaskKind kind : {schedules::TaskKind::kForward, schedules::TaskKind::kBackward,
+                                     schedules::TaskKind::kBackwardInput, schedules::TaskKind::kBackwardWeight}) {
+      if (schedules::TaskKindLetter(kind) == key.first) {
+        costs.stage_cost[{kind, key.second}] = value.first / static_cast<double>(value.second);
+      }
+    }
+  }
+  return costs;
+}
+
+std::vector<double> StepTrace::UpdateUs() const {
+  std::vector<double> update;
+  for (double us : update_us_) update.push_back(steps_ > 0 ? us / static_cast<double>(steps_) : 0.0);
+  return update;
+}
+
+std::vector<double> StepTrace::MeasuredBubble() const {
+  std::vector<double> bubble;
+  for (double busy : busy_us_) bubble.push_back(wall_us_ > 0 ? std::max(0.0, 1.0 - busy / wall_us_) : 0.0);
+  return bubble;
+}
+
+}  // namespace tandem::controller

@@ -1,0 +1,102 @@
+// The measured trace of steps run on actor processes: well-formed Chrome /
+// Perfetto JSON with every actor's compute, send and receive slices, one
+// flow pair per transfer, and a cost model calibrated from it.
+#include "controller/step_trace.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "controller/local_launcher.h"
+#include "controller/pipeline.h"
+#include "gtest/gtest.h"
+#include "schedules/generators.h"
+#include "tests/controller/parity_harness.h"
+#include "tests/schedules/json_test_parser.h"
+
+namespace tandem::controller {
+namespace {
+
+TEST(StepTraceTest, MeasuredTraceHasEveryInstructionSliceAndOneFlowPairPerTransfer) {
+  constexpr int32_t kActors = 2;
+  constexpr int32_t kMicrobatches = 4;
+  constexpr int kSteps = 2;
+  absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(kActors, kMicrobatches);
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<schedules::Schedule> schedule =
+      schedules::Generate("1f1b", {.actors = kActors, .microbatches = kMicrobatches});
+  ASSERT_TRUE(schedule.ok());
+  LocalLauncherOptions options;
+  options.actor_binary = TANDEM_ACTOR_BINARY;
+  options.shm_ring_bytes = int64_t{4} << 20;
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
+      *step, *schedule, ir::InitialState(*step), std::make_unique<LocalLauncher>(std::move(options)));
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  const CompiledStep& compiled = (*pipeline)->compiled();
+  StepTrace trace(compiled);
+  for (int s = 1; s <= kSteps; ++s) {
+    absl::StatusOr<StepReport> report = (*pipeline)->Step(testing_harness::Batches(*step, s));
+    ASSERT_TRUE(report.ok()) << report.status();
+    trace.AddStep(*report);
+  }
+  EXPECT_EQ(trace.steps(), kSteps);
+
+  // Expected per actor: its run, send and receive instructions, every step.
+  std::map<int, std::map<int, int>> expected;  // pid -> tid -> slices
+  int transfers = 0;
+  for (const ir::ActorProgram& program : compiled.programs) {
+    for (const ir::Instruction& instruction : program.instructions) {
+      int tid = -1;
+      if (instruction.kind == ir::InstructionKind::kRun) tid = 0;
+      if (instruction.kind == ir::InstructionKind::kSend) tid = 1;
+      if (instruction.kind == ir::InstructionKind::kReceive) tid = 2;
+      if (tid >= 0) expected[program.actor][tid] += kSteps;
+      if (tid == 1) transfers += kSteps;
+    }
+  }
+  ASSERT_GT(transfers, 0);
+
+  testing::JsonTestParser parser;
+  std::optional<testing::JsonValue> json = parser.Parse(trace.ToJson());
+  ASSERT_TRUE(json.has_value()) << parser.error();
+  const testing::JsonValue* events = json->Find("traceEvents");
+  ASSERT_NE(events, nullptr);
+  std::map<int, std::map<int, int>> slices;
+  std::map<double, int> flow_starts, flow_ends;  // id -> count
+  for (const testing::JsonValue& event : events->array) {
+    const std::string& phase = event.Find("ph")->string;
+    if (phase == "X") {
+      ++slices[static_cast<int>(event.Find("pid")->number)][static_cast<int>(event.Find("tid")->number)];
+      EXPECT_GE(event.Find("ts")->number, 0.0);
+      EXPECT_GE(event.Find("dur")->number, 0.0);
+    } else if (phase == "s") {
+      ++flow_starts[event.Find("id")->number];
+    } else if (phase == "f") {
+      ++flow_ends[event.Find("id")->number];
+    }
+  }
+  EXPECT_EQ(slices, expected);
+  EXPECT_EQ(static_cast<int>(flow_starts.size()), transfers);
+  EXPECT_EQ(flow_starts, flow_ends);
+  for (const schedules::TraceFlow& flow : trace.builder().flows()) {
+    EXPECT_LE(flow.from_us, flow.to_us + 1.0) << "a transfer arrived before it was sent";
+  }
+
+  // Every (kind, stage) the schedule runs has a measured, positive cost.
+  schedules::CostModel costs = trace.CalibratedCosts();
+  for (schedules::TaskKind kind : {schedules::TaskKind::kForward, schedules::TaskKind::kBackward}) {
+    for (int32_t stage = 0; stage < kActors; ++stage) {
+      auto cost = costs.stage_cost.find({kind, stage});
+      ASSERT_NE(cost, costs.stage_cost.end()) << schedules::TaskKindLetter(kind) << stage;
+      EXPECT_GT(cost->second, 0.0);
+    }
+  }
+  for (double bubble : trace.MeasuredBubble()) {
+    EXPECT_GE(bubble, 0.0);
+    EXPECT_LT(bubble, 1.0);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::controller
