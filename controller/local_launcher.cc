@@ -78,98 +78,6 @@ absl::StatusOr<DataPlaneTransport> ParseDataPlaneTransport(absl::string_view nam
   return absl::InvalidArgumentError(absl::StrCat("unknown transport '", name, "' (expected shm or tcp)"));
 }
 
-// What the loop thread reports. Everything the calling thread reads about an
-// actor call, it reads here, under the mutex.
-struct LocalLauncher::Board {
-  absl::Mutex mu;
-  absl::CondVar changed;
-  std::vector<bool> registered ABSL_GUARDED_BY(mu);
-  std::vector<absl::Time> last_heard ABSL_GUARDED_BY(mu);  // the last reply of each actor
-  // The current batch of calls: per actor, its status once it completed.
-  std::vector<std::optional<absl::Status>> done ABSL_GUARDED_BY(mu);
-  int64_t step_rpcs ABSL_GUARDED_BY(mu) = 0;
-  int64_t refused ABSL_GUARDED_BY(mu) = 0;
-  bool shutting_down ABSL_GUARDED_BY(mu) = false;
-
-  void Heard(int32_t actor) {
-    absl::MutexLock lock(&mu);
-    last_heard[actor] = absl::Now();
-  }
-  void Done(int32_t actor, absl::Status status) {
-    absl::MutexLock lock(&mu);
-    last_heard[actor] = absl::Now();
-    if (!done[actor].has_value()) done[actor] = std::move(status);
-    changed.SignalAll();
-  }
-};
-
-// The event-loop thread's objects: created, used and destroyed on it.
-struct LocalLauncher::Loop : private kj::TaskSet::ErrorHandler {
-  Loop(kj::AsyncIoContext& io, Board& board, int32_t num_actors, absl::Duration heartbeat_interval)
-      : io(io),
-        executor(kj::getCurrentThreadExecutor()),
-        board(board),
-        tasks(*this),
-        actors(num_actors),
-        health_outstanding(num_actors, false),
-        tcp_addresses(num_actors),
-        regions(num_actors),
-        hashes(num_actors, 0),
-        results(num_actors),
-        states(num_actors),
-        heartbeat_interval(absl::ToInt64Milliseconds(heartbeat_interval) * kj::MILLISECONDS) {}
-
-  // Adds one actor call: `call` completes it; its status goes to the board.
-  void Track(int32_t actor, kj::Promise<void> call) {
-    tasks.add(canceler.wrap(kj::mv(call))
-                  .then([this, actor]() { board.Done(actor, absl::OkStatus()); },
-                        [this, actor](kj::Exception&& exception) {
-                          board.Done(actor, rpc::FromKjException(exception));
-                        }));
-  }
-
-  // A health call to every registered actor without one outstanding, each
-  // interval; replies refresh the board's last_heard.
-  kj::Promise<void> Heartbeat() {
-    return io.provider->getTimer().afterDelay(heartbeat_interval).then([this]() {
-      for (int32_t actor = 0; actor < static_cast<int32_t>(actors.size()); ++actor) {
-        if (actors[actor].get() == nullptr || health_outstanding[actor]) continue;
-        health_outstanding[actor] = true;
-        tasks.add(actors[actor]->healthRequest().send().then(
-            [this, actor](auto&&) {
-              health_outstanding[actor] = false;
-              board.Heard(actor);
-            },
-            [this, actor](kj::Exception&&) { health_outstanding[actor] = false; }));
-      }
-      return Heartbeat();
-    });
-  }
-
-  void taskFailed(kj::Exception&& exception) override {
-    // Track() and Heartbeat() handle their own errors; only cancellation
-    // reaches here.
-    (void)exception;
-  }
-
-  kj::AsyncIoContext& io;
-  const kj::Executor& executor;
-  Board& board;
-  kj::Canceler canceler;  // the actor calls in flight
-  kj::TaskSet tasks;
-  std::unique_ptr<rpc::ControlServer> server;
-  kj::Own<kj::PromiseFulfiller<void>> stop;
-  std::vector<kj::Own<wire::Actor::Client>> actors;  // null until registered
-  std::vector<bool> health_outstanding;
-  // The data plane's offers, by actor.
-  std::vector<std::string> tcp_addresses;
-  std::vector<std::map<int32_t, wire::SharedRegion::Client>> regions;  // peer -> ring to it
-  std::vector<uint64_t> hashes;
-  std::vector<ActorStepResult> results;
-  std::vector<ir::TensorMap> states;
-  kj::Duration heartbeat_interval;
-};
-
 LocalLauncher::LocalLauncher(LocalLauncherOptions options) : options_(std::move(options)) {}
 
 LocalLauncher::~LocalLauncher() { (void)Shutdown(); }
@@ -194,7 +102,7 @@ std::string LocalLauncher::Describe(int32_t actor) const {
 absl::Status LocalLauncher::Fail(absl::Status status) {
   if (!broken_.has_value()) broken_ = status;
   if (loop_ != nullptr) {
-    loop_->executor.executeSync([this] { loop_->canceler.cancel("the launcher failed"); });
+    loop_->executor.executeSync([this] { loop_->CancelCalls("the launcher failed"); });
   }
   return *broken_;
 }
@@ -248,7 +156,7 @@ absl::Status LocalLauncher::CallAll(absl::string_view what, absl::Duration timeo
   loop_->executor.executeSync([&] {
     for (int32_t actor = 0; actor < num_actors_; ++actor) issue(actor);
   });
-  Board& board = *board_;
+  CallBoard& board = *board_;
   auto all_done_or_failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) {
     bool all = true;
     for (const std::optional<absl::Status>& status : board.done) {
@@ -329,13 +237,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
     std::sort(stages.begin(), stages.end());
     stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
   }
-  board_ = std::make_unique<Board>();
-  {
-    absl::MutexLock lock(&board_->mu);
-    board_->registered.assign(num_actors_, false);
-    board_->last_heard.assign(num_actors_, absl::InfinitePast());
-    board_->done.assign(num_actors_, std::nullopt);
-  }
+  board_ = std::make_unique<CallBoard>(num_actors_);
   if (absl::Status status = StartActors(); !status.ok()) return Fail(status);
   if (absl::Status status = SetUpDataPlane(); !status.ok()) return status;
 
@@ -343,7 +245,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   absl::Status loaded = CallAll("loadProgram", options_.start_timeout, [&](int32_t actor) {
     const ir::ActorProgram& program = programs[actor];
     loop_->hashes[actor] = ir::HashActorProgram(program);
-    auto request = (*loop_->actors[actor]).loadProgramRequest();
+    auto request = loop_->actor(actor).loadProgramRequest();
     request.setHash(loop_->hashes[actor]);
     rpc::EncodeProgram(program, request.initProgram());
     loop_->Track(actor, request.send().ignoreResult());
@@ -351,7 +253,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   if (!loaded.ok()) return loaded;
   return CallAll("loadState", options_.start_timeout, [&](int32_t actor) {
     const ir::TensorMap& state = states[actor];
-    auto request = (*loop_->actors[actor]).loadStateRequest();
+    auto request = loop_->actor(actor).loadStateRequest();
     auto list = request.initTensors(static_cast<unsigned>(state.size()));
     unsigned index = 0;
     for (const auto& [name, tensor] : state) {
@@ -379,55 +281,22 @@ absl::Status LocalLauncher::StartActors() {
   loop_thread_ = std::thread([this, token = *token, &listening, &listen_status] {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     auto stop = kj::newPromiseAndFulfiller<void>();
-    loop_ = std::make_unique<Loop>(io, *board_, num_actors_, options_.heartbeat_interval);
+    loop_ = std::make_unique<LauncherLoop>(io, *board_, num_actors_, options_.heartbeat_interval);
     loop_->stop = kj::mv(stop.fulfiller);
-    absl::StatusOr<std::unique_ptr<rpc::UnixListener>> listener = rpc::UnixListener::Listen(io, socket_path_);
-    if (!listener.ok()) {
-      listen_status = listener.status();
-      loop_.reset();
-      listening.Notify();
-      return;
-    }
-    auto log = [this](absl::string_view line) {
+    listen_status = loop_->Serve(socket_path_, token, options_.limits, [this](absl::string_view line) {
       if (options_.log) {
         options_.log(line);
       } else {
         WriteStderrLine(absl::StrCat("tandem: ", line));
       }
-    };
-    auto on_register = [this](int32_t actor, wire::Actor::Client client) -> absl::Status {
-      if (loop_->actors[actor].get() != nullptr) {
-        return absl::AlreadyExistsError(absl::StrCat("registration refused: actor ", actor, " is already registered"));
-      }
-      loop_->actors[actor] = kj::heap<wire::Actor::Client>(kj::mv(client));
-      absl::MutexLock lock(&board_->mu);
-      board_->registered[actor] = true;
-      board_->last_heard[actor] = absl::Now();
-      board_->changed.SignalAll();
-      return absl::OkStatus();
-    };
-    auto on_refusal = [this, log](absl::string_view line) {
-      {
-        absl::MutexLock lock(&board_->mu);
-        ++board_->refused;
-      }
-      log(line);
-    };
-    auto on_connection_event = [this, log](absl::string_view line) {
-      bool quiet;
-      {
-        absl::MutexLock lock(&board_->mu);
-        quiet = board_->shutting_down;
-      }
-      if (!quiet) log(absl::StrCat("control plane: ", line));
-    };
-    capnp::Capability::Client bootstrap =
-        kj::heap<rpc::ControllerService>(token, num_actors_, on_register, on_refusal);
-    loop_->server = std::make_unique<rpc::ControlServer>(*std::move(listener), bootstrap, options_.limits,
-                                                         on_connection_event);
+    });
+    if (!listen_status.ok()) {
+      loop_.reset();
+      listening.Notify();
+      return;
+    }
     listening.Notify();
-    loop_->tasks.add(loop_->Heartbeat());
-    stop.promise.exclusiveJoin(loop_->server->Run()).wait(io.waitScope);
+    loop_->RunUntil(kj::mv(stop.promise));
     loop_.reset();  // drops every connection, on this thread
   });
   listening.WaitForNotification();
@@ -463,7 +332,7 @@ absl::Status LocalLauncher::StartActors() {
   if (!processes.ok()) return processes.status();
   processes_ = *std::move(processes);
 
-  Board& board = *board_;
+  CallBoard& board = *board_;
   return Await(
       "registration", options_.start_timeout,
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) {
@@ -474,7 +343,7 @@ absl::Status LocalLauncher::StartActors() {
 
 absl::Status LocalLauncher::SetUpDataPlane() {
   absl::Status opened = CallAll("data-plane setup (openDataPlane)", options_.start_timeout, [&](int32_t actor) {
-    loop_->Track(actor, (*loop_->actors[actor]).openDataPlaneRequest().send().then([this, actor](auto&& response) {
+    loop_->Track(actor, loop_->actor(actor).openDataPlaneRequest().send().then([this, actor](auto&& response) {
       loop_->tcp_addresses[actor] = ToString(response.getTcpAddress());
       for (wire::OutboundRegion::Reader region : response.getRegions()) {
         loop_->regions[actor].emplace(region.getPeer(), region.getRegion());
@@ -484,7 +353,7 @@ absl::Status LocalLauncher::SetUpDataPlane() {
   if (!opened.ok()) return opened;
   const int64_t timeout_ms = absl::ToInt64Milliseconds(options_.start_timeout);
   return CallAll("data-plane setup (connectDataPlane)", options_.start_timeout, [&](int32_t actor) {
-    auto request = (*loop_->actors[actor]).connectDataPlaneRequest();
+    auto request = loop_->actor(actor).connectDataPlaneRequest();
     request.setTimeoutMillis(timeout_ms);
     auto peers = request.initPeers(static_cast<unsigned>(num_actors_ - 1));
     unsigned index = 0;
@@ -540,7 +409,7 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
   absl::Status status;
   if (dispatch == Dispatch::kFused) {
     status = CallAll(what, options_.step_timeout, [&](int32_t actor) {
-      auto request = (*loop_->actors[actor]).runStepRequest();
+      auto request = loop_->actor(actor).runStepRequest();
       request.setStepId(static_cast<uint64_t>(step));
       request.setProgramHash(loop_->hashes[actor]);
       encode_inputs(actor, [&](unsigned n) { return request.initInputs(n); });
@@ -566,7 +435,7 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
       // The first call runs now, while `inputs` lives; only it carries them.
       chain->next = [this, chain, actor, step, decode, encode_inputs](size_t index) -> kj::Promise<void> {
         const bool last = index + 2 == chain->bounds.size();
-        auto request = (*loop_->actors[actor]).runRangeRequest();
+        auto request = loop_->actor(actor).runRangeRequest();
         request.setStepId(static_cast<uint64_t>(step));
         request.setProgramHash(loop_->hashes[actor]);
         request.setBegin(chain->bounds[index]);
@@ -604,7 +473,7 @@ absl::StatusOr<std::vector<ir::TensorMap>> LocalLauncher::ReadState() {
     kj::Vector<kj::Promise<void>> reads;
     loop_->states[actor].clear();
     for (const std::string& name : state_bindings_[actor]) {
-      auto request = (*loop_->actors[actor]).readBufferRequest();
+      auto request = loop_->actor(actor).readBufferRequest();
       request.setName(name);
       reads.add(request.send().then([this, actor, name](auto&& response) {
         absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(response.getTensor(), absl::StrCat("state ", name));
@@ -633,8 +502,8 @@ absl::Status LocalLauncher::Shutdown() {
     // process group's shutdown below makes sure.
     loop_->executor.executeSync([this] {
       for (int32_t actor = 0; actor < num_actors_; ++actor) {
-        if (loop_->actors[actor].get() == nullptr) continue;
-        loop_->tasks.add((*loop_->actors[actor]).shutdownRequest().send().ignoreResult());
+        if (!loop_->has_actor(actor)) continue;
+        loop_->tasks.add(loop_->actor(actor).shutdownRequest().send().ignoreResult());
       }
     });
     const absl::Time deadline = absl::Now() + absl::Seconds(2);

@@ -55,6 +55,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "controller/launcher.h"
+#include "controller/launcher_loop.h"
 #include "controller/process_group.h"
 #include "rpc/connection.h"
 
@@ -117,8 +118,6 @@ class LocalLauncher final : public Launcher {
   int64_t refused_registrations() const;
 
  private:
-  struct Loop;   // the event-loop thread's objects
-  struct Board;  // what the loop thread reports to the calling thread
 
   // Runs `issue(actor)` on the loop thread for every actor, then waits until
   // each call has completed, watching for failures. `what` names the work
@@ -145,8 +144,8 @@ class LocalLauncher final : public Launcher {
   std::string run_directory_;
   std::string socket_path_;
   std::unique_ptr<ProcessGroup> processes_;
-  std::unique_ptr<Board> board_;
-  std::unique_ptr<Loop> loop_;  // created and destroyed on loop_thread_
+  std::unique_ptr<CallBoard> board_;
+  std::unique_ptr<LauncherLoop> loop_;  // created and destroyed on loop_thread_
   std::thread loop_thread_;
   std::optional<absl::Status> broken_;
   bool shut_down_ = false;

@@ -1,0 +1,123 @@
+#include "controller/launcher_loop.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/status_convert.h"
+
+namespace tandem::controller {
+
+namespace wire = rpc::wire;
+
+CallBoard::CallBoard(int32_t num_actors) {
+  absl::MutexLock lock(&mu);
+  registered.assign(num_actors, false);
+  last_heard.assign(num_actors, absl::InfinitePast());
+  done.assign(num_actors, std::nullopt);
+}
+
+void CallBoard::Heard(int32_t actor) {
+  absl::MutexLock lock(&mu);
+  last_heard[actor] = absl::Now();
+}
+
+void CallBoard::Done(int32_t actor, absl::Status status) {
+  absl::MutexLock lock(&mu);
+  last_heard[actor] = absl::Now();
+  if (!done[actor].has_value()) done[actor] = std::move(status);
+  changed.SignalAll();
+}
+
+LauncherLoop::LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num_actors,
+                           absl::Duration heartbeat_interval)
+    : io(io),
+      executor(kj::getCurrentThreadExecutor()),
+      tasks(*this),
+      tcp_addresses(num_actors),
+      regions(num_actors),
+      hashes(num_actors, 0),
+      results(num_actors),
+      states(num_actors),
+      board_(board),
+      actors_(num_actors),
+      health_outstanding_(num_actors, false),
+      heartbeat_interval_(absl::ToInt64Milliseconds(heartbeat_interval) * kj::MILLISECONDS) {}
+
+absl::Status LauncherLoop::Serve(const std::string& socket_path, const std::string& token,
+                                 const rpc::ConnectionLimits& limits, std::function<void(absl::string_view)> log) {
+  absl::StatusOr<std::unique_ptr<rpc::UnixListener>> listener = rpc::UnixListener::Listen(io, socket_path);
+  if (!listener.ok()) return listener.status();
+  auto on_register = [this](int32_t actor, wire::Actor::Client client) { return Register(actor, kj::mv(client)); };
+  auto on_refusal = [this, log](absl::string_view line) {
+    {
+      absl::MutexLock lock(&board_.mu);
+      ++board_.refused;
+    }
+    log(line);
+  };
+  auto on_connection_event = [this, log](absl::string_view line) {
+    bool quiet;
+    {
+      absl::MutexLock lock(&board_.mu);
+      quiet = board_.shutting_down;
+    }
+    if (!quiet) log(absl::StrCat("control plane: ", line));
+  };
+  capnp::Capability::Client bootstrap =
+      kj::heap<rpc::ControllerService>(token, static_cast<int32_t>(actors_.size()), on_register, on_refusal);
+  server_ = std::make_unique<rpc::ControlServer>(*std::move(listener), bootstrap, limits, on_connection_event);
+  tasks.add(Heartbeat());
+  return absl::OkStatus();
+}
+
+void LauncherLoop::RunUntil(kj::Promise<void> stop_promise) {
+  stop_promise.exclusiveJoin(server_->Run()).wait(io.waitScope);
+}
+
+absl::Status LauncherLoop::Register(int32_t actor, wire::Actor::Client client) {
+  if (actors_[actor].get() != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat("registration refused: actor ", actor, " is already registered"));
+  }
+  actors_[actor] = kj::heap<wire::Actor::Client>(kj::mv(client));
+  absl::MutexLock lock(&board_.mu);
+  board_.registered[actor] = true;
+  board_.last_heard[actor] = absl::Now();
+  board_.changed.SignalAll();
+  return absl::OkStatus();
+}
+
+void LauncherLoop::Track(int32_t actor, kj::Promise<void> call) {
+  tasks.add(canceler_.wrap(kj::mv(call))
+                .then([this, actor]() { board_.Done(actor, absl::OkStatus()); },
+                      [this, actor](kj::Exception&& exception) {
+                        board_.Done(actor, rpc::FromKjException(exception));
+                      }));
+}
+
+void LauncherLoop::CancelCalls(absl::string_view reason) {
+  canceler_.cancel(kj::heapString(reason.data(), reason.size()));
+}
+
+kj::Promise<void> LauncherLoop::Heartbeat() {
+  return io.provider->getTimer().afterDelay(heartbeat_interval_).then([this]() {
+    for (int32_t actor = 0; actor < static_cast<int32_t>(actors_.size()); ++actor) {
+      if (actors_[actor].get() == nullptr || health_outstanding_[actor]) continue;
+      health_outstanding_[actor] = true;
+      tasks.add(actors_[actor]->healthRequest().send().then(
+          [this, actor](auto&&) {
+            health_outstanding_[actor] = false;
+            board_.Heard(actor);
+          },
+          [this, actor](kj::Exception&&) { health_outstanding_[actor] = false; }));
+    }
+    return Heartbeat();
+  });
+}
+
+void LauncherLoop::taskFailed(kj::Exception&& exception) {
+  // Track() and Heartbeat() handle their own errors; only cancellation
+  // reaches here.
+  (void)exception;
+}
+
+}  // namespace tandem::controller

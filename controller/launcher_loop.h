@@ -1,0 +1,104 @@
+// The local launcher's two halves of talking to actors across threads
+// (controller/local_launcher.h drives them):
+//  - CallBoard: what the event-loop thread reports to the controller thread
+//    (registrations, heartbeats, the calls of the current batch), under one
+//    mutex; the controller thread waits on it.
+//  - LauncherLoop: the event-loop thread's objects. It serves the control
+//    socket (registration with the job's token), keeps every registered
+//    actor's capability, sends heartbeats, and tracks actor calls onto the
+//    board. Everything in it is created, used and destroyed on that thread;
+//    other threads reach it through `executor`.
+#ifndef TANDEM_CONTROLLER_LAUNCHER_LOOP_H_
+#define TANDEM_CONTROLLER_LAUNCHER_LOOP_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "controller/launcher.h"
+#include "kj/async-io.h"
+#include "rpc/connection.h"
+#include "rpc/controller_service.h"
+#include "rpc/tandem.capnp.h"
+
+namespace tandem::controller {
+
+struct CallBoard {
+  explicit CallBoard(int32_t num_actors);
+
+  // Loop thread: `actor` answered (a heartbeat, or any call).
+  void Heard(int32_t actor) ABSL_LOCKS_EXCLUDED(mu);
+  // Loop thread: `actor`'s call of the current batch ended with `status`.
+  void Done(int32_t actor, absl::Status status) ABSL_LOCKS_EXCLUDED(mu);
+
+  absl::Mutex mu;
+  absl::CondVar changed;
+  std::vector<bool> registered ABSL_GUARDED_BY(mu);
+  std::vector<absl::Time> last_heard ABSL_GUARDED_BY(mu);  // the last reply of each actor
+  // The current batch of calls: per actor, its status once it completed.
+  std::vector<std::optional<absl::Status>> done ABSL_GUARDED_BY(mu);
+  int64_t step_rpcs ABSL_GUARDED_BY(mu) = 0;
+  int64_t refused ABSL_GUARDED_BY(mu) = 0;
+  bool shutting_down ABSL_GUARDED_BY(mu) = false;
+};
+
+class LauncherLoop final : private kj::TaskSet::ErrorHandler {
+ public:
+  // Must be constructed on the thread that runs `io`'s event loop.
+  LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num_actors, absl::Duration heartbeat_interval);
+
+  // Listens on `socket_path` and accepts registrations carrying `token`
+  // (refusals are counted on the board and go to `log`, as do control
+  // connections that close while the job runs); starts the heartbeats.
+  absl::Status Serve(const std::string& socket_path, const std::string& token, const rpc::ConnectionLimits& limits,
+                     std::function<void(absl::string_view)> log);
+  // Serves until `stop_promise` resolves (see `stop`).
+  void RunUntil(kj::Promise<void> stop_promise);
+
+  // Adds one actor call: `call` completes it; its status goes to the board.
+  void Track(int32_t actor, kj::Promise<void> call);
+  // Fails every tracked call still in flight.
+  void CancelCalls(absl::string_view reason);
+
+  bool has_actor(int32_t actor) const { return actors_[actor].get() != nullptr; }
+  rpc::wire::Actor::Client& actor(int32_t actor) { return *actors_[actor]; }
+
+  kj::AsyncIoContext& io;
+  const kj::Executor& executor;
+  kj::TaskSet tasks;
+  kj::Own<kj::PromiseFulfiller<void>> stop;  // fulfil to leave RunUntil
+  // What the calls bring back, by actor; read after the batch completed.
+  std::vector<std::string> tcp_addresses;
+  std::vector<std::map<int32_t, rpc::wire::SharedRegion::Client>> regions;  // peer -> ring to it
+  std::vector<uint64_t> hashes;
+  std::vector<ActorStepResult> results;
+  std::vector<ir::TensorMap> states;
+
+ private:
+  // Records a registration; AlreadyExists for an actor registered before.
+  absl::Status Register(int32_t actor, rpc::wire::Actor::Client client);
+  // A health call to every registered actor without one outstanding, each
+  // interval; replies refresh the board's last_heard.
+  kj::Promise<void> Heartbeat();
+  void taskFailed(kj::Exception&& exception) override;
+
+  CallBoard& board_;
+  kj::Canceler canceler_;  // the actor calls in flight
+  std::unique_ptr<rpc::ControlServer> server_;
+  std::vector<kj::Own<rpc::wire::Actor::Client>> actors_;  // null until registered
+  std::vector<bool> health_outstanding_;
+  kj::Duration heartbeat_interval_;
+};
+
+}  // namespace tandem::controller
+
+#endif  // TANDEM_CONTROLLER_LAUNCHER_LOOP_H_
