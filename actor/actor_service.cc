@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/state_file.h"
 #include "kj/vector.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
@@ -393,6 +394,30 @@ kj::Promise<void> ActorService::readBuffer(ReadBufferContext context) {
            return absl::OkStatus();
          })
       .then([context, slot]() mutable { rpc::EncodeTensor(*slot, context.getResults().initTensor()); });
+}
+
+kj::Promise<void> ActorService::saveState(SaveStateContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  std::string path = ToString(context.getParams().getPath());
+  struct Written {
+    uint64_t bytes = 0;
+    std::string checksum;
+  };
+  auto written = std::make_shared<Written>();
+  return OnCompute([this, path, written]() -> absl::Status {
+           const ir::TensorMap state = executor_ != nullptr ? executor_->State() : loaded_state_;
+           const std::string bytes = ir::EncodeStateFile(state);
+           if (absl::Status status = ir::WriteFileAtomically(path, bytes); !status.ok()) {
+             return absl::Status(status.code(), absl::StrCat(Name(), ": ", status.message()));
+           }
+           written->bytes = bytes.size();
+           written->checksum = ir::StateChecksum(bytes);
+           return absl::OkStatus();
+         })
+      .then([context, written]() mutable {
+        context.getResults().setBytes(written->bytes);
+        context.getResults().setChecksum(written->checksum.c_str());
+      });
 }
 
 kj::Promise<void> ActorService::health(HealthContext context) {

@@ -54,6 +54,9 @@
 //  - readBuffer: a state buffer's tensor by binding, read on the compute
 //    thread after any job posted before it. Only state buffers: the
 //    Executor does not expose temporaries. NotFound otherwise.
+//  - saveState: writes the state readBuffer reads to a state file at the
+//    given path (ir::WriteFileAtomically), on the compute thread after any
+//    job posted before it; replies with its size and checksum.
 //  - openDataPlane: completed before the handler returns, with the
 //    DataPlane's offer (a SharedRegion capability per ring, carrying its
 //    descriptor). FailedPrecondition without a DataPlane or when called twice.
@@ -130,6 +133,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   kj::Promise<void> runStep(RunStepContext context) override;
   kj::Promise<void> runRange(RunRangeContext context) override;
   kj::Promise<void> readBuffer(ReadBufferContext context) override;
+  kj::Promise<void> saveState(SaveStateContext context) override;
   kj::Promise<void> health(HealthContext context) override;
   kj::Promise<void> shutdown(ShutdownContext context) override;
   kj::Promise<void> openDataPlane(OpenDataPlaneContext context) override;

@@ -5,6 +5,7 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(TBB CONFIG REQUIRED)
 find_package(CapnProto CONFIG REQUIRED)
+find_package(ZLIB REQUIRED)  # CRC-32 of checkpoint files
 
 # OpenBLAS gives the fp32 GEMM of the reference kernels. Debian installs
 # several BLAS flavours behind alternatives; pkg-config names the one we want.

@@ -39,6 +39,13 @@ struct ActorStepResult {
   int64_t origin_ns = 0;
 };
 
+// One state file an actor wrote (Launcher::SaveState).
+struct SavedStateFile {
+  std::string path;
+  uint64_t bytes = 0;
+  std::string checksum;  // ir::StateChecksum of the file
+};
+
 // How dispatches are cut: the whole step in one call per actor, or one call
 // per schedule task (only to measure what fusion saves).
 enum class Dispatch : uint8_t { kFused, kPerTask };
@@ -57,6 +64,11 @@ class Launcher {
                                                                Dispatch dispatch) = 0;
   // Each actor's state tensors by name.
   virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
+  // Writes each actor's state to paths[actor] as a state file
+  // (ir/state_file.h), atomically. Launchers whose actors can reach the
+  // files write them there (no state crosses the control plane); this
+  // default reads the state and writes the files from the controller.
+  virtual absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths);
 };
 
 }  // namespace tandem::controller

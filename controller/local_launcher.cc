@@ -489,6 +489,26 @@ absl::StatusOr<std::vector<ir::TensorMap>> LocalLauncher::ReadState() {
   return states;
 }
 
+absl::StatusOr<std::vector<SavedStateFile>> LocalLauncher::SaveState(const std::vector<std::string>& paths) {
+  if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  if (static_cast<int32_t>(paths.size()) != num_actors_) {
+    return absl::InvalidArgumentError(absl::StrCat(paths.size(), " state file paths for ", num_actors_, " actors"));
+  }
+  // Written on the loop thread by the replies, read here after CallAll.
+  auto saved = std::make_shared<std::vector<SavedStateFile>>(paths.size());
+  absl::Status status = CallAll("saving the state", options_.step_timeout, [&](int32_t actor) {
+    auto request = loop_->actor(actor).saveStateRequest();
+    request.setPath(paths[actor]);
+    loop_->Track(actor, request.send().then([saved, actor, path = paths[actor]](auto&& response) {
+      (*saved)[actor] = {path, response.getBytes(), ToString(response.getChecksum())};
+    }));
+  });
+  if (!status.ok()) return status;
+  std::vector<SavedStateFile> result;
+  loop_->executor.executeSync([&] { result = *saved; });
+  return result;
+}
+
 absl::Status LocalLauncher::Shutdown() {
   if (shut_down_) return absl::OkStatus();
   shut_down_ = true;

@@ -17,7 +17,8 @@
 //     each actor's state (loadState).
 // RunStep(): one runStep RPC per actor per step (Dispatch::kFused), or one
 // runRange RPC per task (kPerTask, for measurement). ReadState(): readBuffer
-// per state buffer.
+// per state buffer. SaveState(): saveState per actor (the actors write the
+// files; no state crosses the control plane).
 //
 // Failure handling. Every wait is bounded, and while it waits the launcher
 // watches the processes and their heartbeats (a health call to every actor
@@ -101,6 +102,8 @@ class LocalLauncher final : public Launcher {
   absl::StatusOr<std::vector<ActorStepResult>> RunStep(int64_t step, const std::vector<ActorInputs>& inputs,
                                                        Dispatch dispatch) override;
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
+  // Each actor process writes its own file (saveState).
+  absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) override;
 
   // Asks every actor to exit, waits briefly, then terminates and reaps the
   // processes, stops the event loop and removes the run directory.

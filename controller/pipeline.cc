@@ -6,7 +6,9 @@ namespace tandem::controller {
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, const schedules::Schedule& schedule,
                                                            const ir::TensorMap& state,
-                                                           std::unique_ptr<Launcher> launcher) {
+                                                           std::unique_ptr<Launcher> launcher,
+                                                           int64_t steps_done) {
+  if (steps_done < 0) return absl::InvalidArgumentError("steps_done must not be negative");
   absl::StatusOr<CompiledStep> compiled = Compile(step, schedule);
   if (!compiled.ok()) return compiled.status();
   std::vector<ir::TensorMap> states;
@@ -24,7 +26,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
     states.push_back(std::move(actor_state));
   }
   if (absl::Status status = launcher->Start(compiled->programs, states); !status.ok()) return status;
-  return std::unique_ptr<Pipeline>(new Pipeline(std::move(step), *std::move(compiled), std::move(launcher)));
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done));
 }
 
 absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch) {

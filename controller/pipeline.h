@@ -34,25 +34,35 @@ struct StepReport {
 class Pipeline {
  public:
   // Compiles `step` for `schedule` and starts the actors from `state` (e.g.
-  // ir::InitialState(step)).
+  // ir::InitialState(step), or a checkpoint's state after `steps_done`
+  // steps: numbering then goes on from there, as the optimizer needs).
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(ir::TrainStep step, const schedules::Schedule& schedule,
                                                           const ir::TensorMap& state,
-                                                          std::unique_ptr<Launcher> launcher);
+                                                          std::unique_ptr<Launcher> launcher,
+                                                          int64_t steps_done = 0);
 
-  // Runs the next step (numbered from 1) on `microbatches`, each holding
-  // that microbatch's data and labels by name.
+  // Runs the next step (numbered from 1, or from steps_done + 1) on
+  // `microbatches`, each holding that microbatch's data and labels by name.
   absl::StatusOr<StepReport> Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch = Dispatch::kFused);
 
   // The state gathered from the actors. A parameter held by several actors
   // must be bit-identical on all of them (Internal error otherwise).
   absl::StatusOr<ir::TensorMap> State();
+  // Has each actor write its state to paths[actor] (Launcher::SaveState).
+  absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) {
+    return launcher_->SaveState(paths);
+  }
+
+  // Steps run so far, counting those before a checkpoint it started from.
+  int64_t steps_done() const { return steps_run_; }
 
   const CompiledStep& compiled() const { return compiled_; }
   const ir::TrainStep& step() const { return step_; }
 
  private:
-  Pipeline(ir::TrainStep step, CompiledStep compiled, std::unique_ptr<Launcher> launcher)
-      : step_(std::move(step)), compiled_(std::move(compiled)), launcher_(std::move(launcher)) {}
+  Pipeline(ir::TrainStep step, CompiledStep compiled, std::unique_ptr<Launcher> launcher, int64_t steps_done)
+      : step_(std::move(step)), compiled_(std::move(compiled)), launcher_(std::move(launcher)),
+        steps_run_(steps_done) {}
 
   ir::TrainStep step_;
   CompiledStep compiled_;

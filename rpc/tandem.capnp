@@ -189,6 +189,13 @@ interface Actor {
   # data plane needs no setup or was set up already.
   openDataPlane @7 () -> (tcpAddress :Text, regions :List(OutboundRegion));
   connectDataPlane @8 (peers :List(DataPlanePeer), timeoutMillis :Int64) -> ();
+
+  # Checkpointing: writes the actor's state (what readBuffer reads) to
+  # `path` as one state file (ir/state_file.h), atomically (temporary file,
+  # fsync, rename, fsync of the directory), after any call posted before it.
+  # Returns the file's size and CRC-32 for the controller's manifest.
+  # UNAVAILABLE (with the path and the OS's reason) if it cannot write.
+  saveState @9 (path :Text) -> (bytes :UInt64, checksum :Text);
 }
 
 # The controller's record of one registered actor. Dropping it (or the

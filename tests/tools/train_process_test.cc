@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <dirent.h>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -71,12 +73,21 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
   return children;
 }
 
+// The exit code of a process that ended within `timeout`; -1 otherwise.
+template <typename Process>
+int ExitCode(Process& process, absl::Duration timeout = absl::Seconds(120)) {
+  std::optional<int> status = process.Wait(timeout);
+  if (!status.has_value() || !WIFEXITED(*status)) return -1;
+  return WEXITSTATUS(*status);
+}
+
 // `tandem train ...` as a child process, stdout and stderr to files in a
 // fresh directory. The destructor kills and reaps it (and, through the
 // launcher's guarantees, its actors).
 class TrainProcess {
  public:
-  explicit TrainProcess(const std::vector<std::string>& args) {
+  // `environment`: extra NAME=VALUE settings for the child.
+  explicit TrainProcess(const std::vector<std::string>& args, const std::vector<std::string>& environment = {}) {
     char dir_template[] = "/tmp/tandem-train-test-XXXXXX";
     dir_ = mkdtemp(dir_template);
     std::vector<std::string> argv = {TANDEM_BINARY, "train"};
@@ -87,6 +98,7 @@ class TrainProcess {
       int err = open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       dup2(out, STDOUT_FILENO);
       dup2(err, STDERR_FILENO);
+      for (const std::string& setting : environment) putenv(const_cast<char*>(setting.c_str()));
       std::vector<char*> raw;
       for (std::string& arg : argv) raw.push_back(arg.data());
       raw.push_back(nullptr);
@@ -212,6 +224,110 @@ TEST(TrainProcess, BadTransportIsAUsageError) {
   ASSERT_TRUE(WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 2);
   EXPECT_THAT(train.err(), HasSubstr("unknown transport 'carrier-pigeon' (expected shm or tcp)"));
+}
+
+// Checkpoints. A small GPT on 2 actors; each run is a few seconds.
+class TrainCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/tandem-checkpoint-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // `tandem train` of the small GPT for `steps` in all, plus `extra`.
+  static std::vector<std::string> Args(int steps, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--model", "gpt", "--actors", "2", "--microbatches", "4",
+                                     "--steps", absl::StrCat(steps), "--eval-batches", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  std::string dir_;
+};
+
+// The state files of a checkpoint, by name, with their bytes.
+std::map<std::string, std::string> StateFiles(const std::string& checkpoint) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoint)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".state")) files[name] = ReadFile(entry.path().string());
+  }
+  return files;
+}
+
+TEST_F(TrainCheckpoint, ResumedRunIsBitIdenticalToAnUninterruptedOne) {
+  TrainProcess straight(Args(6, {"--checkpoint-dir", Path("straight")}));
+  ASSERT_EQ(ExitCode(straight), 0) << straight.err();
+  TrainProcess first(Args(3, {"--checkpoint-dir", Path("split")}));
+  ASSERT_EQ(ExitCode(first), 0) << first.err();
+  // The second half runs under another schedule and on actor threads (whose
+  // launcher writes the files from the controller): a checkpoint holds
+  // tensors, not a schedule's or a launcher's layout.
+  TrainProcess second(Args(6, {"--resume", Path("split"), "--schedule", "gpipe", "--launcher", "threads"}));
+  ASSERT_EQ(ExitCode(second), 0) << second.err();
+  EXPECT_THAT(second.out(), AllOf(HasSubstr("resuming from " + Path("split/step-00000003") + " (after step 3"),
+                                  HasSubstr("done: 3 steps (4 to 6)")));
+
+  std::map<std::string, std::string> expected = StateFiles(Path("straight/step-00000006"));
+  std::map<std::string, std::string> resumed = StateFiles(Path("split/step-00000006"));
+  ASSERT_EQ(expected.size(), 2u);
+  ASSERT_EQ(resumed.size(), expected.size());
+  for (const auto& [name, bytes] : expected) {
+    EXPECT_TRUE(resumed[name] == bytes) << name << " differs from the uninterrupted run's";
+  }
+}
+
+TEST_F(TrainCheckpoint, ControllerKilledDuringACheckpointWriteLeavesThePreviousOneLoadable) {
+  TrainProcess first(Args(3, {"--checkpoint-dir", Path("ck")}));
+  ASSERT_EQ(ExitCode(first), 0) << first.err();
+  // Dies after the actors wrote their files for step 6, before the manifest.
+  TrainProcess crashed(Args(6, {"--resume", Path("ck")}), {"TANDEM_FAULT=checkpoint-before-manifest"});
+  std::optional<int> status = crashed.Wait(absl::Seconds(120));
+  ASSERT_TRUE(status.has_value());
+  ASSERT_TRUE(WIFSIGNALED(*status)) << crashed.err();
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
+  EXPECT_TRUE(std::filesystem::exists(Path("ck/.step-00000006.partial/actor-0.state")));
+  EXPECT_FALSE(std::filesystem::exists(Path("ck/step-00000006")));
+
+  TrainProcess resumed(Args(6, {"--resume", Path("ck")}));
+  ASSERT_EQ(ExitCode(resumed), 0) << resumed.err();
+  EXPECT_THAT(resumed.out(), HasSubstr("resuming from " + Path("ck/step-00000003")));
+  EXPECT_TRUE(std::filesystem::exists(Path("ck/step-00000006/MANIFEST")));
+  EXPECT_FALSE(std::filesystem::exists(Path("ck/.step-00000006.partial")));
+}
+
+TEST_F(TrainCheckpoint, CorruptOrMismatchedCheckpointIsRefused) {
+  TrainProcess first(Args(2, {"--checkpoint-dir", Path("ck")}));
+  ASSERT_EQ(ExitCode(first), 0) << first.err();
+
+  // Another model, other shapes.
+  TrainProcess mlp({"--model", "mlp", "--actors", "2", "--steps", "4", "--resume", Path("ck")});
+  EXPECT_EQ(ExitCode(mlp), 1);
+  EXPECT_THAT(mlp.err(), AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("does not fit this job"),
+                               HasSubstr("it is of model 'gpt', this job's model is 'mlp'")));
+  TrainProcess wider(Args(4, {"--dim", "96", "--resume", Path("ck")}));
+  EXPECT_EQ(ExitCode(wider), 1);
+  EXPECT_THAT(wider.err(), AllOf(HasSubstr("does not fit this job: state '"), HasSubstr(" there and "),
+                                 HasSubstr(" in this job")));
+
+  // One flipped byte in an actor's file.
+  const std::string victim = Path("ck/step-00000002/actor-1.state");
+  std::string bytes = ReadFile(victim);
+  ASSERT_GT(bytes.size(), 1000u);
+  bytes[bytes.size() / 2] ^= 0x01;
+  std::ofstream(victim, std::ios::binary | std::ios::trunc) << bytes;
+  TrainProcess corrupt(Args(4, {"--resume", Path("ck")}));
+  EXPECT_EQ(ExitCode(corrupt), 1);
+  EXPECT_THAT(corrupt.err(), AllOf(HasSubstr("DATA_LOSS"), HasSubstr("actor-1.state has CRC-32 "),
+                                   HasSubstr("(the checkpoint is corrupt)")));
+
+  // Starting afresh over existing checkpoints would mix two runs.
+  TrainProcess again(Args(2, {"--checkpoint-dir", Path("ck")}));
+  EXPECT_EQ(ExitCode(again), 2);
+  EXPECT_THAT(again.err(), HasSubstr("holds checkpoints already"));
 }
 
 }  // namespace

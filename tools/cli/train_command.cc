@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <ostream>
 
 #include "absl/strings/str_format.h"
+#include "controller/checkpoint.h"
 #include "controller/pipeline.h"
 #include "controller/step_trace.h"
 #include "ir/kernels.h"
@@ -25,14 +27,18 @@ namespace {
 constexpr char kUsage[] =
     "usage: tandem train [--model gpt|mlp] [--actors P] [--schedule NAME|FILE] [--microbatches M]\n"
     "                    [--steps N] [--data FILE] [--verify] [--launcher local|threads|reference]\n"
-    "                    [--transport shm|tcp] [--dispatch fused|per-task] [options]\n\n"
+    "                    [--transport shm|tcp] [--dispatch fused|per-task]\n"
+    "                    [--checkpoint-dir DIR [--checkpoint-every N]] [--resume DIR] [options]\n\n"
     "Trains an example model (by default a character-level GPT on the text under\n"
     "/usr/share/common-licenses) pipelined over P actors, showing step, loss,\n"
     "throughput and the measured bubble, and ends with a summary. --launcher local\n"
     "(the default) runs one actor process per actor; threads runs them as threads\n"
     "of this process (for debugging); reference runs the single-process\n"
     "interpreter. --verify also runs the reference and fails unless losses and\n"
-    "parameters are bit-identical.\n\n";
+    "parameters are bit-identical. --checkpoint-dir saves every actor's parameters\n"
+    "and optimizer state every N steps and after the last; --resume continues from\n"
+    "the newest checkpoint under DIR (or the checkpoint DIR) up to --steps in all,\n"
+    "bit-identical to a run that was never interrupted.\n\n";
 
 float Mean(const std::vector<float>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0f) / static_cast<float>(values.size());
@@ -56,7 +62,7 @@ class Trainer {
 
 class ReferenceTrainer : public Trainer {
  public:
-  explicit ReferenceTrainer(const ir::TrainStep& step) : step_(step), state_(ir::InitialState(step)) {}
+  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state) : step_(step), state_(std::move(state)) {}
   absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override {
     absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(step_, state_, batch, step);
     if (!result.ok()) return result.status();
@@ -80,7 +86,7 @@ class PipelineTrainer : public Trainer {
     return last_.losses;
   }
   absl::StatusOr<ir::TensorMap> State() override { return pipeline_->State(); }
-  const controller::Pipeline& pipeline() const { return *pipeline_; }
+  controller::Pipeline& pipeline() { return *pipeline_; }
   // The last step's report (peaks, compute time per actor).
   const controller::StepReport& last() const { return last_; }
 
@@ -180,6 +186,9 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   arguments.AddOption("log-every", "keep a progress line every N steps", "1");
   arguments.AddOption("trace", "write the measured trace (Chrome/Perfetto JSON) of the first --trace-steps steps");
   arguments.AddOption("trace-steps", "steps the measured trace covers", "10");
+  arguments.AddOption("checkpoint-dir", "save checkpoints under DIR (step-NNNNNNNN/ each)");
+  arguments.AddOption("checkpoint-every", "steps between checkpoints (0: only after the last step)", "0");
+  arguments.AddOption("resume", "continue from the newest checkpoint under DIR, or the checkpoint DIR");
   arguments.AddOption("eval-batches", "validation steps' worth of batches for the final loss", "4");
   arguments.AddFlag("help", "show this help");
   if (absl::Status status = arguments.Parse(args); !status.ok()) {
@@ -201,12 +210,14 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
   absl::StatusOr<int64_t> virtual_stages = arguments.GetInt("virtual");
   absl::StatusOr<int64_t> trace_steps = arguments.GetInt("trace-steps");
-  for (const auto* value :
-       {&steps, &log_every, &eval_batches, &actors, &microbatches, &virtual_stages, &trace_steps}) {
+  absl::StatusOr<int64_t> checkpoint_every = arguments.GetInt("checkpoint-every");
+  for (const auto* value : {&steps, &log_every, &eval_batches, &actors, &microbatches, &virtual_stages, &trace_steps,
+                            &checkpoint_every}) {
     if (!value->ok()) return Fail(err, value->status(), 2);
   }
-  if (*steps < 1 || *log_every < 1 || *eval_batches < 0 || *actors < 1) {
-    err << "tandem train: --steps, --log-every and --actors must be at least 1, --eval-batches at least 0\n";
+  if (*steps < 1 || *log_every < 1 || *eval_batches < 0 || *actors < 1 || *checkpoint_every < 0) {
+    err << "tandem train: --steps, --log-every and --actors must be at least 1, --eval-batches and "
+           "--checkpoint-every at least 0\n";
     return 2;
   }
   const std::string launcher = *arguments.Get("launcher");
@@ -219,6 +230,16 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   const std::optional<std::string> trace_path = arguments.Get("trace");
   if (trace_path.has_value() && !pipelined) {
     err << "tandem train: --trace needs a pipeline (--launcher local or threads)\n";
+    return 2;
+  }
+  const std::optional<std::string> resume = arguments.Get("resume");
+  std::optional<std::string> checkpoint_dir = arguments.Get("checkpoint-dir");
+  if (!pipelined && (checkpoint_dir.has_value() || resume.has_value())) {
+    err << "tandem train: checkpoints need a pipeline (--launcher local or threads)\n";
+    return 2;
+  }
+  if (arguments.Has("checkpoint-every") && !checkpoint_dir.has_value() && !resume.has_value()) {
+    err << "tandem train: --checkpoint-every needs --checkpoint-dir DIR\n";
     return 2;
   }
   std::optional<LauncherChoice> choice;
@@ -240,6 +261,46 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   // fixed count, and the actors share this machine's cores.
   ir::SetBlasThreads(1);
 
+  // Where training starts: step 1 from the initial state, or after a
+  // checkpoint's step from its state (checked against this job's model).
+  ir::TensorMap initial_state;
+  int64_t steps_done = 0;
+  if (resume.has_value()) {
+    absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*resume, job->step);
+    if (!loaded.ok()) return Fail(err, loaded.status());
+    if (loaded->step >= *steps) {
+      err << absl::StrFormat("tandem train: checkpoint %s is after step %d; --steps %d leaves nothing to train\n",
+                             loaded->path, loaded->step, *steps);
+      return 2;
+    }
+    // Later checkpoints go beside the one resumed from, unless told otherwise;
+    // never over newer ones.
+    if (!checkpoint_dir.has_value()) checkpoint_dir = std::filesystem::path(loaded->path).parent_path().string();
+    absl::StatusOr<std::vector<std::string>> existing = controller::ListCheckpoints(*checkpoint_dir);
+    if (!existing.ok()) return Fail(err, existing.status());
+    if (!existing->empty() && std::filesystem::path(existing->back()).filename() >
+                                  std::filesystem::path(loaded->path).filename()) {
+      err << "tandem train: " << *checkpoint_dir << " holds a newer checkpoint (" << existing->back()
+          << ") than the one resumed from; pass another --checkpoint-dir\n";
+      return 2;
+    }
+    steps_done = loaded->step;
+    initial_state = std::move(loaded->state);
+    out << absl::StrFormat("resuming from %s (after step %d, saved under schedule %s on %d actors)\n", loaded->path,
+                           loaded->step, loaded->schedule, loaded->actors);
+  } else {
+    if (checkpoint_dir.has_value()) {
+      absl::StatusOr<std::vector<std::string>> existing = controller::ListCheckpoints(*checkpoint_dir);
+      if (!existing.ok()) return Fail(err, existing.status());
+      if (!existing->empty()) {
+        err << "tandem train: " << *checkpoint_dir << " holds checkpoints already (newest: " << existing->back()
+            << "); continue with --resume " << *checkpoint_dir << " or choose another --checkpoint-dir\n";
+        return 2;
+      }
+    }
+    initial_state = ir::InitialState(job->step);
+  }
+
   out << job->description << "\n";
   std::unique_ptr<Trainer> trainer;
   PipelineTrainer* pipeline_trainer = nullptr;
@@ -248,7 +309,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   if (pipelined) {
     local = choice->local;
     absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline = controller::Pipeline::Create(
-        job->step, *schedule, ir::InitialState(job->step), std::move(choice->launcher));
+        job->step, *schedule, initial_state, std::move(choice->launcher), steps_done);
     if (!pipeline.ok()) return Fail(err, pipeline.status());
     const controller::CompiledStep& compiled = (*pipeline)->compiled();
     out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages), %s dispatch, step %016x\n",
@@ -261,10 +322,10 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     if (trace_path.has_value()) trace.emplace(pipeline_trainer->pipeline().compiled());
   } else {
     out << "executor: single-process reference interpreter\n";
-    trainer = std::make_unique<ReferenceTrainer>(job->step);
+    trainer = std::make_unique<ReferenceTrainer>(job->step, initial_state);
   }
   std::unique_ptr<ReferenceTrainer> reference;
-  if (arguments.Flag("verify")) reference = std::make_unique<ReferenceTrainer>(job->step);
+  if (arguments.Flag("verify")) reference = std::make_unique<ReferenceTrainer>(job->step, initial_state);
   out.flush();
 
   using Clock = std::chrono::steady_clock;
@@ -274,7 +335,8 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   float last_loss = 0;
   const int64_t rpcs_before = local != nullptr ? local->step_rpcs() : 0;
   CatchInterrupts();
-  for (int64_t step = 1; step <= *steps; ++step) {
+  const int64_t steps_run = *steps - steps_done;
+  for (int64_t step = steps_done + 1; step <= *steps; ++step) {
     if (g_interrupted != 0) {
       progress.Clear();
       err << "tandem train: interrupted by " << strsignal(g_interrupted) << " before step " << step
@@ -305,13 +367,24 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     std::string line = absl::StrFormat("step %5d/%d  loss %.4f  %7.1f ms/step  %9.0f %s/s", step, *steps, last_loss,
                                        seconds * 1e3, static_cast<double>(job->items_per_step) / seconds,
                                        job->item_name);
-    if (trace.has_value() && step <= *trace_steps) trace->AddStep(pipeline_trainer->last());
+    if (trace.has_value() && step - steps_done <= *trace_steps) trace->AddStep(pipeline_trainer->last());
     if (pipeline_trainer != nullptr) {
       const double bubble = Bubble(pipeline_trainer->last().busy_ns, seconds);
       bubble_sum += bubble;
       absl::StrAppendFormat(&line, "  bubble %4.1f%%", 100 * bubble);
     }
-    progress.Show(line, step % *log_every == 0 || step == 1 || step == *steps);
+    const bool save = checkpoint_dir.has_value() &&
+                      (step == *steps || (*checkpoint_every > 0 && step % *checkpoint_every == 0));
+    if (save) {
+      absl::StatusOr<std::string> saved = controller::SaveCheckpoint(pipeline_trainer->pipeline(), *checkpoint_dir);
+      if (!saved.ok()) {
+        progress.Clear();
+        return Fail(err, absl::Status(saved.status().code(),
+                                      absl::StrFormat("checkpoint after step %d: %s", step, saved.status().message())));
+      }
+      absl::StrAppend(&line, "  saved ", *saved);
+    }
+    progress.Show(line, save || step % *log_every == 0 || step == steps_done + 1 || step == *steps);
   }
   const int64_t rpcs = local != nullptr ? local->step_rpcs() - rpcs_before : 0;
   absl::StatusOr<ir::TensorMap> state = trainer->State();
@@ -326,7 +399,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
       }
     }
     out << absl::StrFormat("verify: losses of %d steps and all %d state tensors bit-identical to the reference\n",
-                           *steps, expected.size());
+                           steps_run, expected.size());
   }
   std::vector<float> validation;
   for (int64_t i = 0; i < *eval_batches; ++i) {
@@ -335,20 +408,22 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     if (!losses.ok()) return Fail(err, losses.status());
     validation.insert(validation.end(), losses->begin(), losses->end());
   }
-  const double mean_step = total_seconds / static_cast<double>(*steps);
-  out << absl::StrFormat("done: %d steps, final train loss %.4f", *steps, last_loss);
+  const double mean_step = total_seconds / static_cast<double>(steps_run);
+  out << absl::StrFormat("done: %d steps", steps_run);
+  if (steps_done > 0) out << absl::StrFormat(" (%d to %d)", steps_done + 1, *steps);
+  out << absl::StrFormat(", final train loss %.4f", last_loss);
   if (!validation.empty()) out << absl::StrFormat(", validation loss %.4f", Mean(validation));
   out << absl::StrFormat(", mean step %.1f ms, %.0f %s/s", mean_step * 1e3,
                          static_cast<double>(job->items_per_step) / mean_step, job->item_name);
   if (pipeline_trainer != nullptr) {
-    out << absl::StrFormat(", mean bubble %.1f%%", 100 * bubble_sum / static_cast<double>(*steps));
+    out << absl::StrFormat(", mean bubble %.1f%%", 100 * bubble_sum / static_cast<double>(steps_run));
   }
   out << "\n";
   if (pipeline_trainer != nullptr) {
     const controller::CompiledStep& compiled = pipeline_trainer->pipeline().compiled();
     if (local != nullptr) {
       out << absl::StrFormat("control plane: %.1f step RPCs per step (%s dispatch, %d actors)\n",
-                             static_cast<double>(rpcs) / static_cast<double>(*steps), dispatch_name,
+                             static_cast<double>(rpcs) / static_cast<double>(steps_run), dispatch_name,
                              compiled.num_actors);
     }
     if (trace.has_value()) {
