@@ -5,7 +5,7 @@
 #include "controller/compiler.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/example_job.h"
-#include "tools/cli/schedule_option.h"
+#include "schedules/resolve.h"
 
 namespace tandem::cli {
 
@@ -42,7 +42,7 @@ int RunCompileCommand(const CommandArgs& args, std::ostream& out, std::ostream& 
     }
   }
   absl::StatusOr<schedules::Schedule> schedule =
-      ResolveSchedule(*arguments.Get("schedule"), static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches),
+      schedules::ResolveSchedule(*arguments.Get("schedule"), static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches),
                       static_cast<int32_t>(*virtual_stages));
   if (!schedule.ok()) {
     err << "tandem compile: " << schedule.status().message() << "\n";

@@ -18,7 +18,7 @@
 #include "ir/kernels.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/example_job.h"
-#include "tools/cli/schedule_option.h"
+#include "schedules/resolve.h"
 #include "tools/cli/launcher_option.h"
 
 namespace tandem::cli {
@@ -28,7 +28,8 @@ constexpr char kUsage[] =
     "usage: tandem train [--model gpt|mlp] [--actors P] [--schedule NAME|FILE] [--microbatches M]\n"
     "                    [--steps N] [--data FILE] [--verify] [--launcher local|threads|reference]\n"
     "                    [--transport shm|tcp] [--dispatch fused|per-task]\n"
-    "                    [--checkpoint-dir DIR [--checkpoint-every N]] [--resume DIR] [options]\n\n"
+    "                    [--checkpoint-dir DIR [--checkpoint-every N]] [--resume DIR]\n"
+    "                    [--trace FILE] [--losses FILE] [options]\n\n"
     "Trains an example model (by default a character-level GPT on the text under\n"
     "/usr/share/common-licenses) pipelined over P actors, showing step, loss,\n"
     "throughput and the measured bubble, and ends with a summary. --launcher local\n"
@@ -186,6 +187,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   arguments.AddOption("log-every", "keep a progress line every N steps", "1");
   arguments.AddOption("trace", "write the measured trace (Chrome/Perfetto JSON) of the first --trace-steps steps");
   arguments.AddOption("trace-steps", "steps the measured trace covers", "10");
+  arguments.AddOption("losses", "write every step's per-microbatch losses to FILE (JSON, exact to the bit)");
   arguments.AddOption("checkpoint-dir", "save checkpoints under DIR (step-NNNNNNNN/ each)");
   arguments.AddOption("checkpoint-every", "steps between checkpoints (0: only after the last step)", "0");
   arguments.AddOption("resume", "continue from the newest checkpoint under DIR, or the checkpoint DIR");
@@ -249,7 +251,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     if (!made.ok()) return Fail(err, made.status(), 2);
     choice = *std::move(made);
     absl::StatusOr<schedules::Schedule> resolved =
-        ResolveSchedule(*arguments.Get("schedule"), static_cast<int32_t>(*actors),
+        schedules::ResolveSchedule(*arguments.Get("schedule"), static_cast<int32_t>(*actors),
                         static_cast<int32_t>(*microbatches), static_cast<int32_t>(*virtual_stages));
     if (!resolved.ok()) return Fail(err, resolved.status());
     schedule = *std::move(resolved);
@@ -336,6 +338,8 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   const int64_t rpcs_before = local != nullptr ? local->step_rpcs() : 0;
   CatchInterrupts();
   const int64_t steps_run = *steps - steps_done;
+  const std::optional<std::string> losses_path = arguments.Get("losses");
+  std::string losses_json = "{\"steps\": [";
   for (int64_t step = steps_done + 1; step <= *steps; ++step) {
     if (g_interrupted != 0) {
       progress.Clear();
@@ -354,6 +358,15 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     }
     total_seconds += seconds;
     last_loss = Mean(*losses);
+    if (losses_path.has_value()) {
+      // %.9g round-trips every f32.
+      absl::StrAppendFormat(&losses_json, "%s\n  {\"step\": %d, \"losses\": [", step == steps_done + 1 ? "" : ",",
+                            step);
+      for (size_t m = 0; m < losses->size(); ++m) {
+        absl::StrAppendFormat(&losses_json, "%s%.9g", m == 0 ? "" : ", ", (*losses)[m]);
+      }
+      losses_json += "]}";
+    }
     if (reference) {
       absl::StatusOr<std::vector<float>> expected = reference->Step(batch, step);
       if (!expected.ok()) return Fail(err, expected.status());
@@ -387,6 +400,12 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     progress.Show(line, save || step % *log_every == 0 || step == steps_done + 1 || step == *steps);
   }
   const int64_t rpcs = local != nullptr ? local->step_rpcs() - rpcs_before : 0;
+  if (losses_path.has_value()) {
+    std::ofstream file(*losses_path);
+    file << losses_json << "\n]}\n";
+    file.close();
+    if (!file) return Fail(err, absl::UnavailableError(absl::StrCat("cannot write the losses to ", *losses_path)));
+  }
   absl::StatusOr<ir::TensorMap> state = trainer->State();
   if (!state.ok()) return Fail(err, state.status());
   if (reference) {
