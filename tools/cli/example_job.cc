@@ -4,10 +4,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "examples/data/char_corpus.h"
-#include "examples/data/synthetic.h"
-#include "examples/models/gpt.h"
-#include "examples/models/mlp.h"
 
 namespace tandem::cli {
 namespace {
@@ -22,26 +18,12 @@ absl::StatusOr<double> GetDouble(const Arguments& arguments, const std::string& 
   return value;
 }
 
-absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const Arguments& arguments, double default_lr) {
-  std::string name = arguments.Get("optimizer").value_or("adam");
-  double lr = default_lr;
-  if (arguments.Has("lr")) {
-    absl::StatusOr<double> value = GetDouble(arguments, "lr");
-    if (!value.ok()) return value.status();
-    lr = *value;
-  }
-  if (name == "adam") return std::make_unique<Adam>(AdamOptions{.learning_rate = lr});
-  if (name == "sgd") return std::make_unique<Sgd>(SgdOptions{.learning_rate = lr, .momentum = 0.9});
-  return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "' (expected adam or sgd)"));
-}
-
-// Reads an optional integer option into `field`.
-template <typename T>
-absl::Status ReadSize(const Arguments& arguments, const std::string& name, T& field) {
+// Reads an optional integer option.
+absl::Status ReadSize(const Arguments& arguments, const std::string& name, std::optional<int64_t>& field) {
   if (!arguments.Has(name)) return absl::OkStatus();
   absl::StatusOr<int64_t> value = arguments.GetInt(name);
   if (!value.ok()) return value.status();
-  field = static_cast<T>(*value);
+  field = *value;
   return absl::OkStatus();
 }
 
@@ -64,8 +46,8 @@ void AddExampleOptions(Arguments& arguments) {
 }
 
 absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optional<int32_t> stages_override) {
-  std::string model = arguments.Get("model").value_or("gpt");
-  TraceOptions trace;
+  examples::ExampleJobOptions options;
+  options.model = arguments.Get("model").value_or("gpt");
   absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
   absl::StatusOr<int64_t> stages = arguments.GetInt("stages");
   absl::StatusOr<int64_t> seed = arguments.GetInt("seed");
@@ -79,87 +61,22 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optio
     }
     stages = *stages_override;
   }
-  trace.num_microbatches = static_cast<int32_t>(*microbatches);
-  trace.seed = static_cast<uint64_t>(*seed);
-  const uint64_t data_seed = static_cast<uint64_t>(*seed);
-  const int32_t num_microbatches = trace.num_microbatches;
-  ExampleJob job;
-
-  if (model == "gpt") {
-    absl::StatusOr<examples::CharCorpus> corpus = examples::CharCorpus::LoadDefault(arguments.Get("data"));
-    if (!corpus.ok()) return corpus.status();
-    examples::GptConfig config;
-    config.vocab_size = corpus->vocab_size();
-    config.num_stages = static_cast<int32_t>(*stages);
-    config.num_layers = std::max<int64_t>(config.num_layers, config.num_stages);
-    config.tied_head = arguments.Flag("tied");
-    for (auto [name, field] : {std::pair{"layers", &config.num_layers}, {"dim", &config.model_dim},
-                               {"heads", &config.num_heads}, {"seq", &config.sequence_length},
-                               {"batch", &config.batch_size}}) {
-      if (absl::Status s = ReadSize(arguments, name, *field); !s.ok()) return s;
-    }
-    if (absl::Status s = examples::ValidateGptConfig(config); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(arguments, 3e-3);
-    if (!optimizer.ok()) return optimizer.status();
-    absl::StatusOr<ir::TrainStep> step = TraceTrainStep("gpt", examples::GptModel(config), **optimizer, trace);
-    if (!step.ok()) return step.status();
-    job.step = *std::move(step);
-    job.description = absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
-                                   config.num_heads, " heads, seq ", config.sequence_length, ", vocab ",
-                                   config.vocab_size, ", batch ", config.batch_size, " x ", num_microbatches,
-                                   " microbatches, ", config.num_stages, " stages; data: ", corpus->source(),
-                                   " (", corpus->size(), " bytes)");
-    job.items_per_step = int64_t{config.batch_size} * config.sequence_length * num_microbatches;
-    job.item_name = "tokens";
-    auto shared = std::make_shared<examples::CharCorpus>(*std::move(corpus));
-    auto batches = [shared, config, num_microbatches, data_seed](examples::CharCorpus::Split split, uint64_t index) {
-      std::vector<ir::TensorMap> microbatches;
-      for (int32_t m = 0; m < num_microbatches; ++m) {
-        microbatches.push_back(shared->Batch(split, config.batch_size, config.sequence_length, data_seed,
-                                             index * num_microbatches + m));
-      }
-      return microbatches;
-    };
-    job.train_batch = [batches](uint64_t index) { return batches(examples::CharCorpus::Split::kTrain, index); };
-    job.validation_batch = [batches](uint64_t index) {
-      return batches(examples::CharCorpus::Split::kValidation, index);
-    };
-    return job;
+  options.stages = static_cast<int32_t>(*stages);
+  options.microbatches = static_cast<int32_t>(*microbatches);
+  options.seed = static_cast<uint64_t>(*seed);
+  for (auto [name, field] : {std::pair{"layers", &options.layers}, {"dim", &options.dim}, {"heads", &options.heads},
+                             {"seq", &options.seq}, {"batch", &options.batch}}) {
+    if (absl::Status s = ReadSize(arguments, name, *field); !s.ok()) return s;
   }
-  if (model == "mlp") {
-    examples::MlpConfig config;
-    config.num_stages = static_cast<int32_t>(*stages);
-    config.num_layers = std::max<int64_t>(config.num_layers, config.num_stages);
-    for (auto [name, field] : {std::pair{"layers", &config.num_layers}, {"dim", &config.hidden_dim},
-                               {"batch", &config.batch_size}}) {
-      if (absl::Status s = ReadSize(arguments, name, *field); !s.ok()) return s;
-    }
-    if (absl::Status s = examples::ValidateMlpConfig(config); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(arguments, 1e-2);
-    if (!optimizer.ok()) return optimizer.status();
-    absl::StatusOr<ir::TrainStep> step = TraceTrainStep("mlp", examples::MlpModel(config), **optimizer, trace);
-    if (!step.ok()) return step.status();
-    job.step = *std::move(step);
-    job.description = absl::StrCat("mlp: ", config.num_layers, " hidden layers of ", config.hidden_dim,
-                                   ", batch ", config.batch_size, " x ", num_microbatches, " microbatches, ",
-                                   config.num_stages, " stages; data: synthetic teacher-labelled classes");
-    job.items_per_step = int64_t{config.batch_size} * num_microbatches;
-    job.item_name = "examples";
-    auto batches = [config, num_microbatches, data_seed](uint64_t base) {
-      std::vector<ir::TensorMap> microbatches;
-      for (int32_t m = 0; m < num_microbatches; ++m) {
-        microbatches.push_back(examples::ClassificationBatch(config, data_seed, base + m));
-      }
-      return microbatches;
-    };
-    job.train_batch = [batches, num_microbatches](uint64_t index) { return batches(index * num_microbatches); };
-    // Validation draws from an index range training never reaches.
-    job.validation_batch = [batches, num_microbatches](uint64_t index) {
-      return batches((uint64_t{1} << 40) + index * num_microbatches);
-    };
-    return job;
+  options.tied = arguments.Flag("tied");
+  options.optimizer = arguments.Get("optimizer").value_or("adam");
+  if (arguments.Has("lr")) {
+    absl::StatusOr<double> lr = GetDouble(arguments, "lr");
+    if (!lr.ok()) return lr.status();
+    options.lr = *lr;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown model '", model, "' (expected gpt or mlp)"));
+  options.data = arguments.Get("data");
+  return examples::MakeExampleJob(options);
 }
 
 }  // namespace tandem::cli

@@ -1,0 +1,57 @@
+// The example jobs behind `tandem train`, the benchmarks and the Python
+// stub: a traced example model with its optimizer, and where its batches
+// come from.
+#ifndef TANDEM_EXAMPLES_EXAMPLE_JOB_H_
+#define TANDEM_EXAMPLES_EXAMPLE_JOB_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/interpreter.h"
+#include "ir/train_step.h"
+
+namespace tandem::examples {
+
+// What to build. Unset sizes take the model's defaults (GptConfig,
+// MlpConfig), except that the model gets at least `stages` layers.
+struct ExampleJobOptions {
+  std::string model = "gpt";  // gpt or mlp
+  int32_t stages = 1;
+  int32_t microbatches = 4;
+  std::optional<int64_t> layers;  // decoder blocks (gpt) or hidden layers (mlp)
+  std::optional<int64_t> dim;     // gpt d_model, mlp hidden width
+  std::optional<int64_t> heads;   // gpt
+  std::optional<int64_t> seq;     // gpt sequence length
+  std::optional<int64_t> batch;   // sequences or examples per microbatch
+  bool tied = false;              // gpt: the token embedding is also the LM head
+  std::string optimizer = "adam";  // adam or sgd (momentum 0.9)
+  std::optional<double> lr;        // default 3e-3 for gpt, 1e-2 for mlp
+  uint64_t seed = 1;               // parameter initialization and data sampling
+  std::optional<std::string> data;  // gpt: a text file or directory (default: /usr/share/common-licenses)
+};
+
+// A traced example model and where its batches come from. Owns everything
+// it needs; not thread-safe.
+struct ExampleJob {
+  std::string description;  // e.g. "gpt: 2 layers, d=64, ..., data: /usr/share/common-licenses"
+  ir::TrainStep step;
+  // What one step consumes, for throughput: e.g. 8192 "tokens".
+  int64_t items_per_step = 0;
+  std::string item_name;
+  // The microbatches of training step `index` (0-based) from the train split.
+  std::function<std::vector<ir::TensorMap>(uint64_t index)> train_batch;
+  // A held-out batch set for the validation loss.
+  std::function<std::vector<ir::TensorMap>(uint64_t index)> validation_batch;
+};
+
+// InvalidArgument for an unknown model or optimizer, or sizes that do not
+// fit (naming them).
+absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options);
+
+}  // namespace tandem::examples
+
+#endif  // TANDEM_EXAMPLES_EXAMPLE_JOB_H_
