@@ -1,0 +1,131 @@
+#include "controller/session.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "controller/checkpoint.h"
+#include "controller/local_launcher.h"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsExecutable(const fs::path& path) { return access(path.c_str(), X_OK) == 0 && fs::is_regular_file(path); }
+
+}  // namespace
+
+std::string FindActorBinary() {
+  if (const char* path = std::getenv("TANDEM_ACTOR_BINARY"); path != nullptr && path[0] != '\0') return path;
+  std::vector<fs::path> candidates;
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (!error) candidates.push_back(self.parent_path() / "tandem-actor");
+  // The file this function is in: libtandem.so when a script links the
+  // library, else the running program itself.
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&FindActorBinary), &info) != 0 && info.dli_fname != nullptr) {
+    const fs::path library = fs::weakly_canonical(info.dli_fname, error);
+    if (!error) {
+      // <prefix>/lib/libtandem.so or <prefix>/lib/<multiarch>/libtandem.so.
+      candidates.push_back(library.parent_path() / "tandem-actor");
+      for (fs::path dir = library.parent_path(); dir.has_relative_path(); dir = dir.parent_path()) {
+        candidates.push_back(dir.parent_path() / "bin" / "tandem-actor");
+        if (candidates.size() > 5) break;
+      }
+    }
+  }
+  for (const fs::path& candidate : candidates) {
+    if (IsExecutable(candidate)) return candidate.string();
+  }
+  return "tandem-actor";
+}
+
+absl::StatusOr<std::unique_ptr<controller::Launcher>> Session::MakeLauncher() {
+  if (options_.launcher) {
+    launcher_description_ = "custom launcher";
+    std::unique_ptr<controller::Launcher> launcher = options_.launcher();
+    if (launcher == nullptr) return absl::InvalidArgumentError("SessionOptions::launcher returned no launcher");
+    return launcher;
+  }
+  absl::StatusOr<controller::DataPlaneTransport> transport = controller::ParseDataPlaneTransport(options_.transport);
+  if (!transport.ok()) return transport.status();
+  controller::LocalLauncherOptions local;
+  local.actor_binary = options_.actor_binary.empty() ? FindActorBinary() : options_.actor_binary;
+  local.transport = *transport;
+  local.receive_timeout = options_.receive_timeout;
+  local.step_timeout = options_.step_timeout;
+  if (options_.actor_output) {
+    local.output = [sink = options_.actor_output](absl::string_view line) { sink(std::string(line)); };
+  }
+  launcher_description_ = absl::StrCat("local launcher (one process per actor, ",
+                                       controller::DataPlaneTransportName(*transport), " data plane)");
+  return std::make_unique<controller::LocalLauncher>(std::move(local));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, schedules::Schedule schedule,
+                                                            SessionOptions options, const ir::TensorMap& state,
+                                                            int64_t steps_done) {
+  std::unique_ptr<Session> session(new Session(schedule, std::move(options)));
+  absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = session->MakeLauncher();
+  if (!launcher.ok()) return launcher.status();
+  absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
+      controller::Pipeline::Create(std::move(step), schedule, state, *std::move(launcher), steps_done);
+  if (!pipeline.ok()) return pipeline.status();
+  session->pipeline_ = *std::move(pipeline);
+  return session;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Start(ir::TrainStep step, schedules::Schedule schedule,
+                                                        SessionOptions options) {
+  const ir::TensorMap state = ir::InitialState(step);
+  return StartFrom(std::move(step), std::move(schedule), std::move(options), state, 0);
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, schedules::Schedule schedule,
+                                                         const std::string& checkpoint, SessionOptions options) {
+  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(checkpoint, step);
+  if (!loaded.ok()) return loaded.status();
+  return StartFrom(std::move(step), std::move(schedule), std::move(options), loaded->state, loaded->step);
+}
+
+Session::~Session() = default;
+
+absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::TensorMap>& microbatches) {
+  return pipeline_->Step(microbatches, options_.dispatch);
+}
+
+absl::StatusOr<ir::TensorMap> Session::State() { return pipeline_->State(); }
+
+absl::StatusOr<std::string> Session::SaveCheckpoint(const std::string& root) {
+  return controller::SaveCheckpoint(*pipeline_, root);
+}
+
+absl::Status Session::SetSchedule(schedules::Schedule schedule) {
+  return Recompile(pipeline_->step(), std::move(schedule));
+}
+
+absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule) {
+  if (step.state != pipeline_->step().state) {
+    return absl::InvalidArgumentError(
+        "the new step's parameters and optimizer slots differ from the running one's (names, types or initializers)");
+  }
+  absl::StatusOr<ir::TensorMap> state = pipeline_->State();
+  if (!state.ok()) return state.status();
+  // The new actors start before the old ones go, so that a failure leaves
+  // the running pipeline as it was.
+  absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
+  if (!launcher.ok()) return launcher.status();
+  absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
+      controller::Pipeline::Create(std::move(step), schedule, *state, *std::move(launcher), pipeline_->steps_done());
+  if (!pipeline.ok()) return pipeline.status();
+  pipeline_ = *std::move(pipeline);
+  schedule_ = std::move(schedule);
+  return absl::OkStatus();
+}
+
+}  // namespace tandem

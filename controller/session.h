@@ -1,0 +1,118 @@
+// Session: the controller API a training script uses (see <tandem/tandem.h>).
+//
+//   absl::StatusOr<ir::TrainStep> step = tandem::TraceTrainStep("mlp", Model, tandem::Adam({.learning_rate = 1e-3}), {.num_microbatches = 8});
+//   absl::StatusOr<schedules::Schedule> schedule = schedules::ResolveSchedule("1f1b", 4, 8);
+//   absl::StatusOr<std::unique_ptr<tandem::Session>> session = tandem::Session::Start(*step, *schedule);
+//   for (...) report = (*session)->Step(microbatches);   // report->losses
+//   (*session)->SaveCheckpoint("ck");
+//
+// A session compiles the traced step for the schedule, starts one actor per
+// schedule actor (by default as `tandem-actor` processes on this host: the
+// local launcher), hands them their programs and state, and runs steps.
+// It can save and resume checkpoints (controller/checkpoint.h) and switch to
+// another schedule mid-run, carrying the parameters and the step count over.
+// Owns its actors: destroying the session shuts them down. Not thread-safe:
+// one controller thread drives it.
+#ifndef TANDEM_CONTROLLER_SESSION_H_
+#define TANDEM_CONTROLLER_SESSION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "controller/compiler.h"
+#include "controller/launcher.h"
+#include "controller/pipeline.h"
+#include "ir/interpreter.h"
+#include "ir/train_step.h"
+#include "schedules/schedule.h"
+
+namespace tandem {
+
+struct SessionOptions {
+  // The actor executable; empty: FindActorBinary().
+  std::string actor_binary;
+  // The data plane between the local actors: "shm" or "tcp".
+  std::string transport = "shm";
+  // One dispatch per actor per step, or one per task (for measurement).
+  controller::Dispatch dispatch = controller::Dispatch::kFused;
+  // The deadline of every data-plane receive, and of one whole step.
+  absl::Duration receive_timeout = absl::Seconds(30);
+  absl::Duration step_timeout = absl::Minutes(10);
+  // Where the actors' output lines go, prefixed "[actor N]" (default:
+  // stderr).
+  std::function<void(const std::string& line)> actor_output;
+  // Another kind of actors instead of local processes: called at every
+  // (re)start for a fresh, unstarted launcher.
+  std::function<std::unique_ptr<controller::Launcher>()> launcher;
+};
+
+class Session {
+ public:
+  // Compiles `step` for `schedule` and starts its actors from the step's
+  // initial parameters (ir::InitialState).
+  static absl::StatusOr<std::unique_ptr<Session>> Start(ir::TrainStep step, schedules::Schedule schedule,
+                                                        SessionOptions options = {});
+  // The same, from a checkpoint: a checkpoint directory or a root holding
+  // several (its newest), checked against `step` (controller/checkpoint.h).
+  // Step numbering goes on after the checkpoint's step.
+  static absl::StatusOr<std::unique_ptr<Session>> Resume(ir::TrainStep step, schedules::Schedule schedule,
+                                                         const std::string& checkpoint, SessionOptions options = {});
+  ~Session();
+
+  // Runs the next step on `microbatches` (one TensorMap of inputs and labels
+  // per microbatch, by the names the model declared). The report holds each
+  // microbatch's loss, or its output for a forward-only step.
+  absl::StatusOr<controller::StepReport> Step(const std::vector<ir::TensorMap>& microbatches);
+
+  // Every parameter and optimizer slot, gathered from the actors.
+  absl::StatusOr<ir::TensorMap> State();
+  // Writes a checkpoint of the state after steps_done() under `root`
+  // (root/step-NNNNNNNN/); returns its directory.
+  absl::StatusOr<std::string> SaveCheckpoint(const std::string& root);
+
+  // Recompiles for `schedule` (any valid schedule with the step's stages
+  // and microbatches) and restarts the actors from the current state; the
+  // step count carries on. On failure the session keeps running as before.
+  absl::Status SetSchedule(schedules::Schedule schedule);
+  // The same with a re-traced step, e.g. for another microbatch count (the
+  // update's 1/M is part of the traced step). Its parameters and optimizer
+  // slots must be the running step's (InvalidArgument otherwise).
+  absl::Status Recompile(ir::TrainStep step, schedules::Schedule schedule);
+
+  int64_t steps_done() const { return pipeline_->steps_done(); }
+  const ir::TrainStep& train_step() const { return pipeline_->step(); }
+  const schedules::Schedule& schedule() const { return schedule_; }
+  const controller::CompiledStep& compiled() const { return pipeline_->compiled(); }
+  controller::Pipeline& pipeline() { return *pipeline_; }
+  // "local launcher (one process per actor, shm data plane)", or "custom launcher".
+  const std::string& launcher_description() const { return launcher_description_; }
+
+ private:
+  Session(schedules::Schedule schedule, SessionOptions options)
+      : schedule_(std::move(schedule)), options_(std::move(options)) {}
+  // A fresh launcher for options_, and its description.
+  absl::StatusOr<std::unique_ptr<controller::Launcher>> MakeLauncher();
+  static absl::StatusOr<std::unique_ptr<Session>> StartFrom(ir::TrainStep step, schedules::Schedule schedule,
+                                                            SessionOptions options, const ir::TensorMap& state,
+                                                            int64_t steps_done);
+
+  schedules::Schedule schedule_;
+  SessionOptions options_;
+  std::string launcher_description_;
+  std::unique_ptr<controller::Pipeline> pipeline_;
+};
+
+// Where `tandem-actor` is: $TANDEM_ACTOR_BINARY if set; else beside the
+// running program; else in the bin/ directory beside the lib/ directory of
+// the library holding this code (an installed Tandem); else beside that
+// library (a build tree). "tandem-actor" (searched on PATH) if none exists.
+std::string FindActorBinary();
+
+}  // namespace tandem
+
+#endif  // TANDEM_CONTROLLER_SESSION_H_

@@ -1,0 +1,91 @@
+"""The Python stub trains like the C++ controller, bit for bit.
+
+Run by CTest with Debian's /usr/bin/python3 and PYTHONPATH=<build>/python;
+TANDEM_BINARY is the `tandem` CLI of the same build.
+"""
+import json
+import os
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import tandem
+
+MODEL = dict(model="mlp", stages=2, microbatches=4)
+STEPS = 3
+
+
+def bits(value: float) -> bytes:
+    return struct.pack("<f", value)
+
+
+class TrainTest(unittest.TestCase):
+    def test_losses_equal_the_cpp_runs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "losses.json")
+            subprocess.run(
+                [os.environ["TANDEM_BINARY"], "train", "--model", "mlp", "--actors", "2",
+                 "--microbatches", "4", "--steps", str(STEPS), "--eval-batches", "0", "--losses", path],
+                check=True, capture_output=True, timeout=120)
+            with open(path) as f:
+                expected = [step["losses"] for step in json.load(f)["steps"]]
+
+        job = tandem.ExampleJob(**MODEL)
+        schedule = tandem.Schedule("1f1b", actors=2, microbatches=4)
+        session = tandem.Session.start(job.step, schedule)
+        got = [session.step(job.train_batch(i)) for i in range(STEPS)]
+        self.assertEqual(session.steps_done, STEPS)
+        self.assertEqual(len(got), len(expected))
+        for step, (ours, theirs) in enumerate(zip(got, expected), start=1):
+            self.assertEqual([bits(x) for x in ours], [bits(x) for x in theirs], f"step {step}")
+
+        state = session.state()
+        self.assertEqual(sorted(state), sorted(job.step.state_names))
+        self.assertEqual(state["out.w"].dtype, np.float32)
+        self.assertTrue(all(np.isfinite(t).all() for t in state.values()))
+
+    def test_numpy_microbatches_and_checkpoints(self):
+        job = tandem.ExampleJob(**MODEL)
+        schedule = tandem.Schedule("gpipe", actors=2, microbatches=4)
+        batch = job.train_batch(0)
+        self.assertEqual(batch[0]["x"].dtype, np.float32)
+        # Float64 data from the user is narrowed to the model's f32.
+        wide = [{name: (a.astype(np.float64) if a.dtype == np.float32 else a) for name, a in m.items()} for m in batch]
+        with tempfile.TemporaryDirectory() as tmp:
+            first = tandem.Session.start(job.step, schedule)
+            loss = first.step(wide)
+            saved = first.save_checkpoint(tmp)
+            self.assertTrue(saved.endswith("step-00000001"))
+            expected = first.step(job.train_batch(1))
+            resumed = tandem.Session.resume(job.step, schedule, tmp)
+            self.assertEqual(resumed.steps_done, 1)
+            self.assertEqual([bits(x) for x in resumed.step(job.train_batch(1))], [bits(x) for x in expected])
+        self.assertEqual(len(loss), 4)
+
+    def test_errors_are_python_exceptions_with_the_status(self):
+        with self.assertRaisesRegex(ValueError, "INVALID_ARGUMENT: unknown model 'rnn'"):
+            tandem.ExampleJob(model="rnn")
+        with self.assertRaisesRegex(FileNotFoundError, "NOT_FOUND: .*no-such.sched"):
+            tandem.Schedule("no-such.sched", actors=2, microbatches=4)
+        job = tandem.ExampleJob(**MODEL)
+        session = tandem.Session.start(job.step, tandem.Schedule("1f1b", actors=2, microbatches=4))
+        with self.assertRaisesRegex(ValueError, "compiled for 4 microbatches, got 1"):
+            session.step(job.train_batch(0)[:1])
+        with self.assertRaisesRegex(FileNotFoundError, "no checkpoint at"):
+            tandem.Session.resume(job.step, tandem.Schedule("1f1b", actors=2, microbatches=4), "/nonexistent")
+
+    def test_traced_ir_file_round_trips(self):
+        job = tandem.ExampleJob(**MODEL)
+        with tempfile.NamedTemporaryFile("w", suffix=".ir") as f:
+            f.write(job.step.to_text())
+            f.flush()
+            step = tandem.load_step(f.name)
+        self.assertEqual(step.state_names, job.step.state_names)
+        self.assertEqual(step.num_stages, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
