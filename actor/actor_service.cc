@@ -385,9 +385,14 @@ kj::Promise<void> ActorService::readBuffer(ReadBufferContext context) {
   std::string name = ToString(context.getParams().getName());
   auto slot = std::make_shared<ir::HostTensor>();
   return OnCompute([this, name, slot]() -> absl::Status {
-           const ir::TensorMap state = executor_ != nullptr ? executor_->State() : loaded_state_;
-           auto found = state.find(name);
-           if (found == state.end() || !found->second.defined()) {
+           if (executor_ != nullptr) {
+             absl::StatusOr<ir::HostTensor> tensor = executor_->ReadBuffer(name);
+             if (!tensor.ok()) return tensor.status();
+             *slot = *std::move(tensor);
+             return absl::OkStatus();
+           }
+           auto found = loaded_state_.find(name);
+           if (found == loaded_state_.end() || !found->second.defined()) {
              return absl::NotFoundError(absl::StrCat(Name(), ": no state buffer bound to \"", name, "\""));
            }
            *slot = found->second;

@@ -51,9 +51,11 @@
 //    Reset before the next step). runRange: the range that begins at 0
 //    carries the step's inputs; only the range that ends the program
 //    returns results and timings (all of the step's).
-//  - readBuffer: a state buffer's tensor by binding, read on the compute
-//    thread after any job posted before it. Only state buffers: the
-//    Executor does not expose temporaries. NotFound otherwise.
+//  - readBuffer: a buffer's current tensor, by state binding or by the
+//    program's buffer name ("%26@0"), read on the compute thread after any
+//    job posted before it (between steps, or between runRange calls of a
+//    step: the debugger's inspect). NotFound for no such buffer,
+//    FailedPrecondition for one that holds nothing now.
 //  - saveState: writes the state readBuffer reads to a state file at the
 //    given path (ir::WriteFileAtomically), on the compute thread after any
 //    job posted before it; replies with its size and checksum.

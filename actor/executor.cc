@@ -43,6 +43,43 @@ std::string Executor::BufferName(BufferId id) const {
   return absl::StrCat("buffer ", id, " (", program_.buffers[id].name, ")");
 }
 
+absl::StatusOr<HostTensor> Executor::ReadBuffer(const std::string& name) const {
+  for (BufferId id = 0; id < static_cast<BufferId>(program_.buffers.size()); ++id) {
+    const ir::Buffer& buffer = program_.buffers[id];
+    if (buffer.name != name && !(buffer.kind == ir::BufferKind::kState && buffer.binding == name)) continue;
+    if (!buffers_[id].defined()) {
+      // Say when it does hold something: between the instruction that fills
+      // it and the one that frees it.
+      int32_t filled = -1, freed = -1;
+      for (int32_t i = 0; i < static_cast<int32_t>(program_.instructions.size()); ++i) {
+        const ir::Instruction& instruction = program_.instructions[i];
+        const std::vector<BufferId>& written =
+            instruction.kind == ir::InstructionKind::kRun ? instruction.outputs : instruction.buffers;
+        const bool writes = instruction.kind == ir::InstructionKind::kRun ||
+                            instruction.kind == ir::InstructionKind::kReceive ||
+                            instruction.kind == ir::InstructionKind::kAccumulate;
+        if (filled < 0 && writes && std::find(written.begin(), written.end(), id) != written.end()) filled = i;
+        if (instruction.kind == ir::InstructionKind::kFree &&
+            std::find(instruction.buffers.begin(), instruction.buffers.end(), id) != instruction.buffers.end()) {
+          freed = i;
+        }
+      }
+      const std::string where = phase_ == Phase::kInStep ? absl::StrCat("the actor is at instruction ", next_instruction_)
+                                                         : "the actor is between steps";
+      std::string when = "it is never filled";
+      if (filled >= 0) {
+        when = absl::StrCat("it lives from instruction ", filled, " (", program_.instructions[filled].task.ToString(),
+                            ")");
+        if (freed >= 0) absl::StrAppend(&when, " to instruction ", freed, " (", program_.instructions[freed].task.ToString(), ")");
+      }
+      return absl::FailedPreconditionError(absl::StrCat("actor ", program_.actor, ": buffer ", name,
+                                                        " holds nothing now: ", when, "; ", where));
+    }
+    return buffers_[id];
+  }
+  return absl::NotFoundError(absl::StrCat("actor ", program_.actor, " has no buffer named ", name));
+}
+
 absl::StatusOr<const HostTensor*> Executor::Read(BufferId id) const {
   if (!buffers_[id].defined()) return absl::InternalError(absl::StrCat(BufferName(id), " is empty"));
   return &buffers_[id];

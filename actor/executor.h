@@ -116,6 +116,12 @@ class Executor {
   absl::StatusOr<StepOutputs> RunStep(int64_t step, const StepInputs& inputs, Transport& transport,
                                       absl::Duration receive_timeout);
 
+  // Debugging: the current tensor of the buffer called `name` (a buffer's
+  // name in the program, e.g. "%26@0" or "loss@3", or a state binding).
+  // NotFound for no such buffer; FailedPrecondition for one that holds
+  // nothing now (not yet filled, or freed after its last use).
+  absl::StatusOr<ir::HostTensor> ReadBuffer(const std::string& name) const;
+
   // The next instruction RunRange will run in the current step.
   int32_t next_instruction() const { return next_instruction_; }
 

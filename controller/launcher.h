@@ -46,6 +46,12 @@ struct SavedStateFile {
   std::string checksum;  // ir::StateChecksum of the file
 };
 
+// Instructions [begin, end) of an actor's program.
+struct InstructionRange {
+  int32_t begin = 0;
+  int32_t end = 0;
+};
+
 // How dispatches are cut: the whole step in one call per actor, or one call
 // per schedule task (only to measure what fusion saves).
 enum class Dispatch : uint8_t { kFused, kPerTask };
@@ -62,6 +68,20 @@ class Launcher {
   // error naming the actor, the instruction and the step.
   virtual absl::StatusOr<std::vector<ActorStepResult>> RunStep(int64_t step, const std::vector<ActorInputs>& inputs,
                                                                Dispatch dispatch) = 0;
+  // Debugging (controller/debugger.h): runs instructions [begin, end) of
+  // each listed actor's program within step `step`, all listed actors at
+  // once, and returns when all are done. Ranges of one actor follow each
+  // other in program order; its first (begin 0) carries inputs[actor], and
+  // the one that ends its program returns its step's results (the others
+  // return empty ones). Unimplemented unless a launcher supports it.
+  virtual absl::StatusOr<std::map<int32_t, ActorStepResult>> RunRanges(
+      int64_t step, const std::map<int32_t, InstructionRange>& ranges, const std::vector<ActorInputs>& inputs);
+  // Debugging: the current tensor of buffer `name` (a state binding or any
+  // buffer of the program, e.g. "%26@0") on `actor`, between steps or
+  // between RunRanges calls. Unimplemented unless a launcher supports it.
+  virtual absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name);
+  // Where an actor runs, for people: "pid 1234", "a thread of this process".
+  virtual std::string DescribeActor(int32_t actor) const { return "a thread of this process"; }
   // Each actor's state tensors by name.
   virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
   // Writes each actor's state to paths[actor] as a state file

@@ -29,6 +29,39 @@ namespace wire = rpc::wire;
 
 std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
+// Fills a request's input list (made by `list_init(size)`) from `inputs`.
+template <typename ListInit>
+void EncodeInputs(const ActorInputs& inputs, ListInit list_init) {
+  auto list = list_init(static_cast<unsigned>(inputs.size()));
+  unsigned index = 0;
+  for (const auto& [key, tensor] : inputs) {
+    list[index].setName(key.first);
+    list[index].setMicrobatch(key.second);
+    rpc::EncodeTensor(tensor, list[index].initTensor());
+    ++index;
+  }
+}
+
+// A runStep or runRange reply's results and timings (throws, on the loop
+// thread, for a result that does not decode).
+template <typename Results, typename Timings>
+ActorStepResult DecodeResult(int64_t step, Results results, Timings timings, int64_t peak, int64_t origin) {
+  ActorStepResult decoded;
+  decoded.peak_live_bytes = peak;
+  decoded.origin_ns = origin;
+  for (wire::NamedResult::Reader entry : results) {
+    std::string name = ToString(entry.getName());
+    absl::StatusOr<ir::HostTensor> tensor =
+        rpc::DecodeTensor(entry.getTensor(), absl::StrCat("result ", name, " of step ", step));
+    rpc::ThrowIfError(tensor.status());
+    decoded.results[name][entry.getMicrobatch()] = *std::move(tensor);
+  }
+  for (wire::InstructionTiming::Reader timing : timings) {
+    decoded.timings.push_back({timing.getInstruction(), timing.getStartNanos(), timing.getDurationNanos()});
+  }
+  return decoded;
+}
+
 // 32 random bytes from the kernel, as hex: the job's token.
 absl::StatusOr<std::string> RandomToken() {
   unsigned char bytes[32];
@@ -148,13 +181,22 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
 
 absl::Status LocalLauncher::CallAll(absl::string_view what, absl::Duration timeout,
                                     std::function<void(int32_t actor)> issue) {
+  std::vector<int32_t> everyone(num_actors_);
+  for (int32_t actor = 0; actor < num_actors_; ++actor) everyone[actor] = actor;
+  return CallSome(what, timeout, everyone, std::move(issue));
+}
+
+absl::Status LocalLauncher::CallSome(absl::string_view what, absl::Duration timeout,
+                                     const std::vector<int32_t>& actors, std::function<void(int32_t actor)> issue) {
   if (broken_.has_value()) return *broken_;
   {
     absl::MutexLock lock(&board_->mu);
-    board_->done.assign(num_actors_, std::nullopt);
+    // Actors left out count as done.
+    board_->done.assign(num_actors_, absl::OkStatus());
+    for (int32_t actor : actors) board_->done[actor] = std::nullopt;
   }
   loop_->executor.executeSync([&] {
-    for (int32_t actor = 0; actor < num_actors_; ++actor) issue(actor);
+    for (int32_t actor : actors) issue(actor);
   });
   CallBoard& board = *board_;
   auto all_done_or_failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) {
@@ -377,33 +419,9 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, ": inputs for ", inputs.size(), " actors, the job has ", num_actors_));
   }
-  // Fills a request's inputs from `inputs[actor]`.
-  auto encode_inputs = [&inputs](int32_t actor, auto list_init) {
-    auto list = list_init(static_cast<unsigned>(inputs[actor].size()));
-    unsigned index = 0;
-    for (const auto& [key, tensor] : inputs[actor]) {
-      list[index].setName(key.first);
-      list[index].setMicrobatch(key.second);
-      rpc::EncodeTensor(tensor, list[index].initTensor());
-      ++index;
-    }
-  };
-  // Decodes a reply's results and timings into loop_->results[actor].
+  auto encode_inputs = [&inputs](int32_t actor, auto list_init) { EncodeInputs(inputs[actor], list_init); };
   auto decode = [this, step](int32_t actor, auto results, auto timings, int64_t peak, int64_t origin) {
-    ActorStepResult decoded;
-    decoded.peak_live_bytes = peak;
-    decoded.origin_ns = origin;
-    for (wire::NamedResult::Reader entry : results) {
-      std::string name = ToString(entry.getName());
-      absl::StatusOr<ir::HostTensor> tensor =
-          rpc::DecodeTensor(entry.getTensor(), absl::StrCat("result ", name, " of step ", step));
-      rpc::ThrowIfError(tensor.status());
-      decoded.results[name][entry.getMicrobatch()] = *std::move(tensor);
-    }
-    for (wire::InstructionTiming::Reader timing : timings) {
-      decoded.timings.push_back({timing.getInstruction(), timing.getStartNanos(), timing.getDurationNanos()});
-    }
-    loop_->results[actor] = std::move(decoded);
+    loop_->results[actor] = DecodeResult(step, results, timings, peak, origin);
   };
   const std::string what = absl::StrCat("step ", step);
   absl::Status status;
@@ -465,6 +483,79 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
     loop_->results.assign(num_actors_, {});
   });
   return results;
+}
+
+absl::StatusOr<std::map<int32_t, ActorStepResult>> LocalLauncher::RunRanges(
+    int64_t step, const std::map<int32_t, InstructionRange>& ranges, const std::vector<ActorInputs>& inputs) {
+  if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  if (static_cast<int32_t>(inputs.size()) != num_actors_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step, ": inputs for ", inputs.size(), " actors, the job has ", num_actors_));
+  }
+  std::vector<int32_t> actors;
+  for (const auto& [actor, range] : ranges) {
+    if (actor < 0 || actor >= num_actors_) return absl::InvalidArgumentError(absl::StrCat("no actor ", actor));
+    actors.push_back(actor);
+  }
+  // Filled on the loop thread by the replies, read here after CallSome.
+  auto replies = std::make_shared<std::map<int32_t, ActorStepResult>>();
+  absl::Status status = CallSome(absl::StrCat("step ", step), options_.step_timeout, actors, [&](int32_t actor) {
+    const InstructionRange& range = ranges.at(actor);
+    auto request = loop_->actor(actor).runRangeRequest();
+    request.setStepId(static_cast<uint64_t>(step));
+    request.setProgramHash(loop_->hashes[actor]);
+    request.setBegin(range.begin);
+    request.setEnd(range.end);
+    if (range.begin == 0) EncodeInputs(inputs[actor], [&](unsigned n) { return request.initInputs(n); });
+    {
+      absl::MutexLock lock(&board_->mu);
+      ++board_->step_rpcs;
+    }
+    loop_->Track(actor, request.send().then([replies, actor, step](auto&& response) {
+      (*replies)[actor] = DecodeResult(step, response.getResults(), response.getTimings(),
+                                       response.getPeakLiveBytes(), response.getStartNanos());
+    }));
+  });
+  if (!status.ok()) return status;
+  std::map<int32_t, ActorStepResult> results;
+  loop_->executor.executeSync([&] { results = std::move(*replies); });
+  return results;
+}
+
+std::string LocalLauncher::DescribeActor(int32_t actor) const {
+  const pid_t pid = processes_ != nullptr ? processes_->pid(ActorId{actor}) : -1;
+  return pid > 0 ? absl::StrCat("pid ", pid) : "not running";
+}
+
+absl::StatusOr<ir::HostTensor> LocalLauncher::ReadBuffer(int32_t actor, const std::string& name) {
+  if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  if (actor < 0 || actor >= num_actors_) {
+    return absl::InvalidArgumentError(absl::StrCat("no actor ", actor, " (the job has ", num_actors_, ")"));
+  }
+  auto slot = std::make_shared<ir::HostTensor>();
+  // A refused read (no such buffer, or an empty one) is the answer, not a
+  // failure of the job: it is not recorded as one.
+  auto refusal = std::make_shared<absl::Status>();
+  absl::Status status = CallSome(absl::StrCat("reading ", name), options_.step_timeout, {actor}, [&](int32_t) {
+    auto request = loop_->actor(actor).readBufferRequest();
+    request.setName(name);
+    loop_->Track(actor, request.send().then(
+                            [slot, name](auto&& response) {
+                              absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(response.getTensor(), name);
+                              rpc::ThrowIfError(tensor.status());
+                              *slot = *std::move(tensor);
+                            },
+                            [refusal](kj::Exception&& exception) { *refusal = rpc::FromKjException(exception); }));
+  });
+  if (!status.ok()) return status;
+  std::optional<absl::Status> refused;
+  loop_->executor.executeSync([&] {
+    if (!refusal->ok()) refused = *refusal;
+  });
+  if (refused.has_value()) return *refused;
+  ir::HostTensor tensor;
+  loop_->executor.executeSync([&] { tensor = *slot; });
+  return tensor;
 }
 
 absl::StatusOr<std::vector<ir::TensorMap>> LocalLauncher::ReadState() {

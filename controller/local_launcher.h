@@ -16,7 +16,8 @@
 //  4. ships each program once under its content hash (loadProgram), then
 //     each actor's state (loadState).
 // RunStep(): one runStep RPC per actor per step (Dispatch::kFused), or one
-// runRange RPC per task (kPerTask, for measurement). ReadState(): readBuffer
+// runRange RPC per task (kPerTask, for measurement). RunRanges(): one
+// runRange per listed actor (the debugger's task-by-task stepping). ReadState(): readBuffer
 // per state buffer. SaveState(): saveState per actor (the actors write the
 // files; no state crosses the control plane).
 //
@@ -101,6 +102,11 @@ class LocalLauncher final : public Launcher {
                      const std::vector<ir::TensorMap>& states) override;
   absl::StatusOr<std::vector<ActorStepResult>> RunStep(int64_t step, const std::vector<ActorInputs>& inputs,
                                                        Dispatch dispatch) override;
+  absl::StatusOr<std::map<int32_t, ActorStepResult>> RunRanges(int64_t step,
+                                                               const std::map<int32_t, InstructionRange>& ranges,
+                                                               const std::vector<ActorInputs>& inputs) override;
+  absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name) override;
+  std::string DescribeActor(int32_t actor) const override;
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
   // Each actor process writes its own file (saveState).
   absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) override;
@@ -127,6 +133,9 @@ class LocalLauncher final : public Launcher {
   // in errors ("step 5", "loadProgram").
   absl::Status CallAll(absl::string_view what, absl::Duration timeout,
                        std::function<void(int32_t actor)> issue);
+  // The same for `actors` only.
+  absl::Status CallSome(absl::string_view what, absl::Duration timeout, const std::vector<int32_t>& actors,
+                        std::function<void(int32_t actor)> issue);
   // Waits for `ready()` (checked under the board's mutex) with the same
   // watch; `pending(actor)` says which actors the wait depends on.
   absl::Status Await(absl::string_view what, absl::Duration timeout, const std::function<bool()>& ready,

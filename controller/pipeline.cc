@@ -30,6 +30,14 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
 }
 
 absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch) {
+  absl::StatusOr<std::vector<ActorInputs>> inputs = NextInputs(microbatches);
+  if (!inputs.ok()) return inputs.status();
+  absl::StatusOr<std::vector<ActorStepResult>> results = launcher_->RunStep(steps_run_ + 1, *inputs, dispatch);
+  if (!results.ok()) return results.status();
+  return FinishStep(*std::move(results));
+}
+
+absl::StatusOr<std::vector<ActorInputs>> Pipeline::NextInputs(const std::vector<ir::TensorMap>& microbatches) const {
   if (static_cast<int32_t>(microbatches.size()) != compiled_.num_microbatches) {
     return absl::InvalidArgumentError(absl::StrCat("the step is compiled for ", compiled_.num_microbatches,
                                                    " microbatches, got ", microbatches.size()));
@@ -57,15 +65,22 @@ absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& micr
       inputs[program.actor][{buffer.binding, buffer.microbatch}] = it->second;
     }
   }
-  absl::StatusOr<std::vector<ActorStepResult>> results = launcher_->RunStep(step_number, inputs, dispatch);
-  if (!results.ok()) return results.status();
+  return inputs;
+}
+
+absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ActorStepResult> results) {
+  if (static_cast<int32_t>(results.size()) != compiled_.num_actors) {
+    return absl::InternalError(absl::StrCat("results of ", results.size(), " actors, the step has ",
+                                            compiled_.num_actors));
+  }
+  const int64_t step_number = steps_run_ + 1;
   steps_run_ = step_number;
   StepReport report;
   report.step = step_number;
   const std::string result_name = step_.forward_only() ? "output" : "loss";
   for (int32_t m = 0; m < compiled_.num_microbatches; ++m) {
     const ir::HostTensor* found = nullptr;
-    for (const ActorStepResult& result : *results) {
+    for (const ActorStepResult& result : results) {
       auto named = result.results.find(result_name);
       if (named == result.results.end()) continue;
       auto it = named->second.find(m);
@@ -80,8 +95,8 @@ absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& micr
       report.losses.push_back(found->f32()[0]);
     }
   }
-  for (size_t actor = 0; actor < results->size(); ++actor) {
-    ActorStepResult& result = (*results)[actor];
+  for (size_t actor = 0; actor < results.size(); ++actor) {
+    ActorStepResult& result = results[actor];
     const std::vector<ir::Instruction>& instructions = compiled_.programs[actor].instructions;
     int64_t busy = 0;
     for (const InstructionTime& time : result.timings) {

@@ -45,6 +45,13 @@ class Pipeline {
   // `microbatches`, each holding that microbatch's data and labels by name.
   absl::StatusOr<StepReport> Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch = Dispatch::kFused);
 
+  // The pieces of Step(), for drivers that run a step another way (the
+  // debugger, task by task): the inputs of the next step per actor, and the
+  // report of that step from every actor's results, which counts it as run.
+  absl::StatusOr<std::vector<ActorInputs>> NextInputs(const std::vector<ir::TensorMap>& microbatches) const;
+  absl::StatusOr<StepReport> FinishStep(std::vector<ActorStepResult> results);
+  Launcher& launcher() { return *launcher_; }
+
   // The state gathered from the actors. A parameter held by several actors
   // must be bit-identical on all of them (Internal error otherwise).
   absl::StatusOr<ir::TensorMap> State();

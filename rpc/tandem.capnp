@@ -166,7 +166,9 @@ interface Actor {
       -> (results :List(NamedResult), timings :List(InstructionTiming),
           peakLiveBytes :Int64, startNanos :Int64);
 
-  # Debugging: the current tensor of buffer `name` (NOT_FOUND if absent).
+  # The current tensor of buffer `name`: a state binding, or any buffer of
+  # the program by its name (e.g. "%26@0"): NOT_FOUND if there is none,
+  # FAILED_PRECONDITION if it holds nothing now.
   readBuffer @3 (name :Text) -> (tensor :Tensor);
 
   health @4 () -> (state :HealthState, message :Text);
