@@ -10,6 +10,8 @@ find_package(ZLIB REQUIRED)  # CRC-32 of checkpoint files
 # OpenBLAS gives the fp32 GEMM of the reference kernels. Debian installs
 # several BLAS flavours behind alternatives; pkg-config names the one we want.
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+# libedit (BSD-licensed) gives `tandem repl` its line editing and history.
+pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
 
 if(TANDEM_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

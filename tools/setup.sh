@@ -21,6 +21,7 @@ packages=(
   libopenblas-dev                 # fp32 GEMM of the reference kernels
   zlib1g-dev                      # CRC-32 of checkpoint files
   libedit-dev                     # line editing in `tandem repl`
+  tmux                            # the REPL's terminal test
   pybind11-dev python3-pybind11 python3-dev  # the Python stub (python_stub/)
   python3-torch python3-numpy     # PyTorch: the outside reference in tests and benchmarks
 )

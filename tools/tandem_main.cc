@@ -16,6 +16,7 @@ constexpr char kUsage[] =
     "  sched   generate, check, simulate, draw and convert pipeline schedules\n"
     "  compile compile an example model for a schedule and dump the actors' programs\n"
     "  train   train an example model\n"
+    "  repl    an interactive session over a live pipeline (breakpoints, inspect, ...)\n"
     "  bench   run a benchmark and print its table\n"
     "\n"
     "Run `tandem <command> --help` for the options of one command.\n";
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   if (command == "compile") return tandem::cli::RunCompileCommand(args, std::cout, std::cerr);
   if (command == "sched") return tandem::cli::RunSchedCommand(args, std::cout, std::cerr);
   if (command == "train") return tandem::cli::RunTrainCommand(args, std::cout, std::cerr);
+  if (command == "repl") return tandem::cli::RunReplCommand(args, std::cout, std::cerr);
   if (command == "bench") return tandem::cli::RunBenchCommand(args, std::cout, std::cerr);
   std::cerr << "tandem: unknown command '" << command << "'\n\n" << kUsage;
   return 2;

@@ -2,30 +2,22 @@
 // processes. A killed actor ends the job with a clear error and no process
 // left behind; a killed controller takes its actors with it. Every wait is
 // bounded; every process started here is killed and reaped on every path.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/types.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/tools/cli_process.h"
 
 namespace tandem::cli {
 namespace {
@@ -33,120 +25,18 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// The state letter of /proc/<pid>/stat, or nullopt once the pid is gone.
-std::optional<char> ProcessState(pid_t pid) {
-  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  size_t paren = stat.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return std::nullopt;
-  return stat[paren + 2];
-}
-
-// Gone: no such process, or a zombie waiting for a reaper that is not us.
-bool Gone(pid_t pid) {
-  std::optional<char> state = ProcessState(pid);
-  return !state.has_value() || *state == 'Z' || *state == 'X';
-}
-
-// The processes whose parent is `parent`.
-std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> children;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return children;
-  while (dirent* entry = readdir(proc)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
-    std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-    size_t paren = stat.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 2), ' ');
-    int ppid = 0;
-    if (fields.size() > 1 && absl::SimpleAtoi(fields[1], &ppid) && ppid == parent && !Gone(pid)) {
-      children.push_back(pid);
-    }
-  }
-  closedir(proc);
-  return children;
-}
-
-// The exit code of a process that ended within `timeout`; -1 otherwise.
-template <typename Process>
-int ExitCode(Process& process, absl::Duration timeout = absl::Seconds(120)) {
-  std::optional<int> status = process.Wait(timeout);
-  if (!status.has_value() || !WIFEXITED(*status)) return -1;
-  return WEXITSTATUS(*status);
-}
-
-// `tandem train ...` as a child process, stdout and stderr to files in a
-// fresh directory. The destructor kills and reaps it (and, through the
-// launcher's guarantees, its actors).
-class TrainProcess {
+// `tandem train ...`.
+class TrainProcess : public CliProcess {
  public:
-  // `environment`: extra NAME=VALUE settings for the child.
-  explicit TrainProcess(const std::vector<std::string>& args, const std::vector<std::string>& environment = {}) {
-    char dir_template[] = "/tmp/tandem-train-test-XXXXXX";
-    dir_ = mkdtemp(dir_template);
-    std::vector<std::string> argv = {TANDEM_BINARY, "train"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      int out = open((dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int err = open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(out, STDOUT_FILENO);
-      dup2(err, STDERR_FILENO);
-      for (const std::string& setting : environment) putenv(const_cast<char*>(setting.c_str()));
-      std::vector<char*> raw;
-      for (std::string& arg : argv) raw.push_back(arg.data());
-      raw.push_back(nullptr);
-      execv(raw[0], raw.data());
-      _exit(127);
-    }
-  }
-  ~TrainProcess() {
-    if (pid_ > 0 && !exit_status_.has_value()) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    unlink((dir_ + "/out").c_str());
-    unlink((dir_ + "/err").c_str());
-    rmdir(dir_.c_str());
-  }
-
-  pid_t pid() const { return pid_; }
-  std::string out() const { return ReadFile(dir_ + "/out"); }
-  std::string err() const { return ReadFile(dir_ + "/err"); }
-
-  // Polls until `done()` or `timeout`; false on timeout.
-  template <typename Done>
-  static bool Within(absl::Duration timeout, Done done) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (!done()) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return true;
-  }
-
-  // The wait status once the process ended within `timeout`, else nullopt.
-  std::optional<int> Wait(absl::Duration timeout) {
-    Within(timeout, [&] {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) exit_status_ = status;
-      return exit_status_.has_value();
-    });
-    return exit_status_;
-  }
+  explicit TrainProcess(std::vector<std::string> args, const std::vector<std::string>& environment = {})
+      : CliProcess(WithSubcommand(std::move(args)), environment) {}
 
   // The actor processes, once `count` of them run and a step of kLongRun is
   // logged (within 60 s); empty otherwise.
   std::vector<pid_t> AwaitTraining(size_t count) {
     std::vector<pid_t> actors;
     Within(absl::Seconds(60), [&] {
-      actors = ChildrenOf(pid_);
+      actors = ChildrenOf(pid());
       return actors.size() == count && out().find("/100000  loss") != std::string::npos;
     });
     if (actors.size() != count) actors.clear();
@@ -154,9 +44,10 @@ class TrainProcess {
   }
 
  private:
-  std::string dir_;
-  pid_t pid_ = -1;
-  std::optional<int> exit_status_;
+  static std::vector<std::string> WithSubcommand(std::vector<std::string> args) {
+    args.insert(args.begin(), "train");
+    return args;
+  }
 };
 
 // Long enough that the kill lands mid-run: a GPT step takes tens of ms.

@@ -21,6 +21,8 @@ int RunCompileCommand(const CommandArgs& args, std::ostream& out, std::ostream& 
 int RunSchedCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem train ...`: trains an example model.
 int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
+// `tandem repl ...`: an interactive session over a live pipeline.
+int RunReplCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem bench NAME ...`: benchmarks printing tables.
 int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
 // `tandem bench block`: one GPT block's forward+backward, reference

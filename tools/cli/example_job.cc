@@ -46,6 +46,13 @@ void AddExampleOptions(Arguments& arguments) {
 }
 
 absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optional<int32_t> stages_override) {
+  absl::StatusOr<examples::ExampleJobOptions> options = ExampleJobOptionsFrom(arguments, stages_override);
+  if (!options.ok()) return options.status();
+  return examples::MakeExampleJob(*options);
+}
+
+absl::StatusOr<examples::ExampleJobOptions> ExampleJobOptionsFrom(const Arguments& arguments,
+                                                                  std::optional<int32_t> stages_override) {
   examples::ExampleJobOptions options;
   options.model = arguments.Get("model").value_or("gpt");
   absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
@@ -76,7 +83,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optio
     options.lr = *lr;
   }
   options.data = arguments.Get("data");
-  return examples::MakeExampleJob(options);
+  return options;
 }
 
 }  // namespace tandem::cli

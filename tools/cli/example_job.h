@@ -27,6 +27,10 @@ using examples::ExampleJob;
 // stage count), replaces --stages; the model then needs at least that many
 // layers, and --layers defaults to it.
 absl::StatusOr<ExampleJob> MakeExampleJob(const Arguments& arguments, std::optional<int32_t> stages = {});
+// The options MakeExampleJob builds from, for callers that change some (the
+// REPL's `set microbatches`).
+absl::StatusOr<examples::ExampleJobOptions> ExampleJobOptionsFrom(const Arguments& arguments,
+                                                                  std::optional<int32_t> stages = {});
 
 }  // namespace tandem::cli
 

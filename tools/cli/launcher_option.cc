@@ -1,11 +1,9 @@
 #include "tools/cli/launcher_option.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "controller/session.h"
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::cli {
@@ -17,16 +15,6 @@ void AddLauncherOptions(Arguments& arguments, const std::string& extra_launchers
                       "local");
   arguments.AddOption("transport", "data plane of the local launcher: shm (shared memory) or tcp (loopback)", "shm");
   arguments.AddOption("actor-binary", "the actor executable (default: tandem-actor beside tandem)");
-}
-
-std::string DefaultActorBinary() {
-  if (const char* path = std::getenv("TANDEM_ACTOR_BINARY"); path != nullptr && path[0] != '\0') return path;
-  char self[4096];
-  ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (length <= 0) return "tandem-actor";
-  std::string path(self, static_cast<size_t>(length));
-  size_t slash = path.rfind('/');
-  return absl::StrCat(path.substr(0, slash + 1), "tandem-actor");
 }
 
 absl::StatusOr<LauncherChoice> MakeLauncher(const Arguments& arguments) {
@@ -44,7 +32,7 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const Arguments& arguments) {
     return absl::InvalidArgumentError(absl::StrCat("unknown launcher '", name, "' (expected local or threads)"));
   }
   controller::LocalLauncherOptions options;
-  options.actor_binary = arguments.Get("actor-binary").value_or(DefaultActorBinary());
+  options.actor_binary = arguments.Get("actor-binary").value_or(FindActorBinary());
   options.transport = *transport;
   auto local = std::make_unique<controller::LocalLauncher>(std::move(options));
   choice.local = local.get();

@@ -17,9 +17,6 @@ namespace tandem::cli {
 // help), --transport and --actor-binary.
 void AddLauncherOptions(Arguments& arguments, const std::string& extra_launchers = "");
 
-// The actor executable: $TANDEM_ACTOR_BINARY if set, else `tandem-actor`
-// beside the running executable.
-std::string DefaultActorBinary();
 
 struct LauncherChoice {
   std::unique_ptr<controller::Launcher> launcher;
