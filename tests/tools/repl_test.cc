@@ -122,6 +122,36 @@ TEST(Repl, BreakWhereInspectContinueAndAScheduleSwitch) {
   for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "actor pid " << pid << " outlived the REPL";
 }
 
+TEST(Repl, ShowsThePlanTracesStepsAndDrawsTheSchedule) {
+  char dir_template[] = "/tmp/tandem-repl-files-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  Repl repl({"--model", "mlp", "--actors", "2", "--steps", "3"},
+            absl::StrCat("show ir 1\nshow schedule\nshow placement\nsim\ndraw\ndraw svg ", dir,
+                         "/plan.svg\ndraw perfetto ", dir, "/plan.json\ntrace on\nrun\ntrace save ", dir,
+                         "/measured.json\nshow memory\nrun\n"));
+  ASSERT_EQ(ExitCode(repl), 0) << repl.err();
+  const std::string out = repl.out();
+  EXPECT_THAT(out, AllOf(HasSubstr("# F1 on actor 1\n"), HasSubstr("# B1 on actor 1\n")));           // show ir 1
+  EXPECT_THAT(out, HasSubstr("actor 1: F1.0 B1.0 F1.1 B1.1"));                                      // show schedule
+  EXPECT_THAT(out, AllOf(HasSubstr("stage 1 -> actor 1"), HasSubstr("actor 1 holds ")));           // show placement
+  EXPECT_THAT(out, AllOf(HasSubstr("makespan "), HasSubstr("bubble ")));                           // sim, draw
+  EXPECT_THAT(out, AllOf(HasSubstr("step 1: loss"), HasSubstr("step 2: loss"), HasSubstr("step 3: loss")));
+  EXPECT_THAT(out, HasSubstr("wrote 3 traced steps to " + dir + "/measured.json"));
+  EXPECT_THAT(repl.err(), HasSubstr("error: 3 steps done, --steps is 3: use step N to go further"));
+  EXPECT_THAT(ReadFile(dir + "/plan.svg"), HasSubstr("<svg"));
+  // The measured trace and the simulated plan are the same Chrome/Perfetto
+  // format: events per actor (pid) on named tracks.
+  for (const char* file : {"/plan.json", "/measured.json"}) {
+    const std::string json = ReadFile(dir + file);
+    EXPECT_THAT(json, AllOf(HasSubstr(R"("traceEvents")"), HasSubstr(R"("ph":"X")"), HasSubstr(R"("pid":1,)")))
+        << file;
+  }
+  // Measured peaks appear once a step ran.
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\n +1 +[0-9.]+ (B|KiB|MiB) +[0-9.]+ (B|KiB|MiB)\n)"))) << out;
+  for (const char* file : {"/plan.svg", "/plan.json", "/measured.json"}) unlink((dir + file).c_str());
+  rmdir(dir.c_str());
+}
+
 TEST(Repl, EveryCommandHasHelpAndUsageErrorsDoNotEndTheSession) {
   Repl repl({"--model", "mlp", "--actors", "2"},
             "help\nhelp inspect\nshow\ninspect 0\nstep 0\ncontinue\nset microbatches 8\nshow memory\nstep\nloss\n");
