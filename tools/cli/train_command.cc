@@ -389,13 +389,15 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     const bool save = checkpoint_dir.has_value() &&
                       (step == *steps || (*checkpoint_every > 0 && step % *checkpoint_every == 0));
     if (save) {
+      const Clock::time_point save_start = Clock::now();
       absl::StatusOr<std::string> saved = controller::SaveCheckpoint(pipeline_trainer->pipeline(), *checkpoint_dir);
       if (!saved.ok()) {
         progress.Clear();
         return Fail(err, absl::Status(saved.status().code(),
                                       absl::StrFormat("checkpoint after step %d: %s", step, saved.status().message())));
       }
-      absl::StrAppend(&line, "  saved ", *saved);
+      absl::StrAppendFormat(&line, "  saved %s (%.0f ms)", *saved,
+                            std::chrono::duration<double, std::milli>(Clock::now() - save_start).count());
     }
     progress.Show(line, save || step % *log_every == 0 || step == steps_done + 1 || step == *steps);
   }
