@@ -1,41 +1,18 @@
-// `tandem repl`: an interactive session over a live pipeline. See kUsage and
-// the command table below; the debugger behind break/continue/where is
-// controller/debugger.h.
-#include <unistd.h>
-
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
+// `tandem repl`: the controller REPL (controller/repl.h) over an example
+// model on the launcher the options choose.
 #include <fstream>
-#include <functional>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <editline/readline.h>
-
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "controller/debugger.h"
+#include "controller/repl.h"
 #include "controller/session.h"
-#include "controller/step_trace.h"
 #include "ir/kernels.h"
-#include "ir/printer.h"
-#include "schedules/drawing.h"
 #include "schedules/resolve.h"
-#include "schedules/simulation_report.h"
-#include "schedules/simulator.h"
-#include "schedules/text_format.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/example_job.h"
 #include "tools/cli/launcher_option.h"
@@ -52,698 +29,27 @@ constexpr char kUsage[] =
     "(~/.tandem_history). `help` lists the commands. No command error ends the\n"
     "session; `quit` (or end of input) shuts the actors down.\n\n";
 
-struct Command {
-  std::string name;
-  std::string usage;
-  std::string help;
-};
-
-const std::vector<Command>& Commands() {
-  static const std::vector<Command> commands = {
-      {"help", "help [COMMAND]", "list the commands, or explain one"},
-      {"show", "show model|ir [STAGE]|schedule|placement|program ACTOR|memory",
-       "what was traced (model, ir), split and placed (schedule, placement), lowered (program ACTOR: its "
-       "instruction stream) and how much memory each actor needs (memory: static and measured peaks)"},
-      {"sim", "sim", "simulate the schedule with unit costs (F=1, B=2, I=W=1): makespan and bubble per actor"},
-      {"draw", "draw [ascii|svg FILE|perfetto FILE]", "draw the simulated schedule (ascii on screen by default)"},
-      {"step", "step [N]", "run N steps (default 1); with breakpoints, runs task by task and stops where one pauses"},
-      {"run", "run", "run steps up to --steps in all, or until a breakpoint pauses"},
-      {"loss", "loss", "the last step's loss per microbatch, and the recent mean losses"},
-      {"break", "break ACTOR|* TASK", "pause ACTOR (or every actor) before TASK, e.g. `break 2 B2.0` (kind, stage, "
-                                      "'.', microbatch; `update` for the optimizer step)"},
-      {"delete", "delete [ID]", "delete breakpoint ID, or all of them"},
-      {"continue", "continue", "let the paused actors go on, to the next pause or the end of the step"},
-      {"where", "where", "every actor's position in the paused step and what it waits for"},
-      {"inspect", "inspect ACTOR VALUE [MB]",
-       "a live buffer of an actor (VALUE as `show program` names it, e.g. %26 with MB 0, or a parameter): "
-       "shape, dtype, min/max/mean/norm, NaN/Inf and the first values"},
-      {"trace", "trace on|off|save FILE", "record measured per-instruction timings of the steps run, and write "
-                                          "them as a Perfetto/Chrome trace"},
-      {"set", "set schedule NAME|FILE | set microbatches M",
-       "recompile for another schedule or microbatch count and go on from the current parameters"},
-      {"actors", "actors", "each actor's process, state, stages and memory"},
-      {"quit", "quit", "shut the actors down and leave (also: exit, end of input)"},
-  };
-  return commands;
-}
-
-std::string Bytes(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  if (bytes >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
-  return absl::StrCat(bytes, " B");
-}
-
-// Statistics of a tensor, for `inspect`.
-std::string Describe(const std::string& name, const ir::HostTensor& tensor) {
-  std::string text = absl::StrFormat("%s: %s (%s)\n", name, ir::TypeToString(tensor.type()), Bytes(tensor.num_bytes()));
-  const int64_t n = tensor.num_elements();
-  std::vector<double> values;
-  if (tensor.dtype() == ir::DType::kF32) {
-    for (float v : tensor.floats()) values.push_back(v);
-  } else if (tensor.dtype() == ir::DType::kI32) {
-    for (int32_t v : tensor.ints()) values.push_back(v);
-  } else {
-    return text + "  (no statistics for this dtype)\n";
-  }
-  int64_t nan = 0, inf = 0;
-  double min = std::numeric_limits<double>::infinity(), max = -min, sum = 0, squares = 0;
-  for (double v : values) {
-    if (std::isnan(v)) {
-      ++nan;
-    } else if (std::isinf(v)) {
-      ++inf;
-    } else {
-      min = std::min(min, v);
-      max = std::max(max, v);
-      sum += v;
-      squares += v * v;
-    }
-  }
-  const int64_t finite = n - nan - inf;
-  if (finite > 0) {
-    absl::StrAppendFormat(&text, "  min %.6g  max %.6g  mean %.6g  norm %.6g\n", min, max,
-                          sum / static_cast<double>(finite), std::sqrt(squares));
-  }
-  absl::StrAppendFormat(&text, "  %s\n", nan + inf == 0 ? "all finite"
-                                                        : absl::StrFormat("NaN: %d  Inf: %d (of %d)", nan, inf, n));
-  std::vector<std::string> first;
-  for (int64_t i = 0; i < std::min<int64_t>(n, 8); ++i) first.push_back(absl::StrFormat("%.6g", values[i]));
-  absl::StrAppendFormat(&text, "  first values: %s%s\n", absl::StrJoin(first, ", "), n > 8 ? ", ..." : "");
-  return text;
-}
-
-class Repl {
+// The example job as the REPL's model: re-traced (and its data re-made) per
+// microbatch count.
+class ExampleModel {
  public:
-  Repl(Arguments& arguments, std::ostream& out, std::ostream& err) : arguments_(arguments), out_(out), err_(err) {}
+  explicit ExampleModel(examples::ExampleJobOptions options) : options_(std::move(options)) {}
 
-  absl::Status Start();
-  // Runs one command line; false once the session should end.
-  bool Execute(const std::string& line);
-
- private:
-  absl::Status Dispatch(const std::vector<std::string>& words);
-  absl::Status Show(const std::vector<std::string>& words);
-  absl::Status Draw(const std::vector<std::string>& words);
-  absl::Status Step(int64_t count);
-  absl::Status Continue();
-  absl::Status Break(const std::vector<std::string>& words);
-  absl::Status Inspect(const std::vector<std::string>& words);
-  absl::Status Trace(const std::vector<std::string>& words);
-  absl::Status Set(const std::vector<std::string>& words);
-  void Where();
-  void Actors();
-  void Help(const std::vector<std::string>& words);
-  void Loss();
-  // After a step: a line, the loss history, the trace.
-  void Record(const controller::StepReport& report, double seconds);
-  // A paused step: which actors stopped where.
-  void ReportPause();
-  // Applies a new schedule (and, for `set microbatches`, a new job).
-  absl::Status Recompile(std::optional<examples::ExampleJob> job, schedules::Schedule schedule);
-  absl::StatusOr<int32_t> ParseActor(const std::string& word) const;
-
-  Arguments& arguments_;
-  std::ostream& out_;
-  std::ostream& err_;
-  examples::ExampleJobOptions job_options_;
-  examples::ExampleJob job_;
-  std::string schedule_name_;
-  int32_t virtual_stages_ = 0;
-  int64_t target_steps_ = 0;
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<controller::Debugger> debugger_;
-  std::optional<controller::StepReport> last_;
-  std::vector<std::pair<int64_t, float>> history_;  // (step, mean loss)
-  std::optional<controller::StepTrace> trace_;
-  bool tracing_ = false;
-};
-
-absl::Status Repl::Start() {
-  absl::StatusOr<int64_t> actors = arguments_.GetInt("actors");
-  absl::StatusOr<int64_t> microbatches = arguments_.GetInt("microbatches");
-  absl::StatusOr<int64_t> virtual_stages = arguments_.GetInt("virtual");
-  absl::StatusOr<int64_t> steps = arguments_.GetInt("steps");
-  for (const auto* value : {&actors, &microbatches, &virtual_stages, &steps}) {
-    if (!value->ok()) return value->status();
-  }
-  target_steps_ = *steps;
-  schedule_name_ = *arguments_.Get("schedule");
-  virtual_stages_ = static_cast<int32_t>(*virtual_stages);
-  absl::StatusOr<schedules::Schedule> schedule = schedules::ResolveSchedule(
-      schedule_name_, static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches), virtual_stages_);
-  if (!schedule.ok()) return schedule.status();
-  absl::StatusOr<examples::ExampleJobOptions> options = ExampleJobOptionsFrom(arguments_, schedule->num_stages);
-  if (!options.ok()) return options.status();
-  job_options_ = *options;
-  absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(job_options_);
-  if (!job.ok()) return job.status();
-  job_ = *std::move(job);
-  // Every (re)start makes a fresh launcher of the kind the options name.
-  if (absl::StatusOr<LauncherChoice> check = MakeLauncher(arguments_); !check.ok()) return check.status();
-  SessionOptions session_options;
-  session_options.launcher = [this]() -> std::unique_ptr<controller::Launcher> {
-    absl::StatusOr<LauncherChoice> choice = MakeLauncher(arguments_);
-    return choice.ok() ? std::move(choice->launcher) : nullptr;
-  };
-  absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Start(job_.step, *std::move(schedule), std::move(session_options));
-  if (!session.ok()) return session.status();
-  session_ = *std::move(session);
-  debugger_ = std::make_unique<controller::Debugger>(&session_->pipeline());
-  const controller::CompiledStep& compiled = session_->compiled();
-  out_ << job_.description << "\n"
-       << absl::StrFormat("%d actors (%s), schedule %s, %d microbatches. `help` lists the commands.\n",
-                          compiled.num_actors, arguments_.Get("launcher").value_or("local"), compiled.schedule,
-                          compiled.num_microbatches);
-  return absl::OkStatus();
-}
-
-bool Repl::Execute(const std::string& line) {
-  std::vector<std::string> words = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipWhitespace());
-  if (words.empty() || words[0][0] == '#') return true;
-  if (words[0] == "quit" || words[0] == "exit") return false;
-  if (absl::Status status = Dispatch(words); !status.ok()) {
-    err_ << "error: " << status.message() << "\n";
-    err_.flush();
-  }
-  out_.flush();
-  return true;
-}
-
-absl::StatusOr<int32_t> Repl::ParseActor(const std::string& word) const {
-  int32_t actor = 0;
-  const int32_t actors = session_->compiled().num_actors;
-  if (!absl::SimpleAtoi(word, &actor) || actor < 0 || actor >= actors) {
-    return absl::InvalidArgumentError(absl::StrCat("'", word, "' is not an actor (0 to ", actors - 1, ")"));
-  }
-  return actor;
-}
-
-absl::Status Repl::Dispatch(const std::vector<std::string>& words) {
-  const std::string& command = words[0];
-  auto count = [&](size_t min, size_t max) -> absl::Status {
-    if (words.size() - 1 >= min && words.size() - 1 <= max) return absl::OkStatus();
-    for (const Command& known : Commands()) {
-      if (known.name == command) return absl::InvalidArgumentError(absl::StrCat("usage: ", known.usage));
+  absl::StatusOr<const examples::ExampleJob*> For(int32_t microbatches) {
+    auto it = jobs_.find(microbatches);
+    if (it == jobs_.end()) {
+      examples::ExampleJobOptions options = options_;
+      options.microbatches = microbatches;
+      absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(options);
+      if (!job.ok()) return job.status();
+      it = jobs_.emplace(microbatches, *std::move(job)).first;
     }
-    return absl::InvalidArgumentError("bad arguments");
-  };
-  if (command == "help") {
-    Help(words);
-    return absl::OkStatus();
-  }
-  if (command == "show") return Show(words);
-  if (command == "sim") {
-    if (absl::Status s = count(0, 0); !s.ok()) return s;
-    absl::StatusOr<schedules::SimulationResult> result = schedules::Simulate(session_->schedule(), {});
-    if (!result.ok()) return result.status();
-    out_ << schedules::SimulationTable(session_->schedule(), *result);
-    return absl::OkStatus();
-  }
-  if (command == "draw") return Draw(words);
-  if (command == "step") {
-    if (absl::Status s = count(0, 1); !s.ok()) return s;
-    int64_t n = 1;
-    if (words.size() == 2 && (!absl::SimpleAtoi(words[1], &n) || n < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("step takes a positive count, not '", words[1], "'"));
-    }
-    return Step(n);
-  }
-  if (command == "run") {
-    if (absl::Status s = count(0, 0); !s.ok()) return s;
-    const int64_t left = target_steps_ - session_->steps_done();
-    if (left <= 0) {
-      return absl::FailedPreconditionError(absl::StrCat(session_->steps_done(), " steps done, --steps is ",
-                                                        target_steps_, ": use step N to go further"));
-    }
-    return Step(left);
-  }
-  if (command == "loss") {
-    Loss();
-    return absl::OkStatus();
-  }
-  if (command == "break") return Break(words);
-  if (command == "delete") {
-    if (absl::Status s = count(0, 1); !s.ok()) return s;
-    if (words.size() == 1) {
-      out_ << "deleted " << debugger_->breakpoints().size() << " breakpoint(s)\n";
-      debugger_->DeleteAllBreakpoints();
-      return absl::OkStatus();
-    }
-    int32_t id = 0;
-    if (!absl::SimpleAtoi(words[1], &id)) return absl::InvalidArgumentError("usage: delete [ID]");
-    if (absl::Status s = debugger_->DeleteBreakpoint(id); !s.ok()) return s;
-    out_ << "deleted breakpoint " << id << "\n";
-    return absl::OkStatus();
-  }
-  if (command == "continue") {
-    if (absl::Status s = count(0, 0); !s.ok()) return s;
-    return Continue();
-  }
-  if (command == "where") {
-    if (absl::Status s = count(0, 0); !s.ok()) return s;
-    Where();
-    return absl::OkStatus();
-  }
-  if (command == "inspect") return Inspect(words);
-  if (command == "trace") return Trace(words);
-  if (command == "set") return Set(words);
-  if (command == "actors") {
-    if (absl::Status s = count(0, 0); !s.ok()) return s;
-    Actors();
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown command '", command, "' (try help)"));
-}
-
-void Repl::Help(const std::vector<std::string>& words) {
-  for (const Command& command : Commands()) {
-    if (words.size() > 1 && command.name != words[1]) continue;
-    if (words.size() > 1) {
-      out_ << command.usage << "\n  " << command.help << "\n";
-      return;
-    }
-    out_ << "  " << command.usage << "\n      " << command.help << "\n";
-  }
-  if (words.size() > 1) out_ << "no command '" << words[1] << "'\n";
-}
-
-absl::Status Repl::Show(const std::vector<std::string>& words) {
-  const std::string what = words.size() > 1 ? words[1] : "";
-  const controller::CompiledStep& compiled = session_->compiled();
-  const ir::TrainStep& step = session_->train_step();
-  if (what == "model" && words.size() == 2) {
-    int64_t parameters = 0, bytes = 0;
-    for (const ir::StateSpec& spec : step.state) {
-      bytes += spec.type.num_bytes();
-      if (spec.role == ir::StateRole::kParameter) parameters += spec.type.num_elements();
-    }
-    out_ << job_.description << "\n"
-         << absl::StrFormat("step %s: %d stages, %d microbatches, %d parameters, %d state tensors (%s with the "
-                            "optimizer's), %d ops per microbatch, %d in the update\n",
-                            step.name, step.num_stages, step.num_microbatches, parameters, step.state.size(),
-                            Bytes(bytes), step.microbatch.nodes().size(), step.update.nodes().size());
-    return absl::OkStatus();
-  }
-  if (what == "ir" && words.size() <= 3) {
-    if (words.size() == 2) {
-      out_ << ir::PrintTrainStep(step);
-      return absl::OkStatus();
-    }
-    int32_t stage = 0;
-    if (!absl::SimpleAtoi(words[2], &stage) || stage < 0 || stage >= compiled.num_stages) {
-      return absl::InvalidArgumentError(absl::StrCat("'", words[2], "' is not a stage (0 to ", compiled.num_stages - 1,
-                                                     ")"));
-    }
-    // The stage's functions (F, B or I/W), from the actor that holds it.
-    const std::string suffix = absl::StrCat(stage);
-    for (const ir::ActorProgram& program : compiled.programs) {
-      for (const ir::Function& function : program.functions) {
-        if (function.name.size() > 1 && function.name.substr(1) == suffix) {
-          out_ << "# " << function.name << " on actor " << program.actor << "\n" << ir::PrintGraph(function.graph);
-        }
-      }
-    }
-    return absl::OkStatus();
-  }
-  if (what == "schedule" && words.size() == 2) {
-    out_ << schedules::PrintScheduleText(session_->schedule());
-    return absl::OkStatus();
-  }
-  if (what == "placement" && words.size() == 2) {
-    const schedules::Schedule& schedule = session_->schedule();
-    for (int32_t stage = 0; stage < schedule.num_stages; ++stage) {
-      out_ << absl::StrFormat("stage %d -> actor %d\n", stage, schedule.stage_to_actor[stage].value);
-    }
-    for (const ir::ActorProgram& program : compiled.programs) {
-      std::vector<std::string> state;
-      int64_t bytes = 0;
-      for (const ir::Buffer& buffer : program.buffers) {
-        if (buffer.kind != ir::BufferKind::kState) continue;
-        bytes += buffer.type.num_bytes();
-        const ir::StateSpec* spec = step.FindState(buffer.binding);
-        if (spec != nullptr && spec->role == ir::StateRole::kParameter) state.push_back(buffer.binding);
-      }
-      out_ << absl::StrFormat("actor %d holds %d parameters (%s of state with their optimizer slots): %s\n",
-                              program.actor, state.size(), Bytes(bytes), absl::StrJoin(state, ", "));
-    }
-    return absl::OkStatus();
-  }
-  if (what == "program" && words.size() == 3) {
-    absl::StatusOr<int32_t> actor = ParseActor(words[2]);
-    if (!actor.ok()) return actor.status();
-    out_ << ir::PrintActorProgram(compiled.programs[*actor]);
-    return absl::OkStatus();
-  }
-  if (what == "memory" && words.size() == 2) {
-    out_ << "actor  static peak  measured peak (last step)\n";
-    for (const ir::ActorProgram& program : compiled.programs) {
-      const std::string measured =
-          last_.has_value() && program.actor < static_cast<int32_t>(last_->peak_live_bytes.size())
-              ? Bytes(last_->peak_live_bytes[program.actor])
-              : "-";
-      out_ << absl::StrFormat("%5d  %11s  %13s\n", program.actor, Bytes(program.static_peak_bytes), measured);
-    }
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError("usage: show model|ir [STAGE]|schedule|placement|program ACTOR|memory");
-}
-
-absl::Status Repl::Draw(const std::vector<std::string>& words) {
-  const std::string format = words.size() > 1 ? words[1] : "ascii";
-  if (!((format == "ascii" && words.size() <= 2) || ((format == "svg" || format == "perfetto") && words.size() == 3))) {
-    return absl::InvalidArgumentError("usage: draw [ascii|svg FILE|perfetto FILE]");
-  }
-  absl::StatusOr<schedules::SimulationResult> result = schedules::Simulate(session_->schedule(), {});
-  if (!result.ok()) return result.status();
-  if (format == "ascii") {
-    out_ << schedules::DrawAscii(session_->schedule(), *result);
-    return absl::OkStatus();
-  }
-  const std::string drawing = format == "svg" ? schedules::DrawSvg(session_->schedule(), *result)
-                                              : schedules::DrawPerfetto(session_->schedule(), *result);
-  std::ofstream file(words[2]);
-  file << drawing;
-  file.close();
-  if (!file) return absl::UnavailableError(absl::StrCat("cannot write ", words[2]));
-  out_ << "wrote " << words[2] << "\n";
-  return absl::OkStatus();
-}
-
-absl::Status Repl::Step(int64_t count) {
-  if (debugger_->in_step()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("step ", debugger_->step_number(), " is paused: continue it first"));
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    const std::vector<ir::TensorMap> batch = job_.train_batch(static_cast<uint64_t>(session_->steps_done()));
-    const auto start = std::chrono::steady_clock::now();
-    if (debugger_->breakpoints().empty()) {
-      absl::StatusOr<controller::StepReport> report = session_->Step(batch);
-      if (!report.ok()) return report.status();
-      Record(*report, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      continue;
-    }
-    absl::StatusOr<std::optional<controller::StepReport>> report = debugger_->Start(batch);
-    if (!report.ok()) return report.status();
-    if (!report->has_value()) {
-      ReportPause();
-      return absl::OkStatus();
-    }
-    Record(**report, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Repl::Continue() {
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::optional<controller::StepReport>> report = debugger_->Continue();
-  if (!report.ok()) return report.status();
-  if (!report->has_value()) {
-    ReportPause();
-    return absl::OkStatus();
-  }
-  Record(**report, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return absl::OkStatus();
-}
-
-void Repl::Record(const controller::StepReport& report, double seconds) {
-  last_ = report;
-  const float mean = report.losses.empty() ? 0.0f
-                                           : std::accumulate(report.losses.begin(), report.losses.end(), 0.0f) /
-                                                 static_cast<float>(report.losses.size());
-  history_.emplace_back(report.step, mean);
-  if (tracing_ && trace_.has_value()) trace_->AddStep(report);
-  out_ << absl::StrFormat("step %d: loss %.4f (%.1f ms)\n", report.step, mean, seconds * 1e3);
-}
-
-void Repl::ReportPause() {
-  std::vector<std::string> paused;
-  for (const controller::ActorPosition& position : debugger_->Where()) {
-    if (position.state == controller::ActorPosition::State::kPaused) {
-      paused.push_back(absl::StrFormat("actor %d before %s (breakpoint %d)", position.actor, position.task,
-                                       position.breakpoint));
-    }
-  }
-  out_ << absl::StrFormat("step %d paused: %s\n", debugger_->step_number(), absl::StrJoin(paused, "; "));
-}
-
-void Repl::Where() {
-  std::vector<controller::ActorPosition> positions = debugger_->Where();
-  if (positions.empty()) {
-    out_ << absl::StrFormat("no step in progress (%d steps done)\n", session_->steps_done());
-    return;
-  }
-  out_ << absl::StrFormat("step %d:\n", debugger_->step_number());
-  // Who waits for each actor.
-  std::map<int32_t, std::vector<std::string>> waiters;
-  for (const controller::ActorPosition& position : positions) {
-    for (const auto& [actor, task] : position.waits_for) {
-      waiters[actor].push_back(absl::StrFormat("actor %d (for %s)", position.actor, task));
-    }
-  }
-  for (const controller::ActorPosition& position : positions) {
-    std::string line = absl::StrFormat("  actor %d  task %d/%d", position.actor,
-                                       std::min(position.next_task + 1, position.num_tasks), position.num_tasks);
-    switch (position.state) {
-      case controller::ActorPosition::State::kDone:
-        line += "  done with the step";
-        break;
-      case controller::ActorPosition::State::kPaused:
-        absl::StrAppendFormat(&line, "  paused before %s (breakpoint %d)", position.task, position.breakpoint);
-        break;
-      case controller::ActorPosition::State::kReady:
-        absl::StrAppendFormat(&line, "  ready to run %s", position.task);
-        break;
-      case controller::ActorPosition::State::kWaiting: {
-        std::vector<std::string> needs;
-        for (const auto& [actor, task] : position.waits_for) needs.push_back(absl::StrFormat("actor %d's %s", actor, task));
-        absl::StrAppendFormat(&line, "  before %s, waiting for %s", position.task, absl::StrJoin(needs, " and "));
-        break;
-      }
-    }
-    if (auto it = waiters.find(position.actor); it != waiters.end()) {
-      absl::StrAppend(&line, "; waited for by ", absl::StrJoin(it->second, ", "));
-    }
-    out_ << line << "\n";
-  }
-}
-
-absl::Status Repl::Break(const std::vector<std::string>& words) {
-  if (words.size() == 1) {
-    if (debugger_->breakpoints().empty()) out_ << "no breakpoints\n";
-    for (const controller::Breakpoint& breakpoint : debugger_->breakpoints()) {
-      out_ << absl::StrFormat("breakpoint %d: %s %s\n", breakpoint.id,
-                              breakpoint.actor < 0 ? "*" : absl::StrCat(breakpoint.actor), breakpoint.task);
-    }
-    return absl::OkStatus();
-  }
-  if (words.size() != 3) return absl::InvalidArgumentError("usage: break ACTOR|* TASK");
-  int32_t actor = -1;
-  if (words[1] != "*") {
-    absl::StatusOr<int32_t> parsed = ParseActor(words[1]);
-    if (!parsed.ok()) return parsed.status();
-    actor = *parsed;
-  }
-  absl::StatusOr<int32_t> id = debugger_->AddBreakpoint(actor, words[2]);
-  if (!id.ok()) return id.status();
-  out_ << absl::StrFormat("breakpoint %d: %s pauses before %s\n", *id,
-                          actor < 0 ? "every actor" : absl::StrCat("actor ", actor), words[2]);
-  return absl::OkStatus();
-}
-
-absl::Status Repl::Inspect(const std::vector<std::string>& words) {
-  if (words.size() < 3 || words.size() > 4) return absl::InvalidArgumentError("usage: inspect ACTOR VALUE [MB]");
-  absl::StatusOr<int32_t> actor = ParseActor(words[1]);
-  if (!actor.ok()) return actor.status();
-  std::string name = words[2];
-  if (words.size() == 4) {
-    int32_t microbatch = 0;
-    if (!absl::SimpleAtoi(words[3], &microbatch) || microbatch < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("'", words[3], "' is not a microbatch"));
-    }
-    absl::StrAppend(&name, "@", microbatch);
-  }
-  absl::StatusOr<ir::HostTensor> tensor = debugger_->Inspect(*actor, name);
-  if (!tensor.ok()) return tensor.status();
-  out_ << absl::StrFormat("actor %d ", *actor) << Describe(name, *tensor);
-  return absl::OkStatus();
-}
-
-absl::Status Repl::Trace(const std::vector<std::string>& words) {
-  if (words.size() == 2 && words[1] == "on") {
-    if (!trace_.has_value()) trace_.emplace(session_->compiled());
-    tracing_ = true;
-    out_ << "tracing the steps to come\n";
-    return absl::OkStatus();
-  }
-  if (words.size() == 2 && words[1] == "off") {
-    tracing_ = false;
-    out_ << "tracing off (" << (trace_.has_value() ? trace_->steps() : 0) << " steps recorded)\n";
-    return absl::OkStatus();
-  }
-  if (words.size() == 3 && words[1] == "save") {
-    if (!trace_.has_value() || trace_->steps() == 0) {
-      return absl::FailedPreconditionError("no steps traced: trace on, then step");
-    }
-    std::ofstream file(words[2]);
-    file << trace_->ToJson();
-    file.close();
-    if (!file) return absl::UnavailableError(absl::StrCat("cannot write ", words[2]));
-    out_ << absl::StrFormat("wrote %d traced steps to %s (ui.perfetto.dev; the same format as `draw perfetto`)\n",
-                            trace_->steps(), words[2]);
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError("usage: trace on|off|save FILE");
-}
-
-absl::Status Repl::Set(const std::vector<std::string>& words) {
-  if (words.size() != 3) return absl::InvalidArgumentError("usage: set schedule NAME|FILE | set microbatches M");
-  if (debugger_->in_step()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("step ", debugger_->step_number(), " is paused: continue it first"));
-  }
-  const controller::CompiledStep& compiled = session_->compiled();
-  if (words[1] == "schedule") {
-    absl::StatusOr<schedules::Schedule> schedule =
-        schedules::ResolveSchedule(words[2], compiled.num_actors, compiled.num_microbatches, virtual_stages_);
-    if (!schedule.ok()) return schedule.status();
-    schedule_name_ = words[2];
-    return Recompile(std::nullopt, *std::move(schedule));
-  }
-  if (words[1] == "microbatches") {
-    int32_t microbatches = 0;
-    if (!absl::SimpleAtoi(words[2], &microbatches) || microbatches < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("'", words[2], "' is not a microbatch count"));
-    }
-    absl::StatusOr<schedules::Schedule> schedule =
-        schedules::ResolveSchedule(schedule_name_, compiled.num_actors, microbatches, virtual_stages_);
-    if (!schedule.ok()) return schedule.status();
-    examples::ExampleJobOptions options = job_options_;
-    options.microbatches = microbatches;
-    absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(options);
-    if (!job.ok()) return job.status();
-    job_options_ = options;
-    return Recompile(*std::move(job), *std::move(schedule));
-  }
-  return absl::InvalidArgumentError("usage: set schedule NAME|FILE | set microbatches M");
-}
-
-absl::Status Repl::Recompile(std::optional<examples::ExampleJob> job, schedules::Schedule schedule) {
-  const std::string name = schedule.name;
-  absl::Status status = job.has_value() ? session_->Recompile(job->step, std::move(schedule))
-                                        : session_->SetSchedule(std::move(schedule));
-  if (!status.ok()) return status;
-  if (job.has_value()) job_ = *std::move(job);
-  debugger_->Reset(&session_->pipeline());
-  if (trace_.has_value()) {
-    trace_.reset();
-    tracing_ = false;
-    out_ << "(the trace of the old schedule is dropped; trace on to start anew)\n";
-  }
-  const controller::CompiledStep& compiled = session_->compiled();
-  out_ << absl::StrFormat("recompiled: schedule %s, %d microbatches, %d actors; going on after step %d\n",
-                          compiled.schedule, compiled.num_microbatches, compiled.num_actors, session_->steps_done());
-  for (const controller::Breakpoint& breakpoint : debugger_->UnmatchedBreakpoints()) {
-    out_ << absl::StrFormat("note: breakpoint %d (%s %s) matches no task of this schedule\n", breakpoint.id,
-                            breakpoint.actor < 0 ? "*" : absl::StrCat(breakpoint.actor), breakpoint.task);
-  }
-  return absl::OkStatus();
-}
-
-void Repl::Actors() {
-  const controller::CompiledStep& compiled = session_->compiled();
-  std::vector<controller::ActorPosition> positions = debugger_->Where();
-  out_ << "actor  process     state                              stages  static peak  measured peak\n";
-  for (const ir::ActorProgram& program : compiled.programs) {
-    const int32_t actor = program.actor;
-    std::string state = "idle";
-    if (!positions.empty()) {
-      const controller::ActorPosition& position = positions[actor];
-      switch (position.state) {
-        case controller::ActorPosition::State::kDone: state = "done with the step"; break;
-        case controller::ActorPosition::State::kPaused: state = absl::StrCat("paused before ", position.task); break;
-        case controller::ActorPosition::State::kReady: state = absl::StrCat("ready to run ", position.task); break;
-        case controller::ActorPosition::State::kWaiting: state = absl::StrCat("waiting, before ", position.task); break;
-      }
-    }
-    std::vector<std::string> stages;
-    for (int32_t stage = 0; stage < session_->schedule().num_stages; ++stage) {
-      if (session_->schedule().stage_to_actor[stage].value == actor) stages.push_back(absl::StrCat(stage));
-    }
-    const std::string measured = last_.has_value() && actor < static_cast<int32_t>(last_->peak_live_bytes.size())
-                                     ? Bytes(last_->peak_live_bytes[actor])
-                                     : "-";
-    out_ << absl::StrFormat("%5d  %-10s  %-33s  %6s  %11s  %13s\n", actor,
-                            session_->pipeline().launcher().DescribeActor(actor), state, absl::StrJoin(stages, ","),
-                            Bytes(program.static_peak_bytes), measured);
-  }
-}
-
-void Repl::Loss() {
-  if (!last_.has_value()) {
-    out_ << "no step run yet\n";
-    return;
-  }
-  std::vector<std::string> losses;
-  for (float loss : last_->losses) losses.push_back(absl::StrFormat("%.6f", loss));
-  out_ << absl::StrFormat("step %d: mean loss %.6f; per microbatch: %s\n", last_->step, history_.back().second,
-                          absl::StrJoin(losses, " "));
-  if (history_.size() > 1) {
-    std::vector<std::string> recent;
-    for (size_t i = history_.size() > 10 ? history_.size() - 10 : 0; i < history_.size(); ++i) {
-      recent.push_back(absl::StrFormat("%d: %.4f", history_[i].first, history_[i].second));
-    }
-    out_ << "recent steps: " << absl::StrJoin(recent, ", ") << "\n";
-  }
-}
-
-// Line sources: a prompt with libedit when stdin is a terminal, else lines
-// of the script or stdin (echoed after a prompt, so a transcript reads like
-// a session).
-class LineReader {
- public:
-  explicit LineReader(std::optional<std::string> script) {
-    if (script.has_value()) {
-      file_.open(*script);
-      if (!file_) error_ = absl::NotFoundError(absl::StrCat("cannot open the script ", *script));
-      return;
-    }
-    interactive_ = isatty(STDIN_FILENO) != 0;
-    if (interactive_) {
-      const char* home = std::getenv("HOME");
-      history_ = std::getenv("TANDEM_HISTORY") != nullptr ? std::getenv("TANDEM_HISTORY")
-                                                          : absl::StrCat(home != nullptr ? home : ".", "/.tandem_history");
-      using_history();
-      read_history(history_.c_str());
-    }
-  }
-  ~LineReader() {
-    if (interactive_) write_history(history_.c_str());
-  }
-  const absl::Status& error() const { return error_; }
-
-  std::optional<std::string> Next(std::ostream& out) {
-    if (interactive_) {
-      char* line = readline("(tandem) ");
-      if (line == nullptr) return std::nullopt;
-      std::string text(line);
-      std::free(line);
-      if (!absl::StripAsciiWhitespace(text).empty()) add_history(text.c_str());
-      return text;
-    }
-    std::istream& in = file_.is_open() ? static_cast<std::istream&>(file_) : std::cin;
-    std::string text;
-    if (!std::getline(in, text)) return std::nullopt;
-    out << "(tandem) " << text << "\n";
-    return text;
+    return &it->second;
   }
 
  private:
-  std::ifstream file_;
-  bool interactive_ = false;
-  std::string history_;
-  absl::Status error_;
+  examples::ExampleJobOptions options_;
+  std::map<int32_t, examples::ExampleJob> jobs_;
 };
 
 }  // namespace
@@ -770,20 +76,64 @@ int RunReplCommand(const CommandArgs& args, std::ostream& out, std::ostream& err
     err << "tandem repl: unexpected argument '" << arguments.positionals()[0] << "'\n";
     return 2;
   }
-  LineReader reader(arguments.Get("script"));
-  if (!reader.error().ok()) {
-    err << "tandem repl: " << reader.error().message() << "\n";
+  const std::optional<std::string> script = arguments.Get("script");
+  if (script.has_value() && !std::ifstream(*script)) {
+    err << "tandem repl: cannot open the script " << *script << "\n";
     return 2;
   }
-  ir::SetBlasThreads(1);
-  Repl repl(arguments, out, err);
-  if (absl::Status status = repl.Start(); !status.ok()) {
+  auto fail = [&err](const absl::Status& status, int code) {
     err << "tandem repl: " << absl::StatusCodeToString(status.code()) << ": " << status.message() << "\n";
-    return 1;
+    return code;
+  };
+  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
+  absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
+  absl::StatusOr<int64_t> virtual_stages = arguments.GetInt("virtual");
+  absl::StatusOr<int64_t> steps = arguments.GetInt("steps");
+  for (const auto* value : {&actors, &microbatches, &virtual_stages, &steps}) {
+    if (!value->ok()) return fail(value->status(), 2);
   }
-  while (std::optional<std::string> line = reader.Next(out)) {
-    if (!repl.Execute(*line)) break;
-  }
+  ReplOptions options{.schedule = *arguments.Get("schedule"),
+                      .virtual_stages = static_cast<int32_t>(*virtual_stages),
+                      .steps = *steps};
+  absl::StatusOr<schedules::Schedule> schedule = schedules::ResolveSchedule(
+      options.schedule, static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches), options.virtual_stages);
+  if (!schedule.ok()) return fail(schedule.status(), 1);
+  absl::StatusOr<examples::ExampleJobOptions> job_options = ExampleJobOptionsFrom(arguments, schedule->num_stages);
+  if (!job_options.ok()) return fail(job_options.status(), 1);
+  auto model = std::make_shared<ExampleModel>(*job_options);
+  absl::StatusOr<const examples::ExampleJob*> job = model->For(schedule->num_microbatches);
+  if (!job.ok()) return fail(job.status(), 1);
+  absl::StatusOr<LauncherChoice> launcher = MakeLauncher(arguments);
+  if (!launcher.ok()) return fail(launcher.status(), 2);
+
+  ir::SetBlasThreads(1);
+  SessionOptions session_options;
+  // Every (re)start gets a fresh launcher of the kind the options name.
+  session_options.launcher = [&arguments]() -> std::unique_ptr<controller::Launcher> {
+    absl::StatusOr<LauncherChoice> choice = MakeLauncher(arguments);
+    return choice.ok() ? std::move(choice->launcher) : nullptr;
+  };
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start((*job)->step, *std::move(schedule), std::move(session_options));
+  if (!session.ok()) return fail(session.status(), 1);
+  const controller::CompiledStep& compiled = (*session)->compiled();
+  out << (*job)->description << "\n"
+      << absl::StrFormat("%d actors (%s), schedule %s, %d microbatches. `help` lists the commands.\n",
+                         compiled.num_actors, launcher->description, compiled.schedule, compiled.num_microbatches);
+
+  ReplModel repl_model;
+  repl_model.description = (*job)->description;
+  repl_model.trace = [model](int32_t m) -> absl::StatusOr<ir::TrainStep> {
+    absl::StatusOr<const examples::ExampleJob*> job = model->For(m);
+    if (!job.ok()) return job.status();
+    return (*job)->step;
+  };
+  repl_model.train_batch = [model](uint64_t index, int32_t m) {
+    absl::StatusOr<const examples::ExampleJob*> job = model->For(m);
+    return job.ok() ? (*job)->train_batch(index) : std::vector<ir::TensorMap>();
+  };
+  Repl repl(*std::move(session), std::move(repl_model), std::move(options), out, err);
+  if (absl::Status status = repl.Run(script); !status.ok()) return fail(status, 2);
   out << "shutting the actors down\n";
   return 0;
 }

@@ -18,7 +18,9 @@
 //     per actor on this host; Session::Step(microbatches) runs a training
 //     step and returns each microbatch's loss; Session::State() gathers the
 //     parameters; Session::SaveCheckpoint / Session::Resume checkpoint.
-//  5. Evaluate on the controller: ir::EvaluateLosses(step, state, batch);
+//  5. Debug it: tandem::Repl(session, model, options, out, err).Run({}) opens
+//     the controller REPL over the running session (controller/repl.h).
+//  6. Evaluate on the controller: ir::EvaluateLosses(step, state, batch);
 //     ir::RunReferenceStep is the single-process reference the pipeline
 //     equals bit for bit.
 // The example models (tandem::examples::GptModel, MlpModel) and their data
@@ -27,6 +29,7 @@
 #define TANDEM_TANDEM_H_
 
 #include "controller/checkpoint.h"
+#include "controller/repl.h"
 #include "controller/session.h"
 #include "examples/data/char_corpus.h"
 #include "examples/data/synthetic.h"
