@@ -1,5 +1,6 @@
 #include "controller/repl.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -114,6 +115,14 @@ std::string Describe(const std::string& name, const ir::HostTensor& tensor) {
 // Line sources: a prompt with libedit when stdin is a terminal, else lines
 // of the script or stdin (echoed after a prompt, so a transcript reads like
 // a session).
+// Ctrl-C at an interactive REPL: a long `step N` or `run` stops after the
+// step in progress and the prompt comes back (steps are never cut in the
+// middle: the actors' state stays consistent). Set by the SIGINT handler
+// Run() installs for an interactive session; cleared before every command.
+volatile sig_atomic_t g_interrupted = 0;
+
+void OnInterrupt(int) { g_interrupted = 1; }
+
 class LineReader {
  public:
   explicit LineReader(std::optional<std::string> script) {
@@ -135,6 +144,7 @@ class LineReader {
     if (interactive_) write_history(history_.c_str());
   }
   const absl::Status& error() const { return error_; }
+  bool interactive() const { return interactive_; }
 
   std::optional<std::string> Next(std::ostream& out) {
     if (interactive_) {
@@ -175,9 +185,18 @@ Repl::~Repl() = default;
 absl::Status Repl::Run(const std::optional<std::string>& script) {
   LineReader reader(script);
   if (!reader.error().ok()) return reader.error();
+  struct sigaction previous {};
+  if (reader.interactive()) {
+    struct sigaction action {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous);
+  }
   while (std::optional<std::string> line = reader.Next(out_)) {
+    g_interrupted = 0;  // a Ctrl-C at the prompt does not stop the next command
     if (!Execute(*line)) break;
   }
+  if (reader.interactive()) sigaction(SIGINT, &previous, nullptr);
   return absl::OkStatus();
 }
 
@@ -399,6 +418,11 @@ absl::Status Repl::Step(int64_t count) {
         absl::StrCat("step ", debugger_->step_number(), " is paused: continue it first"));
   }
   for (int64_t i = 0; i < count; ++i) {
+    if (g_interrupted != 0) {
+      g_interrupted = 0;
+      out_ << absl::StrFormat("interrupted after step %d\n", session_->steps_done());
+      return absl::OkStatus();
+    }
     const std::vector<ir::TensorMap> batch =
         model_.train_batch(static_cast<uint64_t>(session_->steps_done()), session_->compiled().num_microbatches);
     const auto start = std::chrono::steady_clock::now();

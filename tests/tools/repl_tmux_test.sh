@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `tandem repl` at a real terminal (tmux): line editing (a line fixed with
 # Home/Ctrl-A before Enter), history (Up recalls the last command, and the
-# history file keeps it), and quit leaving no actor behind.
+# history file keeps it), Ctrl-C stopping a long `step N` without ending the
+# session, and quit leaving no actor behind.
 #   repl_tmux_test.sh TANDEM_BINARY
 set -euo pipefail
 tandem=$1
@@ -32,6 +33,11 @@ await "step 1: loss"
 # History: Up recalls "step", Enter runs it again.
 tmux -L "$socket" send-keys -t repl Up Enter
 await "step 2: loss"
+# Ctrl-C stops a long run after the step in progress; the session goes on.
+tmux -L "$socket" send-keys -t repl "step 1000000" Enter
+await "step 20: loss"
+tmux -L "$socket" send-keys -t repl C-c
+await "interrupted after step"
 tmux -L "$socket" send-keys -t repl "actors" Enter
 await "pid "
 pids=$(tmux -L "$socket" capture-pane -p -t repl -S -200 | sed -n 's/^ *[0-9]\+  pid \([0-9]\+\) .*/\1/p')
