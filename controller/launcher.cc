@@ -20,14 +20,4 @@ absl::StatusOr<std::vector<SavedStateFile>> Launcher::SaveState(const std::vecto
   return saved;
 }
 
-absl::StatusOr<std::map<int32_t, ActorStepResult>> Launcher::RunRanges(int64_t,
-                                                                       const std::map<int32_t, InstructionRange>&,
-                                                                       const std::vector<ActorInputs>&) {
-  return absl::UnimplementedError("this launcher cannot run a step task by task (use the local launcher)");
-}
-
-absl::StatusOr<ir::HostTensor> Launcher::ReadBuffer(int32_t, const std::string&) {
-  return absl::UnimplementedError("this launcher cannot read an actor's buffers (use the local launcher)");
-}
-
 }  // namespace tandem::controller

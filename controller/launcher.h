@@ -73,15 +73,16 @@ class Launcher {
   // once, and returns when all are done. Ranges of one actor follow each
   // other in program order; its first (begin 0) carries inputs[actor], and
   // the one that ends its program returns its step's results (the others
-  // return empty ones). Unimplemented unless a launcher supports it.
+  // return empty ones).
   virtual absl::StatusOr<std::map<int32_t, ActorStepResult>> RunRanges(
-      int64_t step, const std::map<int32_t, InstructionRange>& ranges, const std::vector<ActorInputs>& inputs);
+      int64_t step, const std::map<int32_t, InstructionRange>& ranges, const std::vector<ActorInputs>& inputs) = 0;
   // Debugging: the current tensor of buffer `name` (a state binding or any
   // buffer of the program, e.g. "%26@0") on `actor`, between steps or
-  // between RunRanges calls. Unimplemented unless a launcher supports it.
-  virtual absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name);
-  // Where an actor runs, for people: "pid 1234", "a thread of this process".
-  virtual std::string DescribeActor(int32_t actor) const { return "a thread of this process"; }
+  // between RunRanges calls. NotFound for no such buffer,
+  // FailedPrecondition for one that holds nothing now.
+  virtual absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name) = 0;
+  // Where an actor runs, for people: "pid 1234", "thread".
+  virtual std::string DescribeActor(int32_t actor) const = 0;
   // Each actor's state tensors by name.
   virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
   // Writes each actor's state to paths[actor] as a state file

@@ -1,7 +1,8 @@
 // The debugger over real actor processes: breakpoints pause actors before a
 // task, where() says who waits for whom, a paused actor's live buffers can
 // be read, a pause outlasts every receive deadline, and a step run task by
-// task gives the fused step's bits.
+// task gives the fused step's bits, on actor processes and on actor
+// threads.
 #include "controller/debugger.h"
 
 #include <bit>
@@ -18,6 +19,7 @@
 #include "ir/trace.h"
 #include "schedules/generators.h"
 #include "tests/controller/parity_harness.h"
+#include "tools/cli/threads_launcher.h"
 
 namespace tandem::controller {
 namespace {
@@ -43,17 +45,27 @@ ir::TrainStep Mlp() {
   return *step;
 }
 
-std::unique_ptr<Pipeline> Start(const ir::TrainStep& step, absl::Duration receive_timeout = absl::Seconds(20)) {
+// Actor processes (the local launcher), or actor threads.
+enum class Actors { kProcesses, kThreads };
+
+std::unique_ptr<Pipeline> Start(const ir::TrainStep& step, absl::Duration receive_timeout = absl::Seconds(20),
+                                Actors actors = Actors::kProcesses) {
   ir::SetBlasThreads(1);
-  LocalLauncherOptions options;
-  options.actor_binary = TANDEM_ACTOR_BINARY;
-  options.shm_ring_bytes = int64_t{16} << 20;
-  options.receive_timeout = receive_timeout;
+  std::unique_ptr<Launcher> launcher;
+  if (actors == Actors::kThreads) {
+    launcher = std::make_unique<cli::ThreadsLauncher>(receive_timeout);
+  } else {
+    LocalLauncherOptions options;
+    options.actor_binary = TANDEM_ACTOR_BINARY;
+    options.shm_ring_bytes = int64_t{16} << 20;
+    options.receive_timeout = receive_timeout;
+    launcher = std::make_unique<LocalLauncher>(std::move(options));
+  }
   absl::StatusOr<schedules::Schedule> schedule =
       schedules::Generate("1f1b", {.actors = kActors, .microbatches = kMicrobatches});
   EXPECT_TRUE(schedule.ok()) << schedule.status();
-  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
-      step, *schedule, ir::InitialState(step), std::make_unique<LocalLauncher>(std::move(options)));
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(step, *schedule, ir::InitialState(step), std::move(launcher));
   EXPECT_TRUE(pipeline.ok()) << pipeline.status();
   return pipeline.ok() ? *std::move(pipeline) : nullptr;
 }
@@ -108,10 +120,12 @@ TEST(Debugger, BreakpointPausesTheActorAndWhereSaysWhoWaitsForIt) {
   EXPECT_FALSE(debugger.in_step());
 }
 
-TEST(Debugger, TaskByTaskStepsGiveTheFusedStepsBits) {
+class DebuggerOn : public ::testing::TestWithParam<Actors> {};
+
+TEST_P(DebuggerOn, TaskByTaskStepsGiveTheFusedStepsBits) {
   const ir::TrainStep step = Mlp();
-  std::unique_ptr<Pipeline> fused = Start(step);
-  std::unique_ptr<Pipeline> debugged = Start(step);
+  std::unique_ptr<Pipeline> fused = Start(step, absl::Seconds(20), GetParam());
+  std::unique_ptr<Pipeline> debugged = Start(step, absl::Seconds(20), GetParam());
   ASSERT_NE(fused, nullptr);
   ASSERT_NE(debugged, nullptr);
   Debugger debugger(debugged.get());
@@ -139,6 +153,11 @@ TEST(Debugger, TaskByTaskStepsGiveTheFusedStepsBits) {
   ASSERT_TRUE(a.ok() && b.ok());
   for (const auto& [name, tensor] : *a) EXPECT_TRUE(b->at(name).BitwiseEquals(tensor)) << name;
 }
+
+INSTANTIATE_TEST_SUITE_P(Launchers, DebuggerOn, ::testing::Values(Actors::kProcesses, Actors::kThreads),
+                         [](const ::testing::TestParamInfo<Actors>& info) {
+                           return info.param == Actors::kThreads ? "Threads" : "Processes";
+                         });
 
 TEST(Debugger, APauseOutlastsTheReceiveDeadline) {
   const ir::TrainStep step = Mlp();

@@ -6,7 +6,10 @@
 #ifndef TANDEM_TOOLS_CLI_THREADS_LAUNCHER_H_
 #define TANDEM_TOOLS_CLI_THREADS_LAUNCHER_H_
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "actor/thread_cluster.h"
@@ -27,10 +30,17 @@ class ThreadsLauncher : public controller::Launcher {
   absl::StatusOr<std::vector<controller::ActorStepResult>> RunStep(int64_t step,
                                                                    const std::vector<controller::ActorInputs>& inputs,
                                                                    controller::Dispatch dispatch) override;
+  // The listed actors' ranges, one thread each, joined before returning.
+  absl::StatusOr<std::map<int32_t, controller::ActorStepResult>> RunRanges(
+      int64_t step, const std::map<int32_t, controller::InstructionRange>& ranges,
+      const std::vector<controller::ActorInputs>& inputs) override;
+  absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name) override;
+  std::string DescribeActor(int32_t actor) const override { return "thread"; }
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
 
  private:
   absl::Duration receive_timeout_;
+  int64_t ranges_step_ = 0;  // the step RunRanges is in (its network is reset when a new one begins)
   std::unique_ptr<actor::ThreadCluster> cluster_;
 };
 
