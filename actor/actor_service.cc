@@ -15,6 +15,7 @@
 #include "kj/vector.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
+#include "rpc/step_codec.h"
 
 namespace tandem::actor {
 namespace {
@@ -31,34 +32,17 @@ std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(),
 std::string HashString(uint64_t hash) { return absl::StrFormat("%016x", hash); }
 
 absl::StatusOr<StepInputs> DecodeInputs(capnp::List<wire::NamedTensor>::Reader list) {
+  absl::StatusOr<rpc::NamedTensors> tensors = rpc::DecodeNamedTensors(list, "input");
+  if (!tensors.ok()) return tensors.status();
   StepInputs inputs;
-  for (wire::NamedTensor::Reader entry : list) {
-    std::string name = ToString(entry.getName());
-    absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(entry.getTensor(), absl::StrCat("input ", name));
-    if (!tensor.ok()) return tensor.status();
-    if (!inputs.emplace(InputKey{name, entry.getMicrobatch()}, *std::move(tensor)).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input ", name, " for microbatch ", entry.getMicrobatch(), " is given twice"));
-    }
-  }
+  for (auto& [key, tensor] : *tensors) inputs.emplace(InputKey{key.first, key.second}, std::move(tensor));
   return inputs;
 }
 
 // Every emitted result, by name and microbatch.
 template <typename InitResults>
 void EncodeResults(const StepOutputs& outputs, InitResults init) {
-  unsigned count = 0;
-  for (const auto& [name, by_microbatch] : outputs.results) count += by_microbatch.size();
-  auto list = init(count);
-  unsigned index = 0;
-  for (const auto& [name, by_microbatch] : outputs.results) {
-    for (const auto& [microbatch, tensor] : by_microbatch) {
-      wire::NamedResult::Builder result = list[index++];
-      result.setName(name);
-      result.setMicrobatch(microbatch);
-      rpc::EncodeTensor(tensor, result.initTensor());
-    }
-  }
+  rpc::EncodeNamedResults(outputs.results, init(rpc::CountNamedResults(outputs.results)));
 }
 
 // The instructions that ran, relative to `call_start_ns`.

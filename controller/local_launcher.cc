@@ -1,6 +1,5 @@
 #include "controller/local_launcher.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
+#include "rpc/step_codec.h"
 #include "rpc/tandem.capnp.h"
 
 namespace tandem::controller {
@@ -29,51 +29,21 @@ namespace wire = rpc::wire;
 
 std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
-// Fills a request's input list (made by `list_init(size)`) from `inputs`.
-template <typename ListInit>
-void EncodeInputs(const ActorInputs& inputs, ListInit list_init) {
-  auto list = list_init(static_cast<unsigned>(inputs.size()));
-  unsigned index = 0;
-  for (const auto& [key, tensor] : inputs) {
-    list[index].setName(key.first);
-    list[index].setMicrobatch(key.second);
-    rpc::EncodeTensor(tensor, list[index].initTensor());
-    ++index;
-  }
-}
-
-// A runStep or runRange reply's results and timings (throws, on the loop
-// thread, for a result that does not decode).
-template <typename Results, typename Timings>
-ActorStepResult DecodeResult(int64_t step, Results results, Timings timings, int64_t peak, int64_t origin) {
+// A runStep or runRange reply: its results and timings (throws, on the
+// loop thread, for a result that does not decode).
+template <typename Reply>
+ActorStepResult DecodeReply(int64_t step, const Reply& reply) {
   ActorStepResult decoded;
-  decoded.peak_live_bytes = peak;
-  decoded.origin_ns = origin;
-  for (wire::NamedResult::Reader entry : results) {
-    std::string name = ToString(entry.getName());
-    absl::StatusOr<ir::HostTensor> tensor =
-        rpc::DecodeTensor(entry.getTensor(), absl::StrCat("result ", name, " of step ", step));
-    rpc::ThrowIfError(tensor.status());
-    decoded.results[name][entry.getMicrobatch()] = *std::move(tensor);
-  }
-  for (wire::InstructionTiming::Reader timing : timings) {
+  decoded.peak_live_bytes = reply.getPeakLiveBytes();
+  decoded.origin_ns = reply.getStartNanos();
+  absl::StatusOr<rpc::NamedResults> results =
+      rpc::DecodeNamedResults(reply.getResults(), absl::StrCat("step ", step));
+  rpc::ThrowIfError(results.status());
+  decoded.results = *std::move(results);
+  for (wire::InstructionTiming::Reader timing : reply.getTimings()) {
     decoded.timings.push_back({timing.getInstruction(), timing.getStartNanos(), timing.getDurationNanos()});
   }
   return decoded;
-}
-
-// 32 random bytes from the kernel, as hex: the job's token.
-absl::StatusOr<std::string> RandomToken() {
-  unsigned char bytes[32];
-  size_t filled = 0;
-  while (filled < sizeof(bytes)) {
-    ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
-    if (got < 0) return absl::InternalError("getrandom failed while making the job token");
-    filled += static_cast<size_t>(got);
-  }
-  std::string token;
-  for (unsigned char byte : bytes) absl::StrAppendFormat(&token, "%02x", byte);
-  return token;
 }
 
 // True if /proc says the process is stopped (SIGSTOP, SIGTSTP, a tracer).
@@ -296,14 +266,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   return CallAll("loadState", options_.start_timeout, [&](int32_t actor) {
     const ir::TensorMap& state = states[actor];
     auto request = loop_->actor(actor).loadStateRequest();
-    auto list = request.initTensors(static_cast<unsigned>(state.size()));
-    unsigned index = 0;
-    for (const auto& [name, tensor] : state) {
-      list[index].setName(name);
-      list[index].setMicrobatch(-1);
-      rpc::EncodeTensor(tensor, list[index].initTensor());
-      ++index;
-    }
+    rpc::EncodeNamedTensors(state, request.initTensors(static_cast<unsigned>(state.size())));
     loop_->Track(actor, request.send().ignoreResult());
   });
 }
@@ -313,7 +276,7 @@ absl::Status LocalLauncher::StartActors() {
   if (!directory.ok()) return directory.status();
   run_directory_ = *directory;
   socket_path_ = absl::StrCat(run_directory_, "/controller.sock");
-  absl::StatusOr<std::string> token = RandomToken();
+  absl::StatusOr<std::string> token = rpc::MakeJobToken();
   if (!token.ok()) return token.status();
 
   // The loop thread: listens, accepts registrations, runs the heartbeats,
@@ -419,10 +382,6 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
     return absl::InvalidArgumentError(
         absl::StrCat("step ", step, ": inputs for ", inputs.size(), " actors, the job has ", num_actors_));
   }
-  auto encode_inputs = [&inputs](int32_t actor, auto list_init) { EncodeInputs(inputs[actor], list_init); };
-  auto decode = [this, step](int32_t actor, auto results, auto timings, int64_t peak, int64_t origin) {
-    loop_->results[actor] = DecodeResult(step, results, timings, peak, origin);
-  };
   const std::string what = absl::StrCat("step ", step);
   absl::Status status;
   if (dispatch == Dispatch::kFused) {
@@ -430,14 +389,10 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
       auto request = loop_->actor(actor).runStepRequest();
       request.setStepId(static_cast<uint64_t>(step));
       request.setProgramHash(loop_->hashes[actor]);
-      encode_inputs(actor, [&](unsigned n) { return request.initInputs(n); });
-      {
-        absl::MutexLock lock(&board_->mu);
-        ++board_->step_rpcs;
-      }
-      loop_->Track(actor, request.send().then([decode, actor](auto&& response) {
-        decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes(),
-                   response.getStartNanos());
+      rpc::EncodeNamedTensors(inputs[actor], request.initInputs(static_cast<unsigned>(inputs[actor].size())));
+      CountStepRpc();
+      loop_->Track(actor, request.send().then([this, step, actor](auto&& reply) {
+        loop_->results[actor] = DecodeReply(step, reply);
       }));
     });
   } else {
@@ -450,28 +405,17 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
       };
       auto chain = std::make_shared<Chain>();
       chain->bounds = bounds_[actor];
-      // The first call runs now, while `inputs` lives; only it carries them.
-      chain->next = [this, chain, actor, step, decode, encode_inputs](size_t index) -> kj::Promise<void> {
-        const bool last = index + 2 == chain->bounds.size();
-        auto request = loop_->actor(actor).runRangeRequest();
-        request.setStepId(static_cast<uint64_t>(step));
-        request.setProgramHash(loop_->hashes[actor]);
-        request.setBegin(chain->bounds[index]);
-        request.setEnd(chain->bounds[index + 1]);
-        if (index == 0) encode_inputs(actor, [&](unsigned n) { return request.initInputs(n); });
-        {
-          absl::MutexLock lock(&board_->mu);
-          ++board_->step_rpcs;
-        }
-        return request.send().then([chain, actor, index, last, decode](auto&& response) -> kj::Promise<void> {
-          if (last) {
-            decode(actor, response.getResults(), response.getTimings(), response.getPeakLiveBytes(),
-                   response.getStartNanos());
-            chain->next = nullptr;  // breaks the cycle chain -> next -> chain
-            return kj::READY_NOW;
-          }
-          return chain->next(index + 1);
-        });
+      // The first call is sent now, while `inputs` lives; only it carries them.
+      const ActorInputs* first_inputs = &inputs[actor];
+      chain->next = [this, chain, actor, step, first_inputs](size_t index) -> kj::Promise<void> {
+        const InstructionRange range{chain->bounds[index], chain->bounds[index + 1]};
+        return SendRunRange(actor, step, range, index == 0 ? first_inputs : nullptr)
+            .then([this, chain, actor, index](ActorStepResult result) -> kj::Promise<void> {
+              if (index + 2 < chain->bounds.size()) return chain->next(index + 1);
+              loop_->results[actor] = std::move(result);
+              chain->next = nullptr;  // breaks the cycle chain -> next -> chain
+              return kj::READY_NOW;
+            });
       };
       loop_->Track(actor, chain->next(0));
     });
@@ -483,6 +427,25 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
     loop_->results.assign(num_actors_, {});
   });
   return results;
+}
+
+void LocalLauncher::CountStepRpc() {
+  absl::MutexLock lock(&board_->mu);
+  ++board_->step_rpcs;
+}
+
+kj::Promise<ActorStepResult> LocalLauncher::SendRunRange(int32_t actor, int64_t step, InstructionRange range,
+                                                         const ActorInputs* inputs) {
+  auto request = loop_->actor(actor).runRangeRequest();
+  request.setStepId(static_cast<uint64_t>(step));
+  request.setProgramHash(loop_->hashes[actor]);
+  request.setBegin(range.begin);
+  request.setEnd(range.end);
+  if (range.begin == 0 && inputs != nullptr) {
+    rpc::EncodeNamedTensors(*inputs, request.initInputs(static_cast<unsigned>(inputs->size())));
+  }
+  CountStepRpc();
+  return request.send().then([step](auto&& reply) { return DecodeReply(step, reply); });
 }
 
 absl::StatusOr<std::map<int32_t, ActorStepResult>> LocalLauncher::RunRanges(
@@ -500,21 +463,8 @@ absl::StatusOr<std::map<int32_t, ActorStepResult>> LocalLauncher::RunRanges(
   // Filled on the loop thread by the replies, read here after CallSome.
   auto replies = std::make_shared<std::map<int32_t, ActorStepResult>>();
   absl::Status status = CallSome(absl::StrCat("step ", step), options_.step_timeout, actors, [&](int32_t actor) {
-    const InstructionRange& range = ranges.at(actor);
-    auto request = loop_->actor(actor).runRangeRequest();
-    request.setStepId(static_cast<uint64_t>(step));
-    request.setProgramHash(loop_->hashes[actor]);
-    request.setBegin(range.begin);
-    request.setEnd(range.end);
-    if (range.begin == 0) EncodeInputs(inputs[actor], [&](unsigned n) { return request.initInputs(n); });
-    {
-      absl::MutexLock lock(&board_->mu);
-      ++board_->step_rpcs;
-    }
-    loop_->Track(actor, request.send().then([replies, actor, step](auto&& response) {
-      (*replies)[actor] = DecodeResult(step, response.getResults(), response.getTimings(),
-                                       response.getPeakLiveBytes(), response.getStartNanos());
-    }));
+    loop_->Track(actor, SendRunRange(actor, step, ranges.at(actor), &inputs[actor])
+                            .then([replies, actor](ActorStepResult result) { (*replies)[actor] = std::move(result); }));
   });
   if (!status.ok()) return status;
   std::map<int32_t, ActorStepResult> results;
@@ -532,29 +482,19 @@ absl::StatusOr<ir::HostTensor> LocalLauncher::ReadBuffer(int32_t actor, const st
   if (actor < 0 || actor >= num_actors_) {
     return absl::InvalidArgumentError(absl::StrCat("no actor ", actor, " (the job has ", num_actors_, ")"));
   }
-  auto slot = std::make_shared<ir::HostTensor>();
   // A refused read (no such buffer, or an empty one) is the answer, not a
   // failure of the job: it is not recorded as one.
-  auto refusal = std::make_shared<absl::Status>();
+  auto answer = std::make_shared<absl::StatusOr<ir::HostTensor>>();
   absl::Status status = CallSome(absl::StrCat("reading ", name), options_.step_timeout, {actor}, [&](int32_t) {
     auto request = loop_->actor(actor).readBufferRequest();
     request.setName(name);
     loop_->Track(actor, request.send().then(
-                            [slot, name](auto&& response) {
-                              absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(response.getTensor(), name);
-                              rpc::ThrowIfError(tensor.status());
-                              *slot = *std::move(tensor);
-                            },
-                            [refusal](kj::Exception&& exception) { *refusal = rpc::FromKjException(exception); }));
+                            [answer, name](auto&& reply) { *answer = rpc::DecodeTensor(reply.getTensor(), name); },
+                            [answer](kj::Exception&& exception) { *answer = rpc::FromKjException(exception); }));
   });
   if (!status.ok()) return status;
-  std::optional<absl::Status> refused;
-  loop_->executor.executeSync([&] {
-    if (!refusal->ok()) refused = *refusal;
-  });
-  if (refused.has_value()) return *refused;
-  ir::HostTensor tensor;
-  loop_->executor.executeSync([&] { tensor = *slot; });
+  absl::StatusOr<ir::HostTensor> tensor;
+  loop_->executor.executeSync([&] { tensor = *answer; });
   return tensor;
 }
 

@@ -143,6 +143,12 @@ class LocalLauncher final : public Launcher {
   // Marks the launcher broken with `status` (the first one wins) and
   // cancels the calls still outstanding.
   absl::Status Fail(absl::Status status);
+  // On the loop thread: sends runRange [range) of step `step` to `actor`,
+  // with `inputs` when the range begins its program, counting it as a step
+  // RPC; the promise of its decoded reply.
+  kj::Promise<ActorStepResult> SendRunRange(int32_t actor, int64_t step, InstructionRange range,
+                                            const ActorInputs* inputs);
+  void CountStepRpc();
   // "actor 2 (stage 2)" / "actor 0 (stages 0, 4)".
   std::string Describe(int32_t actor) const;
   absl::Status StartActors();

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -88,6 +89,19 @@ absl::Status CheckPrivateDirectory(absl::string_view path) {
         absl::StrFormat("%s has mode %04o, not 0700", path, info.st_mode & 07777));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MakeJobToken() {
+  unsigned char bytes[32];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (got < 0) return absl::InternalError("getrandom failed while making the job token");
+    filled += static_cast<size_t>(got);
+  }
+  std::string token;
+  for (unsigned char byte : bytes) absl::StrAppendFormat(&token, "%02x", byte);
+  return token;
 }
 
 absl::StatusOr<std::string> MakePrivateRunDirectory(absl::string_view parent) {

@@ -88,6 +88,9 @@ class RpcConnection {
 // path. The caller removes it when the job ends.
 absl::StatusOr<std::string> MakePrivateRunDirectory(absl::string_view parent = "");
 
+// A job's secret: 32 random bytes from the kernel, as 64 hex digits.
+absl::StatusOr<std::string> MakeJobToken();
+
 // OK if `path` is a directory owned by the effective user with mode 0700.
 absl::Status CheckPrivateDirectory(absl::string_view path);
 

@@ -24,6 +24,7 @@
 #include "rpc/async_status.h"
 #include "rpc/connection.h"
 #include "rpc/program_codec.h"
+#include "rpc/step_codec.h"
 #include "rpc/status_convert.h"
 #include "tests/actor/test_programs.h"
 
@@ -129,14 +130,7 @@ class ActorServiceTest : public ::testing::Test {
 
   absl::Status LoadState(wire::Actor::Client& actor, const ir::TensorMap& state) {
     auto request = actor.loadStateRequest();
-    auto tensors = request.initTensors(static_cast<unsigned>(state.size()));
-    unsigned i = 0;
-    for (const auto& [name, tensor] : state) {
-      tensors[i].setName(name);
-      tensors[i].setMicrobatch(-1);
-      rpc::EncodeTensor(tensor, tensors[i].initTensor());
-      ++i;
-    }
+    rpc::EncodeNamedTensors(state, request.initTensors(static_cast<unsigned>(state.size())));
     return rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
   }
 
@@ -151,11 +145,9 @@ class ActorServiceTest : public ::testing::Test {
   }
 
   static absl::Status DecodeResults(capnp::List<wire::NamedResult>::Reader results, StepReply& reply) {
-    for (wire::NamedResult::Reader result : results) {
-      absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(result.getTensor(), "result");
-      if (!tensor.ok()) return tensor.status();
-      reply.results[result.getName().cStr()][result.getMicrobatch()] = *std::move(tensor);
-    }
+    absl::StatusOr<rpc::NamedResults> decoded = rpc::DecodeNamedResults(results, "the step");
+    if (!decoded.ok()) return decoded.status();
+    reply.results = *std::move(decoded);
     return absl::OkStatus();
   }
 

@@ -9,6 +9,7 @@
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
 #include "rpc/status_convert.h"
+#include "rpc/step_codec.h"
 #include "tests/actor/test_programs.h"
 
 namespace tandem::rpc {
@@ -73,6 +74,33 @@ TEST(TensorCodec, RoundTripsFloatsAndInts) {
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_TRUE(decoded->BitwiseEquals(original)) << ir::DescribeTensor(*decoded);
   }
+}
+
+TEST(StepCodec, RoundTripsInputsAndResultsAndRefusesAnEntryTwice) {
+  const NamedTensors inputs = {{{"x", 0}, ir::HostTensor::Scalar(1.f)},
+                               {{"x", 1}, ir::HostTensor::Scalar(2.f)},
+                               {{"step", -1}, ir::HostTensor::Scalar(3.f)}};
+  capnp::MallocMessageBuilder message;
+  auto params = message.initRoot<wire::Actor::RunStepParams>();
+  EncodeNamedTensors(inputs, params.initInputs(static_cast<unsigned>(inputs.size())));
+  absl::StatusOr<NamedTensors> decoded = DecodeNamedTensors(params.asReader().getInputs(), "input");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->size(), inputs.size());
+  for (const auto& [key, tensor] : inputs) EXPECT_TRUE(decoded->at(key).BitwiseEquals(tensor)) << key.first;
+  params.getInputs()[2].setMicrobatch(0);  // entries in key order: ("x", 1) becomes ("x", 0)
+  EXPECT_THAT(DecodeNamedTensors(params.asReader().getInputs(), "input").status().message(),
+              HasSubstr("input x for microbatch 0 is given twice"));
+
+  const NamedResults results = {{"loss", {{0, ir::HostTensor::Scalar(0.5f)}, {3, ir::HostTensor::Scalar(0.25f)}}}};
+  capnp::MallocMessageBuilder reply_message;
+  auto reply = reply_message.initRoot<wire::Actor::RunStepResults>();
+  EncodeNamedResults(results, reply.initResults(CountNamedResults(results)));
+  absl::StatusOr<NamedResults> back = DecodeNamedResults(reply.asReader().getResults(), "step 1");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->at("loss").at(3).BitwiseEquals(results.at("loss").at(3)));
+  reply.getResults()[1].setMicrobatch(0);
+  EXPECT_THAT(DecodeNamedResults(reply.asReader().getResults(), "step 1").status().message(),
+              HasSubstr("result loss for microbatch 0 of step 1 is given twice"));
 }
 
 TEST(TensorCodec, RejectsAByteCountThatDoesNotMatchTheShape) {
