@@ -1,27 +1,19 @@
 #include "controller/repl.h"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <iostream>
-#include <limits>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
-#include <editline/readline.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "controller/line_reader.h"
 #include "ir/printer.h"
 #include "schedules/drawing.h"
 #include "schedules/resolve.h"
@@ -67,54 +59,7 @@ const std::vector<Command>& Commands() {
   return commands;
 }
 
-std::string Bytes(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  if (bytes >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
-  return absl::StrCat(bytes, " B");
-}
 
-// Statistics of a tensor, for `inspect`.
-std::string Describe(const std::string& name, const ir::HostTensor& tensor) {
-  std::string text = absl::StrFormat("%s: %s (%s)\n", name, ir::TypeToString(tensor.type()), Bytes(tensor.num_bytes()));
-  const int64_t n = tensor.num_elements();
-  std::vector<double> values;
-  if (tensor.dtype() == ir::DType::kF32) {
-    for (float v : tensor.floats()) values.push_back(v);
-  } else if (tensor.dtype() == ir::DType::kI32) {
-    for (int32_t v : tensor.ints()) values.push_back(v);
-  } else {
-    return text + "  (no statistics for this dtype)\n";
-  }
-  int64_t nan = 0, inf = 0;
-  double min = std::numeric_limits<double>::infinity(), max = -min, sum = 0, squares = 0;
-  for (double v : values) {
-    if (std::isnan(v)) {
-      ++nan;
-    } else if (std::isinf(v)) {
-      ++inf;
-    } else {
-      min = std::min(min, v);
-      max = std::max(max, v);
-      sum += v;
-      squares += v * v;
-    }
-  }
-  const int64_t finite = n - nan - inf;
-  if (finite > 0) {
-    absl::StrAppendFormat(&text, "  min %.6g  max %.6g  mean %.6g  norm %.6g\n", min, max,
-                          sum / static_cast<double>(finite), std::sqrt(squares));
-  }
-  absl::StrAppendFormat(&text, "  %s\n", nan + inf == 0 ? "all finite"
-                                                        : absl::StrFormat("NaN: %d  Inf: %d (of %d)", nan, inf, n));
-  std::vector<std::string> first;
-  for (int64_t i = 0; i < std::min<int64_t>(n, 8); ++i) first.push_back(absl::StrFormat("%.6g", values[i]));
-  absl::StrAppendFormat(&text, "  first values: %s%s\n", absl::StrJoin(first, ", "), n > 8 ? ", ..." : "");
-  return text;
-}
-
-// Line sources: a prompt with libedit when stdin is a terminal, else lines
-// of the script or stdin (echoed after a prompt, so a transcript reads like
-// a session).
 // Ctrl-C at an interactive REPL: a long `step N` or `run` stops after the
 // step in progress and the prompt comes back (steps are never cut in the
 // middle: the actors' state stays consistent). Set by the SIGINT handler
@@ -122,52 +67,6 @@ std::string Describe(const std::string& name, const ir::HostTensor& tensor) {
 volatile sig_atomic_t g_interrupted = 0;
 
 void OnInterrupt(int) { g_interrupted = 1; }
-
-class LineReader {
- public:
-  explicit LineReader(std::optional<std::string> script) {
-    if (script.has_value()) {
-      file_.open(*script);
-      if (!file_) error_ = absl::NotFoundError(absl::StrCat("cannot open the script ", *script));
-      return;
-    }
-    interactive_ = isatty(STDIN_FILENO) != 0;
-    if (interactive_) {
-      const char* home = std::getenv("HOME");
-      history_ = std::getenv("TANDEM_HISTORY") != nullptr ? std::getenv("TANDEM_HISTORY")
-                                                          : absl::StrCat(home != nullptr ? home : ".", "/.tandem_history");
-      using_history();
-      read_history(history_.c_str());
-    }
-  }
-  ~LineReader() {
-    if (interactive_) write_history(history_.c_str());
-  }
-  const absl::Status& error() const { return error_; }
-  bool interactive() const { return interactive_; }
-
-  std::optional<std::string> Next(std::ostream& out) {
-    if (interactive_) {
-      char* line = readline("(tandem) ");
-      if (line == nullptr) return std::nullopt;
-      std::string text(line);
-      std::free(line);
-      if (!absl::StripAsciiWhitespace(text).empty()) add_history(text.c_str());
-      return text;
-    }
-    std::istream& in = file_.is_open() ? static_cast<std::istream&>(file_) : std::cin;
-    std::string text;
-    if (!std::getline(in, text)) return std::nullopt;
-    out << "(tandem) " << text << "\n";
-    return text;
-  }
-
- private:
-  std::ifstream file_;
-  bool interactive_ = false;
-  std::string history_;
-  absl::Status error_;
-};
 
 }  // namespace
 
@@ -183,7 +82,7 @@ Repl::Repl(std::unique_ptr<Session> session, ReplModel model, ReplOptions option
 Repl::~Repl() = default;
 
 absl::Status Repl::Run(const std::optional<std::string>& script) {
-  LineReader reader(script);
+  LineReader reader(script, "(tandem) ");
   if (!reader.error().ok()) return reader.error();
   struct sigaction previous {};
   if (reader.interactive()) {
@@ -324,7 +223,7 @@ absl::Status Repl::Show(const std::vector<std::string>& words) {
          << absl::StrFormat("step %s: %d stages, %d microbatches, %d parameters, %d state tensors (%s with the "
                             "optimizer's), %d ops per microbatch, %d in the update\n",
                             step.name, step.num_stages, step.num_microbatches, parameters, step.state.size(),
-                            Bytes(bytes), step.microbatch.nodes().size(), step.update.nodes().size());
+                            ir::FormatBytes(bytes), step.microbatch.nodes().size(), step.update.nodes().size());
     return absl::OkStatus();
   }
   if (what == "ir" && words.size() <= 3) {
@@ -367,7 +266,7 @@ absl::Status Repl::Show(const std::vector<std::string>& words) {
         if (spec != nullptr && spec->role == ir::StateRole::kParameter) state.push_back(buffer.binding);
       }
       out_ << absl::StrFormat("actor %d holds %d parameters (%s of state with their optimizer slots): %s\n",
-                              program.actor, state.size(), Bytes(bytes), absl::StrJoin(state, ", "));
+                              program.actor, state.size(), ir::FormatBytes(bytes), absl::StrJoin(state, ", "));
     }
     return absl::OkStatus();
   }
@@ -382,9 +281,9 @@ absl::Status Repl::Show(const std::vector<std::string>& words) {
     for (const ir::ActorProgram& program : compiled.programs) {
       const std::string measured =
           last_.has_value() && program.actor < static_cast<int32_t>(last_->peak_live_bytes.size())
-              ? Bytes(last_->peak_live_bytes[program.actor])
+              ? ir::FormatBytes(last_->peak_live_bytes[program.actor])
               : "-";
-      out_ << absl::StrFormat("%5d  %11s  %13s\n", program.actor, Bytes(program.static_peak_bytes), measured);
+      out_ << absl::StrFormat("%5d  %11s  %13s\n", program.actor, ir::FormatBytes(program.static_peak_bytes), measured);
     }
     return absl::OkStatus();
   }
@@ -554,7 +453,7 @@ absl::Status Repl::Inspect(const std::vector<std::string>& words) {
   }
   absl::StatusOr<ir::HostTensor> tensor = debugger_->Inspect(*actor, name);
   if (!tensor.ok()) return tensor.status();
-  out_ << absl::StrFormat("actor %d ", *actor) << Describe(name, *tensor);
+  out_ << absl::StrFormat("actor %d %s: %s", *actor, name, ir::SummarizeTensor(*tensor));
   return absl::OkStatus();
 }
 
@@ -655,11 +554,11 @@ void Repl::Actors() {
       if (session_->schedule().stage_to_actor[stage].value == actor) stages.push_back(absl::StrCat(stage));
     }
     const std::string measured = last_.has_value() && actor < static_cast<int32_t>(last_->peak_live_bytes.size())
-                                     ? Bytes(last_->peak_live_bytes[actor])
+                                     ? ir::FormatBytes(last_->peak_live_bytes[actor])
                                      : "-";
     out_ << absl::StrFormat("%5d  %-10s  %-33s  %6s  %11s  %13s\n", actor,
                             session_->pipeline().launcher().DescribeActor(actor), state, absl::StrJoin(stages, ","),
-                            Bytes(program.static_peak_bytes), measured);
+                            ir::FormatBytes(program.static_peak_bytes), measured);
   }
 }
 

@@ -1,9 +1,15 @@
 #include "ir/host_tensor.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace tandem::ir {
 namespace {
@@ -70,6 +76,49 @@ std::string DescribeTensor(const HostTensor& tensor, int max_values) {
   }
   if (tensor.num_elements() > n) absl::StrAppend(&text, ", ...");
   return text + "}";
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  if (bytes >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
+  return absl::StrCat(bytes, " B");
+}
+
+std::string SummarizeTensor(const HostTensor& tensor) {
+  std::string text = absl::StrFormat("%s (%s)\n", TypeToString(tensor.type()), FormatBytes(tensor.num_bytes()));
+  const int64_t n = tensor.num_elements();
+  std::vector<double> values;
+  if (tensor.dtype() == DType::kF32) {
+    for (float v : tensor.floats()) values.push_back(v);
+  } else if (tensor.dtype() == DType::kI32) {
+    for (int32_t v : tensor.ints()) values.push_back(v);
+  } else {
+    return text + "  (no statistics for this dtype)\n";
+  }
+  int64_t nan = 0, inf = 0;
+  double min = std::numeric_limits<double>::infinity(), max = -min, sum = 0, squares = 0;
+  for (double v : values) {
+    if (std::isnan(v)) {
+      ++nan;
+    } else if (std::isinf(v)) {
+      ++inf;
+    } else {
+      min = std::min(min, v);
+      max = std::max(max, v);
+      sum += v;
+      squares += v * v;
+    }
+  }
+  if (const int64_t finite = n - nan - inf; finite > 0) {
+    absl::StrAppendFormat(&text, "  min %.6g  max %.6g  mean %.6g  norm %.6g\n", min, max,
+                          sum / static_cast<double>(finite), std::sqrt(squares));
+  }
+  absl::StrAppendFormat(&text, "  %s\n",
+                        nan + inf == 0 ? "all finite" : absl::StrFormat("NaN: %d  Inf: %d (of %d)", nan, inf, n));
+  std::vector<std::string> first;
+  for (int64_t i = 0; i < std::min<int64_t>(n, 8); ++i) first.push_back(absl::StrFormat("%.6g", values[i]));
+  absl::StrAppendFormat(&text, "  first values: %s%s\n", absl::StrJoin(first, ", "), n > 8 ? ", ..." : "");
+  return text;
 }
 
 }  // namespace tandem::ir

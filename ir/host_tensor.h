@@ -58,6 +58,14 @@ class HostTensor {
   std::shared_ptr<std::byte[]> storage_;
 };
 
+// "512 B", "64.0 KiB", "2.4 MiB".
+std::string FormatBytes(int64_t bytes);
+
+// A debugger's look at a tensor, over lines: "f32[8,32,64] (64.0 KiB)", then
+// min/max/mean/L2 norm of the finite elements, "all finite" or the NaN and
+// Inf counts, and the first 8 values.
+std::string SummarizeTensor(const HostTensor& tensor);
+
 // A short description for messages: "f32[2,3] {0.1, 0.2, ...}".
 std::string DescribeTensor(const HostTensor& tensor, int max_values = 6);
 
