@@ -68,8 +68,8 @@ absl::StatusOr<std::unique_ptr<controller::Launcher>> Session::MakeLauncher() {
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, schedules::Schedule schedule,
-                                                            SessionOptions options, const ir::TensorMap& state,
-                                                            int64_t steps_done) {
+                                                            const ir::TensorMap& state, int64_t steps_done,
+                                                            SessionOptions options) {
   std::unique_ptr<Session> session(new Session(schedule, std::move(options)));
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = session->MakeLauncher();
   if (!launcher.ok()) return launcher.status();
@@ -83,14 +83,14 @@ absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, 
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(ir::TrainStep step, schedules::Schedule schedule,
                                                         SessionOptions options) {
   const ir::TensorMap state = ir::InitialState(step);
-  return StartFrom(std::move(step), std::move(schedule), std::move(options), state, 0);
+  return StartFrom(std::move(step), std::move(schedule), state, 0, std::move(options));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, schedules::Schedule schedule,
                                                          const std::string& checkpoint, SessionOptions options) {
   absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(checkpoint, step);
   if (!loaded.ok()) return loaded.status();
-  return StartFrom(std::move(step), std::move(schedule), std::move(options), loaded->state, loaded->step);
+  return StartFrom(std::move(step), std::move(schedule), loaded->state, loaded->step, std::move(options));
 }
 
 Session::~Session() = default;

@@ -62,6 +62,12 @@ class Session {
   // Step numbering goes on after the checkpoint's step.
   static absl::StatusOr<std::unique_ptr<Session>> Resume(ir::TrainStep step, schedules::Schedule schedule,
                                                          const std::string& checkpoint, SessionOptions options = {});
+  // The same from `state`, the parameters and optimizer slots after
+  // `steps_done` steps (e.g. a checkpoint loaded with
+  // controller::LoadCheckpoint): step numbering goes on from there.
+  static absl::StatusOr<std::unique_ptr<Session>> StartFrom(ir::TrainStep step, schedules::Schedule schedule,
+                                                            const ir::TensorMap& state, int64_t steps_done,
+                                                            SessionOptions options = {});
   ~Session();
 
   // Runs the next step on `microbatches` (one TensorMap of inputs and labels
@@ -97,9 +103,6 @@ class Session {
       : schedule_(std::move(schedule)), options_(std::move(options)) {}
   // A fresh launcher for options_, and its description.
   absl::StatusOr<std::unique_ptr<controller::Launcher>> MakeLauncher();
-  static absl::StatusOr<std::unique_ptr<Session>> StartFrom(ir::TrainStep step, schedules::Schedule schedule,
-                                                            SessionOptions options, const ir::TensorMap& state,
-                                                            int64_t steps_done);
 
   schedules::Schedule schedule_;
   SessionOptions options_;

@@ -13,7 +13,8 @@
 
 #include "absl/strings/str_format.h"
 #include "controller/checkpoint.h"
-#include "controller/pipeline.h"
+#include "controller/local_launcher.h"
+#include "controller/session.h"
 #include "controller/step_trace.h"
 #include "ir/kernels.h"
 #include "tools/cli/commands.h"
@@ -78,22 +79,20 @@ class ReferenceTrainer : public Trainer {
 
 class PipelineTrainer : public Trainer {
  public:
-  PipelineTrainer(std::unique_ptr<controller::Pipeline> pipeline, controller::Dispatch dispatch)
-      : pipeline_(std::move(pipeline)), dispatch_(dispatch) {}
+  explicit PipelineTrainer(std::unique_ptr<Session> session) : session_(std::move(session)) {}
   absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override {
-    absl::StatusOr<controller::StepReport> report = pipeline_->Step(batch, dispatch_);
+    absl::StatusOr<controller::StepReport> report = session_->Step(batch);
     if (!report.ok()) return report.status();
     last_ = *std::move(report);
     return last_.losses;
   }
-  absl::StatusOr<ir::TensorMap> State() override { return pipeline_->State(); }
-  controller::Pipeline& pipeline() { return *pipeline_; }
+  absl::StatusOr<ir::TensorMap> State() override { return session_->State(); }
+  Session& session() { return *session_; }
   // The last step's report (peaks, compute time per actor).
   const controller::StepReport& last() const { return last_; }
 
  private:
-  std::unique_ptr<controller::Pipeline> pipeline_;
-  controller::Dispatch dispatch_;
+  std::unique_ptr<Session> session_;
   controller::StepReport last_;
 };
 
@@ -244,12 +243,12 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     err << "tandem train: --checkpoint-every needs --checkpoint-dir DIR\n";
     return 2;
   }
-  std::optional<LauncherChoice> choice;
+  std::string launcher_description;
   std::optional<schedules::Schedule> schedule;
   if (pipelined) {
     absl::StatusOr<LauncherChoice> made = MakeLauncher(arguments);
     if (!made.ok()) return Fail(err, made.status(), 2);
-    choice = *std::move(made);
+    launcher_description = made->description;
     absl::StatusOr<schedules::Schedule> resolved =
         schedules::ResolveSchedule(*arguments.Get("schedule"), static_cast<int32_t>(*actors),
                         static_cast<int32_t>(*microbatches), static_cast<int32_t>(*virtual_stages));
@@ -309,19 +308,24 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   std::optional<controller::StepTrace> trace;
   controller::LocalLauncher* local = nullptr;
   if (pipelined) {
-    local = choice->local;
-    absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline = controller::Pipeline::Create(
-        job->step, *schedule, initial_state, std::move(choice->launcher), steps_done);
-    if (!pipeline.ok()) return Fail(err, pipeline.status());
-    const controller::CompiledStep& compiled = (*pipeline)->compiled();
+    SessionOptions options;
+    options.dispatch = dispatch_name == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask;
+    options.launcher = [&arguments]() -> std::unique_ptr<controller::Launcher> {
+      absl::StatusOr<LauncherChoice> made = MakeLauncher(arguments);
+      return made.ok() ? std::move(made->launcher) : nullptr;
+    };
+    absl::StatusOr<std::unique_ptr<Session>> session =
+        Session::StartFrom(job->step, *schedule, initial_state, steps_done, std::move(options));
+    if (!session.ok()) return Fail(err, session.status());
+    local = dynamic_cast<controller::LocalLauncher*>(&(*session)->pipeline().launcher());
+    const controller::CompiledStep& compiled = (*session)->compiled();
     out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages), %s dispatch, step %016x\n",
-                           choice->description, compiled.num_actors, compiled.schedule, compiled.num_stages,
+                           launcher_description, compiled.num_actors, compiled.schedule, compiled.num_stages,
                            dispatch_name, compiled.hash);
-    auto owned = std::make_unique<PipelineTrainer>(
-        *std::move(pipeline), dispatch_name == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask);
+    auto owned = std::make_unique<PipelineTrainer>(*std::move(session));
     pipeline_trainer = owned.get();
     trainer = std::move(owned);
-    if (trace_path.has_value()) trace.emplace(pipeline_trainer->pipeline().compiled());
+    if (trace_path.has_value()) trace.emplace(pipeline_trainer->session().compiled());
   } else {
     out << "executor: single-process reference interpreter\n";
     trainer = std::make_unique<ReferenceTrainer>(job->step, initial_state);
@@ -390,7 +394,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
                       (step == *steps || (*checkpoint_every > 0 && step % *checkpoint_every == 0));
     if (save) {
       const Clock::time_point save_start = Clock::now();
-      absl::StatusOr<std::string> saved = controller::SaveCheckpoint(pipeline_trainer->pipeline(), *checkpoint_dir);
+      absl::StatusOr<std::string> saved = pipeline_trainer->session().SaveCheckpoint(*checkpoint_dir);
       if (!saved.ok()) {
         progress.Clear();
         return Fail(err, absl::Status(saved.status().code(),
@@ -441,7 +445,7 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
   }
   out << "\n";
   if (pipeline_trainer != nullptr) {
-    const controller::CompiledStep& compiled = pipeline_trainer->pipeline().compiled();
+    const controller::CompiledStep& compiled = pipeline_trainer->session().compiled();
     if (local != nullptr) {
       out << absl::StrFormat("control plane: %.1f step RPCs per step (%s dispatch, %d actors)\n",
                              static_cast<double>(rpcs) / static_cast<double>(steps_run), dispatch_name,
