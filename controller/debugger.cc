@@ -110,10 +110,7 @@ bool Debugger::Ready(const StepState& step, int32_t actor) const {
 }
 
 absl::StatusOr<std::optional<StepReport>> Debugger::Start(const std::vector<ir::TensorMap>& microbatches) {
-  if (step_.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("step ", step_->number, " is paused: continue it first"));
-  }
+  if (absl::Status status = CheckNoStepInProgress(); !status.ok()) return status;
   absl::StatusOr<std::vector<ActorInputs>> inputs = pipeline_->NextInputs(microbatches);
   if (!inputs.ok()) return inputs.status();
   const size_t num_actors = tasks_.size();
@@ -121,6 +118,11 @@ absl::StatusOr<std::optional<StepReport>> Debugger::Start(const std::vector<ir::
                     std::vector<int32_t>(num_actors, 0), std::vector<bool>(num_actors, false),
                     std::vector<ActorStepResult>(num_actors)};
   return Advance();
+}
+
+absl::Status Debugger::CheckNoStepInProgress() const {
+  if (!step_.has_value()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("step ", step_->number, " is paused: continue it first"));
 }
 
 absl::StatusOr<std::optional<StepReport>> Debugger::Continue() {

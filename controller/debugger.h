@@ -75,6 +75,9 @@ class Debugger {
 
   // Whether a step is in progress (paused).
   bool in_step() const { return step_.has_value(); }
+  // FailedPrecondition ("step 3 is paused: continue it first") while a step
+  // is in progress: what refuses work that needs a step boundary.
+  absl::Status CheckNoStepInProgress() const;
 
   // Starts the next step on `microbatches` and runs it until a breakpoint
   // pauses an actor (nullopt) or the step ends (its report).

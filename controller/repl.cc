@@ -312,10 +312,7 @@ absl::Status Repl::Draw(const std::vector<std::string>& words) {
 }
 
 absl::Status Repl::Step(int64_t count) {
-  if (debugger_->in_step()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("step ", debugger_->step_number(), " is paused: continue it first"));
-  }
+  if (absl::Status status = debugger_->CheckNoStepInProgress(); !status.ok()) return status;
   for (int64_t i = 0; i < count; ++i) {
     if (g_interrupted != 0) {
       g_interrupted = 0;
@@ -486,10 +483,7 @@ absl::Status Repl::Trace(const std::vector<std::string>& words) {
 
 absl::Status Repl::Set(const std::vector<std::string>& words) {
   if (words.size() != 3) return absl::InvalidArgumentError("usage: set schedule NAME|FILE | set microbatches M");
-  if (debugger_->in_step()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("step ", debugger_->step_number(), " is paused: continue it first"));
-  }
+  if (absl::Status status = debugger_->CheckNoStepInProgress(); !status.ok()) return status;
   const controller::CompiledStep& compiled = session_->compiled();
   if (words[1] == "schedule") {
     absl::StatusOr<schedules::Schedule> schedule =
