@@ -1,5 +1,6 @@
 // `tandem sched sim`, `tandem sched draw` and `tandem bench sched`, driven
 // through their entry points with string streams.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -38,8 +39,14 @@ CommandRun Draw(const CommandArgs& args) {
   return {code, out.str(), err.str()};
 }
 
+// CTest runs this binary's tests as concurrent processes sharing TempDir():
+// each test writes its own files (named after the test), so that one test
+// never reads a file another is rewriting.
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string owner = test != nullptr ? std::string(test->test_suite_name()) + "." + test->name() + "." : "";
+  std::string path = ::testing::TempDir() + owner + name;
+  std::replace(path.begin() + static_cast<std::ptrdiff_t>(::testing::TempDir().size()), path.end(), '/', '_');
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
   return path;
 }
