@@ -78,6 +78,11 @@ int RunActorProcess(const ActorProcessOptions& options) {
   // One BLAS thread: the bits of matmul depend on OpenBLAS's thread count,
   // and the reference runs with one; the actors of a host share its cores.
   ir::SetBlasThreads(1);
+  absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(options.device, actor);
+  if (!device.ok()) {
+    Log(actor, absl::StrCat("cannot open its device: ", device.status().ToString()));
+    return kActorExitSetupFailed;
+  }
   absl::StatusOr<std::unique_ptr<DataPlane>> data_plane =
       CreateDataPlane(options.data_plane, actor, options.num_actors, options.data_plane_options);
   if (!data_plane.ok()) {
@@ -100,6 +105,7 @@ int RunActorProcess(const ActorProcessOptions& options) {
     auto shutdown = kj::newPromiseAndFulfiller<void>();
     ActorServiceOptions service_options;
     service_options.receive_timeout = options.receive_timeout;
+    service_options.device = *device;
     wire::Actor::Client service =
         kj::heap<ActorService>(**data_plane, service_options, kj::mv(shutdown.fulfiller));
 

@@ -4,6 +4,7 @@
 // itself when the controller's connection drops.
 //
 // Lifetime, from the process's point of view:
+//  0. opens its device (actor/device.h: the CPU, or a GPU);
 //  1. creates its DataPlane (shared-memory rings, or a TCP listener);
 //  2. connects to `controller_socket` and calls Controller.register, which
 //     must answer within `register_timeout` (a refused token is exit code 2);
@@ -23,6 +24,7 @@
 
 #include "absl/time/time.h"
 #include "actor/data_plane.h"
+#include "actor/device.h"
 
 namespace tandem::actor {
 
@@ -33,6 +35,7 @@ struct ActorProcessOptions {
   int32_t num_actors = 0;
   DataPlaneKind data_plane = DataPlaneKind::kShm;
   DataPlaneOptions data_plane_options;
+  DeviceSpec device;  // opened before registering; a device that cannot open is exit code 1
   absl::Duration receive_timeout = absl::Seconds(30);
   absl::Duration register_timeout = absl::Seconds(30);
   absl::Duration exit_grace = absl::Seconds(2);

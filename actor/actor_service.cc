@@ -223,7 +223,7 @@ absl::Status ActorService::UseProgram(uint64_t hash, const std::shared_ptr<const
       if (tensor.defined()) state[name] = tensor;
     }
   }
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program);
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program, options_.device);
   if (!executor.ok()) return executor.status();
   if (absl::Status status = (*executor)->LoadState(state); !status.ok()) return status;
   executor_ = *std::move(executor);

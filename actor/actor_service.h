@@ -99,6 +99,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/data_plane.h"
+#include "actor/device.h"
 #include "actor/executor.h"
 #include "actor/transport.h"
 #include "ir/actor_program.h"
@@ -112,6 +113,8 @@ namespace tandem::actor {
 struct ActorServiceOptions {
   // The deadline of every Receive of a step.
   absl::Duration receive_timeout = absl::Seconds(30);
+  // Where the programs' functions compute.
+  std::shared_ptr<Device> device = CpuDevice();
 };
 
 class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet::ErrorHandler {

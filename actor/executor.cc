@@ -23,12 +23,15 @@ int64_t SteadyNowNs() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram program) {
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram program,
+                                                           std::shared_ptr<Device> device) {
   if (absl::Status status = ir::VerifyActorProgram(program); !status.ok()) return status;
-  return std::unique_ptr<Executor>(new Executor(std::move(program)));
+  if (device == nullptr) return absl::InvalidArgumentError("Executor::Create: no device");
+  return std::unique_ptr<Executor>(new Executor(std::move(program), std::move(device)));
 }
 
-Executor::Executor(ir::ActorProgram program) : program_(std::move(program)), buffers_(program_.buffers.size()) {
+Executor::Executor(ir::ActorProgram program, std::shared_ptr<Device> device)
+    : program_(std::move(program)), device_(std::move(device)), buffers_(program_.buffers.size()) {
   for (const ir::Function& function : program_.functions) {
     std::vector<std::string>& names = input_names_.emplace_back();
     for (ir::ValueId id : function.graph.Inputs()) {
@@ -284,7 +287,7 @@ absl::Status Executor::Run(const Instruction& instruction) {
     if (!tensor.ok()) return tensor.status();
     inputs.emplace(names[k], **tensor);
   }
-  absl::StatusOr<ir::TensorMap> results = ir::RunGraph(function.graph, inputs);
+  absl::StatusOr<ir::TensorMap> results = device_->RunGraph(function.graph, inputs);
   if (!results.ok()) return results.status();
   const std::vector<ir::GraphOutput>& outputs = function.graph.outputs();
   for (size_t k = 0; k < outputs.size(); ++k) {

@@ -1,5 +1,5 @@
-// Executor: runs one actor's instruction stream (an ir::ActorProgram) with
-// the reference kernels, step after step.
+// Executor: runs one actor's instruction stream (an ir::ActorProgram) on its
+// Device (actor/device.h: the reference kernels by default), step after step.
 //
 // It owns the actor's buffer table: state buffers (parameters, optimizer
 // slots) persist across steps; input buffers are filled from the step's
@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "actor/device.h"
 #include "actor/transport.h"
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
@@ -76,14 +77,16 @@ struct StepOutputs {
 class Executor {
  public:
   // Verifies `program` (ir::VerifyActorProgram) and builds an executor with
-  // empty buffers.
-  static absl::StatusOr<std::unique_ptr<Executor>> Create(ir::ActorProgram program);
+  // empty buffers, whose `run` instructions compute on `device`.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(ir::ActorProgram program,
+                                                          std::shared_ptr<Device> device = CpuDevice());
 
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
   ~Executor();
 
   const ir::ActorProgram& program() const { return program_; }
+  const Device& device() const { return *device_; }
   int32_t actor() const { return program_.actor; }
 
   // Empties every buffer and fills each state buffer with state[binding]
@@ -128,7 +131,7 @@ class Executor {
  private:
   enum class Phase { kNeedsState, kIdle, kInStep };
 
-  explicit Executor(ir::ActorProgram program);
+  Executor(ir::ActorProgram program, std::shared_ptr<Device> device);
 
   absl::Status Execute(int32_t index, Transport& transport, absl::Duration receive_timeout);
   absl::Status Run(const ir::Instruction& instruction);
@@ -147,6 +150,7 @@ class Executor {
   absl::Status Fail(absl::Status status);
 
   ir::ActorProgram program_;
+  std::shared_ptr<Device> device_;
   // For each function, its input nodes' names in program order: kRun binds
   // instruction.inputs[k] to input_names_[function][k].
   std::vector<std::vector<std::string>> input_names_;

@@ -13,7 +13,8 @@
 
 namespace tandem::actor {
 
-absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector<ir::ActorProgram> programs) {
+absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector<ir::ActorProgram> programs,
+                                                                     const DeviceSpec& device) {
   const auto num_actors = static_cast<int32_t>(programs.size());
   if (num_actors == 0) return absl::InvalidArgumentError("a cluster needs at least one actor program");
   std::vector<std::unique_ptr<Executor>> executors;
@@ -23,7 +24,9 @@ absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector
                                                      programs[a].num_actors, ", expected actor ", a, " of ",
                                                      num_actors));
     }
-    absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(std::move(programs[a]));
+    absl::StatusOr<std::shared_ptr<Device>> opened = OpenDevice(device, a);
+    if (!opened.ok()) return opened.status();
+    absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(std::move(programs[a]), *std::move(opened));
     if (!executor.ok()) return executor.status();
     executors.push_back(*std::move(executor));
   }

@@ -36,7 +36,9 @@ class ThreadCluster {
   // programs.size() (InvalidArgument otherwise, or the verifier's error).
   // Sets OpenBLAS to one thread (process-wide) so that P actors computing at
   // once give the reference interpreter's bits.
-  static absl::StatusOr<std::unique_ptr<ThreadCluster>> Create(std::vector<ir::ActorProgram> programs);
+  // Each actor computes on OpenDevice(device, actor).
+  static absl::StatusOr<std::unique_ptr<ThreadCluster>> Create(std::vector<ir::ActorProgram> programs,
+                                                               const DeviceSpec& device = {});
 
   ThreadCluster(const ThreadCluster&) = delete;
   ThreadCluster& operator=(const ThreadCluster&) = delete;

@@ -325,7 +325,9 @@ absl::Status LocalLauncher::StartActors() {
                  "--receive-timeout-ms",
                  absl::StrCat(absl::ToInt64Milliseconds(options_.receive_timeout)),
                  "--shm-ring-mib",
-                 absl::StrCat(std::max<int64_t>(1, options_.shm_ring_bytes >> 20))};
+                 absl::StrCat(std::max<int64_t>(1, options_.shm_ring_bytes >> 20)),
+                 "--device",
+                 options_.device};
     // One BLAS thread per actor (the actor pins it too): OpenBLAS then
     // starts no pool of threads competing for the host's cores.
     spec.environment = {{"TANDEM_JOB_TOKEN", *token}, {"OPENBLAS_NUM_THREADS", "1"}};

@@ -74,6 +74,9 @@ struct LocalLauncherOptions {
   std::string actor_binary;
   DataPlaneTransport transport = DataPlaneTransport::kShm;
   int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors
+  // Where the actors compute: tandem-actor's --device (cpu, cuda, cuda:N,
+  // with +bf16); the actor checks it and exits at once if it cannot open it.
+  std::string device = "cpu";
   // Bound on starting: spawning, registering, data plane, programs, state.
   absl::Duration start_timeout = absl::Seconds(60);
   // Bound on one step (or one ReadState).

@@ -157,12 +157,16 @@ TensorMap MicrobatchInputs(const TensorMap& state, const TensorMap& data) {
 }  // namespace
 
 absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& state,
-                                            const std::vector<TensorMap>& microbatches, int64_t step_number) {
+                                            const std::vector<TensorMap>& microbatches, int64_t step_number,
+                                            const GraphRunner& runner) {
   if (absl::Status status = CheckMicrobatchCount(step, microbatches); !status.ok()) return status;
+  auto run = [&runner](const Graph& graph, const TensorMap& inputs) {
+    return runner ? runner(graph, inputs) : RunGraph(graph, inputs);
+  };
   StepResult result;
   TensorMap accumulators;
   for (size_t m = 0; m < microbatches.size(); ++m) {
-    absl::StatusOr<TensorMap> outputs = RunGraph(step.microbatch, MicrobatchInputs(state, microbatches[m]));
+    absl::StatusOr<TensorMap> outputs = run(step.microbatch, MicrobatchInputs(state, microbatches[m]));
     if (!outputs.ok()) {
       return absl::Status(outputs.status().code(),
                           absl::StrCat("microbatch ", m, ": ", outputs.status().message()));
@@ -182,7 +186,7 @@ absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& st
   TensorMap update_inputs = state;
   for (auto& [name, tensor] : accumulators) update_inputs[name] = tensor;
   update_inputs["step"] = HostTensor::Scalar(static_cast<float>(step_number));
-  absl::StatusOr<TensorMap> updated = RunGraph(step.update, update_inputs);
+  absl::StatusOr<TensorMap> updated = run(step.update, update_inputs);
   if (!updated.ok()) return updated.status();
   for (auto& [name, tensor] : *updated) state[name] = std::move(tensor);
   return result;

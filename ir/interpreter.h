@@ -5,6 +5,7 @@
 #define TANDEM_IR_INTERPRETER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,13 +43,20 @@ struct StepResult {
   std::vector<float> losses;  // one per microbatch, in microbatch order
 };
 
+// How a whole graph is evaluated: RunGraph (the reference kernels) unless
+// another backend is given (e.g. a GPU's, for the single-process GPU
+// reference that pipelined GPU runs are compared with).
+using GraphRunner = std::function<absl::StatusOr<TensorMap>(const Graph& graph, const TensorMap& inputs)>;
+
 // One training step as the user wrote it: for each microbatch in order, run
 // the microbatch graph and add its gradients into the accumulators; then run
 // the update graph with `step_number` (1-based) and replace `state` by its
 // outputs. `microbatches` holds each microbatch's data and labels by name.
+// Graphs run on `runner` (RunGraph when empty); accumulation is always
+// AccumulateGradient, as in every executor.
 absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& state,
                                             const std::vector<TensorMap>& microbatches,
-                                            int64_t step_number);
+                                            int64_t step_number, const GraphRunner& runner = nullptr);
 
 // The loss of each microbatch under `state`, without gradients or update.
 absl::StatusOr<std::vector<float>> EvaluateLosses(const TrainStep& step, const TensorMap& state,

@@ -3,7 +3,7 @@
 //
 //   TANDEM_JOB_TOKEN=... tandem-actor --controller SOCKET --actor A --actors P
 //       [--transport shm|tcp] [--receive-timeout-ms N] [--shm-ring-mib N]
-//       [--bind HOST]
+//       [--bind HOST] [--device cpu|cuda|cuda:N[+bf16]]
 //
 // The job's token comes from the environment, so that it never shows in
 // process listings. See actor/actor_process.h for the lifetime and the exit
@@ -32,6 +32,7 @@ int Run(const std::vector<std::string>& args) {
   arguments.AddOption("receive-timeout-ms", "deadline of every data-plane receive", "30000");
   arguments.AddOption("shm-ring-mib", "shared-memory ring per ordered pair of actors", "256");
   arguments.AddOption("bind", "host the TCP data plane listens on", "127.0.0.1");
+  arguments.AddOption("device", "where the functions compute: cpu, cuda, cuda:N (+bf16)", "cpu");
   arguments.AddFlag("help", "show this help");
   if (absl::Status status = arguments.Parse(args); !status.ok()) {
     std::cerr << "tandem-actor: " << status.message() << "\n\n" << kUsage << arguments.Usage();
@@ -49,8 +50,9 @@ int Run(const std::vector<std::string>& args) {
   absl::StatusOr<int64_t> ring_mib = arguments.GetInt("shm-ring-mib");
   absl::StatusOr<tandem::actor::DataPlaneKind> kind =
       tandem::actor::ParseDataPlaneKind(*arguments.Get("transport"));
+  absl::StatusOr<tandem::actor::DeviceSpec> device = tandem::actor::ParseDeviceSpec(*arguments.Get("device"));
   for (const absl::Status& status : {socket.status(), actor.status(), actors.status(), receive_ms.status(),
-                                     ring_mib.status(), kind.status()}) {
+                                     ring_mib.status(), kind.status(), device.status()}) {
     if (!status.ok()) {
       std::cerr << "tandem-actor: " << status.message() << "\n";
       return tandem::actor::kActorExitSetupFailed;
@@ -60,6 +62,7 @@ int Run(const std::vector<std::string>& args) {
   options.actor = static_cast<int32_t>(*actor);
   options.num_actors = static_cast<int32_t>(*actors);
   options.data_plane = *kind;
+  options.device = *device;
   options.data_plane_options.shm_ring_bytes = *ring_mib << 20;
   options.data_plane_options.tcp_bind_host = *arguments.Get("bind");
   options.receive_timeout = absl::Milliseconds(*receive_ms);

@@ -3,7 +3,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "actor/device.h"
 #include "controller/session.h"
+#ifdef TANDEM_WITH_CUDA
+#include "actor/cuda/cuda_runtime.h"
+#endif
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::cli {
@@ -15,6 +19,33 @@ void AddLauncherOptions(Arguments& arguments, const std::string& extra_launchers
                       "local");
   arguments.AddOption("transport", "data plane of the local launcher: shm (shared memory) or tcp (loopback)", "shm");
   arguments.AddOption("actor-binary", "the actor executable (default: tandem-actor beside tandem)");
+  arguments.AddOption("device",
+                      "where the actors compute: cpu, cuda (actor a on GPU a mod the visible GPUs), cuda:N; "
+                      "+bf16 for bf16 matmul operands with f32 accumulation",
+                      "cpu");
+}
+
+absl::StatusOr<actor::DeviceSpec> DeviceFrom(const Arguments& arguments) {
+  absl::StatusOr<actor::DeviceSpec> spec = actor::ParseDeviceSpec(arguments.Get("device").value_or("cpu"));
+  if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", spec.status().message()));
+  if (spec->kind == actor::DeviceSpec::Kind::kCpu) return spec;
+#ifdef TANDEM_WITH_CUDA
+  // Refuse here, before any actor starts, with the runtime's reason.
+  const actor::cuda::DeviceProbe probe = actor::cuda::ProbeDevices();
+  if (probe.count == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device ", actor::DeviceSpecName(*spec), ": no CUDA device is visible (", probe.why, ")"));
+  }
+  if (spec->index >= probe.count) {
+    return absl::FailedPreconditionError(absl::StrCat("--device ", actor::DeviceSpecName(*spec), ": only ",
+                                                      probe.count, " CUDA device(s) visible"));
+  }
+  return spec;
+#else
+  return absl::FailedPreconditionError(absl::StrCat("--device ", actor::DeviceSpecName(*spec),
+                                                    ": this build of Tandem has no CUDA backend (it was "
+                                                    "configured with TANDEM_WITH_CUDA=OFF)"));
+#endif
 }
 
 absl::StatusOr<LauncherChoice> MakeLauncher(const Arguments& arguments) {
@@ -22,10 +53,13 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const Arguments& arguments) {
   absl::StatusOr<controller::DataPlaneTransport> transport =
       controller::ParseDataPlaneTransport(arguments.Get("transport").value_or("shm"));
   if (!transport.ok()) return transport.status();
+  absl::StatusOr<actor::DeviceSpec> device = DeviceFrom(arguments);
+  if (!device.ok()) return device.status();
+  const std::string device_name = actor::DeviceSpecName(*device);
   LauncherChoice choice;
   if (name == "threads") {
-    choice.launcher = std::make_unique<ThreadsLauncher>();
-    choice.description = "threads launcher (one thread per actor, in-memory data plane)";
+    choice.launcher = std::make_unique<ThreadsLauncher>(absl::Seconds(30), *device);
+    choice.description = absl::StrCat("threads launcher (one thread per actor, in-memory data plane, ", device_name, ")");
     return choice;
   }
   if (name != "local") {
@@ -34,11 +68,12 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const Arguments& arguments) {
   controller::LocalLauncherOptions options;
   options.actor_binary = arguments.Get("actor-binary").value_or(FindActorBinary());
   options.transport = *transport;
+  options.device = device_name;
   auto local = std::make_unique<controller::LocalLauncher>(std::move(options));
   choice.local = local.get();
   choice.launcher = std::move(local);
   choice.description = absl::StrCat("local launcher (one process per actor, ",
-                                    controller::DataPlaneTransportName(*transport), " data plane)");
+                                    controller::DataPlaneTransportName(*transport), " data plane, ", device_name, ")");
   return choice;
 }
 

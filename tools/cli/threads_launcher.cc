@@ -36,7 +36,7 @@ controller::ActorStepResult ToResult(actor::StepOutputs output) {
 
 absl::Status ThreadsLauncher::Start(const std::vector<ir::ActorProgram>& programs,
                                     const std::vector<ir::TensorMap>& states) {
-  absl::StatusOr<std::unique_ptr<actor::ThreadCluster>> cluster = actor::ThreadCluster::Create(programs);
+  absl::StatusOr<std::unique_ptr<actor::ThreadCluster>> cluster = actor::ThreadCluster::Create(programs, device_);
   if (!cluster.ok()) return cluster.status();
   cluster_ = *std::move(cluster);
   ir::TensorMap all;

@@ -22,8 +22,9 @@ namespace tandem::cli {
 class ThreadsLauncher : public controller::Launcher {
  public:
   // Every receive waits at most `receive_timeout`: a hang becomes an error.
-  explicit ThreadsLauncher(absl::Duration receive_timeout = absl::Seconds(30))
-      : receive_timeout_(receive_timeout) {}
+  // Actor a computes on actor::OpenDevice(device, a).
+  explicit ThreadsLauncher(absl::Duration receive_timeout = absl::Seconds(30), actor::DeviceSpec device = {})
+      : receive_timeout_(receive_timeout), device_(device) {}
 
   absl::Status Start(const std::vector<ir::ActorProgram>& programs,
                      const std::vector<ir::TensorMap>& states) override;
@@ -40,6 +41,7 @@ class ThreadsLauncher : public controller::Launcher {
 
  private:
   absl::Duration receive_timeout_;
+  actor::DeviceSpec device_;
   int64_t ranges_step_ = 0;  // the step RunRanges is in (its network is reset when a new one begins)
   std::unique_ptr<actor::ThreadCluster> cluster_;
 };

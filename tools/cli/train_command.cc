@@ -62,11 +62,17 @@ class Trainer {
   virtual absl::StatusOr<ir::TensorMap> State() = 0;
 };
 
+// The single-process reference: on the CPU's reference kernels, or on one
+// GPU (the reference a pipelined --device cuda run is compared with).
 class ReferenceTrainer : public Trainer {
  public:
-  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state) : step_(step), state_(std::move(state)) {}
+  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state, std::shared_ptr<actor::Device> device)
+      : step_(step), state_(std::move(state)), device_(std::move(device)) {}
   absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override {
-    absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(step_, state_, batch, step);
+    ir::GraphRunner runner = [this](const ir::Graph& graph, const ir::TensorMap& inputs) {
+      return device_->RunGraph(graph, inputs);
+    };
+    absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(step_, state_, batch, step, runner);
     if (!result.ok()) return result.status();
     return result->losses;
   }
@@ -75,6 +81,7 @@ class ReferenceTrainer : public Trainer {
  private:
   const ir::TrainStep& step_;
   ir::TensorMap state_;
+  std::shared_ptr<actor::Device> device_;
 };
 
 class PipelineTrainer : public Trainer {
@@ -243,6 +250,16 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     err << "tandem train: --checkpoint-every needs --checkpoint-dir DIR\n";
     return 2;
   }
+  // The reference (the executor with --launcher reference, and --verify's
+  // yardstick) computes on the device the actors use.
+  absl::StatusOr<actor::DeviceSpec> device = DeviceFrom(arguments);
+  if (!device.ok()) return Fail(err, device.status(), 2);
+  std::shared_ptr<actor::Device> reference_device = actor::CpuDevice();
+  if (!pipelined || arguments.Flag("verify")) {
+    absl::StatusOr<std::shared_ptr<actor::Device>> opened = actor::OpenDevice(*device, 0);
+    if (!opened.ok()) return Fail(err, opened.status(), 2);
+    reference_device = *std::move(opened);
+  }
   std::string launcher_description;
   std::optional<schedules::Schedule> schedule;
   if (pipelined) {
@@ -327,11 +344,13 @@ int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& er
     trainer = std::move(owned);
     if (trace_path.has_value()) trace.emplace(pipeline_trainer->session().compiled());
   } else {
-    out << "executor: single-process reference interpreter\n";
-    trainer = std::make_unique<ReferenceTrainer>(job->step, initial_state);
+    out << "executor: single-process reference interpreter (" << reference_device->name() << ")\n";
+    trainer = std::make_unique<ReferenceTrainer>(job->step, initial_state, reference_device);
   }
   std::unique_ptr<ReferenceTrainer> reference;
-  if (arguments.Flag("verify")) reference = std::make_unique<ReferenceTrainer>(job->step, initial_state);
+  if (arguments.Flag("verify")) {
+    reference = std::make_unique<ReferenceTrainer>(job->step, initial_state, reference_device);
+  }
   out.flush();
 
   using Clock = std::chrono::steady_clock;

@@ -1,0 +1,82 @@
+// CudaDeviceMemory: DeviceMemory (actor/device_memory.h) over the CUDA
+// runtime, for actor processes that share one GPU through CUDA IPC.
+//
+// Mapping: Allocate/Free are cudaMalloc/cudaFree (cudaFree waits for the
+// device, so freeing memory the stream still uses is safe);
+// ExportMemory/ImportMemory/CloseImported are cudaIpcGetMemHandle (on the
+// allocation's base), cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess;
+// opening a handle twice returns the same address, counted) and
+// cudaIpcCloseMemHandle. The stream is one cudaStreamNonBlocking stream:
+// CopyAsync is cudaMemcpyAsync device-to-device, RecordEvent cudaEventRecord,
+// StreamWaitEvent cudaStreamWaitEvent. Events are created with
+// cudaEventInterprocess | cudaEventDisableTiming and shared with
+// cudaIpcGetEventHandle / cudaIpcOpenEventHandle. Host waits poll
+// cudaStreamQuery / cudaEventQuery until the deadline (never an unbounded
+// cudaStreamSynchronize); the host copies first wait for the stream's
+// earlier work (bounded by the deadline), then copy on the stream and wait
+// for that copy alone.
+//
+// Errors: FailedPrecondition from Create without that device (CheckDevice's
+// message); ResourceExhausted when cudaMalloc runs out of memory;
+// Unavailable when an IPC handle cannot be opened (exporter gone, another
+// host); Internal for every other CUDA failure, naming the call and the
+// runtime's text. CUDA IPC needs a different process on the same device: a
+// handle cannot be opened by the process that exported it.
+//
+// Plain C++ (no CUDA header). Ownership and threading: owns its stream,
+// allocations, imports and events, released by the destructor (after a
+// bounded wait for the stream). Every method is thread-safe and makes the
+// object's device current on the calling thread first.
+#ifndef TANDEM_ACTOR_CUDA_CUDA_DEVICE_MEMORY_H_
+#define TANDEM_ACTOR_CUDA_CUDA_DEVICE_MEMORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "actor/device_memory.h"
+
+namespace tandem::actor::cuda {
+
+class CudaDeviceMemory final : public DeviceMemory {
+ public:
+  // The memory of CUDA device `device`, with a fresh non-blocking stream.
+  static absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> Create(int device);
+  CudaDeviceMemory(const CudaDeviceMemory&) = delete;
+  CudaDeviceMemory& operator=(const CudaDeviceMemory&) = delete;
+  ~CudaDeviceMemory() override;
+
+  std::string name() const override;
+
+  absl::StatusOr<DeviceAddress> Allocate(int64_t bytes) override;
+  absl::Status Free(DeviceAddress base) override;
+  absl::StatusOr<IpcMemHandle> ExportMemory(DeviceAddress base) override;
+  absl::StatusOr<DeviceAddress> ImportMemory(const IpcMemHandle& handle) override;
+  absl::Status CloseImported(DeviceAddress address) override;
+
+  absl::Status CopyAsync(DeviceAddress destination, DeviceAddress source, int64_t bytes) override;
+  absl::Status RecordEvent(DeviceEvent event) override;
+  absl::Status StreamWaitEvent(DeviceEvent event) override;
+
+  absl::Status SynchronizeStream(absl::Time deadline) override;
+  absl::Status CopyToHostSync(void* destination, DeviceAddress source, int64_t bytes, absl::Time deadline) override;
+  absl::Status CopyFromHostSync(DeviceAddress destination, const void* source, int64_t bytes,
+                                absl::Time deadline) override;
+
+  absl::StatusOr<DeviceEvent> CreateIpcEvent() override;
+  absl::StatusOr<IpcEventHandle> ExportEvent(DeviceEvent event) override;
+  absl::StatusOr<DeviceEvent> ImportEvent(const IpcEventHandle& handle) override;
+  absl::Status DestroyEvent(DeviceEvent event) override;
+  absl::StatusOr<bool> QueryEvent(DeviceEvent event) override;
+
+ private:
+  struct Impl;
+  explicit CudaDeviceMemory(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::actor::cuda
+
+#endif  // TANDEM_ACTOR_CUDA_CUDA_DEVICE_MEMORY_H_

@@ -1,0 +1,1038 @@
+// CudaGraphRunner: walks a graph in program order like ir::RunGraph and
+// turns each node into a kernel launch (cuda_kernels.cuh) or a cuBLAS call on
+// the runner's stream.
+//
+// Host-side work per node: check the operand types against the node (the
+// shape rules, ir/shape_rules.h, so no kernel can index out of bounds on a
+// graph the verifier would reject), allocate the result from the runner's
+// memory pool, compute shapes and strides, launch. Nothing waits for the
+// device until the outputs are downloaded.
+//
+// Data-dependent errors (ids and labels out of range) are found on the
+// device by a range-check kernel that writes the first bad position into a
+// small result buffer; the compute kernel itself tolerates bad ids. The
+// results are read back, in program order, when the run synchronizes (at
+// the end, or before reporting a host-side error), so the error reported is
+// the one ir::RunGraph reports: the earliest failing node's.
+//
+// Memory: each value owns a stream-ordered allocation (cudaMallocFromPoolAsync
+// from the runner's own pool), shared by reshape and pipeline_yield results,
+// and freed with cudaFreeAsync when its last holder goes: the executor's
+// last-use rule, without waiting for the kernels that read it.
+#include "actor/cuda/cuda_graph_runner.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "actor/cuda/cuda_kernels.cuh"
+#include "actor/cuda/cuda_runtime.h"
+#include "ir/shape_rules.h"
+
+namespace tandem::actor::cuda {
+namespace {
+
+using ir::DType;
+using ir::OpKind;
+using ir::Shape;
+using ir::TensorType;
+
+// NVIDIA's recommended cuBLAS workspace for Hopper; fixed, so that cuBLAS
+// picks the same algorithms (and bits) on every call.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+absl::Status CudaStatus(cudaError_t error, const char* call) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(call, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
+}
+
+absl::Status CublasStatus(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(call, ": ", cublasGetStatusString(status)));
+}
+
+// "%12 = embedding at examples/gpt.cc:40", as ir::RunGraph names a value.
+std::string Where(const ir::Graph& graph, ir::ValueId id) {
+  const ir::Node& node = graph.node(id);
+  std::string where = absl::StrCat("%", id, " = ", ir::OpName(node.op));
+  if (node.location.known()) absl::StrAppend(&where, " at ", node.location.ToString());
+  return where;
+}
+
+absl::Status Unimplemented(const ir::Node& node, absl::string_view what) {
+  return absl::UnimplementedError(absl::StrCat(ir::OpName(node.op), ": ", what));
+}
+
+// One allocation from the runner's pool. The destructor frees it in stream
+// order (after every kernel already enqueued that reads it); the first
+// failure is kept in *free_error for the run to report.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(void* data, cudaStream_t stream, cudaError_t* free_error)
+      : data_(data), stream_(stream), free_error_(free_error) {}
+  ~DeviceBuffer() {
+    if (data_ == nullptr) return;
+    const cudaError_t error = cudaFreeAsync(data_, stream_);
+    if (*free_error_ == cudaSuccess) *free_error_ = error;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+
+ private:
+  void* data_;  // null for zero bytes
+  cudaStream_t stream_;
+  cudaError_t* free_error_;
+};
+
+// A value on the device: its type and its (possibly shared) storage. No
+// buffer: the value is missing, as an undefined ir::HostTensor is.
+struct DeviceValue {
+  TensorType type;
+  std::shared_ptr<DeviceBuffer> buffer;
+
+  bool defined() const { return buffer != nullptr; }
+  void* data() const { return buffer->data(); }
+  const float* f32() const { return static_cast<const float*>(data()); }
+  float* mutable_f32() const { return static_cast<float*>(data()); }
+  const int32_t* i32() const { return static_cast<const int32_t*>(data()); }
+};
+
+// A range check whose answer is still on the device.
+struct PendingCheck {
+  ir::ValueId node;
+  std::shared_ptr<DeviceBuffer> result;  // one kernels::RangeCheckResult
+  const char* what;                      // "id" or "label"
+  int64_t limit;
+};
+
+std::vector<int64_t> RowMajorStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int axis = static_cast<int>(shape.size()) - 2; axis >= 0; --axis) {
+    strides[axis] = strides[axis + 1] * shape[axis + 1];
+  }
+  return strides;
+}
+
+int64_t Product(const Shape& shape, size_t begin, size_t end) {
+  int64_t product = 1;
+  for (size_t axis = begin; axis < end; ++axis) product *= shape[axis];
+  return product;
+}
+
+// A StridedMap over `extents` with strides[operand][axis], with extent-1
+// axes dropped and each axis merged into its outer neighbour wherever every
+// operand steps across both as over one axis (same-shape operands collapse
+// to one axis). Unimplemented beyond kernels::kMaxRank merged axes.
+absl::StatusOr<kernels::StridedMap> MakeStridedMap(const ir::Node& node,
+                                                   const std::vector<int64_t>& extents,
+                                                   const std::vector<std::vector<int64_t>>& strides) {
+  kernels::StridedMap map;
+  map.num_operands = static_cast<int>(strides.size());
+  std::vector<int64_t> merged_extents;
+  std::vector<std::vector<int64_t>> merged_strides(strides.size());
+  for (size_t axis = 0; axis < extents.size(); ++axis) {
+    if (extents[axis] == 1) continue;
+    bool mergeable = !merged_extents.empty();
+    for (size_t op = 0; mergeable && op < strides.size(); ++op) {
+      mergeable = merged_strides[op].back() == strides[op][axis] * extents[axis];
+    }
+    if (mergeable) {
+      merged_extents.back() *= extents[axis];
+      for (size_t op = 0; op < strides.size(); ++op) merged_strides[op].back() = strides[op][axis];
+    } else {
+      merged_extents.push_back(extents[axis]);
+      for (size_t op = 0; op < strides.size(); ++op) merged_strides[op].push_back(strides[op][axis]);
+    }
+  }
+  if (merged_extents.size() > static_cast<size_t>(kernels::kMaxRank)) {
+    return Unimplemented(node, absl::StrCat("more than ", kernels::kMaxRank,
+                                            " axes after merging are not supported on the GPU"));
+  }
+  map.rank = static_cast<int>(merged_extents.size());
+  for (int axis = 0; axis < map.rank; ++axis) {
+    map.extents[axis] = merged_extents[axis];
+    for (size_t op = 0; op < strides.size(); ++op) map.strides[op][axis] = merged_strides[op][axis];
+  }
+  return map;
+}
+
+// The NumPy broadcast of `inputs` to `out`: stride 0 along missing and
+// extent-1 axes. The shape rules have checked that the shapes broadcast.
+absl::StatusOr<kernels::StridedMap> MakeBroadcastMap(const ir::Node& node, const Shape& out,
+                                                     const std::vector<const Shape*>& inputs) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const Shape* input : inputs) {
+    const std::vector<int64_t> contiguous = RowMajorStrides(*input);
+    const int offset = static_cast<int>(out.size()) - static_cast<int>(input->size());
+    std::vector<int64_t> aligned(out.size(), 0);
+    for (int axis = std::max(offset, 0); axis < static_cast<int>(out.size()); ++axis) {
+      if ((*input)[axis - offset] != 1) aligned[axis] = contiguous[axis - offset];
+    }
+    strides.push_back(std::move(aligned));
+  }
+  return MakeStridedMap(node, out, strides);
+}
+
+std::optional<kernels::UnaryOp> UnaryOpOf(OpKind op) {
+  switch (op) {
+    case OpKind::kNeg:
+      return kernels::UnaryOp::kNeg;
+    case OpKind::kExp:
+      return kernels::UnaryOp::kExp;
+    case OpKind::kExpm1:
+      return kernels::UnaryOp::kExpm1;
+    case OpKind::kLog:
+      return kernels::UnaryOp::kLog;
+    case OpKind::kTanh:
+      return kernels::UnaryOp::kTanh;
+    case OpKind::kSqrt:
+      return kernels::UnaryOp::kSqrt;
+    case OpKind::kRelu:
+      return kernels::UnaryOp::kRelu;
+    case OpKind::kGelu:
+      return kernels::UnaryOp::kGelu;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<kernels::BinaryOp> BinaryOpOf(OpKind op) {
+  switch (op) {
+    case OpKind::kAdd:
+      return kernels::BinaryOp::kAdd;
+    case OpKind::kSub:
+      return kernels::BinaryOp::kSub;
+    case OpKind::kMul:
+      return kernels::BinaryOp::kMul;
+    case OpKind::kDiv:
+      return kernels::BinaryOp::kDiv;
+    case OpKind::kPow:
+      return kernels::BinaryOp::kPow;
+    case OpKind::kMaximum:
+      return kernels::BinaryOp::kMaximum;
+    case OpKind::kEqual:
+      return kernels::BinaryOp::kEqual;
+    case OpKind::kGeluGrad:
+      return kernels::BinaryOp::kGeluGrad;
+    case OpKind::kReluGrad:
+      return kernels::BinaryOp::kReluGrad;
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+struct CudaGraphRunner::Impl {
+  explicit Impl(const RunnerOptions& options) : options(options) {}
+  ~Impl();
+  absl::Status Init();
+
+  absl::StatusOr<ir::TensorMap> Run(const ir::Graph& graph, const ir::TensorMap& inputs);
+
+  // Allocation and transfers.
+  absl::StatusOr<std::shared_ptr<DeviceBuffer>> AllocateBytes(int64_t bytes);
+  absl::StatusOr<DeviceValue> Allocate(const TensorType& type);
+  absl::StatusOr<DeviceValue> Upload(const ir::HostTensor& tensor);
+
+  // The node's value from its operands (all defined, types checked).
+  absl::StatusOr<DeviceValue> Evaluate(ir::ValueId id, const ir::Node& node,
+                                       const std::vector<const DeviceValue*>& operands);
+  absl::Status CheckOperandTypes(const ir::Node& node,
+                                 const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> Constant(const ir::Node& node);
+  absl::StatusOr<DeviceValue> Convert(const ir::Node& node, const DeviceValue& x);
+  absl::StatusOr<DeviceValue> Elementwise(const ir::Node& node,
+                                          const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> Reduce(const ir::Node& node, const DeviceValue& x);
+  absl::StatusOr<DeviceValue> DataMovement(const ir::Node& node,
+                                           const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> MatMul(const ir::Node& node, const DeviceValue& a,
+                                     const DeviceValue& b);
+  absl::StatusOr<DeviceValue> RowWise(ir::ValueId id, const ir::Node& node,
+                                      const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> Embedding(ir::ValueId id, const ir::Node& node,
+                                        const std::vector<const DeviceValue*>& operands);
+
+  // Enqueues the range check of `values` against [0, limit) for node `id`.
+  absl::Status CheckRange(ir::ValueId id, const DeviceValue& values, int64_t limit,
+                          const char* what);
+  // Waits for the device and reports the first failed range check, in
+  // program order (InvalidArgument, ir::RunGraph's message); clears them.
+  absl::Status FlushChecks(const ir::Graph& graph);
+  // `status` of a host-side failure, unless an earlier node's range check
+  // failed (that is the error ir::RunGraph would have stopped at).
+  absl::Status Fail(const ir::Graph& graph, absl::Status status);
+
+  const RunnerOptions options;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  void* workspace = nullptr;
+  cudaMemPool_t pool = nullptr;
+  // The first failed stream-ordered free since the run began.
+  cudaError_t free_error = cudaSuccess;
+  std::vector<PendingCheck> checks;
+};
+
+CudaGraphRunner::Impl::~Impl() {
+  // Errors cannot be reported from here; the process is shutting the
+  // runner down either way.
+  cudaSetDevice(options.device);
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (cublas != nullptr) cublasDestroy(cublas);
+  if (workspace != nullptr) cudaFree(workspace);
+  if (pool != nullptr) cudaMemPoolDestroy(pool);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+absl::Status CudaGraphRunner::Impl::Init() {
+  if (absl::Status s = CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"); !s.ok()) return s;
+  if (absl::Status s = CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                                  "cudaStreamCreateWithFlags");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CublasStatus(cublasCreate(&cublas), "cublasCreate"); !s.ok()) return s;
+  if (absl::Status s = CublasStatus(cublasSetStream(cublas, stream), "cublasSetStream"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CublasStatus(cublasSetAtomicsMode(cublas, CUBLAS_ATOMICS_NOT_ALLOWED),
+                                    "cublasSetAtomicsMode");
+      !s.ok()) {
+    return s;
+  }
+  // The default math mode keeps f32 GEMMs in f32 (TF32 needs
+  // CUBLAS_TF32_TENSOR_OP_MATH); bf16 GEMMs still use tensor cores.
+  if (absl::Status s = CublasStatus(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH),
+                                    "cublasSetMathMode");
+      !s.ok()) {
+    return s;
+  }
+  // After cublasSetStream, which resets the workspace to cuBLAS's own pool.
+  if (absl::Status s = CudaStatus(cudaMalloc(&workspace, kCublasWorkspaceBytes), "cudaMalloc");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CublasStatus(cublasSetWorkspace(cublas, workspace, kCublasWorkspaceBytes),
+                                    "cublasSetWorkspace");
+      !s.ok()) {
+    return s;
+  }
+  cudaMemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = options.device;
+  if (absl::Status s = CudaStatus(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"); !s.ok()) {
+    return s;
+  }
+  // Keep freed memory in the pool between runs instead of returning it to
+  // the driver at every synchronization.
+  uint64_t threshold = std::numeric_limits<uint64_t>::max();
+  return CudaStatus(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+                    "cudaMemPoolSetAttribute");
+}
+
+absl::StatusOr<std::shared_ptr<DeviceBuffer>> CudaGraphRunner::Impl::AllocateBytes(int64_t bytes) {
+  void* data = nullptr;
+  if (bytes > 0) {
+    const cudaError_t error =
+        cudaMallocFromPoolAsync(&data, static_cast<size_t>(bytes), pool, stream);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky; clear it
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cudaMallocFromPoolAsync: out of device memory for ", ir::FormatBytes(bytes)));
+    }
+    if (absl::Status s = CudaStatus(error, "cudaMallocFromPoolAsync"); !s.ok()) return s;
+  }
+  return std::make_shared<DeviceBuffer>(data, stream, &free_error);
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Allocate(const TensorType& type) {
+  absl::StatusOr<std::shared_ptr<DeviceBuffer>> buffer = AllocateBytes(type.num_bytes());
+  if (!buffer.ok()) return buffer.status();
+  return DeviceValue{type, *std::move(buffer)};
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Upload(const ir::HostTensor& tensor) {
+  absl::StatusOr<DeviceValue> value = Allocate(tensor.type());
+  if (!value.ok()) return value.status();
+  if (tensor.num_bytes() > 0) {
+    // From pageable memory: returns once the bytes are staged, so the host
+    // tensor may go right after.
+    if (absl::Status s = CudaStatus(cudaMemcpyAsync(value->data(), tensor.data(),
+                                                    static_cast<size_t>(tensor.num_bytes()),
+                                                    cudaMemcpyHostToDevice, stream),
+                                    "cudaMemcpyAsync (upload)");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return value;
+}
+
+absl::Status CudaGraphRunner::Impl::CheckRange(ir::ValueId id, const DeviceValue& values,
+                                               int64_t limit, const char* what) {
+  absl::StatusOr<std::shared_ptr<DeviceBuffer>> result =
+      AllocateBytes(sizeof(kernels::RangeCheckResult));
+  if (!result.ok()) return result.status();
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchFindFirstOutOfRange(
+              values.i32(), values.type.num_elements(), limit,
+              static_cast<kernels::RangeCheckResult*>((*result)->data()), stream),
+          "FindFirstOutOfRange launch");
+      !s.ok()) {
+    return s;
+  }
+  checks.push_back({id, *std::move(result), what, limit});
+  return absl::OkStatus();
+}
+
+absl::Status CudaGraphRunner::Impl::FlushChecks(const ir::Graph& graph) {
+  if (checks.empty()) return absl::OkStatus();
+  std::vector<kernels::RangeCheckResult> results(checks.size());
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (absl::Status s = CudaStatus(
+            cudaMemcpyAsync(&results[i], checks[i].result->data(), sizeof(results[i]),
+                            cudaMemcpyDeviceToHost, stream),
+            "cudaMemcpyAsync (range check)");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      !s.ok()) {
+    return s;
+  }
+  std::vector<PendingCheck> flushed = std::move(checks);
+  checks.clear();
+  for (size_t i = 0; i < flushed.size(); ++i) {
+    if (results[i].position < 0) continue;
+    const PendingCheck& check = flushed[i];
+    // The reference kernels' words: "embedding: id 70 at position 3
+    // outside [0, 65)".
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(graph, check.node), ": ", ir::OpName(graph.node(check.node).op), ": ", check.what, " ",
+        results[i].value, " at position ", results[i].position, " outside [0, ", check.limit,
+        ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaGraphRunner::Impl::Fail(const ir::Graph& graph, absl::Status status) {
+  absl::Status earlier = FlushChecks(graph);
+  return earlier.ok() ? status : earlier;
+}
+
+absl::Status CudaGraphRunner::Impl::CheckOperandTypes(
+    const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  if (node.op == OpKind::kConstant) return absl::OkStatus();
+  std::vector<TensorType> types;
+  for (const DeviceValue* operand : operands) types.push_back(operand->type);
+  absl::StatusOr<TensorType> inferred = ir::InferResultType(node.op, types, node.attributes);
+  // Internal, as the reference kernels report operands that do not fit: a
+  // graph the verifier would have rejected.
+  if (!inferred.ok()) return absl::InternalError(inferred.status().message());
+  if (*inferred != node.type) {
+    return absl::InternalError(absl::StrCat(ir::OpName(node.op), ": result type ",
+                                            ir::TypeToString(node.type), " differs from ",
+                                            ir::TypeToString(*inferred),
+                                            ", the type of its operands' shape rule"));
+  }
+  // The shape rule of cross_entropy_grad leaves these to the kernel.
+  if (node.op == OpKind::kCrossEntropyGrad &&
+      (types[0].dtype != DType::kF32 || types[2].dtype != DType::kF32)) {
+    return absl::InternalError("cross_entropy_grad: logits and dy must be f32");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node) {
+  const double value = node.attributes.GetDouble("value");
+  uint32_t bits = 0;
+  switch (node.type.dtype) {
+    case DType::kF32:
+      bits = std::bit_cast<uint32_t>(static_cast<float>(value));
+      break;
+    case DType::kI32:
+      bits = static_cast<uint32_t>(static_cast<int32_t>(value));
+      break;
+    default:
+      return Unimplemented(node, absl::StrCat("dtype ", ir::DTypeName(node.type.dtype),
+                                              " is not computed on the GPU"));
+  }
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchFill32(bits, out->data(), node.type.num_elements(), stream),
+          "Fill32 launch");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Convert(const ir::Node& node,
+                                                           const DeviceValue& x) {
+  const DType from = x.type.dtype;
+  const DType to = node.type.dtype;
+  kernels::ConvertOp op;
+  if (from == DType::kF32 && to == DType::kI32) {
+    op = kernels::ConvertOp::kF32ToI32;
+  } else if (from == DType::kI32 && to == DType::kF32) {
+    op = kernels::ConvertOp::kI32ToF32;
+  } else if (from != to) {
+    return Unimplemented(node, absl::StrCat(ir::DTypeName(from), " to ", ir::DTypeName(to),
+                                            " is not computed on the GPU"));
+  }
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  if (from == to) {
+    if (node.type.num_bytes() > 0) {
+      if (absl::Status s = CudaStatus(
+              cudaMemcpyAsync(out->data(), x.data(), static_cast<size_t>(node.type.num_bytes()),
+                              cudaMemcpyDeviceToDevice, stream),
+              "cudaMemcpyAsync (convert)");
+          !s.ok()) {
+        return s;
+      }
+    }
+    return out;
+  }
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchConvert(op, x.data(), out->data(), node.type.num_elements(), stream),
+          "Convert launch");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
+    const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  std::vector<const Shape*> shapes;
+  for (const DeviceValue* operand : operands) shapes.push_back(&operand->type.shape);
+  cudaError_t error = cudaSuccess;
+  if (const std::optional<kernels::UnaryOp> unary = UnaryOpOf(node.op)) {
+    error = kernels::LaunchUnary(*unary, operands[0]->f32(), out->mutable_f32(),
+                                 node.type.num_elements(), stream);
+  } else if (const std::optional<kernels::BinaryOp> binary = BinaryOpOf(node.op)) {
+    absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
+    if (!map.ok()) return map.status();
+    error = kernels::LaunchBinary(*binary, operands[0]->f32(), operands[1]->f32(),
+                                  out->mutable_f32(), *map, stream);
+  } else if (node.op == OpKind::kWhere) {
+    absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
+    if (!map.ok()) return map.status();
+    error = kernels::LaunchWhere(operands[0]->f32(), operands[1]->f32(), operands[2]->f32(),
+                                 out->mutable_f32(), *map, stream);
+  } else {
+    return absl::InternalError(
+        absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not elementwise"));
+  }
+  if (absl::Status s = CudaStatus(error, "elementwise launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node,
+                                                          const DeviceValue& x) {
+  const Shape& in = x.type.shape;
+  const std::vector<int64_t>& axes = node.attributes.GetInts("axes");
+  const std::vector<int64_t> strides = RowMajorStrides(in);
+  std::vector<int64_t> kept_extents, kept_strides, reduced_extents, reduced_strides;
+  int64_t reduced_count = 1;
+  for (int64_t axis = 0; axis < static_cast<int64_t>(in.size()); ++axis) {
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
+      reduced_extents.push_back(in[axis]);
+      reduced_strides.push_back(strides[axis]);
+      reduced_count *= in[axis];
+    } else {
+      kept_extents.push_back(in[axis]);
+      kept_strides.push_back(strides[axis]);
+    }
+  }
+  kernels::ReductionPlan plan;
+  plan.num_outputs = node.type.num_elements();
+  plan.reduced_count = static_cast<float>(reduced_count);
+  absl::StatusOr<kernels::StridedMap> kept = MakeStridedMap(node, kept_extents, {kept_strides});
+  if (!kept.ok()) return kept.status();
+  plan.kept = *kept;
+  absl::StatusOr<kernels::StridedMap> reduced =
+      MakeStridedMap(node, reduced_extents, {reduced_strides});
+  if (!reduced.ok()) return reduced.status();
+  plan.reduced_rank = reduced->rank;
+  for (int axis = 0; axis < reduced->rank; ++axis) {
+    plan.reduced_extents[axis] = reduced->extents[axis];
+    plan.reduced_strides[axis] = reduced->strides[0][axis];
+  }
+  kernels::ReduceOp op = kernels::ReduceOp::kSum;
+  if (node.op == OpKind::kReduceMean) op = kernels::ReduceOp::kMean;
+  if (node.op == OpKind::kReduceMax) op = kernels::ReduceOp::kMax;
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchReduce(op, x.f32(), out->mutable_f32(), plan, stream), "Reduce launch");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::DataMovement(
+    const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  const DeviceValue& x = *operands[0];
+  // reshape and pipeline_yield share the operand's storage, as on the CPU.
+  if (node.op == OpKind::kReshape || node.op == OpKind::kPipelineYield) {
+    return DeviceValue{node.type, x.buffer};
+  }
+  const int element_size = static_cast<int>(ir::DTypeSize(node.type.dtype));
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  const Shape& out_shape = node.type.shape;
+  cudaError_t error = cudaSuccess;
+  switch (node.op) {
+    case OpKind::kTranspose: {
+      const std::vector<int64_t>& permutation = node.attributes.GetInts("permutation");
+      const std::vector<int64_t> in_strides = RowMajorStrides(x.type.shape);
+      std::vector<int64_t> strides;
+      for (int64_t axis : permutation) strides.push_back(in_strides[axis]);
+      absl::StatusOr<kernels::StridedMap> map = MakeStridedMap(node, out_shape, {strides});
+      if (!map.ok()) return map.status();
+      error = kernels::LaunchGather(x.data(), out->data(), element_size, *map, stream);
+      break;
+    }
+    case OpKind::kBroadcast: {
+      absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, out_shape, {&x.type.shape});
+      if (!map.ok()) return map.status();
+      error = kernels::LaunchGather(x.data(), out->data(), element_size, *map, stream);
+      break;
+    }
+    case OpKind::kSlice: {
+      const Shape& in = x.type.shape;
+      const size_t axis = static_cast<size_t>(node.attributes.GetInt("axis"));
+      const int64_t start = node.attributes.GetInt("start");
+      const int64_t limit = node.attributes.GetInt("limit");
+      const int64_t outer = Product(in, 0, axis);
+      const int64_t inner = Product(in, axis + 1, in.size());
+      const auto* src = static_cast<const std::byte*>(x.data());
+      error = kernels::LaunchCopyRows(src + start * inner * element_size, in[axis] * inner,
+                                      out->data(), (limit - start) * inner, outer,
+                                      (limit - start) * inner, element_size, stream);
+      break;
+    }
+    case OpKind::kConcat: {
+      const size_t axis = static_cast<size_t>(node.attributes.GetInt("axis"));
+      const int64_t outer = Product(out_shape, 0, axis);
+      const int64_t inner = Product(out_shape, axis + 1, out_shape.size());
+      auto* dst = static_cast<std::byte*>(out->data());
+      int64_t column = 0;
+      for (const DeviceValue* operand : operands) {
+        const int64_t row_length = operand->type.shape[axis] * inner;
+        error = kernels::LaunchCopyRows(operand->data(), row_length, dst + column * element_size,
+                                        out_shape[axis] * inner, outer, row_length, element_size,
+                                        stream);
+        if (error != cudaSuccess) break;
+        column += row_length;
+      }
+      break;
+    }
+    default:
+      return absl::InternalError(
+          absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " does not move data"));
+  }
+  if (absl::Status s = CudaStatus(error, "data movement launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
+                                                          const DeviceValue& a,
+                                                          const DeviceValue& b) {
+  const bool transpose_a = node.attributes.GetIntOr("transpose_a", 0) != 0;
+  const bool transpose_b = node.attributes.GetIntOr("transpose_b", 0) != 0;
+  const Shape& a_shape = a.type.shape;
+  const Shape& b_shape = b.type.shape;
+  const size_t ra = a_shape.size();
+  const size_t rb = b_shape.size();
+  int64_t m = transpose_a ? a_shape[ra - 1] : a_shape[ra - 2];
+  const int64_t k = transpose_a ? a_shape[ra - 2] : a_shape[ra - 1];
+  const int64_t n = transpose_b ? b_shape[rb - 2] : b_shape[rb - 1];
+  const Shape& out_shape = node.type.shape;
+  int64_t batch = Product(out_shape, 0, out_shape.size() - 2);
+  // A rank-2 operand is reused for every batch entry (stride 0). When it is
+  // b and a is not transposed, a's batch axes fold into M: one GEMM, as the
+  // reference does.
+  int64_t a_step = ra == 2 ? 0 : m * k;
+  const int64_t b_step = rb == 2 ? 0 : k * n;
+  if (ra > 2 && rb == 2 && !transpose_a) {
+    m *= batch;
+    batch = 1;
+    a_step = 0;
+  }
+  const int64_t lda = transpose_a ? m : k;
+  const int64_t ldb = transpose_b ? k : n;
+
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  if (m == 0 || n == 0 || batch == 0) return out;
+  if (k == 0) {
+    if (absl::Status s = CudaStatus(cudaMemsetAsync(out->data(), 0,
+                                                    static_cast<size_t>(node.type.num_bytes()),
+                                                    stream),
+                                    "cudaMemsetAsync");
+        !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (m > kIntMax || n > kIntMax || k > kIntMax || batch > kIntMax) {
+    return Unimplemented(node, "a GEMM extent beyond the int range is not supported on the GPU");
+  }
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
+  // gets the operands swapped, each with its row-major leading dimension.
+  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  if (!options.bf16_matmul) {
+    if (absl::Status s = CublasStatus(
+            cublasSgemmStridedBatched(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+                                      static_cast<int>(k), &alpha, b.f32(), static_cast<int>(ldb),
+                                      b_step, a.f32(), static_cast<int>(lda), a_step, &beta,
+                                      out->mutable_f32(), static_cast<int>(n), m * n,
+                                      static_cast<int>(batch)),
+            "cublasSgemmStridedBatched");
+        !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+  // bf16: both operands rounded to bf16 on the device, f32 accumulation.
+  absl::StatusOr<std::shared_ptr<DeviceBuffer>> a16 = AllocateBytes(a.type.num_elements() * 2);
+  if (!a16.ok()) return a16.status();
+  absl::StatusOr<std::shared_ptr<DeviceBuffer>> b16 = AllocateBytes(b.type.num_elements() * 2);
+  if (!b16.ok()) return b16.status();
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchToBf16(a.f32(), (*a16)->data(), a.type.num_elements(), stream),
+          "ToBf16 launch");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchToBf16(b.f32(), (*b16)->data(), b.type.num_elements(), stream),
+          "ToBf16 launch");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CublasStatus(
+          cublasGemmStridedBatchedEx(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+                                     static_cast<int>(k), &alpha, (*b16)->data(), CUDA_R_16BF,
+                                     static_cast<int>(ldb), b_step, (*a16)->data(), CUDA_R_16BF,
+                                     static_cast<int>(lda), a_step, &beta, out->data(),
+                                     CUDA_R_32F, static_cast<int>(n), m * n,
+                                     static_cast<int>(batch), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
+    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  const Shape& shape = operands[0]->type.shape;
+  const int64_t length = shape.empty() ? 1 : shape.back();
+  const int64_t rows = shape.empty() ? 1 : Product(shape, 0, shape.size() - 1);
+  const float* x = operands[0]->f32();
+  const float* second = operands.size() > 1 ? operands[1]->f32() : nullptr;
+  float* result = out->mutable_f32();
+  cudaError_t error = cudaSuccess;
+  switch (node.op) {
+    case OpKind::kSoftmax:
+      error = kernels::LaunchRows(kernels::RowOp::kSoftmax, x, nullptr, result, rows, length,
+                                  stream);
+      break;
+    case OpKind::kLogSoftmax:
+      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmax, x, nullptr, result, rows, length,
+                                  stream);
+      break;
+    case OpKind::kSoftmaxGrad:
+      error = kernels::LaunchRows(kernels::RowOp::kSoftmaxGrad, x, second, result, rows, length,
+                                  stream);
+      break;
+    case OpKind::kLogSoftmaxGrad:
+      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmaxGrad, x, second, result, rows,
+                                  length, stream);
+      break;
+    case OpKind::kNormalize:
+    case OpKind::kLayerNorm:
+    case OpKind::kNormalizeGrad: {
+      const float eps = static_cast<float>(node.attributes.GetDouble("eps"));
+      kernels::NormOp op = kernels::NormOp::kNormalize;
+      if (node.op == OpKind::kLayerNorm) op = kernels::NormOp::kLayerNorm;
+      if (node.op == OpKind::kNormalizeGrad) op = kernels::NormOp::kNormalizeGrad;
+      const float* beta = node.op == OpKind::kLayerNorm ? operands[2]->f32() : nullptr;
+      error = kernels::LaunchNormalization(op, x, second, beta, result, rows, length, eps, stream);
+      break;
+    }
+    case OpKind::kCausalMask: {
+      const int64_t matrix_rows = shape[shape.size() - 2];
+      const int64_t matrices = Product(shape, 0, shape.size() - 2);
+      error = kernels::LaunchCausalMask(x, result, matrices, matrix_rows, length,
+                                        static_cast<float>(node.attributes.GetDouble("fill")),
+                                        stream);
+      break;
+    }
+    case OpKind::kCrossEntropy:
+    case OpKind::kCrossEntropyGrad: {
+      // logits [rows, length], labels [rows]; the check runs first so its
+      // answer covers exactly the labels this kernel reads.
+      const DeviceValue& labels = *operands[1];
+      if (absl::Status s = CheckRange(id, labels, length, "label"); !s.ok()) return s;
+      if (node.op == OpKind::kCrossEntropy) {
+        error = kernels::LaunchCrossEntropy(x, labels.i32(), result, rows, length, stream);
+      } else {
+        error = kernels::LaunchCrossEntropyGrad(x, labels.i32(), operands[2]->f32(), result, rows,
+                                                length, stream);
+      }
+      break;
+    }
+    default:
+      return absl::InternalError(
+          absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not row-wise"));
+  }
+  if (absl::Status s = CudaStatus(error, "row kernel launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
+    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  cudaError_t error = cudaSuccess;
+  if (node.op == OpKind::kEmbedding) {
+    const DeviceValue& table = *operands[0];
+    const DeviceValue& ids = *operands[1];
+    const int64_t num_rows = table.type.shape[0];
+    const int64_t width = table.type.shape[1];
+    if (absl::Status s = CheckRange(id, ids, num_rows, "id"); !s.ok()) return s;
+    error = kernels::LaunchEmbedding(table.f32(), ids.i32(), out->mutable_f32(),
+                                     ids.type.num_elements(), num_rows, width, stream);
+  } else {
+    const DeviceValue& ids = *operands[0];
+    const DeviceValue& dy = *operands[1];
+    const int64_t num_rows = node.type.shape[0];
+    const int64_t width = node.type.shape[1];
+    if (absl::Status s = CheckRange(id, ids, num_rows, "id"); !s.ok()) return s;
+    error = kernels::LaunchEmbeddingGrad(ids.i32(), dy.f32(), out->mutable_f32(),
+                                         ids.type.num_elements(), num_rows, width, stream);
+  }
+  if (absl::Status s = CudaStatus(error, "embedding launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
+    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  for (const DeviceValue* operand : operands) {
+    if (!operand->defined()) {
+      return absl::InternalError(
+          absl::StrCat(ir::OpName(node.op), ": an operand tensor is missing (not computed)"));
+    }
+  }
+  if (absl::Status s = CheckOperandTypes(node, operands); !s.ok()) return s;
+  switch (node.op) {
+    case OpKind::kInput:
+      return absl::InternalError(
+          "input: not a kernel; its value is supplied by whoever runs the graph");
+    case OpKind::kConstant:
+      return Constant(node);
+    case OpKind::kConvert:
+      return Convert(node, *operands[0]);
+    case OpKind::kNeg:
+    case OpKind::kExp:
+    case OpKind::kExpm1:
+    case OpKind::kLog:
+    case OpKind::kTanh:
+    case OpKind::kSqrt:
+    case OpKind::kRelu:
+    case OpKind::kGelu:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kPow:
+    case OpKind::kMaximum:
+    case OpKind::kEqual:
+    case OpKind::kWhere:
+    case OpKind::kGeluGrad:
+    case OpKind::kReluGrad:
+      return Elementwise(node, operands);
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMean:
+    case OpKind::kReduceMax:
+      return Reduce(node, *operands[0]);
+    case OpKind::kPipelineYield:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kBroadcast:
+    case OpKind::kSlice:
+    case OpKind::kConcat:
+      return DataMovement(node, operands);
+    case OpKind::kMatMul:
+      return MatMul(node, *operands[0], *operands[1]);
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+    case OpKind::kSoftmaxGrad:
+    case OpKind::kLogSoftmaxGrad:
+    case OpKind::kCausalMask:
+    case OpKind::kLayerNorm:
+    case OpKind::kNormalize:
+    case OpKind::kNormalizeGrad:
+    case OpKind::kCrossEntropy:
+    case OpKind::kCrossEntropyGrad:
+      return RowWise(id, node, operands);
+    case OpKind::kEmbedding:
+    case OpKind::kEmbeddingGrad:
+      return Embedding(id, node, operands);
+  }
+  return absl::InternalError(
+      absl::StrCat("CudaGraphRunner: unknown op kind ", static_cast<int>(node.op)));
+}
+
+absl::StatusOr<ir::TensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& graph,
+                                                        const ir::TensorMap& inputs) {
+  free_error = cudaSuccess;
+  checks.clear();
+  if (absl::Status s = CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"); !s.ok()) {
+    return s;
+  }
+  // Last uses as ir::RunGraph computes them (every node is needed).
+  const int32_t count = graph.size();
+  std::vector<int32_t> last_use(count, -1);
+  for (ir::ValueId id = 0; id < count; ++id) {
+    for (ir::ValueId operand : graph.node(id).operands) last_use[operand] = id;
+  }
+  for (const ir::GraphOutput& output : graph.outputs()) last_use[output.value] = count;
+
+  std::vector<DeviceValue> values(count);
+  std::vector<const DeviceValue*> operands;
+  for (ir::ValueId id = 0; id < count; ++id) {
+    const ir::Node& node = graph.node(id);
+    if (node.op == OpKind::kInput) {
+      const std::string& name = node.attributes.GetString("name");
+      auto it = inputs.find(name);
+      if (it == inputs.end()) {
+        return Fail(graph, absl::InvalidArgumentError(absl::StrCat(
+                               "graph @", graph.name(), ": no value for input '", name, "'")));
+      }
+      if (it->second.type() != node.type) {
+        return Fail(graph, absl::InvalidArgumentError(absl::StrCat(
+                               "graph @", graph.name(), ": input '", name, "' must be ",
+                               ir::TypeToString(node.type), ", got ",
+                               ir::TypeToString(it->second.type()))));
+      }
+      if (it->second.defined()) {
+        absl::StatusOr<DeviceValue> uploaded = Upload(it->second);
+        if (!uploaded.ok()) {
+          return Fail(graph, absl::Status(uploaded.status().code(),
+                                          absl::StrCat(Where(graph, id), " '", name, "': ",
+                                                       uploaded.status().message())));
+        }
+        values[id] = *std::move(uploaded);
+      } else {
+        values[id] = DeviceValue{node.type, nullptr};  // missing, as on the CPU
+      }
+    } else {
+      operands.clear();
+      for (ir::ValueId operand : node.operands) operands.push_back(&values[operand]);
+      absl::StatusOr<DeviceValue> result = Evaluate(id, node, operands);
+      if (!result.ok()) {
+        return Fail(graph, absl::Status(result.status().code(),
+                                        absl::StrCat(Where(graph, id), ": ",
+                                                     result.status().message())));
+      }
+      values[id] = *std::move(result);
+    }
+    for (ir::ValueId operand : node.operands) {
+      if (last_use[operand] == id) values[operand] = DeviceValue();
+    }
+    if (last_use[id] == -1) values[id] = DeviceValue();
+    if (free_error != cudaSuccess) {
+      const absl::Status s = CudaStatus(free_error, "cudaFreeAsync");
+      return Fail(graph, absl::Status(s.code(), absl::StrCat(Where(graph, id), ": ", s.message())));
+    }
+  }
+
+  ir::TensorMap results;
+  for (const ir::GraphOutput& output : graph.outputs()) {
+    const DeviceValue& value = values[output.value];
+    if (!value.defined()) {
+      results[output.name] = ir::HostTensor();
+      continue;
+    }
+    ir::HostTensor host(value.type);
+    if (host.num_bytes() > 0) {
+      if (absl::Status s = CudaStatus(
+              cudaMemcpyAsync(host.data(), value.data(), static_cast<size_t>(host.num_bytes()),
+                              cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync (download)");
+          !s.ok()) {
+        return Fail(graph, absl::Status(s.code(), absl::StrCat("graph @", graph.name(), " output '",
+                                                               output.name, "': ", s.message())));
+      }
+    }
+    results[output.name] = std::move(host);
+  }
+  values.clear();
+  // Waits for every kernel: a fault during execution surfaces here.
+  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("graph @", graph.name(), ": ", s.message()));
+  }
+  if (absl::Status s = FlushChecks(graph); !s.ok()) return s;
+  if (absl::Status s = CudaStatus(free_error, "cudaFreeAsync"); !s.ok()) return s;
+  return results;
+}
+
+CudaGraphRunner::CudaGraphRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CudaGraphRunner::~CudaGraphRunner() = default;
+
+absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
+    const RunnerOptions& options) {
+  if (absl::Status s = CheckDevice(options.device); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>(options);
+  if (absl::Status s = impl->Init(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("CUDA device ", options.device, ": ", s.message()));
+  }
+  return std::unique_ptr<CudaGraphRunner>(new CudaGraphRunner(std::move(impl)));
+}
+
+absl::StatusOr<ir::TensorMap> CudaGraphRunner::Run(const ir::Graph& graph,
+                                                   const ir::TensorMap& inputs) {
+  return impl_->Run(graph, inputs);
+}
+
+}  // namespace tandem::actor::cuda

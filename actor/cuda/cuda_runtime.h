@@ -1,0 +1,34 @@
+// The CUDA runtime as the rest of Tandem sees it: is there a device, and
+// CUDA errors as absl::Status. Plain C++: no CUDA header is included here.
+//
+// Without a GPU (or without a driver) cudaGetDeviceCount fails ("CUDA driver
+// version is insufficient for CUDA runtime version"); ProbeDevices turns
+// that into zero devices and keeps the runtime's words in `why`, so callers
+// (tests, `tandem train --device cuda`) can skip or refuse with a clear
+// message instead of crashing.
+#ifndef TANDEM_ACTOR_CUDA_CUDA_RUNTIME_H_
+#define TANDEM_ACTOR_CUDA_CUDA_RUNTIME_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tandem::actor::cuda {
+
+struct DeviceProbe {
+  int count = 0;    // visible CUDA devices
+  std::string why;  // when count is 0: the runtime's reason
+};
+
+// Thread-safe; asks the runtime every time (cheap after the first call).
+DeviceProbe ProbeDevices();
+
+// OK when `device` is a visible device; FailedPrecondition otherwise, e.g.
+// "no CUDA device 0: cudaGetDeviceCount: CUDA driver version is
+// insufficient for CUDA runtime version", or "CUDA device 3 asked for, 1
+// visible".
+absl::Status CheckDevice(int device);
+
+}  // namespace tandem::actor::cuda
+
+#endif  // TANDEM_ACTOR_CUDA_CUDA_RUNTIME_H_

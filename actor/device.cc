@@ -1,0 +1,104 @@
+#include "actor/device.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+#ifdef TANDEM_WITH_CUDA
+#include "actor/cuda/cuda_graph_runner.h"
+#include "actor/cuda/cuda_runtime.h"
+#endif
+
+namespace tandem::actor {
+namespace {
+
+class ReferenceDevice final : public Device {
+ public:
+  std::string name() const override { return "cpu"; }
+  absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) override {
+    return ir::RunGraph(graph, inputs);
+  }
+};
+
+#ifdef TANDEM_WITH_CUDA
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(DeviceSpec spec, std::unique_ptr<cuda::CudaGraphRunner> runner)
+      : spec_(spec), runner_(std::move(runner)) {}
+  std::string name() const override { return DeviceSpecName(spec_); }
+  absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) override {
+    return runner_->Run(graph, inputs);
+  }
+
+ private:
+  const DeviceSpec spec_;  // with the resolved index
+  std::unique_ptr<cuda::CudaGraphRunner> runner_;
+};
+#endif
+
+absl::Status BadSpec(absl::string_view text) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device '", text, "': expected cpu, cuda, cuda:N, cuda+bf16 or cuda:N+bf16"));
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
+  DeviceSpec spec;
+  if (text == "cpu") return spec;
+  absl::string_view rest = text;
+  if (!absl::ConsumePrefix(&rest, "cuda")) return BadSpec(text);
+  spec.kind = DeviceSpec::Kind::kCuda;
+  spec.bf16_matmul = absl::ConsumeSuffix(&rest, "+bf16");
+  if (rest.empty()) return spec;
+  int index = -1;
+  if (!absl::ConsumePrefix(&rest, ":") || rest.empty() || rest[0] == '+' || rest[0] == '-' ||
+      !absl::SimpleAtoi(rest, &index) || index < 0) {
+    return BadSpec(text);
+  }
+  spec.index = index;
+  return spec;
+}
+
+std::string DeviceSpecName(const DeviceSpec& spec) {
+  if (spec.kind == DeviceSpec::Kind::kCpu) return "cpu";
+  std::string name = spec.index < 0 ? "cuda" : absl::StrCat("cuda:", spec.index);
+  if (spec.bf16_matmul) absl::StrAppend(&name, "+bf16");
+  return name;
+}
+
+std::shared_ptr<Device> CpuDevice() {
+  static const auto* const device = new std::shared_ptr<Device>(std::make_shared<ReferenceDevice>());
+  return *device;
+}
+
+absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor) {
+  if (spec.kind == DeviceSpec::Kind::kCpu) return CpuDevice();
+#ifdef TANDEM_WITH_CUDA
+  DeviceSpec resolved = spec;
+  if (resolved.index < 0) {
+    const cuda::DeviceProbe probe = cuda::ProbeDevices();
+    if (probe.count == 0) {
+      return absl::FailedPreconditionError(absl::StrCat("device ", DeviceSpecName(spec), " for actor ", actor,
+                                                        ": no CUDA device is visible (", probe.why, ")"));
+    }
+    resolved.index = actor % probe.count;
+  }
+  absl::StatusOr<std::unique_ptr<cuda::CudaGraphRunner>> runner =
+      cuda::CudaGraphRunner::Create({.device = resolved.index, .bf16_matmul = resolved.bf16_matmul});
+  if (!runner.ok()) {
+    return absl::Status(runner.status().code(), absl::StrCat("device ", DeviceSpecName(resolved), " for actor ",
+                                                             actor, ": ", runner.status().message()));
+  }
+  return std::make_shared<CudaDevice>(resolved, *std::move(runner));
+#else
+  return absl::FailedPreconditionError(absl::StrCat("device ", DeviceSpecName(spec),
+                                                    ": this build of Tandem has no CUDA backend (it was "
+                                                    "configured with TANDEM_WITH_CUDA=OFF)"));
+#endif
+}
+
+}  // namespace tandem::actor

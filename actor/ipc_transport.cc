@@ -1,0 +1,780 @@
+#include "actor/ipc_transport.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "ir/dtype.h"
+
+namespace tandem::actor {
+namespace {
+
+// Host records are i32 tensors: [magic, kind, sender, receiver, ...].
+constexpr int32_t kRecordMagic = 0x54444950;  // "TDIP"
+enum class RecordKind : int32_t { kSetup = 1, kMessage = 2, kRelease = 3, kClosed = 4 };
+constexpr size_t kRecordHeadWords = 4;
+constexpr size_t kHandleWords = kIpcHandleBytes / sizeof(int32_t);
+constexpr int kMaxRank = 8;
+constexpr size_t kTensorWords = 2 + 2 * kMaxRank + 2 + 2;  // dtype, rank, dims, offset, bytes
+constexpr size_t kMaxTensors = 4096;
+constexpr int32_t kMaxSlots = 4096;
+// How long a pump's host Receive waits before it re-checks for shutdown.
+constexpr absl::Duration kPumpSlice = absl::Milliseconds(20);
+
+uint64_t AlignUp(uint64_t bytes) { return (bytes + kIpcAlignment - 1) / kIpcAlignment * kIpcAlignment; }
+
+class RecordWriter {
+ public:
+  RecordWriter(RecordKind kind, int32_t sender, int32_t receiver)
+      : words_{kRecordMagic, static_cast<int32_t>(kind), sender, receiver} {}
+  void Put32(int32_t value) { words_.push_back(value); }
+  void Put64(uint64_t value) {
+    words_.push_back(static_cast<int32_t>(static_cast<uint32_t>(value)));
+    words_.push_back(static_cast<int32_t>(static_cast<uint32_t>(value >> 32)));
+  }
+  void PutHandle(const std::array<std::byte, kIpcHandleBytes>& bytes) {
+    const size_t at = words_.size();
+    words_.resize(at + kHandleWords);
+    std::memcpy(words_.data() + at, bytes.data(), kIpcHandleBytes);
+  }
+  std::vector<int32_t> Take() { return std::move(words_); }
+
+ private:
+  std::vector<int32_t> words_;
+};
+
+// Reads a record past its head; every read is bounds-checked (ok() turns
+// false on a short record).
+class RecordReader {
+ public:
+  explicit RecordReader(const std::vector<int32_t>& words) : words_(words), at_(kRecordHeadWords) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return words_.size() - at_; }
+  int32_t Get32() {
+    if (!Have(1)) return 0;
+    return words_[at_++];
+  }
+  uint64_t Get64() {
+    if (!Have(2)) return 0;
+    const uint64_t low = static_cast<uint32_t>(words_[at_]);
+    const uint64_t high = static_cast<uint32_t>(words_[at_ + 1]);
+    at_ += 2;
+    return low | (high << 32);
+  }
+  template <typename Handle>
+  Handle GetHandle() {
+    Handle handle;
+    if (!Have(kHandleWords)) return handle;
+    std::memcpy(handle.bytes.data(), words_.data() + at_, kIpcHandleBytes);
+    at_ += kHandleWords;
+    return handle;
+  }
+
+ private:
+  bool Have(size_t n) {
+    if (words_.size() - at_ < n) ok_ = false;
+    return ok_;
+  }
+  const std::vector<int32_t>& words_;
+  size_t at_;
+  bool ok_ = true;
+};
+
+// The words of a host record received from `peer`, with the head checked.
+absl::StatusOr<std::vector<int32_t>> ParseRecord(const std::vector<ir::HostTensor>& tensors, int32_t peer,
+                                                 int32_t self) {
+  auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("actor ", self, ": malformed record from actor ", peer, ": ", why));
+  };
+  if (tensors.size() != 1 || tensors[0].dtype() != ir::DType::kI32 || tensors[0].shape().size() != 1) {
+    return bad("not one i32 vector");
+  }
+  absl::Span<const int32_t> ints = tensors[0].ints();
+  std::vector<int32_t> words(ints.begin(), ints.end());
+  if (words.size() < kRecordHeadWords || words[0] != kRecordMagic) return bad("bad magic");
+  if (words[2] != peer || words[3] != self) {
+    return bad(absl::StrCat("addressed from actor ", words[2], " to actor ", words[3]));
+  }
+  return words;
+}
+
+RecordKind KindOf(const std::vector<int32_t>& words) { return static_cast<RecordKind>(words[1]); }
+
+}  // namespace
+
+struct IpcTransport::Outbound {
+  int32_t peer = -1;
+  // Created here and exported to the peer in Connect.
+  DeviceAddress ring = 0;
+  std::vector<DeviceEvent> ready;  // by slot
+  // Imported from the peer in Connect.
+  std::vector<DeviceEvent> consumed;  // by slot
+
+  struct Message {
+    uint64_t tag = 0;
+    std::vector<DeviceTensor> tensors;
+    std::vector<uint64_t> offsets;  // of each tensor within the message
+    uint64_t bytes = 0;             // multiple of kIpcAlignment
+  };
+  std::deque<Message> queue;  // not yet written, in Send order
+
+  struct InFlight {
+    uint64_t seq = 0;
+    uint64_t tag = 0;
+    int32_t slot = 0;
+    uint64_t end = 0;  // ring position after the message
+    bool released = false;
+  };
+  std::deque<InFlight> in_flight;  // written, not yet reclaimed, in ring order
+  std::vector<int32_t> free_slots;
+  std::set<uint64_t> outstanding_tags;  // queued or in flight, not yet released
+  uint64_t head = 0;                    // monotonic ring positions
+  uint64_t tail = 0;
+  uint64_t next_seq = 0;
+  absl::Status error;  // the pair is broken
+  bool peer_closed = false;
+};
+
+struct IpcTransport::Inbound {
+  // Imported from the peer in Connect.
+  DeviceAddress ring = 0;
+  uint64_t capacity = 0;
+  std::vector<DeviceEvent> ready;  // by slot
+  // Created here and exported to the peer in Connect.
+  std::vector<DeviceEvent> consumed;  // by slot
+
+  struct FrameTensor {
+    ir::TensorType type;
+    uint64_t offset = 0;  // in the ring
+    uint64_t bytes = 0;
+  };
+  struct Frame {
+    uint64_t seq = 0;
+    int32_t slot = 0;
+    std::vector<FrameTensor> tensors;
+  };
+  std::map<uint64_t, Frame> mailbox;  // by tag
+  std::vector<bool> slot_in_use;      // a frame holds it, not yet released
+  absl::Status error;                 // the pair is broken
+};
+
+IpcTransport::IpcTransport(int32_t actor, int32_t num_actors, DeviceMemory& memory, Transport& host_channel,
+                           Options options)
+    : actor_(actor), num_actors_(num_actors), memory_(memory), host_(host_channel), options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(int32_t actor, int32_t num_actors,
+                                                                   DeviceMemory& memory, Transport& host_channel,
+                                                                   Options options) {
+  if (num_actors < 1 || actor < 0 || actor >= num_actors) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor, " is outside [0, ", num_actors, ")"));
+  }
+  if (host_channel.actor() != actor) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor, ": the host channel belongs to actor ",
+                                                   host_channel.actor()));
+  }
+  if (options.slots < 1 || options.slots > kMaxSlots) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor, ": ", options.slots,
+                                                   " slots per peer; 1 to ", kMaxSlots, " allowed"));
+  }
+  if (options.ring_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor, ": ring of ", options.ring_bytes, " bytes"));
+  }
+  std::vector<bool> is_peer(num_actors, options.peers.empty());
+  is_peer[actor] = false;
+  for (int32_t peer : options.peers) {
+    if (peer < 0 || peer >= num_actors || peer == actor || is_peer[peer]) {
+      return absl::InvalidArgumentError(absl::StrCat("actor ", actor, ": peer ", peer,
+                                                     " is out of range, this actor, or listed twice"));
+    }
+    is_peer[peer] = true;
+  }
+  std::unique_ptr<IpcTransport> transport(
+      new IpcTransport(actor, num_actors, memory, host_channel, std::move(options)));
+  IpcTransport& t = *transport;
+  t.capacity_ = AlignUp(static_cast<uint64_t>(t.options_.ring_bytes));
+  t.is_peer_ = std::move(is_peer);
+  {
+    absl::MutexLock host_lock(&t.host_mu_);
+    t.host_sent_.assign(num_actors, 0);
+  }
+  // Lock order: send_mu_, then recv_mu_, then host_mu_.
+  absl::MutexLock send_lock(&t.send_mu_);
+  absl::MutexLock recv_lock(&t.recv_mu_);
+  t.outbound_.resize(num_actors);
+  t.inbound_.resize(num_actors);
+  for (int32_t peer = 0; peer < num_actors; ++peer) {
+    if (!t.is_peer_[peer]) continue;
+    // Allocated before anything can fail, so the destructor frees what exists.
+    t.outbound_[peer] = std::make_unique<Outbound>();
+    t.inbound_[peer] = std::make_unique<Inbound>();
+    Outbound& out = *t.outbound_[peer];
+    Inbound& in = *t.inbound_[peer];
+    out.peer = peer;
+    absl::StatusOr<DeviceAddress> ring = memory.Allocate(static_cast<int64_t>(t.capacity_));
+    if (!ring.ok()) {
+      return absl::Status(ring.status().code(), absl::StrCat("actor ", actor, ": the device ring to actor ", peer,
+                                                             ": ", ring.status().message()));
+    }
+    out.ring = *ring;
+    for (int32_t slot = 0; slot < t.options_.slots; ++slot) {
+      absl::StatusOr<DeviceEvent> ready = memory.CreateIpcEvent();
+      if (!ready.ok()) return ready.status();
+      out.ready.push_back(*ready);
+      absl::StatusOr<DeviceEvent> consumed = memory.CreateIpcEvent();
+      if (!consumed.ok()) return consumed.status();
+      in.consumed.push_back(*consumed);
+    }
+    for (int32_t slot = t.options_.slots - 1; slot >= 0; --slot) out.free_slots.push_back(slot);
+    in.slot_in_use.assign(t.options_.slots, false);
+  }
+  return transport;
+}
+
+IpcTransport::~IpcTransport() {
+  stopping_ = true;
+  for (std::thread& pump : pumps_) pump.join();
+  // Best effort: let copies that touch the rings finish before unmapping.
+  memory_.SynchronizeStream(absl::Now() + absl::Seconds(1)).IgnoreError();
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    if (!is_peer_[peer]) continue;
+    absl::MutexLock send_lock(&send_mu_);
+    absl::MutexLock recv_lock(&recv_mu_);
+    CloseImports(*inbound_[peer], *outbound_[peer]);
+    FreeExports(*inbound_[peer], *outbound_[peer]);
+  }
+}
+
+void IpcTransport::CloseImports(Inbound& in, Outbound& out) {
+  for (DeviceEvent event : in.ready) memory_.DestroyEvent(event).IgnoreError();
+  in.ready.clear();
+  if (in.ring != 0) memory_.CloseImported(in.ring).IgnoreError();
+  in.ring = 0;
+  for (DeviceEvent event : out.consumed) memory_.DestroyEvent(event).IgnoreError();
+  out.consumed.clear();
+}
+
+void IpcTransport::FreeExports(Inbound& in, Outbound& out) {
+  if (out.ring != 0) memory_.Free(out.ring).IgnoreError();
+  out.ring = 0;
+  for (DeviceEvent event : out.ready) memory_.DestroyEvent(event).IgnoreError();
+  out.ready.clear();
+  for (DeviceEvent event : in.consumed) memory_.DestroyEvent(event).IgnoreError();
+  in.consumed.clear();
+}
+
+absl::Status IpcTransport::CheckPeer(int32_t peer) const {
+  if (peer < 0 || peer >= num_actors_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor ", actor_, ": peer ", peer, " is outside [0, ", num_actors_, ")"));
+  }
+  if (peer == actor_) return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, " addresses itself"));
+  if (!is_peer_[peer]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor ", actor_, ": actor ", peer, " is not on this device's IPC data plane"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IpcTransport::PublishToPeer(int32_t peer, std::vector<int32_t> words) {
+  const int64_t n = static_cast<int64_t>(words.size());
+  ir::HostTensor record = ir::HostTensor::FromInts({n}, words);
+  absl::MutexLock lock(&host_mu_);
+  const uint64_t tag = kIpcHostTagBase + host_sent_[peer]++;
+  absl::Status status = host_.Send(peer, tag, {std::move(record)});
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("actor ", actor_, ": the host channel to actor ", peer,
+                                                    " failed: ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IpcTransport::Connect(absl::Time deadline) {
+  if (connect_started_.exchange(true) || closing_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("actor ", actor_, ": Connect called twice (or after Close) on the IPC transport"));
+  }
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    if (!is_peer_[peer]) continue;
+    RecordWriter setup(RecordKind::kSetup, actor_, peer);
+    {
+      absl::MutexLock send_lock(&send_mu_);
+      absl::MutexLock recv_lock(&recv_mu_);
+      const Outbound& out = *outbound_[peer];
+      const Inbound& in = *inbound_[peer];
+      setup.Put64(capacity_);
+      setup.Put32(options_.slots);
+      absl::StatusOr<IpcMemHandle> ring = memory_.ExportMemory(out.ring);
+      if (!ring.ok()) return ring.status();
+      setup.PutHandle(ring->bytes);
+      for (const std::vector<DeviceEvent>* events : {&out.ready, &in.consumed}) {
+        for (DeviceEvent event : *events) {
+          absl::StatusOr<IpcEventHandle> handle = memory_.ExportEvent(event);
+          if (!handle.ok()) return handle.status();
+          setup.PutHandle(handle->bytes);
+        }
+      }
+    }
+    if (absl::Status status = PublishToPeer(peer, setup.Take()); !status.ok()) return status;
+  }
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    if (!is_peer_[peer]) continue;
+    absl::StatusOr<std::vector<ir::HostTensor>> got = host_.Receive(peer, kIpcHostTagBase, deadline);
+    if (!got.ok()) {
+      if (got.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("actor ", actor_, ": no IPC setup from actor ", peer, " before the deadline"));
+      }
+      return got.status();
+    }
+    absl::StatusOr<std::vector<int32_t>> words = ParseRecord(*got, peer, actor_);
+    if (!words.ok()) return words.status();
+    if (KindOf(*words) != RecordKind::kSetup) {
+      return absl::DataLossError(absl::StrCat("actor ", actor_, ": the first record from actor ", peer,
+                                              " is not its IPC setup"));
+    }
+    RecordReader reader(*words);
+    const uint64_t capacity = reader.Get64();
+    const int32_t slots = reader.Get32();
+    if (reader.ok() && slots != options_.slots) {
+      return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, " uses ", options_.slots,
+                                                     " IPC slots per peer, actor ", peer, " uses ", slots));
+    }
+    if (!reader.ok() || reader.left() != kHandleWords * (1 + 2 * static_cast<size_t>(slots)) ||
+        capacity % kIpcAlignment != 0 || capacity == 0) {
+      return absl::DataLossError(absl::StrCat("actor ", actor_, ": malformed IPC setup from actor ", peer));
+    }
+    const IpcMemHandle ring_handle = reader.GetHandle<IpcMemHandle>();
+    std::vector<IpcEventHandle> ready_handles, consumed_handles;
+    for (int32_t slot = 0; slot < slots; ++slot) ready_handles.push_back(reader.GetHandle<IpcEventHandle>());
+    for (int32_t slot = 0; slot < slots; ++slot) consumed_handles.push_back(reader.GetHandle<IpcEventHandle>());
+
+    absl::MutexLock send_lock(&send_mu_);
+    absl::MutexLock recv_lock(&recv_mu_);
+    Outbound& out = *outbound_[peer];
+    Inbound& in = *inbound_[peer];
+    auto context = [&](const absl::Status& status) {
+      return absl::Status(status.code(), absl::StrCat("actor ", actor_, ": opening the IPC handles of actor ", peer,
+                                                      ": ", status.message()));
+    };
+    absl::StatusOr<DeviceAddress> ring = memory_.ImportMemory(ring_handle);
+    if (!ring.ok()) return context(ring.status());
+    in.ring = *ring;
+    in.capacity = capacity;
+    for (const IpcEventHandle& handle : ready_handles) {
+      absl::StatusOr<DeviceEvent> event = memory_.ImportEvent(handle);
+      if (!event.ok()) return context(event.status());
+      in.ready.push_back(*event);
+    }
+    for (const IpcEventHandle& handle : consumed_handles) {
+      absl::StatusOr<DeviceEvent> event = memory_.ImportEvent(handle);
+      if (!event.ok()) return context(event.status());
+      out.consumed.push_back(*event);
+    }
+  }
+  connected_ = true;
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    if (is_peer_[peer]) pumps_.emplace_back([this, peer] { PumpLoop(peer, 1); });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IpcTransport::Send(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors) {
+  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (!connected_ || closing_) {
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": Send to actor ", peer, " tag ", tag,
+                                                      closing_ ? " after Close" : " before Connect"));
+  }
+  if (tensors.size() > kMaxTensors) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, " -> actor ", peer, " tag ", tag, ": ",
+                                                   tensors.size(), " tensors; at most ", kMaxTensors));
+  }
+  Outbound::Message message;
+  message.tag = tag;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const DeviceTensor& tensor = tensors[i];
+    if (!tensor.defined() || tensor.type.rank() > kMaxRank ||
+        tensor.storage->bytes() < tensor.num_bytes() || &tensor.storage->memory() != &memory_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("actor ", actor_, " -> actor ", peer, " tag ", tag, ": tensor ", i, " (",
+                       ir::TypeToString(tensor.type),
+                       ") is undefined, of rank above 8, smaller than its type or on another device"));
+    }
+    message.offsets.push_back(message.bytes);
+    message.bytes += AlignUp(static_cast<uint64_t>(tensor.num_bytes()));
+  }
+  message.tensors = std::move(tensors);
+
+  absl::MutexLock lock(&send_mu_);
+  if (!send_abort_.ok()) return send_abort_;
+  Outbound& out = *outbound_[peer];
+  if (!out.error.ok()) return out.error;
+  if (message.bytes > capacity_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "actor ", actor_, " -> actor ", peer, " tag ", tag, ": the message needs ",
+        ir::FormatBytes(static_cast<int64_t>(message.bytes)), " of device staging, more than the whole ring of ",
+        ir::FormatBytes(static_cast<int64_t>(capacity_)), " (IpcTransport::Options::ring_bytes)"));
+  }
+  if (out.outstanding_tags.contains(tag)) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, " -> actor ", peer, ": tag ", tag,
+                                                   " was sent before and is not yet received"));
+  }
+  out.outstanding_tags.insert(tag);
+  out.queue.push_back(std::move(message));
+  if (absl::Status status = FlushLocked(out); !status.ok()) {
+    out.error = status;
+    return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IpcTransport::FlushLocked(Outbound& out) {
+  while (!out.queue.empty()) {
+    absl::StatusOr<bool> written = TryWriteLocked(out);
+    if (!written.ok()) return written.status();
+    if (!*written) break;
+    out.queue.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> IpcTransport::TryWriteLocked(Outbound& out) {
+  const Outbound::Message& message = out.queue.front();
+  uint64_t start = 0;
+  while (true) {
+    const uint64_t offset = out.head % capacity_;
+    start = capacity_ - offset < message.bytes ? out.head + (capacity_ - offset) : out.head;
+    if (!out.free_slots.empty() && start + message.bytes - out.tail <= capacity_) break;
+    if (out.in_flight.empty() || !out.in_flight.front().released) return false;
+    // Reclaim the oldest released message: its range and slot may be reused
+    // once the receiver's copy out of it is done.
+    const Outbound::InFlight& oldest = out.in_flight.front();
+    const DeviceEvent consumed = out.consumed[oldest.slot];
+    absl::StatusOr<bool> done = memory_.QueryEvent(consumed);
+    if (!done.ok()) return done.status();
+    if (!*done) {
+      if (absl::Status status = memory_.StreamWaitEvent(consumed); !status.ok()) return status;
+    }
+    out.free_slots.push_back(oldest.slot);
+    out.tail = oldest.end;
+    out.in_flight.pop_front();
+  }
+  const int32_t slot = out.free_slots.back();
+  const uint64_t ring_offset = start % capacity_;
+  RecordWriter frame(RecordKind::kMessage, actor_, out.peer);
+  frame.Put64(out.next_seq);
+  frame.Put64(message.tag);
+  frame.Put32(slot);
+  frame.Put32(static_cast<int32_t>(message.tensors.size()));
+  for (size_t i = 0; i < message.tensors.size(); ++i) {
+    const DeviceTensor& tensor = message.tensors[i];
+    const uint64_t at = ring_offset + message.offsets[i];
+    if (absl::Status status = memory_.CopyAsync(out.ring + at, tensor.address(), tensor.num_bytes()); !status.ok()) {
+      return status;
+    }
+    frame.Put32(static_cast<int32_t>(tensor.type.dtype));
+    frame.Put32(static_cast<int32_t>(tensor.type.rank()));
+    for (int axis = 0; axis < kMaxRank; ++axis) {
+      frame.Put64(axis < tensor.type.rank() ? static_cast<uint64_t>(tensor.type.shape[axis]) : 0);
+    }
+    frame.Put64(at);
+    frame.Put64(static_cast<uint64_t>(tensor.num_bytes()));
+  }
+  if (absl::Status status = memory_.RecordEvent(out.ready[slot]); !status.ok()) return status;
+  if (absl::Status status = PublishToPeer(out.peer, frame.Take()); !status.ok()) return status;
+  out.free_slots.pop_back();
+  out.in_flight.push_back({.seq = out.next_seq, .tag = message.tag, .slot = slot, .end = start + message.bytes});
+  out.head = start + message.bytes;
+  ++out.next_seq;
+  return true;
+}
+
+absl::StatusOr<std::vector<DeviceTensor>> IpcTransport::Receive(int32_t peer, uint64_t tag, absl::Time deadline) {
+  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (!connected_ || closing_) {
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": Receive from actor ", peer, " tag ", tag,
+                                                      closing_ ? " after Close" : " before Connect"));
+  }
+  const absl::Time start = absl::Now();
+  absl::MutexLock lock(&recv_mu_);
+  Inbound& in = *inbound_[peer];
+  auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !abort_status_.ok() || in.mailbox.contains(tag) || !in.error.ok();
+  };
+  recv_mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  if (!abort_status_.ok()) return abort_status_;
+  auto it = in.mailbox.find(tag);
+  if (it == in.mailbox.end()) {
+    if (!in.error.ok()) {
+      return absl::Status(in.error.code(), absl::StrCat("no message from actor ", peer, " with tag ", tag, ": ",
+                                                        in.error.message()));
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("no message from actor ", peer, " with tag ", tag, " after waiting ",
+                     absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))));
+  }
+  Inbound::Frame frame = std::move(it->second);
+  in.mailbox.erase(it);
+
+  auto fail = [&](absl::Status status) {
+    in.error = absl::Status(status.code(), absl::StrCat("actor ", actor_, ": receiving tag ", tag, " from actor ",
+                                                        peer, ": ", status.message()));
+    return in.error;
+  };
+  if (absl::Status status = memory_.StreamWaitEvent(in.ready[frame.slot]); !status.ok()) return fail(status);
+  std::vector<DeviceTensor> tensors;
+  absl::Status allocation_error;
+  for (const Inbound::FrameTensor& t : frame.tensors) {
+    absl::StatusOr<DeviceTensor> tensor = AllocateDeviceTensor(memory_, t.type);
+    if (!tensor.ok()) {
+      allocation_error = tensor.status();
+      break;
+    }
+    if (absl::Status status = memory_.CopyAsync(tensor->address(), in.ring + t.offset, static_cast<int64_t>(t.bytes));
+        !status.ok()) {
+      return fail(status);
+    }
+    tensors.push_back(*std::move(tensor));
+  }
+  // Released even when an allocation failed, so the sender's ring moves on.
+  if (absl::Status status = memory_.RecordEvent(in.consumed[frame.slot]); !status.ok()) return fail(status);
+  in.slot_in_use[frame.slot] = false;
+  RecordWriter release(RecordKind::kRelease, actor_, peer);
+  release.Put64(frame.seq);
+  release.Put32(frame.slot);
+  if (absl::Status status = PublishToPeer(peer, release.Take()); !status.ok()) return fail(status);
+  if (!allocation_error.ok()) {
+    return absl::Status(allocation_error.code(),
+                        absl::StrCat("actor ", actor_, ": no device memory for tag ", tag, " from actor ", peer,
+                                     ": ", allocation_error.message()));
+  }
+  return tensors;
+}
+
+void IpcTransport::Abort(absl::Status status) {
+  if (status.ok()) status = absl::AbortedError("aborted");
+  {
+    absl::MutexLock lock(&recv_mu_);
+    if (!abort_status_.ok()) return;
+    abort_status_ = status;
+  }
+  {
+    absl::MutexLock lock(&send_mu_);
+    send_abort_ = status;
+  }
+  host_.Abort(status);
+}
+
+absl::Status IpcTransport::Flush(absl::Time deadline) {
+  absl::MutexLock lock(&send_mu_);
+  auto settled = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!send_abort_.ok()) return true;
+    for (const auto& out : outbound_) {
+      if (out != nullptr && !out->queue.empty() && out->error.ok()) return false;
+    }
+    return true;
+  };
+  send_mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+  if (!send_abort_.ok()) return send_abort_;
+  std::string pending;
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    const Outbound* out = outbound_[peer].get();
+    if (out == nullptr || out->queue.empty()) continue;
+    if (!out->error.ok()) return out->error;
+    absl::StrAppend(&pending, " ", peer);
+  }
+  if (!pending.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("actor ", actor_, ": sends still queued for the device rings to actors", pending));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IpcTransport::Close(absl::Time deadline) {
+  if (closing_) return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": Close called twice"));
+  if (!connected_) {
+    closing_ = true;
+    return absl::OkStatus();
+  }
+  if (absl::Status status = Flush(deadline); !status.ok()) return status;
+  closing_ = true;
+  if (absl::Status status = memory_.SynchronizeStream(deadline); !status.ok()) return status;
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    if (!is_peer_[peer]) continue;
+    {
+      absl::MutexLock send_lock(&send_mu_);
+      absl::MutexLock recv_lock(&recv_mu_);
+      CloseImports(*inbound_[peer], *outbound_[peer]);
+    }
+    if (absl::Status status = PublishToPeer(peer, RecordWriter(RecordKind::kClosed, actor_, peer).Take());
+        !status.ok()) {
+      return status;
+    }
+  }
+  absl::MutexLock lock(&send_mu_);
+  auto all_closed = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!send_abort_.ok()) return true;
+    for (const auto& out : outbound_) {
+      if (out != nullptr && !out->peer_closed && out->error.ok()) return false;
+    }
+    return true;
+  };
+  send_mu_.AwaitWithDeadline(absl::Condition(&all_closed), deadline);
+  if (!send_abort_.ok()) return send_abort_;
+  std::string pending;
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    const Outbound* out = outbound_[peer].get();
+    if (out == nullptr || out->peer_closed) continue;
+    if (!out->error.ok()) return out->error;
+    absl::StrAppend(&pending, " ", peer);
+  }
+  if (!pending.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("actor ", actor_, ": actors", pending, " did not close their IPC imports before the deadline"));
+  }
+  // Every peer has closed what it imported: the exports may go.
+  absl::MutexLock recv_lock(&recv_mu_);
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    if (is_peer_[peer]) FreeExports(*inbound_[peer], *outbound_[peer]);
+  }
+  return absl::OkStatus();
+}
+
+void IpcTransport::FailPeer(int32_t peer, absl::Status status) {
+  {
+    absl::MutexLock lock(&send_mu_);
+    if (outbound_[peer]->error.ok()) outbound_[peer]->error = status;
+  }
+  absl::MutexLock lock(&recv_mu_);
+  if (inbound_[peer]->error.ok()) inbound_[peer]->error = status;
+}
+
+void IpcTransport::PumpLoop(int32_t peer, uint64_t next_host_index) {
+  while (!stopping_) {
+    const absl::Time slice_end = absl::Now() + kPumpSlice;
+    absl::StatusOr<std::vector<ir::HostTensor>> got = host_.Receive(peer, kIpcHostTagBase + next_host_index, slice_end);
+    if (stopping_) return;
+    if (!got.ok()) {
+      if (got.status().code() == absl::StatusCode::kDeadlineExceeded && absl::Now() >= slice_end) continue;
+      FailPeer(peer, absl::Status(got.status().code(), absl::StrCat("actor ", actor_, ": the host channel from actor ",
+                                                                     peer, " failed: ", got.status().message())));
+      return;
+    }
+    ++next_host_index;
+    absl::StatusOr<std::vector<int32_t>> words = ParseRecord(*got, peer, actor_);
+    absl::Status status = words.status();
+    if (status.ok()) {
+      switch (KindOf(*words)) {
+        case RecordKind::kMessage:
+          status = HandleFrame(peer, *words);
+          break;
+        case RecordKind::kRelease:
+          status = HandleRelease(peer, *words);
+          break;
+        case RecordKind::kClosed: {
+          {
+            absl::MutexLock lock(&send_mu_);
+            outbound_[peer]->peer_closed = true;
+          }
+          // Frames already here can still be received (the peer keeps its
+          // ring until this actor closes too); nothing more will come.
+          absl::MutexLock lock(&recv_mu_);
+          if (inbound_[peer]->error.ok()) {
+            inbound_[peer]->error = absl::UnavailableError(
+                absl::StrCat("actor ", peer, " closed its IPC transport; nothing more will come from it"));
+          }
+          return;
+        }
+        default:
+          status = absl::DataLossError(absl::StrCat("actor ", actor_, ": unexpected record of kind ", (*words)[1],
+                                                    " from actor ", peer));
+      }
+    }
+    if (!status.ok()) {
+      FailPeer(peer, status);
+      return;
+    }
+  }
+}
+
+absl::Status IpcTransport::HandleFrame(int32_t peer, const std::vector<int32_t>& words) {
+  absl::MutexLock lock(&recv_mu_);
+  Inbound& in = *inbound_[peer];
+  auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("actor ", actor_, ": malformed frame from actor ", peer, ": ", why));
+  };
+  RecordReader reader(words);
+  Inbound::Frame frame;
+  frame.seq = reader.Get64();
+  const uint64_t tag = reader.Get64();
+  frame.slot = reader.Get32();
+  const int32_t count = reader.Get32();
+  if (!reader.ok() || count < 0 || static_cast<size_t>(count) > kMaxTensors ||
+      reader.left() != static_cast<size_t>(count) * kTensorWords) {
+    return bad("wrong length");
+  }
+  if (frame.slot < 0 || frame.slot >= options_.slots || in.slot_in_use[frame.slot]) {
+    return bad(absl::StrCat("slot ", frame.slot, " is out of range or still in use"));
+  }
+  for (int32_t i = 0; i < count; ++i) {
+    Inbound::FrameTensor tensor;
+    const int32_t dtype = reader.Get32();
+    const int32_t rank = reader.Get32();
+    if (dtype < 0 || dtype > static_cast<int32_t>(ir::DType::kF16) || rank < 0 || rank > kMaxRank) {
+      return bad(absl::StrCat("tensor ", i, " has dtype ", dtype, " and rank ", rank));
+    }
+    tensor.type.dtype = static_cast<ir::DType>(dtype);
+    uint64_t elements = 1;
+    for (int axis = 0; axis < kMaxRank; ++axis) {
+      const uint64_t dim = reader.Get64();
+      if (axis >= rank) continue;
+      if (dim > (uint64_t{1} << 40) || __builtin_mul_overflow(elements, dim, &elements)) {
+        return bad(absl::StrCat("tensor ", i, " has an impossible shape"));
+      }
+      tensor.type.shape.push_back(static_cast<int64_t>(dim));
+    }
+    tensor.offset = reader.Get64();
+    tensor.bytes = reader.Get64();
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(ir::DTypeSize(tensor.type.dtype)), &bytes) ||
+        bytes != tensor.bytes || tensor.offset % kIpcAlignment != 0 || tensor.offset > in.capacity ||
+        tensor.bytes > in.capacity - tensor.offset) {
+      return bad(absl::StrCat("tensor ", i, " (", ir::TypeToString(tensor.type), ", ", tensor.bytes, " bytes at ",
+                              tensor.offset, ") does not fit its type or the ring"));
+    }
+    frame.tensors.push_back(std::move(tensor));
+  }
+  if (in.mailbox.contains(tag)) {
+    return absl::DataLossError(absl::StrCat("actor ", actor_, ": actor ", peer, " sent tag ", tag,
+                                            " again before it was received"));
+  }
+  in.slot_in_use[frame.slot] = true;
+  in.mailbox.emplace(tag, std::move(frame));
+  return absl::OkStatus();
+}
+
+absl::Status IpcTransport::HandleRelease(int32_t peer, const std::vector<int32_t>& words) {
+  RecordReader reader(words);
+  const uint64_t seq = reader.Get64();
+  const int32_t slot = reader.Get32();
+  absl::MutexLock lock(&send_mu_);
+  Outbound& out = *outbound_[peer];
+  auto it = std::find_if(out.in_flight.begin(), out.in_flight.end(),
+                         [&](const Outbound::InFlight& m) { return m.seq == seq; });
+  if (!reader.ok() || reader.left() != 0 || it == out.in_flight.end() || it->slot != slot || it->released) {
+    return absl::DataLossError(absl::StrCat("actor ", actor_, ": actor ", peer, " released message ", seq,
+                                            " in slot ", slot, ", which is not in flight"));
+  }
+  it->released = true;
+  out.outstanding_tags.erase(it->tag);
+  if (!out.error.ok()) return absl::OkStatus();
+  // A device failure here breaks the pair (the pump reports it to both sides).
+  return FlushLocked(out);
+}
+
+}  // namespace tandem::actor

@@ -1,0 +1,402 @@
+// CudaDeviceMemory and IpcTransport on a real GPU: two forked processes
+// share GPU 0 through CUDA IPC, the protocol ipc_transport_test.cc checks on
+// the fake device.
+//
+// CUDA cannot be used in a child forked after the parent initialized it, so
+// the test process never calls CUDA itself: even the device probe runs in a
+// forked child, and both actors of every test are forked children that talk
+// over a socketpair (host channel: ShmTransport). Every wait is bounded and
+// both children are always reaped (killed when they overstay). Without a
+// GPU every test skips.
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "actor/cuda/cuda_device_memory.h"
+#include "actor/cuda/cuda_runtime.h"
+#include "actor/device_memory.h"
+#include "actor/ipc_transport.h"
+#include "actor/shm_transport.h"
+#include "gtest/gtest.h"
+
+namespace tandem::actor::cuda {
+namespace {
+
+absl::Time In(absl::Duration d) { return absl::Now() + d; }
+
+// Waits for `pid` until `deadline`, then kills it. Its exit code, or -1.
+int Reap(pid_t pid, absl::Time deadline) {
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// ProbeDevices, asked in a forked child so that this process stays free of
+// CUDA. Computed once.
+const DeviceProbe& ProbeInChild() {
+  static const DeviceProbe probe = [] {
+    DeviceProbe result;
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) {
+      result.why = "pipe failed";
+      return result;
+    }
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(pipe_fds[0]);
+      const DeviceProbe seen = ProbeDevices();
+      const std::string text = absl::StrCat(seen.count, " ", seen.why);
+      const ssize_t written = write(pipe_fds[1], text.data(), text.size());
+      _exit(written == static_cast<ssize_t>(text.size()) ? 0 : 1);
+    }
+    close(pipe_fds[1]);
+    std::string text;
+    char buffer[512];
+    const absl::Time deadline = In(absl::Seconds(60));
+    while (absl::Now() < deadline) {
+      pollfd p{pipe_fds[0], POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+      if (n <= 0) break;
+      text.append(buffer, static_cast<size_t>(n));
+    }
+    close(pipe_fds[0]);
+    Reap(pid, In(absl::Seconds(5)));
+    const size_t space = text.find(' ');
+    if (space == std::string::npos) {
+      result.why = "the probe process did not answer";
+      return result;
+    }
+    result.count = std::atoi(text.substr(0, space).c_str());
+    result.why = text.substr(space + 1);
+    return result;
+  }();
+  return probe;
+}
+
+#define SKIP_WITHOUT_GPU()                                              \
+  if (const DeviceProbe& probe = ProbeInChild(); probe.count == 0) {    \
+    GTEST_SKIP() << "no CUDA device: " << probe.why;                    \
+  }
+
+int ChildFailure(int code, absl::string_view why) {
+  std::fprintf(stderr, "child failure %d: %s\n", code, std::string(why).c_str());
+  return code;
+}
+
+// Runs `actor0(socket)` and `actor1(socket)` in two forked children joined by
+// a socketpair; returns their exit codes (-1 when killed at the deadline).
+std::pair<int, int> RunPair(const std::function<int(int)>& actor0, const std::function<int(int)>& actor1,
+                            absl::Duration timeout = absl::Seconds(60)) {
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) return {-2, -2};
+  std::fflush(nullptr);
+  const pid_t first = fork();
+  if (first == 0) {
+    close(sockets[1]);
+    _exit(actor0(sockets[0]));
+  }
+  const pid_t second = fork();
+  if (second == 0) {
+    close(sockets[0]);
+    _exit(actor1(sockets[1]));
+  }
+  close(sockets[0]);
+  close(sockets[1]);
+  const absl::Time deadline = In(timeout);
+  const int code0 = Reap(first, deadline);
+  const int code1 = Reap(second, deadline);
+  return {code0, code1};
+}
+
+bool WriteAll(int socket, const void* data, size_t bytes) {
+  return write(socket, data, bytes) == static_cast<ssize_t>(bytes);
+}
+bool ReadAll(int socket, void* data, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = read(socket, static_cast<char*>(data) + done, bytes - done);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+ir::HostTensor Pattern(uint64_t seed, int64_t elements) {
+  ir::HostTensor t(ir::TensorType{ir::DType::kI32, {elements}});
+  for (int64_t i = 0; i < elements; ++i) t.i32()[i] = static_cast<int32_t>((seed * 1000003 + i) * 2654435761u);
+  return t;
+}
+
+std::vector<ir::HostTensor> MixedTensors(int seed) {
+  std::vector<ir::HostTensor> tensors;
+  tensors.push_back(ir::HostTensor::FromFloats({2, 3}, {0.5f * seed, -1, 2, 3.25f, 1e-20f, 7}));
+  tensors.push_back(ir::HostTensor::FromInts({5}, {seed, -2, 3, 1 << 30, 0}));
+  ir::HostTensor half(ir::TensorType{ir::DType::kBF16, {4, 1, 3}});
+  for (int64_t i = 0; i < half.num_bytes(); ++i) half.data()[i] = std::byte(static_cast<uint8_t>(i * 37 + seed));
+  tensors.push_back(half);
+  tensors.push_back(ir::HostTensor(ir::TensorType{ir::DType::kF16, {0, 4}}));
+  tensors.push_back(Pattern(seed, 1 << 20));  // 4 MiB
+  return tensors;
+}
+
+absl::StatusOr<std::vector<DeviceTensor>> Upload(DeviceMemory& memory, const std::vector<ir::HostTensor>& tensors) {
+  std::vector<DeviceTensor> device;
+  for (const ir::HostTensor& t : tensors) {
+    absl::StatusOr<DeviceTensor> d = CopyToDevice(memory, t, In(absl::Seconds(10)));
+    if (!d.ok()) return d.status();
+    device.push_back(*std::move(d));
+  }
+  return device;
+}
+
+absl::Status CheckTensors(DeviceMemory& memory, const std::vector<DeviceTensor>& got,
+                          const std::vector<ir::HostTensor>& expected) {
+  if (got.size() != expected.size()) {
+    return absl::InternalError(absl::StrCat(got.size(), " tensors, expected ", expected.size()));
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    absl::StatusOr<ir::HostTensor> host = CopyToHost(memory, got[i], In(absl::Seconds(10)));
+    if (!host.ok()) return host.status();
+    if (!host->BitwiseEquals(expected[i])) {
+      return absl::InternalError(absl::StrCat("tensor ", i, " differs: ", ir::DescribeTensor(*host)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One actor's side: host channel, GPU 0, IPC transport.
+struct Side {
+  std::unique_ptr<ShmTransport> host;
+  std::unique_ptr<CudaDeviceMemory> memory;
+  std::unique_ptr<IpcTransport> ipc;
+};
+
+struct SideOptions {
+  int64_t ring_bytes = int64_t{16} << 20;
+  int32_t slots = 8;
+};
+
+// Sets up actor `actor` of two, runs `body`, closes. An exit code.
+int RunActor(int32_t actor, int socket, const SideOptions& options, const std::function<int(Side&)>& body) {
+  const int32_t peer = 1 - actor;
+  Side side;
+  absl::StatusOr<std::unique_ptr<ShmTransport>> host = ShmTransport::Create(actor, 2, {.ring_bytes = 1 << 20});
+  if (!host.ok()) return ChildFailure(20, host.status().message());
+  side.host = *std::move(host);
+  if (!SendFd(socket, side.host->OutboundFd(peer)).ok()) return ChildFailure(21, "SendFd");
+  absl::StatusOr<int> fd = ReceiveFd(socket, In(absl::Seconds(20)));
+  if (!fd.ok() || !side.host->AttachInbound(peer, *fd).ok()) return ChildFailure(22, "host channel");
+  absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(0);
+  if (!memory.ok()) return ChildFailure(23, memory.status().message());
+  side.memory = *std::move(memory);
+  absl::StatusOr<std::unique_ptr<IpcTransport>> ipc = IpcTransport::Create(
+      actor, 2, *side.memory, *side.host, {.ring_bytes = options.ring_bytes, .slots = options.slots});
+  if (!ipc.ok()) return ChildFailure(24, ipc.status().message());
+  side.ipc = *std::move(ipc);
+  if (absl::Status status = side.ipc->Connect(In(absl::Seconds(30))); !status.ok()) {
+    return ChildFailure(25, status.message());
+  }
+  const int code = body(side);
+  if (code != 0) return code;
+  if (absl::Status status = side.ipc->Close(In(absl::Seconds(20))); !status.ok()) {
+    return ChildFailure(26, status.message());
+  }
+  if (!side.host->Flush(In(absl::Seconds(10))).ok()) return ChildFailure(27, "host flush");
+  return 0;
+}
+
+std::pair<int, int> RunTransportPair(const std::function<int(Side&)>& actor0, const std::function<int(Side&)>& actor1,
+                                     SideOptions options = {}) {
+  return RunPair([&](int socket) { return RunActor(0, socket, options, actor0); },
+                 [&](int socket) { return RunActor(1, socket, options, actor1); });
+}
+
+TEST(CudaDeviceMemory, CreateFailsWithoutThatDevice) {
+  SKIP_WITHOUT_GPU();
+  auto [code, unused] = RunPair(
+      [](int) {
+        absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(1 << 20);
+        return memory.status().code() == absl::StatusCode::kFailedPrecondition ? 0 : 1;
+      },
+      [](int) { return 0; });
+  EXPECT_EQ(code, 0);
+}
+
+// Process 0 fills memory, records an event after the copy and exports both;
+// process 1 waits for the event on its stream and reads the bytes, then
+// writes a reply that process 0 reads.
+TEST(CudaDeviceMemory, MemoryAndEventsAreSharedBetweenProcesses) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t kElements = 8 << 20;  // 32 MiB
+  auto exporter = [](int socket) {
+    absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(0);
+    if (!memory.ok()) return ChildFailure(1, memory.status().message());
+    CudaDeviceMemory& m = **memory;
+    absl::StatusOr<DeviceAddress> shared = m.Allocate(kElements * 4);
+    absl::StatusOr<DeviceEvent> event = m.CreateIpcEvent();
+    if (!shared.ok() || !event.ok()) return ChildFailure(2, "allocate");
+    absl::StatusOr<std::vector<DeviceTensor>> source = Upload(m, {Pattern(7, kElements)});
+    if (!source.ok()) return ChildFailure(3, source.status().message());
+    if (!m.CopyAsync(*shared, (*source)[0].address(), kElements * 4).ok() || !m.RecordEvent(*event).ok()) {
+      return ChildFailure(4, "enqueue");
+    }
+    absl::StatusOr<IpcMemHandle> memory_handle = m.ExportMemory(*shared);
+    absl::StatusOr<IpcEventHandle> event_handle = m.ExportEvent(*event);
+    if (!memory_handle.ok() || !event_handle.ok()) return ChildFailure(5, "export");
+    if (!WriteAll(socket, memory_handle->bytes.data(), kIpcHandleBytes) ||
+        !WriteAll(socket, event_handle->bytes.data(), kIpcHandleBytes)) {
+      return 6;
+    }
+    char done = 0;
+    if (!ReadAll(socket, &done, 1)) return ChildFailure(7, "no reply");  // the importer closed everything
+    ir::HostTensor seen = Pattern(0, kElements);
+    if (!m.CopyToHostSync(seen.data(), *shared, seen.num_bytes(), In(absl::Seconds(10))).ok() ||
+        !seen.BitwiseEquals(Pattern(8, kElements))) {
+      return ChildFailure(8, "the reply did not arrive");
+    }
+    return m.Free(*shared).ok() && m.DestroyEvent(*event).ok() ? 0 : 9;
+  };
+  auto importer = [](int socket) {
+    absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(0);
+    if (!memory.ok()) return ChildFailure(11, memory.status().message());
+    CudaDeviceMemory& m = **memory;
+    IpcMemHandle memory_handle;
+    IpcEventHandle event_handle;
+    if (!ReadAll(socket, memory_handle.bytes.data(), kIpcHandleBytes) ||
+        !ReadAll(socket, event_handle.bytes.data(), kIpcHandleBytes)) {
+      return ChildFailure(12, "no handles");
+    }
+    absl::StatusOr<DeviceAddress> shared = m.ImportMemory(memory_handle);
+    if (!shared.ok()) return ChildFailure(13, shared.status().message());
+    absl::StatusOr<DeviceEvent> event = m.ImportEvent(event_handle);
+    if (!event.ok()) return ChildFailure(14, event.status().message());
+    absl::StatusOr<DeviceTensor> copy = AllocateDeviceTensor(m, ir::TensorType{ir::DType::kI32, {kElements}});
+    if (!copy.ok()) return ChildFailure(15, "allocate");
+    if (!m.StreamWaitEvent(*event).ok() || !m.CopyAsync(copy->address(), *shared, kElements * 4).ok()) {
+      return ChildFailure(16, "enqueue");
+    }
+    absl::StatusOr<ir::HostTensor> seen = CopyToHost(m, *copy, In(absl::Seconds(10)));
+    if (!seen.ok() || !seen->BitwiseEquals(Pattern(7, kElements))) return ChildFailure(17, "wrong bytes");
+    absl::StatusOr<bool> done = m.QueryEvent(*event);
+    if (!done.ok() || !*done) return ChildFailure(18, "event not complete");
+    const ir::HostTensor reply = Pattern(8, kElements);
+    if (!m.CopyFromHostSync(*shared, reply.data(), reply.num_bytes(), In(absl::Seconds(10))).ok()) {
+      return ChildFailure(19, "reply");
+    }
+    // Close before the exporter frees.
+    if (!m.DestroyEvent(*event).ok() || !m.CloseImported(*shared).ok()) return ChildFailure(20, "close");
+    return WriteAll(socket, "D", 1) ? 0 : 21;
+  };
+  auto [code0, code1] = RunPair(exporter, importer);
+  EXPECT_EQ(code0, 0);
+  EXPECT_EQ(code1, 0);
+}
+
+TEST(CudaIpcTransport, RoundTripsTensorsBitExact) {
+  SKIP_WITHOUT_GPU();
+  auto [code0, code1] = RunTransportPair(
+      [](Side& side) {
+        absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*side.memory, MixedTensors(3));
+        if (!tensors.ok()) return ChildFailure(1, tensors.status().message());
+        if (!side.ipc->Send(1, 1, *std::move(tensors)).ok()) return ChildFailure(2, "send");
+        absl::StatusOr<std::vector<DeviceTensor>> echo = side.ipc->Receive(1, 2, In(absl::Seconds(20)));
+        if (!echo.ok()) return ChildFailure(3, echo.status().message());
+        absl::Status status = CheckTensors(*side.memory, *echo, MixedTensors(3));
+        return status.ok() ? 0 : ChildFailure(4, status.message());
+      },
+      [](Side& side) {
+        absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(20)));
+        if (!got.ok()) return ChildFailure(11, got.status().message());
+        absl::Status status = CheckTensors(*side.memory, *got, MixedTensors(3));
+        if (!status.ok()) return ChildFailure(12, status.message());
+        return side.ipc->Send(0, 2, *std::move(got)).ok() ? 0 : 13;
+      });
+  EXPECT_EQ(code0, 0);
+  EXPECT_EQ(code1, 0);
+}
+
+// 200 messages of up to 3 MiB through a 12 MiB ring with 6 slots, received
+// in reverse within groups of two: the ring wraps, slots recycle, Sends
+// queue, and every range is reused behind the consumed events.
+TEST(CudaIpcTransport, ManyMessagesMatchedByTagThroughASmallRing) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kMessages = 200;
+  auto message = [](int i) {
+    std::vector<ir::HostTensor> tensors{Pattern(i, (static_cast<int64_t>(i) * 7919) % (768 << 10))};
+    if (i % 3 == 0) tensors.push_back(Pattern(i + 100000, i % 50));
+    return tensors;
+  };
+  auto [code0, code1] = RunTransportPair(
+      [&](Side& side) {
+        for (int i = 0; i < kMessages; ++i) {
+          absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*side.memory, message(i));
+          if (!tensors.ok()) return ChildFailure(1, tensors.status().message());
+          if (absl::Status status = side.ipc->Send(1, i, *std::move(tensors)); !status.ok()) {
+            return ChildFailure(2, status.message());
+          }
+        }
+        absl::StatusOr<std::vector<DeviceTensor>> done = side.ipc->Receive(1, 1000000, In(absl::Seconds(30)));
+        return done.ok() ? 0 : ChildFailure(3, done.status().message());
+      },
+      [&](Side& side) {
+        for (int group = 0; group < kMessages; group += 2) {
+          for (int i = group + 1; i >= group; --i) {
+            absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, i, In(absl::Seconds(20)));
+            if (!got.ok()) return ChildFailure(11, got.status().message());
+            if (absl::Status status = CheckTensors(*side.memory, *got, message(i)); !status.ok()) {
+              return ChildFailure(12, absl::StrCat("message ", i, ": ", status.message()));
+            }
+          }
+        }
+        return side.ipc->Send(0, 1000000, {}).ok() ? 0 : 13;
+      },
+      {.ring_bytes = 12 << 20, .slots = 6});
+  EXPECT_EQ(code0, 0);
+  EXPECT_EQ(code1, 0);
+}
+
+TEST(CudaIpcTransport, ErrorsNamePeerAndTag) {
+  SKIP_WITHOUT_GPU();
+  auto [code0, code1] = RunTransportPair(
+      [](Side& side) {
+        absl::StatusOr<std::vector<DeviceTensor>> big = Upload(*side.memory, {Pattern(1, 1 << 20)});  // 4 MiB
+        if (!big.ok()) return ChildFailure(1, big.status().message());
+        absl::Status too_large = side.ipc->Send(1, 4, *big);
+        if (too_large.code() != absl::StatusCode::kResourceExhausted) return ChildFailure(2, too_large.ToString());
+        const absl::Time start = absl::Now();
+        absl::StatusOr<std::vector<DeviceTensor>> missing = side.ipc->Receive(1, 99, start + absl::Milliseconds(200));
+        if (missing.status().code() != absl::StatusCode::kDeadlineExceeded ||
+            missing.status().message().find("actor 1 with tag 99") == absl::string_view::npos ||
+            absl::Now() - start > absl::Milliseconds(700)) {
+          return ChildFailure(3, missing.status().ToString());
+        }
+        return side.ipc->Send(1, 5, {}).ok() ? 0 : 4;
+      },
+      [](Side& side) { return side.ipc->Receive(0, 5, In(absl::Seconds(20))).ok() ? 0 : 11; },
+      {.ring_bytes = 1 << 20, .slots = 4});
+  EXPECT_EQ(code0, 0);
+  EXPECT_EQ(code1, 0);
+}
+
+}  // namespace
+}  // namespace tandem::actor::cuda

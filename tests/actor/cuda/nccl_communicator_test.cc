@@ -1,0 +1,126 @@
+// NCCL pair communicators: the bootstrap from a controller-made unique id,
+// bad arguments, the clear error without a GPU, and (with two GPUs) a real
+// transfer between two processes. The two-GPU test carries the `gpu` label
+// with the rest of this binary and skips with fewer than two devices.
+#include "actor/cuda/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "actor/cuda/cuda_runtime.h"
+#include "controller/nccl_unique_id.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::actor::cuda {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The number of visible GPUs, asked in a child process: a process that
+// initialized the CUDA runtime (even by cudaGetDeviceCount) cannot use CUDA
+// in the children it forks, and this test's children do all the CUDA work.
+int GpusSeenByAChild() {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int count = ProbeDevices().count;
+    const ssize_t written = write(fds[1], &count, sizeof(count));
+    _exit(written == sizeof(count) ? 0 : 1);
+  }
+  close(fds[1]);
+  int count = 0;
+  if (read(fds[0], &count, sizeof(count)) != sizeof(count)) count = 0;
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  return count;
+}
+
+TEST(NcclPairCommunicator, RefusesAMalformedIdOrRank) {
+  absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> joined =
+      NcclPairCommunicator::Join(std::string(12, 'x'), 0, 0, absl::Now() + absl::Seconds(1));
+  ASSERT_FALSE(joined.ok());
+  EXPECT_EQ(joined.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(joined.status().message(), HasSubstr("128 bytes, not 12"));
+  joined = NcclPairCommunicator::Join(std::string(kNcclUniqueIdBytes, 'x'), 2, 0, absl::Now() + absl::Seconds(1));
+  ASSERT_FALSE(joined.ok());
+  EXPECT_THAT(joined.status().message(), HasSubstr("ranks 0 and 1, not 2"));
+}
+
+TEST(NcclPairCommunicator, JoiningWithoutAGpuFailsAtOnceWithTheReason) {
+  if (GpusSeenByAChild() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  absl::StatusOr<std::string> id = controller::NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> joined =
+      NcclPairCommunicator::Join(*id, 0, 0, absl::Now() + absl::Seconds(30));
+  ASSERT_FALSE(joined.ok());
+  EXPECT_EQ(joined.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(joined.status().message(), HasSubstr("no CUDA device 0"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // it did not wait for a peer
+}
+
+// Runs `body` in a child process; returns its exit code (or 128 + signal),
+// killing it after `timeout`.
+int RunChild(const std::function<int()>& body, absl::Duration timeout) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(NcclPairCommunicator, TwoGpusExchangeBytesThroughAControllerMadeId) {
+  if (GpusSeenByAChild() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  absl::StatusOr<std::string> id = controller::NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  constexpr int64_t kBytes = int64_t{8} << 20;
+  auto side = [&](int rank) {
+    return [&, rank]() -> int {
+      absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> comm =
+          NcclPairCommunicator::Join(*id, rank, rank, absl::Now() + absl::Seconds(60));
+      if (!comm.ok()) return 10;
+      void* data = nullptr;
+      cudaStream_t stream = nullptr;
+      if (cudaMalloc(&data, kBytes) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess) return 11;
+      std::vector<unsigned char> host(kBytes);
+      for (int64_t i = 0; i < kBytes; ++i) host[i] = static_cast<unsigned char>((i * 7 + 3) % 251);
+      if (rank == 0) {
+        if (cudaMemcpy(data, host.data(), kBytes, cudaMemcpyHostToDevice) != cudaSuccess) return 12;
+        if (!(*comm)->Send(data, kBytes, stream, absl::Now() + absl::Seconds(30)).ok()) return 13;
+        return 0;
+      }
+      if (cudaMemset(data, 0, kBytes) != cudaSuccess) return 12;
+      if (!(*comm)->Receive(data, kBytes, stream, absl::Now() + absl::Seconds(30)).ok()) return 13;
+      std::vector<unsigned char> got(kBytes);
+      if (cudaMemcpy(got.data(), data, kBytes, cudaMemcpyDeviceToHost) != cudaSuccess) return 14;
+      return got == host ? 0 : 15;
+    };
+  };
+  int codes[2] = {-1, -1};
+  std::thread receiver([&] { codes[1] = RunChild(side(1), absl::Seconds(120)); });
+  codes[0] = RunChild(side(0), absl::Seconds(120));
+  receiver.join();
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+}  // namespace
+}  // namespace tandem::actor::cuda

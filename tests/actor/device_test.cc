@@ -1,0 +1,132 @@
+// Device: naming devices, opening them (a GPU that is not there is a clear
+// error), and the executor computing every `run` instruction on its device.
+#include "actor/device.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actor/executor.h"
+#include "actor/in_memory_transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/actor/test_programs.h"
+#ifdef TANDEM_WITH_CUDA
+#include "actor/cuda/cuda_runtime.h"
+#endif
+
+namespace tandem::actor::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(DeviceSpec, ParsesEveryFormAndPrintsItBack) {
+  for (const std::string name : {"cpu", "cuda", "cuda:0", "cuda:3", "cuda+bf16", "cuda:1+bf16"}) {
+    absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec(name);
+    ASSERT_TRUE(spec.ok()) << name << ": " << spec.status();
+    EXPECT_EQ(DeviceSpecName(*spec), name);
+  }
+  absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec("cuda:2+bf16");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kind, DeviceSpec::Kind::kCuda);
+  EXPECT_EQ(spec->index, 2);
+  EXPECT_TRUE(spec->bf16_matmul);
+  EXPECT_EQ(ParseDeviceSpec("cuda")->index, -1);
+}
+
+TEST(DeviceSpec, RejectsMalformedNamesListingTheAcceptedForms) {
+  for (const std::string name : {"", "gpu", "tpu", "cuda:", "cuda:-1", "cuda:x", "cuda0", "cpu+bf16", "cuda:1+fp8",
+                                 "cuda:+bf16", "CUDA"}) {
+    absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec(name);
+    ASSERT_FALSE(spec.ok()) << name;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(spec.status().message(), HasSubstr("unknown device '" + name + "'"));
+    EXPECT_THAT(spec.status().message(), HasSubstr("expected cpu, cuda, cuda:N"));
+  }
+}
+
+TEST(Device, CpuIsTheReferenceKernels) {
+  absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice({}, 3);
+  ASSERT_TRUE(device.ok());
+  EXPECT_EQ((*device)->name(), "cpu");
+  EXPECT_EQ(device->get(), CpuDevice().get());
+}
+
+TEST(Device, ACudaDeviceThatIsNotThereIsAClearError) {
+#ifdef TANDEM_WITH_CUDA
+  if (cuda::ProbeDevices().count > 0) GTEST_SKIP() << "a CUDA device is visible";
+  absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(*ParseDeviceSpec("cuda"), 1);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(device.status().message(), HasSubstr("device cuda for actor 1: no CUDA device is visible ("));
+  device = OpenDevice(*ParseDeviceSpec("cuda:0"), 0);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(device.status().message(), HasSubstr("no CUDA device"));
+#else
+  absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(*ParseDeviceSpec("cuda"), 1);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(device.status().message(), HasSubstr("TANDEM_WITH_CUDA=OFF"));
+#endif
+}
+
+// A device that computes with the reference kernels and records what it ran,
+// and can be told to fail.
+class RecordingDevice final : public Device {
+ public:
+  std::string name() const override { return "recording"; }
+  absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) override {
+    ran.push_back(graph.name());
+    if (fail) return absl::ResourceExhaustedError("out of device memory");
+    return ir::RunGraph(graph, inputs);
+  }
+  std::vector<std::string> ran;
+  bool fail = false;
+};
+
+TEST(Device, TheExecutorRunsEveryFunctionOnItsDevice) {
+  constexpr int32_t kMicrobatches = 2;
+  TwoStageForward programs = MakeTwoStageForward(kMicrobatches);
+  const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.7f, 0.13f)}, {"w1", Iota(F32({4, 1}), 0.3f, -0.21f)}};
+  StepInputs inputs;
+  for (int32_t m = 0; m < kMicrobatches; ++m) inputs[{"x", m}] = Iota(F32({2, 3}), 0.1f * m - 0.2f, 0.37f);
+  auto device0 = std::make_shared<RecordingDevice>();
+  auto device1 = std::make_shared<RecordingDevice>();
+  absl::StatusOr<std::unique_ptr<Executor>> actor0 = Executor::Create(programs.actor0, device0);
+  absl::StatusOr<std::unique_ptr<Executor>> actor1 = Executor::Create(programs.actor1, device1);
+  absl::StatusOr<std::unique_ptr<Executor>> reference1 = Executor::Create(programs.actor1);
+  ASSERT_TRUE(actor0.ok() && actor1.ok() && reference1.ok());
+  EXPECT_EQ((*actor1)->device().name(), "recording");
+  EXPECT_EQ((*reference1)->device().name(), "cpu");
+  ASSERT_TRUE((*actor0)->LoadState(state).ok());
+  ASSERT_TRUE((*actor1)->LoadState(state).ok());
+  InMemoryNetwork network(2);
+  constexpr absl::Duration kTimeout = absl::Seconds(10);
+  ASSERT_TRUE((*actor0)->RunStep(1, inputs, network.Endpoint(0), kTimeout).ok());
+  absl::StatusOr<StepOutputs> out1 = (*actor1)->RunStep(1, inputs, network.Endpoint(1), kTimeout);
+  ASSERT_TRUE(out1.ok()) << out1.status();
+  EXPECT_EQ(device0->ran, std::vector<std::string>(kMicrobatches, programs.actor0.functions[0].graph.name()));
+  EXPECT_EQ(device1->ran, std::vector<std::string>(kMicrobatches, programs.actor1.functions[0].graph.name()));
+  EXPECT_EQ(out1->results.at("loss").size(), kMicrobatches);
+
+  // A device error ends the step with the instruction's context and code.
+  device0->fail = true;
+  InMemoryNetwork second(2);
+  absl::StatusOr<StepOutputs> failed = (*actor0)->RunStep(2, inputs, second.Endpoint(0), kTimeout);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(failed.status().message(), HasSubstr("actor 0, step 2, instruction 0"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("out of device memory"));
+}
+
+TEST(Device, AnExecutorNeedsADevice) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(programs.actor0, nullptr);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tandem::actor::testing

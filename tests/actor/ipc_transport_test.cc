@@ -1,0 +1,773 @@
+// The CUDA IPC data plane (ipc_transport.h) on FakeDeviceMemory, across real
+// processes: actor 0 is the test process, actor 1 a forked child; the host
+// channel is a ShmTransport pair set up over a socketpair. The fake's stream
+// is a worker thread, optionally slowed per copy, so a protocol step that
+// skips an event wait or reuses ring space too early shows up as wrong
+// bytes. Every wait is bounded and every child is reaped (killed when it
+// overstays).
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "actor/device_memory.h"
+#include "actor/fake_device_memory.h"
+#include "actor/in_memory_transport.h"
+#include "actor/ipc_transport.h"
+#include "actor/shm_transport.h"
+#include "gtest/gtest.h"
+
+namespace tandem::actor {
+namespace {
+
+absl::Time In(absl::Duration d) { return absl::Now() + d; }
+
+// A forked child running `body(socket)`; reaped (killed if need be) by the
+// test. Fork before the parent starts any thread of its own.
+class Child {
+ public:
+  explicit Child(std::function<int(int socket)> body) {
+    int sockets[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) std::abort();
+    std::fflush(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(sockets[0]);
+      _exit(body(sockets[1]));
+    }
+    close(sockets[1]);
+    socket_ = sockets[0];
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0) Wait(absl::Seconds(1));
+    close(socket_);
+  }
+  int socket() const { return socket_; }
+  pid_t pid() const { return pid_; }
+  // The child's exit code; -1 when it had to be killed or died by a signal.
+  int Wait(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    int status = 0;
+    while (waitpid(pid_, &status, WNOHANG) != pid_) {
+      if (absl::Now() >= deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        pid_ = -1;
+        return -1;
+      }
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int socket_ = -1;
+};
+
+// Reports why a child fails and returns its exit code.
+int ChildFailure(int code, const std::string& why) {
+  std::fprintf(stderr, "child failure %d: %s\n", code, why.c_str());
+  return code;
+}
+
+// Blocking byte exchange over the socketpair, for handles and go-aheads.
+bool WriteAll(int socket, const void* data, size_t bytes) {
+  return write(socket, data, bytes) == static_cast<ssize_t>(bytes);
+}
+bool ReadAll(int socket, void* data, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = read(socket, static_cast<char*>(data) + done, bytes - done);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// ---- Data.
+
+// `elements` i32 values that depend on `seed` and the position.
+ir::HostTensor Pattern(uint64_t seed, int64_t elements) {
+  ir::HostTensor t(ir::TensorType{ir::DType::kI32, {elements}});
+  for (int64_t i = 0; i < elements; ++i) t.i32()[i] = static_cast<int32_t>((seed * 1000003 + i) * 2654435761u);
+  return t;
+}
+
+// Tensors of several dtypes and shapes, one of them empty.
+std::vector<ir::HostTensor> MixedTensors(int seed) {
+  std::vector<ir::HostTensor> tensors;
+  tensors.push_back(ir::HostTensor::FromFloats({2, 3}, {0.5f * seed, -1, 2, 3.25f, 1e-20f, 7}));
+  tensors.push_back(ir::HostTensor::FromInts({5}, {seed, -2, 3, 1 << 30, 0}));
+  ir::HostTensor half(ir::TensorType{ir::DType::kBF16, {4, 1, 3}});
+  for (int64_t i = 0; i < half.num_bytes(); ++i) half.data()[i] = std::byte(static_cast<uint8_t>(i * 37 + seed));
+  tensors.push_back(half);
+  tensors.push_back(ir::HostTensor::Scalar(static_cast<float>(seed)));
+  tensors.push_back(ir::HostTensor(ir::TensorType{ir::DType::kF16, {0, 4}}));
+  tensors.push_back(Pattern(seed, 3000));
+  return tensors;
+}
+
+absl::StatusOr<std::vector<DeviceTensor>> Upload(DeviceMemory& memory, const std::vector<ir::HostTensor>& tensors) {
+  std::vector<DeviceTensor> device;
+  for (const ir::HostTensor& t : tensors) {
+    absl::StatusOr<DeviceTensor> d = CopyToDevice(memory, t, In(absl::Seconds(10)));
+    if (!d.ok()) return d.status();
+    device.push_back(*std::move(d));
+  }
+  return device;
+}
+
+// OK when the device tensors hold exactly `expected` (types and bits).
+absl::Status CheckTensors(DeviceMemory& memory, const std::vector<DeviceTensor>& got,
+                          const std::vector<ir::HostTensor>& expected) {
+  if (got.size() != expected.size()) {
+    return absl::InternalError(absl::StrCat(got.size(), " tensors, expected ", expected.size()));
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    absl::StatusOr<ir::HostTensor> host = CopyToHost(memory, got[i], In(absl::Seconds(10)));
+    if (!host.ok()) return host.status();
+    if (!host->BitwiseEquals(expected[i])) {
+      return absl::InternalError(absl::StrCat("tensor ", i, " differs: ", ir::DescribeTensor(*host), " vs ",
+                                              ir::DescribeTensor(expected[i])));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- One actor's side: host channel, fake device, IPC transport.
+
+struct SideOptions {
+  absl::Duration copy_delay = absl::ZeroDuration();
+  int64_t ring_bytes = int64_t{1} << 20;
+  int32_t slots = 8;
+  bool connect = true;
+};
+
+struct Side {
+  // Destroyed in reverse: the transport before the device and the channel.
+  std::unique_ptr<ShmTransport> host;
+  std::unique_ptr<FakeDeviceMemory> memory;
+  std::unique_ptr<IpcTransport> ipc;
+
+  // Closes the IPC transport (both sides must) and flushes the host channel.
+  absl::Status Finish() {
+    if (absl::Status status = ipc->Close(In(absl::Seconds(10))); !status.ok()) return status;
+    return host->Flush(In(absl::Seconds(10)));
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Side>> MakeSide(int32_t actor, int socket, const SideOptions& options = {}) {
+  const int32_t peer = 1 - actor;
+  auto side = std::make_unique<Side>();
+  absl::StatusOr<std::unique_ptr<ShmTransport>> host = ShmTransport::Create(actor, 2, {.ring_bytes = 1 << 20});
+  if (!host.ok()) return host.status();
+  side->host = *std::move(host);
+  if (absl::Status status = SendFd(socket, side->host->OutboundFd(peer)); !status.ok()) return status;
+  absl::StatusOr<int> fd = ReceiveFd(socket, In(absl::Seconds(10)));
+  if (!fd.ok()) return fd.status();
+  if (absl::Status status = side->host->AttachInbound(peer, *fd); !status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({.copy_delay = options.copy_delay});
+  if (!memory.ok()) return memory.status();
+  side->memory = *std::move(memory);
+  absl::StatusOr<std::unique_ptr<IpcTransport>> ipc = IpcTransport::Create(
+      actor, 2, *side->memory, *side->host, {.ring_bytes = options.ring_bytes, .slots = options.slots});
+  if (!ipc.ok()) return ipc.status();
+  side->ipc = *std::move(ipc);
+  if (options.connect) {
+    if (absl::Status status = side->ipc->Connect(In(absl::Seconds(10))); !status.ok()) return status;
+  }
+  return side;
+}
+
+// A child that plays actor 1: sets up its side, runs `body`, then closes.
+Child ActorOne(std::function<int(Side&)> body, SideOptions options = {}) {
+  return Child([body = std::move(body), options](int socket) {
+    absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(1, socket, options);
+    if (!side.ok()) return ChildFailure(10, std::string(side.status().message()));
+    const int code = body(**side);
+    if (code != 0) return code;
+    if (absl::Status status = (*side)->Finish(); !status.ok()) return ChildFailure(11, std::string(status.message()));
+    return 0;
+  });
+}
+
+// ==== FakeDeviceMemory.
+
+TEST(FakeDeviceMemory, MemoryExportedByOneProcessIsSharedWithAnother) {
+  constexpr int64_t kElements = 50000;
+  Child child([](int socket) {
+    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
+    if (!memory.ok()) return ChildFailure(1, std::string(memory.status().message()));
+    IpcMemHandle handle;
+    if (!ReadAll(socket, handle.bytes.data(), handle.bytes.size())) return ChildFailure(2, "no handle");
+    absl::StatusOr<DeviceAddress> address = (*memory)->ImportMemory(handle);
+    if (!address.ok()) return ChildFailure(3, std::string(address.status().message()));
+    ir::HostTensor seen = Pattern(0, kElements);
+    if (!(*memory)->CopyToHostSync(seen.data(), *address, seen.num_bytes(), In(absl::Seconds(5))).ok() ||
+        !seen.BitwiseEquals(Pattern(1, kElements))) {
+      return ChildFailure(4, "the parent's bytes did not arrive");
+    }
+    const ir::HostTensor reply = Pattern(2, kElements);
+    if (!(*memory)->CopyFromHostSync(*address, reply.data(), reply.num_bytes(), In(absl::Seconds(5))).ok()) {
+      return ChildFailure(5, "write failed");
+    }
+    if (!(*memory)->CloseImported(*address).ok()) return ChildFailure(6, "close failed");
+    const char done = 'D';
+    return WriteAll(socket, &done, 1) ? 0 : 7;
+  });
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(kElements * 4);
+  ASSERT_TRUE(base.ok()) << base.status();
+  const ir::HostTensor mine = Pattern(1, kElements);
+  ASSERT_TRUE((*memory)->CopyFromHostSync(*base, mine.data(), mine.num_bytes(), In(absl::Seconds(5))).ok());
+  absl::StatusOr<IpcMemHandle> handle = (*memory)->ExportMemory(*base);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  ASSERT_TRUE(WriteAll(child.socket(), handle->bytes.data(), handle->bytes.size()));
+  char done = 0;
+  ASSERT_TRUE(ReadAll(child.socket(), &done, 1));
+  ir::HostTensor seen = Pattern(0, kElements);
+  ASSERT_TRUE((*memory)->CopyToHostSync(seen.data(), *base, seen.num_bytes(), In(absl::Seconds(5))).ok());
+  EXPECT_TRUE(seen.BitwiseEquals(Pattern(2, kElements)));
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+  // Only an allocation base can be exported; only imports can be closed.
+  EXPECT_EQ((*memory)->ExportMemory(*base + 256).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*memory)->CloseImported(*base).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*memory)->Free(*base).ok());
+  EXPECT_EQ((*memory)->Free(*base).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Process 1 copies (slowly) into memory process 0 exported and records an
+// event; process 0's stream waits for that event before reading: it must
+// see the new bytes, never the old ones.
+TEST(FakeDeviceMemory, InterprocessEventOrdersAnotherProcessesCopy) {
+  constexpr int64_t kElements = 4096;
+  Child child([](int socket) {
+    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory =
+        FakeDeviceMemory::Create({.copy_delay = absl::Milliseconds(300)});
+    if (!memory.ok()) return ChildFailure(1, std::string(memory.status().message()));
+    IpcMemHandle memory_handle;
+    IpcEventHandle event_handle;
+    if (!ReadAll(socket, memory_handle.bytes.data(), kIpcHandleBytes) ||
+        !ReadAll(socket, event_handle.bytes.data(), kIpcHandleBytes)) {
+      return ChildFailure(2, "no handles");
+    }
+    absl::StatusOr<DeviceAddress> shared = (*memory)->ImportMemory(memory_handle);
+    absl::StatusOr<DeviceEvent> event = (*memory)->ImportEvent(event_handle);
+    if (!shared.ok() || !event.ok()) return ChildFailure(3, "import failed");
+    absl::StatusOr<std::vector<DeviceTensor>> source = Upload(**memory, {Pattern(7, kElements)});
+    if (!source.ok()) return ChildFailure(4, std::string(source.status().message()));
+    if (!(*memory)->CopyAsync(*shared, (*source)[0].address(), kElements * 4).ok() ||
+        !(*memory)->RecordEvent(*event).ok()) {
+      return ChildFailure(5, "enqueue failed");
+    }
+    const char recorded = 'R';
+    if (!WriteAll(socket, &recorded, 1)) return 6;
+    if (!(*memory)->SynchronizeStream(In(absl::Seconds(5))).ok()) return ChildFailure(7, "sync failed");
+    char done = 0;
+    if (!ReadAll(socket, &done, 1)) return 8;  // the parent has read the result
+    return 0;
+  });
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  FakeDeviceMemory& m = **memory;
+  absl::StatusOr<DeviceAddress> shared = m.Allocate(kElements * 4);
+  ASSERT_TRUE(shared.ok());
+  const ir::HostTensor old_bytes = Pattern(1, kElements);
+  ASSERT_TRUE(m.CopyFromHostSync(*shared, old_bytes.data(), old_bytes.num_bytes(), In(absl::Seconds(5))).ok());
+  absl::StatusOr<DeviceEvent> event = m.CreateIpcEvent();
+  ASSERT_TRUE(event.ok());
+  EXPECT_TRUE(*m.QueryEvent(*event));  // never recorded: complete
+  absl::StatusOr<IpcMemHandle> memory_handle = m.ExportMemory(*shared);
+  absl::StatusOr<IpcEventHandle> event_handle = m.ExportEvent(*event);
+  ASSERT_TRUE(memory_handle.ok() && event_handle.ok());
+  ASSERT_TRUE(WriteAll(child.socket(), memory_handle->bytes.data(), kIpcHandleBytes));
+  ASSERT_TRUE(WriteAll(child.socket(), event_handle->bytes.data(), kIpcHandleBytes));
+  char recorded = 0;
+  ASSERT_TRUE(ReadAll(child.socket(), &recorded, 1));
+  EXPECT_FALSE(*m.QueryEvent(*event));  // the child's copy is still sleeping
+  absl::StatusOr<DeviceTensor> copy = AllocateDeviceTensor(m, ir::TensorType{ir::DType::kI32, {kElements}});
+  ASSERT_TRUE(copy.ok());
+  ASSERT_TRUE(m.StreamWaitEvent(*event).ok());
+  ASSERT_TRUE(m.CopyAsync(copy->address(), *shared, kElements * 4).ok());
+  absl::StatusOr<ir::HostTensor> seen = CopyToHost(m, *copy, In(absl::Seconds(5)));
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(seen->BitwiseEquals(Pattern(7, kElements)));
+  EXPECT_TRUE(*m.QueryEvent(*event));
+  ASSERT_TRUE(WriteAll(child.socket(), "D", 1));
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+}
+
+// CUDA's rule: a wait concerns the most recent record made before it.
+TEST(FakeDeviceMemory, StreamWaitConcernsOnlyRecordsMadeBeforeIt) {
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> slow =
+      FakeDeviceMemory::Create({.copy_delay = absl::Milliseconds(300)});
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> fast = FakeDeviceMemory::Create({});
+  ASSERT_TRUE(slow.ok() && fast.ok());
+  absl::StatusOr<DeviceEvent> event = (*slow)->CreateIpcEvent();
+  ASSERT_TRUE(event.ok());
+  absl::StatusOr<DeviceEvent> imported = (*fast)->ImportEvent(*(*slow)->ExportEvent(*event));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  absl::StatusOr<DeviceAddress> a = (*slow)->Allocate(64);
+  absl::StatusOr<DeviceAddress> b = (*slow)->Allocate(64);
+  ASSERT_TRUE(a.ok() && b.ok());
+
+  // A wait enqueued before the record does not wait for it.
+  ASSERT_TRUE((*fast)->StreamWaitEvent(*imported).ok());
+  ASSERT_TRUE((*slow)->CopyAsync(*a, *b, 64).ok());
+  ASSERT_TRUE((*slow)->RecordEvent(*event).ok());
+  EXPECT_TRUE((*fast)->SynchronizeStream(In(absl::Milliseconds(100))).ok());
+
+  // A wait enqueued after it does; the host does not.
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE((*fast)->StreamWaitEvent(*imported).ok());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(50));
+  EXPECT_FALSE(*(*fast)->QueryEvent(*imported));
+  const absl::Status early = (*fast)->SynchronizeStream(In(absl::Milliseconds(50)));
+  EXPECT_EQ(early.code(), absl::StatusCode::kDeadlineExceeded) << early;
+  EXPECT_TRUE((*fast)->SynchronizeStream(In(absl::Seconds(5))).ok());
+  EXPECT_TRUE(*(*slow)->QueryEvent(*event));
+  EXPECT_TRUE((*fast)->DestroyEvent(*imported).ok());
+  EXPECT_EQ((*fast)->QueryEvent(*imported).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FakeDeviceMemory, HandleOfAnExitedProcessIsUnavailableNamingThePid) {
+  Child child([](int socket) {
+    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
+    if (!memory.ok()) return 1;
+    absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(4096);
+    absl::StatusOr<DeviceEvent> event = (*memory)->CreateIpcEvent();
+    if (!base.ok() || !event.ok()) return 2;
+    absl::StatusOr<IpcMemHandle> memory_handle = (*memory)->ExportMemory(*base);
+    absl::StatusOr<IpcEventHandle> event_handle = (*memory)->ExportEvent(*event);
+    if (!memory_handle.ok() || !event_handle.ok()) return 3;
+    if (!WriteAll(socket, memory_handle->bytes.data(), kIpcHandleBytes) ||
+        !WriteAll(socket, event_handle->bytes.data(), kIpcHandleBytes)) {
+      return 4;
+    }
+    return 0;
+  });
+  IpcMemHandle memory_handle;
+  IpcEventHandle event_handle;
+  ASSERT_TRUE(ReadAll(child.socket(), memory_handle.bytes.data(), kIpcHandleBytes));
+  ASSERT_TRUE(ReadAll(child.socket(), event_handle.bytes.data(), kIpcHandleBytes));
+  const pid_t pid = child.pid();
+  ASSERT_EQ(child.Wait(absl::Seconds(10)), 0);
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
+  ASSERT_TRUE(memory.ok());
+  absl::StatusOr<DeviceAddress> address = (*memory)->ImportMemory(memory_handle);
+  EXPECT_EQ(address.status().code(), absl::StatusCode::kUnavailable) << address.status();
+  EXPECT_NE(address.status().message().find(absl::StrCat("process ", pid)), absl::string_view::npos)
+      << address.status();
+  absl::StatusOr<DeviceEvent> event = (*memory)->ImportEvent(event_handle);
+  EXPECT_EQ(event.status().code(), absl::StatusCode::kUnavailable) << event.status();
+  EXPECT_EQ((*memory)->LiveObjectsForTesting(), 0);
+}
+
+TEST(FakeDeviceMemory, RejectsFreedHandlesForeignHandlesAndStrayRanges) {
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
+  ASSERT_TRUE(memory.ok());
+  FakeDeviceMemory& m = **memory;
+  absl::StatusOr<DeviceAddress> base = m.Allocate(1000);
+  ASSERT_TRUE(base.ok());
+  absl::StatusOr<IpcMemHandle> handle = m.ExportMemory(*base);
+  ASSERT_TRUE(handle.ok());
+  // Within one process, too.
+  absl::StatusOr<DeviceAddress> again = m.ImportMemory(*handle);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(m.CloseImported(*again).ok());
+
+  EXPECT_EQ(m.CopyAsync(*base, *base + 512, 1000).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.CopyAsync(*base + 4096, *base, 8).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(m.CopyAsync(*base, *base + 500, 500).ok());
+
+  ASSERT_TRUE(m.Free(*base).ok());
+  ASSERT_TRUE(m.SynchronizeStream(In(absl::Seconds(5))).ok());  // the deferred unmap has run
+  absl::StatusOr<DeviceAddress> freed = m.ImportMemory(*handle);
+  EXPECT_EQ(freed.status().code(), absl::StatusCode::kDataLoss) << freed.status();
+  EXPECT_NE(freed.status().message().find("freed"), absl::string_view::npos) << freed.status();
+
+  IpcMemHandle garbage;
+  garbage.bytes.fill(std::byte{0x5A});
+  EXPECT_EQ(m.ImportMemory(garbage).status().code(), absl::StatusCode::kInvalidArgument);
+  IpcEventHandle not_an_event;
+  std::memcpy(not_an_event.bytes.data(), handle->bytes.data(), kIpcHandleBytes);
+  EXPECT_EQ(m.ImportEvent(not_an_event).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.LiveObjectsForTesting(), 0);
+}
+
+// ==== IpcTransport between two processes.
+
+TEST(IpcTransport, RoundTripsTensorsOfSeveralDtypesBitExact) {
+  Child child = ActorOne([](Side& side) {
+    absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(10)));
+    if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
+    if (absl::Status status = CheckTensors(*side.memory, *got, MixedTensors(3)); !status.ok()) {
+      return ChildFailure(2, std::string(status.message()));
+    }
+    // Received tensors live on this side's device and can be sent on.
+    return side.ipc->Send(0, 2, *std::move(got)).ok() ? 0 : 3;
+  });
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  {
+    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, MixedTensors(3));
+    ASSERT_TRUE(tensors.ok());
+    ASSERT_TRUE(s.ipc->Send(1, 1, *std::move(tensors)).ok());  // the sender keeps no reference
+    absl::StatusOr<std::vector<DeviceTensor>> echo = s.ipc->Receive(1, 2, In(absl::Seconds(10)));
+    ASSERT_TRUE(echo.ok()) << echo.status();
+    EXPECT_TRUE(CheckTensors(*s.memory, *echo, MixedTensors(3)).ok());
+  }
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+  // Close freed the rings and events; received tensors were dropped above.
+  EXPECT_EQ(s.memory->LiveObjectsForTesting(), 0);
+}
+
+// 300 messages of 0 to 96 KiB (14 MiB in all) through a 1 MiB ring with 6 slots: the ring
+// wraps, slots recycle and Sends queue. The receiver takes each group of
+// five in reverse order.
+TEST(IpcTransport, ManyMessagesMatchedByTagThroughASmallRing) {
+  constexpr int kMessages = 300;
+  constexpr int kGroup = 5;
+  auto message = [](int i) {
+    std::vector<ir::HostTensor> tensors{Pattern(i, (i * 7919) % 24577)};
+    if (i % 3 == 0) tensors.push_back(Pattern(i + 100000, i % 50));
+    if (i % 11 == 0) tensors.clear();  // an empty message
+    return tensors;
+  };
+  auto tag_of = [](int i) { return static_cast<uint64_t>(i) * 1000 + 17; };
+  const SideOptions options{.ring_bytes = 1 << 20, .slots = 6};
+  Child child = ActorOne(
+      [&](Side& side) {
+        for (int group = 0; group < kMessages; group += kGroup) {
+          for (int i = group + kGroup - 1; i >= group; --i) {
+            absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, tag_of(i), In(absl::Seconds(10)));
+            if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
+            if (absl::Status status = CheckTensors(*side.memory, *got, message(i)); !status.ok()) {
+              return ChildFailure(2, absl::StrCat("message ", i, ": ", status.message()));
+            }
+          }
+        }
+        return side.ipc->Send(0, 1, {}).ok() ? 0 : 3;
+      },
+      options);
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket(), options);
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < kMessages; ++i) {
+    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, message(i));
+    ASSERT_TRUE(tensors.ok());
+    ASSERT_TRUE(s.ipc->Send(1, tag_of(i), *std::move(tensors)).ok()) << i;
+  }
+  EXPECT_TRUE(s.ipc->Flush(In(absl::Seconds(10))).ok());
+  EXPECT_TRUE(s.ipc->Receive(1, 1, In(absl::Seconds(10))).ok());
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// A slow stream on either side: the receiver must wait for the sender's
+// copy into the ring (ready event), and the sender must not overwrite a
+// range before the receiver's copy out of it ran (consumed event). The ring
+// holds two messages, so every range is reused many times.
+class SlowStreamTest : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(SlowStreamTest, RingReuseNeverCorruptsMessages) {
+  constexpr int kMessages = 30;
+  constexpr int64_t kElements = 16 << 10;  // 64 KiB per tensor, two per message
+  auto message = [](int i) { return std::vector<ir::HostTensor>{Pattern(i, kElements), Pattern(~i, kElements)}; };
+  const auto [sender_delay_ms, receiver_delay_ms] = GetParam();
+  SideOptions receiver{.copy_delay = absl::Milliseconds(receiver_delay_ms), .ring_bytes = 256 << 10, .slots = 4};
+  SideOptions sender = receiver;
+  sender.copy_delay = absl::Milliseconds(sender_delay_ms);
+  Child child = ActorOne(
+      [&](Side& side) {
+        for (int i = 0; i < kMessages; ++i) {
+          absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, i, In(absl::Seconds(10)));
+          if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
+          if (absl::Status status = CheckTensors(*side.memory, *got, message(i)); !status.ok()) {
+            return ChildFailure(2, absl::StrCat("message ", i, ": ", status.message()));
+          }
+        }
+        return 0;
+      },
+      receiver);
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket(), sender);
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < kMessages; ++i) {
+    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, message(i));
+    ASSERT_TRUE(tensors.ok());
+    const absl::Time before = absl::Now();
+    ASSERT_TRUE(s.ipc->Send(1, i, *std::move(tensors)).ok());
+    EXPECT_LT(absl::Now() - before, absl::Milliseconds(50)) << "Send " << i << " blocked";
+  }
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(child.Wait(absl::Seconds(20)), 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Delays, SlowStreamTest,
+                         ::testing::Values(std::pair{0, 4}, std::pair{4, 0}, std::pair{3, 3}),
+                         [](const ::testing::TestParamInfo<std::pair<int, int>>& info) {
+                           return absl::StrCat("Sender", info.param.first, "msReceiver", info.param.second, "ms");
+                         });
+
+TEST(IpcTransport, RefusesBadMessagesWithClearErrors) {
+  Child child = ActorOne(
+      [](Side& side) {
+        absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 5, In(absl::Seconds(10)));
+        if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
+        return CheckTensors(*side.memory, *got, {Pattern(5, 10)}).ok() ? 0 : 2;
+      },
+      {.ring_bytes = 64 << 10});
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket(), {.ring_bytes = 64 << 10});
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  {
+    absl::StatusOr<std::vector<DeviceTensor>> big = Upload(*s.memory, {Pattern(1, 20000)});  // 80 KB
+    ASSERT_TRUE(big.ok());
+    const absl::Status too_large = s.ipc->Send(1, 4, *big);
+    EXPECT_EQ(too_large.code(), absl::StatusCode::kResourceExhausted) << too_large;
+    EXPECT_NE(too_large.message().find("ring"), absl::string_view::npos) << too_large;
+    EXPECT_NE(too_large.message().find("actor 0 -> actor 1 tag 4"), absl::string_view::npos) << too_large;
+
+    EXPECT_EQ(s.ipc->Send(2, 4, {}).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.ipc->Send(0, 4, {}).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.ipc->Send(1, 4, {DeviceTensor{}}).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.ipc->Receive(-1, 4, In(absl::Seconds(1))).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.ipc->Connect(In(absl::Seconds(1))).code(), absl::StatusCode::kFailedPrecondition);
+
+    absl::StatusOr<std::vector<DeviceTensor>> small = Upload(*s.memory, {Pattern(5, 10)});
+    ASSERT_TRUE(small.ok());
+    ASSERT_TRUE(s.ipc->Send(1, 5, *small).ok());
+  }
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+  EXPECT_EQ(s.ipc->Send(1, 6, {}).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(IpcTransport, TagInFlightCannotBeSentAgainUntilReceived) {
+  Child child = ActorOne([](Side& side) {
+    // Receive tag 1 only after the parent tried to send it twice.
+    absl::StatusOr<std::vector<ir::HostTensor>> wait = side.host->Receive(0, 77, In(absl::Seconds(10)));
+    if (!wait.ok()) return ChildFailure(1, std::string(wait.status().message()));
+    for (int round = 0; round < 2; ++round) {
+      absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(10)));
+      if (!got.ok()) return ChildFailure(2, std::string(got.status().message()));
+      if (!CheckTensors(*side.memory, *got, {Pattern(round, 100)}).ok()) return ChildFailure(3, "wrong bytes");
+      if (!side.ipc->Send(0, 2 + round, {}).ok()) return 4;
+    }
+    return 0;
+  });
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  {
+    absl::StatusOr<std::vector<DeviceTensor>> first = Upload(*s.memory, {Pattern(0, 100)});
+    absl::StatusOr<std::vector<DeviceTensor>> second = Upload(*s.memory, {Pattern(1, 100)});
+    ASSERT_TRUE(first.ok() && second.ok());
+    ASSERT_TRUE(s.ipc->Send(1, 1, *first).ok());
+    const absl::Status twice = s.ipc->Send(1, 1, *second);
+    EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument) << twice;
+    EXPECT_NE(twice.message().find("tag 1"), absl::string_view::npos) << twice;
+    ASSERT_TRUE(s.host->Send(1, 77, {}).ok());
+    ASSERT_TRUE(s.ipc->Receive(1, 2, In(absl::Seconds(10))).ok());
+    // Received (and released) now: the tag may be used again, e.g. next step.
+    ASSERT_TRUE(s.ipc->Send(1, 1, *second).ok());
+    ASSERT_TRUE(s.ipc->Receive(1, 3, In(absl::Seconds(10))).ok());
+  }
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+}
+
+TEST(IpcTransport, MissingMessageIsDeadlineExceededNamingPeerAndTag) {
+  Child child = ActorOne([](Side& side) {
+    return side.ipc->Receive(0, 1, In(absl::Seconds(10))).ok() ? 0 : 1;
+  });
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<DeviceTensor>> got = s.ipc->Receive(1, 99, start + absl::Milliseconds(200));
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
+  EXPECT_NE(got.status().message().find("actor 1 with tag 99"), absl::string_view::npos) << got.status();
+  EXPECT_GE(waited, absl::Milliseconds(200));
+  EXPECT_LT(waited, absl::Milliseconds(700));
+  ASSERT_TRUE(s.ipc->Send(1, 1, {}).ok());
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+}
+
+TEST(IpcTransport, AbortWakesAWaitingReceive) {
+  Child child = ActorOne([](Side& side) {
+    // Never sends; waits to be killed.
+    absl::SleepFor(absl::Seconds(20));
+    return 0;
+  });
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    s.ipc->Abort(absl::UnavailableError("actor 3 died"));
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<DeviceTensor>> got = s.ipc->Receive(1, 5, start + absl::Seconds(5));
+  aborter.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(got.status().message(), "actor 3 died");
+  EXPECT_EQ(s.ipc->Send(1, 6, {}).message(), "actor 3 died");
+  EXPECT_EQ(s.ipc->Flush(In(absl::Seconds(1))).message(), "actor 3 died");
+  kill(child.pid(), SIGKILL);
+  EXPECT_EQ(child.Wait(absl::Seconds(5)), -1);
+}
+
+TEST(IpcTransport, ConnectWithoutPeerEndsAtTheDeadline) {
+  Child child([](int socket) {
+    absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(1, socket, {.connect = false});
+    if (!side.ok()) return ChildFailure(1, std::string(side.status().message()));
+    char done = 0;
+    ReadAll(socket, &done, 1);  // until the parent is done
+    return 0;
+  });
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket(), {.connect = false});
+  ASSERT_TRUE(side.ok()) << side.status();
+  absl::StatusOr<std::vector<DeviceTensor>> early = (*side)->ipc->Receive(1, 1, In(absl::Seconds(1)));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  const absl::Time start = absl::Now();
+  const absl::Status status = (*side)->ipc->Connect(start + absl::Milliseconds(200));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(700));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("actor 1"), absl::string_view::npos) << status;
+  ASSERT_TRUE(WriteAll(child.socket(), "D", 1));
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+}
+
+TEST(IpcTransport, ReceiveFromAPeerThatClosedFailsAtOnce) {
+  Child child = ActorOne([](Side& side) {
+    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*side.memory, {Pattern(1, 1000)});
+    return tensors.ok() && side.ipc->Send(0, 1, *std::move(tensors)).ok() ? 0 : 1;
+  });
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
+  ASSERT_TRUE(side.ok()) << side.status();
+  Side& s = **side;
+  const absl::Time start = absl::Now();
+  {
+    // Sent before the peer closed: still there to receive.
+    absl::StatusOr<std::vector<DeviceTensor>> got = s.ipc->Receive(1, 1, In(absl::Seconds(10)));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(CheckTensors(*s.memory, *got, {Pattern(1, 1000)}).ok());
+  }
+  absl::StatusOr<std::vector<DeviceTensor>> never = s.ipc->Receive(1, 2, In(absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(never.status().code(), absl::StatusCode::kUnavailable) << never.status();
+  EXPECT_NE(never.status().message().find("actor 1 with tag 2"), absl::string_view::npos) << never.status();
+  EXPECT_NE(never.status().message().find("closed"), absl::string_view::npos) << never.status();
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
+}
+
+// Without a Close handshake from the peer, Close gives up at its deadline
+// and names the peer; the destructor still frees everything.
+TEST(IpcTransport, CloseNamesAPeerThatNeverCloses) {
+  Child child = ActorOne([](Side&) {
+    absl::SleepFor(absl::Seconds(20));
+    return 0;
+  });
+  absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
+  ASSERT_TRUE(side.ok()) << side.status();
+  const absl::Status status = (*side)->ipc->Close(In(absl::Milliseconds(200)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("actors 1 did not close"), absl::string_view::npos) << status;
+  (*side)->ipc.reset();
+  EXPECT_EQ((*side)->memory->LiveObjectsForTesting(), 0);
+  kill(child.pid(), SIGKILL);
+  EXPECT_EQ(child.Wait(absl::Seconds(5)), -1);
+}
+
+// Three actors of four share the (fake) device, as threads of one process
+// over an in-memory host channel: every ordered pair carries messages at
+// once, each actor running one pump per peer. Actor 3 is not on the device.
+TEST(IpcTransport, ThreeActorsExchangeOverEveryPairAtOnce) {
+  constexpr int32_t kActors = 3;
+  constexpr int kMessages = 40;
+  auto tag_of = [](int32_t from, int32_t to, int i) { return static_cast<uint64_t>(from * 100000 + to * 1000 + i); };
+  auto message = [&](int32_t from, int32_t to, int i) {
+    return std::vector<ir::HostTensor>{Pattern(tag_of(from, to, i), 100 + (i * 997) % 6000)};
+  };
+  InMemoryNetwork network(kActors + 1);
+  std::vector<std::unique_ptr<FakeDeviceMemory>> memories;
+  std::vector<std::unique_ptr<IpcTransport>> transports;
+  for (int32_t actor = 0; actor < kActors; ++actor) {
+    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory =
+        FakeDeviceMemory::Create({.copy_delay = absl::Microseconds(200 * actor)});
+    ASSERT_TRUE(memory.ok());
+    memories.push_back(*std::move(memory));
+    std::vector<int32_t> peers;
+    for (int32_t peer = 0; peer < kActors; ++peer) {
+      if (peer != actor) peers.push_back(peer);
+    }
+    absl::StatusOr<std::unique_ptr<IpcTransport>> transport = IpcTransport::Create(
+        actor, kActors + 1, *memories.back(), network.Endpoint(actor),
+        {.ring_bytes = 64 << 10, .slots = 4, .peers = peers});
+    ASSERT_TRUE(transport.ok()) << transport.status();
+    transports.push_back(*std::move(transport));
+  }
+  std::vector<absl::Status> results(kActors);
+  std::vector<std::thread> threads;
+  for (int32_t actor = 0; actor < kActors; ++actor) {
+    threads.emplace_back([&, actor] {
+      IpcTransport& ipc = *transports[actor];
+      DeviceMemory& memory = *memories[actor];
+      absl::Status& result = results[actor];
+      result = ipc.Connect(In(absl::Seconds(10)));
+      if (!result.ok()) return;
+      for (int i = 0; i < kMessages && result.ok(); ++i) {
+        for (int32_t peer = 0; peer < kActors && result.ok(); ++peer) {
+          if (peer == actor) continue;
+          absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(memory, message(actor, peer, i));
+          result = tensors.ok() ? ipc.Send(peer, tag_of(actor, peer, i), *std::move(tensors)) : tensors.status();
+        }
+      }
+      for (int i = 0; i < kMessages && result.ok(); ++i) {
+        for (int32_t peer = 0; peer < kActors && result.ok(); ++peer) {
+          if (peer == actor) continue;
+          absl::StatusOr<std::vector<DeviceTensor>> got = ipc.Receive(peer, tag_of(peer, actor, i), In(absl::Seconds(10)));
+          result = got.ok() ? CheckTensors(memory, *got, message(peer, actor, i)) : got.status();
+        }
+      }
+      if (result.ok()) result = ipc.Close(In(absl::Seconds(10)));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int32_t actor = 0; actor < kActors; ++actor) EXPECT_TRUE(results[actor].ok()) << actor << ": " << results[actor];
+  const absl::Status off_device = transports[0]->Send(3, 1, {});
+  EXPECT_EQ(off_device.code(), absl::StatusCode::kInvalidArgument) << off_device;
+  for (int32_t actor = 0; actor < kActors; ++actor) {
+    transports[actor].reset();
+    EXPECT_EQ(memories[actor]->LiveObjectsForTesting(), 0) << actor;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::actor

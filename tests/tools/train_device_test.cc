@@ -1,0 +1,132 @@
+// `tandem train --device`: a device that is malformed or not there is a
+// usage error before any actor starts; on a GPU (label gpu, skipped without
+// one), pipelined runs with actors sharing the one GPU give the
+// single-process GPU reference's bits for 1F1B and ZB-H1, and stay within
+// 1e-4 of the CPU's losses.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/tools/cli_process.h"
+#ifdef TANDEM_WITH_CUDA
+#include "actor/cuda/cuda_runtime.h"
+#endif
+
+namespace tandem::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+int GpuCount() {
+#ifdef TANDEM_WITH_CUDA
+  return actor::cuda::ProbeDevices().count;
+#else
+  return 0;
+#endif
+}
+
+// Runs `tandem train ARGS`; returns (exit code, stdout, stderr).
+struct Finished {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+Finished Train(std::vector<std::string> args, absl::Duration timeout) {
+  args.insert(args.begin(), "train");
+  CliProcess process(args);
+  std::optional<int> status = process.Wait(timeout);
+  Finished finished;
+  finished.code = status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  finished.out = process.out();
+  finished.err = process.err();
+  return finished;
+}
+
+const std::vector<std::string> kSmallGpt = {"--model", "gpt", "--microbatches", "4", "--steps", "2",
+                                            "--eval-batches", "0"};
+
+std::vector<std::string> With(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(TrainDevice, AMalformedDeviceIsAUsageError) {
+  Finished run = Train(With(kSmallGpt, {"--device", "tpu"}), absl::Seconds(30));
+  EXPECT_EQ(run.code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--device: unknown device 'tpu': expected cpu, cuda, cuda:N"));
+}
+
+TEST(TrainDevice, AGpuThatIsNotThereIsRefusedBeforeAnyActorStarts) {
+  if (GpuCount() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  for (const std::string launcher : {"local", "threads", "reference"}) {
+    Finished run = Train(With(kSmallGpt, {"--device", "cuda", "--launcher", launcher}), absl::Seconds(30));
+    EXPECT_EQ(run.code, 2) << launcher << ": " << run.err;
+#ifdef TANDEM_WITH_CUDA
+    EXPECT_THAT(run.err, HasSubstr("--device cuda: no CUDA device is visible (")) << launcher;
+#else
+    EXPECT_THAT(run.err, HasSubstr("no CUDA backend")) << launcher;
+#endif
+    EXPECT_THAT(run.err, ::testing::Not(HasSubstr("[actor"))) << launcher << ": an actor started";
+  }
+}
+
+TEST(TrainDevice, AGpuOrdinalBeyondTheVisibleOnesIsRefused) {
+  if (GpuCount() == 0) GTEST_SKIP() << "no CUDA device";
+  Finished run = Train(With(kSmallGpt, {"--device", "cuda:" + std::to_string(GpuCount())}), absl::Seconds(30));
+  EXPECT_EQ(run.code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("CUDA device(s) visible"));
+}
+
+// Every microbatch loss of a --losses file ({"steps": [{"step": 1,
+// "losses": [a, b, ...]}, ...]}, one step per line), in order.
+std::vector<double> ReadLosses(const std::string& path) {
+  std::vector<double> losses;
+  for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty())) {
+    const size_t open = line.find("\"losses\": [");
+    if (open == absl::string_view::npos) continue;
+    absl::string_view values = line.substr(open + 11);
+    values = values.substr(0, values.find(']'));
+    for (absl::string_view value : absl::StrSplit(values, ',', absl::SkipWhitespace())) {
+      double loss = 0;
+      if (absl::SimpleAtod(absl::StripAsciiWhitespace(value), &loss)) losses.push_back(loss);
+    }
+  }
+  return losses;
+}
+
+class GpuParity : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(GpuParity, ActorsSharingOneGpuGiveTheGpuReferencesBits) {
+  if (GpuCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const auto& [schedule, actors] = GetParam();
+  const std::string tag = schedule + "-" + std::to_string(actors);
+  const std::string gpu_losses = "/tmp/tandem-gpu-losses-" + tag;
+  const std::string cpu_losses = "/tmp/tandem-cpu-losses-" + tag;
+  const std::vector<std::string> job = With(kSmallGpt, {"--actors", std::to_string(actors), "--schedule", schedule});
+  // All actors on GPU 0, as on a one-GPU machine.
+  Finished gpu = Train(With(job, {"--device", "cuda:0", "--verify", "--losses", gpu_losses}), absl::Minutes(5));
+  ASSERT_EQ(gpu.code, 0) << gpu.out << gpu.err;
+  EXPECT_THAT(gpu.out, HasSubstr("bit-identical to the reference"));
+  Finished cpu = Train(With(job, {"--device", "cpu", "--losses", cpu_losses}), absl::Minutes(5));
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  const std::vector<double> on_gpu = ReadLosses(gpu_losses);
+  const std::vector<double> on_cpu = ReadLosses(cpu_losses);
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  ASSERT_FALSE(on_gpu.empty());
+  for (size_t i = 0; i < on_gpu.size(); ++i) {
+    EXPECT_LE(std::abs(on_gpu[i] - on_cpu[i]), 1e-4 * std::abs(on_cpu[i]) + 1e-6) << "loss " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SchedulesAndActors, GpuParity,
+                         ::testing::Combine(::testing::Values("1f1b", "zb-h1"), ::testing::Values(2, 4)));
+
+}  // namespace
+}  // namespace tandem::cli
