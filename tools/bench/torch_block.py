@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""PyTorch side of `tandem bench block`: one GPT decoder block, fwd+bwd on CPU.
+"""PyTorch side of `tandem bench block`: one GPT decoder block, fwd+bwd (eager).
 
     /usr/bin/python3 tools/bench/torch_block.py --dim 256 --seq 128 --batch 8 \
-        --heads 4 --threads 1 --repeats 10
+        --heads 4 --threads 1 --repeats 10 [--device cuda [--bf16]]
 
 Builds the pre-norm block of examples/models/gpt.cc (x + attn(ln1(x)), then
 x + mlp(ln2(x)); causal multi-head attention; tanh-GELU MLP of width 4*dim)
@@ -12,8 +12,13 @@ network. Warms up once and reports the median of --repeats in one JSON line
 on stdout, with the BLAS library the process actually loaded: Debian's torch
 is built against the generic BLAS interface and uses whatever the system's
 alternative points to (OpenBLAS, or the ~12x slower reference BLAS).
+With --device cuda the block runs on the GPU (TF32 off, as Tandem's f32
+path), each timed run ends with torch.cuda.synchronize(), and --bf16 runs
+the matmuls under autocast to bfloat16 (f32 accumulation), like Tandem's
+cuda+bf16 device.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -30,6 +35,8 @@ def parse_args():
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--bf16", action="store_true", help="bf16 matmuls (autocast); cuda only")
     return parser.parse_args()
 
 
@@ -70,6 +77,16 @@ def main():
         return 1
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    device = torch.device(args.device)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print(json.dumps({"error": "torch sees no CUDA device"}))
+            return 1
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    elif args.bf16:
+        print(json.dumps({"error": "--bf16 needs --device cuda"}))
+        return 2
     b, t, d, h = args.batch, args.seq, args.dim, args.heads
     if d % h:
         print(json.dumps({"error": f"--dim {d} is not divisible by --heads {h}"}))
@@ -77,19 +94,25 @@ def main():
     hd = d // h
 
     def param(*shape, std=0.02):
-        return (torch.randn(*shape) * std).requires_grad_()
+        return (torch.randn(*shape) * std).to(device).requires_grad_()
+
+    def ones(n):
+        return torch.ones(n, device=device, requires_grad=True)
+
+    def zeros(n):
+        return torch.zeros(n, device=device, requires_grad=True)
 
     p = {
-        "ln1.g": torch.ones(d, requires_grad=True), "ln1.b": torch.zeros(d, requires_grad=True),
-        "qkv.w": param(d, 3 * d), "qkv.b": torch.zeros(3 * d, requires_grad=True),
-        "proj.w": param(d, d), "proj.b": torch.zeros(d, requires_grad=True),
-        "ln2.g": torch.ones(d, requires_grad=True), "ln2.b": torch.zeros(d, requires_grad=True),
-        "fc.w": param(d, 4 * d), "fc.b": torch.zeros(4 * d, requires_grad=True),
-        "mlp.w": param(4 * d, d), "mlp.b": torch.zeros(d, requires_grad=True),
+        "ln1.g": ones(d), "ln1.b": zeros(d),
+        "qkv.w": param(d, 3 * d), "qkv.b": zeros(3 * d),
+        "proj.w": param(d, d), "proj.b": zeros(d),
+        "ln2.g": ones(d), "ln2.b": zeros(d),
+        "fc.w": param(d, 4 * d), "fc.b": zeros(4 * d),
+        "mlp.w": param(4 * d, d), "mlp.b": zeros(d),
     }
-    x = torch.randn(b, t, d).requires_grad_()
-    probe = torch.randn(b, t, d)
-    causal = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+    x = torch.randn(b, t, d).to(device).requires_grad_()
+    probe = torch.randn(b, t, d).to(device)
+    causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=device), diagonal=1)
 
     def split_heads(y):
         return y.reshape(b, t, h, hd).permute(0, 2, 1, 3)
@@ -106,8 +129,13 @@ def main():
     def step():
         for tensor in [x, *p.values()]:
             tensor.grad = None
-        loss = (block(x) * probe).mean()
+        # (torch.autocast("cuda") asserts in CPU-only builds even when disabled.)
+        precision = torch.autocast("cuda", dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
+        with precision:
+            loss = (block(x) * probe).mean()
         loss.backward()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
 
     step()  # warm-up
     times_ms = []
@@ -125,6 +153,7 @@ def main():
         "min_ms": min(times_ms),
         "times_ms": times_ms,
         "threads": args.threads,
+        "device": args.device + ("+bf16" if args.bf16 else ""),
         "torch_version": torch.__version__,
         "blas": blas_kind(libraries),
         "blas_libraries": libraries,

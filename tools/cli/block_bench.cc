@@ -1,13 +1,15 @@
 // `tandem bench block`: one forward+backward of one pre-norm GPT decoder
 // block in the reference interpreter, next to the same block in PyTorch on
 // the CPU with the same thread count (tools/bench/torch_block.py, run by
-// Debian's /usr/bin/python3), and their ratio.
+// Debian's /usr/bin/python3), and their ratio. With --device cuda[+bf16]
+// the Tandem side is the actor's CUDA device (actor/device.h) and PyTorch
+// runs eagerly on the same GPU (bf16: autocast matmuls).
 //
 // The block is examples/models/gpt.cc's, op for op: x + attn(ln1(x)), then
 // x + mlp(ln2(x)). The traced model is loss = mean(block(x) * probe) with x
 // declared as a parameter, so the backward computes dx like a block inside
 // a network, plus every weight gradient; probe is a fixed random label. The
-// timed call is ir::RunGraph of the step's microbatch graph (forward and
+// timed call is Device::RunGraph of the step's microbatch graph (forward and
 // backward, no optimizer update).
 #include <algorithm>
 #include <array>
@@ -30,7 +32,9 @@
 #include "ir/op.h"
 #include "ir/optimizers.h"
 #include "ir/trace.h"
+#include "actor/device.h"
 #include "tools/cli/arguments.h"
+#include "tools/cli/launcher_option.h"
 #include "tools/cli/commands.h"
 
 #ifndef TANDEM_SOURCE_DIR
@@ -232,11 +236,13 @@ std::string ShellQuote(const std::string& text) {
 }
 
 TorchResult RunTorch(const std::string& python, const std::string& script, const BlockConfig& c, int64_t threads,
-                     int64_t repeats) {
+                     int64_t repeats, const actor::DeviceSpec& device) {
   TorchResult result;
   std::string command = absl::StrCat(ShellQuote(python), " ", ShellQuote(script), " --dim ", c.dim, " --seq ", c.seq,
                                      " --batch ", c.batch, " --heads ", c.heads, " --threads ", threads,
-                                     " --repeats ", repeats, " 2>&1");
+                                     " --repeats ", repeats,
+                                     device.kind == actor::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
+                                     device.bf16_matmul ? " --bf16" : "", " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
     result.error = absl::StrCat("cannot start ", python);
@@ -286,6 +292,8 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
   arguments.AddOption("python", "the Python that has torch (Debian's python3-torch)", "/usr/bin/python3");
   arguments.AddOption("torch-script", "the PyTorch side",
                       absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench/torch_block.py"));
+  arguments.AddOption("device", "cpu, or cuda[:N][+bf16]: Tandem's CUDA device against PyTorch on the same GPU",
+                      "cpu");
   arguments.AddFlag("no-torch", "time Tandem only");
   arguments.AddFlag("profile", "also time every kernel of the Tandem run and print the top ops");
   arguments.AddFlag("json", "print one JSON object instead of the table");
@@ -314,6 +322,20 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
     }
     *target = *value;
   }
+  absl::StatusOr<actor::DeviceSpec> device_spec = DeviceFrom(arguments);
+  if (!device_spec.ok()) {
+    err << "tandem bench block: " << device_spec.status().message() << "\n";
+    return 2;
+  }
+  if (device_spec->kind == actor::DeviceSpec::Kind::kCuda && arguments.Flag("profile")) {
+    err << "tandem bench block: --profile times the reference kernels; it needs --device cpu\n";
+    return 2;
+  }
+  absl::StatusOr<std::shared_ptr<actor::Device>> device = actor::OpenDevice(*device_spec, 0);
+  if (!device.ok()) {
+    err << "tandem bench block: " << device.status().message() << "\n";
+    return 1;
+  }
   if (config.dim % config.heads != 0) {
     err << "tandem bench block: --dim " << config.dim << " is not divisible by --heads " << config.heads << "\n";
     return 2;
@@ -332,7 +354,8 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
   std::vector<double> tandem_times;
   for (int64_t r = 0; r <= repeats; ++r) {  // run 0 is the warm-up
     Clock::time_point start = Clock::now();
-    absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(step->microbatch, inputs);
+    // On a GPU, the time includes the host boundary: inputs up, outputs down.
+    absl::StatusOr<ir::TensorMap> outputs = (*device)->RunGraph(step->microbatch, inputs);
     double ms = MillisecondsSince(start);
     if (!outputs.ok()) {
       err << "tandem bench block: " << outputs.status().message() << "\n";
@@ -346,17 +369,18 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
   if (arguments.Flag("no-torch")) {
     torch.error = "skipped (--no-torch)";
   } else {
-    torch = RunTorch(*arguments.Get("python"), *arguments.Get("torch-script"), config, threads, repeats);
+    torch = RunTorch(*arguments.Get("python"), *arguments.Get("torch-script"), config, threads, repeats,
+                     *device_spec);
   }
   const double ratio = torch.ms ? tandem_ms / *torch.ms : 0.0;
 
   if (arguments.Flag("json")) {
     auto number = [](const std::optional<double>& v) { return v ? absl::StrFormat("%.3f", *v) : "null"; };
     out << absl::StrFormat(
-        "{\"benchmark\": \"block\", \"dim\": %d, \"seq\": %d, \"batch\": %d, \"heads\": %d, \"threads\": %d, "
+        "{\"benchmark\": \"block\", \"device\": \"%s\", \"dim\": %d, \"seq\": %d, \"batch\": %d, \"heads\": %d, \"threads\": %d, "
         "\"repeats\": %d, \"tandem_ms\": %.3f, \"tandem_min_ms\": %.3f, \"torch_ms\": %s, \"ratio\": %s, "
         "\"torch_blas\": \"%s\", \"torch_blas_libraries\": %s, \"torch_error\": \"%s\"}\n",
-        config.dim, config.seq, config.batch, config.heads, threads, repeats, tandem_ms,
+        (*device)->name(), config.dim, config.seq, config.batch, config.heads, threads, repeats, tandem_ms,
         *std::min_element(tandem_times.begin(), tandem_times.end()), number(torch.ms),
         number(torch.ms ? std::optional<double>(ratio) : std::nullopt), JsonEscape(torch.blas), torch.blas_libraries.empty() ? "[]" : torch.blas_libraries,
         JsonEscape(torch.error));
@@ -366,9 +390,13 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
         "threads %d on both sides; median of %d runs after one warm-up\n\n",
         config.dim, config.seq, config.batch, config.heads, threads, repeats);
     out << absl::StrFormat("  %-36s %12s\n", "executor", "ms/fwd+bwd");
-    out << absl::StrFormat("  %-36s %12.1f\n", "tandem (reference interpreter)", tandem_ms);
+    out << absl::StrFormat("  %-36s %12.1f\n",
+                           device_spec->kind == actor::DeviceSpec::Kind::kCpu
+                               ? std::string("tandem (reference interpreter)")
+                               : absl::StrCat("tandem (", (*device)->name(), ")"),
+                           tandem_ms);
     if (torch.ms) {
-      out << absl::StrFormat("  %-36s %12.1f\n", absl::StrCat("pytorch ", torch.version, " (cpu)"), *torch.ms);
+      out << absl::StrFormat("  %-36s %12.1f\n", absl::StrCat("pytorch ", torch.version, " (", actor::DeviceSpecName(*device_spec), ")"), *torch.ms);
       out << absl::StrFormat("  %-36s %11.2fx%s\n", "ratio tandem / pytorch", ratio,
                              ratio <= 1.25 ? "  (goal <= 1.25: met)" : "  (goal <= 1.25: NOT met)");
       out << "\ntorch BLAS: " << torch.blas << " " << torch.blas_libraries << "\n";
