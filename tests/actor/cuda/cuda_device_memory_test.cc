@@ -29,11 +29,19 @@
 #include "actor/ipc_transport.h"
 #include "actor/shm_transport.h"
 #include "gtest/gtest.h"
+#include "tests/actor/ipc_test_util.h"
 
 namespace tandem::actor::cuda {
 namespace {
 
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
+using ::tandem::actor::testing::CheckTensors;
+using ::tandem::actor::testing::ChildFailure;
+using ::tandem::actor::testing::In;
+using ::tandem::actor::testing::MixedTensors;
+using ::tandem::actor::testing::Pattern;
+using ::tandem::actor::testing::ReadAll;
+using ::tandem::actor::testing::Upload;
+using ::tandem::actor::testing::WriteAll;
 
 // Waits for `pid` until `deadline`, then kills it. Its exit code, or -1.
 int Reap(pid_t pid, absl::Time deadline) {
@@ -98,11 +106,6 @@ const DeviceProbe& ProbeInChild() {
     GTEST_SKIP() << "no CUDA device: " << probe.why;                    \
   }
 
-int ChildFailure(int code, absl::string_view why) {
-  std::fprintf(stderr, "child failure %d: %s\n", code, std::string(why).c_str());
-  return code;
-}
-
 // Runs `actor0(socket)` and `actor1(socket)` in two forked children joined by
 // a socketpair; returns their exit codes (-1 when killed at the deadline).
 std::pair<int, int> RunPair(const std::function<int(int)>& actor0, const std::function<int(int)>& actor1,
@@ -126,62 +129,6 @@ std::pair<int, int> RunPair(const std::function<int(int)>& actor0, const std::fu
   const int code0 = Reap(first, deadline);
   const int code1 = Reap(second, deadline);
   return {code0, code1};
-}
-
-bool WriteAll(int socket, const void* data, size_t bytes) {
-  return write(socket, data, bytes) == static_cast<ssize_t>(bytes);
-}
-bool ReadAll(int socket, void* data, size_t bytes) {
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = read(socket, static_cast<char*>(data) + done, bytes - done);
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-ir::HostTensor Pattern(uint64_t seed, int64_t elements) {
-  ir::HostTensor t(ir::TensorType{ir::DType::kI32, {elements}});
-  for (int64_t i = 0; i < elements; ++i) t.i32()[i] = static_cast<int32_t>((seed * 1000003 + i) * 2654435761u);
-  return t;
-}
-
-std::vector<ir::HostTensor> MixedTensors(int seed) {
-  std::vector<ir::HostTensor> tensors;
-  tensors.push_back(ir::HostTensor::FromFloats({2, 3}, {0.5f * seed, -1, 2, 3.25f, 1e-20f, 7}));
-  tensors.push_back(ir::HostTensor::FromInts({5}, {seed, -2, 3, 1 << 30, 0}));
-  ir::HostTensor half(ir::TensorType{ir::DType::kBF16, {4, 1, 3}});
-  for (int64_t i = 0; i < half.num_bytes(); ++i) half.data()[i] = std::byte(static_cast<uint8_t>(i * 37 + seed));
-  tensors.push_back(half);
-  tensors.push_back(ir::HostTensor(ir::TensorType{ir::DType::kF16, {0, 4}}));
-  tensors.push_back(Pattern(seed, 1 << 20));  // 4 MiB
-  return tensors;
-}
-
-absl::StatusOr<std::vector<DeviceTensor>> Upload(DeviceMemory& memory, const std::vector<ir::HostTensor>& tensors) {
-  std::vector<DeviceTensor> device;
-  for (const ir::HostTensor& t : tensors) {
-    absl::StatusOr<DeviceTensor> d = CopyToDevice(memory, t, In(absl::Seconds(10)));
-    if (!d.ok()) return d.status();
-    device.push_back(*std::move(d));
-  }
-  return device;
-}
-
-absl::Status CheckTensors(DeviceMemory& memory, const std::vector<DeviceTensor>& got,
-                          const std::vector<ir::HostTensor>& expected) {
-  if (got.size() != expected.size()) {
-    return absl::InternalError(absl::StrCat(got.size(), " tensors, expected ", expected.size()));
-  }
-  for (size_t i = 0; i < got.size(); ++i) {
-    absl::StatusOr<ir::HostTensor> host = CopyToHost(memory, got[i], In(absl::Seconds(10)));
-    if (!host.ok()) return host.status();
-    if (!host->BitwiseEquals(expected[i])) {
-      return absl::InternalError(absl::StrCat("tensor ", i, " differs: ", ir::DescribeTensor(*host)));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // One actor's side: host channel, GPU 0, IPC transport.
