@@ -75,30 +75,42 @@ std::shared_ptr<Device> CpuDevice() {
   return *device;
 }
 
+absl::Status CheckDeviceVisible(const DeviceSpec& spec) {
+  if (spec.kind == DeviceSpec::Kind::kCpu) return absl::OkStatus();
+#ifdef TANDEM_WITH_CUDA
+  const cuda::DeviceProbe probe = cuda::ProbeDevices();
+  if (probe.count == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("no CUDA device is visible (", probe.why, ")"));
+  }
+  if (spec.index >= probe.count) {
+    return absl::FailedPreconditionError(absl::StrCat("only ", probe.count, " CUDA device(s) visible"));
+  }
+  return absl::OkStatus();
+#else
+  return absl::FailedPreconditionError(
+      "this build of Tandem has no CUDA backend (it was configured with TANDEM_WITH_CUDA=OFF)");
+#endif
+}
+
 absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor) {
   if (spec.kind == DeviceSpec::Kind::kCpu) return CpuDevice();
+  const absl::Status visible = CheckDeviceVisible(spec);
 #ifdef TANDEM_WITH_CUDA
-  DeviceSpec resolved = spec;
-  if (resolved.index < 0) {
-    const cuda::DeviceProbe probe = cuda::ProbeDevices();
-    if (probe.count == 0) {
-      return absl::FailedPreconditionError(absl::StrCat("device ", DeviceSpecName(spec), " for actor ", actor,
-                                                        ": no CUDA device is visible (", probe.why, ")"));
+  // (Without CUDA, a CUDA device is never visible: the error below.)
+  if (visible.ok()) {
+    DeviceSpec resolved = spec;
+    if (resolved.index < 0) resolved.index = actor % cuda::ProbeDevices().count;
+    absl::StatusOr<std::unique_ptr<cuda::CudaGraphRunner>> runner =
+        cuda::CudaGraphRunner::Create({.device = resolved.index, .bf16_matmul = resolved.bf16_matmul});
+    if (!runner.ok()) {
+      return absl::Status(runner.status().code(), absl::StrCat("device ", DeviceSpecName(resolved), " for actor ",
+                                                               actor, ": ", runner.status().message()));
     }
-    resolved.index = actor % probe.count;
+    return std::make_shared<CudaDevice>(resolved, *std::move(runner));
   }
-  absl::StatusOr<std::unique_ptr<cuda::CudaGraphRunner>> runner =
-      cuda::CudaGraphRunner::Create({.device = resolved.index, .bf16_matmul = resolved.bf16_matmul});
-  if (!runner.ok()) {
-    return absl::Status(runner.status().code(), absl::StrCat("device ", DeviceSpecName(resolved), " for actor ",
-                                                             actor, ": ", runner.status().message()));
-  }
-  return std::make_shared<CudaDevice>(resolved, *std::move(runner));
-#else
-  return absl::FailedPreconditionError(absl::StrCat("device ", DeviceSpecName(spec),
-                                                    ": this build of Tandem has no CUDA backend (it was "
-                                                    "configured with TANDEM_WITH_CUDA=OFF)"));
 #endif
+  return absl::Status(visible.code(),
+                      absl::StrCat("device ", DeviceSpecName(spec), " for actor ", actor, ": ", visible.message()));
 }
 
 }  // namespace tandem::actor

@@ -58,10 +58,16 @@ class Device {
 // The reference-kernel device (stateless; shared by everyone).
 std::shared_ptr<Device> CpuDevice();
 
-// Opens the device `spec` names for actor `actor`. FailedPrecondition when
-// the build has no CUDA backend, or when no such GPU is visible (with the
-// CUDA runtime's reason, e.g. "no CUDA device: ... driver version is
-// insufficient ...").
+// OK when this build and machine have the device `spec` names (always, for
+// the CPU), without opening it: a controller checks before starting
+// actors. FailedPrecondition otherwise, saying why without naming the
+// device (callers add the name): "this build of Tandem has no CUDA backend
+// (...)", "no CUDA device is visible (<the CUDA runtime's reason>)", "only 1
+// CUDA device(s) visible".
+absl::Status CheckDeviceVisible(const DeviceSpec& spec);
+
+// Opens the device `spec` names for actor `actor`: CheckDeviceVisible's
+// errors as "device cuda for actor 1: no CUDA device is visible (...)".
 absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor);
 
 }  // namespace tandem::actor

@@ -5,9 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "actor/device.h"
 #include "controller/session.h"
-#ifdef TANDEM_WITH_CUDA
-#include "actor/cuda/cuda_runtime.h"
-#endif
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::cli {
@@ -28,24 +25,11 @@ void AddLauncherOptions(Arguments& arguments, const std::string& extra_launchers
 absl::StatusOr<actor::DeviceSpec> DeviceFrom(const Arguments& arguments) {
   absl::StatusOr<actor::DeviceSpec> spec = actor::ParseDeviceSpec(arguments.Get("device").value_or("cpu"));
   if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", spec.status().message()));
-  if (spec->kind == actor::DeviceSpec::Kind::kCpu) return spec;
-#ifdef TANDEM_WITH_CUDA
   // Refuse here, before any actor starts, with the runtime's reason.
-  const actor::cuda::DeviceProbe probe = actor::cuda::ProbeDevices();
-  if (probe.count == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--device ", actor::DeviceSpecName(*spec), ": no CUDA device is visible (", probe.why, ")"));
-  }
-  if (spec->index >= probe.count) {
-    return absl::FailedPreconditionError(absl::StrCat("--device ", actor::DeviceSpecName(*spec), ": only ",
-                                                      probe.count, " CUDA device(s) visible"));
+  if (absl::Status visible = actor::CheckDeviceVisible(*spec); !visible.ok()) {
+    return absl::Status(visible.code(), absl::StrCat("--device ", actor::DeviceSpecName(*spec), ": ", visible.message()));
   }
   return spec;
-#else
-  return absl::FailedPreconditionError(absl::StrCat("--device ", actor::DeviceSpecName(*spec),
-                                                    ": this build of Tandem has no CUDA backend (it was "
-                                                    "configured with TANDEM_WITH_CUDA=OFF)"));
-#endif
 }
 
 absl::StatusOr<LauncherChoice> MakeLauncher(const Arguments& arguments) {
