@@ -10,101 +10,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "actor/ipc_record.h"
 #include "ir/dtype.h"
 
 namespace tandem::actor {
 namespace {
 
-// Host records are i32 tensors: [magic, kind, sender, receiver, ...].
-constexpr int32_t kRecordMagic = 0x54444950;  // "TDIP"
-enum class RecordKind : int32_t { kSetup = 1, kMessage = 2, kRelease = 3, kClosed = 4 };
-constexpr size_t kRecordHeadWords = 4;
-constexpr size_t kHandleWords = kIpcHandleBytes / sizeof(int32_t);
-constexpr int kMaxRank = 8;
-constexpr size_t kTensorWords = 2 + 2 * kMaxRank + 2 + 2;  // dtype, rank, dims, offset, bytes
-constexpr size_t kMaxTensors = 4096;
+using ipc::KindOf;
+using ipc::kHandleWords;
+using ipc::kMaxRank;
+using ipc::kMaxTensors;
+using ipc::kTensorWords;
+using ipc::ParseRecord;
+using ipc::RecordKind;
+using ipc::RecordReader;
+using ipc::RecordWriter;
+
 constexpr int32_t kMaxSlots = 4096;
 // How long a pump's host Receive waits before it re-checks for shutdown.
 constexpr absl::Duration kPumpSlice = absl::Milliseconds(20);
 
 uint64_t AlignUp(uint64_t bytes) { return (bytes + kIpcAlignment - 1) / kIpcAlignment * kIpcAlignment; }
-
-class RecordWriter {
- public:
-  RecordWriter(RecordKind kind, int32_t sender, int32_t receiver)
-      : words_{kRecordMagic, static_cast<int32_t>(kind), sender, receiver} {}
-  void Put32(int32_t value) { words_.push_back(value); }
-  void Put64(uint64_t value) {
-    words_.push_back(static_cast<int32_t>(static_cast<uint32_t>(value)));
-    words_.push_back(static_cast<int32_t>(static_cast<uint32_t>(value >> 32)));
-  }
-  void PutHandle(const std::array<std::byte, kIpcHandleBytes>& bytes) {
-    const size_t at = words_.size();
-    words_.resize(at + kHandleWords);
-    std::memcpy(words_.data() + at, bytes.data(), kIpcHandleBytes);
-  }
-  std::vector<int32_t> Take() { return std::move(words_); }
-
- private:
-  std::vector<int32_t> words_;
-};
-
-// Reads a record past its head; every read is bounds-checked (ok() turns
-// false on a short record).
-class RecordReader {
- public:
-  explicit RecordReader(const std::vector<int32_t>& words) : words_(words), at_(kRecordHeadWords) {}
-  bool ok() const { return ok_; }
-  size_t left() const { return words_.size() - at_; }
-  int32_t Get32() {
-    if (!Have(1)) return 0;
-    return words_[at_++];
-  }
-  uint64_t Get64() {
-    if (!Have(2)) return 0;
-    const uint64_t low = static_cast<uint32_t>(words_[at_]);
-    const uint64_t high = static_cast<uint32_t>(words_[at_ + 1]);
-    at_ += 2;
-    return low | (high << 32);
-  }
-  template <typename Handle>
-  Handle GetHandle() {
-    Handle handle;
-    if (!Have(kHandleWords)) return handle;
-    std::memcpy(handle.bytes.data(), words_.data() + at_, kIpcHandleBytes);
-    at_ += kHandleWords;
-    return handle;
-  }
-
- private:
-  bool Have(size_t n) {
-    if (words_.size() - at_ < n) ok_ = false;
-    return ok_;
-  }
-  const std::vector<int32_t>& words_;
-  size_t at_;
-  bool ok_ = true;
-};
-
-// The words of a host record received from `peer`, with the head checked.
-absl::StatusOr<std::vector<int32_t>> ParseRecord(const std::vector<ir::HostTensor>& tensors, int32_t peer,
-                                                 int32_t self) {
-  auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat("actor ", self, ": malformed record from actor ", peer, ": ", why));
-  };
-  if (tensors.size() != 1 || tensors[0].dtype() != ir::DType::kI32 || tensors[0].shape().size() != 1) {
-    return bad("not one i32 vector");
-  }
-  absl::Span<const int32_t> ints = tensors[0].ints();
-  std::vector<int32_t> words(ints.begin(), ints.end());
-  if (words.size() < kRecordHeadWords || words[0] != kRecordMagic) return bad("bad magic");
-  if (words[2] != peer || words[3] != self) {
-    return bad(absl::StrCat("addressed from actor ", words[2], " to actor ", words[3]));
-  }
-  return words;
-}
-
-RecordKind KindOf(const std::vector<int32_t>& words) { return static_cast<RecordKind>(words[1]); }
 
 }  // namespace
 
