@@ -18,9 +18,15 @@
 #include "actor/shm_transport.h"
 #include "actor/tcp_transport.h"
 #include "gtest/gtest.h"
+#include "tests/actor/transport_test_util.h"
 
 namespace tandem::actor {
 namespace {
+
+using ::tandem::actor::testing::ChildFailure;
+using ::tandem::actor::testing::ForkedChild;
+using ::tandem::actor::testing::In;
+using ::tandem::actor::testing::MixedTensors;
 
 enum class Kind { kShm, kTcp };
 
@@ -66,19 +72,6 @@ absl::StatusOr<Endpoint> Connect(Kind kind, int32_t actor, int socket, int64_t r
   return endpoint;
 }
 
-// Deterministic tensors of several dtypes and shapes, scaled by `seed`.
-std::vector<ir::HostTensor> MixedTensors(int seed) {
-  std::vector<ir::HostTensor> tensors;
-  tensors.push_back(ir::HostTensor::FromFloats({2, 3}, {0.5f * seed, -1, 2, 3.25f, 1e-20f, 7}));
-  tensors.push_back(ir::HostTensor::FromInts({5}, {seed, -2, 3, 1 << 30, 0}));
-  ir::HostTensor half(ir::TensorType{ir::DType::kBF16, {4, 1, 3}});
-  for (int64_t i = 0; i < half.num_bytes(); ++i) half.data()[i] = std::byte(static_cast<uint8_t>(i * 37 + seed));
-  tensors.push_back(half);
-  tensors.push_back(ir::HostTensor::Scalar(static_cast<float>(seed)));
-  tensors.push_back(ir::HostTensor(ir::TensorType{ir::DType::kF16, {0, 4}}));
-  return tensors;
-}
-
 bool SameTensors(const std::vector<ir::HostTensor>& a, const std::vector<ir::HostTensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -87,56 +80,18 @@ bool SameTensors(const std::vector<ir::HostTensor>& a, const std::vector<ir::Hos
   return true;
 }
 
-// A forked actor 1 running `body`; reaped (killed if need be) by the test.
-class Child {
+// A forked actor 1 running `body` on its connected endpoint; reaped (killed
+// if need be) by the test.
+class Child : public ForkedChild {
  public:
-  Child(Kind kind, std::function<int(Endpoint&)> body) {
-    int sockets[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) std::abort();
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(sockets[0]);
-      absl::StatusOr<Endpoint> endpoint = Connect(kind, 1, sockets[1]);
-      if (!endpoint.ok()) {
-        std::fprintf(stderr, "child: %s\n", std::string(endpoint.status().message()).c_str());
-        _exit(10);
-      }
-      _exit(body(*endpoint));
-    }
-    close(sockets[1]);
-    socket_ = sockets[0];
-  }
-  ~Child() {
-    if (pid_ > 0) Wait(absl::Seconds(1));
-    close(socket_);
-  }
-  int socket() const { return socket_; }
-  pid_t pid() const { return pid_; }
-  // The child's exit code; -1 when it had to be killed or died by a signal.
-  int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    int status = 0;
-    while (true) {
-      const pid_t done = waitpid(pid_, &status, WNOHANG);
-      if (done == pid_) break;
-      if (absl::Now() >= deadline) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        pid_ = -1;
-        return -1;
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int socket_ = -1;
+  Child(Kind kind, std::function<int(Endpoint&)> body)
+      : ForkedChild([kind, body = std::move(body)](int socket) {
+          absl::StatusOr<Endpoint> endpoint = Connect(kind, 1, socket);
+          if (!endpoint.ok()) return ChildFailure(10, endpoint.status().message());
+          return body(*endpoint);
+        }) {}
 };
 
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
 
 class DataPlaneTest : public ::testing::TestWithParam<Kind> {};
 

@@ -33,60 +33,13 @@ namespace {
 
 using ::tandem::actor::testing::CheckTensors;
 using ::tandem::actor::testing::ChildFailure;
+using ::tandem::actor::testing::ForkedChild;
 using ::tandem::actor::testing::In;
-using ::tandem::actor::testing::MixedTensors;
+using ::tandem::actor::testing::IpcTestTensors;
 using ::tandem::actor::testing::Pattern;
 using ::tandem::actor::testing::ReadAll;
 using ::tandem::actor::testing::Upload;
 using ::tandem::actor::testing::WriteAll;
-
-// A forked child running `body(socket)`; reaped (killed if need be) by the
-// test. Fork before the parent starts any thread of its own.
-class Child {
- public:
-  explicit Child(std::function<int(int socket)> body) {
-    int sockets[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) std::abort();
-    std::fflush(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(sockets[0]);
-      _exit(body(sockets[1]));
-    }
-    close(sockets[1]);
-    socket_ = sockets[0];
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() {
-    if (pid_ > 0) Wait(absl::Seconds(1));
-    close(socket_);
-  }
-  int socket() const { return socket_; }
-  pid_t pid() const { return pid_; }
-  // The child's exit code; -1 when it had to be killed or died by a signal.
-  int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) != pid_) {
-      if (absl::Now() >= deadline) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        pid_ = -1;
-        return -1;
-      }
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int socket_ = -1;
-};
-
-// ---- Data.
 
 // ---- One actor's side: host channel, fake device, IPC transport.
 
@@ -134,8 +87,8 @@ absl::StatusOr<std::unique_ptr<Side>> MakeSide(int32_t actor, int socket, const 
 }
 
 // A child that plays actor 1: sets up its side, runs `body`, then closes.
-Child ActorOne(std::function<int(Side&)> body, SideOptions options = {}) {
-  return Child([body = std::move(body), options](int socket) {
+ForkedChild ActorOne(std::function<int(Side&)> body, SideOptions options = {}) {
+  return ForkedChild([body = std::move(body), options](int socket) {
     absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(1, socket, options);
     if (!side.ok()) return ChildFailure(10, std::string(side.status().message()));
     const int code = body(**side);
@@ -147,216 +100,11 @@ Child ActorOne(std::function<int(Side&)> body, SideOptions options = {}) {
 
 // ==== FakeDeviceMemory.
 
-TEST(FakeDeviceMemory, MemoryExportedByOneProcessIsSharedWithAnother) {
-  constexpr int64_t kElements = 50000;
-  Child child([](int socket) {
-    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
-    if (!memory.ok()) return ChildFailure(1, std::string(memory.status().message()));
-    IpcMemHandle handle;
-    if (!ReadAll(socket, handle.bytes.data(), handle.bytes.size())) return ChildFailure(2, "no handle");
-    absl::StatusOr<DeviceAddress> address = (*memory)->ImportMemory(handle);
-    if (!address.ok()) return ChildFailure(3, std::string(address.status().message()));
-    ir::HostTensor seen = Pattern(0, kElements);
-    if (!(*memory)->CopyToHostSync(seen.data(), *address, seen.num_bytes(), In(absl::Seconds(5))).ok() ||
-        !seen.BitwiseEquals(Pattern(1, kElements))) {
-      return ChildFailure(4, "the parent's bytes did not arrive");
-    }
-    const ir::HostTensor reply = Pattern(2, kElements);
-    if (!(*memory)->CopyFromHostSync(*address, reply.data(), reply.num_bytes(), In(absl::Seconds(5))).ok()) {
-      return ChildFailure(5, "write failed");
-    }
-    if (!(*memory)->CloseImported(*address).ok()) return ChildFailure(6, "close failed");
-    const char done = 'D';
-    return WriteAll(socket, &done, 1) ? 0 : 7;
-  });
-  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
-  ASSERT_TRUE(memory.ok()) << memory.status();
-  absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(kElements * 4);
-  ASSERT_TRUE(base.ok()) << base.status();
-  const ir::HostTensor mine = Pattern(1, kElements);
-  ASSERT_TRUE((*memory)->CopyFromHostSync(*base, mine.data(), mine.num_bytes(), In(absl::Seconds(5))).ok());
-  absl::StatusOr<IpcMemHandle> handle = (*memory)->ExportMemory(*base);
-  ASSERT_TRUE(handle.ok()) << handle.status();
-  ASSERT_TRUE(WriteAll(child.socket(), handle->bytes.data(), handle->bytes.size()));
-  char done = 0;
-  ASSERT_TRUE(ReadAll(child.socket(), &done, 1));
-  ir::HostTensor seen = Pattern(0, kElements);
-  ASSERT_TRUE((*memory)->CopyToHostSync(seen.data(), *base, seen.num_bytes(), In(absl::Seconds(5))).ok());
-  EXPECT_TRUE(seen.BitwiseEquals(Pattern(2, kElements)));
-  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
-  // Only an allocation base can be exported; only imports can be closed.
-  EXPECT_EQ((*memory)->ExportMemory(*base + 256).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*memory)->CloseImported(*base).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE((*memory)->Free(*base).ok());
-  EXPECT_EQ((*memory)->Free(*base).code(), absl::StatusCode::kInvalidArgument);
-}
-
-// Process 1 copies (slowly) into memory process 0 exported and records an
-// event; process 0's stream waits for that event before reading: it must
-// see the new bytes, never the old ones.
-TEST(FakeDeviceMemory, InterprocessEventOrdersAnotherProcessesCopy) {
-  constexpr int64_t kElements = 4096;
-  Child child([](int socket) {
-    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory =
-        FakeDeviceMemory::Create({.copy_delay = absl::Milliseconds(300)});
-    if (!memory.ok()) return ChildFailure(1, std::string(memory.status().message()));
-    IpcMemHandle memory_handle;
-    IpcEventHandle event_handle;
-    if (!ReadAll(socket, memory_handle.bytes.data(), kIpcHandleBytes) ||
-        !ReadAll(socket, event_handle.bytes.data(), kIpcHandleBytes)) {
-      return ChildFailure(2, "no handles");
-    }
-    absl::StatusOr<DeviceAddress> shared = (*memory)->ImportMemory(memory_handle);
-    absl::StatusOr<DeviceEvent> event = (*memory)->ImportEvent(event_handle);
-    if (!shared.ok() || !event.ok()) return ChildFailure(3, "import failed");
-    absl::StatusOr<std::vector<DeviceTensor>> source = Upload(**memory, {Pattern(7, kElements)});
-    if (!source.ok()) return ChildFailure(4, std::string(source.status().message()));
-    if (!(*memory)->CopyAsync(*shared, (*source)[0].address(), kElements * 4).ok() ||
-        !(*memory)->RecordEvent(*event).ok()) {
-      return ChildFailure(5, "enqueue failed");
-    }
-    const char recorded = 'R';
-    if (!WriteAll(socket, &recorded, 1)) return 6;
-    if (!(*memory)->SynchronizeStream(In(absl::Seconds(5))).ok()) return ChildFailure(7, "sync failed");
-    char done = 0;
-    if (!ReadAll(socket, &done, 1)) return 8;  // the parent has read the result
-    return 0;
-  });
-  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
-  ASSERT_TRUE(memory.ok()) << memory.status();
-  FakeDeviceMemory& m = **memory;
-  absl::StatusOr<DeviceAddress> shared = m.Allocate(kElements * 4);
-  ASSERT_TRUE(shared.ok());
-  const ir::HostTensor old_bytes = Pattern(1, kElements);
-  ASSERT_TRUE(m.CopyFromHostSync(*shared, old_bytes.data(), old_bytes.num_bytes(), In(absl::Seconds(5))).ok());
-  absl::StatusOr<DeviceEvent> event = m.CreateIpcEvent();
-  ASSERT_TRUE(event.ok());
-  EXPECT_TRUE(*m.QueryEvent(*event));  // never recorded: complete
-  absl::StatusOr<IpcMemHandle> memory_handle = m.ExportMemory(*shared);
-  absl::StatusOr<IpcEventHandle> event_handle = m.ExportEvent(*event);
-  ASSERT_TRUE(memory_handle.ok() && event_handle.ok());
-  ASSERT_TRUE(WriteAll(child.socket(), memory_handle->bytes.data(), kIpcHandleBytes));
-  ASSERT_TRUE(WriteAll(child.socket(), event_handle->bytes.data(), kIpcHandleBytes));
-  char recorded = 0;
-  ASSERT_TRUE(ReadAll(child.socket(), &recorded, 1));
-  EXPECT_FALSE(*m.QueryEvent(*event));  // the child's copy is still sleeping
-  absl::StatusOr<DeviceTensor> copy = AllocateDeviceTensor(m, ir::TensorType{ir::DType::kI32, {kElements}});
-  ASSERT_TRUE(copy.ok());
-  ASSERT_TRUE(m.StreamWaitEvent(*event).ok());
-  ASSERT_TRUE(m.CopyAsync(copy->address(), *shared, kElements * 4).ok());
-  absl::StatusOr<ir::HostTensor> seen = CopyToHost(m, *copy, In(absl::Seconds(5)));
-  ASSERT_TRUE(seen.ok()) << seen.status();
-  EXPECT_TRUE(seen->BitwiseEquals(Pattern(7, kElements)));
-  EXPECT_TRUE(*m.QueryEvent(*event));
-  ASSERT_TRUE(WriteAll(child.socket(), "D", 1));
-  EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
-}
-
-// CUDA's rule: a wait concerns the most recent record made before it.
-TEST(FakeDeviceMemory, StreamWaitConcernsOnlyRecordsMadeBeforeIt) {
-  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> slow =
-      FakeDeviceMemory::Create({.copy_delay = absl::Milliseconds(300)});
-  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> fast = FakeDeviceMemory::Create({});
-  ASSERT_TRUE(slow.ok() && fast.ok());
-  absl::StatusOr<DeviceEvent> event = (*slow)->CreateIpcEvent();
-  ASSERT_TRUE(event.ok());
-  absl::StatusOr<DeviceEvent> imported = (*fast)->ImportEvent(*(*slow)->ExportEvent(*event));
-  ASSERT_TRUE(imported.ok()) << imported.status();
-  absl::StatusOr<DeviceAddress> a = (*slow)->Allocate(64);
-  absl::StatusOr<DeviceAddress> b = (*slow)->Allocate(64);
-  ASSERT_TRUE(a.ok() && b.ok());
-
-  // A wait enqueued before the record does not wait for it.
-  ASSERT_TRUE((*fast)->StreamWaitEvent(*imported).ok());
-  ASSERT_TRUE((*slow)->CopyAsync(*a, *b, 64).ok());
-  ASSERT_TRUE((*slow)->RecordEvent(*event).ok());
-  EXPECT_TRUE((*fast)->SynchronizeStream(In(absl::Milliseconds(100))).ok());
-
-  // A wait enqueued after it does; the host does not.
-  const absl::Time start = absl::Now();
-  ASSERT_TRUE((*fast)->StreamWaitEvent(*imported).ok());
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(50));
-  EXPECT_FALSE(*(*fast)->QueryEvent(*imported));
-  const absl::Status early = (*fast)->SynchronizeStream(In(absl::Milliseconds(50)));
-  EXPECT_EQ(early.code(), absl::StatusCode::kDeadlineExceeded) << early;
-  EXPECT_TRUE((*fast)->SynchronizeStream(In(absl::Seconds(5))).ok());
-  EXPECT_TRUE(*(*slow)->QueryEvent(*event));
-  EXPECT_TRUE((*fast)->DestroyEvent(*imported).ok());
-  EXPECT_EQ((*fast)->QueryEvent(*imported).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(FakeDeviceMemory, HandleOfAnExitedProcessIsUnavailableNamingThePid) {
-  Child child([](int socket) {
-    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
-    if (!memory.ok()) return 1;
-    absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(4096);
-    absl::StatusOr<DeviceEvent> event = (*memory)->CreateIpcEvent();
-    if (!base.ok() || !event.ok()) return 2;
-    absl::StatusOr<IpcMemHandle> memory_handle = (*memory)->ExportMemory(*base);
-    absl::StatusOr<IpcEventHandle> event_handle = (*memory)->ExportEvent(*event);
-    if (!memory_handle.ok() || !event_handle.ok()) return 3;
-    if (!WriteAll(socket, memory_handle->bytes.data(), kIpcHandleBytes) ||
-        !WriteAll(socket, event_handle->bytes.data(), kIpcHandleBytes)) {
-      return 4;
-    }
-    return 0;
-  });
-  IpcMemHandle memory_handle;
-  IpcEventHandle event_handle;
-  ASSERT_TRUE(ReadAll(child.socket(), memory_handle.bytes.data(), kIpcHandleBytes));
-  ASSERT_TRUE(ReadAll(child.socket(), event_handle.bytes.data(), kIpcHandleBytes));
-  const pid_t pid = child.pid();
-  ASSERT_EQ(child.Wait(absl::Seconds(10)), 0);
-  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
-  ASSERT_TRUE(memory.ok());
-  absl::StatusOr<DeviceAddress> address = (*memory)->ImportMemory(memory_handle);
-  EXPECT_EQ(address.status().code(), absl::StatusCode::kUnavailable) << address.status();
-  EXPECT_NE(address.status().message().find(absl::StrCat("process ", pid)), absl::string_view::npos)
-      << address.status();
-  absl::StatusOr<DeviceEvent> event = (*memory)->ImportEvent(event_handle);
-  EXPECT_EQ(event.status().code(), absl::StatusCode::kUnavailable) << event.status();
-  EXPECT_EQ((*memory)->LiveObjectsForTesting(), 0);
-}
-
-TEST(FakeDeviceMemory, RejectsFreedHandlesForeignHandlesAndStrayRanges) {
-  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
-  ASSERT_TRUE(memory.ok());
-  FakeDeviceMemory& m = **memory;
-  absl::StatusOr<DeviceAddress> base = m.Allocate(1000);
-  ASSERT_TRUE(base.ok());
-  absl::StatusOr<IpcMemHandle> handle = m.ExportMemory(*base);
-  ASSERT_TRUE(handle.ok());
-  // Within one process, too.
-  absl::StatusOr<DeviceAddress> again = m.ImportMemory(*handle);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE(m.CloseImported(*again).ok());
-
-  EXPECT_EQ(m.CopyAsync(*base, *base + 512, 1000).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(m.CopyAsync(*base + 4096, *base, 8).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(m.CopyAsync(*base, *base + 500, 500).ok());
-
-  ASSERT_TRUE(m.Free(*base).ok());
-  ASSERT_TRUE(m.SynchronizeStream(In(absl::Seconds(5))).ok());  // the deferred unmap has run
-  absl::StatusOr<DeviceAddress> freed = m.ImportMemory(*handle);
-  EXPECT_EQ(freed.status().code(), absl::StatusCode::kDataLoss) << freed.status();
-  EXPECT_NE(freed.status().message().find("freed"), absl::string_view::npos) << freed.status();
-
-  IpcMemHandle garbage;
-  garbage.bytes.fill(std::byte{0x5A});
-  EXPECT_EQ(m.ImportMemory(garbage).status().code(), absl::StatusCode::kInvalidArgument);
-  IpcEventHandle not_an_event;
-  std::memcpy(not_an_event.bytes.data(), handle->bytes.data(), kIpcHandleBytes);
-  EXPECT_EQ(m.ImportEvent(not_an_event).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(m.LiveObjectsForTesting(), 0);
-}
-
-// ==== IpcTransport between two processes.
-
 TEST(IpcTransport, RoundTripsTensorsOfSeveralDtypesBitExact) {
-  Child child = ActorOne([](Side& side) {
+  ForkedChild child = ActorOne([](Side& side) {
     absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(10)));
     if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
-    if (absl::Status status = CheckTensors(*side.memory, *got, MixedTensors(3)); !status.ok()) {
+    if (absl::Status status = CheckTensors(*side.memory, *got, IpcTestTensors(3)); !status.ok()) {
       return ChildFailure(2, std::string(status.message()));
     }
     // Received tensors live on this side's device and can be sent on.
@@ -366,12 +114,12 @@ TEST(IpcTransport, RoundTripsTensorsOfSeveralDtypesBitExact) {
   ASSERT_TRUE(side.ok()) << side.status();
   Side& s = **side;
   {
-    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, MixedTensors(3));
+    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, IpcTestTensors(3));
     ASSERT_TRUE(tensors.ok());
     ASSERT_TRUE(s.ipc->Send(1, 1, *std::move(tensors)).ok());  // the sender keeps no reference
     absl::StatusOr<std::vector<DeviceTensor>> echo = s.ipc->Receive(1, 2, In(absl::Seconds(10)));
     ASSERT_TRUE(echo.ok()) << echo.status();
-    EXPECT_TRUE(CheckTensors(*s.memory, *echo, MixedTensors(3)).ok());
+    EXPECT_TRUE(CheckTensors(*s.memory, *echo, IpcTestTensors(3)).ok());
   }
   EXPECT_TRUE(s.Finish().ok());
   EXPECT_EQ(child.Wait(absl::Seconds(10)), 0);
@@ -393,7 +141,7 @@ TEST(IpcTransport, ManyMessagesMatchedByTagThroughASmallRing) {
   };
   auto tag_of = [](int i) { return static_cast<uint64_t>(i) * 1000 + 17; };
   const SideOptions options{.ring_bytes = 1 << 20, .slots = 6};
-  Child child = ActorOne(
+  ForkedChild child = ActorOne(
       [&](Side& side) {
         for (int group = 0; group < kMessages; group += kGroup) {
           for (int i = group + kGroup - 1; i >= group; --i) {
@@ -437,7 +185,7 @@ TEST_P(SlowStreamTest, RingReuseNeverCorruptsMessages) {
   SideOptions receiver{.copy_delay = absl::Milliseconds(receiver_delay_ms), .ring_bytes = 256 << 10, .slots = 4};
   SideOptions sender = receiver;
   sender.copy_delay = absl::Milliseconds(sender_delay_ms);
-  Child child = ActorOne(
+  ForkedChild child = ActorOne(
       [&](Side& side) {
         for (int i = 0; i < kMessages; ++i) {
           absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, i, In(absl::Seconds(10)));
@@ -472,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(Delays, SlowStreamTest,
                          });
 
 TEST(IpcTransport, RefusesBadMessagesWithClearErrors) {
-  Child child = ActorOne(
+  ForkedChild child = ActorOne(
       [](Side& side) {
         absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 5, In(absl::Seconds(10)));
         if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
@@ -506,7 +254,7 @@ TEST(IpcTransport, RefusesBadMessagesWithClearErrors) {
 }
 
 TEST(IpcTransport, TagInFlightCannotBeSentAgainUntilReceived) {
-  Child child = ActorOne([](Side& side) {
+  ForkedChild child = ActorOne([](Side& side) {
     // Receive tag 1 only after the parent tried to send it twice.
     absl::StatusOr<std::vector<ir::HostTensor>> wait = side.host->Receive(0, 77, In(absl::Seconds(10)));
     if (!wait.ok()) return ChildFailure(1, std::string(wait.status().message()));
@@ -540,7 +288,7 @@ TEST(IpcTransport, TagInFlightCannotBeSentAgainUntilReceived) {
 }
 
 TEST(IpcTransport, MissingMessageIsDeadlineExceededNamingPeerAndTag) {
-  Child child = ActorOne([](Side& side) {
+  ForkedChild child = ActorOne([](Side& side) {
     return side.ipc->Receive(0, 1, In(absl::Seconds(10))).ok() ? 0 : 1;
   });
   absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
@@ -559,7 +307,7 @@ TEST(IpcTransport, MissingMessageIsDeadlineExceededNamingPeerAndTag) {
 }
 
 TEST(IpcTransport, AbortWakesAWaitingReceive) {
-  Child child = ActorOne([](Side& side) {
+  ForkedChild child = ActorOne([](Side& side) {
     // Never sends; waits to be killed.
     absl::SleepFor(absl::Seconds(20));
     return 0;
@@ -583,7 +331,7 @@ TEST(IpcTransport, AbortWakesAWaitingReceive) {
 }
 
 TEST(IpcTransport, ConnectWithoutPeerEndsAtTheDeadline) {
-  Child child([](int socket) {
+  ForkedChild child([](int socket) {
     absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(1, socket, {.connect = false});
     if (!side.ok()) return ChildFailure(1, std::string(side.status().message()));
     char done = 0;
@@ -604,7 +352,7 @@ TEST(IpcTransport, ConnectWithoutPeerEndsAtTheDeadline) {
 }
 
 TEST(IpcTransport, ReceiveFromAPeerThatClosedFailsAtOnce) {
-  Child child = ActorOne([](Side& side) {
+  ForkedChild child = ActorOne([](Side& side) {
     absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*side.memory, {Pattern(1, 1000)});
     return tensors.ok() && side.ipc->Send(0, 1, *std::move(tensors)).ok() ? 0 : 1;
   });
@@ -630,7 +378,7 @@ TEST(IpcTransport, ReceiveFromAPeerThatClosedFailsAtOnce) {
 // Without a Close handshake from the peer, Close gives up at its deadline
 // and names the peer; the destructor still frees everything.
 TEST(IpcTransport, CloseNamesAPeerThatNeverCloses) {
-  Child child = ActorOne([](Side&) {
+  ForkedChild child = ActorOne([](Side&) {
     absl::SleepFor(absl::Seconds(20));
     return 0;
   });

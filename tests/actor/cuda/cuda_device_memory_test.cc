@@ -29,6 +29,7 @@
 #include "actor/ipc_transport.h"
 #include "actor/shm_transport.h"
 #include "gtest/gtest.h"
+#include "tests/actor/cuda/probe_in_child.h"
 #include "tests/actor/ipc_test_util.h"
 
 namespace tandem::actor::cuda {
@@ -37,69 +38,12 @@ namespace {
 using ::tandem::actor::testing::CheckTensors;
 using ::tandem::actor::testing::ChildFailure;
 using ::tandem::actor::testing::In;
-using ::tandem::actor::testing::MixedTensors;
+using ::tandem::actor::testing::IpcTestTensors;
 using ::tandem::actor::testing::Pattern;
 using ::tandem::actor::testing::ReadAll;
 using ::tandem::actor::testing::Upload;
 using ::tandem::actor::testing::WriteAll;
 
-// Waits for `pid` until `deadline`, then kills it. Its exit code, or -1.
-int Reap(pid_t pid, absl::Time deadline) {
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (absl::Now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// ProbeDevices, asked in a forked child so that this process stays free of
-// CUDA. Computed once.
-const DeviceProbe& ProbeInChild() {
-  static const DeviceProbe probe = [] {
-    DeviceProbe result;
-    int pipe_fds[2];
-    if (pipe(pipe_fds) != 0) {
-      result.why = "pipe failed";
-      return result;
-    }
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(pipe_fds[0]);
-      const DeviceProbe seen = ProbeDevices();
-      const std::string text = absl::StrCat(seen.count, " ", seen.why);
-      const ssize_t written = write(pipe_fds[1], text.data(), text.size());
-      _exit(written == static_cast<ssize_t>(text.size()) ? 0 : 1);
-    }
-    close(pipe_fds[1]);
-    std::string text;
-    char buffer[512];
-    const absl::Time deadline = In(absl::Seconds(60));
-    while (absl::Now() < deadline) {
-      pollfd p{pipe_fds[0], POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
-      if (n <= 0) break;
-      text.append(buffer, static_cast<size_t>(n));
-    }
-    close(pipe_fds[0]);
-    Reap(pid, In(absl::Seconds(5)));
-    const size_t space = text.find(' ');
-    if (space == std::string::npos) {
-      result.why = "the probe process did not answer";
-      return result;
-    }
-    result.count = std::atoi(text.substr(0, space).c_str());
-    result.why = text.substr(space + 1);
-    return result;
-  }();
-  return probe;
-}
 
 #define SKIP_WITHOUT_GPU()                                              \
   if (const DeviceProbe& probe = ProbeInChild(); probe.count == 0) {    \
@@ -263,18 +207,18 @@ TEST(CudaIpcTransport, RoundTripsTensorsBitExact) {
   SKIP_WITHOUT_GPU();
   auto [code0, code1] = RunTransportPair(
       [](Side& side) {
-        absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*side.memory, MixedTensors(3));
+        absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*side.memory, IpcTestTensors(3));
         if (!tensors.ok()) return ChildFailure(1, tensors.status().message());
         if (!side.ipc->Send(1, 1, *std::move(tensors)).ok()) return ChildFailure(2, "send");
         absl::StatusOr<std::vector<DeviceTensor>> echo = side.ipc->Receive(1, 2, In(absl::Seconds(20)));
         if (!echo.ok()) return ChildFailure(3, echo.status().message());
-        absl::Status status = CheckTensors(*side.memory, *echo, MixedTensors(3));
+        absl::Status status = CheckTensors(*side.memory, *echo, IpcTestTensors(3));
         return status.ok() ? 0 : ChildFailure(4, status.message());
       },
       [](Side& side) {
         absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(20)));
         if (!got.ok()) return ChildFailure(11, got.status().message());
-        absl::Status status = CheckTensors(*side.memory, *got, MixedTensors(3));
+        absl::Status status = CheckTensors(*side.memory, *got, IpcTestTensors(3));
         if (!status.ok()) return ChildFailure(12, status.message());
         return side.ipc->Send(0, 2, *std::move(got)).ok() ? 0 : 13;
       });

@@ -19,31 +19,12 @@
 #include "controller/nccl_unique_id.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/actor/cuda/probe_in_child.h"
 
 namespace tandem::actor::cuda {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The number of visible GPUs, asked in a child process: a process that
-// initialized the CUDA runtime (even by cudaGetDeviceCount) cannot use CUDA
-// in the children it forks, and this test's children do all the CUDA work.
-int GpusSeenByAChild() {
-  int fds[2];
-  if (pipe(fds) != 0) return 0;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int count = ProbeDevices().count;
-    const ssize_t written = write(fds[1], &count, sizeof(count));
-    _exit(written == sizeof(count) ? 0 : 1);
-  }
-  close(fds[1]);
-  int count = 0;
-  if (read(fds[0], &count, sizeof(count)) != sizeof(count)) count = 0;
-  close(fds[0]);
-  waitpid(pid, nullptr, 0);
-  return count;
-}
 
 TEST(NcclPairCommunicator, RefusesAMalformedIdOrRank) {
   absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> joined =
@@ -57,7 +38,7 @@ TEST(NcclPairCommunicator, RefusesAMalformedIdOrRank) {
 }
 
 TEST(NcclPairCommunicator, JoiningWithoutAGpuFailsAtOnceWithTheReason) {
-  if (GpusSeenByAChild() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  if (ProbeInChild().count > 0) GTEST_SKIP() << "a CUDA device is visible";
   absl::StatusOr<std::string> id = controller::NewNcclUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
   const absl::Time start = absl::Now();
@@ -69,26 +50,17 @@ TEST(NcclPairCommunicator, JoiningWithoutAGpuFailsAtOnceWithTheReason) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // it did not wait for a peer
 }
 
-// Runs `body` in a child process; returns its exit code (or 128 + signal),
-// killing it after `timeout`.
+// Runs `body` in a child process; returns its exit code (-1 when it died
+// by a signal or had to be killed after `timeout`).
 int RunChild(const std::function<int()>& body, absl::Duration timeout) {
+  std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) _exit(body());
-  const absl::Time deadline = absl::Now() + timeout;
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (absl::Now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return Reap(pid, absl::Now() + timeout);
 }
 
 TEST(NcclPairCommunicator, TwoGpusExchangeBytesThroughAControllerMadeId) {
-  if (GpusSeenByAChild() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  if (ProbeInChild().count < 2) GTEST_SKIP() << "needs two CUDA devices";
   absl::StatusOr<std::string> id = controller::NewNcclUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
   constexpr int64_t kBytes = int64_t{8} << 20;
