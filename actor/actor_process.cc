@@ -86,7 +86,7 @@ int RunActorProcess(const ActorProcessOptions& options) {
   absl::StatusOr<std::unique_ptr<DataPlane>> data_plane =
       CreateDataPlane(options.data_plane, actor, options.num_actors, options.data_plane_options);
   if (!data_plane.ok()) {
-    Log(actor, absl::StrCat("cannot create the ", DataPlaneKindName(options.data_plane),
+    Log(actor, absl::StrCat("cannot create the ", ir::DataPlaneKindName(options.data_plane),
                             " data plane: ", data_plane.status().ToString()));
     return kActorExitSetupFailed;
   }

@@ -33,7 +33,7 @@ struct ActorProcessOptions {
   std::string token;  // the job's token (from the environment, never argv)
   int32_t actor = 0;
   int32_t num_actors = 0;
-  DataPlaneKind data_plane = DataPlaneKind::kShm;
+  ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   DataPlaneOptions data_plane_options;
   DeviceSpec device;  // opened before registering; a device that cannot open is exit code 1
   absl::Duration receive_timeout = absl::Seconds(30);

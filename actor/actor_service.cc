@@ -22,45 +22,9 @@ namespace {
 
 namespace wire = rpc::wire;
 
-int64_t SteadyNowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
 std::string HashString(uint64_t hash) { return absl::StrFormat("%016x", hash); }
-
-absl::StatusOr<StepInputs> DecodeInputs(capnp::List<wire::NamedTensor>::Reader list) {
-  absl::StatusOr<rpc::NamedTensors> tensors = rpc::DecodeNamedTensors(list, "input");
-  if (!tensors.ok()) return tensors.status();
-  StepInputs inputs;
-  for (auto& [key, tensor] : *tensors) inputs.emplace(InputKey{key.first, key.second}, std::move(tensor));
-  return inputs;
-}
-
-// Every emitted result, by name and microbatch.
-template <typename InitResults>
-void EncodeResults(const StepOutputs& outputs, InitResults init) {
-  rpc::EncodeNamedResults(outputs.results, init(rpc::CountNamedResults(outputs.results)));
-}
-
-// The instructions that ran, relative to `call_start_ns`.
-template <typename InitTimings>
-void EncodeTimings(const StepOutputs& outputs, int64_t call_start_ns, InitTimings init) {
-  unsigned count = 0;
-  for (const InstructionTiming& timing : outputs.timings) count += timing.start_ns >= 0 ? 1 : 0;
-  auto list = init(count);
-  unsigned index = 0;
-  for (size_t i = 0; i < outputs.timings.size(); ++i) {
-    const InstructionTiming& timing = outputs.timings[i];
-    if (timing.start_ns < 0) continue;
-    wire::InstructionTiming::Builder entry = list[index++];
-    entry.setInstruction(static_cast<int32_t>(i));
-    entry.setStartNanos(timing.start_ns - call_start_ns);
-    entry.setDurationNanos(timing.end_ns - timing.start_ns);
-  }
-}
 
 }  // namespace
 
@@ -248,16 +212,9 @@ kj::Promise<void> ActorService::loadProgram(LoadProgramContext context) {
 
 kj::Promise<void> ActorService::loadState(LoadStateContext context) {
   rpc::ThrowIfError(CheckOpen());
-  ir::TensorMap state;
-  for (wire::NamedTensor::Reader entry : context.getParams().getTensors()) {
-    std::string name = ToString(entry.getName());
-    absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(entry.getTensor(), absl::StrCat("state ", name));
-    rpc::ThrowIfError(tensor.status());
-    if (!state.emplace(name, *std::move(tensor)).second) {
-      rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat("state ", name, " is given twice")));
-    }
-  }
-  return OnCompute([this, state = std::move(state)]() mutable -> absl::Status {
+  absl::StatusOr<ir::TensorMap> decoded = rpc::DecodeTensorMap(context.getParams().getTensors(), "state");
+  rpc::ThrowIfError(decoded.status());
+  return OnCompute([this, state = *std::move(decoded)]() mutable -> absl::Status {
            absl::Status status = executor_ != nullptr ? executor_->LoadState(state) : absl::OkStatus();
            have_state_ = status.ok();
            if (!status.ok()) return status;
@@ -280,7 +237,7 @@ kj::Promise<void> ActorService::runStep(RunStepContext context) {
   const uint64_t hash = params.getProgramHash();
   absl::StatusOr<std::shared_ptr<const ir::ActorProgram>> program = ProgramForStep(step, hash);
   rpc::ThrowIfError(program.status());
-  absl::StatusOr<StepInputs> inputs = DecodeInputs(params.getInputs());
+  absl::StatusOr<ir::StepInputs> inputs = rpc::DecodeStepInputs(params.getInputs(), "input");
   rpc::ThrowIfError(inputs.status());
 
   // The compute thread fills `reply` before it fulfils the promise (a
@@ -288,11 +245,10 @@ kj::Promise<void> ActorService::runStep(RunStepContext context) {
   auto reply = std::make_shared<StepReply>();
   kj::Promise<void> done = OnCompute(
       [this, step, hash, reply, program = *std::move(program), inputs = *std::move(inputs)]() mutable {
-        reply->call_start_ns = SteadyNowNanos();
         if (!BeginRunning()) return absl::AbortedError(absl::StrCat(Name(), " is shutting down"));
         absl::Status status = UseProgram(hash, program);
         if (status.ok()) {
-          absl::StatusOr<StepOutputs> outputs =
+          absl::StatusOr<ir::StepOutputs> outputs =
               executor_->RunStep(static_cast<int64_t>(step), inputs, transport_, options_.receive_timeout);
           status = outputs.status();
           if (outputs.ok()) reply->outputs = *std::move(outputs);
@@ -302,11 +258,7 @@ kj::Promise<void> ActorService::runStep(RunStepContext context) {
         return status;
       });
   return TrackStep(step, kj::mv(done)).then([context, reply]() mutable {
-    wire::Actor::RunStepResults::Builder results = context.getResults();
-    EncodeResults(reply->outputs, [&](unsigned n) { return results.initResults(n); });
-    results.setPeakLiveBytes(reply->outputs.peak_live_bytes);
-    EncodeTimings(reply->outputs, reply->call_start_ns, [&](unsigned n) { return results.initTimings(n); });
-    results.setStartNanos(reply->call_start_ns);
+    rpc::EncodeStepOutputs(reply->outputs, context.getResults());
   });
 }
 
@@ -324,14 +276,13 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
     rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(Name(), ": step ", step, ": range [", begin, ", ",
                                                               end, ") is not within [0, ", size, ")")));
   }
-  absl::StatusOr<StepInputs> inputs = DecodeInputs(params.getInputs());
+  absl::StatusOr<ir::StepInputs> inputs = rpc::DecodeStepInputs(params.getInputs(), "input");
   rpc::ThrowIfError(inputs.status());
 
   auto reply = std::make_shared<StepReply>();
   kj::Promise<void> done = OnCompute(
       [this, step, hash, begin, end, size, reply, program = *std::move(program),
        inputs = *std::move(inputs)]() mutable {
-        reply->call_start_ns = SteadyNowNanos();
         if (!BeginRunning()) return absl::AbortedError(absl::StrCat(Name(), " is shutting down"));
         absl::Status status;
         if (begin == 0) {
@@ -345,7 +296,7 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
         }
         if (status.ok()) status = executor_->RunRange(begin, end, transport_, options_.receive_timeout);
         if (status.ok() && end == size) {
-          absl::StatusOr<StepOutputs> outputs = executor_->FinishStep();
+          absl::StatusOr<ir::StepOutputs> outputs = executor_->FinishStep();
           status = outputs.status();
           if (outputs.ok()) reply->outputs = *std::move(outputs);
           reply->finished = status.ok();
@@ -355,12 +306,7 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
         return status;
       });
   return TrackStep(step, kj::mv(done)).then([context, reply]() mutable {
-    wire::Actor::RunRangeResults::Builder results = context.getResults();
-    if (!reply->finished) return;
-    EncodeResults(reply->outputs, [&](unsigned n) { return results.initResults(n); });
-    results.setPeakLiveBytes(reply->outputs.peak_live_bytes);
-    EncodeTimings(reply->outputs, reply->call_start_ns, [&](unsigned n) { return results.initTimings(n); });
-    results.setStartNanos(reply->call_start_ns);
+    if (reply->finished) rpc::EncodeStepOutputs(reply->outputs, context.getResults());
   });
 }
 

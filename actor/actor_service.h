@@ -150,8 +150,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
 
   // What a step or range job hands back to the event-loop thread.
   struct StepReply {
-    StepOutputs outputs;
-    int64_t call_start_ns = 0;  // steady_clock, when the job started
+    ir::StepOutputs outputs;
     bool finished = false;      // FinishStep ran (the last range of a step)
   };
 

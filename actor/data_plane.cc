@@ -45,7 +45,7 @@ class ShmDataPlane final : public DataPlane {
   ShmDataPlane(std::unique_ptr<ShmTransport> transport, int32_t num_actors)
       : transport_(std::move(transport)), num_actors_(num_actors) {}
 
-  DataPlaneKind kind() const override { return DataPlaneKind::kShm; }
+  ir::DataPlaneKind kind() const override { return ir::DataPlaneKind::kShm; }
   Transport& transport() override { return *transport_; }
 
   Offer GetOffer() const override {
@@ -84,7 +84,7 @@ class TcpDataPlane final : public DataPlane {
   TcpDataPlane(std::unique_ptr<TcpTransport> transport, int32_t num_actors, std::string host)
       : transport_(std::move(transport)), num_actors_(num_actors), host_(std::move(host)) {}
 
-  DataPlaneKind kind() const override { return DataPlaneKind::kTcp; }
+  ir::DataPlaneKind kind() const override { return ir::DataPlaneKind::kTcp; }
   Transport& transport() override { return *transport_; }
 
   Offer GetOffer() const override {
@@ -118,17 +118,9 @@ class TcpDataPlane final : public DataPlane {
 
 }  // namespace
 
-absl::string_view DataPlaneKindName(DataPlaneKind kind) { return kind == DataPlaneKind::kShm ? "shm" : "tcp"; }
-
-absl::StatusOr<DataPlaneKind> ParseDataPlaneKind(absl::string_view name) {
-  if (name == "shm") return DataPlaneKind::kShm;
-  if (name == "tcp") return DataPlaneKind::kTcp;
-  return absl::InvalidArgumentError(absl::StrCat("unknown transport '", name, "' (expected shm or tcp)"));
-}
-
-absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(DataPlaneKind kind, int32_t actor, int32_t num_actors,
+absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kind, int32_t actor, int32_t num_actors,
                                                            const DataPlaneOptions& options) {
-  if (kind == DataPlaneKind::kShm) {
+  if (kind == ir::DataPlaneKind::kShm) {
     ShmTransport::Options shm;
     shm.ring_bytes = options.shm_ring_bytes;
     absl::StatusOr<std::unique_ptr<ShmTransport>> transport = ShmTransport::Create(actor, num_actors, shm);

@@ -26,15 +26,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "actor/transport.h"
+#include "ir/data_plane_kind.h"
 
 namespace tandem::actor {
-
-enum class DataPlaneKind : uint8_t { kShm, kTcp };
-
-// "shm" or "tcp".
-absl::string_view DataPlaneKindName(DataPlaneKind kind);
-// InvalidArgument naming the accepted values for anything else.
-absl::StatusOr<DataPlaneKind> ParseDataPlaneKind(absl::string_view name);
 
 class DataPlane {
  public:
@@ -54,7 +48,7 @@ class DataPlane {
 
   virtual ~DataPlane() = default;
 
-  virtual DataPlaneKind kind() const = 0;
+  virtual ir::DataPlaneKind kind() const = 0;
   virtual Transport& transport() = 0;
   virtual Offer GetOffer() const = 0;
   // Needs exactly one entry per other actor. InvalidArgument naming the
@@ -71,7 +65,7 @@ struct DataPlaneOptions {
   std::string tcp_bind_host = "127.0.0.1";
 };
 
-absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(DataPlaneKind kind, int32_t actor, int32_t num_actors,
+absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kind, int32_t actor, int32_t num_actors,
                                                            const DataPlaneOptions& options);
 
 }  // namespace tandem::actor

@@ -146,19 +146,19 @@ ir::TensorMap Executor::State() const {
   return state;
 }
 
-absl::Status Executor::BeginStep(int64_t step, const StepInputs& inputs) {
+absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   if (phase_ == Phase::kNeedsState) {
     return absl::FailedPreconditionError(
         absl::StrCat("actor ", actor(), ": step ", step, " needs LoadState first (no state, or a step failed)"));
   }
   if (phase_ == Phase::kInStep) {
     return absl::FailedPreconditionError(
-        absl::StrCat("actor ", actor(), ": step ", step, " begun while step ", outputs_.step, " is running"));
+        absl::StrCat("actor ", actor(), ": step ", step, " begun while step ", step_, " is running"));
   }
   for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
     const ir::Buffer& buffer = program_.buffers[id];
     if (buffer.kind != BufferKind::kInput) continue;
-    auto it = inputs.find(InputKey{buffer.binding, buffer.microbatch});
+    auto it = inputs.find(ir::InputKey{buffer.binding, buffer.microbatch});
     absl::Status error;
     if (it == inputs.end()) {
       error = absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ", step ", step, ": no input '",
@@ -180,9 +180,10 @@ absl::Status Executor::BeginStep(int64_t step, const StepInputs& inputs) {
   }
   phase_ = Phase::kInStep;
   next_instruction_ = 0;
-  outputs_ = StepOutputs();
-  outputs_.step = step;
-  outputs_.timings.assign(program_.instructions.size(), InstructionTiming());
+  step_ = step;
+  outputs_ = ir::StepOutputs();
+  outputs_.origin_ns = SteadyNowNs();
+  outputs_.timings.reserve(program_.instructions.size());
   outputs_.peak_live_bytes = live_bytes_;
   return absl::OkStatus();
 }
@@ -209,7 +210,7 @@ std::string Executor::InstructionContext(int32_t index) const {
     case InstructionKind::kFree:
       break;
   }
-  return absl::StrCat("actor ", actor(), ", step ", outputs_.step, ", instruction ", index, " (", what, "): ");
+  return absl::StrCat("actor ", actor(), ", step ", step_, ", instruction ", index, " (", what, "): ");
 }
 
 absl::Status Executor::Fail(absl::Status status) {
@@ -228,20 +229,18 @@ absl::Status Executor::RunRange(int32_t begin, int32_t end, Transport& transport
   }
   const auto size = static_cast<int32_t>(program_.instructions.size());
   if (begin != next_instruction_ || end < begin || end > size) {
-    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", outputs_.step, ": RunRange [",
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", step_, ": RunRange [",
                                                       begin, ", ", end, ") but the next instruction is ",
                                                       next_instruction_, " of ", size));
   }
   for (int32_t index = begin; index < end; ++index) {
-    InstructionTiming& timing = outputs_.timings[index];
-    timing.start_ns = SteadyNowNs();
+    const int64_t start_ns = SteadyNowNs();
     absl::Status status = Execute(index, transport, receive_timeout);
-    timing.end_ns = SteadyNowNs();
+    outputs_.timings.push_back({index, start_ns - outputs_.origin_ns, SteadyNowNs() - start_ns});
     if (!status.ok()) {
       return Fail(absl::Status(status.code(), absl::StrCat(InstructionContext(index), status.message())));
     }
     outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
-    ++outputs_.instructions_run;
     next_instruction_ = index + 1;
   }
   return absl::OkStatus();
@@ -331,7 +330,15 @@ absl::Status Executor::Accumulate(const Instruction& instruction) {
   const BufferId grad = instruction.buffers[1];
   absl::StatusOr<const HostTensor*> gradient = Read(grad);
   if (!gradient.ok()) return gradient.status();
-  HostTensor sum = buffers_[acc].defined() ? ir::AccumulateGradient(buffers_[acc], **gradient) : **gradient;
+  HostTensor sum = **gradient;
+  if (buffers_[acc].defined()) {
+    absl::StatusOr<HostTensor> added = ir::AccumulateGradient(buffers_[acc], **gradient);
+    if (!added.ok()) {
+      return absl::Status(added.status().code(),
+                          absl::StrCat("accumulating into ", BufferName(acc), ": ", added.status().message()));
+    }
+    sum = *std::move(added);
+  }
   Release(grad);
   return Write(acc, std::move(sum));
 }
@@ -347,19 +354,19 @@ absl::Status Executor::Emit(const Instruction& instruction) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepOutputs> Executor::FinishStep() {
+absl::StatusOr<ir::StepOutputs> Executor::FinishStep() {
   if (phase_ != Phase::kInStep) {
     return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ": FinishStep outside a step"));
   }
   const auto size = static_cast<int32_t>(program_.instructions.size());
   if (next_instruction_ != size) {
-    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", outputs_.step,
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", step_,
                                                       ": FinishStep after ", next_instruction_, " of ", size,
                                                       " instructions"));
   }
   for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
     if (program_.buffers[id].kind == BufferKind::kTemporary && buffers_[id].defined()) {
-      return Fail(absl::InternalError(absl::StrCat("actor ", actor(), ", step ", outputs_.step,
+      return Fail(absl::InternalError(absl::StrCat("actor ", actor(), ", step ", step_,
                                                    ": temporary ", BufferName(id), " still holds a tensor at the end of the step")));
     }
     if (program_.buffers[id].kind == BufferKind::kInput) Release(id);
@@ -368,7 +375,7 @@ absl::StatusOr<StepOutputs> Executor::FinishStep() {
   return std::move(outputs_);
 }
 
-absl::StatusOr<StepOutputs> Executor::RunStep(int64_t step, const StepInputs& inputs, Transport& transport,
+absl::StatusOr<ir::StepOutputs> Executor::RunStep(int64_t step, const ir::StepInputs& inputs, Transport& transport,
                                               absl::Duration receive_timeout) {
   if (absl::Status status = BeginStep(step, inputs); !status.ok()) return status;
   const auto size = static_cast<int32_t>(program_.instructions.size());

@@ -38,41 +38,9 @@
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
 #include "ir/interpreter.h"
+#include "ir/step_io.h"
 
 namespace tandem::actor {
-
-// Which step input fills a kInput buffer: its binding (a data input's name,
-// or "step") and microbatch (-1 for per-step inputs such as "step").
-struct InputKey {
-  std::string binding;
-  int32_t microbatch = -1;
-  friend auto operator<=>(const InputKey&, const InputKey&) = default;
-  friend bool operator==(const InputKey&, const InputKey&) = default;
-};
-
-// A step's inputs. An executor takes the entries its input buffers bind and
-// ignores the rest, so one map may serve every actor of a cluster.
-using StepInputs = std::map<InputKey, ir::HostTensor>;
-
-// When an instruction ran: std::chrono::steady_clock times since its epoch,
-// in nanoseconds (comparable across the threads of one process). -1 for an
-// instruction not run.
-struct InstructionTiming {
-  int64_t start_ns = -1;
-  int64_t end_ns = -1;
-};
-
-struct StepOutputs {
-  int64_t step = 0;
-  // Emitted results: name -> microbatch -> tensor (e.g. "loss" -> 3 -> f32[]).
-  std::map<std::string, std::map<int32_t, ir::HostTensor>> results;
-  // The most bytes held by buffers at once, measured on the real tensors at
-  // BeginStep and after every instruction: the rule of
-  // ActorProgram::static_peak_bytes.
-  int64_t peak_live_bytes = 0;
-  std::vector<InstructionTiming> timings;  // one per instruction, in program order
-  int32_t instructions_run = 0;
-};
 
 class Executor {
  public:
@@ -102,7 +70,7 @@ class Executor {
   // inputs[{binding, microbatch}]. A missing or mistyped entry is
   // InvalidArgument naming the buffer. FailedPrecondition without state or
   // inside a step.
-  absl::Status BeginStep(int64_t step, const StepInputs& inputs);
+  absl::Status BeginStep(int64_t step, const ir::StepInputs& inputs);
 
   // Runs instructions [begin, end). `begin` must be where the last range
   // stopped (0 at first). Each Receive waits at most `receive_timeout`. An
@@ -112,11 +80,12 @@ class Executor {
 
   // Ends the step once every instruction ran: checks that every temporary
   // is empty (Internal naming the buffer if not), drops the inputs, and
-  // returns what the step emitted and measured.
-  absl::StatusOr<StepOutputs> FinishStep();
+  // returns what the step emitted and measured (timings from BeginStep, on
+  // steady_clock).
+  absl::StatusOr<ir::StepOutputs> FinishStep();
 
   // BeginStep, RunRange over the whole program, FinishStep.
-  absl::StatusOr<StepOutputs> RunStep(int64_t step, const StepInputs& inputs, Transport& transport,
+  absl::StatusOr<ir::StepOutputs> RunStep(int64_t step, const ir::StepInputs& inputs, Transport& transport,
                                       absl::Duration receive_timeout);
 
   // Debugging: the current tensor of the buffer called `name` (a buffer's
@@ -159,7 +128,8 @@ class Executor {
   std::vector<ir::HostTensor> buffers_;  // by BufferId; undefined = empty
   int64_t live_bytes_ = 0;
   int32_t next_instruction_ = 0;
-  StepOutputs outputs_;  // of the step in progress
+  int64_t step_ = 0;         // the step in progress, or the last one
+  ir::StepOutputs outputs_;  // of the step in progress
 };
 
 }  // namespace tandem::actor

@@ -465,9 +465,10 @@ absl::Status ShmTransport::DrainLocked(int32_t peer) {
       if (options_.receive_mode == ReceiveMode::kBorrow) {
         tensors.push_back(ir::HostTensor::Borrow(std::move(t.type), std::shared_ptr<std::byte[]>(lease, bytes)));
       } else {
-        ir::HostTensor copy(std::move(t.type));
-        std::memcpy(copy.data(), bytes, t.bytes);
-        tensors.push_back(std::move(copy));
+        absl::StatusOr<ir::HostTensor> copy = ir::HostTensor::Allocate(std::move(t.type));
+        if (!copy.ok()) return fail(copy.status());
+        std::memcpy(copy->data(), bytes, t.bytes);
+        tensors.push_back(*std::move(copy));
       }
     }
     in.mailbox.emplace(header.tag, std::move(tensors));

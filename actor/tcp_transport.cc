@@ -337,10 +337,11 @@ absl::Status TcpTransport::ReadFrame(int32_t peer, int fd) {
   if (!parsed.ok()) return parsed.status();
   std::vector<ir::HostTensor> tensors;
   for (FrameTensor& t : *parsed) {
-    ir::HostTensor tensor(std::move(t.type));
-    if (absl::Status status = ReadAll(fd, tensor.data(), t.bytes); !status.ok()) return status;
+    absl::StatusOr<ir::HostTensor> tensor = ir::HostTensor::Allocate(std::move(t.type));
+    if (!tensor.ok()) return tensor.status();
+    if (absl::Status status = ReadAll(fd, tensor->data(), t.bytes); !status.ok()) return status;
     if (absl::Status status = ReadAll(fd, scratch, AlignFrame(t.bytes) - t.bytes); !status.ok()) return status;
-    tensors.push_back(std::move(tensor));
+    tensors.push_back(*std::move(tensor));
   }
   absl::MutexLock lock(&mu_);
   Connection& c = *connections_[peer];

@@ -67,12 +67,12 @@ absl::StatusOr<ir::TensorMap> ThreadCluster::State() const {
   return state;
 }
 
-absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, const StepInputs& inputs,
+absl::StatusOr<std::vector<ir::StepOutputs>> ThreadCluster::RunStep(int64_t step, const ir::StepInputs& inputs,
                                                                 absl::Duration receive_timeout) {
-  return RunStep(step, std::vector<StepInputs>(), receive_timeout, &inputs);
+  return RunStep(step, std::vector<ir::StepInputs>(), receive_timeout, &inputs);
 }
 
-absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, const std::vector<StepInputs>& inputs,
+absl::StatusOr<std::vector<ir::StepOutputs>> ThreadCluster::RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                                 absl::Duration receive_timeout) {
   if (static_cast<int32_t>(inputs.size()) != num_actors()) {
     return absl::InvalidArgumentError(
@@ -81,8 +81,8 @@ absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, co
   return RunStep(step, inputs, receive_timeout, nullptr);
 }
 
-absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStepPerTask(int64_t step,
-                                                                       const std::vector<StepInputs>& inputs,
+absl::StatusOr<std::vector<ir::StepOutputs>> ThreadCluster::RunStepPerTask(int64_t step,
+                                                                       const std::vector<ir::StepInputs>& inputs,
                                                                        absl::Duration receive_timeout) {
   if (static_cast<int32_t>(inputs.size()) != num_actors()) {
     return absl::InvalidArgumentError(
@@ -91,11 +91,15 @@ absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStepPerTask(int64_t s
   return RunStep(step, inputs, receive_timeout, nullptr, /*per_task=*/true);
 }
 
-absl::StatusOr<StepOutputs> ThreadCluster::RunActor(int32_t actor, int64_t step, const StepInputs& inputs,
+absl::StatusOr<ir::StepOutputs> ThreadCluster::RunActor(int32_t actor, int64_t step, const ir::StepInputs& inputs,
                                                     absl::Duration receive_timeout, bool per_task) {
   Executor& executor = *executors_[actor];
   Transport& transport = network_.Endpoint(actor);
-  if (!per_task) return executor.RunStep(step, inputs, transport, receive_timeout);
+  if (!per_task) {
+    absl::StatusOr<ir::StepOutputs> outputs = executor.RunStep(step, inputs, transport, receive_timeout);
+    if (outputs.ok()) outputs->calls = 1;
+    return outputs;
+  }
   if (absl::Status status = executor.BeginStep(step, inputs); !status.ok()) return status;
   // One dispatch per task.
   const std::vector<int32_t> bounds = ir::DispatchBounds(executor.program());
@@ -104,27 +108,29 @@ absl::StatusOr<StepOutputs> ThreadCluster::RunActor(int32_t actor, int64_t step,
       return status;
     }
   }
-  return executor.FinishStep();
+  absl::StatusOr<ir::StepOutputs> outputs = executor.FinishStep();
+  if (outputs.ok()) outputs->calls = static_cast<int32_t>(bounds.size() - 1);
+  return outputs;
 }
 
-absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, const std::vector<StepInputs>& inputs,
+absl::StatusOr<std::vector<ir::StepOutputs>> ThreadCluster::RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                                 absl::Duration receive_timeout,
-                                                                const StepInputs* shared_inputs, bool per_task) {
+                                                                const ir::StepInputs* shared_inputs, bool per_task) {
   if (needs_state_) {
     return absl::FailedPreconditionError(
         absl::StrCat("step ", step, ": the cluster needs LoadState (none yet, or a step failed)"));
   }
   network_.Reset();
   const int32_t n = num_actors();
-  std::vector<std::optional<absl::StatusOr<StepOutputs>>> results(n);
+  std::vector<std::optional<absl::StatusOr<ir::StepOutputs>>> results(n);
   std::atomic<int32_t> first_failed{-1};
   {
     std::vector<std::thread> threads;
     threads.reserve(n);
     for (int32_t a = 0; a < n; ++a) {
       threads.emplace_back([&, a] {
-        const StepInputs& mine = shared_inputs != nullptr ? *shared_inputs : inputs[a];
-        absl::StatusOr<StepOutputs> result = RunActor(a, step, mine, receive_timeout, per_task);
+        const ir::StepInputs& mine = shared_inputs != nullptr ? *shared_inputs : inputs[a];
+        absl::StatusOr<ir::StepOutputs> result = RunActor(a, step, mine, receive_timeout, per_task);
         if (!result.ok()) {
           int32_t none = -1;
           first_failed.compare_exchange_strong(none, a);
@@ -149,7 +155,7 @@ absl::StatusOr<std::vector<StepOutputs>> ThreadCluster::RunStep(int64_t step, co
     return absl::InternalError(absl::StrCat("step ", step, ": messages sent but never received: ",
                                             absl::StrJoin(lines, "; ")));
   }
-  std::vector<StepOutputs> outputs;
+  std::vector<ir::StepOutputs> outputs;
   outputs.reserve(n);
   for (int32_t a = 0; a < n; ++a) outputs.push_back(*std::move(*results[a]));
   return outputs;

@@ -63,25 +63,25 @@ class ThreadCluster {
   // FailedPrecondition before LoadState and after a failed step.
   // Returns each actor's outputs, by actor. After a success, a message that
   // no one received is an Internal error naming sender, receiver and tag.
-  absl::StatusOr<std::vector<StepOutputs>> RunStep(int64_t step, const std::vector<StepInputs>& inputs,
+  absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                    absl::Duration receive_timeout);
   // The same with one map of inputs for every actor (each takes what it binds).
-  absl::StatusOr<std::vector<StepOutputs>> RunStep(int64_t step, const StepInputs& inputs,
+  absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const ir::StepInputs& inputs,
                                                    absl::Duration receive_timeout);
   // Like RunStep, but each actor is handed its stream one schedule task at a
   // time (ActorProgram::task_starts): the per-task dispatch that fusion is
   // measured against. Same results.
-  absl::StatusOr<std::vector<StepOutputs>> RunStepPerTask(int64_t step, const std::vector<StepInputs>& inputs,
+  absl::StatusOr<std::vector<ir::StepOutputs>> RunStepPerTask(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                           absl::Duration receive_timeout);
 
  private:
   explicit ThreadCluster(std::vector<std::unique_ptr<Executor>> executors);
   // `shared_inputs`, when set, feeds every actor instead of inputs[p].
-  absl::StatusOr<std::vector<StepOutputs>> RunStep(int64_t step, const std::vector<StepInputs>& inputs,
-                                                   absl::Duration receive_timeout, const StepInputs* shared_inputs,
+  absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
+                                                   absl::Duration receive_timeout, const ir::StepInputs* shared_inputs,
                                                    bool per_task = false);
   // One actor's step, on the calling thread.
-  absl::StatusOr<StepOutputs> RunActor(int32_t actor, int64_t step, const StepInputs& inputs,
+  absl::StatusOr<ir::StepOutputs> RunActor(int32_t actor, int64_t step, const ir::StepInputs& inputs,
                                        absl::Duration receive_timeout, bool per_task);
 
   std::vector<std::unique_ptr<Executor>> executors_;  // by actor

@@ -1,10 +1,14 @@
 #include "controller/checkpoint.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <system_error>
@@ -15,7 +19,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ir/limits.h"
 #include "ir/state_file.h"
+#include "schedules/limits.h"
 
 namespace tandem::controller {
 namespace {
@@ -23,7 +29,11 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kManifest[] = "MANIFEST";
-constexpr char kHeader[] = "tandem-checkpoint\t1";
+constexpr char kHeader[] = "tandem-checkpoint\t2";
+constexpr char kHeaderPrefix[] = "tandem-checkpoint\t";
+constexpr char kChecksumKey[] = "checksum\t";
+// A manifest holds a line per state tensor: 16 MiB is some 150,000 of them.
+constexpr int64_t kMaxManifestBytes = int64_t{16} << 20;
 
 std::string CheckpointName(int64_t step) { return absl::StrFormat("step-%08d", step); }
 
@@ -44,65 +54,16 @@ void MaybeCrash(absl::string_view point) {
   if (fault != nullptr && point == fault) raise(SIGKILL);
 }
 
-struct Manifest {
-  std::string model;
+// The step a checkpoint directory's name says ("step-00000010" -> 10), or
+// -1 for another name.
+int64_t StepOfName(absl::string_view name) {
   int64_t step = -1;
-  std::string schedule;
-  int32_t actors = 0;
-  std::map<std::string, std::string> state;  // name -> type
-  struct File {
-    std::string name;
-    uint64_t bytes = 0;
-    std::string checksum;
-  };
-  std::vector<File> files;
-};
-
-absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string& path) {
-  auto error = [&path](int line, absl::string_view problem) {
-    return absl::DataLossError(absl::StrCat(path, ":", line, ": ", problem, " (the checkpoint is corrupt)"));
-  };
-  Manifest manifest;
-  int line_number = 0;
-  bool header = false;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    ++line_number;
-    std::vector<absl::string_view> fields = absl::StrSplit(line, '\t');
-    if (!header) {
-      if (line != kHeader) return error(line_number, "not a Tandem checkpoint manifest (or of another version)");
-      header = true;
-      continue;
-    }
-    const absl::string_view key = fields[0];
-    auto want = [&](size_t count) { return fields.size() == count; };
-    if (key == "model" && want(2)) {
-      manifest.model = std::string(fields[1]);
-    } else if (key == "step" && want(2)) {
-      if (!absl::SimpleAtoi(fields[1], &manifest.step) || manifest.step < 0) return error(line_number, "bad step");
-    } else if (key == "schedule" && want(2)) {
-      manifest.schedule = std::string(fields[1]);
-    } else if (key == "actors" && want(2)) {
-      if (!absl::SimpleAtoi(fields[1], &manifest.actors) || manifest.actors < 1) return error(line_number, "bad actors");
-    } else if (key == "state" && want(3)) {
-      if (!manifest.state.emplace(std::string(fields[1]), std::string(fields[2])).second) {
-        return error(line_number, absl::StrCat("state '", fields[1], "' listed twice"));
-      }
-    } else if (key == "file" && want(4)) {
-      Manifest::File file{std::string(fields[1]), 0, std::string(fields[3])};
-      if (!absl::SimpleAtoi(fields[2], &file.bytes)) return error(line_number, "bad byte count");
-      if (file.name.find('/') != std::string::npos || file.name == "." || file.name == "..") {
-        return error(line_number, absl::StrCat("file name '", file.name, "' leaves the checkpoint"));
-      }
-      manifest.files.push_back(std::move(file));
-    } else {
-      return error(line_number, absl::StrCat("unexpected record '", line, "'"));
-    }
+  if (!absl::ConsumePrefix(&name, "step-") || name.empty() ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(name, &step)) {
+    return -1;
   }
-  if (!header) return error(0, "empty manifest");
-  if (manifest.model.empty() || manifest.step < 0 || manifest.files.empty()) {
-    return error(line_number, "incomplete manifest (model, step or files missing)");
-  }
-  return manifest;
+  return step;
 }
 
 // Whether `path` is a directory holding a manifest.
@@ -112,6 +73,116 @@ bool IsCheckpoint(const fs::path& path) {
 }
 
 }  // namespace
+
+std::string PrintCheckpointManifest(const CheckpointManifest& manifest) {
+  std::string text = absl::StrCat(kHeader, "\n");
+  absl::StrAppend(&text, "model\t", manifest.model, "\n");
+  absl::StrAppend(&text, "step\t", manifest.step, "\n");
+  absl::StrAppend(&text, "schedule\t", manifest.schedule, "\n");
+  absl::StrAppend(&text, "actors\t", manifest.actors, "\n");
+  for (const auto& [name, type] : manifest.state) absl::StrAppend(&text, "state\t", name, "\t", type, "\n");
+  for (const CheckpointManifest::File& file : manifest.files) {
+    absl::StrAppend(&text, "file\t", file.name, "\t", file.bytes, "\t", file.checksum, "\n");
+  }
+  absl::StrAppend(&text, kChecksumKey, ir::StateChecksum(text), "\n");
+  return text;
+}
+
+absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view text, absl::string_view what) {
+  auto error = [what](int line, absl::string_view problem) {
+    return absl::DataLossError(absl::StrCat(what, ":", line, ": ", problem, " (the checkpoint is corrupt)"));
+  };
+  // The checksum line comes last and covers every byte before it.
+  absl::string_view body = text;
+  if (!body.empty() && body.back() == '\n') body.remove_suffix(1);
+  const size_t last_newline = body.rfind('\n');
+  const absl::string_view last_line = last_newline == absl::string_view::npos ? body : body.substr(last_newline + 1);
+  const int lines = static_cast<int>(std::count(body.begin(), body.end(), '\n')) + 1;
+  const absl::string_view header = text.substr(0, text.find('\n'));
+  if (!absl::StartsWith(header, kHeaderPrefix)) return error(1, "not a Tandem checkpoint manifest");
+  if (header != kHeader) {
+    return error(1, absl::StrCat("manifest version '", ir::Excerpt(header.substr(strlen(kHeaderPrefix))),
+                                 "': this build reads version 2 (a version 1 manifest has no checksum of its "
+                                 "own, so it cannot be trusted: save a new checkpoint)"));
+  }
+  if (!absl::StartsWith(last_line, kChecksumKey) || last_newline == absl::string_view::npos) {
+    return error(lines, "the last line must be the manifest's checksum (the manifest is cut short)");
+  }
+  const std::string expected(last_line.substr(sizeof(kChecksumKey) - 1));
+  const std::string actual = ir::StateChecksum(text.substr(0, last_newline + 1));
+  if (expected != actual) {
+    return error(lines, absl::StrCat("checksum ", ir::Excerpt(expected), " does not match the manifest's contents (",
+                                     actual, "): the manifest was changed"));
+  }
+  CheckpointManifest manifest;
+  manifest.step = -1;
+  int line_number = 1;
+  for (absl::string_view line : absl::StrSplit(body.substr(0, last_newline), '\n')) {
+    if (line_number++ == 1) continue;  // the header
+    std::vector<absl::string_view> fields = absl::StrSplit(line, '\t');
+    const absl::string_view key = fields[0];
+    auto want = [&](size_t count) { return fields.size() == count; };
+    const int at = line_number - 1;
+    if (key == "model" && want(2)) {
+      manifest.model = std::string(fields[1]);
+    } else if (key == "step" && want(2)) {
+      if (!absl::SimpleAtoi(fields[1], &manifest.step) || manifest.step < 0) return error(at, "bad step");
+    } else if (key == "schedule" && want(2)) {
+      manifest.schedule = std::string(fields[1]);
+    } else if (key == "actors" && want(2)) {
+      if (!absl::SimpleAtoi(fields[1], &manifest.actors) || manifest.actors < 1 ||
+          manifest.actors > schedules::kMaxActors) {
+        return error(at, "bad actors");
+      }
+    } else if (key == "state" && want(3)) {
+      if (!manifest.state.emplace(std::string(fields[1]), std::string(fields[2])).second) {
+        return error(at, absl::StrCat("state '", ir::Excerpt(fields[1]), "' listed twice"));
+      }
+    } else if (key == "file" && want(4)) {
+      CheckpointManifest::File file{std::string(fields[1]), 0, std::string(fields[3])};
+      if (!absl::SimpleAtoi(fields[2], &file.bytes)) return error(at, "bad byte count");
+      if (file.name.empty() || file.name.find('/') != std::string::npos || file.name == "." || file.name == "..") {
+        return error(at, absl::StrCat("file name '", ir::Excerpt(file.name), "' leaves the checkpoint"));
+      }
+      if (manifest.files.size() >= static_cast<size_t>(schedules::kMaxActors)) {
+        return error(at, absl::StrCat("more than ", schedules::kMaxActors, " files"));
+      }
+      manifest.files.push_back(std::move(file));
+    } else {
+      return error(at, absl::StrCat("unexpected record '", ir::Excerpt(line), "'"));
+    }
+  }
+  if (manifest.model.empty() || manifest.step < 0 || manifest.files.empty()) {
+    return error(lines, "incomplete manifest (model, step or files missing)");
+  }
+  if (manifest.actors != 0 && static_cast<size_t>(manifest.actors) != manifest.files.size()) {
+    return error(lines, absl::StrCat("the manifest lists ", manifest.files.size(), " actor files for ",
+                                     manifest.actors, " actors"));
+  }
+  return manifest;
+}
+
+absl::Status PrepareCheckpointRoot(const std::string& root) {
+  auto failed = [&root](absl::string_view action, int error) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot write checkpoints under ", root, ": ", action, ": ",
+                                                      std::strerror(error)));
+  };
+  std::error_code error;
+  fs::create_directories(root, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write checkpoints under ", root, ": cannot create it: ", error.message()));
+  }
+  const std::string probe = (fs::path(root) / absl::StrCat(".tandem-write-test.", getpid())).string();
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return failed("cannot create a file there", errno);
+  const bool written = write(fd, "x", 1) == 1;
+  const int write_error = errno;
+  close(fd);
+  unlink(probe.c_str());
+  if (!written) return failed("cannot write a file there", write_error);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root) {
   std::vector<std::string> found;
@@ -162,19 +233,16 @@ absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string
   if (!saved.ok()) return saved.status();
   MaybeCrash("checkpoint-before-manifest");
 
-  std::string manifest = absl::StrCat(kHeader, "\n");
-  absl::StrAppend(&manifest, "model\t", step.name, "\n");
-  absl::StrAppend(&manifest, "step\t", pipeline.steps_done(), "\n");
-  absl::StrAppend(&manifest, "schedule\t", compiled.schedule, "\n");
-  absl::StrAppend(&manifest, "actors\t", compiled.num_actors, "\n");
-  for (const ir::StateSpec& spec : step.state) {
-    absl::StrAppend(&manifest, "state\t", spec.name, "\t", ir::TypeToString(spec.type), "\n");
-  }
+  CheckpointManifest manifest{.model = step.name,
+                              .step = pipeline.steps_done(),
+                              .schedule = compiled.schedule,
+                              .actors = compiled.num_actors};
+  for (const ir::StateSpec& spec : step.state) manifest.state[spec.name] = ir::TypeToString(spec.type);
   for (const SavedStateFile& file : *saved) {
-    absl::StrAppend(&manifest, "file\t", fs::path(file.path).filename().string(), "\t", file.bytes, "\t",
-                    file.checksum, "\n");
+    manifest.files.push_back({fs::path(file.path).filename().string(), file.bytes, file.checksum});
   }
-  if (absl::Status status = ir::WriteFileAtomically((partial / kManifest).string(), manifest); !status.ok()) {
+  const std::string text = PrintCheckpointManifest(manifest);
+  if (absl::Status status = ir::WriteFileAtomically((partial / kManifest).string(), text); !status.ok()) {
     return status;
   }
   fs::rename(partial, final_path, error);
@@ -183,47 +251,87 @@ absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string
   return final_path.string();
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const ir::TrainStep& step) {
-  std::string directory = path;
-  if (!IsCheckpoint(path)) {
-    absl::StatusOr<std::vector<std::string>> found = ListCheckpoints(path);
-    if (!found.ok()) return found.status();
-    if (found->empty()) {
-      return absl::NotFoundError(absl::StrCat("no checkpoint at ", path, " (neither a ", kManifest,
-                                              " nor complete step-* checkpoints under it)"));
-    }
-    directory = found->back();
+namespace {
+
+// The step-* directories under `root` (with a MANIFEST or not), newest
+// first; empty when `root` does not exist.
+absl::StatusOr<std::vector<fs::path>> StepDirectories(const std::string& root) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code error;
+  if (!fs::exists(root, error)) return std::vector<fs::path>();
+  fs::directory_iterator it(root, error);
+  if (error) return FilesystemError("list", root, error);
+  for (const fs::directory_entry& entry : it) {
+    const int64_t step = StepOfName(entry.path().filename().string());
+    if (step >= 0 && entry.is_directory(error)) found.emplace_back(step, entry.path());
   }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<fs::path> directories;
+  for (auto& [step, path] : found) directories.push_back(std::move(path));
+  return directories;
+}
+
+// Loads the checkpoint in `directory` (see LoadCheckpoint).
+absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir::TrainStep& step) {
   const std::string manifest_path = (fs::path(directory) / kManifest).string();
+  std::error_code size_error;
+  const uintmax_t manifest_size = fs::file_size(manifest_path, size_error);
+  if (size_error) {
+    return absl::DataLossError(absl::StrCat("cannot read ", manifest_path, ": ", size_error.message(),
+                                            " (the checkpoint is incomplete)"));
+  }
+  if (manifest_size > static_cast<uintmax_t>(kMaxManifestBytes)) {
+    return absl::DataLossError(absl::StrCat(manifest_path, " has ", manifest_size, " bytes, more than the ",
+                                            kMaxManifestBytes, " a manifest may have (the checkpoint is corrupt)"));
+  }
   absl::StatusOr<std::string> text = ir::ReadWholeFile(manifest_path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<Manifest> manifest = ParseManifest(*text, manifest_path);
+  if (!text.ok()) return absl::DataLossError(absl::StrCat(text.status().message(), " (the checkpoint is incomplete)"));
+  absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(*text, manifest_path);
   if (!manifest.ok()) return manifest.status();
+  const int64_t named_step = StepOfName(fs::path(directory).lexically_normal().filename().string());
+  if (named_step >= 0 && named_step != manifest->step) {
+    return absl::DataLossError(absl::StrCat(manifest_path, " says step ", manifest->step, " but its directory is ",
+                                            CheckpointName(named_step), " (the checkpoint is corrupt)"));
+  }
 
   // Is it this job's model? Names and types first, before reading tensors.
   auto mismatch = [&directory](absl::string_view problem) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", directory, " does not fit this job: ", problem));
   };
   if (manifest->model != step.name) {
-    return mismatch(absl::StrCat("it is of model '", manifest->model, "', this job's model is '", step.name, "'"));
+    return mismatch(absl::StrCat("it is of model '", ir::Excerpt(manifest->model), "', this job's model is '",
+                                 step.name, "'"));
   }
   for (const ir::StateSpec& spec : step.state) {
     auto it = manifest->state.find(spec.name);
     if (it == manifest->state.end()) return mismatch(absl::StrCat("it has no state '", spec.name, "'"));
     if (it->second != ir::TypeToString(spec.type)) {
-      return mismatch(absl::StrCat("state '", spec.name, "' is ", it->second, " there and ",
+      return mismatch(absl::StrCat("state '", spec.name, "' is ", ir::Excerpt(it->second), " there and ",
                                    ir::TypeToString(spec.type), " in this job"));
     }
   }
   for (const auto& [name, type] : manifest->state) {
     if (step.FindState(name) == nullptr) {
-      return mismatch(absl::StrCat("it holds state '", name, "' (", type, "), which this job does not have"));
+      return mismatch(absl::StrCat("it holds state '", ir::Excerpt(name), "' (", ir::Excerpt(type),
+                                   "), which this job does not have"));
     }
   }
 
-  LoadedCheckpoint loaded{directory, manifest->step, manifest->schedule, manifest->actors, {}};
-  for (const Manifest::File& file : manifest->files) {
+  LoadedCheckpoint loaded{directory, manifest->step, manifest->schedule, manifest->actors, {}, {}};
+  for (const CheckpointManifest::File& file : manifest->files) {
     const std::string file_path = (fs::path(directory) / file.name).string();
+    // The size first: a file of another size is not read at all.
+    std::error_code error;
+    const uintmax_t size = fs::file_size(file_path, error);
+    if (error) {
+      return absl::DataLossError(absl::StrCat("cannot read ", file_path, ": ", error.message(),
+                                              " (the checkpoint is incomplete)"));
+    }
+    if (size != file.bytes) {
+      return absl::DataLossError(absl::StrCat(file_path, " has ", size, " bytes, the manifest says ", file.bytes,
+                                              ": it does not belong to this checkpoint, changed or copied from "
+                                              "another one (the checkpoint is corrupt)"));
+    }
     absl::StatusOr<std::string> bytes = ir::ReadWholeFile(file_path);
     if (!bytes.ok()) {
       return absl::DataLossError(absl::StrCat(bytes.status().message(), " (the checkpoint is incomplete)"));
@@ -235,15 +343,20 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const i
     const std::string checksum = ir::StateChecksum(*bytes);
     if (checksum != file.checksum) {
       return absl::DataLossError(absl::StrCat(file_path, " has CRC-32 ", checksum, ", the manifest says ",
-                                              file.checksum, " (the checkpoint is corrupt)"));
+                                              ir::Excerpt(file.checksum),
+                                              ": it does not belong to this checkpoint, changed or copied from "
+                                              "another one (the checkpoint is corrupt)"));
     }
     absl::StatusOr<ir::TensorMap> tensors = ir::DecodeStateFile(*bytes, file_path);
-    if (!tensors.ok()) return absl::DataLossError(tensors.status().message());
+    if (!tensors.ok()) {
+      if (absl::IsResourceExhausted(tensors.status())) return tensors.status();
+      return absl::DataLossError(tensors.status().message());
+    }
     for (auto& [name, tensor] : *tensors) {
       auto listed = manifest->state.find(name);
       if (listed == manifest->state.end() || listed->second != ir::TypeToString(tensor.type())) {
-        return absl::DataLossError(absl::StrCat(file_path, " holds ", name, " ", ir::TypeToString(tensor.type()),
-                                                ", which the manifest does not list"));
+        return absl::DataLossError(absl::StrCat(file_path, " holds ", ir::Excerpt(name), " ",
+                                                ir::TypeToString(tensor.type()), ", which the manifest does not list"));
       }
       auto [it, inserted] = loaded.state.emplace(name, tensor);
       if (!inserted && !it->second.BitwiseEquals(tensor)) {
@@ -257,6 +370,38 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const i
     }
   }
   return loaded;
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const ir::TrainStep& step) {
+  if (IsCheckpoint(path)) return LoadOne(path, step);
+  absl::StatusOr<std::vector<fs::path>> directories = StepDirectories(path);
+  if (!directories.ok()) return directories.status();
+  if (directories->empty()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint at ", path, " (neither a ", kManifest,
+                                            " nor step-* checkpoints under it)"));
+  }
+  std::vector<SkippedCheckpoint> skipped;
+  for (const fs::path& directory : *directories) {
+    absl::StatusOr<LoadedCheckpoint> loaded =
+        IsCheckpoint(directory)
+            ? LoadOne(directory.string(), step)
+            : absl::DataLossError(absl::StrCat(directory.string(), " has no ", kManifest,
+                                               " (the checkpoint is incomplete)"));
+    if (loaded.ok()) {
+      loaded->skipped = std::move(skipped);
+      return loaded;
+    }
+    if (!absl::IsDataLoss(loaded.status())) return loaded.status();
+    skipped.push_back({directory.string(), loaded.status()});
+  }
+  const absl::Status& newest = skipped.front().reason;
+  return absl::DataLossError(absl::StrCat(
+      newest.message(),
+      skipped.size() > 1 ? absl::StrCat("; the ", skipped.size() - 1, " older checkpoints under ", path,
+                                        " cannot be loaded either")
+                         : ""));
 }
 
 }  // namespace tandem::controller

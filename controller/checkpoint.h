@@ -13,33 +13,77 @@
 // the previous checkpoint stays the newest one that loads.
 //
 // MANIFEST is tab-separated text, one record a line:
-//   tandem-checkpoint  1
+//   tandem-checkpoint  2
 //   model      <the TrainStep's name>
 //   step       <steps done when it was written>
 //   schedule   <name>         (informational: a checkpoint resumes under any
 //   actors     <count>         schedule and actor count)
 //   state      <name>  <type, e.g. f32[64,64]>    one per state tensor
 //   file       <file name>  <bytes>  <crc32>       one per actor file
+//   checksum   <crc32 of every byte before this line>
+// The last line protects the others: one flipped bit anywhere (a step that
+// reads 0 instead of 10, a file's CRC) fails the load instead of resuming
+// from the wrong place. The file records bind each actor file to this
+// checkpoint: a file copied in from another checkpoint, or changed, fails
+// its size or CRC-32 check, and a manifest edited to match fails its
+// checksum.
 //
-// Loading checks, before any tensor is used: the manifest's format; that
-// the model and every state tensor's name and type match the job's
-// TrainStep (FailedPrecondition naming the difference); every file's size
-// and CRC-32 (DataLoss: the checkpoint is corrupt); that the files decode
+// Loading checks, before any tensor is used: the manifest's format and
+// checksum, and that its step is its directory's (step-00000010 must say
+// step 10); that the model and every state tensor's name and type match
+// the job's TrainStep (FailedPrecondition naming the difference); every
+// file's size and CRC-32 (DataLoss naming the file); that the files decode
 // and hold exactly the manifest's state; and that a tensor held by several
 // actors (a tied parameter) is bit-identical in all of them.
 #ifndef TANDEM_CONTROLLER_CHECKPOINT_H_
 #define TANDEM_CONTROLLER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "controller/pipeline.h"
 #include "ir/interpreter.h"
 #include "ir/train_step.h"
 
 namespace tandem::controller {
+
+// A parsed MANIFEST (see above).
+struct CheckpointManifest {
+  std::string model;
+  int64_t step = 0;
+  std::string schedule;
+  int32_t actors = 0;
+  std::map<std::string, std::string> state;  // name -> type, e.g. "f32[64,64]"
+  struct File {
+    std::string name;  // within the checkpoint's directory
+    uint64_t bytes = 0;
+    std::string checksum;  // CRC-32, 8 hex digits
+    friend bool operator==(const File&, const File&) = default;
+  };
+  std::vector<File> files;  // one per actor, in actor order
+  friend bool operator==(const CheckpointManifest&, const CheckpointManifest&) = default;
+};
+
+// A MANIFEST's text, ending in its checksum line. The fields must hold no
+// tab or newline (SaveCheckpoint checks the names it writes).
+std::string PrintCheckpointManifest(const CheckpointManifest& manifest);
+
+// Parses a MANIFEST's text; `what` names it in errors (its path). DataLoss
+// "<what>:<line>: <problem> (the checkpoint is corrupt)" for anything but a
+// complete, well-formed manifest of this version whose checksum matches.
+// Messages quote at most a short excerpt of the text. Pure; thread-safe.
+absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view text, absl::string_view what);
+
+// A checkpoint that LoadCheckpoint passed over for an older one.
+struct SkippedCheckpoint {
+  std::string path;
+  absl::Status reason;
+};
 
 struct LoadedCheckpoint {
   std::string path;  // the checkpoint's directory
@@ -47,7 +91,17 @@ struct LoadedCheckpoint {
   std::string schedule;
   int32_t actors = 0;
   ir::TensorMap state;  // every state tensor of the model
+  // Newer checkpoints under the root that could not be loaded (corrupt or
+  // incomplete), newest first, with why: resuming from an older checkpoint
+  // than the newest is never silent.
+  std::vector<SkippedCheckpoint> skipped;
 };
+
+// Creates `root` if missing and proves it writable by creating, writing and
+// removing a temporary file in it, so that a checkpoint directory that
+// cannot be written is found out before the first step instead of after
+// the last. FailedPrecondition naming the path and the OS's reason.
+absl::Status PrepareCheckpointRoot(const std::string& root);
 
 // Writes the checkpoint of `pipeline` after its steps_done() steps under
 // `root` (created if missing) and returns its directory. AlreadyExists if
@@ -59,8 +113,12 @@ absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string
 absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root);
 
 // Loads `path`: a checkpoint directory (one with a MANIFEST) or a root, whose
-// newest complete checkpoint is loaded; checked against `step` as above.
-// NotFound when there is no checkpoint there.
+// newest checkpoint that loads is loaded; checked against `step` as above.
+// Under a root, a newer checkpoint that is corrupt or incomplete (DataLoss,
+// or a step-* directory without a MANIFEST) is passed over and listed in
+// `skipped`; one that does not fit the job (FailedPrecondition) stops the
+// load. NotFound when there is no checkpoint there; when none loads, the
+// newest one's error.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const ir::TrainStep& step);
 
 }  // namespace tandem::controller

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "controller/actor_lowering.h"
 #include "controller/step_plan.h"
+#include "ir/hash.h"
 #include "ir/verifier.h"
 #include "schedules/validator.h"
 
@@ -31,7 +32,7 @@ absl::Status CheckForwardDataflow(const ir::TrainStep& step, const schedules::Sc
           producer.phase != ir::Phase::kForward || producer.stage <= node.stage) {
         continue;
       }
-      auto actor = [&](int32_t stage) { return schedule.ActorOf(schedules::StageId(stage)).value; };
+      auto actor = [&](int32_t stage) { return schedule.ActorOf(StageId(stage)).value; };
       return absl::InvalidArgumentError(absl::StrCat(
           "stage ", node.stage, " (actor ", actor(node.stage), ", task F", node.stage, ".m): %", id, " = ",
           ir::OpName(node.op), node.location.known() ? " at " + node.location.ToString() : "", " reads %", operand,
@@ -160,7 +161,7 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
   compiled.num_actors = schedule.num_actors;
   compiled.num_stages = schedule.num_stages;
   compiled.num_microbatches = schedule.num_microbatches;
-  uint64_t hash = 1469598103934665603ull;
+  ir::ContentHasher hash;
   for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
     absl::StatusOr<ir::ActorProgram> program = LowerActor(*plan, actor);
     if (!program.ok()) return program.status();
@@ -168,10 +169,10 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
       return absl::InternalError(absl::StrCat("actor ", actor, ": ", status.message()));
     }
     compiled.stats.push_back(Count(*program));
-    hash = (hash ^ ir::HashActorProgram(*program)) * 1099511628211ull;
+    hash.AddUint64(ir::HashActorProgram(*program));
     compiled.programs.push_back(*std::move(program));
   }
-  compiled.hash = hash;
+  compiled.hash = hash.Digest();
   if (absl::Status status = CheckStreams(compiled.programs); !status.ok()) return status;
   return compiled;
 }

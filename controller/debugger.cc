@@ -111,12 +111,12 @@ bool Debugger::Ready(const StepState& step, int32_t actor) const {
 
 absl::StatusOr<std::optional<StepReport>> Debugger::Start(const std::vector<ir::TensorMap>& microbatches) {
   if (absl::Status status = CheckNoStepInProgress(); !status.ok()) return status;
-  absl::StatusOr<std::vector<ActorInputs>> inputs = pipeline_->NextInputs(microbatches);
+  absl::StatusOr<std::vector<ir::StepInputs>> inputs = pipeline_->NextInputs(microbatches);
   if (!inputs.ok()) return inputs.status();
   const size_t num_actors = tasks_.size();
   step_ = StepState{pipeline_->steps_done() + 1, *std::move(inputs), std::vector<int32_t>(num_actors, 0),
                     std::vector<int32_t>(num_actors, 0), std::vector<bool>(num_actors, false),
-                    std::vector<ActorStepResult>(num_actors)};
+                    std::vector<ir::StepOutputs>(num_actors)};
   return Advance();
 }
 
@@ -140,7 +140,7 @@ absl::StatusOr<std::optional<StepReport>> Debugger::Advance() {
   StepState& step = *step_;
   const int32_t num_actors = static_cast<int32_t>(tasks_.size());
   while (true) {
-    std::map<int32_t, InstructionRange> wave;
+    std::map<ActorId, InstructionRange> wave;
     bool all_done = true;
     for (int32_t actor = 0; actor < num_actors; ++actor) {
       if (step.next[actor] >= static_cast<int32_t>(tasks_[actor].size())) continue;
@@ -152,7 +152,7 @@ absl::StatusOr<std::optional<StepReport>> Debugger::Advance() {
           continue;
         }
       }
-      if (Ready(step, actor)) wave[actor] = task.range;
+      if (Ready(step, actor)) wave[ActorId(actor)] = task.range;
     }
     if (all_done) {
       absl::StatusOr<StepReport> report = pipeline_->FinishStep(std::move(step.results));
@@ -174,15 +174,19 @@ absl::StatusOr<std::optional<StepReport>> Debugger::Advance() {
       return absl::InternalError(absl::StrCat("no actor can go on (", absl::StrJoin(stuck, ", "),
                                               "): the programs' transfers do not match"));
     }
-    absl::StatusOr<std::map<int32_t, ActorStepResult>> results =
+    absl::StatusOr<std::map<ActorId, ir::StepOutputs>> results =
         pipeline_->launcher().RunRanges(step.number, wave, step.inputs);
     if (!results.ok()) {
       step_.reset();
       return results.status();
     }
-    for (auto& [actor, result] : *results) {
+    for (auto& [actor_id, result] : *results) {
+      const int32_t actor = actor_id.value;
       step.released[actor] = false;
-      if (++step.next[actor] == static_cast<int32_t>(tasks_[actor].size())) step.results[actor] = std::move(result);
+      if (++step.next[actor] == static_cast<int32_t>(tasks_[actor].size())) {
+        step.results[actor] = std::move(result);
+        step.results[actor].calls = step.next[actor];  // one range per task
+      }
     }
   }
 }
@@ -216,7 +220,7 @@ std::vector<ActorPosition> Debugger::Where() const {
 }
 
 absl::StatusOr<ir::HostTensor> Debugger::Inspect(int32_t actor, const std::string& name) {
-  return pipeline_->launcher().ReadBuffer(actor, name);
+  return pipeline_->launcher().ReadBuffer(ActorId(actor), name);
 }
 
 }  // namespace tandem::controller

@@ -105,11 +105,11 @@ class Debugger {
   };
   struct StepState {
     int64_t number = 0;
-    std::vector<ActorInputs> inputs;
+    std::vector<ir::StepInputs> inputs;
     std::vector<int32_t> next;            // by actor: next task index
     std::vector<int32_t> paused;          // by actor: breakpoint id, 0 if not paused
     std::vector<bool> released;           // by actor: passes its current breakpoint
-    std::vector<ActorStepResult> results;  // by actor, from its last task
+    std::vector<ir::StepOutputs> results;  // by actor, from its last task
   };
 
   bool Ready(const StepState& step, int32_t actor) const;

@@ -5,6 +5,16 @@
 
 namespace tandem::controller {
 
+absl::StatusOr<std::map<ActorId, ir::StepOutputs>> Launcher::RunRanges(int64_t,
+                                                                       const std::map<ActorId, InstructionRange>&,
+                                                                       const std::vector<ir::StepInputs>&) {
+  return absl::UnimplementedError("this launcher cannot run a step range by range (the debugger needs it)");
+}
+
+absl::StatusOr<ir::HostTensor> Launcher::ReadBuffer(ActorId, const std::string&) {
+  return absl::UnimplementedError("this launcher cannot read an actor's buffers");
+}
+
 absl::StatusOr<std::vector<SavedStateFile>> Launcher::SaveState(const std::vector<std::string>& paths) {
   absl::StatusOr<std::vector<ir::TensorMap>> states = ReadState();
   if (!states.ok()) return states.status();

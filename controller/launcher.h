@@ -1,5 +1,25 @@
-// Launcher: how the driver reaches its actors, whatever they are (threads in
-// this process now; processes on this host or across hosts with the runtime).
+// Launcher: how the driver reaches its actors, whatever they are: threads of
+// this process (tools/cli/threads_launcher.h), processes on this host
+// (controller/local_launcher.h), processes across hosts. Launchers place
+// actors and carry calls to them; they never schedule work: the controller
+// (Pipeline, Debugger) owns the step.
+//
+// The contract every launcher keeps:
+//  - Threads. Calls come from one controller thread, one at a time; each
+//    returns only when the work it started is done or failed. What threads a
+//    launcher runs inside is its own business and ends with it.
+//  - Every wait is bounded. A call that would wait on an actor gives up at
+//    the launcher's deadline (a step's, a start's) with DeadlineExceeded,
+//    naming the actor and what it was doing.
+//  - A lost actor (its process died or was killed, its connection dropped,
+//    it stopped answering) fails the call in progress, and every later one,
+//    with Unavailable (died, disconnected) or DeadlineExceeded (silent,
+//    stopped), naming the actor, its stages and the step; the launcher does
+//    not restart it. Other actors are then stopped: a job is whole or over.
+//  - Destroying a launcher stops its actors and leaves no process or file
+//    behind.
+//  - Capabilities only some launchers have (running a step range by range,
+//    reading a buffer, for the debugger) answer Unimplemented by default.
 #ifndef TANDEM_CONTROLLER_LAUNCHER_H_
 #define TANDEM_CONTROLLER_LAUNCHER_H_
 
@@ -11,33 +31,11 @@
 
 #include "absl/status/statusor.h"
 #include "ir/actor_program.h"
+#include "ir/ids.h"
 #include "ir/interpreter.h"
+#include "ir/step_io.h"
 
 namespace tandem::controller {
-
-// One actor's inputs for a step, by (binding, microbatch): the microbatches'
-// data and labels it uses, and ("step", -1).
-using ActorInputs = std::map<std::pair<std::string, int32_t>, ir::HostTensor>;
-
-// When one instruction of an actor's program ran, relative to the actor's
-// ActorStepResult::origin_ns.
-struct InstructionTime {
-  int32_t instruction = 0;
-  int64_t start_ns = 0;
-  int64_t duration_ns = 0;
-};
-
-// What one actor reports after a step.
-struct ActorStepResult {
-  // Emitted results by name and microbatch, e.g. results["loss"][3].
-  std::map<std::string, std::map<int32_t, ir::HostTensor>> results;
-  int64_t peak_live_bytes = 0;  // measured over the step's buffers
-  // Every instruction that ran, in program order.
-  std::vector<InstructionTime> timings;
-  // The zero of `timings` on the actor's monotonic clock (CLOCK_MONOTONIC,
-  // nanoseconds): comparable between the actors of one host.
-  int64_t origin_ns = 0;
-};
 
 // One state file an actor wrote (Launcher::SaveState).
 struct SavedStateFile {
@@ -56,8 +54,7 @@ struct InstructionRange {
 // per schedule task (only to measure what fusion saves).
 enum class Dispatch : uint8_t { kFused, kPerTask };
 
-// Starts actors and runs steps on them. Implementations say which threads
-// they use; calls come from one controller thread, one at a time.
+// Starts actors and runs steps on them, under the contract above.
 class Launcher {
  public:
   virtual ~Launcher() = default;
@@ -66,7 +63,7 @@ class Launcher {
                              const std::vector<ir::TensorMap>& states) = 0;
   // Runs one step on every actor; returns when all are done, or the first
   // error naming the actor, the instruction and the step.
-  virtual absl::StatusOr<std::vector<ActorStepResult>> RunStep(int64_t step, const std::vector<ActorInputs>& inputs,
+  virtual absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                                Dispatch dispatch) = 0;
   // Debugging (controller/debugger.h): runs instructions [begin, end) of
   // each listed actor's program within step `step`, all listed actors at
@@ -74,15 +71,18 @@ class Launcher {
   // other in program order; its first (begin 0) carries inputs[actor], and
   // the one that ends its program returns its step's results (the others
   // return empty ones).
-  virtual absl::StatusOr<std::map<int32_t, ActorStepResult>> RunRanges(
-      int64_t step, const std::map<int32_t, InstructionRange>& ranges, const std::vector<ActorInputs>& inputs) = 0;
+  // Unimplemented unless the launcher can.
+  virtual absl::StatusOr<std::map<ActorId, ir::StepOutputs>> RunRanges(int64_t step,
+                                                                       const std::map<ActorId, InstructionRange>& ranges,
+                                                                       const std::vector<ir::StepInputs>& inputs);
   // Debugging: the current tensor of buffer `name` (a state binding or any
   // buffer of the program, e.g. "%26@0") on `actor`, between steps or
   // between RunRanges calls. NotFound for no such buffer,
-  // FailedPrecondition for one that holds nothing now.
-  virtual absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name) = 0;
+  // FailedPrecondition for one that holds nothing now. Unimplemented unless
+  // the launcher can.
+  virtual absl::StatusOr<ir::HostTensor> ReadBuffer(ActorId actor, const std::string& name);
   // Where an actor runs, for people: "pid 1234", "thread".
-  virtual std::string DescribeActor(int32_t actor) const = 0;
+  virtual std::string DescribeActor(ActorId actor) const = 0;
   // Each actor's state tensors by name.
   virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
   // Writes each actor's state to paths[actor] as a state file

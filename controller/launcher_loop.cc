@@ -38,6 +38,7 @@ LauncherLoop::LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num
       hashes(num_actors, 0),
       results(num_actors),
       states(num_actors),
+      calls(num_actors, 0),
       board_(board),
       actors_(num_actors),
       health_outstanding_(num_actors, false),
@@ -48,20 +49,22 @@ absl::Status LauncherLoop::Serve(const std::string& socket_path, const std::stri
   absl::StatusOr<std::unique_ptr<rpc::UnixListener>> listener = rpc::UnixListener::Listen(io, socket_path);
   if (!listener.ok()) return listener.status();
   auto on_register = [this](int32_t actor, wire::Actor::Client client) { return Register(actor, kj::mv(client)); };
-  auto on_refusal = [this, log](absl::string_view line) {
+  // Anyone who can reach the socket can cause these notices.
+  notices_ = std::make_unique<RateLimitedLog>(std::move(log), "control plane");
+  auto on_refusal = [this](absl::string_view line) {
     {
       absl::MutexLock lock(&board_.mu);
       ++board_.refused;
     }
-    log(line);
+    notices_->Log(line);
   };
-  auto on_connection_event = [this, log](absl::string_view line) {
+  auto on_connection_event = [this](absl::string_view line) {
     bool quiet;
     {
       absl::MutexLock lock(&board_.mu);
       quiet = board_.shutting_down;
     }
-    if (!quiet) log(absl::StrCat("control plane: ", line));
+    if (!quiet) notices_->Log(absl::StrCat("control plane: ", line));
   };
   capnp::Capability::Client bootstrap =
       kj::heap<rpc::ControllerService>(token, static_cast<int32_t>(actors_.size()), on_register, on_refusal);
@@ -100,6 +103,7 @@ void LauncherLoop::CancelCalls(absl::string_view reason) {
 
 kj::Promise<void> LauncherLoop::Heartbeat() {
   return io.provider->getTimer().afterDelay(heartbeat_interval_).then([this]() {
+    if (notices_ != nullptr) notices_->Tick();
     for (int32_t actor = 0; actor < static_cast<int32_t>(actors_.size()); ++actor) {
       if (actors_[actor].get() == nullptr || health_outstanding_[actor]) continue;
       health_outstanding_[actor] = true;

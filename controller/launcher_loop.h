@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "controller/launcher.h"
+#include "controller/rate_limited_log.h"
 #include "kj/async-io.h"
 #include "rpc/connection.h"
 #include "rpc/controller_service.h"
@@ -46,7 +47,6 @@ struct CallBoard {
   std::vector<absl::Time> last_heard ABSL_GUARDED_BY(mu);  // the last reply of each actor
   // The current batch of calls: per actor, its status once it completed.
   std::vector<std::optional<absl::Status>> done ABSL_GUARDED_BY(mu);
-  int64_t step_rpcs ABSL_GUARDED_BY(mu) = 0;
   int64_t refused ABSL_GUARDED_BY(mu) = 0;
   bool shutting_down ABSL_GUARDED_BY(mu) = false;
 };
@@ -58,7 +58,8 @@ class LauncherLoop final : private kj::TaskSet::ErrorHandler {
 
   // Listens on `socket_path` and accepts registrations carrying `token`
   // (refusals are counted on the board and go to `log`, as do control
-  // connections that close while the job runs); starts the heartbeats.
+  // connections that fail or close while the job runs, rate-limited: a
+  // few lines, then a count every 10 s); starts the heartbeats.
   absl::Status Serve(const std::string& socket_path, const std::string& token, const rpc::ConnectionLimits& limits,
                      std::function<void(absl::string_view)> log);
   // Serves until `stop_promise` resolves (see `stop`).
@@ -80,8 +81,11 @@ class LauncherLoop final : private kj::TaskSet::ErrorHandler {
   std::vector<std::string> tcp_addresses;
   std::vector<std::map<int32_t, rpc::wire::SharedRegion::Client>> regions;  // peer -> ring to it
   std::vector<uint64_t> hashes;
-  std::vector<ActorStepResult> results;
+  std::vector<ir::StepOutputs> results;
   std::vector<ir::TensorMap> states;
+  // runStep and runRange calls sent to each actor since its results were
+  // last collected.
+  std::vector<int32_t> calls;
 
  private:
   // Records a registration; AlreadyExists for an actor registered before.
@@ -93,6 +97,8 @@ class LauncherLoop final : private kj::TaskSet::ErrorHandler {
 
   CallBoard& board_;
   kj::Canceler canceler_;  // the actor calls in flight
+  // Before server_: its connections log into it while they are destroyed.
+  std::unique_ptr<RateLimitedLog> notices_;
   std::unique_ptr<rpc::ControlServer> server_;
   std::vector<kj::Own<rpc::wire::Actor::Client>> actors_;  // null until registered
   std::vector<bool> health_outstanding_;

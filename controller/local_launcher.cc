@@ -29,21 +29,13 @@ namespace wire = rpc::wire;
 
 std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
-// A runStep or runRange reply: its results and timings (throws, on the
-// loop thread, for a result that does not decode).
+// A runStep or runRange reply as the step's outputs (throws, on the loop
+// thread, for a result that does not decode).
 template <typename Reply>
-ActorStepResult DecodeReply(int64_t step, const Reply& reply) {
-  ActorStepResult decoded;
-  decoded.peak_live_bytes = reply.getPeakLiveBytes();
-  decoded.origin_ns = reply.getStartNanos();
-  absl::StatusOr<rpc::NamedResults> results =
-      rpc::DecodeNamedResults(reply.getResults(), absl::StrCat("step ", step));
-  rpc::ThrowIfError(results.status());
-  decoded.results = *std::move(results);
-  for (wire::InstructionTiming::Reader timing : reply.getTimings()) {
-    decoded.timings.push_back({timing.getInstruction(), timing.getStartNanos(), timing.getDurationNanos()});
-  }
-  return decoded;
+ir::StepOutputs DecodeReply(int64_t step, const Reply& reply) {
+  absl::StatusOr<ir::StepOutputs> outputs = rpc::DecodeStepOutputs(reply, absl::StrCat("step ", step));
+  rpc::ThrowIfError(outputs.status());
+  return *std::move(outputs);
 }
 
 // True if /proc says the process is stopped (SIGSTOP, SIGTSTP, a tracer).
@@ -71,25 +63,9 @@ bool MoreTelling(const absl::Status& a, const absl::Status& b) {
 
 }  // namespace
 
-absl::string_view DataPlaneTransportName(DataPlaneTransport transport) {
-  return transport == DataPlaneTransport::kShm ? "shm" : "tcp";
-}
-
-absl::StatusOr<DataPlaneTransport> ParseDataPlaneTransport(absl::string_view name) {
-  if (name == "shm") return DataPlaneTransport::kShm;
-  if (name == "tcp") return DataPlaneTransport::kTcp;
-  return absl::InvalidArgumentError(absl::StrCat("unknown transport '", name, "' (expected shm or tcp)"));
-}
-
 LocalLauncher::LocalLauncher(LocalLauncherOptions options) : options_(std::move(options)) {}
 
 LocalLauncher::~LocalLauncher() { (void)Shutdown(); }
-
-int64_t LocalLauncher::step_rpcs() const {
-  if (board_ == nullptr) return 0;
-  absl::MutexLock lock(&board_->mu);
-  return board_->step_rpcs;
-}
 
 int64_t LocalLauncher::refused_registrations() const {
   if (board_ == nullptr) return 0;
@@ -114,6 +90,10 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
                                   const std::function<bool(int32_t actor)>& pending) {
   const absl::Time deadline = absl::Now() + timeout;
   const absl::Duration tick = absl::Milliseconds(50);
+  // An actor not registered yet sends no heartbeats: a stopped process is
+  // seen in /proc instead, once it has stayed stopped as long as a silent
+  // actor may.
+  std::vector<std::optional<absl::Time>> stopped_since(num_actors_);
   while (true) {
     {
       absl::MutexLock lock(&board_->mu);
@@ -128,7 +108,20 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&board_->mu);
     for (int32_t actor = 0; actor < num_actors_; ++actor) {
-      if (!pending(actor) || !board_->registered[actor]) continue;
+      if (!pending(actor)) continue;
+      if (!board_->registered[actor]) {
+        const pid_t pid = processes_->pid(ActorId{actor});
+        if (!ProcessIsStopped(pid)) {
+          stopped_since[actor].reset();
+        } else if (!stopped_since[actor].has_value()) {
+          stopped_since[actor] = now;
+        } else if (now - *stopped_since[actor] >= options_.unresponsive_after) {
+          return Fail(absl::DeadlineExceededError(absl::StrCat(Describe(actor), " stopped during ", what,
+                                                               " before it registered: its process ", pid,
+                                                               " is stopped (e.g. by SIGSTOP)")));
+        }
+        continue;
+      }
       const absl::Duration silent = now - board_->last_heard[actor];
       if (silent < options_.unresponsive_after) continue;
       const pid_t pid = processes_->pid(ActorId{actor});
@@ -222,7 +215,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
     return absl::NotFoundError(absl::StrCat("the actor binary '", options_.actor_binary,
                                             "' does not exist or is not executable"));
   }
-  if (options_.transport == DataPlaneTransport::kShm &&
+  if (options_.data_plane == ir::DataPlaneKind::kShm &&
       static_cast<uint32_t>(num_actors_ - 1) > options_.limits.max_fds_per_message) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the shared-memory data plane hands each actor ", num_actors_ - 1, " rings in one control message, above ",
@@ -266,16 +259,16 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   return CallAll("loadState", options_.start_timeout, [&](int32_t actor) {
     const ir::TensorMap& state = states[actor];
     auto request = loop_->actor(actor).loadStateRequest();
-    rpc::EncodeNamedTensors(state, request.initTensors(static_cast<unsigned>(state.size())));
+    rpc::EncodeTensorMap(state, request.initTensors(static_cast<unsigned>(state.size())));
     loop_->Track(actor, request.send().ignoreResult());
   });
 }
 
 absl::Status LocalLauncher::StartActors() {
-  absl::StatusOr<std::string> directory = rpc::MakePrivateRunDirectory();
+  absl::StatusOr<std::unique_ptr<RunDirectory>> directory = RunDirectory::Create();
   if (!directory.ok()) return directory.status();
-  run_directory_ = *directory;
-  socket_path_ = absl::StrCat(run_directory_, "/controller.sock");
+  run_directory_ = *std::move(directory);
+  socket_path_ = absl::StrCat(run_directory_->path(), "/controller.sock");
   absl::StatusOr<std::string> token = rpc::MakeJobToken();
   if (!token.ok()) return token.status();
 
@@ -321,7 +314,7 @@ absl::Status LocalLauncher::StartActors() {
                  "--actors",
                  absl::StrCat(num_actors_),
                  "--transport",
-                 std::string(DataPlaneTransportName(options_.transport)),
+                 std::string(ir::DataPlaneKindName(options_.data_plane)),
                  "--receive-timeout-ms",
                  absl::StrCat(absl::ToInt64Milliseconds(options_.receive_timeout)),
                  "--shm-ring-mib",
@@ -376,8 +369,8 @@ absl::Status LocalLauncher::SetUpDataPlane() {
   });
 }
 
-absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step,
-                                                                    const std::vector<ActorInputs>& inputs,
+absl::StatusOr<std::vector<ir::StepOutputs>> LocalLauncher::RunStep(int64_t step,
+                                                                    const std::vector<ir::StepInputs>& inputs,
                                                                     Dispatch dispatch) {
   if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
   if (static_cast<int32_t>(inputs.size()) != num_actors_) {
@@ -391,8 +384,8 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
       auto request = loop_->actor(actor).runStepRequest();
       request.setStepId(static_cast<uint64_t>(step));
       request.setProgramHash(loop_->hashes[actor]);
-      rpc::EncodeNamedTensors(inputs[actor], request.initInputs(static_cast<unsigned>(inputs[actor].size())));
-      CountStepRpc();
+      rpc::EncodeStepInputs(inputs[actor], request.initInputs(static_cast<unsigned>(inputs[actor].size())));
+      ++loop_->calls[actor];
       loop_->Track(actor, request.send().then([this, step, actor](auto&& reply) {
         loop_->results[actor] = DecodeReply(step, reply);
       }));
@@ -408,11 +401,11 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
       auto chain = std::make_shared<Chain>();
       chain->bounds = bounds_[actor];
       // The first call is sent now, while `inputs` lives; only it carries them.
-      const ActorInputs* first_inputs = &inputs[actor];
+      const ir::StepInputs* first_inputs = &inputs[actor];
       chain->next = [this, chain, actor, step, first_inputs](size_t index) -> kj::Promise<void> {
         const InstructionRange range{chain->bounds[index], chain->bounds[index + 1]};
         return SendRunRange(actor, step, range, index == 0 ? first_inputs : nullptr)
-            .then([this, chain, actor, index](ActorStepResult result) -> kj::Promise<void> {
+            .then([this, chain, actor, index](ir::StepOutputs result) -> kj::Promise<void> {
               if (index + 2 < chain->bounds.size()) return chain->next(index + 1);
               loop_->results[actor] = std::move(result);
               chain->next = nullptr;  // breaks the cycle chain -> next -> chain
@@ -423,35 +416,33 @@ absl::StatusOr<std::vector<ActorStepResult>> LocalLauncher::RunStep(int64_t step
     });
   }
   if (!status.ok()) return status;
-  std::vector<ActorStepResult> results;
+  std::vector<ir::StepOutputs> results;
   loop_->executor.executeSync([&] {
-    for (ActorStepResult& result : loop_->results) results.push_back(std::move(result));
+    for (int32_t actor = 0; actor < num_actors_; ++actor) {
+      results.push_back(std::move(loop_->results[actor]));
+      results.back().calls = std::exchange(loop_->calls[actor], 0);
+    }
     loop_->results.assign(num_actors_, {});
   });
   return results;
 }
 
-void LocalLauncher::CountStepRpc() {
-  absl::MutexLock lock(&board_->mu);
-  ++board_->step_rpcs;
-}
-
-kj::Promise<ActorStepResult> LocalLauncher::SendRunRange(int32_t actor, int64_t step, InstructionRange range,
-                                                         const ActorInputs* inputs) {
+kj::Promise<ir::StepOutputs> LocalLauncher::SendRunRange(int32_t actor, int64_t step, InstructionRange range,
+                                                         const ir::StepInputs* inputs) {
   auto request = loop_->actor(actor).runRangeRequest();
   request.setStepId(static_cast<uint64_t>(step));
   request.setProgramHash(loop_->hashes[actor]);
   request.setBegin(range.begin);
   request.setEnd(range.end);
   if (range.begin == 0 && inputs != nullptr) {
-    rpc::EncodeNamedTensors(*inputs, request.initInputs(static_cast<unsigned>(inputs->size())));
+    rpc::EncodeStepInputs(*inputs, request.initInputs(static_cast<unsigned>(inputs->size())));
   }
-  CountStepRpc();
+  ++loop_->calls[actor];
   return request.send().then([step](auto&& reply) { return DecodeReply(step, reply); });
 }
 
-absl::StatusOr<std::map<int32_t, ActorStepResult>> LocalLauncher::RunRanges(
-    int64_t step, const std::map<int32_t, InstructionRange>& ranges, const std::vector<ActorInputs>& inputs) {
+absl::StatusOr<std::map<ActorId, ir::StepOutputs>> LocalLauncher::RunRanges(
+    int64_t step, const std::map<ActorId, InstructionRange>& ranges, const std::vector<ir::StepInputs>& inputs) {
   if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
   if (static_cast<int32_t>(inputs.size()) != num_actors_) {
     return absl::InvalidArgumentError(
@@ -459,28 +450,36 @@ absl::StatusOr<std::map<int32_t, ActorStepResult>> LocalLauncher::RunRanges(
   }
   std::vector<int32_t> actors;
   for (const auto& [actor, range] : ranges) {
-    if (actor < 0 || actor >= num_actors_) return absl::InvalidArgumentError(absl::StrCat("no actor ", actor));
-    actors.push_back(actor);
+    if (actor.value < 0 || actor.value >= num_actors_) {
+      return absl::InvalidArgumentError(absl::StrCat("no actor ", actor.value));
+    }
+    actors.push_back(actor.value);
   }
   // Filled on the loop thread by the replies, read here after CallSome.
-  auto replies = std::make_shared<std::map<int32_t, ActorStepResult>>();
+  auto replies = std::make_shared<std::map<int32_t, ir::StepOutputs>>();
   absl::Status status = CallSome(absl::StrCat("step ", step), options_.step_timeout, actors, [&](int32_t actor) {
-    loop_->Track(actor, SendRunRange(actor, step, ranges.at(actor), &inputs[actor])
-                            .then([replies, actor](ActorStepResult result) { (*replies)[actor] = std::move(result); }));
+    loop_->Track(actor, SendRunRange(actor, step, ranges.at(ActorId(actor)), &inputs[actor])
+                            .then([replies, actor](ir::StepOutputs result) { (*replies)[actor] = std::move(result); }));
   });
   if (!status.ok()) return status;
-  std::map<int32_t, ActorStepResult> results;
-  loop_->executor.executeSync([&] { results = std::move(*replies); });
+  std::map<ActorId, ir::StepOutputs> results;
+  loop_->executor.executeSync([&] {
+    for (auto& [actor, result] : *replies) {
+      result.calls = std::exchange(loop_->calls[actor], 0);
+      results.emplace(ActorId(actor), std::move(result));
+    }
+  });
   return results;
 }
 
-std::string LocalLauncher::DescribeActor(int32_t actor) const {
-  const pid_t pid = processes_ != nullptr ? processes_->pid(ActorId{actor}) : -1;
+std::string LocalLauncher::DescribeActor(ActorId actor) const {
+  const pid_t pid = processes_ != nullptr ? processes_->pid(actor) : -1;
   return pid > 0 ? absl::StrCat("pid ", pid) : "not running";
 }
 
-absl::StatusOr<ir::HostTensor> LocalLauncher::ReadBuffer(int32_t actor, const std::string& name) {
+absl::StatusOr<ir::HostTensor> LocalLauncher::ReadBuffer(ActorId actor_id, const std::string& name) {
   if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  const int32_t actor = actor_id.value;
   if (actor < 0 || actor >= num_actors_) {
     return absl::InvalidArgumentError(absl::StrCat("no actor ", actor, " (the job has ", num_actors_, ")"));
   }
@@ -571,10 +570,7 @@ absl::Status LocalLauncher::Shutdown() {
     if (loop_ != nullptr) loop_->executor.executeSync([this] { loop_->stop->fulfill(); });
     loop_thread_.join();
   }
-  if (!run_directory_.empty()) {
-    unlink(socket_path_.c_str());
-    rmdir(run_directory_.c_str());
-  }
+  run_directory_.reset();
   return status;
 }
 

@@ -4,8 +4,9 @@
 // directory.
 //
 // Start():
-//  1. makes the run directory (0700), a random per-job token and the
-//     controller's socket, then fork/execs the actors (ProcessGroup: their
+//  1. makes the run directory (0700; controller/run_directory.h, which also
+//     removes those of controllers that were killed), a random per-job
+//     token and the controller's socket, then fork/execs the actors (ProcessGroup: their
 //     output prefixed "[actor N]", no orphans on any exit path). The token
 //     reaches them in the environment, never in argv;
 //  2. waits for every actor to register (a wrong token or a duplicate id is
@@ -58,21 +59,17 @@
 #include "absl/time/time.h"
 #include "controller/launcher.h"
 #include "controller/launcher_loop.h"
+#include "ir/data_plane_kind.h"
 #include "controller/process_group.h"
+#include "controller/run_directory.h"
 #include "rpc/connection.h"
 
 namespace tandem::controller {
 
-enum class DataPlaneTransport : uint8_t { kShm, kTcp };
-
-// "shm" / "tcp", and back (InvalidArgument naming the accepted values).
-absl::string_view DataPlaneTransportName(DataPlaneTransport transport);
-absl::StatusOr<DataPlaneTransport> ParseDataPlaneTransport(absl::string_view name);
-
 struct LocalLauncherOptions {
   // The actor executable (tandem-actor).
   std::string actor_binary;
-  DataPlaneTransport transport = DataPlaneTransport::kShm;
+  ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors
   // Where the actors compute: tandem-actor's --device (cpu, cuda, cuda:N,
   // with +bf16); the actor checks it and exits at once if it cannot open it.
@@ -103,13 +100,13 @@ class LocalLauncher final : public Launcher {
 
   absl::Status Start(const std::vector<ir::ActorProgram>& programs,
                      const std::vector<ir::TensorMap>& states) override;
-  absl::StatusOr<std::vector<ActorStepResult>> RunStep(int64_t step, const std::vector<ActorInputs>& inputs,
+  absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                        Dispatch dispatch) override;
-  absl::StatusOr<std::map<int32_t, ActorStepResult>> RunRanges(int64_t step,
-                                                               const std::map<int32_t, InstructionRange>& ranges,
-                                                               const std::vector<ActorInputs>& inputs) override;
-  absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name) override;
-  std::string DescribeActor(int32_t actor) const override;
+  absl::StatusOr<std::map<ActorId, ir::StepOutputs>> RunRanges(int64_t step,
+                                                               const std::map<ActorId, InstructionRange>& ranges,
+                                                               const std::vector<ir::StepInputs>& inputs) override;
+  absl::StatusOr<ir::HostTensor> ReadBuffer(ActorId actor, const std::string& name) override;
+  std::string DescribeActor(ActorId actor) const override;
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
   // Each actor process writes its own file (saveState).
   absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) override;
@@ -124,8 +121,6 @@ class LocalLauncher final : public Launcher {
   const std::string& socket_path() const { return socket_path_; }
   // The actor processes (pids, signals).
   ProcessGroup* processes() const { return processes_.get(); }
-  // runStep and runRange calls issued so far.
-  int64_t step_rpcs() const;
   // Registrations refused so far (wrong token, bad or duplicate id).
   int64_t refused_registrations() const;
 
@@ -149,9 +144,8 @@ class LocalLauncher final : public Launcher {
   // On the loop thread: sends runRange [range) of step `step` to `actor`,
   // with `inputs` when the range begins its program, counting it as a step
   // RPC; the promise of its decoded reply.
-  kj::Promise<ActorStepResult> SendRunRange(int32_t actor, int64_t step, InstructionRange range,
-                                            const ActorInputs* inputs);
-  void CountStepRpc();
+  kj::Promise<ir::StepOutputs> SendRunRange(int32_t actor, int64_t step, InstructionRange range,
+                                            const ir::StepInputs* inputs);
   // "actor 2 (stage 2)" / "actor 0 (stages 0, 4)".
   std::string Describe(int32_t actor) const;
   absl::Status StartActors();
@@ -162,7 +156,7 @@ class LocalLauncher final : public Launcher {
   std::vector<std::vector<int32_t>> stages_;          // by actor
   std::vector<std::vector<int32_t>> bounds_;          // by actor: per-task dispatch ranges
   std::vector<std::vector<std::string>> state_bindings_;  // by actor
-  std::string run_directory_;
+  std::unique_ptr<RunDirectory> run_directory_;  // removed by Shutdown()
   std::string socket_path_;
   std::unique_ptr<ProcessGroup> processes_;
   std::unique_ptr<CallBoard> board_;

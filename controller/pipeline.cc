@@ -30,20 +30,20 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
 }
 
 absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch) {
-  absl::StatusOr<std::vector<ActorInputs>> inputs = NextInputs(microbatches);
+  absl::StatusOr<std::vector<ir::StepInputs>> inputs = NextInputs(microbatches);
   if (!inputs.ok()) return inputs.status();
-  absl::StatusOr<std::vector<ActorStepResult>> results = launcher_->RunStep(steps_run_ + 1, *inputs, dispatch);
+  absl::StatusOr<std::vector<ir::StepOutputs>> results = launcher_->RunStep(steps_run_ + 1, *inputs, dispatch);
   if (!results.ok()) return results.status();
   return FinishStep(*std::move(results));
 }
 
-absl::StatusOr<std::vector<ActorInputs>> Pipeline::NextInputs(const std::vector<ir::TensorMap>& microbatches) const {
+absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vector<ir::TensorMap>& microbatches) const {
   if (static_cast<int32_t>(microbatches.size()) != compiled_.num_microbatches) {
     return absl::InvalidArgumentError(absl::StrCat("the step is compiled for ", compiled_.num_microbatches,
                                                    " microbatches, got ", microbatches.size()));
   }
   const int64_t step_number = steps_run_ + 1;
-  std::vector<ActorInputs> inputs(compiled_.num_actors);
+  std::vector<ir::StepInputs> inputs(compiled_.num_actors);
   for (const ir::ActorProgram& program : compiled_.programs) {
     for (const ir::Buffer& buffer : program.buffers) {
       if (buffer.kind != ir::BufferKind::kInput) continue;
@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<ActorInputs>> Pipeline::NextInputs(const std::vector<
   return inputs;
 }
 
-absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ActorStepResult> results) {
+absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> results) {
   if (static_cast<int32_t>(results.size()) != compiled_.num_actors) {
     return absl::InternalError(absl::StrCat("results of ", results.size(), " actors, the step has ",
                                             compiled_.num_actors));
@@ -77,10 +77,11 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ActorStepResult> res
   steps_run_ = step_number;
   StepReport report;
   report.step = step_number;
+  for (const ir::StepOutputs& result : results) report.rpcs += result.calls;
   const std::string result_name = step_.forward_only() ? "output" : "loss";
   for (int32_t m = 0; m < compiled_.num_microbatches; ++m) {
     const ir::HostTensor* found = nullptr;
-    for (const ActorStepResult& result : results) {
+    for (const ir::StepOutputs& result : results) {
       auto named = result.results.find(result_name);
       if (named == result.results.end()) continue;
       auto it = named->second.find(m);
@@ -96,10 +97,10 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ActorStepResult> res
     }
   }
   for (size_t actor = 0; actor < results.size(); ++actor) {
-    ActorStepResult& result = results[actor];
+    ir::StepOutputs& result = results[actor];
     const std::vector<ir::Instruction>& instructions = compiled_.programs[actor].instructions;
     int64_t busy = 0;
-    for (const InstructionTime& time : result.timings) {
+    for (const ir::InstructionTiming& time : result.timings) {
       const bool run = time.instruction >= 0 && time.instruction < static_cast<int32_t>(instructions.size()) &&
                        instructions[time.instruction].kind == ir::InstructionKind::kRun;
       if (run) busy += time.duration_ns;

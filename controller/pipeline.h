@@ -27,8 +27,11 @@ struct StepReport {
   // Per actor: time spent in run instructions (compute), and every
   // instruction's timing as the actor reported it.
   std::vector<int64_t> busy_ns;
-  std::vector<std::vector<InstructionTime>> timings;
-  std::vector<int64_t> origin_ns;  // the zero of each actor's timings (ActorStepResult)
+  std::vector<std::vector<ir::InstructionTiming>> timings;
+  std::vector<int64_t> origin_ns;  // the zero of each actor's timings (ir::StepOutputs)
+  // Dispatch calls (RPCs to actor processes) the step took, over all actors:
+  // one per actor when fused.
+  int64_t rpcs = 0;
 };
 
 class Pipeline {
@@ -48,8 +51,8 @@ class Pipeline {
   // The pieces of Step(), for drivers that run a step another way (the
   // debugger, task by task): the inputs of the next step per actor, and the
   // report of that step from every actor's results, which counts it as run.
-  absl::StatusOr<std::vector<ActorInputs>> NextInputs(const std::vector<ir::TensorMap>& microbatches) const;
-  absl::StatusOr<StepReport> FinishStep(std::vector<ActorStepResult> results);
+  absl::StatusOr<std::vector<ir::StepInputs>> NextInputs(const std::vector<ir::TensorMap>& microbatches) const;
+  absl::StatusOr<StepReport> FinishStep(std::vector<ir::StepOutputs> results);
   Launcher& launcher() { return *launcher_; }
 
   // The state gathered from the actors. A parameter held by several actors

@@ -49,8 +49,6 @@
 
 namespace tandem::controller {
 
-using schedules::ActorId;
-
 // Receives one output line of a child, already prefixed ("[actor 2] ..."),
 // without its trailing newline. Called only on the group's reader thread,
 // one line at a time.

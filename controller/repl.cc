@@ -77,7 +77,7 @@ Repl::Repl(std::unique_ptr<Session> session, ReplModel model, ReplOptions option
       options_(std::move(options)),
       out_(out),
       err_(err),
-      debugger_(std::make_unique<controller::Debugger>(&session_->pipeline())) {}
+      debugger_(&session_->debugger()) {}
 
 Repl::~Repl() = default;
 
@@ -511,7 +511,6 @@ absl::Status Repl::Recompile(std::optional<ir::TrainStep> step, schedules::Sched
   absl::Status status = step.has_value() ? session_->Recompile(*std::move(step), std::move(schedule))
                                          : session_->SetSchedule(std::move(schedule));
   if (!status.ok()) return status;
-  debugger_->Reset(&session_->pipeline());
   if (trace_.has_value()) {
     trace_.reset();
     tracing_ = false;
@@ -551,7 +550,7 @@ void Repl::Actors() {
                                      ? ir::FormatBytes(last_->peak_live_bytes[actor])
                                      : "-";
     out_ << absl::StrFormat("%5d  %-10s  %-33s  %6s  %11s  %13s\n", actor,
-                            session_->pipeline().launcher().DescribeActor(actor), state, absl::StrJoin(stages, ","),
+                            session_->DescribeActor(ActorId(actor)), state, absl::StrJoin(stages, ","),
                             ir::FormatBytes(program.static_peak_bytes), measured);
   }
 }

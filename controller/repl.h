@@ -89,7 +89,7 @@ class Repl {
   ReplOptions options_;
   std::ostream& out_;
   std::ostream& err_;
-  std::unique_ptr<controller::Debugger> debugger_;
+  controller::Debugger* debugger_;  // the session's
   std::optional<controller::StepReport> last_;
   std::vector<std::pair<int64_t, float>> history_;  // (step, mean loss)
   std::optional<controller::StepTrace> trace_;

@@ -52,24 +52,25 @@ absl::StatusOr<std::unique_ptr<controller::Launcher>> Session::MakeLauncher() {
     if (launcher == nullptr) return absl::InvalidArgumentError("SessionOptions::launcher returned no launcher");
     return launcher;
   }
-  absl::StatusOr<controller::DataPlaneTransport> transport = controller::ParseDataPlaneTransport(options_.transport);
-  if (!transport.ok()) return transport.status();
   controller::LocalLauncherOptions local;
   local.actor_binary = options_.actor_binary.empty() ? FindActorBinary() : options_.actor_binary;
-  local.transport = *transport;
+  local.data_plane = options_.data_plane;
   local.receive_timeout = options_.receive_timeout;
   local.step_timeout = options_.step_timeout;
   if (options_.actor_output) {
     local.output = [sink = options_.actor_output](absl::string_view line) { sink(std::string(line)); };
   }
   launcher_description_ = absl::StrCat("local launcher (one process per actor, ",
-                                       controller::DataPlaneTransportName(*transport), " data plane)");
+                                       ir::DataPlaneKindName(options_.data_plane), " data plane)");
   return std::make_unique<controller::LocalLauncher>(std::move(local));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, schedules::Schedule schedule,
                                                             const ir::TensorMap& state, int64_t steps_done,
                                                             SessionOptions options) {
+  if (!options.checkpoint_root.empty()) {
+    if (absl::Status status = controller::PrepareCheckpointRoot(options.checkpoint_root); !status.ok()) return status;
+  }
   std::unique_ptr<Session> session(new Session(schedule, std::move(options)));
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = session->MakeLauncher();
   if (!launcher.ok()) return launcher.status();
@@ -77,13 +78,15 @@ absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, 
       controller::Pipeline::Create(std::move(step), schedule, state, *std::move(launcher), steps_done);
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
+  session->debugger_ = std::make_unique<controller::Debugger>(session->pipeline_.get());
   return session;
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(ir::TrainStep step, schedules::Schedule schedule,
                                                         SessionOptions options) {
-  const ir::TensorMap state = ir::InitialState(step);
-  return StartFrom(std::move(step), std::move(schedule), state, 0, std::move(options));
+  absl::StatusOr<ir::TensorMap> state = ir::InitialState(step);
+  if (!state.ok()) return state.status();
+  return StartFrom(std::move(step), std::move(schedule), *state, 0, std::move(options));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, schedules::Schedule schedule,
@@ -100,6 +103,8 @@ absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::Tenso
 }
 
 absl::StatusOr<ir::TensorMap> Session::State() { return pipeline_->State(); }
+
+std::string Session::DescribeActor(ActorId actor) const { return pipeline_->launcher().DescribeActor(actor); }
 
 absl::StatusOr<std::string> Session::SaveCheckpoint(const std::string& root) {
   return controller::SaveCheckpoint(*pipeline_, root);
@@ -124,6 +129,7 @@ absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule
       controller::Pipeline::Create(std::move(step), schedule, *state, *std::move(launcher), pipeline_->steps_done());
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
+  debugger_->Reset(pipeline_.get());
   schedule_ = std::move(schedule);
   return absl::OkStatus();
 }

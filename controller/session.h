@@ -25,8 +25,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "controller/compiler.h"
+#include "controller/debugger.h"
 #include "controller/launcher.h"
 #include "controller/pipeline.h"
+#include "ir/data_plane_kind.h"
 #include "ir/interpreter.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"
@@ -36,8 +38,8 @@ namespace tandem {
 struct SessionOptions {
   // The actor executable; empty: FindActorBinary().
   std::string actor_binary;
-  // The data plane between the local actors: "shm" or "tcp".
-  std::string transport = "shm";
+  // The data plane between the local actors.
+  ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   // One dispatch per actor per step, or one per task (for measurement).
   controller::Dispatch dispatch = controller::Dispatch::kFused;
   // The deadline of every data-plane receive, and of one whole step.
@@ -49,6 +51,10 @@ struct SessionOptions {
   // Another kind of actors instead of local processes: called at every
   // (re)start for a fresh, unstarted launcher.
   std::function<std::unique_ptr<controller::Launcher>()> launcher;
+  // Where SaveCheckpoint will write, if known at the start: the session
+  // then proves it writable (controller::PrepareCheckpointRoot) before any
+  // actor starts, instead of failing at the first save.
+  std::string checkpoint_root;
 };
 
 class Session {
@@ -94,7 +100,12 @@ class Session {
   const ir::TrainStep& train_step() const { return pipeline_->step(); }
   const schedules::Schedule& schedule() const { return schedule_; }
   const controller::CompiledStep& compiled() const { return pipeline_->compiled(); }
-  controller::Pipeline& pipeline() { return *pipeline_; }
+  // Runs steps task by task with breakpoints (controller/debugger.h), over
+  // whichever pipeline the session runs now (it follows SetSchedule and
+  // Recompile).
+  controller::Debugger& debugger() { return *debugger_; }
+  // Where an actor runs, for people: "pid 1234", "thread".
+  std::string DescribeActor(ActorId actor) const;
   // "local launcher (one process per actor, shm data plane)", or "custom launcher".
   const std::string& launcher_description() const { return launcher_description_; }
 
@@ -108,6 +119,7 @@ class Session {
   SessionOptions options_;
   std::string launcher_description_;
   std::unique_ptr<controller::Pipeline> pipeline_;
+  std::unique_ptr<controller::Debugger> debugger_;  // borrows *pipeline_
 };
 
 // Where `tandem-actor` is: $TANDEM_ACTOR_BINARY if set; else beside the

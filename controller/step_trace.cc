@@ -29,7 +29,7 @@ void StepTrace::AddStep(const StepReport& report) {
   int64_t first = INT64_MAX;
   int64_t last = INT64_MIN;
   for (size_t actor = 0; actor < report.timings.size(); ++actor) {
-    for (const InstructionTime& time : report.timings[actor]) {
+    for (const ir::InstructionTiming& time : report.timings[actor]) {
       first = std::min(first, report.origin_ns[actor] + time.start_ns);
       last = std::max(last, report.origin_ns[actor] + time.start_ns + time.duration_ns);
     }
@@ -47,7 +47,7 @@ void StepTrace::AddStep(const StepReport& report) {
     const auto actor = static_cast<int32_t>(a);
     const std::vector<ir::Instruction>& instructions = compiled_.programs[a].instructions;
     std::map<std::tuple<char, int32_t, int32_t>, double> per_task;  // this step's tasks
-    for (const InstructionTime& time : report.timings[a]) {
+    for (const ir::InstructionTiming& time : report.timings[a]) {
       if (time.instruction < 0 || time.instruction >= static_cast<int32_t>(instructions.size())) continue;
       const ir::Instruction& instruction = instructions[time.instruction];
       const double start_us = static_cast<double>(report.origin_ns[a] + time.start_ns - origin_ns_) * 1e-3;

@@ -1,13 +1,16 @@
 #include "examples/example_job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "examples/data/char_corpus.h"
 #include "examples/data/synthetic.h"
+#include "examples/limits.h"
 #include "examples/models/gpt.h"
 #include "examples/models/mlp.h"
+#include "ir/limits.h"
 #include "ir/trace.h"
 
 namespace tandem::examples {
@@ -15,9 +18,81 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const ExampleJobOptions& options, double default_lr) {
   const double lr = options.lr.value_or(default_lr);
+  if (!std::isfinite(lr) || lr <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lr ", lr, " is not a learning rate: it must be a finite number above 0"));
+  }
   if (options.optimizer == "adam") return std::make_unique<Adam>(AdamOptions{.learning_rate = lr});
   if (options.optimizer == "sgd") return std::make_unique<Sgd>(SgdOptions{.learning_rate = lr, .momentum = 0.9});
   return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", options.optimizer, "' (expected adam or sgd)"));
+}
+
+// Every size the options give, against its bound, before anything is
+// traced or allocated.
+absl::Status CheckSizes(const ExampleJobOptions& options) {
+  if (options.stages < 1 || options.microbatches < 1) {
+    return absl::InvalidArgumentError("an example job needs at least 1 stage and 1 microbatch");
+  }
+  if (options.microbatches > kMaxMicrobatches) {
+    return absl::InvalidArgumentError(absl::StrCat("microbatches ", options.microbatches, " is more than the ",
+                                                   kMaxMicrobatches, " an example job may have"));
+  }
+  if (options.stages > kMaxLayers) {
+    return absl::InvalidArgumentError(absl::StrCat("stages ", options.stages, " is more than the ", kMaxLayers,
+                                                   " an example model may have (one layer each at least)"));
+  }
+  struct Size {
+    const char* name;
+    const std::optional<int64_t>& value;
+    int64_t bound;
+  };
+  const Size sizes[] = {{"layers", options.layers, kMaxLayers},
+                        {"dim", options.dim, kMaxDim},
+                        {"heads", options.heads, kMaxHeads},
+                        {"seq", options.seq, kMaxSequence},
+                        {"batch", options.batch, kMaxBatch}};
+  for (const Size& size : sizes) {
+    if (!size.value.has_value()) continue;
+    if (*size.value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(size.name, " ", *size.value, " must be at least 1"));
+    }
+    if (*size.value > size.bound) {
+      return absl::InvalidArgumentError(absl::StrCat(size.name, " ", *size.value, " is more than the ", size.bound,
+                                                     " an example model may have"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What the traced step would allocate, from its shapes, before anything is:
+// its state (parameters and optimizer slots) and its largest value.
+absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes) {
+  int64_t state_bytes = 0;
+  for (const ir::StateSpec& spec : step.state) {
+    absl::StatusOr<int64_t> bytes = ir::CheckedNumBytes(spec.type);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("state '", spec.name, "': ", bytes.status().message()));
+    }
+    state_bytes += *bytes;  // checked after every tensor, so far from overflowing
+    if (state_bytes > kMaxStateBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model's parameters and optimizer state need more than the ", kMaxStateBytes,
+          " bytes an example job may use (", sizes, "): choose smaller sizes"));
+    }
+  }
+  for (const ir::Graph* graph : {&step.microbatch, &step.update}) {
+    for (ir::ValueId id = 0; id < graph->size(); ++id) {
+      const ir::Node& node = graph->node(id);
+      absl::StatusOr<int64_t> bytes = ir::CheckedNumBytes(node.type);
+      if (!bytes.ok() || *bytes > kMaxValueBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "value %", id, " (", ir::OpName(node.op), ") of the traced step is ", ir::TypeToString(node.type),
+            ", more than the ", kMaxValueBytes, " bytes one value of an example job may have (", sizes,
+            "): choose smaller sizes"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 template <typename T>
@@ -28,9 +103,7 @@ void Override(const std::optional<int64_t>& value, T& field) {
 }  // namespace
 
 absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
-  if (options.stages < 1 || options.microbatches < 1) {
-    return absl::InvalidArgumentError("an example job needs at least 1 stage and 1 microbatch");
-  }
+  if (absl::Status s = CheckSizes(options); !s.ok()) return s;
   TraceOptions trace;
   trace.num_microbatches = options.microbatches;
   trace.seed = options.seed;
@@ -44,7 +117,6 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     GptConfig config;
     config.vocab_size = corpus->vocab_size();
     config.num_stages = options.stages;
-    config.num_layers = std::max<int64_t>(config.num_layers, config.num_stages);
     config.tied_head = options.tied;
     Override(options.layers, config.num_layers);
     Override(options.dim, config.model_dim);
@@ -56,6 +128,12 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     if (!optimizer.ok()) return optimizer.status();
     absl::StatusOr<ir::TrainStep> step = TraceTrainStep("gpt", GptModel(config), **optimizer, trace);
     if (!step.ok()) return step.status();
+    if (absl::Status s = CheckFootprint(*step, absl::StrCat("gpt: ", config.num_layers, " layers, dim ",
+                                                             config.model_dim, ", seq ", config.sequence_length,
+                                                             ", batch ", config.batch_size));
+        !s.ok()) {
+      return s;
+    }
     job.step = *std::move(step);
     job.description = absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
                                    config.num_heads, " heads, seq ", config.sequence_length, ", vocab ",
@@ -80,7 +158,6 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   if (options.model == "mlp") {
     MlpConfig config;
     config.num_stages = options.stages;
-    config.num_layers = std::max<int64_t>(config.num_layers, config.num_stages);
     Override(options.layers, config.num_layers);
     Override(options.dim, config.hidden_dim);
     Override(options.batch, config.batch_size);
@@ -89,6 +166,11 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     if (!optimizer.ok()) return optimizer.status();
     absl::StatusOr<ir::TrainStep> step = TraceTrainStep("mlp", MlpModel(config), **optimizer, trace);
     if (!step.ok()) return step.status();
+    if (absl::Status s = CheckFootprint(*step, absl::StrCat("mlp: ", config.num_layers, " layers, dim ",
+                                                             config.hidden_dim, ", batch ", config.batch_size));
+        !s.ok()) {
+      return s;
+    }
     job.step = *std::move(step);
     job.description = absl::StrCat("mlp: ", config.num_layers, " hidden layers of ", config.hidden_dim,
                                    ", batch ", config.batch_size, " x ", num_microbatches, " microbatches, ",

@@ -17,7 +17,8 @@
 namespace tandem::examples {
 
 // What to build. Unset sizes take the model's defaults (GptConfig,
-// MlpConfig), except that the model gets at least `stages` layers.
+// MlpConfig), whatever the stage count: the stages split the layers
+// evenly, and a model with fewer layers than stages is InvalidArgument.
 struct ExampleJobOptions {
   std::string model = "gpt";  // gpt or mlp
   int32_t stages = 1;
@@ -48,8 +49,11 @@ struct ExampleJob {
   std::function<std::vector<ir::TensorMap>(uint64_t index)> validation_batch;
 };
 
-// InvalidArgument for an unknown model or optimizer, or sizes that do not
-// fit (naming them).
+// InvalidArgument for an unknown model or optimizer, a learning rate that
+// is not a finite number above 0, or sizes that do not fit (naming them):
+// each size past its bound in examples/limits.h is refused before tracing,
+// and a traced model whose state or largest value would pass its bound
+// before anything is allocated.
 absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options);
 
 }  // namespace tandem::examples

@@ -11,30 +11,11 @@
 #include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/hash.h"
 #include "ir/printer.h"
 
 namespace tandem::ir {
 namespace {
-
-const char* BufferKindName(BufferKind kind) {
-  switch (kind) {
-    case BufferKind::kState:
-      return "state";
-    case BufferKind::kInput:
-      return "input";
-    case BufferKind::kTemporary:
-      return "temporary";
-  }
-  return "?";
-}
-
-// A buffer's name for dumps and messages; the index when out of range (the
-// printer must not crash on a program the verifier would reject).
-std::string BufferLabel(const ActorProgram& program, BufferId id) {
-  if (id < 0 || id >= static_cast<BufferId>(program.buffers.size())) return absl::StrCat("<bad buffer ", id, ">");
-  const std::string& name = program.buffers[id].name;
-  return name.empty() ? absl::StrCat("#", id) : name;
-}
 
 std::string BufferList(const ActorProgram& program, const std::vector<BufferId>& ids) {
   std::vector<std::string> labels;
@@ -77,8 +58,9 @@ std::string InstructionText(const ActorProgram& program, const Instruction& inst
 
 // ---- Canonical serialization for hashing: every field, strings length-prefixed.
 
-// FNV-1a 64 over a canonical serialization, fed as it is produced: integers
-// in decimal and strings length-prefixed, each ending in ';'.
+// A content hash (ir/hash.h) of a canonical serialization, fed as it is
+// produced: integers in decimal and strings length-prefixed, each ending in
+// ';'.
 class Canonical {
  public:
   void Int(int64_t value) { Decimal(absl::StrCat(value)); }
@@ -125,64 +107,36 @@ class Canonical {
       Int(output.value);
     }
   }
-  uint64_t hash() const { return hash_; }
+  uint64_t hash() const { return hasher_.Digest(); }
 
  private:
   void Decimal(const std::string& digits, char end = ';') {
     Bytes(digits);
     Bytes(absl::string_view(&end, 1));
   }
-  void Bytes(absl::string_view bytes) {
-    for (unsigned char c : bytes) {
-      hash_ ^= c;
-      hash_ *= 1099511628211ull;
-    }
-  }
-  uint64_t hash_ = 14695981039346656037ull;
+  void Bytes(absl::string_view bytes) { hasher_.Add(bytes); }
+  ContentHasher hasher_;
 };
 
-// ---- Verification helpers.
-
-absl::Status InstructionError(int32_t index, const ActorProgram& program, const Instruction& instruction,
-                              const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("actor ", program.actor, ", instruction ", index, " (",
-                                                 instruction.task.ToString(), " ",
-                                                 InstructionKindName(instruction.kind), "): ", what));
-}
-
-// Every input node of a function needs a distinct string `name`, every
-// output a distinct name: the executor binds by them.
-absl::Status VerifyFunction(int32_t index, const Function& function) {
-  std::set<std::string> names;
-  for (ValueId id : function.graph.Inputs()) {
-    const auto& values = function.graph.node(id).attributes.values();
-    auto it = values.find("name");
-    const std::string* name = it == values.end() ? nullptr : std::get_if<std::string>(&it->second);
-    if (name == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("function ", index, " (", function.name, "): input %", id, " has no string 'name'"));
-    }
-    if (!names.insert(*name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("function ", index, " (", function.name, "): two inputs are named '", *name, "'"));
-    }
-  }
-  names.clear();
-  for (const GraphOutput& output : function.graph.outputs()) {
-    if (output.value < 0 || output.value >= function.graph.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("function ", index, " (", function.name, "): output '",
-                                                     output.name, "' names value %", output.value,
-                                                     " outside the graph"));
-    }
-    if (!names.insert(output.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("function ", index, " (", function.name, "): two outputs are named '", output.name, "'"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
+
+const char* BufferKindName(BufferKind kind) {
+  switch (kind) {
+    case BufferKind::kState:
+      return "state";
+    case BufferKind::kInput:
+      return "input";
+    case BufferKind::kTemporary:
+      return "temporary";
+  }
+  return "?";
+}
+
+std::string BufferLabel(const ActorProgram& program, BufferId id) {
+  if (id < 0 || id >= static_cast<BufferId>(program.buffers.size())) return absl::StrCat("<bad buffer ", id, ">");
+  const std::string& name = program.buffers[id].name;
+  return name.empty() ? absl::StrCat("#", id) : name;
+}
 
 const char* InstructionKindName(InstructionKind kind) {
   switch (kind) {
@@ -293,186 +247,6 @@ uint64_t HashActorProgram(const ActorProgram& program) {
   }
   c.Ids(program.task_starts);
   return c.hash();
-}
-
-absl::Status VerifyActorProgram(const ActorProgram& program) {
-  if (program.num_actors < 1 || program.actor < 0 || program.actor >= program.num_actors) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("actor ", program.actor, " is not in [0, ", program.num_actors, ")"));
-  }
-  for (size_t f = 0; f < program.functions.size(); ++f) {
-    absl::Status status = VerifyFunction(static_cast<int32_t>(f), program.functions[f]);
-    if (!status.ok()) return status;
-  }
-  const auto num_buffers = static_cast<BufferId>(program.buffers.size());
-  for (BufferId b = 0; b < num_buffers; ++b) {
-    const Buffer& buffer = program.buffers[b];
-    if (buffer.kind != BufferKind::kTemporary && buffer.binding.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("actor ", program.actor, ", buffer ", b, " (", buffer.name,
-                                                     "): a ", BufferKindName(buffer.kind),
-                                                     " buffer needs a binding"));
-    }
-  }
-
-  // Fill state per buffer, simulated by the rule of actor_program.h: reads
-  // of empty buffers are rejected and live bytes tracked.
-  std::vector<bool> full(program.buffers.size(), false);
-  int64_t live = 0;
-  for (BufferId b = 0; b < num_buffers; ++b) {
-    if (program.buffers[b].kind != BufferKind::kTemporary) {
-      full[b] = true;
-      live += program.buffers[b].type.num_bytes();
-    }
-  }
-  int64_t peak = live;
-  auto fill = [&](BufferId b) {
-    if (!full[b]) live += program.buffers[b].type.num_bytes();
-    full[b] = true;
-  };
-  auto empty = [&](BufferId b) {
-    if (full[b]) live -= program.buffers[b].type.num_bytes();
-    full[b] = false;
-  };
-
-  std::set<std::pair<int32_t, uint64_t>> send_tags;
-  std::set<std::pair<int32_t, uint64_t>> receive_tags;
-  for (int32_t i = 0; i < static_cast<int32_t>(program.instructions.size()); ++i) {
-    const Instruction& in = program.instructions[i];
-    auto error = [&](const std::string& what) { return InstructionError(i, program, in, what); };
-    auto check_ids = [&](const std::vector<BufferId>& ids, const char* field) -> absl::Status {
-      for (BufferId id : ids) {
-        if (id < 0 || id >= num_buffers) {
-          return error(absl::StrCat(field, " names buffer ", id, ", outside [0, ", num_buffers, ")"));
-        }
-      }
-      return absl::OkStatus();
-    };
-    auto check_full = [&](BufferId id) -> absl::Status {
-      if (full[id]) return absl::OkStatus();
-      return error(absl::StrCat("reads buffer ", id, " (", BufferLabel(program, id), ") while it is empty"));
-    };
-    if (absl::Status s = check_ids(in.inputs, "inputs"); !s.ok()) return s;
-    if (absl::Status s = check_ids(in.outputs, "outputs"); !s.ok()) return s;
-    if (absl::Status s = check_ids(in.buffers, "buffers"); !s.ok()) return s;
-    if (in.kind != InstructionKind::kRun && (!in.inputs.empty() || !in.outputs.empty())) {
-      return error("only run has inputs and outputs");
-    }
-    switch (in.kind) {
-      case InstructionKind::kRun: {
-        if (!in.buffers.empty()) return error("run takes inputs and outputs, not buffers");
-        if (in.function < 0 || in.function >= static_cast<int32_t>(program.functions.size())) {
-          return error(absl::StrCat("function ", in.function, " is outside [0, ", program.functions.size(), ")"));
-        }
-        const Function& function = program.functions[in.function];
-        const std::vector<ValueId> graph_inputs = function.graph.Inputs();
-        const std::vector<GraphOutput>& graph_outputs = function.graph.outputs();
-        if (in.inputs.size() != graph_inputs.size()) {
-          return error(absl::StrCat(function.name, " takes ", graph_inputs.size(), " inputs, got ",
-                                    in.inputs.size()));
-        }
-        if (in.outputs.size() != graph_outputs.size()) {
-          return error(absl::StrCat(function.name, " has ", graph_outputs.size(), " outputs, got ",
-                                    in.outputs.size()));
-        }
-        for (size_t k = 0; k < graph_inputs.size(); ++k) {
-          const TensorType& want = function.graph.type(graph_inputs[k]);
-          const Buffer& buffer = program.buffers[in.inputs[k]];
-          if (buffer.type != want) {
-            return error(absl::StrCat("input ", k, " of ", function.name, " is ", TypeToString(want), " but buffer ",
-                                      in.inputs[k], " (", buffer.name, ") is ", TypeToString(buffer.type)));
-          }
-          if (absl::Status s = check_full(in.inputs[k]); !s.ok()) return s;
-        }
-        std::set<BufferId> written;
-        for (size_t k = 0; k < graph_outputs.size(); ++k) {
-          const TensorType& want = function.graph.type(graph_outputs[k].value);
-          const Buffer& buffer = program.buffers[in.outputs[k]];
-          if (buffer.type != want) {
-            return error(absl::StrCat("output ", k, " (", graph_outputs[k].name, ") of ", function.name, " is ",
-                                      TypeToString(want), " but buffer ", in.outputs[k], " (", buffer.name,
-                                      ") is ", TypeToString(buffer.type)));
-          }
-          if (!written.insert(in.outputs[k]).second) {
-            return error(absl::StrCat("writes buffer ", in.outputs[k], " (", buffer.name, ") twice"));
-          }
-        }
-        for (BufferId id : in.outputs) fill(id);
-        break;
-      }
-      case InstructionKind::kSend:
-      case InstructionKind::kReceive: {
-        if (in.peer < 0 || in.peer >= program.num_actors) {
-          return error(absl::StrCat("peer ", in.peer, " is outside [0, ", program.num_actors, ")"));
-        }
-        if (in.peer == program.actor) return error(absl::StrCat("peer ", in.peer, " is this actor itself"));
-        if (in.buffers.empty()) return error("no buffers to transfer");
-        const bool is_send = in.kind == InstructionKind::kSend;
-        auto& tags = is_send ? send_tags : receive_tags;
-        if (!tags.insert({in.peer, in.tag}).second) {
-          return error(absl::StrCat("tag ", in.tag, " is used twice ", is_send ? "to" : "from", " actor ", in.peer));
-        }
-        for (BufferId id : in.buffers) {
-          if (is_send) {
-            if (absl::Status s = check_full(id); !s.ok()) return s;
-          } else {
-            fill(id);
-          }
-        }
-        break;
-      }
-      case InstructionKind::kAccumulate: {
-        if (in.buffers.size() != 2) return error(absl::StrCat("takes 2 buffers, got ", in.buffers.size()));
-        const Buffer& acc = program.buffers[in.buffers[0]];
-        const Buffer& grad = program.buffers[in.buffers[1]];
-        if (in.buffers[0] == in.buffers[1]) return error("accumulates a buffer into itself");
-        if (acc.type != grad.type) {
-          return error(absl::StrCat("accumulator ", acc.name, " is ", TypeToString(acc.type), " but ", grad.name,
-                                    " is ", TypeToString(grad.type)));
-        }
-        if (acc.type.dtype != DType::kF32) return error(absl::StrCat("accumulator ", acc.name, " is not f32"));
-        if (absl::Status s = check_full(in.buffers[1]); !s.ok()) return s;
-        empty(in.buffers[1]);
-        fill(in.buffers[0]);
-        break;
-      }
-      case InstructionKind::kFree:
-        if (in.buffers.empty()) return error("frees no buffers");
-        for (BufferId id : in.buffers) {
-          if (absl::Status s = check_full(id); !s.ok()) return s;
-          empty(id);
-        }
-        break;
-      case InstructionKind::kEmit:
-        if (in.buffers.size() != 1) return error(absl::StrCat("takes 1 buffer, got ", in.buffers.size()));
-        if (in.result.empty()) return error("has no result name");
-        if (in.microbatch < -1) return error(absl::StrCat("microbatch ", in.microbatch, " is negative"));
-        if (absl::Status s = check_full(in.buffers[0]); !s.ok()) return s;
-        break;
-      default:
-        return error(absl::StrCat("unknown instruction kind ", static_cast<int>(in.kind)));
-    }
-    peak = std::max(peak, live);
-  }
-  for (BufferId b = 0; b < num_buffers; ++b) {
-    if (program.buffers[b].kind == BufferKind::kTemporary && full[b]) {
-      return absl::InvalidArgumentError(absl::StrCat("actor ", program.actor, ": temporary buffer ", b, " (",
-                                                     program.buffers[b].name, ") is still held at the step's end"));
-    }
-  }
-  const auto num_instructions = static_cast<int32_t>(program.instructions.size());
-  for (size_t t = 0; t < program.task_starts.size(); ++t) {
-    const int32_t start = program.task_starts[t];
-    if (start < 0 || start > num_instructions || (t > 0 && start < program.task_starts[t - 1])) {
-      return absl::InvalidArgumentError(absl::StrCat("actor ", program.actor, ": task_starts[", t, "] = ", start,
-                                                     " is not sorted within [0, ", num_instructions, "]"));
-    }
-  }
-  if (peak != program.static_peak_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("actor ", program.actor, ": static_peak_bytes is ",
-                                                   program.static_peak_bytes, " but the stream peaks at ", peak,
-                                                   " live bytes"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace tandem::ir

@@ -99,6 +99,9 @@ struct Buffer {
   friend bool operator==(const Buffer&, const Buffer&) = default;
 };
 
+// "state", "input", "temporary".
+const char* BufferKindName(BufferKind kind);
+
 struct ActorProgram {
   int32_t actor = 0;
   int32_t num_actors = 1;
@@ -117,6 +120,11 @@ struct ActorProgram {
   int64_t static_peak_bytes = 0;
   friend bool operator==(const ActorProgram&, const ActorProgram&) = default;
 };
+
+// A buffer's name for dumps and messages ("#7" when it has none); the index
+// when out of range, so that printing never fails on a program the verifier
+// would reject.
+std::string BufferLabel(const ActorProgram& program, BufferId id);
 
 // Readable dump: buffers, functions (by name and size) and one line per
 // instruction, e.g. "  12  F1.3  run F1 (%4@3, w1) -> (%9@3)".

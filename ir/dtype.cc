@@ -1,5 +1,7 @@
 #include "ir/dtype.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -33,6 +35,8 @@ int64_t DTypeSize(DType dtype) {
 }
 
 int64_t NumElements(const Shape& shape) {
+  // A zero extent makes the product empty, whatever the other extents.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
   for (int64_t extent : shape) n *= extent;
   return n;

@@ -1,6 +1,7 @@
 #include "ir/graph_builder.h"
 
 #include "absl/strings/str_cat.h"
+#include "ir/limits.h"
 #include "ir/shape_rules.h"
 
 namespace tandem::ir {
@@ -14,6 +15,11 @@ ValueId GraphBuilder::Add(OpKind op, std::vector<ValueId> operands, Attributes a
     types.push_back(graph_->type(operand));
   }
   absl::StatusOr<TensorType> type = InferResultType(op, types, attributes);
+  if (type.ok()) {
+    if (absl::Status bytes = CheckedNumBytes(*type).status(); !bytes.ok()) {
+      type = absl::InvalidArgumentError(absl::StrCat(OpName(op), ": ", bytes.message()));
+    }
+  }
   if (!type.ok()) {
     Fail(location_override_ ? *location_override_ : location, type.status().message());
     return kInvalidValue;
@@ -23,6 +29,10 @@ ValueId GraphBuilder::Add(OpKind op, std::vector<ValueId> operands, Attributes a
 
 ValueId GraphBuilder::AddInput(const std::string& name, const std::string& role, TensorType type,
                                const SourceLocation& location) {
+  if (absl::Status bytes = CheckedNumBytes(type).status(); !bytes.ok()) {
+    Fail(location_override_ ? *location_override_ : location, absl::StrCat(role, " '", name, "': ", bytes.message()));
+    return kInvalidValue;
+  }
   return Append(OpKind::kInput, {}, Attributes{{"name", name}, {"role", role}}, std::move(type),
                 location);
 }

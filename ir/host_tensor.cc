@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -10,24 +11,47 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ir/limits.h"
 
 namespace tandem::ir {
 namespace {
 
 constexpr size_t kAlignment = 64;
 
-std::shared_ptr<std::byte[]> Allocate(int64_t bytes) {
-  size_t size = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+// Zeroed, 64-byte aligned storage of `type`, or the reason there is none.
+absl::StatusOr<std::shared_ptr<std::byte[]>> AllocateStorage(const TensorType& type) {
+  absl::StatusOr<int64_t> bytes = CheckedNumBytes(type);
+  if (!bytes.ok()) return bytes.status();
+  size_t size = (static_cast<size_t>(*bytes) + kAlignment - 1) / kAlignment * kAlignment;
   if (size == 0) size = kAlignment;
   auto* memory = static_cast<std::byte*>(std::aligned_alloc(kAlignment, size));
-  if (memory == nullptr) std::abort();
+  if (memory == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a tensor of ", TypeToString(type), " (",
+                                                     *bytes, " bytes): out of memory"));
+  }
   std::memset(memory, 0, size);
   return std::shared_ptr<std::byte[]>(memory, [](std::byte* p) { std::free(p); });
 }
 
 }  // namespace
 
-HostTensor::HostTensor(TensorType type) : type_(std::move(type)), storage_(Allocate(type_.num_bytes())) {}
+HostTensor::HostTensor(TensorType type) : type_(std::move(type)) {
+  absl::StatusOr<std::shared_ptr<std::byte[]>> storage = AllocateStorage(type_);
+  if (!storage.ok()) {
+    std::fprintf(stderr, "tandem: %s\n", std::string(storage.status().message()).c_str());
+    std::abort();
+  }
+  storage_ = *std::move(storage);
+}
+
+absl::StatusOr<HostTensor> HostTensor::Allocate(TensorType type) {
+  absl::StatusOr<std::shared_ptr<std::byte[]>> storage = AllocateStorage(type);
+  if (!storage.ok()) return storage.status();
+  HostTensor tensor;
+  tensor.type_ = std::move(type);
+  tensor.storage_ = *std::move(storage);
+  return tensor;
+}
 
 HostTensor HostTensor::Borrow(TensorType type, std::shared_ptr<std::byte[]> storage) {
   HostTensor tensor;

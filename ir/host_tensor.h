@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ir/dtype.h"
 
@@ -20,8 +22,17 @@ namespace tandem::ir {
 class HostTensor {
  public:
   HostTensor() = default;
-  // A zero-filled tensor of `type`.
+  // A zero-filled tensor of `type`, for sizes the caller has bounded (tests,
+  // small fixed shapes): when the memory cannot be had it prints what it was
+  // allocating and aborts. Where a size comes from a user, a file or the
+  // wire, use Allocate().
   explicit HostTensor(TensorType type);
+
+  // A zero-filled tensor of `type`. InvalidArgument for a shape that
+  // ir/limits.h refuses (a negative extent, a product over kMaxTensorBytes);
+  // ResourceExhausted naming the type and bytes when the memory cannot be
+  // had.
+  static absl::StatusOr<HostTensor> Allocate(TensorType type);
 
   static HostTensor FromFloats(Shape shape, absl::Span<const float> values);
   static HostTensor FromInts(Shape shape, absl::Span<const int32_t> values);
@@ -68,6 +79,9 @@ std::string SummarizeTensor(const HostTensor& tensor);
 
 // A short description for messages: "f32[2,3] {0.1, 0.2, ...}".
 std::string DescribeTensor(const HostTensor& tensor, int max_values = 6);
+
+// Tensors by name: a graph's inputs or outputs, a model's state.
+using TensorMap = std::map<std::string, HostTensor>;
 
 }  // namespace tandem::ir
 

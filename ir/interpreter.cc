@@ -92,8 +92,10 @@ absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
   return results;
 }
 
-HostTensor MakeTensor(const TensorType& type, const Initializer& init) {
-  HostTensor tensor(type);
+absl::StatusOr<HostTensor> MakeTensor(const TensorType& type, const Initializer& init) {
+  absl::StatusOr<HostTensor> allocated = HostTensor::Allocate(type);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor tensor = *std::move(allocated);
   const int64_t n = tensor.num_elements();
   float* out = tensor.f32();
   switch (init.kind) {
@@ -122,14 +124,23 @@ HostTensor MakeTensor(const TensorType& type, const Initializer& init) {
   return tensor;
 }
 
-TensorMap InitialState(const TrainStep& step) {
+absl::StatusOr<TensorMap> InitialState(const TrainStep& step) {
   TensorMap state;
-  for (const StateSpec& spec : step.state) state[spec.name] = InitialValue(spec);
+  for (const StateSpec& spec : step.state) {
+    absl::StatusOr<HostTensor> value = InitialValue(spec);
+    if (!value.ok()) {
+      return absl::Status(value.status().code(),
+                          absl::StrCat("state '", spec.name, "': ", value.status().message()));
+    }
+    state[spec.name] = *std::move(value);
+  }
   return state;
 }
 
-HostTensor AccumulateGradient(const HostTensor& acc, const HostTensor& g) {
-  HostTensor sum(acc.type());
+absl::StatusOr<HostTensor> AccumulateGradient(const HostTensor& acc, const HostTensor& g) {
+  absl::StatusOr<HostTensor> allocated = HostTensor::Allocate(acc.type());
+  if (!allocated.ok()) return allocated.status();
+  HostTensor sum = *std::move(allocated);
   const float* a = acc.f32();
   const float* b = g.f32();
   float* out = sum.f32();
@@ -178,7 +189,12 @@ absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& st
       if (it == accumulators.end()) {
         accumulators[acc.name] = g;
       } else {
-        it->second = AccumulateGradient(it->second, g);
+        absl::StatusOr<HostTensor> sum = AccumulateGradient(it->second, g);
+        if (!sum.ok()) {
+          return absl::Status(sum.status().code(), absl::StrCat("microbatch ", m, ": accumulating ", acc.name,
+                                                                ": ", sum.status().message()));
+        }
+        it->second = *std::move(sum);
       }
     }
   }

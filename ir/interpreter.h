@@ -17,8 +17,6 @@
 
 namespace tandem::ir {
 
-using TensorMap = std::map<std::string, HostTensor>;
-
 // Runs `graph` in program order. `inputs` supplies every input node's value
 // by name, of the declared type. Each value is released after its last use.
 // Returns the graph's outputs by name; with `wanted`, only those outputs,
@@ -28,16 +26,18 @@ absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
                                    const std::vector<std::string>* wanted = nullptr);
 
 // A tensor of `type` (f32) filled by `initializer`: the same arguments give
-// the same bits on every run.
-HostTensor MakeTensor(const TensorType& type, const Initializer& initializer);
+// the same bits on every run. The errors of HostTensor::Allocate.
+absl::StatusOr<HostTensor> MakeTensor(const TensorType& type, const Initializer& initializer);
 // The first value of a state tensor, from its seeded initializer.
-inline HostTensor InitialValue(const StateSpec& spec) { return MakeTensor(spec.type, spec.init); }
-// InitialValue of every state tensor of `step`, by name.
-TensorMap InitialState(const TrainStep& step);
+inline absl::StatusOr<HostTensor> InitialValue(const StateSpec& spec) { return MakeTensor(spec.type, spec.init); }
+// InitialValue of every state tensor of `step`, by name; ResourceExhausted
+// naming the tensor when one cannot be allocated.
+absl::StatusOr<TensorMap> InitialState(const TrainStep& step);
 
 // acc + g, elementwise in f32: the one definition of gradient accumulation,
 // used by the interpreter and by every pipelined executor.
-HostTensor AccumulateGradient(const HostTensor& acc, const HostTensor& g);
+// ResourceExhausted when the sum cannot be allocated.
+absl::StatusOr<HostTensor> AccumulateGradient(const HostTensor& acc, const HostTensor& g);
 
 struct StepResult {
   std::vector<float> losses;  // one per microbatch, in microbatch order

@@ -23,6 +23,8 @@ class Optimizer {
   // Traces the update of `parameter` given its gradient (already averaged
   // over microbatches), its slots (in SlotNames() order) and the 1-based step
   // number (an f32 scalar). Returns the new parameter, then the new slots.
+  // Settings out of their range (a learning rate that is NaN, infinite or
+  // not above 0, ...) fail the trace with InvalidArgument naming them.
   virtual std::vector<Tensor> Update(const Tensor& parameter, const Tensor& gradient,
                                      const std::vector<Tensor>& slots, const Tensor& step) const = 0;
 };

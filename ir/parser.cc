@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ir/limits.h"
 #include "ir/text_lexer.h"
 
 // Local shorthands for propagating a failed Status / StatusOr.
@@ -95,7 +96,7 @@ class Parser {
     if (current_.kind != TokenKind::kInteger) return Expected(absl::StrCat("an integer ", what));
     int64_t value = 0;
     if (!absl::SimpleAtoi(current_.text, &value) || value < min || value > max) {
-      return ErrorAt(current_, absl::StrCat(what, " ", current_.text, " is out of range [", min,
+      return ErrorAt(current_, absl::StrCat(what, " ", Excerpt(current_.text), " is out of range [", min,
                                             ", ", max, "]"));
     }
     Take();
@@ -152,8 +153,9 @@ class Parser {
 absl::StatusOr<TensorType> Parser::ParseType() {
   if (current_.kind != TokenKind::kIdentifier) return Expected("a type such as f32[2,3]");
   TensorType type;
+  const Token type_token = current_;
   absl::StatusOr<DType> dtype = ParseDType(current_.text);
-  if (!dtype.ok()) return ErrorAt(current_, dtype.status().message());
+  if (!dtype.ok()) return ErrorAt(current_, absl::StrCat("unknown dtype '", Excerpt(current_.text), "'"));
   type.dtype = *dtype;
   Take();
   if (!AtPunct('[')) return Expected("'[' and the shape after the dtype");
@@ -171,6 +173,10 @@ absl::StatusOr<TensorType> Parser::ParseType() {
     Take();
   }
   Take();
+  // Bounded here, before anything is sized by it.
+  if (absl::Status bytes = CheckedNumBytes(type).status(); !bytes.ok()) {
+    return ErrorAt(type_token, bytes.message());
+  }
   return type;
 }
 
@@ -193,7 +199,7 @@ absl::StatusOr<Graph> Parser::ParseGraphBlock() {
       Take();
       return graph;
     } else if (current_.kind == TokenKind::kEnd) {
-      return MissingBrace(absl::StrCat("graph @", name), open);
+      return MissingBrace(absl::StrCat("graph @", Excerpt(name)), open);
     } else {
       return Expected("a node '%N = ...', 'output' or '}'");
     }
@@ -204,7 +210,7 @@ absl::StatusOr<ValueId> Parser::ParseUse(const Graph& graph, absl::string_view c
   if (current_.kind != TokenKind::kValueId) return Expected("a value such as %0");
   int64_t id = 0;
   if (!absl::SimpleAtoi(current_.text, &id) || id >= graph.size()) {
-    return ErrorAt(current_, absl::StrCat(context, " %", current_.text,
+    return ErrorAt(current_, absl::StrCat(context, " %", Excerpt(current_.text),
                                           " is not defined before this point"));
   }
   Take();
@@ -215,7 +221,7 @@ absl::Status Parser::ParseNode(Graph* graph) {
   int64_t id = -1;
   if (!absl::SimpleAtoi(current_.text, &id) || id != graph->size()) {
     return ErrorAt(current_, absl::StrCat("expected value %", graph->size(), ", got %",
-                                          current_.text, " (values are numbered 0, 1, 2, ... "
+                                          Excerpt(current_.text), " (values are numbered 0, 1, 2, ... "
                                           "in order)"));
   }
   Take();
@@ -223,7 +229,7 @@ absl::Status Parser::ParseNode(Graph* graph) {
   if (current_.kind != TokenKind::kIdentifier) return Expected("an op name");
   Token op_token = Take();
   std::optional<OpKind> op = OpFromName(op_token.text);
-  if (!op.has_value()) return ErrorAt(op_token, absl::StrCat("unknown op '", op_token.text, "'"));
+  if (!op.has_value()) return ErrorAt(op_token, absl::StrCat("unknown op '", Excerpt(op_token.text), "'"));
   Node node;
   node.op = *op;
   if (AtPunct('(')) {
@@ -291,7 +297,7 @@ absl::StatusOr<Attributes> Parser::ParseAttributes() {
     }
     Token name = Take();
     if (attributes.Has(name.text)) {
-      return ErrorAt(name, absl::StrCat("duplicate attribute '", name.text, "'"));
+      return ErrorAt(name, absl::StrCat("duplicate attribute '", Excerpt(name.text), "'"));
     }
     TANDEM_PARSE_TRY(ExpectPunct('='));
     TANDEM_PARSE_ASSIGN(AttributeValue value, ParseAttributeValue());
@@ -342,7 +348,7 @@ absl::StatusOr<TrainStep> Parser::ParseTrainStepFile() {
   TANDEM_PARSE_ASSIGN(step.num_microbatches, ParseInt32("number of microbatches"));
   Token open = current_;
   TANDEM_PARSE_TRY(ExpectPunct('{'));
-  std::string block = absl::StrCat("train_step @", step.name);
+  std::string block = absl::StrCat("train_step @", Excerpt(step.name));
   while (AtKeyword("state")) {
     TANDEM_PARSE_ASSIGN(StateSpec spec, ParseState());
     step.state.push_back(std::move(spec));
@@ -424,7 +430,7 @@ absl::StatusOr<Initializer> Parser::ParseInitializer() {
     TANDEM_PARSE_TRY(ExpectPunct('='));
     if (current_.kind != TokenKind::kInteger) return Expected("the seed, an integer");
     if (!absl::SimpleAtoi(current_.text, &init.seed) || current_.text[0] == '-') {
-      return ErrorAt(current_, absl::StrCat("seed ", current_.text,
+      return ErrorAt(current_, absl::StrCat("seed ", Excerpt(current_.text),
                                             " is not an unsigned 64-bit integer"));
     }
     Take();

@@ -20,7 +20,8 @@
 //     }
 //   }
 //
-// Grammar (whitespace and newlines are free; `//` starts a comment):
+// Grammar (whitespace and newlines are free; `//` or `#` starts a comment
+// that runs to the end of the line):
 //   train_step := 'train_step' symbol 'stages' '=' INT 'microbatches' '=' INT
 //                 '{' state* graph accumulate* graph '}'
 //   state      := 'state' STRING ':' type ('parameter' | 'optimizer_state') init

@@ -11,13 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/limits.h"
 
 namespace tandem::ir {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'N', 'D', 'M', 'S', 'T', 'A', 'T'};
 constexpr uint32_t kVersion = 1;
-constexpr uint32_t kMaxRank = 16;
 
 template <typename T>
 void Put(std::string& out, T value) {
@@ -100,35 +100,48 @@ absl::StatusOr<TensorMap> DecodeStateFile(absl::string_view bytes, absl::string_
     absl::StatusOr<absl::string_view> name = reader.Take(*name_size, "a name");
     if (!name.ok()) return name.status();
     const std::string tensor_name(*name);
+    const std::string quoted = Excerpt(tensor_name);
     absl::StatusOr<uint8_t> dtype = reader.Get<uint8_t>("a dtype");
     if (!dtype.ok()) return dtype.status();
     if (*dtype > static_cast<uint8_t>(DType::kF16)) {
-      return reader.Error(absl::StrCat("tensor '", tensor_name, "' has unknown dtype ", *dtype));
+      return reader.Error(absl::StrCat("tensor '", quoted, "' has unknown dtype ", *dtype));
     }
     absl::StatusOr<uint32_t> rank = reader.Get<uint32_t>("a rank");
     if (!rank.ok()) return rank.status();
-    if (*rank > kMaxRank) return reader.Error(absl::StrCat("tensor '", tensor_name, "' has rank ", *rank));
+    if (*rank > kMaxRank) return reader.Error(absl::StrCat("tensor '", quoted, "' has rank ", *rank));
     TensorType type{static_cast<DType>(*dtype), {}};
     for (uint32_t axis = 0; axis < *rank; ++axis) {
       absl::StatusOr<int64_t> extent = reader.Get<int64_t>("an extent");
       if (!extent.ok()) return extent.status();
       if (*extent < 0 || *extent > (int64_t{1} << 40)) {
-        return reader.Error(absl::StrCat("tensor '", tensor_name, "' has extent ", *extent));
+        return reader.Error(absl::StrCat("tensor '", quoted, "' has extent ", *extent));
       }
       type.shape.push_back(*extent);
     }
+    // The shape is checked before anything is sized by it: its product must
+    // not overflow, and its bytes must be in the file.
+    absl::StatusOr<int64_t> bytes = CheckedNumBytes(type);
+    if (!bytes.ok()) return reader.Error(absl::StrCat("tensor '", quoted, "': ", bytes.status().message()));
     absl::StatusOr<uint64_t> size = reader.Get<uint64_t>("a byte count");
     if (!size.ok()) return size.status();
-    if (*size != static_cast<uint64_t>(type.num_bytes())) {
-      return reader.Error(absl::StrCat("tensor '", tensor_name, "' of type ", TypeToString(type), " has ", *size,
+    if (*size != static_cast<uint64_t>(*bytes)) {
+      return reader.Error(absl::StrCat("tensor '", quoted, "' of type ", TypeToString(type), " has ", *size,
                                        " bytes"));
     }
-    absl::StatusOr<absl::string_view> data = reader.Take(*size, absl::StrCat("the bytes of '", tensor_name, "'"));
+    if (*size > reader.remaining()) {
+      return reader.Error(absl::StrCat("tensor '", quoted, "' of type ", TypeToString(type), " needs ", *size,
+                                       " bytes, but only ", reader.remaining(), " are left in the file"));
+    }
+    absl::StatusOr<absl::string_view> data = reader.Take(*size, absl::StrCat("the bytes of '", quoted, "'"));
     if (!data.ok()) return data.status();
-    HostTensor tensor(type);
-    std::memcpy(tensor.data(), data->data(), data->size());
-    if (!tensors.emplace(tensor_name, std::move(tensor)).second) {
-      return reader.Error(absl::StrCat("tensor '", tensor_name, "' appears twice"));
+    absl::StatusOr<HostTensor> tensor = HostTensor::Allocate(type);
+    if (!tensor.ok()) {
+      return absl::Status(tensor.status().code(),
+                          absl::StrCat(what, ": tensor '", quoted, "': ", tensor.status().message()));
+    }
+    std::memcpy(tensor->data(), data->data(), data->size());
+    if (!tensors.emplace(tensor_name, *std::move(tensor)).second) {
+      return reader.Error(absl::StrCat("tensor '", quoted, "' appears twice"));
     }
   }
   if (reader.remaining() != 0) return reader.Error(absl::StrCat(reader.remaining(), " trailing bytes"));

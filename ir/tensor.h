@@ -25,7 +25,26 @@
 
 namespace tandem {
 
+#if defined(__cpp_lib_source_location)
 using SourceLoc = std::source_location;
+#else
+// Clang before 15 lacks the builtin behind libstdc++'s std::source_location
+// (the fuzz build, tests/fuzz/, uses clang 14): the two parts Tandem reads,
+// from the builtins that also default to the call site.
+class SourceLoc {
+ public:
+  static constexpr SourceLoc current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+    return SourceLoc(file, line);
+  }
+  constexpr const char* file_name() const { return file_; }
+  constexpr unsigned line() const { return line_; }
+
+ private:
+  constexpr SourceLoc(const char* file, unsigned line) : file_(file), line_(line) {}
+  const char* file_;
+  unsigned line_;
+};
+#endif
 
 class Tensor {
  public:

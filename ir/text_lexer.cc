@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/limits.h"
 
 namespace tandem::ir {
 namespace {
@@ -35,11 +36,11 @@ std::string DescribeToken(const Token& token) {
   switch (token.kind) {
     case TokenKind::kEnd: return "end of input";
     case TokenKind::kError: return token.text;
-    case TokenKind::kIdentifier: return absl::StrCat("'", token.text, "'");
-    case TokenKind::kInteger: return absl::StrCat("integer ", token.text);
-    case TokenKind::kFloat: return absl::StrCat("number ", token.text);
-    case TokenKind::kString: return absl::StrCat("string ", QuoteTextString(token.text));
-    case TokenKind::kValueId: return absl::StrCat("'%", token.text, "'");
+    case TokenKind::kIdentifier: return absl::StrCat("'", Excerpt(token.text), "'");
+    case TokenKind::kInteger: return absl::StrCat("integer ", Excerpt(token.text));
+    case TokenKind::kFloat: return absl::StrCat("number ", Excerpt(token.text));
+    case TokenKind::kString: return absl::StrCat("string ", QuoteTextString(Excerpt(token.text)));
+    case TokenKind::kValueId: return absl::StrCat("'%", Excerpt(token.text), "'");
     case TokenKind::kPunct: return absl::StrCat("'", token.text, "'");
   }
   return "?";
@@ -93,7 +94,7 @@ void Lexer::SkipSpaceAndComments() {
     char c = text_[pos_];
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
       Advance();
-    } else if (c == '/' && PeekChar(1) == '/') {
+    } else if ((c == '/' && PeekChar(1) == '/') || c == '#') {
       while (pos_ < text_.size() && text_[pos_] != '\n') Advance();
     } else {
       return;
@@ -195,7 +196,7 @@ Token Lexer::LexNumber(Token token) {
     Advance();
   }
   if (malformed) {
-    token.text = absl::StrCat("malformed number '", token.text, "'");
+    token.text = absl::StrCat("malformed number '", Excerpt(token.text), "'");
     token.kind = TokenKind::kError;
   }
   return token;

@@ -1,6 +1,7 @@
 #include "ir/tracer.h"
 
 #include "absl/strings/str_cat.h"
+#include "ir/hash.h"
 
 namespace tandem {
 namespace init {
@@ -16,24 +17,33 @@ ir::Initializer Uniform(double low, double high, uint64_t seed) {
 
 }  // namespace init
 
-namespace {
-
-// FNV-1a: a stable hash of a name, the same on every machine and run.
-uint64_t HashName(const std::string& name) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : name) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-}  // namespace
+Tracer::NameScope::~NameScope() { tracer_->scope_.resize(outer_length_); }
 
 Tracer::Tracer(uint64_t seed) : seed_(seed) {}
 
-Tensor Tracer::Parameter(const std::string& name, ir::Shape shape, ir::Initializer initializer,
-                         SourceLoc loc) {
+Tracer::NameScope Tracer::Scope(const std::string& name, SourceLoc loc) {
+  const size_t outer_length = scope_.size();
+  if (name.empty()) {
+    Fail(scope_.empty() ? "empty name scope"
+                        : absl::StrCat("empty name scope inside '", scope_, "'"),
+         loc);
+  } else {
+    scope_ = ScopedName(name);
+  }
+  return NameScope(this, outer_length);
+}
+
+std::string Tracer::ScopedName(const std::string& name) const {
+  return scope_.empty() ? name : absl::StrCat(scope_, ".", name);
+}
+
+void Tracer::Fail(const std::string& message, SourceLoc loc) {
+  builder_.Fail(ir::ToLocation(loc), message);
+}
+
+Tensor Tracer::Parameter(const std::string& relative_name, ir::Shape shape,
+                         ir::Initializer initializer, SourceLoc loc) {
+  const std::string name = ScopedName(relative_name);
   if (auto it = inputs_.find(name); it != inputs_.end()) {
     builder_.Fail(ir::ToLocation(loc),
                   absl::StrCat("parameter '", name, "' declared twice (first at ",
@@ -41,7 +51,7 @@ Tensor Tracer::Parameter(const std::string& name, ir::Shape shape, ir::Initializ
     return Tensor(&builder_, ir::kInvalidValue);
   }
   ir::TensorType type{ir::DType::kF32, std::move(shape)};
-  if (initializer.seed == 0) initializer.seed = HashName(name) ^ (seed_ * 0x9E3779B97F4A7C15ull);
+  if (initializer.seed == 0) initializer.seed = ir::Hash64(name, /*seed=*/seed_);
   parameters_.push_back({name, type, ir::StateRole::kParameter, initializer});
   return DeclareInput(name, "parameter", std::move(type), loc);
 }
@@ -50,8 +60,12 @@ Tensor Tracer::Parameter(const std::string& name, SourceLoc loc) {
   auto it = inputs_.find(name);
   if (it == inputs_.end() ||
       graph_.node(it->second).attributes.GetString("role") != "parameter") {
+    std::string hint;
+    if (const std::string scoped = ScopedName(name); scoped != name && inputs_.contains(scoped)) {
+      hint = absl::StrCat(" (names given here are full names: did you mean '", scoped, "'?)");
+    }
     builder_.Fail(ir::ToLocation(loc),
-                  absl::StrCat("parameter '", name, "' used but never declared"));
+                  absl::StrCat("parameter '", name, "' used but never declared", hint));
     return Tensor(&builder_, ir::kInvalidValue);
   }
   return Tensor(&builder_, it->second);
@@ -74,7 +88,7 @@ Tensor Tracer::DeclareInput(const std::string& name, const std::string& role, ir
     return Tensor(&builder_, ir::kInvalidValue);
   }
   ir::ValueId id = builder_.AddInput(name, role, std::move(type), ir::ToLocation(loc));
-  inputs_[name] = id;
+  if (id != ir::kInvalidValue) inputs_[name] = id;
   return Tensor(&builder_, id);
 }
 

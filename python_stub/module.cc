@@ -1,7 +1,8 @@
 // tandem._tandem: a thin pybind11 layer over the controller API
-// (<tandem/tandem.h>). Every call maps to one C++ call; tensors cross as
-// numpy arrays (copied); a failing absl::Status becomes a Python exception
-// whose text is "CODE: message". The GIL is released while actors work.
+// (<tandem/tandem.h>) and the example jobs (<tandem/examples.h>). Every call
+// maps to one C++ call; tensors cross as numpy arrays (copied); a failing
+// absl::Status becomes a Python exception whose text is "CODE: message".
+// The GIL is released while actors work.
 // The typed surface is python_stub/tandem/__init__.pyi.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
@@ -17,6 +18,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/state_file.h"
+#include "tandem/examples.h"
 #include "tandem/tandem.h"
 
 namespace py = pybind11;
@@ -127,7 +129,9 @@ struct PyExampleJob {
 
 SessionOptions MakeOptions(const std::string& transport, const std::string& dispatch, double receive_timeout_s) {
   SessionOptions options;
-  options.transport = transport;
+  absl::StatusOr<ir::DataPlaneKind> data_plane = ir::ParseDataPlaneKind(transport);
+  if (!data_plane.ok()) throw py::value_error(std::string(data_plane.status().message()));
+  options.data_plane = *data_plane;
   if (dispatch == "per-task") {
     options.dispatch = controller::Dispatch::kPerTask;
   } else if (dispatch != "fused") {
@@ -157,7 +161,7 @@ PYBIND11_MODULE(_tandem, m) {
                              })
       .def("to_text", [](const ir::TrainStep& step) { return ir::PrintTrainStep(step); },
            "The step in the IR's text form (what load_step reads).")
-      .def("initial_state", [](const ir::TrainStep& step) { return ToPython(ir::InitialState(step)); })
+      .def("initial_state", [](const ir::TrainStep& step) { return ToPython(Value(ir::InitialState(step))); })
       .def("__repr__", [](const ir::TrainStep& step) {
         return "<TrainStep " + step.name + ": " + std::to_string(step.num_stages) + " stages, " +
                std::to_string(step.num_microbatches) + " microbatches, " + std::to_string(step.state.size()) +

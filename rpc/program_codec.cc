@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "rpc/status_convert.h"
 
 namespace tandem::rpc {
 namespace {
@@ -104,8 +105,9 @@ void EncodeTensorType(const ir::TensorType& type, wire::TensorType::Builder buil
   EncodeInts<int64_t>(type.shape, builder.initShape(type.shape.size()));
 }
 
-absl::StatusOr<ir::TensorType> DecodeTensorType(wire::TensorType::Reader reader,
-                                                absl::string_view what) {
+namespace {
+
+absl::StatusOr<ir::TensorType> ReadTensorType(wire::TensorType::Reader reader, absl::string_view what) {
   absl::StatusOr<ir::DType> dtype = FromWire(reader.getDtype(), what);
   if (!dtype.ok()) return dtype.status();
   ir::TensorType type{*dtype, DecodeInts<int64_t>(reader.getShape())};
@@ -125,14 +127,23 @@ absl::StatusOr<ir::TensorType> DecodeTensorType(wire::TensorType::Reader reader,
   return type;
 }
 
+}  // namespace
+
+absl::StatusOr<ir::TensorType> DecodeTensorType(wire::TensorType::Reader reader,
+                                                absl::string_view what) {
+  return CatchMalformedMessage(what, [&] { return ReadTensorType(reader, what); });
+}
+
 void EncodeTensor(const ir::HostTensor& tensor, wire::Tensor::Builder builder) {
   EncodeTensorType(tensor.type(), builder.initType());
   auto bytes = reinterpret_cast<const capnp::byte*>(tensor.data());
   builder.setData(capnp::Data::Reader(bytes, static_cast<size_t>(tensor.num_bytes())));
 }
 
-absl::StatusOr<ir::HostTensor> DecodeTensor(wire::Tensor::Reader reader, absl::string_view what) {
-  absl::StatusOr<ir::TensorType> type = DecodeTensorType(reader.getType(), what);
+namespace {
+
+absl::StatusOr<ir::HostTensor> ReadTensor(wire::Tensor::Reader reader, absl::string_view what) {
+  absl::StatusOr<ir::TensorType> type = ReadTensorType(reader.getType(), what);
   if (!type.ok()) return type.status();
   capnp::Data::Reader data = reader.getData();
   if (type->num_bytes() > kMaxControlTensorBytes) {
@@ -145,9 +156,18 @@ absl::StatusOr<ir::HostTensor> DecodeTensor(wire::Tensor::Reader reader, absl::s
         "tensor %s: %s needs %d bytes but %d arrived", what, ir::TypeToString(*type),
         type->num_bytes(), data.size()));
   }
-  ir::HostTensor tensor(*type);
-  if (data.size() > 0) std::memcpy(tensor.data(), data.begin(), data.size());
+  absl::StatusOr<ir::HostTensor> tensor = ir::HostTensor::Allocate(*type);
+  if (!tensor.ok()) {
+    return absl::Status(tensor.status().code(), absl::StrCat("tensor ", what, ": ", tensor.status().message()));
+  }
+  if (data.size() > 0) std::memcpy(tensor->data(), data.begin(), data.size());
   return tensor;
+}
+
+}  // namespace
+
+absl::StatusOr<ir::HostTensor> DecodeTensor(wire::Tensor::Reader reader, absl::string_view what) {
+  return CatchMalformedMessage(absl::StrCat("tensor ", what), [&] { return ReadTensor(reader, what); });
 }
 
 void EncodeProgram(const ir::ActorProgram& program, wire::ActorProgram::Builder builder) {
@@ -195,7 +215,9 @@ void EncodeProgram(const ir::ActorProgram& program, wire::ActorProgram::Builder 
   EncodeInts<int32_t>(program.task_starts, builder.initTaskStarts(program.task_starts.size()));
 }
 
-absl::StatusOr<ir::ActorProgram> DecodeProgram(wire::ActorProgram::Reader reader) {
+namespace {
+
+absl::StatusOr<ir::ActorProgram> ReadProgram(wire::ActorProgram::Reader reader) {
   ir::ActorProgram program;
   program.actor = reader.getActor();
   program.num_actors = reader.getNumActors();
@@ -215,7 +237,7 @@ absl::StatusOr<ir::ActorProgram> DecodeProgram(wire::ActorProgram::Reader reader
     ir::Buffer out;
     out.name = std::string(View(buffer.getName()));
     std::string what = absl::StrCat("buffer ", out.name);
-    absl::StatusOr<ir::TensorType> type = DecodeTensorType(buffer.getType(), what);
+    absl::StatusOr<ir::TensorType> type = ReadTensorType(buffer.getType(), what);
     if (!type.ok()) return type.status();
     out.type = *std::move(type);
     absl::StatusOr<ir::BufferKind> kind = FromWire(buffer.getKind(), what);
@@ -257,6 +279,12 @@ absl::StatusOr<ir::ActorProgram> DecodeProgram(wire::ActorProgram::Reader reader
                                                    verified.message()));
   }
   return program;
+}
+
+}  // namespace
+
+absl::StatusOr<ir::ActorProgram> DecodeProgram(wire::ActorProgram::Reader reader) {
+  return CatchMalformedMessage("program", [&] { return ReadProgram(reader); });
 }
 
 absl::StatusOr<ir::ActorProgram> DecodeProgram(wire::ActorProgram::Reader reader,

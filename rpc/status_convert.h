@@ -9,7 +9,13 @@
 #ifndef TANDEM_RPC_STATUS_CONVERT_H_
 #define TANDEM_RPC_STATUS_CONVERT_H_
 
+#include <optional>
+#include <utility>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "kj/common.h"
 #include "kj/exception.h"
 
 namespace tandem::rpc {
@@ -29,6 +35,24 @@ kj::Exception ToKjException(const absl::Status& status);
 
 // Throws ToKjException(status) unless it is OK. For server methods.
 void ThrowIfError(const absl::Status& status);
+
+// For decoders of received messages, which return statuses and never
+// throw: runs `decode()` (returning an absl::StatusOr) and returns its
+// result, except that a KJ exception it throws (Cap'n Proto's answer to a
+// malformed message: a pointer out of bounds or of the wrong kind, text
+// without its NUL, the traversal or nesting limit passed) becomes
+// InvalidArgument "<what>: malformed message: <KJ's description>".
+template <typename Decode>
+auto CatchMalformedMessage(absl::string_view what, Decode&& decode) -> decltype(decode()) {
+  std::optional<decltype(decode())> result;
+  kj::Maybe<kj::Exception> exception = kj::runCatchingExceptions([&] { result.emplace(decode()); });
+  KJ_IF_MAYBE(thrown, exception) {
+    const kj::StringPtr description = thrown->getDescription();
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": malformed message: ", absl::string_view(description.cStr(), description.size())));
+  }
+  return *std::move(result);
+}
 
 }  // namespace tandem::rpc
 

@@ -2,69 +2,49 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/program_codec.h"
+#include "rpc/status_convert.h"
 
 namespace tandem::rpc {
 namespace {
 
 std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
-}  // namespace
+// By size: capnp's implicit conversion from std::string stops at the first
+// NUL, and a name that does not survive the trip could collide with another.
+capnp::Text::Reader AsText(const std::string& text) { return capnp::Text::Reader(text.data(), text.size()); }
 
-void EncodeNamedTensors(const NamedTensors& tensors, capnp::List<wire::NamedTensor>::Builder list) {
-  unsigned index = 0;
-  for (const auto& [key, tensor] : tensors) {
-    list[index].setName(key.first);
-    list[index].setMicrobatch(key.second);
-    EncodeTensor(tensor, list[index].initTensor());
-    ++index;
-  }
-}
+// The Read* functions read every entry of `list`; a malformed message
+// throws, which the public Decode* turn into statuses.
 
-void EncodeNamedTensors(const std::map<std::string, ir::HostTensor>& tensors,
-                        capnp::List<wire::NamedTensor>::Builder list) {
-  unsigned index = 0;
-  for (const auto& [name, tensor] : tensors) {
-    list[index].setName(name);
-    list[index].setMicrobatch(-1);
-    EncodeTensor(tensor, list[index].initTensor());
-    ++index;
-  }
-}
-
-absl::StatusOr<NamedTensors> DecodeNamedTensors(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
-  NamedTensors tensors;
+absl::StatusOr<ir::StepInputs> ReadStepInputs(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
+  ir::StepInputs inputs;
   for (wire::NamedTensor::Reader entry : list) {
     std::string name = ToString(entry.getName());
     absl::StatusOr<ir::HostTensor> tensor = DecodeTensor(entry.getTensor(), absl::StrCat(what, " ", name));
     if (!tensor.ok()) return tensor.status();
-    if (!tensors.emplace(std::make_pair(name, entry.getMicrobatch()), *std::move(tensor)).second) {
+    if (!inputs.emplace(ir::InputKey{name, entry.getMicrobatch()}, *std::move(tensor)).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " ", name, " for microbatch ", entry.getMicrobatch(), " is given twice"));
+    }
+  }
+  return inputs;
+}
+
+absl::StatusOr<ir::TensorMap> ReadTensorMap(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
+  ir::TensorMap tensors;
+  for (wire::NamedTensor::Reader entry : list) {
+    std::string name = ToString(entry.getName());
+    absl::StatusOr<ir::HostTensor> tensor = DecodeTensor(entry.getTensor(), absl::StrCat(what, " ", name));
+    if (!tensor.ok()) return tensor.status();
+    if (!tensors.emplace(name, *std::move(tensor)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", name, " is given twice"));
     }
   }
   return tensors;
 }
 
-unsigned CountNamedResults(const NamedResults& results) {
-  unsigned count = 0;
-  for (const auto& [name, by_microbatch] : results) count += static_cast<unsigned>(by_microbatch.size());
-  return count;
-}
-
-void EncodeNamedResults(const NamedResults& results, capnp::List<wire::NamedResult>::Builder list) {
-  unsigned index = 0;
-  for (const auto& [name, by_microbatch] : results) {
-    for (const auto& [microbatch, tensor] : by_microbatch) {
-      wire::NamedResult::Builder result = list[index++];
-      result.setName(name);
-      result.setMicrobatch(microbatch);
-      EncodeTensor(tensor, result.initTensor());
-    }
-  }
-}
-
-absl::StatusOr<NamedResults> DecodeNamedResults(capnp::List<wire::NamedResult>::Reader list, absl::string_view what) {
-  NamedResults results;
+absl::StatusOr<ir::StepResults> ReadStepResults(capnp::List<wire::NamedResult>::Reader list, absl::string_view what) {
+  ir::StepResults results;
   for (wire::NamedResult::Reader entry : list) {
     std::string name = ToString(entry.getName());
     absl::StatusOr<ir::HostTensor> tensor = DecodeTensor(entry.getTensor(), absl::StrCat("result ", name, " of ", what));
@@ -75,6 +55,58 @@ absl::StatusOr<NamedResults> DecodeNamedResults(capnp::List<wire::NamedResult>::
     }
   }
   return results;
+}
+
+}  // namespace
+
+void EncodeStepInputs(const ir::StepInputs& inputs, capnp::List<wire::NamedTensor>::Builder list) {
+  unsigned index = 0;
+  for (const auto& [key, tensor] : inputs) {
+    list[index].setName(AsText(key.binding));
+    list[index].setMicrobatch(key.microbatch);
+    EncodeTensor(tensor, list[index].initTensor());
+    ++index;
+  }
+}
+
+absl::StatusOr<ir::StepInputs> DecodeStepInputs(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
+  return CatchMalformedMessage(what, [&] { return ReadStepInputs(list, what); });
+}
+
+void EncodeTensorMap(const ir::TensorMap& tensors, capnp::List<wire::NamedTensor>::Builder list) {
+  unsigned index = 0;
+  for (const auto& [name, tensor] : tensors) {
+    list[index].setName(AsText(name));
+    list[index].setMicrobatch(-1);
+    EncodeTensor(tensor, list[index].initTensor());
+    ++index;
+  }
+}
+
+absl::StatusOr<ir::TensorMap> DecodeTensorMap(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
+  return CatchMalformedMessage(what, [&] { return ReadTensorMap(list, what); });
+}
+
+unsigned CountStepResults(const ir::StepResults& results) {
+  unsigned count = 0;
+  for (const auto& [name, by_microbatch] : results) count += static_cast<unsigned>(by_microbatch.size());
+  return count;
+}
+
+void EncodeStepResults(const ir::StepResults& results, capnp::List<wire::NamedResult>::Builder list) {
+  unsigned index = 0;
+  for (const auto& [name, by_microbatch] : results) {
+    for (const auto& [microbatch, tensor] : by_microbatch) {
+      wire::NamedResult::Builder result = list[index++];
+      result.setName(AsText(name));
+      result.setMicrobatch(microbatch);
+      EncodeTensor(tensor, result.initTensor());
+    }
+  }
+}
+
+absl::StatusOr<ir::StepResults> DecodeStepResults(capnp::List<wire::NamedResult>::Reader list, absl::string_view what) {
+  return CatchMalformedMessage(absl::StrCat("results of ", what), [&] { return ReadStepResults(list, what); });
 }
 
 }  // namespace tandem::rpc

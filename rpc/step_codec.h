@@ -1,7 +1,8 @@
 // The tensors of step calls on the wire (rpc/tandem.capnp): a step's inputs
-// and an actor's state as NamedTensor lists, and its emitted results as
-// NamedResult lists. Shared by the controller's launcher and the actor's
-// service so that both ends read and write the same shape.
+// and an actor's state as NamedTensor lists, and what an actor reports
+// after a step (ir::StepOutputs) as a runStep or runRange reply. Shared by
+// the controller's launcher and the actor's service so that both ends read
+// and write the same shape.
 //
 // Pure functions; thread-safe. Decoding validates every tensor
 // (DecodeTensor) and refuses a (name, microbatch) given twice: an
@@ -10,33 +11,62 @@
 #define TANDEM_RPC_STEP_CODEC_H_
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ir/host_tensor.h"
+#include "ir/step_io.h"
+#include "rpc/status_convert.h"
 #include "rpc/tandem.capnp.h"
 
 namespace tandem::rpc {
 
-// Tensors by (name, microbatch); microbatch -1 for per-step ones.
-using NamedTensors = std::map<std::pair<std::string, int32_t>, ir::HostTensor>;
-// Emitted results by name, then microbatch: results["loss"][3].
-using NamedResults = std::map<std::string, std::map<int32_t, ir::HostTensor>>;
+// `list` must have been initialized to inputs.size() entries.
+void EncodeStepInputs(const ir::StepInputs& inputs, capnp::List<wire::NamedTensor>::Builder list);
+absl::StatusOr<ir::StepInputs> DecodeStepInputs(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what);
 
-// `list` must have been initialized to tensors.size() entries.
-void EncodeNamedTensors(const NamedTensors& tensors, capnp::List<wire::NamedTensor>::Builder list);
 // Tensors by name alone, each with microbatch -1 (an actor's state).
-void EncodeNamedTensors(const std::map<std::string, ir::HostTensor>& tensors,
-                        capnp::List<wire::NamedTensor>::Builder list);
-absl::StatusOr<NamedTensors> DecodeNamedTensors(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what);
+void EncodeTensorMap(const ir::TensorMap& tensors, capnp::List<wire::NamedTensor>::Builder list);
+absl::StatusOr<ir::TensorMap> DecodeTensorMap(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what);
 
-// The number of entries EncodeNamedResults writes (init the list with it).
-unsigned CountNamedResults(const NamedResults& results);
-void EncodeNamedResults(const NamedResults& results, capnp::List<wire::NamedResult>::Builder list);
-absl::StatusOr<NamedResults> DecodeNamedResults(capnp::List<wire::NamedResult>::Reader list, absl::string_view what);
+// The number of entries EncodeStepResults writes (init the list with it).
+unsigned CountStepResults(const ir::StepResults& results);
+void EncodeStepResults(const ir::StepResults& results, capnp::List<wire::NamedResult>::Builder list);
+absl::StatusOr<ir::StepResults> DecodeStepResults(capnp::List<wire::NamedResult>::Reader list, absl::string_view what);
+
+// A runStep or runRange reply (their result structs have the same fields):
+// results, peak bytes, timings relative to `startNanos` = origin_ns. The
+// dispatch-call count is the launcher's, not on the wire.
+template <typename ReplyBuilder>
+void EncodeStepOutputs(const ir::StepOutputs& outputs, ReplyBuilder reply) {
+  EncodeStepResults(outputs.results, reply.initResults(CountStepResults(outputs.results)));
+  reply.setPeakLiveBytes(outputs.peak_live_bytes);
+  reply.setStartNanos(outputs.origin_ns);
+  auto timings = reply.initTimings(static_cast<unsigned>(outputs.timings.size()));
+  for (unsigned i = 0; i < outputs.timings.size(); ++i) {
+    timings[i].setInstruction(outputs.timings[i].instruction);
+    timings[i].setStartNanos(outputs.timings[i].start_ns);
+    timings[i].setDurationNanos(outputs.timings[i].duration_ns);
+  }
+}
+
+template <typename ReplyReader>
+absl::StatusOr<ir::StepOutputs> DecodeStepOutputs(const ReplyReader& reply, absl::string_view what) {
+  return CatchMalformedMessage(what, [&]() -> absl::StatusOr<ir::StepOutputs> {
+    ir::StepOutputs outputs;
+    absl::StatusOr<ir::StepResults> results = DecodeStepResults(reply.getResults(), what);
+    if (!results.ok()) return results.status();
+    outputs.results = *std::move(results);
+    outputs.peak_live_bytes = reply.getPeakLiveBytes();
+    outputs.origin_ns = reply.getStartNanos();
+    outputs.timings.reserve(reply.getTimings().size());
+    for (wire::InstructionTiming::Reader timing : reply.getTimings()) {
+      outputs.timings.push_back({timing.getInstruction(), timing.getStartNanos(), timing.getDurationNanos()});
+    }
+    return outputs;
+  });
+}
 
 }  // namespace tandem::rpc
 

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "schedules/limits.h"
 #include "schedules/placement.h"
 
 namespace tandem::schedules {
@@ -36,11 +37,20 @@ absl::Status CheckSizes(absl::string_view name, const GeneratorOptions& options,
     return absl::InvalidArgumentError(
         absl::StrCat(name, " needs at least 1 stage per actor: got virtual=", v));
   }
-  constexpr int64_t kMaxTasks = int64_t{1} << 30;
-  if (int64_t{options.actors} * v * options.microbatches * 3 > kMaxTasks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " would have more than 2^30 tasks: actors=", options.actors,
-        " virtual=", v, " microbatches=", options.microbatches));
+  if (v > kMaxVirtualStages) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": virtual ", v, " is more than the ",
+                                                   kMaxVirtualStages, " stages per actor a schedule may have"));
+  }
+  const int64_t stages = int64_t{options.actors} * v;
+  if (absl::Status s = CheckScheduleSizes(options.actors, stages, options.microbatches); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  }
+  // At most three tasks (F, I, W) per stage and microbatch.
+  if (absl::Status s = CheckTaskCount(3 * stages * options.microbatches,
+                                      absl::StrCat(name, " with actors=", options.actors, " virtual=", v,
+                                                   " microbatches=", options.microbatches));
+      !s.ok()) {
+    return s;
   }
   return absl::OkStatus();
 }

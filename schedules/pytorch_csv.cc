@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "schedules/limits.h"
 
 namespace tandem::schedules {
 namespace {
@@ -80,11 +81,25 @@ class CsvReader {
       : filename_(filename), stats_(stats) {}
 
   absl::StatusOr<Schedule> Read(absl::string_view text) {
-    std::vector<absl::string_view> rows = absl::StrSplit(text, '\n');
-    for (absl::string_view& row : rows) {
+    // One row per rank; empty rows at the end do not count. At most
+    // kMaxActors rows are kept, however many lines the file has.
+    std::vector<absl::string_view> rows;
+    int64_t empty_rows = 0;  // seen since the last non-empty row
+    for (absl::string_view row : absl::StrSplit(text, '\n')) {
       if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
+      if (row.empty()) {
+        ++empty_rows;
+        continue;
+      }
+      if (static_cast<int64_t>(rows.size()) + empty_rows >= kMaxActors) {
+        return absl::InvalidArgumentError(absl::StrCat(filename_, ":", rows.size() + empty_rows + 1,
+                                                       ": error: more than the ", kMaxActors,
+                                                       " ranks (rows) a schedule may have"));
+      }
+      rows.insert(rows.end(), empty_rows, absl::string_view());
+      empty_rows = 0;
+      rows.push_back(row);
     }
-    while (!rows.empty() && rows.back().empty()) rows.pop_back();
     if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(filename_, ": error: empty file"));
     num_ranks_ = static_cast<int32_t>(rows.size());
     cells_.resize(num_ranks_);
@@ -93,6 +108,26 @@ class CsvReader {
     }
     if (num_stages_ == 0) {
       return absl::InvalidArgumentError(absl::StrCat(filename_, ": error: no compute actions"));
+    }
+    // A rank without compute actions holds no stage: nothing would run
+    // there, and no export could write it back (its row would be empty).
+    for (int32_t r = 0; r < num_ranks_; ++r) {
+      if (cells_[r].empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(filename_, ":", r + 1, ": error: rank ", r,
+                                                       " has no compute action (every rank runs a stage)"));
+      }
+    }
+    if (absl::Status s = CheckScheduleSizes(num_ranks_, num_stages_, num_microbatches_); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(filename_, ": error: ", s.message()));
+    }
+    // The checks below index dense (stage, microbatch) tables. A complete
+    // schedule has at least two actions per pair, so a file with far fewer
+    // is incomplete, and its tables would be out of proportion to it.
+    if (int64_t{num_stages_} * num_microbatches_ > num_compute_actions_ + 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          filename_, ": error: the file's ", num_compute_actions_, " compute actions are far fewer than its ",
+          num_stages_, " stages x ", num_microbatches_,
+          " microbatches need (a forward and a backward each)"));
     }
     ConvertLegacyBackwards();
     if (absl::Status s = InferPlacement(); !s.ok()) return s;
@@ -143,7 +178,7 @@ class CsvReader {
       const size_t close = text.find(')');
       if (close == absl::string_view::npos) return Error(place, "unclosed group: missing ')'");
       if (text.substr(close + 1) != "OVERLAP_F_B") {
-        return Error(place, absl::StrCat("unsupported group '", text,
+        return Error(place, absl::StrCat("unsupported group '", Excerpt(text),
                                          "': expected (a;b)OVERLAP_F_B"));
       }
       size_t offset = 1;
@@ -154,26 +189,27 @@ class CsvReader {
         absl::StatusOr<Action> action = ReadAction(part, part_place);
         if (!action.ok()) return action.status();
         if (IsTransfer(action->type)) {
-          return Error(part_place, absl::StrCat("a transfer (", part,
+          return Error(part_place, absl::StrCat("a transfer (", Excerpt(part),
                                                 ") cannot be part of an OVERLAP_F_B group"));
         }
         cell.actions.push_back(*action);
       }
       if (cell.actions.size() < 2) {
-        return Error(place, absl::StrCat("group '", text, "' needs at least two actions"));
+        return Error(place, absl::StrCat("group '", Excerpt(text), "' needs at least two actions"));
       }
     }
     for (const Action& action : cell.actions) {
       num_stages_ = std::max(num_stages_, action.stage + 1);
       num_microbatches_ = std::max(num_microbatches_, action.microbatch + 1);
     }
+    num_compute_actions_ += static_cast<int64_t>(cell.actions.size());
     cells_[place.rank].push_back(std::move(cell));
     return absl::OkStatus();
   }
 
   absl::StatusOr<Action> ReadAction(absl::string_view text, const Place& place) {
     auto malformed = [&] {
-      return Error(place, absl::StrCat("malformed action '", text,
+      return Error(place, absl::StrCat("malformed action '", Excerpt(text),
                                        "': expected <stage><TYPE><microbatch>, e.g. 2F0"));
     };
     size_t i = 0;
@@ -187,9 +223,20 @@ class CsvReader {
     for (const ActionName& entry : kActionNames) {
       if (entry.name != type) continue;
       if (!microbatch) return malformed();
+      // Checked before any table is sized by them.
+      if (*stage >= kMaxStages) {
+        return Error(place, absl::StrCat("stage ", *stage, " in '", Excerpt(text), "' is beyond the ",
+                                         kMaxStages, " stages a schedule may have"));
+      }
+      if (*microbatch >= kMaxMicrobatches) {
+        return Error(place, absl::StrCat("microbatch ", *microbatch, " in '", Excerpt(text),
+                                         "' is beyond the ", kMaxMicrobatches,
+                                         " microbatches a schedule may have"));
+      }
+      if (absl::Status s = CheckTaskCount(++num_actions_, "the file"); !s.ok()) return Error(place, s.message());
       return Action{entry.type, *stage, *microbatch, place};
     }
-    return Error(place, absl::StrCat("unsupported action type '", type, "' in '", text,
+    return Error(place, absl::StrCat("unsupported action type '", Excerpt(type), "' in '", Excerpt(text),
                                      "': Tandem reads F, B, BW, I, W, SEND_F, RECV_F, SEND_B, "
                                      "RECV_B and (a;b)OVERLAP_F_B"));
   }
@@ -388,6 +435,8 @@ class CsvReader {
   int32_t num_ranks_ = 0;
   int32_t num_stages_ = 0;
   int32_t num_microbatches_ = 0;
+  int64_t num_actions_ = 0;          // compute and transfer
+  int64_t num_compute_actions_ = 0;  // tasks of the schedule
   std::vector<std::vector<ComputeCell>> cells_;  // Per rank.
   std::vector<Action> transfers_;
   std::vector<int32_t> owner_;  // Rank of each stage.

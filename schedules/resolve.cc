@@ -1,6 +1,10 @@
 #include "schedules/resolve.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -8,19 +12,38 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "schedules/generators.h"
+#include "schedules/limits.h"
 #include "schedules/pytorch_csv.h"
 #include "schedules/text_format.h"
 #include "schedules/validator.h"
 
 namespace tandem::schedules {
 
-absl::StatusOr<Schedule> ReadScheduleFile(const std::string& path) {
+absl::StatusOr<std::string> ReadScheduleFileText(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": error: cannot open file: ", std::strerror(errno)));
+  }
+  if (S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": error: is a directory, not a schedule file"));
+  }
+  if (S_ISREG(info.st_mode) && info.st_size > kMaxScheduleFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": error: the file has ", info.st_size,
+                                                   " bytes, more than the ", kMaxScheduleFileBytes,
+                                                   " a schedule file may have"));
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) return absl::NotFoundError(absl::StrCat(path, ": error: cannot open file"));
   std::ostringstream text;
   text << file.rdbuf();
   if (file.bad()) return absl::NotFoundError(absl::StrCat(path, ": error: cannot read file"));
-  return absl::EndsWith(path, ".csv") ? ParsePytorchCsv(text.str(), path) : ParseScheduleText(text.str(), path);
+  return std::move(text).str();
+}
+
+absl::StatusOr<Schedule> ReadScheduleFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadScheduleFileText(path);
+  if (!text.ok()) return text.status();
+  return absl::EndsWith(path, ".csv") ? ParsePytorchCsv(*text, path) : ParseScheduleText(*text, path);
 }
 
 absl::StatusOr<Schedule> ResolveSchedule(const std::string& name_or_file, int32_t actors, int32_t microbatches,

@@ -11,9 +11,14 @@
 
 namespace tandem::schedules {
 
+// The contents of a schedule file. NotFound for one that cannot be read;
+// InvalidArgument "<path>: error: ..." for a directory or a file larger than
+// kMaxScheduleFileBytes (schedules/limits.h), before reading it.
+absl::StatusOr<std::string> ReadScheduleFileText(const std::string& path);
+
 // Reads and parses a schedule file: PyTorch's pipelining CSV for paths
 // ending in ".csv", Tandem's .sched text format otherwise. Not validated.
-// NotFound for an unreadable file; InvalidArgument "path:line:col: error:
+// Errors of ReadScheduleFileText; InvalidArgument "path:line:col: error:
 // ..." for a parse error.
 absl::StatusOr<Schedule> ReadScheduleFile(const std::string& path);
 

@@ -13,19 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace tandem::schedules {
+#include "ir/ids.h"
 
-// Strong ids, so an actor cannot be passed where a stage is meant.
-template <typename Tag>
-struct StrongId {
-  int32_t value = 0;
-  constexpr StrongId() = default;
-  constexpr explicit StrongId(int32_t v) : value(v) {}
-  friend constexpr auto operator<=>(StrongId, StrongId) = default;
-};
-using ActorId = StrongId<struct ActorIdTag>;
-using StageId = StrongId<struct StageIdTag>;
-using Microbatch = StrongId<struct MicrobatchTag>;
+namespace tandem::schedules {
 
 enum class TaskKind : uint8_t {
   kForward,         // F: the stage's forward for one microbatch.

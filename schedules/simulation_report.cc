@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "schedules/json_writer.h"
+#include "schedules/json_text.h"
 
 namespace tandem::schedules {
 namespace {
@@ -29,62 +29,53 @@ std::string CriticalStepName(const Schedule& schedule, const SimulationResult& r
 
 std::string SimulationJson(const Schedule& schedule, const SimulationResult& result,
                            const SimulationReportOptions& options) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Key("schedule").String(schedule.name);
-  json.Key("actors").Int(schedule.num_actors);
-  json.Key("stages").Int(schedule.num_stages);
-  json.Key("microbatches").Int(schedule.num_microbatches);
-  json.Key("tasks").Int(schedule.NumTasks());
-  json.Key("makespan").Number(result.makespan);
-  json.Key("bubble").Number(result.bubble);
-  json.Key("bubble_time").Number(result.bubble_time);
-  json.Key("per_actor").BeginArray();
+  using Json = nlohmann::ordered_json;
+  Json json = {{"schedule", schedule.name},
+               {"actors", schedule.num_actors},
+               {"stages", schedule.num_stages},
+               {"microbatches", schedule.num_microbatches},
+               {"tasks", schedule.NumTasks()},
+               {"makespan", JsonNumber(result.makespan)},
+               {"bubble", JsonNumber(result.bubble)},
+               {"bubble_time", JsonNumber(result.bubble_time)}};
+  Json& per_actor = json["per_actor"] = Json::array();
   for (const ActorStats& stats : result.per_actor) {
-    json.NewLine().BeginObject();
-    json.Key("actor").Int(stats.actor.value);
-    json.Key("busy").Number(stats.busy);
-    json.Key("idle").Number(stats.idle);
-    json.Key("bubble").Number(stats.bubble);
-    json.Key("peak_activations").Number(stats.peak_activations);
-    json.EndObject();
+    per_actor.push_back({{"actor", stats.actor.value},
+                         {"busy", JsonNumber(stats.busy)},
+                         {"idle", JsonNumber(stats.idle)},
+                         {"bubble", JsonNumber(stats.bubble)},
+                         {"peak_activations", JsonNumber(stats.peak_activations)}});
   }
-  json.EndArray();
-  json.Key("critical_path").BeginArray();
+  Json& critical_path = json["critical_path"] = Json::array();
   for (const CriticalStep& step : result.critical_path) {
-    json.NewLine().BeginObject();
+    Json& entry = critical_path.emplace_back();
     if (step.kind == CriticalStep::Kind::kCompute) {
-      json.Key("type").String("compute");
-      json.Key("actor").Int(step.actor.value);
-      json.Key("slot").Int(step.slot);
-      json.Key("tasks").String(SlotName(schedule.programs[step.actor.value][step.slot]));
+      entry["type"] = "compute";
+      entry["actor"] = step.actor.value;
+      entry["slot"] = step.slot;
+      entry["tasks"] = SlotName(schedule.programs[step.actor.value][step.slot]);
     } else {
       const Transfer& transfer = result.transfers[step.transfer];
-      json.Key("type").String("transfer");
-      json.Key("from").Int(transfer.from.value);
-      json.Key("to").Int(transfer.to.value);
-      json.Key("task").String(TaskName(transfer.producer));
+      entry["type"] = "transfer";
+      entry["from"] = transfer.from.value;
+      entry["to"] = transfer.to.value;
+      entry["task"] = TaskName(transfer.producer);
     }
-    json.Key("start").Number(step.start);
-    json.Key("end").Number(step.end);
-    json.EndObject();
+    entry["start"] = JsonNumber(step.start);
+    entry["end"] = JsonNumber(step.end);
   }
-  json.EndArray();
   if (options.memory_timeline) {
-    json.Key("memory_timeline").BeginArray();
+    Json& timeline = json["memory_timeline"] = Json::array();
     for (size_t actor = 0; actor < result.memory.size(); ++actor) {
-      json.NewLine().BeginObject();
-      json.Key("actor").Int(static_cast<int64_t>(actor));
-      json.Key("points").BeginArray();
+      Json& entry = timeline.emplace_back();
+      entry["actor"] = actor;
+      Json& points = entry["points"] = Json::array();
       for (const MemoryPoint& point : result.memory[actor]) {
-        json.BeginArray().Number(point.time).Number(point.live).EndArray();
+        points.push_back(Json::array({JsonNumber(point.time), JsonNumber(point.live)}));
       }
-      json.EndArray().EndObject();
     }
-    json.EndArray();
   }
-  json.EndObject().NewLine();
-  return json.Take();
+  return JsonText(json) + "\n";
 }
 
 std::string SimulationTable(const Schedule& schedule, const SimulationResult& result,

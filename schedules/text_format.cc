@@ -1,5 +1,6 @@
 #include "schedules/text_format.h"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "schedules/limits.h"
 #include "schedules/placement.h"
 
 namespace tandem::schedules {
@@ -17,6 +19,13 @@ constexpr char kStatements[] = "schedule, actors, stages, microbatches, placemen
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// The longest schedule name accepted: it is quoted in reports.
+constexpr size_t kMaxNameBytes = 256;
+
+bool AllDigits(absl::string_view word) {
+  return !word.empty() && std::all_of(word.begin(), word.end(), IsDigit);
+}
 
 // A non-negative decimal of at most 9 digits, or nullopt.
 std::optional<int32_t> ParseNumber(absl::string_view digits) {
@@ -112,7 +121,7 @@ class Parser {
       return ParseHeader(keyword, start);
     }
     pos_ = start;
-    return Error(start, absl::StrCat("unknown statement '", Word(),
+    return Error(start, absl::StrCat("unknown statement '", Excerpt(Word()),
                                      "': expected ", kStatements));
   }
 
@@ -126,6 +135,10 @@ class Parser {
       absl::string_view name = line_.substr(pos_);
       while (!name.empty() && IsSpace(name.back())) name.remove_suffix(1);
       if (name.empty()) return Error(pos_, "expected a name after 'schedule'");
+      if (name.size() > kMaxNameBytes) {
+        return Error(pos_, absl::StrCat("the schedule's name has ", name.size(),
+                                        " bytes, more than the ", kMaxNameBytes, " allowed"));
+      }
       schedule_.name = std::string(name);
       name_line_ = line_number_;
       return absl::OkStatus();
@@ -138,7 +151,9 @@ class Parser {
       const absl::string_view word = Word();
       if (word == "loop" || word == "v") {
         placement_ = std::string(word);
-        if (!AtEnd()) return Error(pos_, absl::StrCat("unexpected '", Word(), "' after '", word, "'"));
+        if (!AtEnd()) {
+          return Error(pos_, absl::StrCat("unexpected '", Excerpt(Word()), "' after '", word, "'"));
+        }
         return absl::OkStatus();
       }
       placement_ = "explicit";
@@ -149,7 +164,11 @@ class Parser {
         const std::optional<int32_t> actor = ParseNumber(entry);
         if (!actor) {
           return Error(column, absl::StrCat("expected an actor number in the placement list, got '",
-                                            entry, "' (or write 'loop' or 'v')"));
+                                            Excerpt(entry), "' (or write 'loop' or 'v')"));
+        }
+        if (static_cast<int64_t>(explicit_placement_.size()) >= kMaxStages) {
+          return Error(column, absl::StrCat("the placement list has more than the ", kMaxStages,
+                                            " stages a schedule may have"));
         }
         explicit_placement_.push_back(Located{*actor, line_number_, column});
       }
@@ -162,11 +181,21 @@ class Parser {
     const size_t column = pos_;
     const absl::string_view word = Word();
     const std::optional<int32_t> value = ParseNumber(word);
+    // Checked before anything is sized by it.
+    const int64_t bound = keyword == "actors"   ? kMaxActors
+                          : keyword == "stages" ? kMaxStages
+                                                : kMaxMicrobatches;
+    if (AllDigits(word) && (!value || *value > bound)) {
+      return Error(column, absl::StrCat(keyword, " ", Excerpt(word), " is more than the ", bound,
+                                        " a schedule may have"));
+    }
     if (!value || *value < 1) {
       return Error(column, absl::StrCat("expected a positive number after '", keyword,
-                                        "', got '", word, "'"));
+                                        "', got '", Excerpt(word), "'"));
     }
-    if (!AtEnd()) return Error(pos_, absl::StrCat("unexpected '", Word(), "' after the number"));
+    if (!AtEnd()) {
+      return Error(pos_, absl::StrCat("unexpected '", Excerpt(Word()), "' after the number"));
+    }
     field = Located{*value, line_number_, column};
     return absl::OkStatus();
   }
@@ -179,6 +208,15 @@ class Parser {
       return Error(pos_, "'microbatches N' must be set before the first actor line");
     }
     const int32_t actors = actors_->value;
+    const int64_t declared_stages =
+        placement_ == "explicit" ? static_cast<int64_t>(explicit_placement_.size())
+        : stages_               ? stages_->value
+        : placement_ == "v"     ? 2 * int64_t{actors}
+                                : actors;
+    if (absl::Status status = CheckScheduleSizes(actors, declared_stages, microbatches_->value);
+        !status.ok()) {
+      return ErrorAt(microbatches_->line, microbatches_->column, status.message());
+    }
     int32_t stages = 0;
     if (placement_ == "explicit") {
       stages = static_cast<int32_t>(explicit_placement_.size());
@@ -219,8 +257,8 @@ class Parser {
     const absl::string_view number = Word(":");
     const std::optional<int32_t> actor = ParseNumber(number);
     if (!actor) {
-      return Error(number_column,
-                   absl::StrCat("expected an actor number after 'actor', got '", number, "'"));
+      return Error(number_column, absl::StrCat("expected an actor number after 'actor', got '",
+                                               Excerpt(number), "'"));
     }
     if (*actor >= schedule_.num_actors) {
       return Error(number_column,
@@ -235,8 +273,13 @@ class Parser {
     ++pos_;
     std::vector<Slot>& program = schedule_.programs[*actor];
     while (!AtEnd()) {
+      const size_t column = pos_;
       absl::StatusOr<Slot> slot = line_[pos_] == '(' ? ParseGroup() : ParseSingle();
       if (!slot.ok()) return slot.status();
+      num_tasks_ += static_cast<int64_t>(slot->tasks.size());
+      if (absl::Status status = CheckTaskCount(num_tasks_, "the file"); !status.ok()) {
+        return Error(column, status.message());
+      }
       program.push_back(*std::move(slot));
     }
     return absl::OkStatus();
@@ -274,7 +317,7 @@ class Parser {
         break;
       }
       return Error(pos_, absl::StrCat("expected ';' or ')' in the group, got '",
-                                      line_.substr(pos_, 1), "'"));
+                                      Excerpt(line_.substr(pos_, 1)), "'"));
     }
     if (slot.tasks.size() < 2) {
       return Error(open, "a group needs at least two tasks; write one task without parentheses");
@@ -287,7 +330,7 @@ class Parser {
 
   absl::StatusOr<Task> ParseTask(absl::string_view word, size_t column) {
     auto unknown = [&] {
-      return Error(column, absl::StrCat("unknown task '", word,
+      return Error(column, absl::StrCat("unknown task '", Excerpt(word),
                                         "': expected F, B, I or W, a stage, '.' and a "
                                         "microbatch, e.g. F0.3"));
     };
@@ -299,12 +342,13 @@ class Parser {
     const std::optional<int32_t> microbatch = ParseNumber(word.substr(dot + 1));
     if (!stage || !microbatch) return unknown();
     if (*stage >= schedule_.num_stages) {
-      return Error(column, absl::StrCat("stage ", *stage, " out of range in '", word,
+      return Error(column, absl::StrCat("stage ", *stage, " out of range in '", Excerpt(word),
                                         "': the schedule has ", schedule_.num_stages,
                                         " stages (0 to ", schedule_.num_stages - 1, ")"));
     }
     if (*microbatch >= schedule_.num_microbatches) {
-      return Error(column, absl::StrCat("microbatch ", *microbatch, " out of range in '", word,
+      return Error(column, absl::StrCat("microbatch ", *microbatch, " out of range in '",
+                                        Excerpt(word),
                                         "': the schedule has ", schedule_.num_microbatches,
                                         " microbatches (0 to ", schedule_.num_microbatches - 1,
                                         ")"));
@@ -323,6 +367,7 @@ class Parser {
   int placement_line_ = 0;
   std::vector<Located> explicit_placement_;
   bool resolved_ = false;
+  int64_t num_tasks_ = 0;
   Schedule schedule_;
 };
 

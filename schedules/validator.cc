@@ -7,13 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/happens_before.h"
+#include "schedules/limits.h"
 
 namespace tandem::schedules {
 namespace {
 
 constexpr int kMaxReported = 20;
-// Bound on the dense (kind, stage, microbatch) table: 4 * stages * microbatches.
-constexpr int64_t kMaxTaskTable = int64_t{1} << 28;
 
 // Collects problems; keeps the first kMaxReported and counts the rest.
 class Problems {
@@ -49,10 +48,20 @@ absl::Status CheckSizes(const Schedule& schedule) {
         schedule.num_actors, ", stages=", schedule.num_stages,
         ", microbatches=", schedule.num_microbatches));
   }
-  if (4 * int64_t{schedule.num_stages} * schedule.num_microbatches > kMaxTaskTable) {
+  if (absl::Status status = CheckScheduleSizes(schedule.num_actors, schedule.num_stages,
+                                               schedule.num_microbatches);
+      !status.ok()) {
+    return status;
+  }
+  const int64_t num_tasks = schedule.NumTasks();
+  if (absl::Status status = CheckTaskCount(num_tasks, "the schedule"); !status.ok()) return status;
+  // The dense (kind, stage, microbatch) table below stays in proportion to
+  // the schedule: a complete one has at least two tasks per pair.
+  const int64_t pairs = int64_t{schedule.num_stages} * schedule.num_microbatches;
+  if (pairs > num_tasks + 4096) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "schedule too large to validate: ", schedule.num_stages, " stages x ",
-        schedule.num_microbatches, " microbatches"));
+        "the schedule lists ", num_tasks, " tasks, far fewer than its ", schedule.num_stages,
+        " stages x ", schedule.num_microbatches, " microbatches need (a forward and a backward each)"));
   }
   if (static_cast<int64_t>(schedule.stage_to_actor.size()) != schedule.num_stages) {
     return absl::InvalidArgumentError(

@@ -10,66 +10,71 @@
 // codes.
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <string>
-#include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/time/time.h"
 #include "actor/actor_process.h"
-#include "tools/cli/arguments.h"
 
-namespace {
-
-constexpr char kUsage[] =
-    "usage: TANDEM_JOB_TOKEN=... tandem-actor --controller SOCKET --actor A --actors P [options]\n\n"
-    "One actor process of a Tandem job; launchers start it.\n\n";
-
-int Run(const std::vector<std::string>& args) {
-  tandem::cli::Arguments arguments;
-  arguments.AddOption("controller", "the controller's Unix socket");
-  arguments.AddOption("actor", "this actor's id");
-  arguments.AddOption("actors", "the number of actors in the job");
-  arguments.AddOption("transport", "data plane: shm (one host) or tcp", "shm");
-  arguments.AddOption("receive-timeout-ms", "deadline of every data-plane receive", "30000");
-  arguments.AddOption("shm-ring-mib", "shared-memory ring per ordered pair of actors", "256");
-  arguments.AddOption("bind", "host the TCP data plane listens on", "127.0.0.1");
-  arguments.AddOption("device", "where the functions compute: cpu, cuda, cuda:N (+bf16)", "cpu");
-  arguments.AddFlag("help", "show this help");
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    std::cerr << "tandem-actor: " << status.message() << "\n\n" << kUsage << arguments.Usage();
+int main(int argc, char** argv) {
+  CLI::App app("One actor process of a Tandem job; launchers start it. The job's token comes from TANDEM_JOB_TOKEN.",
+               "tandem-actor");
+  std::string socket;
+  int32_t actor = 0;
+  int32_t actors = 0;
+  std::string transport = "shm";
+  int64_t receive_timeout_ms = 30000;
+  int64_t ring_mib = 256;
+  std::string bind = "127.0.0.1";
+  std::string device = "cpu";
+  app.add_option("--controller", socket, "the controller's Unix socket")->required();
+  app.add_option("--actor", actor, "this actor's id")
+      ->required()
+      ->check(CLI::Range(0, std::numeric_limits<int32_t>::max()));
+  app.add_option("--actors", actors, "the number of actors in the job")
+      ->required()
+      ->check(CLI::Range(1, std::numeric_limits<int32_t>::max()));
+  app.add_option("--transport", transport, "data plane: shm (one host) or tcp")
+      ->check(CLI::IsMember({"shm", "tcp"}))
+      ->capture_default_str();
+  app.add_option("--receive-timeout-ms", receive_timeout_ms, "deadline of every data-plane receive")
+      ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000))
+      ->capture_default_str();
+  app.add_option("--shm-ring-mib", ring_mib, "shared-memory ring per ordered pair of actors")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--bind", bind, "host the TCP data plane listens on")->capture_default_str();
+  app.add_option("--device", device, "where the functions compute: cpu, cuda, cuda:N (+bf16)")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& help) {
+    return app.exit(help);
+  } catch (const CLI::ParseError& error) {
+    std::cerr << "tandem-actor: " << error.what() << "\nRun `tandem-actor --help` for usage.\n";
     return tandem::actor::kActorExitSetupFailed;
   }
-  if (arguments.Flag("help")) {
-    std::cout << kUsage << arguments.Usage();
-    return 0;
-  }
-  tandem::actor::ActorProcessOptions options;
-  absl::StatusOr<std::string> socket = arguments.Require("controller");
-  absl::StatusOr<int64_t> actor = arguments.GetInt("actor");
-  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
-  absl::StatusOr<int64_t> receive_ms = arguments.GetInt("receive-timeout-ms");
-  absl::StatusOr<int64_t> ring_mib = arguments.GetInt("shm-ring-mib");
-  absl::StatusOr<tandem::actor::DataPlaneKind> kind =
-      tandem::actor::ParseDataPlaneKind(*arguments.Get("transport"));
-  absl::StatusOr<tandem::actor::DeviceSpec> device = tandem::actor::ParseDeviceSpec(*arguments.Get("device"));
-  for (const absl::Status& status : {socket.status(), actor.status(), actors.status(), receive_ms.status(),
-                                     ring_mib.status(), kind.status(), device.status()}) {
+  absl::StatusOr<tandem::ir::DataPlaneKind> kind = tandem::ir::ParseDataPlaneKind(transport);
+  absl::StatusOr<tandem::actor::DeviceSpec> spec = tandem::actor::ParseDeviceSpec(device);
+  for (const absl::Status& status : {kind.status(), spec.status()}) {
     if (!status.ok()) {
       std::cerr << "tandem-actor: " << status.message() << "\n";
       return tandem::actor::kActorExitSetupFailed;
     }
   }
-  options.controller_socket = *socket;
-  options.actor = static_cast<int32_t>(*actor);
-  options.num_actors = static_cast<int32_t>(*actors);
+  if (actor >= actors) {
+    std::cerr << "tandem-actor: --actor " << actor << " is not below --actors " << actors << "\n";
+    return tandem::actor::kActorExitSetupFailed;
+  }
+  tandem::actor::ActorProcessOptions options;
+  options.controller_socket = socket;
+  options.actor = actor;
+  options.num_actors = actors;
   options.data_plane = *kind;
-  options.device = *device;
-  options.data_plane_options.shm_ring_bytes = *ring_mib << 20;
-  options.data_plane_options.tcp_bind_host = *arguments.Get("bind");
-  options.receive_timeout = absl::Milliseconds(*receive_ms);
+  options.device = *spec;
+  options.data_plane_options.shm_ring_bytes = ring_mib << 20;
+  options.data_plane_options.tcp_bind_host = bind;
+  options.receive_timeout = absl::Milliseconds(receive_timeout_ms);
   if (const char* token = std::getenv("TANDEM_JOB_TOKEN"); token != nullptr) options.token = token;
   return tandem::actor::RunActorProcess(options);
 }
-
-}  // namespace
-
-int main(int argc, char** argv) { return Run(std::vector<std::string>(argv + 1, argv + argc)); }

@@ -20,8 +20,12 @@ packages=(
   libbenchmark-dev                # micro-benchmarks
   libopenblas-dev                 # fp32 GEMM of the reference kernels
   zlib1g-dev                      # CRC-32 of checkpoint files
+  libcli11-dev                    # the `tandem` command line
+  nlohmann-json3-dev              # every JSON file Tandem reads or writes
+  libxxhash-dev                   # content hashes (programs, compiled steps)
   libedit-dev                     # line editing in `tandem repl`
   tmux                            # the REPL's terminal test
+  clang libclang-rt-14-dev        # libFuzzer targets and sanitizer builds (tests/fuzz/)
   pybind11-dev python3-pybind11 python3-dev  # the Python stub (python_stub/)
   python3-torch python3-numpy     # PyTorch: the outside reference in tests and benchmarks
 )

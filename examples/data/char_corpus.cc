@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "examples/limits.h"
 
 namespace tandem::examples {
 namespace {
@@ -28,7 +30,60 @@ std::string GeneratedText() {
   return text;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
+// The offset of the first byte that makes `text` not UTF-8 text (a NUL,
+// or a byte outside a well-formed UTF-8 sequence), or npos.
+size_t FirstNonTextByte(absl::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const auto continues = [&](size_t i, unsigned char low = 0x80, unsigned char high = 0xBF) {
+    return i < text.size() && byte(i) >= low && byte(i) <= high;
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char lead = byte(i);
+    size_t length = 0;
+    if (lead == 0) return i;
+    if (lead < 0x80) {
+      length = 1;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = continues(i + 1) ? 2 : 0;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      // No overlong forms (E0 80..9F) and no surrogates (ED A0..BF).
+      const unsigned char low = lead == 0xE0 ? 0xA0 : 0x80;
+      const unsigned char high = lead == 0xED ? 0x9F : 0xBF;
+      length = continues(i + 1, low, high) && continues(i + 2) ? 3 : 0;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      // No overlong forms (F0 80..8F) and nothing past U+10FFFF (F4 90..).
+      const unsigned char low = lead == 0xF0 ? 0x90 : 0x80;
+      const unsigned char high = lead == 0xF4 ? 0x8F : 0xBF;
+      length = continues(i + 1, low, high) && continues(i + 2) && continues(i + 3) ? 4 : 0;
+    }
+    if (length == 0) return i;
+    i += length;
+  }
+  return absl::string_view::npos;
+}
+
+// InvalidArgument naming `source` and the offset unless `text` is UTF-8
+// text: a binary file given as data would train on noise.
+absl::Status CheckText(absl::string_view text, absl::string_view source) {
+  const size_t offset = FirstNonTextByte(text);
+  if (offset == absl::string_view::npos) return absl::OkStatus();
+  const std::string what = text[offset] == '\0'
+                               ? "a NUL byte"
+                               : absl::StrFormat("0x%02x, not UTF-8", static_cast<unsigned char>(text[offset]));
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ": byte ", offset, " is ", what, ": the data must be a UTF-8 text file (this looks binary)"));
+}
+
+// The file's bytes; InvalidArgument before reading one larger than what is
+// left of kMaxCorpusBytes after `already` bytes.
+absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path, int64_t already = 0) {
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (!error && size > static_cast<uintmax_t>(kMaxCorpusBytes - already)) {
+    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": the text data would pass ", kMaxCorpusBytes,
+                                                   " bytes, the most an example job reads"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
   std::ostringstream buffer;
@@ -39,6 +94,7 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
 }  // namespace
 
 absl::StatusOr<CharCorpus> CharCorpus::FromText(std::string text, std::string source) {
+  if (absl::Status status = CheckText(text, source); !status.ok()) return status;
   if (text.size() < 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": ", text.size(), " bytes of text is too little to train on (need 1024)"));
@@ -71,8 +127,11 @@ absl::StatusOr<CharCorpus> CharCorpus::Load(const std::string& path) {
     std::sort(files.begin(), files.end());
     std::string text;
     for (const fs::path& file : files) {
-      absl::StatusOr<std::string> content = ReadFile(file);
-      if (content.ok()) text += *content;
+      absl::StatusOr<std::string> content = ReadFile(file, static_cast<int64_t>(text.size()));
+      if (absl::IsInvalidArgument(content.status())) return content.status();
+      if (!content.ok()) continue;
+      if (absl::Status status = CheckText(*content, file.string()); !status.ok()) return status;
+      text += *content;
     }
     return FromText(std::move(text), path);
   }
@@ -95,8 +154,9 @@ ir::TensorMap CharCorpus::Batch(Split split, int64_t batch, int64_t sequence_len
   int64_t begin = split == Split::kTrain ? 0 : split_point_;
   int64_t end = split == Split::kTrain ? split_point_ : size();
   int64_t span = std::max<int64_t>(1, end - begin - sequence_length - 1);
-  ir::HostTensor starts = ir::MakeTensor({ir::DType::kF32, {batch}},
-                                         {ir::Initializer::Kind::kUniform, 0.0, 1.0, seed * 1000003 + index});
+  // MakeExampleJob bounds the batch: this is small.
+  ir::HostTensor starts = *ir::MakeTensor({ir::DType::kF32, {batch}},
+                                          {ir::Initializer::Kind::kUniform, 0.0, 1.0, seed * 1000003 + index});
   std::vector<int32_t> tokens(batch * sequence_length);
   std::vector<int32_t> labels(batch * sequence_length);
   for (int64_t b = 0; b < batch; ++b) {

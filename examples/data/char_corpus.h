@@ -18,9 +18,14 @@ class CharCorpus {
  public:
   enum class Split { kTrain, kValidation };
 
-  // The bytes of `text`; the first 90% are the train split, the rest validation.
+  // The bytes of `text`; the first 90% are the train split, the rest
+  // validation. InvalidArgument naming `source` and the byte offset when the
+  // text is not UTF-8 text (a NUL byte or a malformed sequence: a binary
+  // file), or when there is too little of it.
   static absl::StatusOr<CharCorpus> FromText(std::string text, std::string source);
-  // `path` is a file, or a directory whose regular files are read in name order.
+  // `path` is a file, or a directory whose regular files are read in name
+  // order; each must be UTF-8 text (the error names the file and offset),
+  // and all together at most kMaxCorpusBytes (examples/limits.h).
   static absl::StatusOr<CharCorpus> Load(const std::string& path);
   // The corpus `tandem train` uses: `data_path` if given (an error if it
   // cannot be read), else the licence texts under /usr/share/common-licenses

@@ -6,10 +6,11 @@ namespace tandem::examples {
 
 ir::TensorMap ClassificationBatch(const MlpConfig& c, uint64_t seed, uint64_t index) {
   using Kind = ir::Initializer::Kind;
-  ir::HostTensor x = ir::MakeTensor({ir::DType::kF32, {c.batch_size, c.input_dim}},
-                                    {Kind::kNormal, 0.0, 1.0, seed * 7919 + index + 1});
-  ir::HostTensor teacher = ir::MakeTensor({ir::DType::kF32, {c.input_dim, c.num_classes}},
-                                          {Kind::kNormal, 0.0, 1.0, seed});
+  // MakeExampleJob bounds the sizes: these are small.
+  ir::HostTensor x = *ir::MakeTensor({ir::DType::kF32, {c.batch_size, c.input_dim}},
+                                     {Kind::kNormal, 0.0, 1.0, seed * 7919 + index + 1});
+  ir::HostTensor teacher = *ir::MakeTensor({ir::DType::kF32, {c.input_dim, c.num_classes}},
+                                           {Kind::kNormal, 0.0, 1.0, seed});
   std::vector<int32_t> labels(c.batch_size);
   for (int64_t b = 0; b < c.batch_size; ++b) {
     int32_t best = 0;

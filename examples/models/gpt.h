@@ -21,7 +21,7 @@ struct GptConfig {
   int64_t sequence_length = 32;
   int64_t model_dim = 64;
   int64_t num_heads = 4;
-  int64_t num_layers = 2;
+  int64_t num_layers = 4;
   int64_t mlp_ratio = 4;    // MLP hidden width = mlp_ratio * model_dim
   int64_t batch_size = 8;   // sequences per microbatch
   int32_t num_stages = 1;

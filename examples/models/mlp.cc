@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "ir/layers.h"
 
 namespace tandem::examples {
 
@@ -12,8 +13,9 @@ absl::Status ValidateMlpConfig(const MlpConfig& c) {
     return absl::InvalidArgumentError("mlp: every size must be at least 1");
   }
   if (c.num_stages > c.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("mlp: ", c.num_stages, " stages need at least as many hidden layers, got ",
-                                                   c.num_layers));
+    return absl::InvalidArgumentError(absl::StrCat("mlp: ", c.num_layers, " hidden layers cannot fill ", c.num_stages,
+                                                   " stages (every stage holds at least one); use at least ",
+                                                   c.num_stages, " layers"));
   }
   return absl::OkStatus();
 }
@@ -23,11 +25,9 @@ Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
   int64_t width = c.input_dim;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     if (layer * c.num_stages / c.num_layers > t.stage()) h = pipeline_yield(h);
-    std::string name = absl::StrCat("fc", layer);
     // He initialization for relu layers.
-    Tensor w = t.Parameter(name + ".w", {width, c.hidden_dim}, init::Normal(std::sqrt(2.0 / width)));
-    Tensor b = t.Parameter(name + ".b", {c.hidden_dim}, init::Zeros());
-    h = relu(matmul(h, w) + b);
+    const ir::Initializer he = init::Normal(std::sqrt(2.0 / width));
+    h = relu(layers::Linear(t, absl::StrCat("fc", layer), h, width, c.hidden_dim, he));
     width = c.hidden_dim;
   }
   Tensor w = t.Parameter("out.w", {width, c.num_classes}, init::Normal(1.0 / std::sqrt(width)));

@@ -4,12 +4,12 @@
 // gpt-checkpoints/ and resumes from there when run again.
 //   cmake -S . -B build -DCMAKE_PREFIX_PATH=<where Tandem is installed>
 //   cmake --build build && build/train_gpt [steps]
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <string>
 
+#include <tandem/examples.h>  // the character corpus
 #include <tandem/tandem.h>
 
 using tandem::Tensor;
@@ -18,31 +18,20 @@ using tandem::ir::DType;
 constexpr int64_t kBatch = 8, kSeq = 32, kDim = 64, kHeads = 4, kLayers = 4;
 constexpr int32_t kActors = 4, kMicrobatches = 8;
 
-Tensor Linear(tandem::Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out) {
-  return matmul(x, t.Parameter(name + ".w", {in, out}, tandem::init::Normal(0.02))) +
-         t.Parameter(name + ".b", {out}, tandem::init::Zeros());
-}
-Tensor Norm(tandem::Tracer& t, const std::string& name, const Tensor& x) {
-  return layer_norm(x, t.Parameter(name + ".g", {kDim}, tandem::init::Ones()),
-                    t.Parameter(name + ".b", {kDim}, tandem::init::Zeros()));
-}
-Tensor Heads(const Tensor& x) { return transpose(reshape(x, {kBatch, kSeq, kHeads, kDim / kHeads}), {0, 2, 1, 3}); }
-
+// The model, written on Tandem's layers (ir/layers.h): each block opens the
+// name scope "h<layer>", so its parameters are "h0.attn.qkv.w", "h0.ln1.g", ...
 Tensor Gpt(tandem::Tracer& t, int64_t vocab) {
-  Tensor x = embedding(t.Parameter("wte", {vocab, kDim}, tandem::init::Normal(0.02)),
-                       t.Input("tokens", {DType::kI32, {kBatch, kSeq}})) +
-             t.Parameter("wpe", {kSeq, kDim}, tandem::init::Normal(0.02));
+  namespace layers = tandem::layers;
+  const tandem::ir::Initializer weights = tandem::init::Normal(0.02);
+  Tensor x = embedding(t.Parameter("wte", {vocab, kDim}, weights), t.Input("tokens", {DType::kI32, {kBatch, kSeq}})) +
+             t.Parameter("wpe", {kSeq, kDim}, weights);
   for (int64_t layer = 0; layer < kLayers; ++layer) {
     if (layer > 0) x = pipeline_yield(x);  // one block per stage
-    const std::string n = "h" + std::to_string(layer);
-    Tensor qkv = Linear(t, n + ".qkv", Norm(t, n + ".ln1", x), kDim, 3 * kDim);
-    Tensor q = Heads(slice(qkv, -1, 0, kDim)), k = Heads(slice(qkv, -1, kDim, 2 * kDim));
-    Tensor scores = causal_mask(matmul(q, k, {.transpose_b = true}) * (1.0 / std::sqrt(kDim / kHeads)));
-    Tensor heads = matmul(softmax(scores), Heads(slice(qkv, -1, 2 * kDim, 3 * kDim)));
-    x = x + Linear(t, n + ".proj", reshape(transpose(heads, {0, 2, 1, 3}), {kBatch, kSeq, kDim}), kDim, kDim);
-    x = x + Linear(t, n + ".fc2", gelu(Linear(t, n + ".fc1", Norm(t, n + ".ln2", x), kDim, 4 * kDim)), 4 * kDim, kDim);
+    auto block = t.Scope("h" + std::to_string(layer));
+    x = x + layers::CausalSelfAttention(t, "attn", layers::LayerNorm(t, "ln1", x, kDim), kHeads, weights);
+    x = x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, kDim), 4 * kDim, weights);
   }
-  Tensor logits = Linear(t, "head", Norm(t, "lnf", x), kDim, vocab);
+  Tensor logits = layers::Linear(t, "head", layers::LayerNorm(t, "lnf", x, kDim), kDim, vocab, weights);
   return mean(cross_entropy(logits, t.Label("labels", {DType::kI32, {kBatch, kSeq}})));
 }
 

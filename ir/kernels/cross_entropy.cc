@@ -57,7 +57,9 @@ absl::StatusOr<HostTensor> CrossEntropy(const Node& node, Operands operands) {
   const RowView rows = RowsOf(operands[0]->shape());
   const float* logits = operands[0]->f32();
   const int32_t* labels = operands[1]->i32();
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   float* loss = out.f32();
   for (int64_t r = 0; r < rows.count; ++r) {
     const int32_t label = labels[r];
@@ -76,7 +78,9 @@ absl::StatusOr<HostTensor> CrossEntropyGrad(const Node& node, Operands operands)
   const float* logits = operands[0]->f32();
   const int32_t* labels = operands[1]->i32();
   const float* dy = operands[2]->f32();
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   float* result = out.f32();
   for (int64_t r = 0; r < rows.count; ++r) {
     const int32_t label = labels[r];

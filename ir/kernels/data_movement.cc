@@ -111,7 +111,9 @@ absl::StatusOr<HostTensor> Transpose(const Node& node, Operands operands) {
                                               "] does not take ", ShapeToString(in_shape), " to ",
                                               ShapeToString(node.type.shape)));
   }
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   if (out.num_elements() == 0) return out;
 
   // Drop extent-1 axes, then merge runs of input axes that stay adjacent.
@@ -171,7 +173,9 @@ absl::StatusOr<HostTensor> Broadcast(const Node& node, Operands operands) {
   const Shape* shapes[] = {&x.shape()};
   absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
   if (!layout.ok()) return layout.status();
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   if (out.num_elements() == 0) return out;
   const size_t element = static_cast<size_t>(DTypeSize(x.dtype()));
   const int64_t inner = layout->inner_extent();
@@ -220,7 +224,9 @@ absl::StatusOr<HostTensor> Slice(const Node& node, Operands operands) {
                                               ") does not take ", ShapeToString(x.shape()),
                                               " to ", ShapeToString(node.type.shape)));
   }
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const AxisSplit split = SplitAt(x.shape(), axis);
   const size_t element = static_cast<size_t>(DTypeSize(x.dtype()));
   const int64_t in_row = x.shape()[axis] * split.inner;
@@ -254,7 +260,9 @@ absl::StatusOr<HostTensor> Concat(const Node& node, Operands operands) {
     return KernelTypeError(node, absl::StrCat("operands add up to ", total, " along axis ", axis,
                                               ", not ", out_shape[axis]));
   }
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const AxisSplit split = SplitAt(out_shape, axis);
   const size_t element = static_cast<size_t>(DTypeSize(node.type.dtype));
   const int64_t out_row = out_shape[axis] * split.inner;

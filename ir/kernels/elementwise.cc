@@ -96,7 +96,9 @@ template <typename Op>
 absl::StatusOr<HostTensor> MapUnary(const Node& node, Operands operands) {
   if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
   if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const float* __restrict in = operands[0]->f32();
   float* __restrict result = out.f32();
   const int64_t n = out.num_elements();
@@ -127,7 +129,9 @@ absl::StatusOr<HostTensor> MapBinary(const Node& node, Operands operands) {
   if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
   const HostTensor& x = *operands[0];
   const HostTensor& y = *operands[1];
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   float* result = out.f32();
   if (x.shape() == node.type.shape && y.shape() == node.type.shape) {
     BinaryRow<Op>(x.f32(), 1, y.f32(), 1, result, out.num_elements());
@@ -154,7 +158,9 @@ absl::StatusOr<HostTensor> Where(const Node& node, Operands operands) {
   const Shape* shapes[] = {&operands[0]->shape(), &operands[1]->shape(), &operands[2]->shape()};
   absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
   if (!layout.ok()) return layout.status();
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   if (out.num_elements() == 0) return out;
   const int64_t inner = layout->inner_extent();
   const int64_t c_stride = layout->inner_stride(0);
@@ -178,7 +184,9 @@ absl::StatusOr<HostTensor> Where(const Node& node, Operands operands) {
 
 absl::StatusOr<HostTensor> Constant(const Node& node) {
   const double value = node.attributes.GetDouble("value");
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const int64_t n = out.num_elements();
   switch (node.type.dtype) {
     case DType::kF32: {
@@ -218,7 +226,9 @@ int32_t TruncateToInt32(float value) {
 absl::StatusOr<HostTensor> Convert(const Node& node, Operands operands) {
   const HostTensor& in = *operands[0];
   if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const int64_t n = out.num_elements();
   const DType from = in.dtype();
   const DType to = node.type.dtype;

@@ -32,7 +32,9 @@ absl::StatusOr<HostTensor> Embedding(const Node& node, Operands operands) {
     return KernelTypeError(node, absl::StrCat("result type ", TypeToString(node.type),
                                               " should have shape ", ShapeToString(expected)));
   }
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const int64_t count = ids.num_elements();
   const int32_t* id_data = ids.i32();
   for (int64_t position = 0; position < count; ++position) {
@@ -65,7 +67,9 @@ absl::StatusOr<HostTensor> EmbeddingGrad(const Node& node, Operands operands) {
   Shape expected = ids.shape();
   expected.push_back(width);
   if (absl::Status s = ExpectShape(node, operands, 1, expected); !s.ok()) return s;
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const int64_t count = ids.num_elements();
   const int32_t* id_data = ids.i32();
   float* result = out.f32();

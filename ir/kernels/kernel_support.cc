@@ -9,6 +9,14 @@
 
 namespace tandem::ir::internal {
 
+absl::StatusOr<HostTensor> AllocateResult(const Node& node) {
+  absl::StatusOr<HostTensor> out = HostTensor::Allocate(node.type);
+  if (!out.ok()) {
+    return absl::Status(out.status().code(), absl::StrCat(OpName(node.op), ": ", out.status().message()));
+  }
+  return out;
+}
+
 absl::Status KernelTypeError(const Node& node, absl::string_view detail) {
   return absl::InternalError(absl::StrCat(OpName(node.op), ": ", detail));
 }

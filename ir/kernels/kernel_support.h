@@ -31,6 +31,10 @@ absl::StatusOr<HostTensor> EvaluateNormalization(const Node& node, Operands oper
 absl::StatusOr<HostTensor> EvaluateCrossEntropy(const Node& node, Operands operands);
 absl::StatusOr<HostTensor> EvaluateEmbedding(const Node& node, Operands operands);
 
+// The node's zero-filled result tensor; ResourceExhausted "<op>: cannot
+// allocate ..." when there is no memory for it.
+absl::StatusOr<HostTensor> AllocateResult(const Node& node);
+
 // An Internal error "<op>: <detail>" for operands that do not fit the node.
 absl::Status KernelTypeError(const Node& node, absl::string_view detail);
 

@@ -71,7 +71,9 @@ absl::StatusOr<HostTensor> MatMul(const Node& node, Operands operands) {
   expected.push_back(n);
   if (expected != node.type.shape) return mismatch("result shape does not match");
 
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const int64_t batch_count = NumElements(batch);
   const float* a_data = a.f32();
   const float* b_data = b.f32();

@@ -45,7 +45,9 @@ absl::Status ExpectF32(const Node& node, Operands operands) {
 absl::StatusOr<HostTensor> Normalize(const Node& node, Operands operands) {
   if (absl::Status s = ExpectF32(node, operands); !s.ok()) return s;
   const float eps = static_cast<float>(node.attributes.GetDouble("eps"));
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const RowView rows = RowsOf(node.type.shape);
   const float* x = operands[0]->f32();
   float* result = out.f32();
@@ -64,7 +66,9 @@ absl::StatusOr<HostTensor> LayerNorm(const Node& node, Operands operands) {
     if (absl::Status s = ExpectShape(node, operands, i, affine_shape); !s.ok()) return s;
   }
   const float eps = static_cast<float>(node.attributes.GetDouble("eps"));
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const float* x = operands[0]->f32();
   const float* __restrict gamma = operands[1]->f32();
   const float* __restrict beta = operands[2]->f32();
@@ -85,7 +89,9 @@ absl::StatusOr<HostTensor> NormalizeGrad(const Node& node, Operands operands) {
   if (absl::Status s = ExpectF32(node, operands); !s.ok()) return s;
   if (absl::Status s = ExpectShape(node, operands, 1, node.type.shape); !s.ok()) return s;
   const float eps = static_cast<float>(node.attributes.GetDouble("eps"));
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const RowView rows = RowsOf(node.type.shape);
   const float count = static_cast<float>(rows.length);
   const float* x = operands[0]->f32();

@@ -112,7 +112,9 @@ absl::StatusOr<HostTensor> Reduce(const Node& node, Operands operands) {
     reduced_flags.push_back(false);
   }
 
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   float* result = out.f32();
   const int64_t out_count = out.num_elements();
   const bool is_max = node.op == OpKind::kReduceMax;

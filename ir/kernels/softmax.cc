@@ -70,7 +70,9 @@ void LogSoftmaxGradRow(const float* __restrict y, const float* __restrict dy, in
 
 absl::StatusOr<HostTensor> RowWise(const Node& node, Operands operands) {
   if (absl::Status s = ExpectF32Rows(node, operands); !s.ok()) return s;
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const RowView rows = RowsOf(node.type.shape);
   const float* x = operands[0]->f32();
   const float* dy = operands.size() > 1 ? operands[1]->f32() : nullptr;
@@ -106,7 +108,9 @@ absl::StatusOr<HostTensor> CausalMask(const Node& node, Operands operands) {
   const int64_t rows = shape[shape.size() - 2];
   const int64_t cols = shape[shape.size() - 1];
   const int64_t matrices = rows * cols == 0 ? 0 : NumElements(shape) / (rows * cols);
-  HostTensor out(node.type);
+  absl::StatusOr<HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  HostTensor out = *std::move(allocated);
   const float* x = operands[0]->f32();
   float* result = out.f32();
   for (int64_t b = 0; b < matrices; ++b) {

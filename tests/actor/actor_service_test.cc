@@ -34,20 +34,14 @@ namespace {
 namespace wire = rpc::wire;
 using ::testing::HasSubstr;
 
-using Results = std::map<std::string, std::map<int32_t, ir::HostTensor>>;
-
-struct StepReply {
-  Results results;
-  int64_t peak_live_bytes = 0;
-  size_t timings = 0;
-};
+using StepReply = ir::StepOutputs;
 
 ir::TensorMap TwoStageState() {
   return {{"w0", Iota(F32({3, 4}), -0.7f, 0.13f)}, {"w1", Iota(F32({4, 1}), 0.3f, -0.21f)}};
 }
 
-StepInputs TwoStageInputs(int32_t microbatches, int64_t step) {
-  StepInputs inputs;
+ir::StepInputs TwoStageInputs(int32_t microbatches, int64_t step) {
+  ir::StepInputs inputs;
   for (int32_t m = 0; m < microbatches; ++m) {
     inputs[{"x", m}] = Iota(F32({2, 3}), 0.1f * m - 0.2f + 0.01f * step, 0.37f);
   }
@@ -130,35 +124,18 @@ class ActorServiceTest : public ::testing::Test {
 
   absl::Status LoadState(wire::Actor::Client& actor, const ir::TensorMap& state) {
     auto request = actor.loadStateRequest();
-    rpc::EncodeNamedTensors(state, request.initTensors(static_cast<unsigned>(state.size())));
+    rpc::EncodeTensorMap(state, request.initTensors(static_cast<unsigned>(state.size())));
     return rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
-  }
-
-  static void EncodeInputs(const StepInputs& inputs, capnp::List<wire::NamedTensor>::Builder list) {
-    unsigned i = 0;
-    for (const auto& [key, tensor] : inputs) {
-      list[i].setName(key.binding);
-      list[i].setMicrobatch(key.microbatch);
-      rpc::EncodeTensor(tensor, list[i].initTensor());
-      ++i;
-    }
-  }
-
-  static absl::Status DecodeResults(capnp::List<wire::NamedResult>::Reader results, StepReply& reply) {
-    absl::StatusOr<rpc::NamedResults> decoded = rpc::DecodeNamedResults(results, "the step");
-    if (!decoded.ok()) return decoded.status();
-    reply.results = *std::move(decoded);
-    return absl::OkStatus();
   }
 
   // Sends one runStep call (counted); the reply comes when the loop runs.
   kj::Promise<capnp::Response<wire::Actor::RunStepResults>> SendRunStep(wire::Actor::Client& actor, uint64_t step,
-                                                                        uint64_t hash, const StepInputs& inputs) {
+                                                                        uint64_t hash, const ir::StepInputs& inputs) {
     ++run_step_calls_;
     auto request = actor.runStepRequest();
     request.setStepId(step);
     request.setProgramHash(hash);
-    EncodeInputs(inputs, request.initInputs(static_cast<unsigned>(inputs.size())));
+    rpc::EncodeStepInputs(inputs, request.initInputs(static_cast<unsigned>(inputs.size())));
     return request.send();
   }
 
@@ -166,33 +143,26 @@ class ActorServiceTest : public ::testing::Test {
     absl::StatusOr<capnp::Response<wire::Actor::RunStepResults>> response =
         rpc::ToStatusOr(kj::mv(promise)).wait(io_.waitScope);
     if (!response.ok()) return response.status();
-    StepReply reply;
-    if (absl::Status status = DecodeResults(response->getResults(), reply); !status.ok()) return status;
-    reply.peak_live_bytes = response->getPeakLiveBytes();
-    reply.timings = response->getTimings().size();
-    return reply;
+    return rpc::DecodeStepOutputs(*response, "the step");
   }
 
   absl::StatusOr<StepReply> RunStep(wire::Actor::Client& actor, uint64_t step, uint64_t hash,
-                                    const StepInputs& inputs) {
+                                    const ir::StepInputs& inputs) {
     return Await(SendRunStep(actor, step, hash, inputs));
   }
 
   // One runRange call; the results of the step's last range (empty before).
   absl::StatusOr<StepReply> RunRange(wire::Actor::Client& actor, uint64_t step, uint64_t hash, int32_t begin,
-                                     int32_t end, const StepInputs& inputs) {
+                                     int32_t end, const ir::StepInputs& inputs) {
     auto request = actor.runRangeRequest();
     request.setStepId(step);
     request.setProgramHash(hash);
     request.setBegin(begin);
     request.setEnd(end);
-    EncodeInputs(inputs, request.initInputs(static_cast<unsigned>(inputs.size())));
+    rpc::EncodeStepInputs(inputs, request.initInputs(static_cast<unsigned>(inputs.size())));
     auto response = rpc::ToStatusOr(request.send()).wait(io_.waitScope);
     if (!response.ok()) return response.status();
-    StepReply reply;
-    if (absl::Status status = DecodeResults(response->getResults(), reply); !status.ok()) return status;
-    reply.timings = response->getTimings().size();
-    return reply;
+    return rpc::DecodeStepOutputs(*response, "the step");
   }
 
   wire::HealthState Health(wire::Actor::Client& actor, std::string* message = nullptr) {
@@ -226,7 +196,7 @@ TEST_F(ActorServiceTest, StepsOverRpcMatchThreadClusterBitwiseWithOneCallPerActo
   absl::StatusOr<std::unique_ptr<ThreadCluster>> cluster = ThreadCluster::Create({programs.actor0, programs.actor1});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ASSERT_TRUE((*cluster)->LoadState(TwoStageState()).ok());
-  std::vector<std::vector<StepOutputs>> expected;
+  std::vector<std::vector<ir::StepOutputs>> expected;
   for (int64_t step = 0; step < kSteps; ++step) {
     auto outputs = (*cluster)->RunStep(step, TwoStageInputs(kMicrobatches, step), absl::Seconds(10));
     ASSERT_TRUE(outputs.ok()) << outputs.status();
@@ -247,7 +217,7 @@ TEST_F(ActorServiceTest, StepsOverRpcMatchThreadClusterBitwiseWithOneCallPerActo
 
   for (int64_t step = 0; step < kSteps; ++step) {
     network_.Reset();
-    const StepInputs inputs = TwoStageInputs(kMicrobatches, step);
+    const ir::StepInputs inputs = TwoStageInputs(kMicrobatches, step);
     // Both calls are in flight at once; each actor computes on its own thread.
     auto pending0 = SendRunStep(actors[0], step, hashes[0], inputs);
     auto pending1 = SendRunStep(actors[1], step, hashes[1], inputs);
@@ -265,8 +235,8 @@ TEST_F(ActorServiceTest, StepsOverRpcMatchThreadClusterBitwiseWithOneCallPerActo
     }
     EXPECT_EQ(reply0->peak_live_bytes, expected[step][0].peak_live_bytes);
     EXPECT_EQ(reply1->peak_live_bytes, expected[step][1].peak_live_bytes);
-    EXPECT_EQ(reply0->timings, programs.actor0.instructions.size());
-    EXPECT_EQ(reply1->timings, programs.actor1.instructions.size());
+    EXPECT_EQ(reply0->timings.size(), programs.actor0.instructions.size());
+    EXPECT_EQ(reply1->timings.size(), programs.actor1.instructions.size());
   }
   // Exactly one runStep call per actor per step produced every result.
   EXPECT_EQ(run_step_calls_, 2 * kSteps);
@@ -291,7 +261,7 @@ TEST_F(ActorServiceTest, RangesPerTaskGiveTheSameResultsAsOneStep) {
   ASSERT_TRUE(LoadProgram(actor1, programs.actor1).ok());
   ASSERT_TRUE(LoadState(actor0, TwoStageState()).ok());
   ASSERT_TRUE(LoadState(actor1, TwoStageState()).ok());
-  const StepInputs inputs = TwoStageInputs(kMicrobatches, 0);
+  const ir::StepInputs inputs = TwoStageInputs(kMicrobatches, 0);
   ASSERT_TRUE(RunStep(actor0, 0, hash0, inputs).ok());  // sends never block
   absl::StatusOr<StepReply> fused = RunStep(actor1, 0, hash1, inputs);
   ASSERT_TRUE(fused.ok()) << fused.status();
@@ -312,7 +282,7 @@ TEST_F(ActorServiceTest, RangesPerTaskGiveTheSameResultsAsOneStep) {
       last = *std::move(reply);
     }
   }
-  EXPECT_EQ(last.timings, programs.actor1.instructions.size());
+  EXPECT_EQ(last.timings.size(), programs.actor1.instructions.size());
   ASSERT_EQ(last.results.at("loss").size(), fused->results.at("loss").size());
   for (const auto& [m, loss] : fused->results.at("loss")) {
     EXPECT_TRUE(last.results.at("loss").at(m).BitwiseEquals(loss)) << "microbatch " << m;
@@ -378,7 +348,7 @@ TEST_F(ActorServiceTest, KernelErrorComesBackWithTheExecutorsMessageAndCode) {
   EXPECT_THAT(message, HasSubstr("embedding: id 9"));
 
   // Refused until the state is reloaded; then the actor works again.
-  const StepInputs good = {{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 1, 2})}};
+  const ir::StepInputs good = {{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 1, 2})}};
   absl::StatusOr<StepReply> refused = RunStep(actor, 8, hash, good);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("step 7 failed"));
@@ -399,7 +369,7 @@ TEST_F(ActorServiceTest, HealthAnswersWhileAStepWaitsOnAReceive) {
   ASSERT_TRUE(LoadProgram(receiver, programs.actor1).ok());
   ASSERT_TRUE(LoadState(sender, TwoStageState()).ok());
   ASSERT_TRUE(LoadState(receiver, TwoStageState()).ok());
-  const StepInputs inputs = TwoStageInputs(kMicrobatches, 0);
+  const ir::StepInputs inputs = TwoStageInputs(kMicrobatches, 0);
   const uint64_t hash1 = ir::HashActorProgram(programs.actor1);
 
   // The receiver's step blocks in its first Receive on its compute thread.
@@ -477,7 +447,7 @@ TEST_F(ActorServiceTest, ShutdownRepliesThenFulfilsTheOwnersPromiseAndRefusesCal
 namespace tandem::actor::testing {
 namespace {
 
-class DataPlaneSetupTest : public ActorServiceTest, public ::testing::WithParamInterface<DataPlaneKind> {};
+class DataPlaneSetupTest : public ActorServiceTest, public ::testing::WithParamInterface<ir::DataPlaneKind> {};
 
 TEST_P(DataPlaneSetupTest, StepsRunOnlyOnceTheDataPlaneIsConnectedThroughTheControlPlane) {
   constexpr int32_t kMicrobatches = 2;
@@ -496,7 +466,7 @@ TEST_P(DataPlaneSetupTest, StepsRunOnlyOnceTheDataPlaneIsConnectedThroughTheCont
     ASSERT_TRUE(LoadProgram(actors[a], *mine[a]).ok());
     ASSERT_TRUE(LoadState(actors[a], TwoStageState()).ok());
   }
-  const StepInputs inputs = TwoStageInputs(kMicrobatches, 0);
+  const ir::StepInputs inputs = TwoStageInputs(kMicrobatches, 0);
   absl::StatusOr<StepReply> early = RunStep(actors[0], 0, ir::HashActorProgram(programs.actor0), inputs);
   EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(early.status().message()), HasSubstr("the data plane is not connected"));
@@ -506,7 +476,7 @@ TEST_P(DataPlaneSetupTest, StepsRunOnlyOnceTheDataPlaneIsConnectedThroughTheCont
   ASSERT_TRUE(offer0.ok()) << offer0.status();
   ASSERT_TRUE(offer1.ok()) << offer1.status();
   EXPECT_EQ(OpenDataPlane(actors[0]).status().code(), absl::StatusCode::kFailedPrecondition);
-  if (GetParam() == DataPlaneKind::kShm) {
+  if (GetParam() == ir::DataPlaneKind::kShm) {
     EXPECT_EQ(offer0->regions.size(), 1u);
     EXPECT_TRUE(offer0->tcp_address.empty());
   } else {
@@ -546,13 +516,13 @@ TEST_P(DataPlaneSetupTest, ConnectWithoutEveryPeerIsInvalidArgumentNamingTheMiss
   EXPECT_THAT(std::string(status.message()), HasSubstr("data-plane peer 1 is missing"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, DataPlaneSetupTest, ::testing::Values(DataPlaneKind::kShm, DataPlaneKind::kTcp),
-                         [](const ::testing::TestParamInfo<DataPlaneKind>& info) {
-                           return std::string(DataPlaneKindName(info.param));
+INSTANTIATE_TEST_SUITE_P(Transports, DataPlaneSetupTest, ::testing::Values(ir::DataPlaneKind::kShm, ir::DataPlaneKind::kTcp),
+                         [](const ::testing::TestParamInfo<ir::DataPlaneKind>& info) {
+                           return std::string(ir::DataPlaneKindName(info.param));
                          });
 
 TEST_F(ActorServiceTest, ConnectBeforeOpenIsFailedPrecondition) {
-  absl::StatusOr<std::unique_ptr<DataPlane>> plane = CreateDataPlane(DataPlaneKind::kShm, 0, 2, {.shm_ring_bytes = 4096});
+  absl::StatusOr<std::unique_ptr<DataPlane>> plane = CreateDataPlane(ir::DataPlaneKind::kShm, 0, 2, {.shm_ring_bytes = 4096});
   ASSERT_TRUE(plane.ok()) << plane.status();
   wire::Actor::Client actor = ServeDataPlane(**plane);
   Offer none;
@@ -562,7 +532,7 @@ TEST_F(ActorServiceTest, ConnectBeforeOpenIsFailedPrecondition) {
 }
 
 TEST_F(ActorServiceTest, ShmPeerWithoutItsRingIsInvalidArgument) {
-  absl::StatusOr<std::unique_ptr<DataPlane>> plane = CreateDataPlane(DataPlaneKind::kShm, 0, 2, {.shm_ring_bytes = 4096});
+  absl::StatusOr<std::unique_ptr<DataPlane>> plane = CreateDataPlane(ir::DataPlaneKind::kShm, 0, 2, {.shm_ring_bytes = 4096});
   ASSERT_TRUE(plane.ok()) << plane.status();
   wire::Actor::Client actor = ServeDataPlane(**plane);
   ASSERT_TRUE(OpenDataPlane(actor).ok());
@@ -580,7 +550,7 @@ TEST_F(ActorServiceTest, BareTransportNeedsNoDataPlaneSetup) {
 }
 
 TEST(DataPlaneKindTest, UnknownNameIsInvalidArgumentListingTheChoices) {
-  absl::StatusOr<DataPlaneKind> kind = ParseDataPlaneKind("udp");
+  absl::StatusOr<ir::DataPlaneKind> kind = ir::ParseDataPlaneKind("udp");
   EXPECT_EQ(kind.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(kind.status().message()), HasSubstr("unknown transport 'udp' (expected shm or tcp)"));
 }

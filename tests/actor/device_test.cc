@@ -90,7 +90,7 @@ TEST(Device, TheExecutorRunsEveryFunctionOnItsDevice) {
   constexpr int32_t kMicrobatches = 2;
   TwoStageForward programs = MakeTwoStageForward(kMicrobatches);
   const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.7f, 0.13f)}, {"w1", Iota(F32({4, 1}), 0.3f, -0.21f)}};
-  StepInputs inputs;
+  ir::StepInputs inputs;
   for (int32_t m = 0; m < kMicrobatches; ++m) inputs[{"x", m}] = Iota(F32({2, 3}), 0.1f * m - 0.2f, 0.37f);
   auto device0 = std::make_shared<RecordingDevice>();
   auto device1 = std::make_shared<RecordingDevice>();
@@ -105,7 +105,7 @@ TEST(Device, TheExecutorRunsEveryFunctionOnItsDevice) {
   InMemoryNetwork network(2);
   constexpr absl::Duration kTimeout = absl::Seconds(10);
   ASSERT_TRUE((*actor0)->RunStep(1, inputs, network.Endpoint(0), kTimeout).ok());
-  absl::StatusOr<StepOutputs> out1 = (*actor1)->RunStep(1, inputs, network.Endpoint(1), kTimeout);
+  absl::StatusOr<ir::StepOutputs> out1 = (*actor1)->RunStep(1, inputs, network.Endpoint(1), kTimeout);
   ASSERT_TRUE(out1.ok()) << out1.status();
   EXPECT_EQ(device0->ran, std::vector<std::string>(kMicrobatches, programs.actor0.functions[0].graph.name()));
   EXPECT_EQ(device1->ran, std::vector<std::string>(kMicrobatches, programs.actor1.functions[0].graph.name()));
@@ -114,7 +114,7 @@ TEST(Device, TheExecutorRunsEveryFunctionOnItsDevice) {
   // A device error ends the step with the instruction's context and code.
   device0->fail = true;
   InMemoryNetwork second(2);
-  absl::StatusOr<StepOutputs> failed = (*actor0)->RunStep(2, inputs, second.Endpoint(0), kTimeout);
+  absl::StatusOr<ir::StepOutputs> failed = (*actor0)->RunStep(2, inputs, second.Endpoint(0), kTimeout);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(failed.status().message(), HasSubstr("actor 0, step 2, instruction 0"));

@@ -40,7 +40,7 @@ TEST(Executor, TwoActorsMatchRunGraphBitwise) {
   const ir::Function f0 = programs.actor0.functions[0];
   const ir::Function f1 = programs.actor1.functions[0];
   const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.7f, 0.13f)}, {"w1", Iota(F32({4, 1}), 0.3f, -0.21f)}};
-  StepInputs inputs;
+  ir::StepInputs inputs;
   for (int32_t m = 0; m < kMicrobatches; ++m) inputs[{"x", m}] = Iota(F32({2, 3}), 0.1f * m - 0.2f, 0.37f);
 
   std::unique_ptr<Executor> actor0 = MakeExecutor(programs.actor0);
@@ -49,9 +49,9 @@ TEST(Executor, TwoActorsMatchRunGraphBitwise) {
   ASSERT_TRUE(actor1->LoadState(state).ok());
   InMemoryNetwork network(2);
   // Sends never block: actor 0 can run its whole step before actor 1 starts.
-  absl::StatusOr<StepOutputs> out0 = actor0->RunStep(1, inputs, network.Endpoint(0), kTimeout);
+  absl::StatusOr<ir::StepOutputs> out0 = actor0->RunStep(1, inputs, network.Endpoint(0), kTimeout);
   ASSERT_TRUE(out0.ok()) << out0.status();
-  absl::StatusOr<StepOutputs> out1 = actor1->RunStep(1, inputs, network.Endpoint(1), kTimeout);
+  absl::StatusOr<ir::StepOutputs> out1 = actor1->RunStep(1, inputs, network.Endpoint(1), kTimeout);
   ASSERT_TRUE(out1.ok()) << out1.status();
   EXPECT_TRUE(network.PendingMessages().empty());
   EXPECT_TRUE(out0->results.empty());
@@ -63,13 +63,19 @@ TEST(Executor, TwoActorsMatchRunGraphBitwise) {
     EXPECT_TRUE(got.BitwiseEquals(loss)) << "microbatch " << m << ": " << ir::DescribeTensor(got) << " vs "
                                          << ir::DescribeTensor(loss);
   }
-  EXPECT_EQ(out0->instructions_run, 3 * kMicrobatches);
-  EXPECT_EQ(out1->instructions_run, 5 * kMicrobatches);
+  EXPECT_EQ(out0->timings.size(), 3u * kMicrobatches);
+  EXPECT_EQ(out1->timings.size(), 5u * kMicrobatches);
   EXPECT_EQ(out0->peak_live_bytes, programs.actor0.static_peak_bytes);
   EXPECT_EQ(out1->peak_live_bytes, programs.actor1.static_peak_bytes);
-  for (const InstructionTiming& timing : out1->timings) {
+  // Every instruction once, in program order, after the step began.
+  for (size_t i = 0; i < out1->timings.size(); ++i) {
+    const ir::InstructionTiming& timing = out1->timings[i];
+    EXPECT_EQ(timing.instruction, static_cast<int32_t>(i));
     EXPECT_GE(timing.start_ns, 0);
-    EXPECT_GE(timing.end_ns, timing.start_ns);
+    EXPECT_GE(timing.duration_ns, 0);
+    if (i > 0) {
+      EXPECT_GE(timing.start_ns, out1->timings[i - 1].start_ns + out1->timings[i - 1].duration_ns);
+    }
   }
 }
 
@@ -102,13 +108,13 @@ TEST(Executor, AccumulateMovesTheFirstGradientThenAddsInMicrobatchOrder) {
   const ir::HostTensor g0 = ir::HostTensor::FromFloats({3}, {1e8f, 1.0f, 0.1f});
   const ir::HostTensor g1 = ir::HostTensor::FromFloats({3}, {1.0f, 1e8f, 0.2f});
   const ir::HostTensor g2 = ir::HostTensor::FromFloats({3}, {-1e8f, -1e8f, 0.3f});
-  const ir::HostTensor in_order = ir::AccumulateGradient(ir::AccumulateGradient(g0, g1), g2);
-  ASSERT_FALSE(in_order.BitwiseEquals(ir::AccumulateGradient(g0, ir::AccumulateGradient(g1, g2))));
+  const ir::HostTensor in_order = *ir::AccumulateGradient(*ir::AccumulateGradient(g0, g1), g2);
+  ASSERT_FALSE(in_order.BitwiseEquals(*ir::AccumulateGradient(g0, *ir::AccumulateGradient(g1, g2))));
 
   std::unique_ptr<Executor> executor = MakeExecutor(AccumulateProgram());
   ASSERT_TRUE(executor->LoadState({}).ok());
   InMemoryNetwork network(1);
-  absl::StatusOr<StepOutputs> out =
+  absl::StatusOr<ir::StepOutputs> out =
       executor->RunStep(1, {{{"x", 0}, g0}, {{"x", 1}, g1}, {{"x", 2}, g2}}, network.Endpoint(0), kTimeout);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(out->results.at("after_first").at(0).BitwiseEquals(g0));
@@ -141,7 +147,7 @@ TEST(Executor, StateCarriesOverFromOneStepToTheNext) {
   ir::HostTensor expected = w0;
   for (int64_t step = 1; step <= 2; ++step) {
     const ir::HostTensor step_tensor = ir::HostTensor::Scalar(static_cast<float>(step));
-    absl::StatusOr<StepOutputs> out = executor->RunStep(step, {{{"step", -1}, step_tensor}}, network.Endpoint(0), kTimeout);
+    absl::StatusOr<ir::StepOutputs> out = executor->RunStep(step, {{{"step", -1}, step_tensor}}, network.Endpoint(0), kTimeout);
     ASSERT_TRUE(out.ok()) << out.status();
     expected = RunOne(program.functions[0], {{"w", expected}, {"step", step_tensor}}, "w");
   }
@@ -180,7 +186,7 @@ TEST(Executor, MeasuredPeakEqualsHandComputedValue) {
   std::unique_ptr<Executor> executor = MakeExecutor(program);
   ASSERT_TRUE(executor->LoadState({{"w", Iota(F32({3, 4}), 0, 1)}}).ok());
   InMemoryNetwork network(1);
-  absl::StatusOr<StepOutputs> out =
+  absl::StatusOr<ir::StepOutputs> out =
       executor->RunStep(1, {{{"x", 0}, Iota(F32({2, 3}), 1, 1)}}, network.Endpoint(0), kTimeout);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->peak_live_bytes, 116);
@@ -190,7 +196,7 @@ TEST(Executor, MeasuredPeakEqualsHandComputedValue) {
 TEST(Executor, TaskByTaskDispatchGivesTheSameResultsAsOneStep) {
   TwoStageForward programs = MakeTwoStageForward(2);
   const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.5f, 0.1f)}, {"w1", Iota(F32({4, 1}), 0.2f, 0.3f)}};
-  const StepInputs inputs = {{{"x", 0}, Iota(F32({2, 3}), 0, 0.5f)}, {{"x", 1}, Iota(F32({2, 3}), 1, -0.25f)}};
+  const ir::StepInputs inputs = {{{"x", 0}, Iota(F32({2, 3}), 0, 0.5f)}, {{"x", 1}, Iota(F32({2, 3}), 1, -0.25f)}};
   InMemoryNetwork network(2);
   std::unique_ptr<Executor> actor0 = MakeExecutor(programs.actor0);
   ASSERT_TRUE(actor0->LoadState(state).ok());
@@ -205,7 +211,7 @@ TEST(Executor, TaskByTaskDispatchGivesTheSameResultsAsOneStep) {
     absl::Status status = actor1->RunRange(starts[t], end, network.Endpoint(1), kTimeout);
     ASSERT_TRUE(status.ok()) << status;
   }
-  absl::StatusOr<StepOutputs> by_task = actor1->FinishStep();
+  absl::StatusOr<ir::StepOutputs> by_task = actor1->FinishStep();
   ASSERT_TRUE(by_task.ok()) << by_task.status();
 
   // Tags repeat every step: the network's record of them starts afresh.
@@ -214,7 +220,7 @@ TEST(Executor, TaskByTaskDispatchGivesTheSameResultsAsOneStep) {
   network.Reset();
   ASSERT_TRUE(actor0->LoadState(state).ok());
   ASSERT_TRUE(actor0->RunStep(2, inputs, network.Endpoint(0), kTimeout).ok());
-  absl::StatusOr<StepOutputs> whole = actor1->RunStep(2, inputs, network.Endpoint(1), kTimeout);
+  absl::StatusOr<ir::StepOutputs> whole = actor1->RunStep(2, inputs, network.Endpoint(1), kTimeout);
   ASSERT_TRUE(whole.ok()) << whole.status();
   for (int32_t m = 0; m < 2; ++m) {
     EXPECT_TRUE(by_task->results.at("loss").at(m).BitwiseEquals(whole->results.at("loss").at(m)));
@@ -225,7 +231,7 @@ TEST(Executor, TaskByTaskDispatchGivesTheSameResultsAsOneStep) {
 TEST(Executor, RangesMustFollowOneAnother) {
   std::unique_ptr<Executor> executor = MakeExecutor(AccumulateProgram());
   InMemoryNetwork network(1);
-  const StepInputs inputs = {{{"x", 0}, Iota(F32({3}), 0, 1)}, {{"x", 1}, Iota(F32({3}), 0, 1)},
+  const ir::StepInputs inputs = {{{"x", 0}, Iota(F32({3}), 0, 1)}, {{"x", 1}, Iota(F32({3}), 0, 1)},
                              {{"x", 2}, Iota(F32({3}), 0, 1)}};
   EXPECT_EQ(executor->BeginStep(1, inputs).code(), absl::StatusCode::kFailedPrecondition);  // no LoadState
   ASSERT_TRUE(executor->LoadState({}).ok());
@@ -258,7 +264,7 @@ TEST(Executor, KernelErrorNamesActorStepAndInstruction) {
   std::unique_ptr<Executor> executor = MakeExecutor(MakeEmbeddingLookup());
   ASSERT_TRUE(executor->LoadState({{"table", Iota(F32({5, 2}), 0, 1)}}).ok());
   InMemoryNetwork network(1);
-  absl::StatusOr<StepOutputs> out = executor->RunStep(
+  absl::StatusOr<ir::StepOutputs> out = executor->RunStep(
       7, {{{"ids", 0}, ir::HostTensor::FromInts({3}, {1, 9, 2})}}, network.Endpoint(0), kTimeout);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(out.status().message(), HasSubstr("actor 0, step 7, instruction 0 (F0.0 run F0): "));
@@ -274,7 +280,7 @@ TEST(Executor, ReceiveThatNeverArrivesExceedsItsDeadline) {
   ASSERT_TRUE(actor1->LoadState({{"w1", Iota(F32({4, 1}), 0, 1)}}).ok());
   InMemoryNetwork network(2);
   const absl::Time start = absl::Now();
-  absl::StatusOr<StepOutputs> out = actor1->RunStep(3, {}, network.Endpoint(1), absl::Milliseconds(200));
+  absl::StatusOr<ir::StepOutputs> out = actor1->RunStep(3, {}, network.Endpoint(1), absl::Milliseconds(200));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(out.status().message(),
@@ -290,7 +296,7 @@ TEST(Executor, ReceivedTensorOfWrongTypeIsRejected) {
   ASSERT_TRUE(actor1->LoadState({{"w1", Iota(F32({4, 1}), 0, 1)}}).ok());
   InMemoryNetwork network(2);
   ASSERT_TRUE(network.Endpoint(0).Send(1, 100, {Iota(F32({4, 2}), 0, 1)}).ok());
-  absl::StatusOr<StepOutputs> out = actor1->RunStep(1, {}, network.Endpoint(1), kTimeout);
+  absl::StatusOr<ir::StepOutputs> out = actor1->RunStep(1, {}, network.Endpoint(1), kTimeout);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(out.status().message(),
               HasSubstr("tensor 0 of the message from actor 0 with tag 100 is f32[4,2] but buffer 1 (h@0) is f32[2,4]"));

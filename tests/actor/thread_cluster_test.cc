@@ -103,13 +103,13 @@ TEST(ThreadCluster, TwoActorsMatchRunGraphBitwiseOverSteps) {
   const int64_t peak0 = programs.actor0.static_peak_bytes, peak1 = programs.actor1.static_peak_bytes;
   std::unique_ptr<ThreadCluster> cluster = MakeCluster({programs.actor0, programs.actor1});
   const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.7f, 0.13f)}, {"w1", Iota(F32({4, 1}), 0.3f, -0.21f)}};
-  EXPECT_EQ(cluster->RunStep(1, StepInputs(), absl::Seconds(10)).status().code(),
+  EXPECT_EQ(cluster->RunStep(1, ir::StepInputs(), absl::Seconds(10)).status().code(),
             absl::StatusCode::kFailedPrecondition);  // no state yet
   ASSERT_TRUE(cluster->LoadState(state).ok());
   for (int64_t step = 1; step <= 3; ++step) {
-    StepInputs inputs;
+    ir::StepInputs inputs;
     for (int32_t m = 0; m < kMicrobatches; ++m) inputs[{"x", m}] = Iota(F32({2, 3}), 0.1f * m - 0.2f * step, 0.37f);
-    absl::StatusOr<std::vector<StepOutputs>> outputs = cluster->RunStep(step, inputs, absl::Seconds(10));
+    absl::StatusOr<std::vector<ir::StepOutputs>> outputs = cluster->RunStep(step, inputs, absl::Seconds(10));
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     ASSERT_EQ(outputs->size(), 2u);
     for (int32_t m = 0; m < kMicrobatches; ++m) {
@@ -132,11 +132,11 @@ TEST(ThreadCluster, PerActorInputsFeedTheirOwnActor) {
   TwoStageForward programs = MakeTwoStageForward(1);
   std::unique_ptr<ThreadCluster> cluster = MakeCluster({programs.actor0, programs.actor1});
   ASSERT_TRUE(cluster->LoadState({{"w0", Iota(F32({3, 4}), 0, 1)}, {"w1", Iota(F32({4, 1}), 0, 1)}}).ok());
-  EXPECT_EQ(cluster->RunStep(1, std::vector<StepInputs>(1), absl::Seconds(10)).status().code(),
+  EXPECT_EQ(cluster->RunStep(1, std::vector<ir::StepInputs>(1), absl::Seconds(10)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  std::vector<StepInputs> inputs(2);
+  std::vector<ir::StepInputs> inputs(2);
   inputs[0][{"x", 0}] = Iota(F32({2, 3}), 0, 1);
-  absl::StatusOr<std::vector<StepOutputs>> outputs = cluster->RunStep(1, inputs, absl::Seconds(10));
+  absl::StatusOr<std::vector<ir::StepOutputs>> outputs = cluster->RunStep(1, inputs, absl::Seconds(10));
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   EXPECT_EQ((*outputs)[1].results.at("loss").size(), 1u);
 }
@@ -148,8 +148,8 @@ TEST(ThreadCluster, ReceiveThatNeverArrivesFailsWithinItsDeadline) {
   std::unique_ptr<ThreadCluster> cluster = MakeCluster({programs.actor0, programs.actor1});
   ASSERT_TRUE(cluster->LoadState({{"w0", Iota(F32({3, 4}), 0, 1)}, {"w1", Iota(F32({4, 1}), 0, 1)}}).ok());
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::vector<StepOutputs>> outputs =
-      cluster->RunStep(5, StepInputs{{{"x", 0}, Iota(F32({2, 3}), 0, 1)}}, absl::Milliseconds(200));
+  absl::StatusOr<std::vector<ir::StepOutputs>> outputs =
+      cluster->RunStep(5, ir::StepInputs{{{"x", 0}, Iota(F32({2, 3}), 0, 1)}}, absl::Milliseconds(200));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(outputs.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(outputs.status().message(),
@@ -181,8 +181,8 @@ TEST(ThreadCluster, FailingActorAbortsItsPeersWaitPromptly) {
   ASSERT_TRUE(cluster->LoadState(state).ok());
 
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::vector<StepOutputs>> outputs = cluster->RunStep(
-      1, StepInputs{{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 70, 1})}}, absl::Seconds(60));
+  absl::StatusOr<std::vector<ir::StepOutputs>> outputs = cluster->RunStep(
+      1, ir::StepInputs{{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 70, 1})}}, absl::Seconds(60));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(outputs.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(outputs.status().message(), HasSubstr("actor 0, step 1, instruction 0 (F0.0 run F0): "));
@@ -191,10 +191,10 @@ TEST(ThreadCluster, FailingActorAbortsItsPeersWaitPromptly) {
   EXPECT_THAT(cluster->network().abort_status().message(), HasSubstr("actor 0 failed: "));
 
   // The cluster refuses to go on until its state is loaded again.
-  const StepInputs good = {{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 4, 1})}};
+  const ir::StepInputs good = {{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 4, 1})}};
   EXPECT_EQ(cluster->RunStep(2, good, absl::Seconds(10)).status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(cluster->LoadState(state).ok());
-  absl::StatusOr<std::vector<StepOutputs>> again = cluster->RunStep(2, good, absl::Seconds(10));
+  absl::StatusOr<std::vector<ir::StepOutputs>> again = cluster->RunStep(2, good, absl::Seconds(10));
   EXPECT_TRUE(again.ok()) << again.status();
 }
 
@@ -204,8 +204,8 @@ TEST(ThreadCluster, MessageThatNoOneReceivesIsAnError) {
                                       SendInstruction({'F', 0, 0}, 1, 555, {2}));
   std::unique_ptr<ThreadCluster> cluster = MakeCluster({programs.actor0, programs.actor1});
   ASSERT_TRUE(cluster->LoadState({{"w0", Iota(F32({3, 4}), 0, 1)}, {"w1", Iota(F32({4, 1}), 0, 1)}}).ok());
-  absl::StatusOr<std::vector<StepOutputs>> outputs =
-      cluster->RunStep(1, StepInputs{{{"x", 0}, Iota(F32({2, 3}), 0, 1)}}, absl::Seconds(10));
+  absl::StatusOr<std::vector<ir::StepOutputs>> outputs =
+      cluster->RunStep(1, ir::StepInputs{{{"x", 0}, Iota(F32({2, 3}), 0, 1)}}, absl::Seconds(10));
   EXPECT_EQ(outputs.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(outputs.status().message(),
               HasSubstr("step 1: messages sent but never received: actor 0 -> actor 1 tag 555 (1 tensor)"));

@@ -7,10 +7,17 @@
 #include "controller/local_launcher.h"
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -18,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -38,10 +46,10 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-LocalLauncherOptions TestOptions(DataPlaneTransport transport = DataPlaneTransport::kShm) {
+LocalLauncherOptions TestOptions(ir::DataPlaneKind transport = ir::DataPlaneKind::kShm) {
   LocalLauncherOptions options;
   options.actor_binary = TANDEM_ACTOR_BINARY;
-  options.transport = transport;
+  options.data_plane = transport;
   options.shm_ring_bytes = int64_t{16} << 20;
   options.start_timeout = absl::Seconds(30);
   options.step_timeout = absl::Seconds(60);
@@ -58,12 +66,12 @@ struct ProcessCase {
   std::string schedule;
   int32_t actors = 2;
   int32_t virtual_stages = 1;
-  DataPlaneTransport transport = DataPlaneTransport::kShm;
+  ir::DataPlaneKind transport = ir::DataPlaneKind::kShm;
 
   // Enough microbatches for every schedule (ZB-V needs 2P - 1).
   int32_t microbatches() const { return actors == 2 ? 4 : 8; }
   std::string Name() const {
-    std::string name = absl::StrCat(model, "_", schedule, "_P", actors, "_", DataPlaneTransportName(transport));
+    std::string name = absl::StrCat(model, "_", schedule, "_P", actors, "_", ir::DataPlaneKindName(transport));
     for (char& c : name) {
       if (c == '-') c = '_';
     }
@@ -76,7 +84,7 @@ void PrintTo(const ProcessCase& c, std::ostream* os) { *os << c.Name(); }
 
 std::vector<ProcessCase> Cases() {
   std::vector<ProcessCase> cases;
-  for (DataPlaneTransport transport : {DataPlaneTransport::kShm, DataPlaneTransport::kTcp}) {
+  for (ir::DataPlaneKind transport : {ir::DataPlaneKind::kShm, ir::DataPlaneKind::kTcp}) {
     for (const std::string model : {"mlp", "gpt"}) {
       for (int32_t actors : {2, 4}) {
         cases.push_back({model, "gpipe", actors, 1, transport});
@@ -139,7 +147,7 @@ void StartJob(Job& job, int32_t actors, int32_t microbatches, int64_t width = 12
   auto launcher = std::make_unique<LocalLauncher>(std::move(options));
   job.launcher = launcher.get();
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(job.step, *schedule, ir::InitialState(job.step), std::move(launcher));
+      Pipeline::Create(job.step, *schedule, *ir::InitialState(job.step), std::move(launcher));
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   job.pipeline = *std::move(pipeline);
 }
@@ -157,10 +165,9 @@ TEST(LocalLauncherDispatch, FusedDispatchIsOneStepRpcPerActorPerStepWhateverM) {
     Job job;
     ASSERT_NO_FATAL_FAILURE(StartJob(job, 4, microbatches));
     for (int64_t s = 1; s <= 3; ++s) {
-      const int64_t before = job.launcher->step_rpcs();
       absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, s));
       ASSERT_TRUE(report.ok()) << report.status();
-      EXPECT_EQ(job.launcher->step_rpcs() - before, 4) << "M=" << microbatches << " step " << s;
+      EXPECT_EQ(report->rpcs, 4) << "M=" << microbatches << " step " << s;
     }
   }
 }
@@ -175,10 +182,9 @@ TEST(LocalLauncherDispatch, PerTaskDispatchIsOneRpcPerTask) {
   // 1F1B, 2 stages, 8 microbatches: F and B per microbatch and stage, plus
   // each actor's update.
   EXPECT_GE(ranges, 2 * 2 * 8);
-  const int64_t before = job.launcher->step_rpcs();
   absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, 1), Dispatch::kPerTask);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ(job.launcher->step_rpcs() - before, ranges);
+  EXPECT_EQ(report->rpcs, ranges);
 }
 
 // --- Failures -------------------------------------------------------------
@@ -234,6 +240,33 @@ TEST(LocalLauncherFailure, StoppedActorIsDeadlineExceededNamingIt) {
   for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "pid " << pid;
 }
 
+// An actor stopped before it registers sends no heartbeat to miss: found in
+// /proc, not after the whole start deadline. (Found by tools/soak.)
+TEST(LocalLauncherFailure, ActorStoppedBeforeRegisteringIsDeadlineExceededWithinSeconds) {
+  const std::string script = ::testing::TempDir() + "/stops-itself-" + std::to_string(getpid()) + ".sh";
+  {
+    std::ofstream file(script);
+    file << "#!/bin/sh\nkill -STOP $$\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  LocalLauncherOptions options = TestOptions();
+  options.actor_binary = script;
+  options.unresponsive_after = absl::Seconds(1);
+  absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(2, 2);
+  ASSERT_TRUE(step.ok());
+  absl::StatusOr<schedules::Schedule> schedule = schedules::Generate("1f1b", {.actors = 2, .microbatches = 2});
+  ASSERT_TRUE(schedule.ok());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(*step, *schedule, *ir::InitialState(*step), std::make_unique<LocalLauncher>(options));
+  ASSERT_FALSE(pipeline.ok());
+  EXPECT_EQ(pipeline.status().code(), absl::StatusCode::kDeadlineExceeded) << pipeline.status();
+  EXPECT_THAT(std::string(pipeline.status().message()),
+              AllOf(HasSubstr("stopped during registration before it registered"), HasSubstr("is stopped")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // the start deadline is 30 s
+  std::remove(script.c_str());
+}
+
 TEST(LocalLauncherFailure, MissingActorBinaryIsNotFound) {
   LocalLauncherOptions options = TestOptions();
   options.actor_binary = "/nonexistent/tandem-actor";
@@ -243,7 +276,7 @@ TEST(LocalLauncherFailure, MissingActorBinaryIsNotFound) {
   absl::StatusOr<schedules::Schedule> schedule = schedules::Generate("1f1b", {.actors = 2, .microbatches = 2});
   ASSERT_TRUE(schedule.ok());
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(*step, *schedule, ir::InitialState(*step), std::make_unique<LocalLauncher>(options));
+      Pipeline::Create(*step, *schedule, *ir::InitialState(*step), std::make_unique<LocalLauncher>(options));
   ASSERT_FALSE(pipeline.ok());
   EXPECT_EQ(pipeline.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(pipeline.status().message()), HasSubstr("/nonexistent/tandem-actor"));
@@ -277,6 +310,46 @@ TEST(LocalLauncherSecurity, WrongTokenIsRefusedAndTheJobRunsOn) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
   EXPECT_EQ(job.launcher->refused_registrations(), 1);
   absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, 2));
+  EXPECT_TRUE(report.ok()) << report.status();
+}
+
+TEST(LocalLauncherSecurity, ManyRefusalsAreAllCountedButLoggedRateLimited) {
+  auto mu = std::make_shared<absl::Mutex>();
+  auto lines = std::make_shared<std::vector<std::string>>();
+  LocalLauncherOptions options = TestOptions();
+  options.log = [mu, lines](absl::string_view line) {
+    absl::MutexLock lock(mu.get());
+    lines->emplace_back(line);
+  };
+  Job job;
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 2, 4, 12, 4, options));
+  constexpr int kStrangers = 2000;
+  for (int i = 0; i < kStrangers; ++i) {
+    ASSERT_EQ(RegisterAsStranger(job.launcher->socket_path(), std::string(64, 'f'), {}).code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  EXPECT_EQ(job.launcher->refused_registrations(), kStrangers);
+  // Malformed hellos: bytes that are no Cap'n Proto message.
+  for (int i = 0; i < 500; ++i) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, job.launcher->socket_path().c_str(), sizeof(address.sun_path) - 1);
+    ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    const std::string junk(64, '\xff');
+    EXPECT_EQ(write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+    close(fd);
+  }
+  {
+    absl::MutexLock lock(mu.get());
+    // A refusal and a closed connection per stranger, a failure per
+    // malformed hello: thousands of notices, of which the first few are
+    // logged (and a count once the interval ends).
+    EXPECT_LE(lines->size(), 10u);
+    EXPECT_GE(lines->size(), 1u);
+  }
+  absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, 1));
   EXPECT_TRUE(report.ok()) << report.status();
 }
 

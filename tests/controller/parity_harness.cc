@@ -65,7 +65,7 @@ std::vector<ir::TensorMap> Batches(const ir::TrainStep& step, int64_t step_numbe
         }
         batches[m][name] = ids;
       } else {
-        batches[m][name] = ir::MakeTensor(node.type, {ir::Initializer::Kind::kNormal, 0.0, 1.0,
+        batches[m][name] = *ir::MakeTensor(node.type, {ir::Initializer::Kind::kNormal, 0.0, 1.0,
                                                       static_cast<uint64_t>(step_number * 131 + m)});
       }
     }
@@ -85,9 +85,9 @@ void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule
                   const LauncherFactory& make_launcher) {
   ir::SetBlasThreads(1);
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(step, schedule, ir::InitialState(step), make_launcher());
+      Pipeline::Create(step, schedule, *ir::InitialState(step), make_launcher());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  ir::TensorMap reference = ir::InitialState(step);
+  ir::TensorMap reference = *ir::InitialState(step);
   for (int s = 1; s <= steps; ++s) {
     std::vector<ir::TensorMap> batches = Batches(step, s);
     absl::StatusOr<StepReport> report = (*pipeline)->Step(batches);
@@ -120,22 +120,15 @@ void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& s
                          const examples::MlpConfig& config) {
   ir::SetBlasThreads(1);
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(step, schedule, ir::InitialState(step), ThreadsLauncher());
+      Pipeline::Create(step, schedule, *ir::InitialState(step), ThreadsLauncher());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   std::vector<ir::TensorMap> batches = Batches(step, 1);
   absl::StatusOr<StepReport> report = (*pipeline)->Step(batches);
   ASSERT_TRUE(report.ok()) << report.status();
-  absl::StatusOr<std::vector<ir::HostTensor>> expected = ir::RunReferenceForward(step, ir::InitialState(step), batches);
+  absl::StatusOr<std::vector<ir::HostTensor>> expected = ir::RunReferenceForward(step, *ir::InitialState(step), batches);
   ASSERT_TRUE(expected.ok()) << expected.status();
   ASSERT_EQ(report->outputs.size(), expected->size());
   for (size_t m = 0; m < expected->size(); ++m) EXPECT_TRUE(report->outputs[m].BitwiseEquals((*expected)[m])) << m;
-}
-
-std::string ReadFixture(const std::string& relative_path) {
-  std::ifstream in(std::string(TANDEM_FIXTURES_DIR) + "/" + relative_path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace tandem::controller::testing_harness

@@ -37,8 +37,6 @@ void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule
 void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& schedule,
                          const examples::MlpConfig& config);
 
-std::string ReadFixture(const std::string& relative_path);
-
 }  // namespace tandem::controller::testing_harness
 
 #endif  // TANDEM_TESTS_CONTROLLER_PARITY_HARNESS_H_

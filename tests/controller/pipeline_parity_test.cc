@@ -10,6 +10,7 @@
 #include "examples/models/mlp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_data.h"
 #include "ir/kernels.h"
 #include "schedules/generators.h"
 #include "schedules/pytorch_csv.h"
@@ -105,7 +106,7 @@ TEST(CustomScheduleParity, WeightGradientsOutOfMicrobatchOrderStillMatch) {
 
 TEST(ImportedScheduleParity, PytorchZeroBubbleCsvOnMlpWithFourStages) {
   absl::StatusOr<schedules::Schedule> schedule = schedules::ParsePytorchCsv(
-      testing_harness::ReadFixture("pytorch-pipelining/zb1p_2rank_2stagep_compute.csv"), "zb1p.csv");
+      ::tandem::test::ReadTestData("pytorch-pipelining/zb1p_2rank_2stagep_compute.csv"), "zb1p.csv");
   ASSERT_TRUE(schedule.ok()) << schedule.status();
   ASSERT_EQ(schedule->num_stages, 4);
   absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(4, schedule->num_microbatches);

@@ -55,7 +55,7 @@ TEST(Session, SwitchingSchedulesKeepsTheReferenceBits) {
   absl::StatusOr<std::unique_ptr<Session>> session =
       Session::Start(step, *schedules::ResolveSchedule("1f1b", 2, 4), Options());
   ASSERT_TRUE(session.ok()) << session.status();
-  ir::TensorMap state = ir::InitialState(step);
+  ir::TensorMap state = *ir::InitialState(step);
   for (int64_t s = 1; s <= 4; ++s) {
     if (s == 3) {
       ASSERT_TRUE((*session)->SetSchedule(*schedules::ResolveSchedule("zb-h1", 2, 4)).ok());

@@ -11,9 +11,9 @@
 #include "controller/local_launcher.h"
 #include "controller/pipeline.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "schedules/generators.h"
 #include "tests/controller/parity_harness.h"
-#include "tests/schedules/json_test_parser.h"
 
 namespace tandem::controller {
 namespace {
@@ -31,7 +31,7 @@ TEST(StepTraceTest, MeasuredTraceHasEveryInstructionSliceAndOneFlowPairPerTransf
   options.actor_binary = TANDEM_ACTOR_BINARY;
   options.shm_ring_bytes = int64_t{4} << 20;
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
-      *step, *schedule, ir::InitialState(*step), std::make_unique<LocalLauncher>(std::move(options)));
+      *step, *schedule, *ir::InitialState(*step), std::make_unique<LocalLauncher>(std::move(options)));
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   const CompiledStep& compiled = (*pipeline)->compiled();
   StepTrace trace(compiled);
@@ -57,23 +57,21 @@ TEST(StepTraceTest, MeasuredTraceHasEveryInstructionSliceAndOneFlowPairPerTransf
   }
   ASSERT_GT(transfers, 0);
 
-  testing::JsonTestParser parser;
-  std::optional<testing::JsonValue> json = parser.Parse(trace.ToJson());
-  ASSERT_TRUE(json.has_value()) << parser.error();
-  const testing::JsonValue* events = json->Find("traceEvents");
-  ASSERT_NE(events, nullptr);
+  nlohmann::json json;
+  ASSERT_NO_THROW(json = nlohmann::json::parse(trace.ToJson()));
+  ASSERT_TRUE(json.contains("traceEvents"));
   std::map<int, std::map<int, int>> slices;
-  std::map<double, int> flow_starts, flow_ends;  // id -> count
-  for (const testing::JsonValue& event : events->array) {
-    const std::string& phase = event.Find("ph")->string;
+  std::map<int64_t, int> flow_starts, flow_ends;  // id -> count
+  for (const nlohmann::json& event : json.at("traceEvents")) {
+    const std::string phase = event.at("ph").get<std::string>();
     if (phase == "X") {
-      ++slices[static_cast<int>(event.Find("pid")->number)][static_cast<int>(event.Find("tid")->number)];
-      EXPECT_GE(event.Find("ts")->number, 0.0);
-      EXPECT_GE(event.Find("dur")->number, 0.0);
+      ++slices[event.at("pid").get<int>()][event.at("tid").get<int>()];
+      EXPECT_GE(event.at("ts").get<double>(), 0.0);
+      EXPECT_GE(event.at("dur").get<double>(), 0.0);
     } else if (phase == "s") {
-      ++flow_starts[event.Find("id")->number];
+      ++flow_starts[event.at("id").get<int64_t>()];
     } else if (phase == "f") {
-      ++flow_ends[event.Find("id")->number];
+      ++flow_ends[event.at("id").get<int64_t>()];
     }
   }
   EXPECT_EQ(slices, expected);

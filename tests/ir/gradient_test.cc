@@ -130,7 +130,7 @@ ir::TensorMap DataInputs(const ir::Graph& graph) {
         tensor.f32()[i] = (i % 3 == 1) ? 0.0f : 1.0f;
       }
     }
-    if (name == "r") tensor = ir::MakeTensor(node.type, init::Normal(1.0, 0.0, 99));
+    if (name == "r") tensor = *ir::MakeTensor(node.type, init::Normal(1.0, 0.0, 99));
     inputs[name] = tensor;
   }
   return inputs;
@@ -159,7 +159,7 @@ TEST_P(GradientRule, MatchesFiniteDifferences) {
   }
 
   ir::TensorMap inputs = DataInputs(graph);
-  for (const ir::StateSpec& spec : tracer.parameters()) inputs[spec.name] = ir::InitialValue(spec);
+  for (const ir::StateSpec& spec : tracer.parameters()) inputs[spec.name] = *ir::InitialValue(spec);
   absl::StatusOr<ir::TensorMap> analytic = ir::RunGraph(graph, inputs);
   ASSERT_TRUE(analytic.ok()) << analytic.status();
 

@@ -101,7 +101,7 @@ absl::Status ExportCase(const ParityCase& c, const std::filesystem::path& dir) {
     if (absl::Status s = WriteNpy(dir / (name + ".npy"), tensor); !s.ok()) return s;
   }
 
-  ir::TensorMap state = ir::InitialState(*step);
+  ir::TensorMap state = *ir::InitialState(*step);
   std::vector<std::string> parameters;
   for (const ir::StateSpec& spec : step->state) {
     if (spec.role != ir::StateRole::kParameter) continue;

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "capnp/any.h"
 #include "capnp/message.h"
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
@@ -77,30 +78,76 @@ TEST(TensorCodec, RoundTripsFloatsAndInts) {
 }
 
 TEST(StepCodec, RoundTripsInputsAndResultsAndRefusesAnEntryTwice) {
-  const NamedTensors inputs = {{{"x", 0}, ir::HostTensor::Scalar(1.f)},
+  const ir::StepInputs inputs = {{{"x", 0}, ir::HostTensor::Scalar(1.f)},
                                {{"x", 1}, ir::HostTensor::Scalar(2.f)},
                                {{"step", -1}, ir::HostTensor::Scalar(3.f)}};
   capnp::MallocMessageBuilder message;
   auto params = message.initRoot<wire::Actor::RunStepParams>();
-  EncodeNamedTensors(inputs, params.initInputs(static_cast<unsigned>(inputs.size())));
-  absl::StatusOr<NamedTensors> decoded = DecodeNamedTensors(params.asReader().getInputs(), "input");
+  EncodeStepInputs(inputs, params.initInputs(static_cast<unsigned>(inputs.size())));
+  absl::StatusOr<ir::StepInputs> decoded = DecodeStepInputs(params.asReader().getInputs(), "input");
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->size(), inputs.size());
-  for (const auto& [key, tensor] : inputs) EXPECT_TRUE(decoded->at(key).BitwiseEquals(tensor)) << key.first;
+  for (const auto& [key, tensor] : inputs) EXPECT_TRUE(decoded->at(key).BitwiseEquals(tensor)) << key.binding;
   params.getInputs()[2].setMicrobatch(0);  // entries in key order: ("x", 1) becomes ("x", 0)
-  EXPECT_THAT(DecodeNamedTensors(params.asReader().getInputs(), "input").status().message(),
+  EXPECT_THAT(DecodeStepInputs(params.asReader().getInputs(), "input").status().message(),
               HasSubstr("input x for microbatch 0 is given twice"));
 
-  const NamedResults results = {{"loss", {{0, ir::HostTensor::Scalar(0.5f)}, {3, ir::HostTensor::Scalar(0.25f)}}}};
+  const ir::StepResults results = {{"loss", {{0, ir::HostTensor::Scalar(0.5f)}, {3, ir::HostTensor::Scalar(0.25f)}}}};
   capnp::MallocMessageBuilder reply_message;
   auto reply = reply_message.initRoot<wire::Actor::RunStepResults>();
-  EncodeNamedResults(results, reply.initResults(CountNamedResults(results)));
-  absl::StatusOr<NamedResults> back = DecodeNamedResults(reply.asReader().getResults(), "step 1");
+  EncodeStepResults(results, reply.initResults(CountStepResults(results)));
+  absl::StatusOr<ir::StepResults> back = DecodeStepResults(reply.asReader().getResults(), "step 1");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(back->at("loss").at(3).BitwiseEquals(results.at("loss").at(3)));
   reply.getResults()[1].setMicrobatch(0);
-  EXPECT_THAT(DecodeNamedResults(reply.asReader().getResults(), "step 1").status().message(),
+  EXPECT_THAT(DecodeStepResults(reply.asReader().getResults(), "step 1").status().message(),
               HasSubstr("result loss for microbatch 0 of step 1 is given twice"));
+}
+
+TEST(StepCodec, RoundTripsAStepsOutputsThroughEitherReply) {
+  ir::StepOutputs outputs;
+  outputs.results["loss"][1] = ir::HostTensor::Scalar(0.75f);
+  outputs.peak_live_bytes = 4096;
+  outputs.origin_ns = 123456789;
+  outputs.timings = {{0, 10, 5}, {1, 20, 7}, {4, 40, 1}};
+  outputs.calls = 3;  // the launcher's count: not on the wire
+  capnp::MallocMessageBuilder step_message;
+  auto step_reply = step_message.initRoot<wire::Actor::RunStepResults>();
+  EncodeStepOutputs(outputs, step_reply);
+  capnp::MallocMessageBuilder range_message;
+  auto range_reply = range_message.initRoot<wire::Actor::RunRangeResults>();
+  EncodeStepOutputs(outputs, range_reply);
+  for (absl::StatusOr<ir::StepOutputs> back : {DecodeStepOutputs(step_reply.asReader(), "step 1"),
+                                               DecodeStepOutputs(range_reply.asReader(), "step 1")}) {
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(back->results.at("loss").at(1).BitwiseEquals(outputs.results.at("loss").at(1)));
+    EXPECT_EQ(back->peak_live_bytes, 4096);
+    EXPECT_EQ(back->origin_ns, 123456789);
+    EXPECT_EQ(back->timings, outputs.timings);
+    EXPECT_EQ(back->calls, 0);
+  }
+}
+
+// Found by fuzz_tensor_decoder: names that differ only after a NUL byte
+// came back as one name, given twice.
+TEST(StepCodec, KeepsNamesWholeThroughANulByte) {
+  const std::string first("x\0a", 3);
+  const std::string second("x\0b", 3);
+  const ir::StepInputs inputs = {{{first, 0}, ir::HostTensor::Scalar(1.f)}, {{second, 0}, ir::HostTensor::Scalar(2.f)}};
+  capnp::MallocMessageBuilder message;
+  auto params = message.initRoot<wire::Actor::RunStepParams>();
+  EncodeStepInputs(inputs, params.initInputs(static_cast<unsigned>(inputs.size())));
+  absl::StatusOr<ir::StepInputs> decoded = DecodeStepInputs(params.asReader().getInputs(), "input");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->at({second, 0}).BitwiseEquals(inputs.at({second, 0})));
+
+  const ir::StepResults results = {{first, {{0, ir::HostTensor::Scalar(0.5f)}}}};
+  capnp::MallocMessageBuilder reply_message;
+  auto reply = reply_message.initRoot<wire::Actor::RunStepResults>();
+  EncodeStepResults(results, reply.initResults(CountStepResults(results)));
+  absl::StatusOr<ir::StepResults> back = DecodeStepResults(reply.asReader().getResults(), "step 1");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->contains(first));
 }
 
 TEST(TensorCodec, RejectsAByteCountThatDoesNotMatchTheShape) {
@@ -129,6 +176,39 @@ TEST(TensorCodec, RejectsNegativeAndHugeShapes) {
   shape.set(0, 8192);
   shape.set(1, 8192);  // 256 MiB of f32: data-plane territory
   EXPECT_THAT(DecodeTensor(builder.asReader(), "x").status().message(), HasSubstr("data plane"));
+}
+
+// A pointer of the wrong kind is how a corrupted or hostile message looks to
+// Cap'n Proto, which throws when it is read; the decoders answer with a status.
+TEST(ProgramCodec, RejectsAMalformedMessageWithAStatusInsteadOfThrowing) {
+  ir::ActorProgram original = actor::testing::MakeTwoStageForward(2).actor0;
+  capnp::MallocMessageBuilder message;
+  auto builder = message.initRoot<wire::ActorProgram>();
+  EncodeProgram(original, builder);
+  // The graph text (pointer 1 of a Function) becomes a struct.
+  capnp::AnyStruct::Builder(builder.getFunctions()[0]).getPointerSection()[1].initAs<wire::TensorType>();
+  absl::StatusOr<ir::ActorProgram> decoded = DecodeProgram(builder.asReader());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(decoded.status().message(), HasSubstr("program: malformed message"));
+}
+
+TEST(TensorCodec, RejectsAMalformedMessageWithAStatusInsteadOfThrowing) {
+  capnp::MallocMessageBuilder message;
+  auto params = message.initRoot<wire::Actor::RunStepParams>();
+  EncodeStepInputs(ir::StepInputs{{{"x", 0}, ir::HostTensor::Scalar(1.f)}}, params.initInputs(1));
+  // The tensor's bytes (pointer 1 of a Tensor) become a struct.
+  capnp::AnyStruct::Builder(params.getInputs()[0].getTensor()).getPointerSection()[1].initAs<wire::TensorType>();
+  absl::StatusOr<ir::StepInputs> decoded = DecodeStepInputs(params.asReader().getInputs(), "input");
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(decoded.status().message(), HasSubstr("tensor input x: malformed message"));
+
+  capnp::MallocMessageBuilder reply_message;
+  auto reply = reply_message.initRoot<wire::Actor::RunStepResults>();
+  auto results = reply.initResults(1);
+  results[0].setName("loss");
+  capnp::AnyStruct::Builder(results[0]).getPointerSection()[0].initAs<wire::TensorType>();  // the name
+  EXPECT_THAT(DecodeStepResults(reply.asReader().getResults(), "step 1").status().message(),
+              HasSubstr("results of step 1: malformed message"));
 }
 
 TEST(StatusConvert, CarriesAbslCodesThroughKjExceptions) {

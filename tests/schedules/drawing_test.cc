@@ -7,8 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/schedules/test_schedules.h"
-#include "tests/schedules/json_test_parser.h"
 
 namespace tandem::schedules {
 namespace {
@@ -18,8 +18,7 @@ using testing::F;
 using testing::MakeSchedule;
 using testing::TinyOneFOneB;
 
-using ::tandem::testing::JsonTestParser;
-using ::tandem::testing::JsonValue;
+using Json = nlohmann::json;
 using ::testing::HasSubstr;
 
 // Two actors; actor 1 fuses F1.1 with B1.0 into one slot.
@@ -109,41 +108,40 @@ TEST(DrawPerfetto, IsValidTraceJsonWithTracksFlowsAndCounters) {
   const Schedule schedule = WithFusedSlot();
   const SimulationResult result = MustSimulate(schedule);
   const std::string text = DrawPerfetto(schedule, result);
-  JsonTestParser parser;
-  std::optional<JsonValue> trace = parser.Parse(text);
-  ASSERT_TRUE(trace.has_value()) << parser.error() << "\n" << text;
-  const JsonValue* events = trace->Find("traceEvents");
-  ASSERT_NE(events, nullptr);
-  ASSERT_EQ(events->type, JsonValue::Type::kArray);
+  Json trace;
+  ASSERT_NO_THROW(trace = Json::parse(text)) << text;
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  const Json& events = trace["traceEvents"];
+  ASSERT_TRUE(events.is_array());
 
   std::map<int, int> compute_slices;  // pid -> count.
   std::map<int, int> counters;
   std::map<int, std::string> process_names;
-  std::map<double, std::pair<int, int>> flow_ends;  // id -> (starts, finishes).
+  std::map<int64_t, std::pair<int, int>> flow_ends;  // id -> (starts, finishes).
   int sends = 0;
   int receives = 0;
-  for (const JsonValue& event : events->array) {
-    const std::string phase = event.Find("ph")->string;
-    const int pid = static_cast<int>(event.Find("pid")->number);
-    const int tid = static_cast<int>(event.Find("tid")->number);
+  for (const Json& event : events) {
+    const std::string phase = event.at("ph").get<std::string>();
+    const int pid = event.at("pid").get<int>();
+    const int tid = event.at("tid").get<int>();
     if (phase == "X") {
-      ASSERT_NE(event.Find("ts"), nullptr);
-      ASSERT_NE(event.Find("dur"), nullptr);
+      ASSERT_TRUE(event.contains("ts"));
+      ASSERT_TRUE(event.contains("dur"));
       if (tid == static_cast<int>(TraceTrack::kCompute)) ++compute_slices[pid];
       if (tid == static_cast<int>(TraceTrack::kSend)) ++sends;
       if (tid == static_cast<int>(TraceTrack::kRecv)) ++receives;
     } else if (phase == "s") {
-      ++flow_ends[event.Find("id")->number].first;
+      ++flow_ends[event.at("id").get<int64_t>()].first;
       EXPECT_EQ(tid, static_cast<int>(TraceTrack::kSend));
     } else if (phase == "f") {
-      ++flow_ends[event.Find("id")->number].second;
-      EXPECT_EQ(event.Find("bp")->string, "e");
+      ++flow_ends[event.at("id").get<int64_t>()].second;
+      EXPECT_EQ(event.at("bp"), "e");
       EXPECT_EQ(tid, static_cast<int>(TraceTrack::kRecv));
     } else if (phase == "C") {
       ++counters[pid];
-      EXPECT_NE(event.Find("args")->Find("activations"), nullptr);
-    } else if (phase == "M" && event.Find("name")->string == "process_name") {
-      process_names[pid] = event.Find("args")->Find("name")->string;
+      EXPECT_TRUE(event.at("args").contains("activations"));
+    } else if (phase == "M" && event.at("name") == "process_name") {
+      process_names[pid] = event.at("args").at("name").get<std::string>();
     }
   }
   EXPECT_EQ(compute_slices[0], 4);  // One slice per slot.
@@ -169,9 +167,7 @@ TEST(TraceBuilder, WritesGenericEvents) {
   trace.AddCounter({3, "memory", 10.0, 7.0});
   EXPECT_EQ(trace.AddFlow({"x", "", 3, 1, 10.0, 4, 2, 11.0}), 1);
   const std::string text = trace.ToJson();
-  JsonTestParser parser;
-  std::optional<JsonValue> parsed = parser.Parse(text);
-  ASSERT_TRUE(parsed.has_value()) << parser.error() << "\n" << text;
+  ASSERT_TRUE(Json::accept(text)) << text;
   EXPECT_THAT(text, HasSubstr("{\"ph\":\"X\",\"name\":\"step \\\"1\\\"\",\"pid\":3,\"tid\":0,"
                               "\"cat\":\"measured\",\"ts\":10,\"dur\":2.5,"
                               "\"args\":{\"bytes\":4,\"note\":\"a\\nb\"}}"));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_data.h"
 #include "schedules/generators.h"
 #include "schedules/placement.h"
 #include "schedules/text_format.h"
@@ -18,11 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string Fixture(const std::string& name) {
-  std::ifstream file(std::string(TANDEM_FIXTURES_DIR) + "/pytorch-pipelining/" + name);
-  EXPECT_TRUE(file.good()) << "missing fixture " << name;
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  return ::tandem::test::ReadTestData("pytorch-pipelining/" + name);
 }
 
 // `text` with its one occurrence of `from` replaced by `to`.
@@ -163,6 +160,13 @@ TEST(PytorchCsv, StageOnTwoRanksIsRejected) {
   EXPECT_THAT(schedule.status().message(),
               HasSubstr("bad.csv:2:1: error: rank 1, cell 0: stage 1 runs here on rank 1 but also "
                         "on rank 0 (line 1, cell 1): a stage belongs to one rank"));
+}
+
+// Found by fuzz_pytorch_csv: a rank of idle cells imported as an actor with
+// no stage, which exporting wrote as an empty row that imports as no rank.
+TEST(PytorchCsv, ARankWithoutComputeIsRejected) {
+  EXPECT_THAT(ParsePytorchCsv("0F0,0B0\n,\n", "idle.csv").status().message(),
+              HasSubstr("idle.csv:2: error: rank 1 has no compute action (every rank runs a stage)"));
 }
 
 TEST(PytorchCsv, MalformedAndUnsupportedActionsAreRejected) {

@@ -11,11 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -23,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/testing/memory_limit.h"
 
 namespace tandem::cli {
 
@@ -80,14 +83,23 @@ int ExitCode(Process& process, absl::Duration timeout = absl::Seconds(120)) {
 // guarantees, its actors).
 class CliProcess {
  public:
-  // `environment`: extra NAME=VALUE settings for the child.
-  explicit CliProcess(const std::vector<std::string>& args, const std::vector<std::string>& environment = {}) {
+  // `environment`: extra NAME=VALUE settings for the child. A
+  // `memory_cap_bytes` above 0 holds the child to that much memory
+  // (tests/testing/memory_limit.h): an allocation past it fails there.
+  explicit CliProcess(const std::vector<std::string>& args, std::vector<std::string> environment = {},
+                      int64_t memory_cap_bytes = 0) {
     char dir_template[] = "/tmp/tandem-cli-test-XXXXXX";
     dir_ = mkdtemp(dir_template);
     std::vector<std::string> argv = {TANDEM_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
+    if (memory_cap_bytes > 0) {
+      for (std::string& setting : test::MemoryCapEnvironment(memory_cap_bytes)) {
+        environment.push_back(std::move(setting));
+      }
+    }
     pid_ = fork();
     if (pid_ == 0) {
+      if (memory_cap_bytes > 0) test::CapBeforeExec(memory_cap_bytes);
       int out = open((dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       int err = open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       int in = open("/dev/null", O_RDONLY);

@@ -4,10 +4,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_data.h"
 #include "schedules/generators.h"
 #include "schedules/text_format.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/sched_commands.h"
+#include "tests/tools/command_run.h"
 
 namespace tandem::cli {
 namespace {
@@ -15,20 +17,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct Outcome {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
+using Outcome = CommandRun;
 
-Outcome Sched(const CommandArgs& args, const std::string& stdin_text = "") {
-  std::ostringstream out, err;
-  std::istringstream in(stdin_text);
-  Outcome run;
-  run.code = RunSchedCommandWithStdin(args, out, err, in);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
+// `tandem sched args...`, reading `stdin_text`.
+Outcome Sched(std::vector<std::string> args, const std::string& stdin_text = "") {
+  args.insert(args.begin(), "sched");
+  return RunCommand(AddSchedCommand, args, stdin_text);
 }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
@@ -38,7 +32,7 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 }
 
 std::string Fixture(const std::string& name) {
-  return std::string(TANDEM_FIXTURES_DIR) + "/pytorch-pipelining/" + name;
+  return ::tandem::test::TestDataPath("pytorch-pipelining/" + name);
 }
 
 TEST(SchedCommand, GenPrintsTheTextFormat) {
@@ -60,7 +54,7 @@ TEST(SchedCommand, GenExplainsAViolatedConstraintAsAUsageError) {
 TEST(SchedCommand, GenNeedsItsOptions) {
   EXPECT_EQ(Sched({"gen", "1f1b", "--actors", "2"}).code, 2);
   EXPECT_THAT(Sched({"gen", "1f1b", "--actors", "2"}).err,
-              HasSubstr("missing required option --microbatches"));
+              HasSubstr("--microbatches is required"));
   EXPECT_EQ(Sched({"gen", "1f1b", "--actors", "two", "--microbatches", "2"}).code, 2);
   EXPECT_EQ(Sched({"gen", "--actors", "2", "--microbatches", "2"}).code, 2);
   EXPECT_EQ(Sched({"gen", "1f1b", "--actors", "2", "--microbatches", "2", "--bogus"}).code, 2);

@@ -8,35 +8,40 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schedules/generators.h"
+#include "nlohmann/json.hpp"
 #include "schedules/text_format.h"
-#include "tests/schedules/json_test_parser.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/sched_commands.h"
+#include "tests/tools/command_run.h"
 
 namespace tandem::cli {
 namespace {
 
-using ::tandem::testing::JsonTestParser;
-using ::tandem::testing::JsonValue;
+using Json = nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct CommandRun {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-CommandRun Sim(const CommandArgs& args) {
-  std::ostringstream out, err;
-  const int code = RunSchedSimCommand(args, out, err);
-  return {code, out.str(), err.str()};
+// `tandem sched sim args...`.
+CommandRun Sim(std::vector<std::string> args) {
+  args.insert(args.begin(), {"sched", "sim"});
+  return RunCommand(AddSchedCommand, args);
 }
 
-CommandRun Draw(const CommandArgs& args) {
-  std::ostringstream out, err;
-  const int code = RunSchedDrawCommand(args, out, err);
-  return {code, out.str(), err.str()};
+// `tandem sched draw args...`.
+CommandRun Draw(std::vector<std::string> args) {
+  args.insert(args.begin(), {"sched", "draw"});
+  return RunCommand(AddSchedCommand, args);
+}
+
+// `tandem bench sched args...`.
+CommandRun SchedBench(std::vector<std::string> args) {
+  args.insert(args.begin(), {"bench", "sched"});
+  return RunCommand(
+      [](CommandLine& command_line) {
+        CLI::App* bench = command_line.Add(command_line.root(), "bench", "benchmarks", "<benchmark>");
+        AddSchedBench(command_line, *bench);
+      },
+      args);
 }
 
 // CTest runs this binary's tests as concurrent processes sharing TempDir():
@@ -76,9 +81,9 @@ std::string DeadlockingFile() {
   schedule.num_actors = 2;
   schedule.num_stages = 2;
   schedule.num_microbatches = 1;
-  schedule.stage_to_actor = {schedules::ActorId(0), schedules::ActorId(1)};
+  schedule.stage_to_actor = {ActorId(0), ActorId(1)};
   const auto task = [](schedules::TaskKind kind, int stage) {
-    return schedules::Slot{{{kind, schedules::StageId(stage), schedules::Microbatch(0)}}};
+    return schedules::Slot{{{kind, StageId(stage), Microbatch(0)}}};
   };
   schedule.programs = {
       {task(schedules::TaskKind::kForward, 0), task(schedules::TaskKind::kBackward, 0)},
@@ -86,33 +91,34 @@ std::string DeadlockingFile() {
   return WriteFile("deadlock.sched", schedules::PrintScheduleText(schedule));
 }
 
-JsonValue ParseJsonOrFail(const std::string& text) {
-  JsonTestParser parser;
-  std::optional<JsonValue> value = parser.Parse(text);
-  EXPECT_TRUE(value.has_value()) << parser.error() << "\n" << text;
-  return value.value_or(JsonValue{});
+// `text` parsed; on malformed JSON, a failure and a value whose members
+// throw when a test reads them.
+Json ParseJsonOrFail(const std::string& text) {
+  Json value = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(value.is_discarded()) << text;
+  return value;
 }
 
 TEST(SchedSim, JsonHasMakespanBubbleAndPerActorStats) {
   const CommandRun run = Sim({GeneratedFile("1f1b", 4, 8), "--json"});
   ASSERT_EQ(run.code, 0) << run.err;
-  const JsonValue json = ParseJsonOrFail(run.out);
-  ASSERT_NE(json.Find("makespan"), nullptr);
-  EXPECT_EQ(json.Find("makespan")->number, (8 + 4 - 1) * 3.0);
-  EXPECT_EQ(json.Find("bubble")->number, 3.0 / 11.0);
-  const JsonValue* per_actor = json.Find("per_actor");
-  ASSERT_NE(per_actor, nullptr);
-  ASSERT_EQ(per_actor->array.size(), 4u);
+  const Json json = ParseJsonOrFail(run.out);
+  ASSERT_TRUE(json.contains("makespan"));
+  EXPECT_EQ(json.at("makespan").get<double>(), (8 + 4 - 1) * 3.0);
+  EXPECT_EQ(json.at("bubble").get<double>(), 3.0 / 11.0);
+  ASSERT_TRUE(json.contains("per_actor"));
+  const Json& per_actor = json.at("per_actor");
+  ASSERT_EQ(per_actor.size(), 4u);
   for (int r = 0; r < 4; ++r) {
-    const JsonValue& actor = per_actor->array[r];
-    EXPECT_EQ(actor.Find("actor")->number, r);
-    EXPECT_EQ(actor.Find("bubble")->number, 3.0 / 11.0);
-    EXPECT_EQ(actor.Find("peak_activations")->number, 4 - r);
-    EXPECT_NE(actor.Find("busy"), nullptr);
+    const Json& actor = per_actor.at(r);
+    EXPECT_EQ(actor.at("actor").get<int>(), r);
+    EXPECT_EQ(actor.at("bubble").get<double>(), 3.0 / 11.0);
+    EXPECT_EQ(actor.at("peak_activations").get<double>(), 4 - r);
+    EXPECT_TRUE(actor.contains("busy"));
   }
-  ASSERT_NE(json.Find("critical_path"), nullptr);
-  EXPECT_FALSE(json.Find("critical_path")->array.empty());
-  EXPECT_EQ(json.Find("memory_timeline"), nullptr);
+  ASSERT_TRUE(json.contains("critical_path"));
+  EXPECT_FALSE(json.at("critical_path").empty());
+  EXPECT_FALSE(json.contains("memory_timeline"));
 }
 
 TEST(SchedSim, CostAndLinkOptionsChangeTheModel) {
@@ -120,14 +126,14 @@ TEST(SchedSim, CostAndLinkOptionsChangeTheModel) {
   const CommandRun run = Sim({path, "--cost", "F=2,B=3", "--link=alpha=0.5,beta=0.25", "--json",
                        "--timeline"});
   ASSERT_EQ(run.code, 0) << run.err;
-  const JsonValue json = ParseJsonOrFail(run.out);
+  const Json json = ParseJsonOrFail(run.out);
   // F0 F1 B1 B0 plus two transfers of 0.75.
-  EXPECT_EQ(json.Find("makespan")->number, 2 + 2 + 3 + 3 + 1.5);
-  EXPECT_NE(json.Find("memory_timeline"), nullptr);
+  EXPECT_EQ(json.at("makespan").get<double>(), 2 + 2 + 3 + 3 + 1.5);
+  EXPECT_TRUE(json.contains("memory_timeline"));
 
   const CommandRun per_stage = Sim({path, "--cost", "B@1=10", "--json"});
   ASSERT_EQ(per_stage.code, 0) << per_stage.err;
-  EXPECT_EQ(ParseJsonOrFail(per_stage.out).Find("makespan")->number, 1 + 1 + 10 + 2);
+  EXPECT_EQ(ParseJsonOrFail(per_stage.out).at("makespan").get<double>(), 1 + 1 + 10 + 2);
 }
 
 TEST(SchedSim, TableForPeople) {
@@ -195,9 +201,9 @@ TEST(SchedDraw, PerfettoWithLongOutputOption) {
   const CommandRun run =
       Draw({GeneratedFile("zb-h1", 2, 4), "--format=perfetto", "--output", output});
   ASSERT_EQ(run.code, 0) << run.err;
-  const JsonValue trace = ParseJsonOrFail(ReadFile(output));
-  ASSERT_NE(trace.Find("traceEvents"), nullptr);
-  EXPECT_GT(trace.Find("traceEvents")->array.size(), 24u);
+  const Json trace = ParseJsonOrFail(ReadFile(output));
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  EXPECT_GT(trace.at("traceEvents").size(), 24u);
 }
 
 TEST(SchedDraw, UsageErrors) {
@@ -205,21 +211,19 @@ TEST(SchedDraw, UsageErrors) {
   EXPECT_EQ(Draw({path}).code, 2);
   CommandRun run = Draw({path, "--format", "png"});
   EXPECT_EQ(run.code, 2);
-  EXPECT_THAT(run.err, HasSubstr("got 'png'"));
+  EXPECT_THAT(run.err, HasSubstr("--format: png not in {ascii,svg,perfetto}"));
   EXPECT_EQ(Draw({path, "--format", "ascii", "-o"}).code, 2);
   EXPECT_EQ(Draw({DeadlockingFile(), "--format", "ascii"}).code, 1);
 }
 
 TEST(SchedBench, SmallRunPrintsJson) {
-  std::ostringstream out, err;
-  const int code = RunSchedBench({"--actors", "4", "--virtual", "2", "--microbatches", "8",
-                                  "--repeats", "1", "--json"},
-                                 out, err);
-  ASSERT_EQ(code, 0) << err.str();
-  const JsonValue json = ParseJsonOrFail(out.str());
-  EXPECT_EQ(json.Find("tasks")->number, 2 * 8 * 8);
-  EXPECT_NE(json.Find("validate_and_simulate_ms"), nullptr);
-  EXPECT_EQ(json.Find("makespan")->number, 8 * 2 * 3 + 3 * 3);
+  const CommandRun run =
+      SchedBench({"--actors", "4", "--virtual", "2", "--microbatches", "8", "--repeats", "1", "--json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const Json json = ParseJsonOrFail(run.out);
+  EXPECT_EQ(json.at("tasks").get<int>(), 2 * 8 * 8);
+  EXPECT_TRUE(json.contains("validate_and_simulate_ms"));
+  EXPECT_EQ(json.at("makespan").get<double>(), 8 * 2 * 3 + 3 * 3);
 }
 
 }  // namespace

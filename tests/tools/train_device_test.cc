@@ -9,11 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/tools/cli_process.h"
 #ifdef TANDEM_WITH_CUDA
 #include "actor/cuda/cuda_runtime.h"
@@ -85,18 +83,18 @@ TEST(TrainDevice, AGpuOrdinalBeyondTheVisibleOnesIsRefused) {
 }
 
 // Every microbatch loss of a --losses file ({"steps": [{"step": 1,
-// "losses": [a, b, ...]}, ...]}, one step per line), in order.
+// "losses": [a, b, ...]}, ...]}), in order; empty (and a failure) when the
+// file is not such JSON.
 std::vector<double> ReadLosses(const std::string& path) {
+  const std::string text = ReadFile(path);
+  const nlohmann::json json = nlohmann::json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object() || !json.contains("steps") || !json["steps"].is_array()) {
+    ADD_FAILURE() << path << " is not a losses file:\n" << text;
+    return {};
+  }
   std::vector<double> losses;
-  for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty())) {
-    const size_t open = line.find("\"losses\": [");
-    if (open == absl::string_view::npos) continue;
-    absl::string_view values = line.substr(open + 11);
-    values = values.substr(0, values.find(']'));
-    for (absl::string_view value : absl::StrSplit(values, ',', absl::SkipWhitespace())) {
-      double loss = 0;
-      if (absl::SimpleAtod(absl::StripAsciiWhitespace(value), &loss)) losses.push_back(loss);
-    }
+  for (const nlohmann::json& step : json["steps"]) {
+    for (const nlohmann::json& loss : step.at("losses")) losses.push_back(loss.get<double>());
   }
   return losses;
 }

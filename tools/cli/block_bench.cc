@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -23,19 +22,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "actor/device.h"
 #include "ir/graph.h"
 #include "ir/interpreter.h"
 #include "ir/kernels.h"
+#include "ir/layers.h"
 #include "ir/op.h"
 #include "ir/optimizers.h"
 #include "ir/trace.h"
 #include "actor/device.h"
-#include "tools/cli/arguments.h"
-#include "tools/cli/launcher_option.h"
+#include "schedules/json_text.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/pipeline_options.h"
 
 #ifndef TANDEM_SOURCE_DIR
 #define TANDEM_SOURCE_DIR "."
@@ -43,13 +43,6 @@
 
 namespace tandem::cli {
 namespace {
-
-constexpr char kUsage[] =
-    "usage: tandem bench block [options]\n\n"
-    "Times one forward+backward of one pre-norm GPT decoder block (causal\n"
-    "attention + GELU MLP) in the reference interpreter and in PyTorch on the\n"
-    "CPU with the same thread count, and prints their ratio (the project's goal\n"
-    "is <= 1.25). Each side warms up once and reports the median of --repeats.\n\n";
 
 struct BlockConfig {
   int64_t dim = 256;
@@ -70,42 +63,12 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// ---- The block, written as examples/models/gpt.cc writes it (gpt.h does
-// not export its block).
-
-Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out) {
-  Tensor w = t.Parameter(name + ".w", {in, out}, init::Normal(0.02));
-  Tensor b = t.Parameter(name + ".b", {out}, init::Zeros());
-  return matmul(x, w) + b;
-}
-
-Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t dim) {
-  Tensor gamma = t.Parameter(name + ".g", {dim}, init::Ones());
-  Tensor beta = t.Parameter(name + ".b", {dim}, init::Zeros());
-  return layer_norm(x, gamma, beta);
-}
-
-Tensor SplitHeads(const Tensor& x, const BlockConfig& c) {
-  return transpose(reshape(x, {c.batch, c.seq, c.heads, c.dim / c.heads}), {0, 2, 1, 3});
-}
-
-Tensor Attention(Tracer& t, const Tensor& x, const BlockConfig& c) {
-  const int64_t d = c.dim;
-  Tensor qkv = Linear(t, "attn.qkv", x, d, 3 * d);
-  Tensor q = SplitHeads(slice(qkv, -1, 0, d), c);
-  Tensor k = SplitHeads(slice(qkv, -1, d, 2 * d), c);
-  Tensor v = SplitHeads(slice(qkv, -1, 2 * d, 3 * d), c);
-  double scale = 1.0 / std::sqrt(static_cast<double>(d / c.heads));
-  Tensor scores = causal_mask(matmul(q, k, {.transpose_b = true}) * scale);
-  Tensor heads = matmul(softmax(scores), v);
-  Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}), {c.batch, c.seq, d});
-  return Linear(t, "attn.proj", merged, d, d);
-}
+// ---- The block: examples/models/gpt.cc's decoder block, on the same layers.
 
 Tensor Block(Tracer& t, Tensor x, const BlockConfig& c) {
-  x = x + Attention(t, LayerNorm(t, "ln1", x, c.dim), c);
-  Tensor hidden = gelu(Linear(t, "mlp.fc", LayerNorm(t, "ln2", x, c.dim), c.dim, 4 * c.dim));
-  return x + Linear(t, "mlp.proj", hidden, 4 * c.dim, c.dim);
+  const ir::Initializer weights = init::Normal(0.02);
+  x = x + layers::CausalSelfAttention(t, "attn", layers::LayerNorm(t, "ln1", x, c.dim), c.heads, weights);
+  return x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, c.dim), 4 * c.dim, weights);
 }
 
 ModelFunction BlockModel(const BlockConfig& c) {
@@ -193,41 +156,10 @@ absl::Status Profile(const ir::Graph& graph, const ir::TensorMap& inputs, int64_
 struct TorchResult {
   std::optional<double> ms;  // unset when torch could not run
   std::string blas;          // "openblas", "reference", ...
-  std::string blas_libraries;
+  nlohmann::ordered_json blas_libraries = nlohmann::ordered_json::array();
   std::string version;
   std::string error;
 };
-
-// The value of `"key": ` in a flat JSON object: a number, a string, or the
-// raw text of a list.
-std::optional<std::string> JsonField(const std::string& json, const std::string& key) {
-  std::string quoted = absl::StrCat("\"", key, "\":");
-  size_t at = json.find(quoted);
-  if (at == std::string::npos) return std::nullopt;
-  at = json.find_first_not_of(' ', at + quoted.size());
-  if (at == std::string::npos) return std::nullopt;
-  if (json[at] == '"') {
-    size_t end = json.find('"', at + 1);
-    return end == std::string::npos ? std::nullopt : std::optional(json.substr(at + 1, end - at - 1));
-  }
-  size_t end = json[at] == '[' ? json.find(']', at) + 1 : json.find_first_of(",}", at);
-  return json.substr(at, end - at);
-}
-
-std::string JsonEscape(const std::string& text) {
-  std::string escaped;
-  for (char ch : text) {
-    if (ch == '"' || ch == '\\') {
-      escaped += '\\';
-      escaped += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      escaped += ' ';
-    } else {
-      escaped += ch;
-    }
-  }
-  return escaped;
-}
 
 std::string ShellQuote(const std::string& text) {
   std::string quoted = "'";
@@ -239,9 +171,8 @@ TorchResult RunTorch(const std::string& python, const std::string& script, const
                      int64_t repeats, const actor::DeviceSpec& device) {
   TorchResult result;
   std::string command = absl::StrCat(ShellQuote(python), " ", ShellQuote(script), " --dim ", c.dim, " --seq ", c.seq,
-                                     " --batch ", c.batch, " --heads ", c.heads, " --threads ", threads,
-                                     " --repeats ", repeats,
-                                     device.kind == actor::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
+                                     " --batch ", c.batch, " --heads ", c.heads, " --threads ", threads, " --repeats ",
+                                     repeats, device.kind == actor::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
                                      device.bf16_matmul ? " --bf16" : "", " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
@@ -254,80 +185,59 @@ TorchResult RunTorch(const std::string& python, const std::string& script, const
   int status = pclose(pipe);
   // The JSON is the last line that opens an object; anything else is noise
   // or an error message.
-  std::string json;
+  std::string json_line;
   size_t start = 0;
   std::string last_line;
   while (start < output.size()) {
     size_t end = output.find('\n', start);
     if (end == std::string::npos) end = output.size();
     std::string line = output.substr(start, end - start);
-    if (!line.empty() && line[0] == '{') json = line;
+    if (!line.empty() && line[0] == '{') json_line = line;
     if (!line.empty()) last_line = line;
     start = end + 1;
   }
-  double ms = 0;
-  std::optional<std::string> ms_text = JsonField(json, "torch_ms");
-  if (status != 0 || !ms_text || !absl::SimpleAtod(*ms_text, &ms)) {
-    std::optional<std::string> error = JsonField(json, "error");
-    result.error = error ? *error : (last_line.empty() ? absl::StrCat(python, " exited with status ", status) : last_line);
+  using Json = nlohmann::ordered_json;
+  const Json json = Json::parse(json_line, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  // A member of the script's reply; null when there is none.
+  const auto member = [&](const char* key) { return json.is_object() && json.contains(key) ? json[key] : Json(); };
+  const auto text = [&](const char* key, const std::string& otherwise) {
+    const Json value = member(key);
+    return value.is_string() ? value.get<std::string>() : otherwise;
+  };
+  const Json ms = member("torch_ms");
+  if (status != 0 || !ms.is_number()) {
+    result.error = text("error", last_line.empty() ? absl::StrCat(python, " exited with status ", status) : last_line);
     return result;
   }
-  result.ms = ms;
-  result.blas = JsonField(json, "blas").value_or("unknown");
-  result.blas_libraries = JsonField(json, "blas_libraries").value_or("[]");
-  result.version = JsonField(json, "torch_version").value_or("?");
+  result.ms = ms.get<double>();
+  result.blas = text("blas", "unknown");
+  if (const Json libraries = member("blas_libraries"); libraries.is_array()) result.blas_libraries = libraries;
+  result.version = text("torch_version", "?");
   return result;
 }
 
-}  // namespace
-
-int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  Arguments arguments;
-  arguments.AddOption("dim", "model width", "256");
-  arguments.AddOption("seq", "sequence length", "128");
-  arguments.AddOption("batch", "sequences per batch", "8");
-  arguments.AddOption("heads", "attention heads (must divide --dim)", "4");
-  arguments.AddOption("threads", "BLAS threads on both sides (torch: intra-op and OpenBLAS)", "1");
-  arguments.AddOption("repeats", "timed runs after one warm-up; the median is reported", "10");
-  arguments.AddOption("python", "the Python that has torch (Debian's python3-torch)", "/usr/bin/python3");
-  arguments.AddOption("torch-script", "the PyTorch side",
-                      absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench/torch_block.py"));
-  arguments.AddOption("device", "cpu, or cuda[:N][+bf16]: Tandem's CUDA device against PyTorch on the same GPU",
-                      "cpu");
-  arguments.AddFlag("no-torch", "time Tandem only");
-  arguments.AddFlag("profile", "also time every kernel of the Tandem run and print the top ops");
-  arguments.AddFlag("json", "print one JSON object instead of the table");
-  arguments.AddFlag("help", "show this help");
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    err << "tandem bench block: " << status.message() << "\n" << kUsage << arguments.Usage();
-    return 2;
-  }
-  if (arguments.Flag("help")) {
-    out << kUsage << arguments.Usage();
-    return 0;
-  }
+struct BlockBenchOptions {
   BlockConfig config;
   int64_t threads = 1;
   int64_t repeats = 10;
-  for (auto [name, target] : std::vector<std::pair<const char*, int64_t*>>{{"dim", &config.dim},
-                                                                            {"seq", &config.seq},
-                                                                            {"batch", &config.batch},
-                                                                            {"heads", &config.heads},
-                                                                            {"threads", &threads},
-                                                                            {"repeats", &repeats}}) {
-    absl::StatusOr<int64_t> value = arguments.GetInt(name);
-    if (!value.ok() || *value < 1) {
-      err << "tandem bench block: --" << name << " needs a positive integer\n";
-      return 2;
-    }
-    *target = *value;
-  }
-  absl::StatusOr<actor::DeviceSpec> device_spec = DeviceFrom(arguments);
+  std::string python = "/usr/bin/python3";
+  std::string torch_script = absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench/torch_block.py");
+  LauncherOptions device;  // only --device
+  bool no_torch = false;
+  bool profile = false;
+  bool json = false;
+};
+
+int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostream& err) {
+  const BlockConfig& config = options.config;
+  const int64_t threads = options.threads;
+  const int64_t repeats = options.repeats;
+  absl::StatusOr<actor::DeviceSpec> device_spec = DeviceFrom(options.device);
   if (!device_spec.ok()) {
     err << "tandem bench block: " << device_spec.status().message() << "\n";
     return 2;
   }
-  if (device_spec->kind == actor::DeviceSpec::Kind::kCuda && arguments.Flag("profile")) {
+  if (device_spec->kind == actor::DeviceSpec::Kind::kCuda && options.profile) {
     err << "tandem bench block: --profile times the reference kernels; it needs --device cpu\n";
     return 2;
   }
@@ -347,8 +257,8 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
     err << "tandem bench block: " << step.status().message() << "\n";
     return 1;
   }
-  ir::TensorMap inputs = ir::InitialState(*step);
-  inputs["probe"] = ir::MakeTensor({ir::DType::kF32, {config.batch, config.seq, config.dim}},
+  ir::TensorMap inputs = *ir::InitialState(*step);
+  inputs["probe"] = *ir::MakeTensor({ir::DType::kF32, {config.batch, config.seq, config.dim}},
                                    ir::Initializer{.kind = ir::Initializer::Kind::kNormal, .b = 1.0, .seed = 7});
   ir::SetBlasThreads(static_cast<int>(threads));
   std::vector<double> tandem_times;
@@ -366,24 +276,31 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
   const double tandem_ms = Median(tandem_times);
 
   TorchResult torch;
-  if (arguments.Flag("no-torch")) {
+  if (options.no_torch) {
     torch.error = "skipped (--no-torch)";
   } else {
-    torch = RunTorch(*arguments.Get("python"), *arguments.Get("torch-script"), config, threads, repeats,
-                     *device_spec);
+    torch = RunTorch(options.python, options.torch_script, config, threads, repeats, *device_spec);
   }
   const double ratio = torch.ms ? tandem_ms / *torch.ms : 0.0;
 
-  if (arguments.Flag("json")) {
-    auto number = [](const std::optional<double>& v) { return v ? absl::StrFormat("%.3f", *v) : "null"; };
-    out << absl::StrFormat(
-        "{\"benchmark\": \"block\", \"device\": \"%s\", \"dim\": %d, \"seq\": %d, \"batch\": %d, \"heads\": %d, \"threads\": %d, "
-        "\"repeats\": %d, \"tandem_ms\": %.3f, \"tandem_min_ms\": %.3f, \"torch_ms\": %s, \"ratio\": %s, "
-        "\"torch_blas\": \"%s\", \"torch_blas_libraries\": %s, \"torch_error\": \"%s\"}\n",
-        (*device)->name(), config.dim, config.seq, config.batch, config.heads, threads, repeats, tandem_ms,
-        *std::min_element(tandem_times.begin(), tandem_times.end()), number(torch.ms),
-        number(torch.ms ? std::optional<double>(ratio) : std::nullopt), JsonEscape(torch.blas), torch.blas_libraries.empty() ? "[]" : torch.blas_libraries,
-        JsonEscape(torch.error));
+  if (options.json) {
+    nlohmann::ordered_json json;
+    json["benchmark"] = "block";
+    json["device"] = (*device)->name();
+    json["dim"] = config.dim;
+    json["seq"] = config.seq;
+    json["batch"] = config.batch;
+    json["heads"] = config.heads;
+    json["threads"] = threads;
+    json["repeats"] = repeats;
+    json["tandem_ms"] = tandem_ms;
+    json["tandem_min_ms"] = *std::min_element(tandem_times.begin(), tandem_times.end());
+    json["torch_ms"] = torch.ms ? nlohmann::ordered_json(*torch.ms) : nullptr;
+    json["ratio"] = torch.ms ? nlohmann::ordered_json(ratio) : nullptr;
+    json["torch_blas"] = torch.blas;
+    json["torch_blas_libraries"] = torch.blas_libraries;
+    json["torch_error"] = torch.error;
+    out << schedules::JsonText(json) << "\n";
   } else {
     out << absl::StrFormat(
         "GPT block forward+backward (pre-norm, causal attention + GELU MLP): dim %d, seq %d, batch %d, heads %d\n"
@@ -396,10 +313,12 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
                                : absl::StrCat("tandem (", (*device)->name(), ")"),
                            tandem_ms);
     if (torch.ms) {
-      out << absl::StrFormat("  %-36s %12.1f\n", absl::StrCat("pytorch ", torch.version, " (", actor::DeviceSpecName(*device_spec), ")"), *torch.ms);
+      out << absl::StrFormat("  %-36s %12.1f\n",
+                             absl::StrCat("pytorch ", torch.version, " (", actor::DeviceSpecName(*device_spec), ")"),
+                             *torch.ms);
       out << absl::StrFormat("  %-36s %11.2fx%s\n", "ratio tandem / pytorch", ratio,
                              ratio <= 1.25 ? "  (goal <= 1.25: met)" : "  (goal <= 1.25: NOT met)");
-      out << "\ntorch BLAS: " << torch.blas << " " << torch.blas_libraries << "\n";
+      out << "\ntorch BLAS: " << torch.blas << " " << schedules::JsonText(torch.blas_libraries) << "\n";
       if (torch.blas != "openblas") {
         out << "warning: torch is not using OpenBLAS; the reference-BLAS fallback is ~12x slower, so the ratio "
                "above is not meaningful\n";
@@ -409,13 +328,55 @@ int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err)
       out << "\npytorch unavailable: " << torch.error << "\n";
     }
   }
-  if (arguments.Flag("profile")) {
+  if (options.profile) {
     if (absl::Status status = Profile(step->microbatch, inputs, repeats, out); !status.ok()) {
       err << "tandem bench block: profile: " << status.message() << "\n";
       return 1;
     }
   }
   return 0;
+}
+
+}  // namespace
+
+void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
+  CLI::App* command = command_line.Add(
+      bench, "block", "one GPT block forward+backward: Tandem's device vs PyTorch eager", "[options]",
+      "Times one forward+backward of one pre-norm GPT decoder block (causal attention + GELU MLP) on Tandem's device "
+      "and in PyTorch with the same thread count (on the same GPU with --device cuda), and prints their ratio (the "
+      "project's goal on the CPU is <= 1.25). Each side warms up once and reports the median of --repeats.");
+  auto options = std::make_shared<BlockBenchOptions>();
+  command->add_option("--dim", options->config.dim, "model width")
+      ->check(AtLeast(options->config.dim, 1))
+      ->capture_default_str();
+  command->add_option("--seq", options->config.seq, "sequence length")
+      ->check(AtLeast(options->config.seq, 1))
+      ->capture_default_str();
+  command->add_option("--batch", options->config.batch, "sequences per batch")
+      ->check(AtLeast(options->config.batch, 1))
+      ->capture_default_str();
+  command->add_option("--heads", options->config.heads, "attention heads (must divide --dim)")
+      ->check(AtLeast(options->config.heads, 1))
+      ->capture_default_str();
+  command->add_option("--threads", options->threads, "BLAS threads on both sides (torch: intra-op and OpenBLAS)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  command->add_option("--repeats", options->repeats, "timed runs after one warm-up; the median is reported")
+      ->check(AtLeast(options->repeats, 1))
+      ->capture_default_str();
+  command->add_option("--python", options->python, "the Python that has torch (Debian's python3-torch)")
+      ->capture_default_str();
+  command->add_option("--torch-script", options->torch_script, "the PyTorch side")->capture_default_str();
+  command
+      ->add_option("--device", options->device.device,
+                   "cpu, or cuda[:N][+bf16]: Tandem's CUDA device against PyTorch on the same GPU")
+      ->capture_default_str();
+  command->add_flag("--no-torch", options->no_torch, "time Tandem only");
+  command->add_flag("--profile", options->profile, "also time every kernel of the Tandem run and print the top ops");
+  command->add_flag("--json", options->json, "print one JSON object instead of the table");
+  command_line.OnRun(command, [options, &streams = command_line.streams()] {
+    return RunBlockBench(*options, streams.out, streams.err);
+  });
 }
 
 }  // namespace tandem::cli

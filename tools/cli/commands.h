@@ -1,42 +1,51 @@
-// The subcommands of the `tandem` program. Each takes its arguments (after
-// the subcommand name) and two streams, and returns the process exit code:
-// 0 on success, 1 when the input was rejected (e.g. an invalid schedule),
-// 2 on a usage error. Streams are passed in so that tests can drive them.
+// The commands of the `tandem` program. Each Add function declares one
+// command (with its subcommands and options) on the command line; its body
+// runs when the command is named. Exit codes: 0 on success, 1 when the input
+// was rejected (e.g. an invalid schedule), 2 on a usage error
+// (tools/cli/command_line.h).
 #ifndef TANDEM_TOOLS_CLI_COMMANDS_H_
 #define TANDEM_TOOLS_CLI_COMMANDS_H_
 
-#include <iosfwd>
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
+#include "tools/cli/command_line.h"
+
 namespace tandem::cli {
 
-using CommandArgs = std::vector<std::string>;
+// Adds every command below to `command_line`.
+void AddAllCommands(CommandLine& command_line);
+// Runs `tandem args...` with every command: what main() calls.
+int RunTandem(const std::vector<std::string>& args, CommandStreams streams);
 
-// `tandem ir dump --model mlp|gpt ...`: the traced, differentiated step as text.
-int RunIrCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
+// `tandem ir dump ...`: the traced, differentiated step as text.
+void AddIrCommand(CommandLine& command_line);
 // `tandem compile ...`: the per-actor instruction streams of an example model.
-int RunCompileCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
-// `tandem sched gen|check|sim|draw|convert ...`.
-int RunSchedCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
+void AddCompileCommand(CommandLine& command_line);
+// `tandem sched gen|check|convert|sim|draw ...`.
+void AddSchedCommand(CommandLine& command_line);
 // `tandem train ...`: trains an example model.
-int RunTrainCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
+void AddTrainCommand(CommandLine& command_line);
 // `tandem repl ...`: an interactive session over a live pipeline.
-int RunReplCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
-// `tandem bench NAME ...`: benchmarks printing tables.
-int RunBenchCommand(const CommandArgs& args, std::ostream& out, std::ostream& err);
-// `tandem bench block`: one GPT block's forward+backward, reference
-// interpreter vs PyTorch on the CPU with the same thread count.
-int RunBlockBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
-// `tandem bench compile`: trace + compile a 96-layer GPT, timed by phase.
-int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
-// `tandem bench dataplane`: shm and TCP throughput between two processes
-// next to memcpy and a raw loopback socket.
-int RunDataplaneBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
-int RunDispatchBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
-int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
-// `tandem bench sched`: validates and simulates a large interleaved schedule.
-int RunSchedBench(const CommandArgs& args, std::ostream& out, std::ostream& err);
+void AddReplCommand(CommandLine& command_line);
+// `tandem bench NAME ...`: benchmarks that print tables (or JSON with
+// --json); never timed tests.
+void AddBenchCommand(CommandLine& command_line);
+
+// The benchmarks, each a subcommand of `bench`:
+// `block`: one GPT block's forward+backward, Tandem's device vs PyTorch.
+void AddBlockBench(CommandLine& command_line, CLI::App& bench);
+// `compile`: trace + compile a large GPT, timed by phase.
+void AddCompileBench(CommandLine& command_line, CLI::App& bench);
+// `dataplane`: shm and TCP throughput between two processes next to memcpy
+// and a raw loopback socket.
+void AddDataplaneBench(CommandLine& command_line, CLI::App& bench);
+// `dispatch` (fused vs per-task dispatch) and `fidelity` (measured step vs
+// the simulator's prediction).
+void AddPipelineBenches(CommandLine& command_line, CLI::App& bench);
+// `sched`: validates and simulates a large interleaved schedule.
+void AddSchedBench(CommandLine& command_line, CLI::App& bench);
 
 }  // namespace tandem::cli
 

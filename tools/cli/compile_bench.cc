@@ -1,6 +1,7 @@
 // `tandem bench compile`: trace and compile a deep GPT for a large
 // interleaved schedule; times each phase and counts the instructions.
 #include <chrono>
+#include <memory>
 #include <ostream>
 
 #include "absl/strings/str_format.h"
@@ -9,7 +10,7 @@
 #include "controller/step_plan.h"
 #include "examples/models/gpt.h"
 #include "schedules/generators.h"
-#include "tools/cli/arguments.h"
+#include "schedules/json_text.h"
 #include "tools/cli/commands.h"
 
 namespace tandem::cli {
@@ -21,32 +22,18 @@ double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-}  // namespace
+struct CompileBenchOptions {
+  int64_t layers = 96;
+  int32_t actors = 8;
+  int32_t microbatches = 128;
+  int32_t virtual_stages = 2;
+  bool json = false;
+};
 
-int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  Arguments arguments;
-  arguments.AddOption("layers", "decoder blocks", "96");
-  arguments.AddOption("actors", "pipeline actors", "8");
-  arguments.AddOption("microbatches", "microbatches per step", "128");
-  arguments.AddOption("virtual", "stages per actor (interleaved)", "2");
-  arguments.AddFlag("json", "print JSON");
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    err << "tandem bench compile: " << status.message() << "\n" << arguments.Usage();
-    return 2;
-  }
-  absl::StatusOr<int64_t> layers = arguments.GetInt("layers");
-  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
-  absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
-  absl::StatusOr<int64_t> virtual_stages = arguments.GetInt("virtual");
-  for (const auto* value : {&layers, &actors, &microbatches, &virtual_stages}) {
-    if (!value->ok()) {
-      err << "tandem bench compile: " << value->status().message() << "\n";
-      return 2;
-    }
-  }
+int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::ostream& err) {
   absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
-      "interleaved", {.actors = static_cast<int32_t>(*actors), .microbatches = static_cast<int32_t>(*microbatches),
-                      .virtual_stages = static_cast<int32_t>(*virtual_stages)});
+      "interleaved",
+      {.actors = options.actors, .microbatches = options.microbatches, .virtual_stages = options.virtual_stages});
   if (!schedule.ok()) {
     err << "tandem bench compile: " << schedule.status().message() << "\n";
     return 1;
@@ -57,7 +44,7 @@ int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& er
   config.model_dim = 8;
   config.num_heads = 2;
   config.batch_size = 1;
-  config.num_layers = *layers;
+  config.num_layers = options.layers;
   config.num_stages = schedule->num_stages;
   if (absl::Status status = examples::ValidateGptConfig(config); !status.ok()) {
     err << "tandem bench compile: " << status.message() << "\n";
@@ -65,8 +52,8 @@ int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& er
   }
 
   Clock::time_point start = Clock::now();
-  absl::StatusOr<ir::TrainStep> step = TraceTrainStep("gpt", examples::GptModel(config), Adam({}),
-                                                      {.num_microbatches = static_cast<int32_t>(*microbatches)});
+  absl::StatusOr<ir::TrainStep> step =
+      TraceTrainStep("gpt", examples::GptModel(config), Adam({}), {.num_microbatches = options.microbatches});
   const double trace_ms = MillisecondsSince(start);
   if (!step.ok()) {
     err << "tandem bench compile: " << step.status().message() << "\n";
@@ -98,17 +85,24 @@ int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& er
     return 1;
   }
   const int64_t nodes = step->microbatch.size() + step->update.size();
-  if (arguments.Flag("json")) {
-    out << absl::StrFormat(
-        "{\"layers\": %d, \"actors\": %d, \"stages\": %d, \"microbatches\": %d, \"graph_nodes\": %d, "
-        "\"trace_ms\": %.1f, \"split_ms\": %.1f, \"lower_ms\": %.1f, \"compile_ms\": %.1f, "
-        "\"trace_plus_compile_ms\": %.1f, \"instructions\": %d}\n",
-        *layers, schedule->num_actors, schedule->num_stages, *microbatches, nodes, trace_ms, split_ms, lower_ms,
-        compile_ms, trace_ms + compile_ms, instructions);
+  if (options.json) {
+    nlohmann::ordered_json json;
+    json["layers"] = options.layers;
+    json["actors"] = schedule->num_actors;
+    json["stages"] = schedule->num_stages;
+    json["microbatches"] = options.microbatches;
+    json["graph_nodes"] = nodes;
+    json["trace_ms"] = trace_ms;
+    json["split_ms"] = split_ms;
+    json["lower_ms"] = lower_ms;
+    json["compile_ms"] = compile_ms;
+    json["trace_plus_compile_ms"] = trace_ms + compile_ms;
+    json["instructions"] = instructions;
+    out << schedules::JsonText(json) << "\n";
     return 0;
   }
   out << absl::StrFormat("GPT, %d layers, traced for %d microbatches; interleaved 1F1B, %d actors x %d stages each\n",
-                         *layers, *microbatches, schedule->num_actors, *virtual_stages);
+                         options.layers, options.microbatches, schedule->num_actors, options.virtual_stages);
   out << absl::StrFormat("graph: %d nodes (microbatch %d, update %d); %d tasks\n\n", nodes, step->microbatch.size(),
                          step->update.size(), schedule->NumTasks());
   out << absl::StrFormat("  %-44s %10s\n", "phase", "ms");
@@ -124,6 +118,30 @@ int RunCompileBench(const CommandArgs& args, std::ostream& out, std::ostream& er
                            compiled->programs[actor].static_peak_bytes);
   }
   return 0;
+}
+
+}  // namespace
+
+void AddCompileBench(CommandLine& command_line, CLI::App& bench) {
+  CLI::App* command = command_line.Add(bench, "compile", "trace and compile a deep GPT for interleaved 1F1B, by phase",
+                                       "[--layers L] [--actors P] [--microbatches M] [--virtual V] [--json]");
+  auto options = std::make_shared<CompileBenchOptions>();
+  command->add_option("--layers", options->layers, "decoder blocks")
+      ->check(AtLeast(options->layers, 1))
+      ->capture_default_str();
+  command->add_option("--actors", options->actors, "pipeline actors")
+      ->check(AtLeast(options->actors, 1))
+      ->capture_default_str();
+  command->add_option("--microbatches", options->microbatches, "microbatches per step")
+      ->check(AtLeast(options->microbatches, 1))
+      ->capture_default_str();
+  command->add_option("--virtual", options->virtual_stages, "stages per actor (interleaved)")
+      ->check(AtLeast(options->virtual_stages, 1))
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON");
+  command_line.OnRun(command, [options, &streams = command_line.streams()] {
+    return RunCompileBench(*options, streams.out, streams.err);
+  });
 }
 
 }  // namespace tandem::cli

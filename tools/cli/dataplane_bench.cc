@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "actor/shm_transport.h"
 #include "actor/tcp_transport.h"
+#include "schedules/json_text.h"
 #include "tools/cli/commands.h"
 
 namespace tandem::cli {
@@ -189,8 +190,8 @@ absl::StatusOr<double> Measure(Medium medium, int64_t size, int64_t count) {
                                        : TransportReceiver(medium, sockets[1], count));
   }
   close(sockets[1]);
-  absl::StatusOr<double> gbps =
-      medium == Medium::kRawSocket ? RawSender(sockets[0], size, count) : TransportSender(medium, sockets[0], size, count);
+  absl::StatusOr<double> gbps = medium == Medium::kRawSocket ? RawSender(sockets[0], size, count)
+                                                             : TransportSender(medium, sockets[0], size, count);
   close(sockets[0]);
   // Reap the child within 10 s, killing it if it overstays.
   int status = 0;
@@ -206,18 +207,7 @@ absl::StatusOr<double> Measure(Medium medium, int64_t size, int64_t count) {
   return gbps;
 }
 
-}  // namespace
-
-int RunDataplaneBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  bool json = false;
-  for (const std::string& arg : args) {
-    if (arg == "--json") {
-      json = true;
-    } else {
-      err << "usage: tandem bench dataplane [--json]\n";
-      return arg == "--help" || arg == "-h" ? 0 : 2;
-    }
-  }
+int RunDataplaneBench(bool json, std::ostream& out, std::ostream& err) {
   struct Row {
     int64_t size;
     double memcpy, shm, shm_copy, tcp, raw;
@@ -241,27 +231,38 @@ int RunDataplaneBench(const CommandArgs& args, std::ostream& out, std::ostream& 
     return size >= (1 << 20) ? absl::StrCat(size >> 20, " MiB") : absl::StrCat(size >> 10, " KiB");
   };
   if (json) {
-    out << "{\"unit\": \"GB/s\", \"goal_shm_over_memcpy_at_16MiB\": 0.6, \"rows\": [";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      out << absl::StrFormat(
-          "%s{\"bytes\": %d, \"memcpy\": %.2f, \"shm\": %.2f, \"shm_copy\": %.2f, \"tcp\": %.2f, "
-          "\"raw_tcp_socket\": %.2f, \"shm_over_memcpy\": %.3f}",
-          i ? ", " : "", r.size, r.memcpy, r.shm, r.shm_copy, r.tcp, r.raw, r.shm / r.memcpy);
+    nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
+    for (const Row& r : rows) {
+      json_rows.push_back({{"bytes", r.size}, {"memcpy", r.memcpy}, {"shm", r.shm}, {"shm_copy", r.shm_copy},
+                           {"tcp", r.tcp}, {"raw_tcp_socket", r.raw}, {"shm_over_memcpy", r.shm / r.memcpy}});
     }
-    out << "]}\n";
+    const nlohmann::ordered_json json = {
+        {"unit", "GB/s"}, {"goal_shm_over_memcpy_at_16MiB", 0.6}, {"rows", json_rows}};
+    out << schedules::JsonText(json) << "\n";
     return 0;
   }
   out << "data plane throughput between two processes, GB/s (best of " << kRounds << " rounds of ~256 MiB)\n";
-  out << absl::StrFormat("%-8s %8s %8s %10s %8s %10s %11s\n", "message", "memcpy", "shm", "shm-copy", "tcp",
-                         "raw-tcp", "shm/memcpy");
+  out << absl::StrFormat("%-8s %8s %8s %10s %8s %10s %11s\n", "message", "memcpy", "shm", "shm-copy", "tcp", "raw-tcp",
+                         "shm/memcpy");
   for (const Row& r : rows) {
-    out << absl::StrFormat("%-8s %8.2f %8.2f %10.2f %8.2f %10.2f %10.2fx\n", label(r.size), r.memcpy, r.shm,
-                           r.shm_copy, r.tcp, r.raw, r.shm / r.memcpy);
+    out << absl::StrFormat("%-8s %8.2f %8.2f %10.2f %8.2f %10.2f %10.2fx\n", label(r.size), r.memcpy, r.shm, r.shm_copy,
+                           r.tcp, r.raw, r.shm / r.memcpy);
   }
   out << "shm: receiver borrows the ring in place (one copy, the default); shm-copy: receiver copies out.\n"
          "goal: shm >= 0.6x memcpy at 16 MiB\n";
   return 0;
+}
+
+}  // namespace
+
+void AddDataplaneBench(CommandLine& command_line, CLI::App& bench) {
+  CLI::App* command =
+      command_line.Add(bench, "dataplane", "shm and TCP throughput between two processes vs memcpy", "[--json]");
+  auto json = std::make_shared<bool>(false);
+  command->add_flag("--json", *json, "print JSON");
+  command_line.OnRun(command, [json, &streams = command_line.streams()] {
+    return RunDataplaneBench(*json, streams.out, streams.err);
+  });
 }
 
 }  // namespace tandem::cli

@@ -1,37 +1,27 @@
 // `tandem ir dump`: prints the traced, differentiated training step.
+#include <memory>
 #include <ostream>
 
 #include "ir/printer.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/example_job.h"
+#include "tools/cli/model_options.h"
 
 namespace tandem::cli {
 
-int RunIrCommand(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  Arguments arguments;
-  AddExampleOptions(arguments);
-  arguments.AddFlag("help", "show this help");
-  constexpr char kUsage[] = "usage: tandem ir dump [--model gpt|mlp] [options]\n\n";
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    err << "tandem ir: " << status.message() << "\n" << kUsage << arguments.Usage();
-    return 2;
-  }
-  if (arguments.Flag("help")) {
-    out << kUsage << "Prints the traced, differentiated training step of an example model.\n\n"
-        << arguments.Usage();
+void AddIrCommand(CommandLine& command_line) {
+  CLI::App* ir = command_line.AddGroup(command_line.root(), "ir", "dump the traced, differentiated training step");
+  CLI::App* dump = command_line.Add(*ir, "dump", "print the traced step of an example model as IR text",
+                                    "[--model gpt|mlp] [options]",
+                                    "Prints the traced, differentiated training step of an example model in the IR's "
+                                    "text format (ir/parser.h reads it back).");
+  auto options = std::make_shared<examples::ExampleJobOptions>();
+  AddModelOptions(*dump, *options);
+  command_line.OnRun(dump, [dump, options, &streams = command_line.streams()] {
+    absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(*options);
+    if (!job.ok()) return Failure(streams.err, *dump, job.status());
+    streams.out << "# " << job->description << "\n" << ir::PrintTrainStep(job->step);
     return 0;
-  }
-  if (arguments.positionals().size() != 1 || arguments.positionals()[0] != "dump") {
-    err << "tandem ir: expected the subcommand 'dump'\n" << kUsage;
-    return 2;
-  }
-  absl::StatusOr<ExampleJob> job = MakeExampleJob(arguments);
-  if (!job.ok()) {
-    err << "tandem ir: " << job.status().message() << "\n";
-    return 1;
-  }
-  out << "# " << job->description << "\n" << ir::PrintTrainStep(job->step);
-  return 0;
+  });
 }
 
 }  // namespace tandem::cli

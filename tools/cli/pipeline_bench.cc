@@ -16,21 +16,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <ostream>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "controller/pipeline.h"
 #include "controller/step_trace.h"
 #include "examples/models/mlp.h"
 #include "ir/kernels.h"
 #include "schedules/generators.h"
+#include "schedules/json_text.h"
 #include "schedules/simulator.h"
-#include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/launcher_option.h"
+#include "tools/cli/pipeline_options.h"
 
 namespace tandem::cli {
 namespace {
@@ -75,7 +75,7 @@ std::vector<ir::TensorMap> BenchBatches(const ir::TrainStep& step) {
       if (node.type.dtype == ir::DType::kI32) {
         for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.i32()[i] = static_cast<int32_t>((i + m) % 2);
       } else {
-        tensor = ir::MakeTensor(node.type, {ir::Initializer::Kind::kNormal, 0.0, 1.0, static_cast<uint64_t>(m + 1)});
+        tensor = *ir::MakeTensor(node.type, {ir::Initializer::Kind::kNormal, 0.0, 1.0, static_cast<uint64_t>(m + 1)});
       }
       batches[m][node.attributes.GetString("name")] = tensor;
     }
@@ -85,19 +85,17 @@ std::vector<ir::TensorMap> BenchBatches(const ir::TrainStep& step) {
 
 struct Running {
   std::unique_ptr<controller::Pipeline> pipeline;
-  controller::LocalLauncher* local = nullptr;
   std::string description;
 };
 
-absl::StatusOr<Running> StartPipeline(const Arguments& arguments, const ir::TrainStep& step,
+absl::StatusOr<Running> StartPipeline(const LauncherOptions& launcher, const ir::TrainStep& step,
                                       const schedules::Schedule& schedule) {
-  absl::StatusOr<LauncherChoice> choice = MakeLauncher(arguments);
+  absl::StatusOr<LauncherChoice> choice = MakeLauncher(launcher);
   if (!choice.ok()) return choice.status();
   Running running;
-  running.local = choice->local;
   running.description = choice->description;
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
-      controller::Pipeline::Create(step, schedule, ir::InitialState(step), std::move(choice->launcher));
+      controller::Pipeline::Create(step, schedule, *ir::InitialState(step), std::move(choice->launcher));
   if (!pipeline.ok()) return pipeline.status();
   running.pipeline = *std::move(pipeline);
   return running;
@@ -108,35 +106,23 @@ int Fail(std::ostream& err, absl::string_view bench, const absl::Status& status,
   return code;
 }
 
-}  // namespace
+struct DispatchBenchOptions {
+  LauncherOptions launcher;
+  int32_t actors = 4;
+  int32_t microbatches = 64;
+  int64_t steps = 20;
+  bool json = false;
+};
 
-int RunDispatchBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  Arguments arguments;
-  AddLauncherOptions(arguments);
-  arguments.AddOption("actors", "pipeline actors", "4");
-  arguments.AddOption("microbatches", "microbatches per step", "64");
-  arguments.AddOption("steps", "measured steps per dispatch mode", "20");
-  arguments.AddFlag("json", "print JSON");
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    err << "tandem bench dispatch: " << status.message() << "\n" << arguments.Usage();
-    return 2;
-  }
-  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
-  absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
-  absl::StatusOr<int64_t> steps = arguments.GetInt("steps");
-  for (const auto* value : {&actors, &microbatches, &steps}) {
-    if (!value->ok()) return Fail(err, "dispatch", value->status(), 2);
-  }
-  if (*steps < 1) return Fail(err, "dispatch", absl::InvalidArgumentError("--steps must be at least 1"), 2);
+int RunDispatchBench(const DispatchBenchOptions& options, std::ostream& out, std::ostream& err) {
   ir::SetBlasThreads(1);
   // Trivial compute: 2-wide layers, one example per microbatch.
-  absl::StatusOr<ir::TrainStep> step =
-      BenchMlp(static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches), 2, 1, 1);
+  absl::StatusOr<ir::TrainStep> step = BenchMlp(options.actors, options.microbatches, 2, 1, 1);
   if (!step.ok()) return Fail(err, "dispatch", step.status());
-  absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
-      "1f1b", {.actors = static_cast<int32_t>(*actors), .microbatches = static_cast<int32_t>(*microbatches)});
+  absl::StatusOr<schedules::Schedule> schedule =
+      schedules::Generate("1f1b", {.actors = options.actors, .microbatches = options.microbatches});
   if (!schedule.ok()) return Fail(err, "dispatch", schedule.status());
-  absl::StatusOr<Running> running = StartPipeline(arguments, *step, *schedule);
+  absl::StatusOr<Running> running = StartPipeline(options.launcher, *step, *schedule);
   if (!running.ok()) return Fail(err, "dispatch", running.status());
   const std::vector<ir::TensorMap> batches = BenchBatches(*step);
 
@@ -151,32 +137,37 @@ int RunDispatchBench(const CommandArgs& args, std::ostream& out, std::ostream& e
     if (absl::StatusOr<controller::StepReport> r = running->pipeline->Step(batches, mode.dispatch); !r.ok()) {
       return Fail(err, "dispatch", r.status());
     }
-    const int64_t rpcs_before = running->local != nullptr ? running->local->step_rpcs() : 0;
+    int64_t rpcs = 0;
     const double cpu_before = ProcessCpuMicros();
     const Clock::time_point start = Clock::now();
-    for (int64_t s = 0; s < *steps; ++s) {
-      if (absl::StatusOr<controller::StepReport> r = running->pipeline->Step(batches, mode.dispatch); !r.ok()) {
-        return Fail(err, "dispatch", r.status());
-      }
+    for (int64_t s = 0; s < options.steps; ++s) {
+      absl::StatusOr<controller::StepReport> r = running->pipeline->Step(batches, mode.dispatch);
+      if (!r.ok()) return Fail(err, "dispatch", r.status());
+      rpcs += r->rpcs;
     }
-    const double n = static_cast<double>(*steps);
+    const double n = static_cast<double>(options.steps);
     mode.wall_ms = SecondsSince(start) * 1e3 / n;
     mode.cpu_us = (ProcessCpuMicros() - cpu_before) / n;
-    mode.rpcs = running->local != nullptr ? static_cast<double>(running->local->step_rpcs() - rpcs_before) / n : 0;
+    mode.rpcs = static_cast<double>(rpcs) / n;
   }
   const double ratio = modes[1].cpu_us / std::max(modes[0].cpu_us, 1e-9);
-  if (arguments.Flag("json")) {
-    out << absl::StrFormat(
-        "{\"actors\": %d, \"microbatches\": %d, \"steps\": %d, \"rpcs_per_step_fused\": %.1f, "
-        "\"rpcs_per_step_per_task\": %.1f, \"controller_us_per_step_fused\": %.1f, "
-        "\"controller_us_per_step_per_task\": %.1f, \"wall_ms_per_step_fused\": %.3f, "
-        "\"wall_ms_per_step_per_task\": %.3f, \"controller_time_ratio\": %.2f}\n",
-        *actors, *microbatches, *steps, modes[0].rpcs, modes[1].rpcs, modes[0].cpu_us, modes[1].cpu_us,
-        modes[0].wall_ms, modes[1].wall_ms, ratio);
+  if (options.json) {
+    nlohmann::ordered_json json;
+    json["actors"] = options.actors;
+    json["microbatches"] = options.microbatches;
+    json["steps"] = options.steps;
+    json["rpcs_per_step_fused"] = modes[0].rpcs;
+    json["rpcs_per_step_per_task"] = modes[1].rpcs;
+    json["controller_us_per_step_fused"] = modes[0].cpu_us;
+    json["controller_us_per_step_per_task"] = modes[1].cpu_us;
+    json["wall_ms_per_step_fused"] = modes[0].wall_ms;
+    json["wall_ms_per_step_per_task"] = modes[1].wall_ms;
+    json["controller_time_ratio"] = ratio;
+    out << schedules::JsonText(json) << "\n";
     return 0;
   }
   out << absl::StrFormat("dispatch: %d actors, 1F1B, %d microbatches, trivial compute; %s; %d steps each\n\n",
-                         *actors, *microbatches, running->description, *steps);
+                         options.actors, options.microbatches, running->description, options.steps);
   out << absl::StrFormat("  %-9s %12s %24s %14s\n", "dispatch", "RPCs/step", "controller CPU us/step", "wall ms/step");
   for (const Mode& mode : modes) {
     out << absl::StrFormat("  %-9s %12.1f %24.1f %14.3f\n", mode.name, mode.rpcs, mode.cpu_us, mode.wall_ms);
@@ -185,32 +176,21 @@ int RunDispatchBench(const CommandArgs& args, std::ostream& out, std::ostream& e
   return 0;
 }
 
-int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  Arguments arguments;
-  AddLauncherOptions(arguments);
-  arguments.AddOption("actors", "pipeline actors", "2");
-  arguments.AddOption("microbatches", "microbatches per step", "16");
-  arguments.AddOption("width", "hidden width of the calibrated layers", "768");
-  arguments.AddOption("batch", "examples per microbatch", "128");
-  arguments.AddOption("steps", "measured steps per schedule (after 2 warm-up steps)", "5");
-  arguments.AddOption("schedules", "comma-separated built-in schedules", "gpipe,1f1b,zb-h1");
-  arguments.AddFlag("json", "print JSON");
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    err << "tandem bench fidelity: " << status.message() << "\n" << arguments.Usage();
-    return 2;
-  }
-  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
-  absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
-  absl::StatusOr<int64_t> width = arguments.GetInt("width");
-  absl::StatusOr<int64_t> batch = arguments.GetInt("batch");
-  absl::StatusOr<int64_t> steps = arguments.GetInt("steps");
-  for (const auto* value : {&actors, &microbatches, &width, &batch, &steps}) {
-    if (!value->ok()) return Fail(err, "fidelity", value->status(), 2);
-  }
-  if (*steps < 1) return Fail(err, "fidelity", absl::InvalidArgumentError("--steps must be at least 1"), 2);
+struct FidelityBenchOptions {
+  LauncherOptions launcher;
+  int32_t actors = 2;
+  int32_t microbatches = 16;
+  int64_t width = 768;
+  int64_t batch = 128;
+  int64_t steps = 5;
+  std::string schedules = "gpipe,1f1b,zb-h1";
+  bool json = false;
+};
+
+int RunFidelityBench(const FidelityBenchOptions& options, std::ostream& out, std::ostream& err) {
   ir::SetBlasThreads(1);
-  absl::StatusOr<ir::TrainStep> step = BenchMlp(static_cast<int32_t>(*actors), static_cast<int32_t>(*microbatches),
-                                                *width, *batch, /*layers_per_stage=*/2);
+  absl::StatusOr<ir::TrainStep> step = BenchMlp(options.actors, options.microbatches, options.width, options.batch,
+                                                /*layers_per_stage=*/2);
   if (!step.ok()) return Fail(err, "fidelity", step.status());
   const std::vector<ir::TensorMap> batches = BenchBatches(*step);
 
@@ -220,11 +200,11 @@ int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& e
   };
   std::vector<Row> rows;
   std::string description;
-  for (absl::string_view name : absl::StrSplit(*arguments.Get("schedules"), ',')) {
-    absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
-        name, {.actors = static_cast<int32_t>(*actors), .microbatches = static_cast<int32_t>(*microbatches)});
+  for (absl::string_view name : absl::StrSplit(options.schedules, ',')) {
+    absl::StatusOr<schedules::Schedule> schedule =
+        schedules::Generate(name, {.actors = options.actors, .microbatches = options.microbatches});
     if (!schedule.ok()) return Fail(err, "fidelity", schedule.status());
-    absl::StatusOr<Running> running = StartPipeline(arguments, *step, *schedule);
+    absl::StatusOr<Running> running = StartPipeline(options.launcher, *step, *schedule);
     if (!running.ok()) return Fail(err, "fidelity", running.status());
     description = running->description;
     const controller::CompiledStep& compiled = running->pipeline->compiled();
@@ -232,7 +212,7 @@ int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& e
     // Calibration and measurement: the steps after two warm-up steps.
     controller::StepTrace trace(compiled);
     std::vector<double> walls;
-    for (int64_t s = 0; s < *steps + 2; ++s) {
+    for (int64_t s = 0; s < options.steps + 2; ++s) {
       const Clock::time_point start = Clock::now();
       absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
       const double wall = SecondsSince(start);
@@ -254,23 +234,22 @@ int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& e
     row.predicted_ms = row.simulated_ms + row.update_ms;
     rows.push_back(row);
   }
-  if (arguments.Flag("json")) {
-    std::vector<std::string> entries;
+  if (options.json) {
+    nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
     for (const Row& row : rows) {
-      entries.push_back(absl::StrFormat(
-          "{\"schedule\": \"%s\", \"measured_ms\": %.3f, \"predicted_ms\": %.3f, \"simulated_ms\": %.3f, "
-          "\"update_ms\": %.3f, \"ratio\": %.4f}",
-          row.schedule, row.measured_ms, row.predicted_ms, row.simulated_ms, row.update_ms,
-          row.measured_ms / row.predicted_ms));
+      json_rows.push_back({{"schedule", row.schedule}, {"measured_ms", row.measured_ms},
+                           {"predicted_ms", row.predicted_ms}, {"simulated_ms", row.simulated_ms},
+                           {"update_ms", row.update_ms}, {"ratio", row.measured_ms / row.predicted_ms}});
     }
-    out << absl::StrFormat("{\"actors\": %d, \"microbatches\": %d, \"width\": %d, \"batch\": %d, \"rows\": [%s]}\n",
-                           *actors, *microbatches, *width, *batch, absl::StrJoin(entries, ", "));
+    const nlohmann::ordered_json json = {
+        {"actors", options.actors}, {"microbatches", options.microbatches}, {"width", options.width}, {"batch", options.batch}, {"rows", json_rows}};
+    out << schedules::JsonText(json) << "\n";
     return 0;
   }
   out << absl::StrFormat(
       "fidelity: MLP, %d actors, %d microbatches, 2 layers of %d x %d per stage (batch %d); %s; median of %d steps\n"
       "predicted = simulated makespan from calibrated per-(kind, stage) costs + the slowest actor's update\n\n",
-      *actors, *microbatches, *width, *width, *batch, description, *steps);
+      options.actors, options.microbatches, options.width, options.width, options.batch, description, options.steps);
   out << absl::StrFormat("  %-10s %13s %14s %13s %20s\n", "schedule", "measured ms", "predicted ms", "(update ms)",
                          "measured/predicted");
   for (const Row& row : rows) {
@@ -279,6 +258,57 @@ int RunFidelityBench(const CommandArgs& args, std::ostream& out, std::ostream& e
   }
   out << "\n  goal: measured/predicted <= 1.05\n";
   return 0;
+}
+
+}  // namespace
+
+void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
+  CLI::App* dispatch =
+      command_line.Add(bench, "dispatch", "fused vs per-task dispatch: RPCs and controller CPU per step (P=4, M=64)",
+                       "[--actors P] [--microbatches M] [--steps N] [launcher options] [--json]");
+  auto dispatch_options = std::make_shared<DispatchBenchOptions>();
+  AddLauncherOptions(*dispatch, dispatch_options->launcher);
+  dispatch->add_option("--actors", dispatch_options->actors, "pipeline actors")
+      ->check(AtLeast(dispatch_options->actors, 1))
+      ->capture_default_str();
+  dispatch->add_option("--microbatches", dispatch_options->microbatches, "microbatches per step")
+      ->check(AtLeast(dispatch_options->microbatches, 1))
+      ->capture_default_str();
+  dispatch->add_option("--steps", dispatch_options->steps, "measured steps per dispatch mode")
+      ->check(AtLeast(dispatch_options->steps, 1))
+      ->capture_default_str();
+  dispatch->add_flag("--json", dispatch_options->json, "print JSON");
+  command_line.OnRun(dispatch, [dispatch_options, &streams = command_line.streams()] {
+    return RunDispatchBench(*dispatch_options, streams.out, streams.err);
+  });
+
+  CLI::App* fidelity = command_line.Add(
+      bench, "fidelity", "measured step time vs the simulator's prediction (GPipe, 1F1B, ZB-H1; P=2, M=16)",
+      "[--actors P] [--microbatches M] [--width W] [--batch B] [--steps N] [--schedules A,B] [launcher options] "
+      "[--json]");
+  auto fidelity_options = std::make_shared<FidelityBenchOptions>();
+  AddLauncherOptions(*fidelity, fidelity_options->launcher);
+  fidelity->add_option("--actors", fidelity_options->actors, "pipeline actors")
+      ->check(AtLeast(fidelity_options->actors, 1))
+      ->capture_default_str();
+  fidelity->add_option("--microbatches", fidelity_options->microbatches, "microbatches per step")
+      ->check(AtLeast(fidelity_options->microbatches, 1))
+      ->capture_default_str();
+  fidelity->add_option("--width", fidelity_options->width, "hidden width of the calibrated layers")
+      ->check(AtLeast(fidelity_options->width, 1))
+      ->capture_default_str();
+  fidelity->add_option("--batch", fidelity_options->batch, "examples per microbatch")
+      ->check(AtLeast(fidelity_options->batch, 1))
+      ->capture_default_str();
+  fidelity->add_option("--steps", fidelity_options->steps, "measured steps per schedule (after 2 warm-up steps)")
+      ->check(AtLeast(fidelity_options->steps, 1))
+      ->capture_default_str();
+  fidelity->add_option("--schedules", fidelity_options->schedules, "comma-separated built-in schedules")
+      ->capture_default_str();
+  fidelity->add_flag("--json", fidelity_options->json, "print JSON");
+  command_line.OnRun(fidelity, [fidelity_options, &streams = command_line.streams()] {
+    return RunFidelityBench(*fidelity_options, streams.out, streams.err);
+  });
 }
 
 }  // namespace tandem::cli

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -13,10 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "schedules/generators.h"
-#include "schedules/json_writer.h"
+#include "schedules/json_text.h"
 #include "schedules/simulator.h"
 #include "schedules/validator.h"
-#include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
 
 namespace tandem::cli {
@@ -36,111 +36,112 @@ bool BestOf(int64_t repeats, const std::function<bool()>& step, double& best_ms)
   return true;
 }
 
-}  // namespace
+struct SchedBenchOptions {
+  std::string generator = "interleaved";
+  schedules::GeneratorOptions schedule{.actors = 64, .microbatches = 512, .virtual_stages = 4};
+  int64_t repeats = 3;
+  bool json = false;
+};
 
-int RunSchedBench(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  Arguments arguments;
-  arguments.AddOption("schedule", "generator name", "interleaved");
-  arguments.AddOption("actors", "number of actors P", "64");
-  arguments.AddOption("virtual", "stages per actor V", "4");
-  arguments.AddOption("microbatches", "number of microbatches M", "512");
-  arguments.AddOption("repeats", "runs per step; the best is reported", "3");
-  arguments.AddFlag("json", "print JSON instead of a table");
-  arguments.AddFlag("help", "print this help");
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      out << "usage: tandem bench sched [options]\n\noptions:\n" << arguments.Usage();
-      return 0;
-    }
-  }
-  auto usage_error = [&](absl::string_view message) {
-    err << "tandem bench sched: " << message << "\n";
-    return 2;
-  };
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    return usage_error(status.message());
-  }
-  if (!arguments.positionals().empty()) return usage_error("takes no positional arguments");
-  schedules::GeneratorOptions options;
-  absl::StatusOr<int64_t> repeats_option = arguments.GetInt("repeats");
-  if (!repeats_option.ok()) return usage_error(repeats_option.status().message());
-  const int64_t repeats = *repeats_option;
-  for (const auto& [name, target] : {std::pair<const char*, int32_t*>{"actors", &options.actors},
-                                     {"virtual", &options.virtual_stages},
-                                     {"microbatches", &options.microbatches}}) {
-    absl::StatusOr<int64_t> value = arguments.GetInt(name);
-    if (!value.ok()) return usage_error(value.status().message());
-    if (*value < 1 || *value > (1 << 20)) {
-      return usage_error(absl::StrCat("--", name, " must be between 1 and 2^20"));
-    }
-    *target = static_cast<int32_t>(*value);
-  }
-  if (repeats < 1) return usage_error("--repeats must be at least 1");
-  const std::string generator = *arguments.Get("schedule");
-
+int RunSchedBench(const SchedBenchOptions& bench, std::ostream& out, std::ostream& err) {
+  const std::string& generator = bench.generator;
+  const schedules::GeneratorOptions& options = bench.schedule;
+  const int64_t repeats = bench.repeats;
   absl::StatusOr<schedules::Schedule> schedule;
   double generate_ms = 0.0;
-  if (!BestOf(repeats, [&] {
-        schedule = schedules::Generate(generator, options);
-        return schedule.ok();
-      }, generate_ms)) {
+  if (!BestOf(
+          repeats,
+          [&] {
+            schedule = schedules::Generate(generator, options);
+            return schedule.ok();
+          },
+          generate_ms)) {
     err << "tandem bench sched: " << schedule.status().message() << "\n";
     return 1;
   }
   absl::Status validation;
   double validate_ms = 0.0;
-  if (!BestOf(repeats, [&] {
-        validation = schedules::Validate(*schedule);
-        return validation.ok();
-      }, validate_ms)) {
+  if (!BestOf(
+          repeats,
+          [&] {
+            validation = schedules::Validate(*schedule);
+            return validation.ok();
+          },
+          validate_ms)) {
     err << "tandem bench sched: invalid schedule: " << validation.message() << "\n";
     return 1;
   }
   absl::StatusOr<schedules::SimulationResult> result;
   double simulate_ms = 0.0;
-  if (!BestOf(repeats, [&] {
-        result = schedules::Simulate(*schedule, schedules::CostModel{});
-        return result.ok();
-      }, simulate_ms)) {
+  if (!BestOf(
+          repeats,
+          [&] {
+            result = schedules::Simulate(*schedule, schedules::CostModel{});
+            return result.ok();
+          },
+          simulate_ms)) {
     err << "tandem bench sched: " << result.status().message() << "\n";
     return 1;
   }
 
   const int64_t tasks = schedule->NumTasks();
-  if (arguments.Flag("json")) {
-    schedules::JsonWriter json;
-    json.BeginObject();
-    json.Key("schedule").String(generator);
-    json.Key("actors").Int(options.actors);
-    json.Key("virtual").Int(options.virtual_stages);
-    json.Key("microbatches").Int(options.microbatches);
-    json.Key("tasks").Int(tasks);
-    json.Key("repeats").Int(repeats);
-    json.Key("generate_ms").Number(generate_ms);
-    json.Key("validate_ms").Number(validate_ms);
-    json.Key("simulate_ms").Number(simulate_ms);
-    json.Key("validate_and_simulate_ms").Number(validate_ms + simulate_ms);
-    json.Key("makespan").Number(result->makespan);
-    json.Key("bubble").Number(result->bubble);
-    json.EndObject().NewLine();
-    out << json.Take();
+  if (bench.json) {
+    nlohmann::ordered_json json;
+    json["schedule"] = generator;
+    json["actors"] = options.actors;
+    json["virtual"] = options.virtual_stages;
+    json["microbatches"] = options.microbatches;
+    json["tasks"] = tasks;
+    json["repeats"] = repeats;
+    json["generate_ms"] = schedules::JsonNumber(generate_ms);
+    json["validate_ms"] = schedules::JsonNumber(validate_ms);
+    json["simulate_ms"] = schedules::JsonNumber(simulate_ms);
+    json["validate_and_simulate_ms"] = schedules::JsonNumber(validate_ms + simulate_ms);
+    json["makespan"] = schedules::JsonNumber(result->makespan);
+    json["bubble"] = schedules::JsonNumber(result->bubble);
+    out << schedules::JsonText(json) << "\n";
     return 0;
   }
-  out << absl::StrFormat("schedule %s: %d actors, V=%d, %d microbatches, %d tasks (best of %d)\n",
-                         generator, options.actors, options.virtual_stages, options.microbatches,
-                         tasks, repeats);
+  out << absl::StrFormat("schedule %s: %d actors, V=%d, %d microbatches, %d tasks (best of %d)\n", generator,
+                         options.actors, options.virtual_stages, options.microbatches, tasks, repeats);
   out << absl::StrFormat("%-20s %10s %14s\n", "step", "ms", "ns per task");
   const auto row = [&](const char* step, double ms) {
-    out << absl::StrFormat("%-20s %10.1f %14.1f\n", step, ms,
-                           tasks > 0 ? ms * 1e6 / static_cast<double>(tasks) : 0.0);
+    out << absl::StrFormat("%-20s %10.1f %14.1f\n", step, ms, tasks > 0 ? ms * 1e6 / static_cast<double>(tasks) : 0.0);
   };
   row("generate", generate_ms);
   row("validate", validate_ms);
   row("simulate", simulate_ms);
   row("validate + simulate", validate_ms + simulate_ms);
-  out << absl::StrFormat("simulated makespan %g, bubble %.2f%% (F=1, B=2, no link cost)\n",
-                         result->makespan, 100.0 * result->bubble);
+  out << absl::StrFormat("simulated makespan %g, bubble %.2f%% (F=1, B=2, no link cost)\n", result->makespan,
+                         100.0 * result->bubble);
   return 0;
+}
+
+}  // namespace
+
+void AddSchedBench(CommandLine& command_line, CLI::App& bench) {
+  CLI::App* command = command_line.Add(bench, "sched", "validate and simulate a large interleaved schedule",
+                                       "[--schedule NAME] [--actors P] [--virtual V] [--microbatches M] [--json]");
+  auto options = std::make_shared<SchedBenchOptions>();
+  command->add_option("--schedule", options->generator, "generator name")
+      ->check(CLI::IsMember(schedules::GeneratorNames()))
+      ->capture_default_str();
+  command->add_option("--actors", options->schedule.actors, "number of actors P")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--virtual", options->schedule.virtual_stages, "stages per actor V")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--microbatches", options->schedule.microbatches, "number of microbatches M")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--repeats", options->repeats, "runs per step; the best is reported")
+      ->check(AtLeast(options->repeats, 1))
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command_line.OnRun(command, [options, &streams = command_line.streams()] {
+    return RunSchedBench(*options, streams.out, streams.err);
+  });
 }
 
 }  // namespace tandem::cli

@@ -2,6 +2,7 @@
 // live in sched_plan_command.cc. LoadSchedule() is shared by all of them.
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -12,233 +13,147 @@
 #include "schedules/generators.h"
 #include "schedules/placement.h"
 #include "schedules/pytorch_csv.h"
+#include "schedules/resolve.h"
 #include "schedules/text_format.h"
 #include "schedules/validator.h"
-#include "tools/cli/arguments.h"
+#include "tools/cli/commands.h"
 #include "tools/cli/sched_commands.h"
 
 namespace tandem::cli {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: tandem sched <subcommand> [options]\n"
-    "\n"
-    "subcommands:\n"
-    "  gen NAME --actors P --microbatches M [--virtual V] [--to tandem|pytorch-csv]\n"
-    "      print a built-in schedule; NAME is one of gpipe, 1f1b, interleaved,\n"
-    "      looped-bfs, zb-h1, zb-v, dualpipev\n"
-    "  check FILE [--from tandem|pytorch-csv] [--rendezvous]\n"
-    "      validate a schedule (exit 0 valid, 1 invalid)\n"
-    "  convert FILE --to tandem|pytorch-csv [--from tandem|pytorch-csv]\n"
-    "      print a schedule in another format\n"
-    "  sim FILE [--cost F=1,B=2,I=1,W=1] [--link alpha=...,beta=...] [--json]\n"
-    "      simulate a schedule with a cost model\n"
-    "  draw FILE --format ascii|svg|perfetto [-o OUT]\n"
-    "      draw a schedule\n"
-    "\n"
-    "FILE is a path or '-' for stdin. Files ending in .csv are read as PyTorch's\n"
-    "pipelining CSV, everything else (and stdin) as Tandem's .sched text format,\n"
-    "unless --from says otherwise. Run `tandem sched <subcommand> --help` for details.\n";
-
-bool WantsHelp(const CommandArgs& args) {
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") return true;
-  }
-  return false;
-}
-
-int UsageError(absl::string_view command, absl::string_view message, std::ostream& err) {
-  err << "tandem sched " << command << ": " << message << "\n"
-      << "Run `tandem sched " << command << " --help` for usage.\n";
-  return 2;
-}
-
-// Parses `args` after printing help if asked; returns an exit code to stop
-// with, or nullopt to go on.
-std::optional<int> ParseOrExit(Arguments& arguments, const CommandArgs& args,
-                               absl::string_view command, absl::string_view synopsis,
-                               std::ostream& out, std::ostream& err) {
-  arguments.AddFlag("help", "print this help");
-  if (WantsHelp(args)) {
-    out << "usage: tandem sched " << command << " " << synopsis << "\n\noptions:\n"
-        << arguments.Usage();
-    return 0;
-  }
-  if (absl::Status status = arguments.Parse(args); !status.ok()) {
-    return UsageError(command, status.message(), err);
-  }
-  return std::nullopt;
-}
-
-absl::Status CheckFormatName(const std::optional<std::string>& name, absl::string_view option) {
-  if (!name || *name == "tandem" || *name == "pytorch-csv") return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("--", option, " must be tandem or pytorch-csv, got '",
-                                                 *name, "'"));
-}
+const std::vector<std::string> kFormats = {"tandem", "pytorch-csv"};
 
 std::string Format(const schedules::Schedule& schedule, absl::string_view format) {
-  return format == "pytorch-csv" ? schedules::PrintPytorchCsv(schedule)
-                                 : schedules::PrintScheduleText(schedule);
+  return format == "pytorch-csv" ? schedules::PrintPytorchCsv(schedule) : schedules::PrintScheduleText(schedule);
 }
 
-// Gets exactly one FILE positional.
-std::optional<std::string> OneFile(const Arguments& arguments) {
-  if (arguments.positionals().size() != 1) return std::nullopt;
-  return arguments.positionals()[0];
+// Prints a validation failure, one "NAME: error: ..." line per line.
+int PrintInvalid(std::ostream& err, const std::string& name, const absl::Status& status) {
+  for (absl::string_view line : absl::StrSplit(status.message(), '\n')) err << name << ": error: " << line << "\n";
+  return 1;
 }
 
-int RunGen(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  Arguments arguments;
-  arguments.AddOption("actors", "number of actors P");
-  arguments.AddOption("microbatches", "number of microbatches M");
-  arguments.AddOption("virtual", "stages per actor V (interleaved, looped-bfs; default 2)");
-  arguments.AddOption("to", "output format: tandem or pytorch-csv", "tandem");
-  if (std::optional<int> code = ParseOrExit(
-          arguments, args, "gen",
-          absl::StrCat("<", absl::StrJoin(schedules::GeneratorNames(), "|"),
-                       "> --actors P --microbatches M [--virtual V]"),
-          out, err)) {
-    return *code;
-  }
-  if (arguments.positionals().size() != 1) {
-    return UsageError("gen", "expected one schedule name", err);
-  }
-  absl::StatusOr<int64_t> actors = arguments.GetInt("actors");
-  absl::StatusOr<int64_t> microbatches = arguments.GetInt("microbatches");
-  if (!actors.ok()) return UsageError("gen", actors.status().message(), err);
-  if (!microbatches.ok()) return UsageError("gen", microbatches.status().message(), err);
-  int64_t virtual_stages = 0;
-  if (arguments.Has("virtual")) {
-    absl::StatusOr<int64_t> v = arguments.GetInt("virtual");
-    if (!v.ok()) return UsageError("gen", v.status().message(), err);
-    virtual_stages = *v;
-  }
-  const std::optional<std::string> to = arguments.Get("to");
-  if (absl::Status status = CheckFormatName(to, "to"); !status.ok()) {
-    return UsageError("gen", status.message(), err);
-  }
-  constexpr int64_t kLimit = int64_t{1} << 30;
-  if (*actors > kLimit || *microbatches > kLimit || virtual_stages > kLimit) {
-    return UsageError("gen", "sizes must be below 2^30", err);
-  }
-  schedules::GeneratorOptions options;
-  options.actors = static_cast<int32_t>(*actors);
-  options.microbatches = static_cast<int32_t>(*microbatches);
-  options.virtual_stages = static_cast<int32_t>(virtual_stages);
-  absl::StatusOr<schedules::Schedule> schedule =
-      schedules::Generate(arguments.positionals()[0], options);
-  if (!schedule.ok()) return UsageError("gen", schedule.status().message(), err);
-  out << Format(*schedule, *to);
-  return 0;
+void AddGen(CommandLine& command_line, CLI::App& sched) {
+  struct Options {
+    std::string name;
+    int32_t actors = 0;
+    int32_t microbatches = 0;
+    int32_t virtual_stages = 0;
+    std::string to = "tandem";
+  };
+  const std::string names = absl::StrJoin(schedules::GeneratorNames(), "|");
+  CLI::App* gen =
+      command_line.Add(sched, "gen", "print a built-in schedule",
+                       absl::StrCat("<", names, "> --actors P --microbatches M [--virtual V] [--to FORMAT]"));
+  auto options = std::make_shared<Options>();
+  gen->add_option("name", options->name, "the generator")
+      ->required()
+      ->check(CLI::IsMember(schedules::GeneratorNames()));
+  gen->add_option("--actors", options->actors, "number of actors P")->required()->check(AtLeast(options->actors, 1));
+  gen->add_option("--microbatches", options->microbatches, "number of microbatches M")
+      ->required()
+      ->check(AtLeast(options->microbatches, 1));
+  gen->add_option("--virtual", options->virtual_stages,
+                  "stages per actor V (interleaved, looped-bfs, zb-v; 0: the generator's default)")
+      ->check(AtLeast(options->virtual_stages, 0));
+  gen->add_option("--to", options->to, "output format")->check(CLI::IsMember(kFormats))->capture_default_str();
+  command_line.OnRun(gen, [gen, options, &streams = command_line.streams()] {
+    absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
+        options->name,
+        {.actors = options->actors, .microbatches = options->microbatches, .virtual_stages = options->virtual_stages});
+    if (!schedule.ok()) return UsageError(streams.err, *gen, std::string(schedule.status().message()));
+    streams.out << Format(*schedule, options->to);
+    return 0;
+  });
 }
 
-int RunCheck(const CommandArgs& args, std::ostream& out, std::ostream& err, std::istream& in) {
-  Arguments arguments;
-  arguments.AddOption("from", "input format: tandem or pytorch-csv (default: by extension)");
-  arguments.AddFlag("rendezvous",
-                    "model transfers as blocking rendezvous send/recv pairs instead of "
-                    "buffered sends");
-  if (std::optional<int> code = ParseOrExit(arguments, args, "check", "FILE [options]", out, err)) {
-    return *code;
-  }
-  const std::optional<std::string> path = OneFile(arguments);
-  if (!path) return UsageError("check", "expected one FILE (or '-' for stdin)", err);
-  const std::optional<std::string> from = arguments.Get("from");
-  if (absl::Status status = CheckFormatName(from, "from"); !status.ok()) {
-    return UsageError("check", status.message(), err);
-  }
-  absl::StatusOr<schedules::Schedule> schedule = LoadSchedule(*path, from, in);
-  if (!schedule.ok()) {
-    err << schedule.status().message() << "\n";
-    return 1;
-  }
-  const std::string name = *path == "-" ? "<stdin>" : *path;
-  schedules::ValidateOptions options;
-  options.rendezvous = arguments.Flag("rendezvous");
-  if (absl::Status status = schedules::Validate(*schedule, options); !status.ok()) {
-    for (absl::string_view line : absl::StrSplit(status.message(), '\n')) {
-      err << name << ": error: " << line << "\n";
+void AddCheck(CommandLine& command_line, CLI::App& sched) {
+  struct Options {
+    std::string path;
+    std::optional<std::string> from;
+    bool rendezvous = false;
+  };
+  CLI::App* check = command_line.Add(sched, "check", "validate a schedule (exit 0 valid, 1 invalid)",
+                                     "FILE [--from tandem|pytorch-csv] [--rendezvous]");
+  auto options = std::make_shared<Options>();
+  check->add_option("file", options->path, "the schedule, or - for stdin")->required();
+  check->add_option("--from", options->from, "input format (default: by extension)")->check(CLI::IsMember(kFormats));
+  check->add_flag("--rendezvous", options->rendezvous,
+                  "model transfers as blocking rendezvous send/recv pairs instead of buffered sends");
+  command_line.OnRun(check, [options, &streams = command_line.streams()] {
+    absl::StatusOr<schedules::Schedule> schedule = LoadSchedule(options->path, options->from, streams.in);
+    if (!schedule.ok()) {
+      streams.err << schedule.status().message() << "\n";
+      return 1;
     }
-    return 1;
-  }
-  out << name << ": ok: " << (schedule->name.empty() ? "" : absl::StrCat(schedule->name, ", "))
-      << schedule->num_actors << " actors, " << schedule->num_stages << " stages (placement "
-      << schedules::PlacementName(schedule->stage_to_actor, schedule->num_actors) << "), " << schedule->num_microbatches << " microbatches, "
-      << schedule->NumTasks() << " tasks, no deadlock"
-      << (options.rendezvous ? " under rendezvous transfers" : "") << "\n";
-  return 0;
+    const std::string name = options->path == "-" ? "<stdin>" : options->path;
+    if (absl::Status status = schedules::Validate(*schedule, {.rendezvous = options->rendezvous}); !status.ok()) {
+      return PrintInvalid(streams.err, name, status);
+    }
+    streams.out << name << ": ok: " << (schedule->name.empty() ? "" : absl::StrCat(schedule->name, ", "))
+                << schedule->num_actors << " actors, " << schedule->num_stages << " stages (placement "
+                << schedules::PlacementName(schedule->stage_to_actor, schedule->num_actors) << "), "
+                << schedule->num_microbatches << " microbatches, " << schedule->NumTasks() << " tasks, no deadlock"
+                << (options->rendezvous ? " under rendezvous transfers" : "") << "\n";
+    return 0;
+  });
 }
 
-int RunConvert(const CommandArgs& args, std::ostream& out, std::ostream& err, std::istream& in) {
-  Arguments arguments;
-  arguments.AddOption("to", "output format: tandem or pytorch-csv");
-  arguments.AddOption("from", "input format: tandem or pytorch-csv (default: by extension)");
-  if (std::optional<int> code =
-          ParseOrExit(arguments, args, "convert", "FILE --to tandem|pytorch-csv", out, err)) {
-    return *code;
-  }
-  const std::optional<std::string> path = OneFile(arguments);
-  if (!path) return UsageError("convert", "expected one FILE (or '-' for stdin)", err);
-  const std::optional<std::string> to = arguments.Get("to");
-  if (!to) return UsageError("convert", "missing required option --to", err);
-  const std::optional<std::string> from = arguments.Get("from");
-  for (absl::Status status : {CheckFormatName(to, "to"), CheckFormatName(from, "from")}) {
-    if (!status.ok()) return UsageError("convert", status.message(), err);
-  }
-  absl::StatusOr<schedules::Schedule> schedule = LoadSchedule(*path, from, in);
-  if (!schedule.ok()) {
-    err << schedule.status().message() << "\n";
-    return 1;
-  }
-  out << Format(*schedule, *to);
-  return 0;
+void AddConvert(CommandLine& command_line, CLI::App& sched) {
+  struct Options {
+    std::string path;
+    std::string to;
+    std::optional<std::string> from;
+  };
+  CLI::App* convert = command_line.Add(sched, "convert", "print a schedule in another format",
+                                       "FILE --to tandem|pytorch-csv [--from tandem|pytorch-csv]");
+  auto options = std::make_shared<Options>();
+  convert->add_option("file", options->path, "the schedule, or - for stdin")->required();
+  convert->add_option("--to", options->to, "output format")->required()->check(CLI::IsMember(kFormats));
+  convert->add_option("--from", options->from, "input format (default: by extension)")->check(CLI::IsMember(kFormats));
+  command_line.OnRun(convert, [options, &streams = command_line.streams()] {
+    absl::StatusOr<schedules::Schedule> schedule = LoadSchedule(options->path, options->from, streams.in);
+    if (!schedule.ok()) {
+      streams.err << schedule.status().message() << "\n";
+      return 1;
+    }
+    streams.out << Format(*schedule, options->to);
+    return 0;
+  });
 }
 
 }  // namespace
 
-int RunSchedCommandWithStdin(const CommandArgs& args, std::ostream& out, std::ostream& err,
-                             std::istream& in) {
-  if (args.empty()) {
-    err << kUsage;
-    return 2;
-  }
-  const std::string& command = args[0];
-  const CommandArgs rest(args.begin() + 1, args.end());
-  if (command == "--help" || command == "-h" || command == "help") {
-    out << kUsage;
-    return 0;
-  }
-  if (command == "gen") return RunGen(rest, out, err);
-  if (command == "check") return RunCheck(rest, out, err, in);
-  if (command == "convert") return RunConvert(rest, out, err, in);
-  if (command == "sim") return RunSchedSimCommand(rest, out, err);
-  if (command == "draw") return RunSchedDrawCommand(rest, out, err);
-  err << "tandem sched: unknown subcommand '" << command << "'\n\n" << kUsage;
-  return 2;
+void AddSchedCommand(CommandLine& command_line) {
+  CLI::App* sched = command_line.AddGroup(
+      command_line.root(), "sched", "generate, check, simulate, draw and convert pipeline schedules",
+      "FILE is a path or '-' for stdin. Files ending in .csv are read as PyTorch's pipelining CSV, everything else "
+      "(and stdin) as Tandem's .sched text format (schedules/FORMAT.md), unless --from says otherwise.");
+  AddGen(command_line, *sched);
+  AddCheck(command_line, *sched);
+  AddConvert(command_line, *sched);
+  AddSchedSimCommand(command_line, *sched);
+  AddSchedDrawCommand(command_line, *sched);
 }
 
-absl::StatusOr<schedules::Schedule> LoadSchedule(const std::string& path,
-                                                 const std::optional<std::string>& from,
+absl::StatusOr<schedules::Schedule> LoadSchedule(const std::string& path, const std::optional<std::string>& from,
                                                  std::istream& stdin_stream) {
-  if (absl::Status status = CheckFormatName(from, "from"); !status.ok()) return status;
+  if (from.has_value() && *from != "tandem" && *from != "pytorch-csv") {
+    return absl::InvalidArgumentError(absl::StrCat("--from must be tandem or pytorch-csv, got '", *from, "'"));
+  }
   const bool is_stdin = path == "-";
   const std::string name = is_stdin ? "<stdin>" : path;
   std::ostringstream text;
   if (is_stdin) {
     text << stdin_stream.rdbuf();
   } else {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) return absl::NotFoundError(absl::StrCat(name, ": error: cannot open file"));
-    text << file.rdbuf();
-    if (file.bad()) return absl::NotFoundError(absl::StrCat(name, ": error: cannot read file"));
+    absl::StatusOr<std::string> contents = schedules::ReadScheduleFileText(path);
+    if (!contents.ok()) return contents.status();
+    text << *contents;
   }
   const bool csv = from ? *from == "pytorch-csv" : !is_stdin && absl::EndsWith(path, ".csv");
-  return csv ? schedules::ParsePytorchCsv(text.str(), name)
-             : schedules::ParseScheduleText(text.str(), name);
-}
-
-int RunSchedCommand(const CommandArgs& args, std::ostream& out, std::ostream& err) {
-  return RunSchedCommandWithStdin(args, out, err, std::cin);
+  return csv ? schedules::ParsePytorchCsv(text.str(), name) : schedules::ParseScheduleText(text.str(), name);
 }
 
 }  // namespace tandem::cli

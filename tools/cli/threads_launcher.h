@@ -26,17 +26,16 @@ class ThreadsLauncher : public controller::Launcher {
   explicit ThreadsLauncher(absl::Duration receive_timeout = absl::Seconds(30), actor::DeviceSpec device = {})
       : receive_timeout_(receive_timeout), device_(device) {}
 
-  absl::Status Start(const std::vector<ir::ActorProgram>& programs,
-                     const std::vector<ir::TensorMap>& states) override;
-  absl::StatusOr<std::vector<controller::ActorStepResult>> RunStep(int64_t step,
-                                                                   const std::vector<controller::ActorInputs>& inputs,
+  absl::Status Start(const std::vector<ir::ActorProgram>& programs, const std::vector<ir::TensorMap>& states) override;
+  absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step,
+                                                                   const std::vector<ir::StepInputs>& inputs,
                                                                    controller::Dispatch dispatch) override;
   // The listed actors' ranges, one thread each, joined before returning.
-  absl::StatusOr<std::map<int32_t, controller::ActorStepResult>> RunRanges(
-      int64_t step, const std::map<int32_t, controller::InstructionRange>& ranges,
-      const std::vector<controller::ActorInputs>& inputs) override;
-  absl::StatusOr<ir::HostTensor> ReadBuffer(int32_t actor, const std::string& name) override;
-  std::string DescribeActor(int32_t actor) const override { return "thread"; }
+  absl::StatusOr<std::map<ActorId, ir::StepOutputs>> RunRanges(
+      int64_t step, const std::map<ActorId, controller::InstructionRange>& ranges,
+      const std::vector<ir::StepInputs>& inputs) override;
+  absl::StatusOr<ir::HostTensor> ReadBuffer(ActorId actor, const std::string& name) override;
+  std::string DescribeActor(ActorId) const override { return "thread"; }
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
 
  private:

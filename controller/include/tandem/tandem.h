@@ -4,8 +4,11 @@
 //  1. Declare the model with the tracing API: a function of a tandem::Tracer
 //     that declares parameters (Tracer::Parameter), inputs and labels, and
 //     returns the microbatch's scalar loss, built from tandem::Tensor ops
-//     (matmul, relu, layer_norm, softmax, cross_entropy, ...: ir/tensor.h).
-//     pipeline_yield(x) ends one pipeline stage and begins the next.
+//     (matmul, relu, layer_norm, softmax, cross_entropy, ...: ir/tensor.h)
+//     and the layers of ir/layers.h (tandem::layers::Linear, LayerNorm,
+//     CausalSelfAttention, GeluMlp), each declaring its parameters in its own
+//     name scope (Tracer::Scope). pipeline_yield(x) ends one pipeline stage
+//     and begins the next.
 //  2. Trace it: tandem::TraceTrainStep(name, model, optimizer, {microbatches})
 //     differentiates it and adds the optimizer's update (tandem::Sgd,
 //     tandem::Adam: ir/optimizers.h). Errors name the op and the model's
@@ -23,20 +26,18 @@
 //  6. Evaluate on the controller: ir::EvaluateLosses(step, state, batch);
 //     ir::RunReferenceStep is the single-process reference the pipeline
 //     equals bit for bit.
-// The example models (tandem::examples::GptModel, MlpModel) and their data
-// come with it. Every fallible call returns absl::Status(Or): nothing throws.
+// Every fallible call returns absl::Status(Or): nothing throws. The example
+// models (tandem::examples::GptModel, MlpModel), their data and the example
+// jobs are not part of this header or library: include <tandem/examples.h>
+// and link Tandem::examples for them.
 #ifndef TANDEM_TANDEM_H_
 #define TANDEM_TANDEM_H_
 
 #include "controller/checkpoint.h"
 #include "controller/repl.h"
 #include "controller/session.h"
-#include "examples/data/char_corpus.h"
-#include "examples/data/synthetic.h"
-#include "examples/example_job.h"
-#include "examples/models/gpt.h"
-#include "examples/models/mlp.h"
 #include "ir/interpreter.h"
+#include "ir/layers.h"
 #include "ir/optimizers.h"
 #include "ir/trace.h"
 #include "ir/tracer.h"

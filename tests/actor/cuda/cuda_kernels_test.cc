@@ -353,7 +353,7 @@ TEST_F(GpuTest, TrainStepMatchesTheCpuReference) {
     tokens[i] = static_cast<int32_t>((i * 5 + 1) % kVocab);
     labels[i] = static_cast<int32_t>((i * 7 + 3) % kVocab);
   }
-  const ir::TensorMap state = ir::InitialState(*step);
+  const ir::TensorMap state = *ir::InitialState(*step);
   ir::TensorMap inputs = state;
   inputs["tokens"] = Ids({kBatch, kTime}, tokens);
   inputs["labels"] = Ids({kBatch, kTime}, labels);

@@ -1,0 +1,41 @@
+// The largest example job `tandem train`, `tandem ir` and the benchmarks
+// build. Every size is checked before the model is traced, and what the
+// traced model would allocate (its state, its largest value) before
+// anything is allocated, so a mistyped flag is a clear error instead of
+// minutes of tracing or a machine out of memory.
+//
+// The bounds leave room for models far larger than these examples train
+// on a CPU (e.g. a 300 M-parameter GPT with Adam) while keeping a job to a
+// few GiB. Constants; thread-safe.
+#ifndef TANDEM_EXAMPLES_LIMITS_H_
+#define TANDEM_EXAMPLES_LIMITS_H_
+
+#include <cstdint>
+
+namespace tandem::examples {
+
+// Decoder blocks (gpt) or hidden layers (mlp). Tracing and printing a
+// 1,024-layer GPT (`tandem ir dump`) takes 1.7 s and 660 MB here.
+inline constexpr int64_t kMaxLayers = 1024;
+// gpt d_model, mlp hidden width.
+inline constexpr int64_t kMaxDim = 65536;
+// gpt attention heads.
+inline constexpr int64_t kMaxHeads = 1024;
+// gpt sequence length.
+inline constexpr int64_t kMaxSequence = 65536;
+// Sequences or examples per microbatch.
+inline constexpr int64_t kMaxBatch = 65536;
+// Microbatches per step (the schedules' own bound).
+inline constexpr int64_t kMaxMicrobatches = 65536;
+// Parameters and optimizer state together: 4 GiB (about 340 M parameters
+// with Adam's two slots), held once by the controller and once over the
+// actors.
+inline constexpr int64_t kMaxStateBytes = int64_t{4} << 30;
+// Any one value of the traced step (an activation, a gradient): 1 GiB.
+inline constexpr int64_t kMaxValueBytes = int64_t{1} << 30;
+// Text a character corpus reads (--data): 256 MiB, held as 1 GiB of ids.
+inline constexpr int64_t kMaxCorpusBytes = int64_t{256} << 20;
+
+}  // namespace tandem::examples
+
+#endif  // TANDEM_EXAMPLES_LIMITS_H_

@@ -1,0 +1,72 @@
+#include "ir/layers.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "ir/dtype.h"
+
+namespace tandem::layers {
+namespace {
+
+// [batch, seq, heads * width] -> [batch, heads, seq, width].
+Tensor SplitHeads(const Tensor& x, int64_t batch, int64_t seq, int64_t heads, int64_t width,
+                  const SourceLoc& loc) {
+  return transpose(reshape(x, {batch, seq, heads, width}, loc), {0, 2, 1, 3}, loc);
+}
+
+}  // namespace
+
+Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out,
+              ir::Initializer init, SourceLoc loc) {
+  auto scope = t.Scope(name, loc);
+  Tensor w = t.Parameter("w", {in, out}, init, loc);
+  Tensor b = t.Parameter("b", {out}, init::Zeros(), loc);
+  return Located(matmul(x, w, {}, loc), loc) + b;
+}
+
+Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t dim, double eps,
+                 SourceLoc loc) {
+  auto scope = t.Scope(name, loc);
+  Tensor gain = t.Parameter("g", {dim}, init::Ones(), loc);
+  Tensor bias = t.Parameter("b", {dim}, init::Zeros(), loc);
+  return layer_norm(x, gain, bias, eps, loc);
+}
+
+Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, int64_t num_heads,
+                           ir::Initializer init, SourceLoc loc) {
+  auto scope = t.Scope(name, loc);
+  if (x.valid() && x.rank() != 3) {
+    t.Fail(absl::StrCat("attention '", t.scope(), "': input must be [batch, seq, dim], got ",
+                        ir::TypeToString(x.type())),
+           loc);
+    return Tensor(&t.builder(), ir::kInvalidValue);
+  }
+  const int64_t batch = x.dim(0), seq = x.dim(1), dim = x.dim(2);
+  if (num_heads < 1 || dim % num_heads != 0) {
+    t.Fail(absl::StrCat("attention '", t.scope(), "': ", num_heads, " heads do not divide dim ", dim),
+           loc);
+    return Tensor(&t.builder(), ir::kInvalidValue);
+  }
+  const int64_t width = dim / num_heads;
+  Tensor qkv = Linear(t, "qkv", x, dim, 3 * dim, init, loc);
+  Tensor q = SplitHeads(slice(qkv, -1, 0, dim, loc), batch, seq, num_heads, width, loc);
+  Tensor k = SplitHeads(slice(qkv, -1, dim, 2 * dim, loc), batch, seq, num_heads, width, loc);
+  Tensor v = SplitHeads(slice(qkv, -1, 2 * dim, 3 * dim, loc), batch, seq, num_heads, width, loc);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(width));
+  Tensor scores = causal_mask(Located(matmul(q, k, {.transpose_b = true}, loc), loc) * scale,
+                              -std::numeric_limits<double>::infinity(), loc);
+  Tensor heads = matmul(softmax(scores, loc), v, {}, loc);
+  Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}, loc), {batch, seq, dim}, loc);
+  return Linear(t, "proj", merged, dim, dim, init, loc);
+}
+
+Tensor GeluMlp(Tracer& t, const std::string& name, const Tensor& x, int64_t hidden,
+               ir::Initializer init, SourceLoc loc) {
+  auto scope = t.Scope(name, loc);
+  const int64_t dim = x.dim(-1);
+  Tensor h = gelu(Linear(t, "fc", x, dim, hidden, init, loc), loc);
+  return Linear(t, "proj", h, hidden, dim, init, loc);
+}
+
+}  // namespace tandem::layers

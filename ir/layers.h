@@ -1,0 +1,67 @@
+// Reusable model layers, written in the tensor API (ir/tensor.h).
+//
+// Each layer opens the name scope `name` on the tracer (Tracer::Scope) and
+// declares its parameters inside it, so within t.Scope("h3"),
+// Linear(t, "fc", ...) declares "h3.fc.w" and "h3.fc.b". A layer is a few
+// recorded ops, the same ops a model would write by hand: it adds nothing
+// to the IR that the ops themselves do not.
+//
+// Source locations: every parameter and op a layer records carries the
+// location of the layer's caller (the defaulted `loc`), so a shape error
+// inside a layer names the model's line, and `tandem ir dump` attributes a
+// layer's ops to the line that calls it. A layer that calls another passes
+// its own `loc` on.
+//
+// Initializers: `init` is the weight initializer. Its seed, when 0, is
+// derived from the parameter's full name (Tracer::Parameter), so each
+// weight gets its own values. Biases start at zero, layer-norm gains at one.
+//
+// Shapes below: x is [..., in] for Linear and LayerNorm and [batch, seq,
+// dim] for the attention and MLP blocks; every layer returns x's shape with
+// its last extent replaced by the layer's output width.
+// Stateless functions; thread safety is the tracer's (none).
+#ifndef TANDEM_IR_LAYERS_H_
+#define TANDEM_IR_LAYERS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "ir/tensor.h"
+#include "ir/tracer.h"
+
+namespace tandem::layers {
+
+// matmul(x, w) + b over the last axis: [..., in] -> [..., out].
+// Parameters: "w" f32[in, out] from `init`; "b" f32[out], zeros.
+Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out,
+              ir::Initializer init, SourceLoc loc = SourceLoc::current());
+
+// layer_norm(x, g, b, eps) over the last axis, whose extent is `dim`.
+// Parameters: "g" f32[dim], ones; "b" f32[dim], zeros.
+Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t dim,
+                 double eps = 1e-5, SourceLoc loc = SourceLoc::current());
+
+// Causal multi-head self-attention over x: [batch, seq, dim] -> [batch,
+// seq, dim], with head width dim / num_heads:
+//   q, k, v = the three dim-wide slices of Linear "qkv" (dim -> 3 dim),
+//             each reshaped to [batch, num_heads, seq, dim / num_heads];
+//   heads   = softmax(causal_mask(q k^T / sqrt(dim / num_heads))) v;
+//   result  = Linear "proj" (dim -> dim) of the heads merged back to
+//             [batch, seq, dim].
+// Parameters: "qkv.w" f32[dim, 3 dim] from `init`, "qkv.b" f32[3 dim],
+// "proj.w" f32[dim, dim] from `init`, "proj.b" f32[dim].
+// An x that is not of rank 3, or a num_heads that is below 1 or does not
+// divide dim, is a trace error naming the caller's line.
+Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, int64_t num_heads,
+                           ir::Initializer init, SourceLoc loc = SourceLoc::current());
+
+// The transformer's feed-forward block over x: [..., dim] -> [..., dim]:
+// Linear "proj" (hidden -> dim) of gelu(Linear "fc" (dim -> hidden) of x).
+// Parameters: "fc.w" f32[dim, hidden] and "proj.w" f32[hidden, dim] from
+// `init`; "fc.b" f32[hidden] and "proj.b" f32[dim], zeros.
+Tensor GeluMlp(Tracer& t, const std::string& name, const Tensor& x, int64_t hidden,
+               ir::Initializer init, SourceLoc loc = SourceLoc::current());
+
+}  // namespace tandem::layers
+
+#endif  // TANDEM_IR_LAYERS_H_

@@ -1,0 +1,44 @@
+// The largest tensors and texts Tandem's IR accepts, wherever they come
+// from: a traced model, an IR text file, a state file or the wire. Every
+// reader checks a shape here before anything is allocated from it, and the
+// products of extents are computed without overflow.
+// Constants and pure functions; thread-safe.
+#ifndef TANDEM_IR_LIMITS_H_
+#define TANDEM_IR_LIMITS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/dtype.h"
+
+namespace tandem::ir {
+
+// Axes of one tensor.
+inline constexpr int64_t kMaxRank = 16;
+// Bytes of one tensor: 1 TiB, more than any host or device holds, so a
+// shape over it is a mistake; it also keeps every byte count and offset
+// computed from a shape far from overflowing.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
+
+// The number of elements of `shape`, or InvalidArgument naming the shape
+// when an extent is negative, the rank is over kMaxRank, or the product
+// passes kMaxTensorBytes elements (never a wrapped value).
+absl::StatusOr<int64_t> CheckedNumElements(const Shape& shape);
+// The bytes of `type`; InvalidArgument naming the type as above, or when
+// they pass kMaxTensorBytes ("f32[1000000,4000000] has 16000000000000
+// bytes, more than the 1099511627776 a tensor may have").
+absl::StatusOr<int64_t> CheckedNumBytes(const TensorType& type);
+
+// What an error message quotes of the input: at most kMaxExcerptBytes of
+// `text` (cut before a split UTF-8 character), then "..." if it was longer;
+// control characters as \xHH. A 100 MB token makes a short message.
+inline constexpr size_t kMaxExcerptBytes = 40;
+std::string Excerpt(absl::string_view text);
+
+}  // namespace tandem::ir
+
+#endif  // TANDEM_IR_LIMITS_H_

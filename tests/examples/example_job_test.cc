@@ -1,0 +1,155 @@
+// Bad options to the example jobs behind `tandem train` and `tandem ir`:
+// every size is refused past its bound before anything is traced, what the
+// traced model would allocate is refused before it is allocated (each case
+// runs in a child capped at 1 GiB of address space), learning rates must be
+// numbers above 0, and a binary --data file is refused naming the byte.
+#include "examples/example_job.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "examples/data/char_corpus.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/memory_limit.h"
+
+namespace tandem::examples {
+namespace {
+
+using ::testing::HasSubstr;
+using test::ExpectWithinMemory;
+
+ExampleJobOptions Mlp() {
+  ExampleJobOptions options;
+  options.model = "mlp";
+  return options;
+}
+
+bool Refused(const ExampleJobOptions& options, const std::string& expected) {
+  absl::StatusOr<ExampleJob> job = MakeExampleJob(options);
+  if (!job.ok() && job.status().code() == absl::StatusCode::kInvalidArgument &&
+      absl::StrContains(job.status().message(), expected)) {
+    return true;
+  }
+  fprintf(stderr, "expected InvalidArgument with '%s', got: %s\n", expected.c_str(),
+          job.ok() ? "a job" : job.status().ToString().c_str());
+  return false;
+}
+
+TEST(ExampleJobLimits, EachSizeIsRefusedPastItsBoundBeforeTracing) {
+  const absl::Time start = absl::Now();
+  ExpectWithinMemory([] {
+    ExampleJobOptions layers = Mlp();
+    layers.layers = int64_t{4294967298};
+    ExampleJobOptions dim = Mlp();
+    dim.dim = 1000000;
+    ExampleJobOptions heads;
+    heads.heads = 100000;
+    ExampleJobOptions seq;
+    seq.seq = int64_t{1} << 40;
+    ExampleJobOptions batch = Mlp();
+    batch.batch = -3;
+    ExampleJobOptions microbatches = Mlp();
+    microbatches.microbatches = 100000000;
+    ExampleJobOptions stages = Mlp();
+    stages.stages = 10000;
+    return Refused(layers, "layers 4294967298 is more than the 1024 an example model may have") &&
+           Refused(dim, "dim 1000000 is more than the 65536 an example model may have") &&
+           Refused(heads, "heads 100000 is more than the 1024") &&
+           Refused(seq, "seq 1099511627776 is more than the 65536") && Refused(batch, "batch -3 must be at least 1") &&
+           Refused(microbatches, "microbatches 100000000 is more than the 65536") &&
+           Refused(stages, "stages 10000 is more than the 1024");
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST(ExampleJobLimits, AModelTooLargeToHoldIsRefusedBeforeItsStateIsAllocated) {
+  ExpectWithinMemory([] {
+    ExampleJobOptions wide = Mlp();
+    wide.dim = 65536;  // 4 layers of 65536 x 65536 f32 with Adam: 192 GiB
+    ExampleJobOptions long_sequences;
+    long_sequences.seq = 65536;  // attention scores of 8 x 4 x 65536 x 65536 f32
+    long_sequences.layers = 1;
+    return Refused(wide,
+                   "the model's parameters and optimizer state need more than the 4294967296 bytes an "
+                   "example job may use (mlp: 4 layers, dim 65536, batch 16)") &&
+           Refused(long_sequences, "more than the 1073741824 bytes one value of an example job may have");
+  });
+}
+
+TEST(ExampleJobLimits, LearningRatesMustBeNumbersAboveZero) {
+  for (double lr : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), 0.0, -0.5}) {
+    ExampleJobOptions options = Mlp();
+    options.lr = lr;
+    absl::StatusOr<ExampleJob> job = MakeExampleJob(options);
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << lr;
+    EXPECT_THAT(job.status().message(), HasSubstr("is not a learning rate: it must be a finite number above 0"));
+  }
+  ExampleJobOptions options = Mlp();
+  options.lr = 0.5;
+  EXPECT_TRUE(MakeExampleJob(options).ok());
+}
+
+class DataFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / absl::StrCat("tandem-data-test-", getpid());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& contents) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << contents;
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(DataFile, ABinaryFileIsRefusedNamingTheFileAndTheByte) {
+  std::string text(2000, 'a');
+  text[1500] = '\0';
+  const std::string nul = Write("nul.bin", text);
+  absl::StatusOr<CharCorpus> corpus = CharCorpus::Load(nul);
+  EXPECT_EQ(corpus.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(corpus.status().message(), HasSubstr(nul + ": byte 1500 is a NUL byte: the data must be a UTF-8 text"));
+  text[1500] = '\xff';
+  const std::string latin = Write("ff.bin", text);
+  EXPECT_THAT(CharCorpus::Load(latin).status().message(), HasSubstr(latin + ": byte 1500 is 0xff, not UTF-8"));
+  ExampleJobOptions options;
+  options.data = nul;
+  EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("byte 1500 is a NUL byte"));
+}
+
+TEST_F(DataFile, MalformedUtf8SequencesAreFoundWhereTheyStart) {
+  const std::string good(1100, 'a');
+  // A lead byte without its continuation, an overlong '/', a surrogate.
+  for (const std::string& bad : {std::string("\xc3"
+                                             "a"),
+                                 std::string("\xc0\xaf"), std::string("\xed\xa0\x80")}) {
+    const std::string path = Write("bad.txt", good + bad);
+    EXPECT_THAT(CharCorpus::Load(path).status().message(), HasSubstr(absl::StrCat(path, ": byte 1100 is 0x"))) << bad;
+  }
+  const std::string fine = Write("fine.txt", good + "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");
+  EXPECT_TRUE(CharCorpus::Load(fine).ok());
+}
+
+TEST_F(DataFile, ABinaryFileInADataDirectoryIsNamed) {
+  Write("a.txt", std::string(2000, 'a'));
+  const std::string binary = Write("b.bin", std::string("\x7f"
+                                                        "ELF\x02\x01\x01",
+                                                        7) +
+                                                std::string(10, '\0'));
+  absl::StatusOr<CharCorpus> corpus = CharCorpus::Load(dir_.string());
+  EXPECT_THAT(corpus.status().message(), HasSubstr(binary + ": byte 7 is a NUL byte"));
+}
+
+}  // namespace
+}  // namespace tandem::examples

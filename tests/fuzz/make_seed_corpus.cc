@@ -1,0 +1,339 @@
+// make_seed_corpus OUT_DIR: writes the fuzz targets' seed corpora,
+// OUT_DIR/<target>/<name>, from Tandem's own writers (the .sched printer,
+// the CSV exporter, the IR printer, the state-file encoder, the program and
+// tensor encoders) applied to small generated schedules and a small traced
+// MLP, plus near-valid variants of each (truncated, one field out of range,
+// one token wrong) that reach the parsers' error paths. Deterministic: the
+// committed corpus under tests/fuzz/corpus/ is this program's output
+// (`build/tests/make_seed_corpus tests/fuzz/corpus`). Every input meant to
+// be valid is checked to parse, so the corpus cannot rot silently.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "capnp/message.h"
+#include "capnp/serialize.h"
+#include "controller/checkpoint.h"
+#include "controller/compiler.h"
+#include "examples/example_job.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/state_file.h"
+#include "rpc/program_codec.h"
+#include "rpc/step_codec.h"
+#include "schedules/generators.h"
+#include "schedules/pytorch_csv.h"
+#include "schedules/text_format.h"
+
+namespace tandem::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CorpusWriter {
+ public:
+  explicit CorpusWriter(fs::path root) : root_(std::move(root)) {}
+
+  void Write(const std::string& target, const std::string& name, absl::string_view bytes) {
+    const fs::path dir = root_ / target;
+    fs::create_directories(dir);
+    std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) Die(absl::StrCat("cannot write ", (dir / name).string()));
+    ++written_[target];
+  }
+
+  void Report() const {
+    for (const auto& [target, count] : written_) std::printf("%s: %d inputs\n", target.c_str(), count);
+  }
+
+  [[noreturn]] static void Die(const std::string& message) {
+    std::fprintf(stderr, "make_seed_corpus: %s\n", message.c_str());
+    std::exit(1);
+  }
+
+ private:
+  fs::path root_;
+  std::map<std::string, int> written_;
+};
+
+template <typename T>
+T Require(absl::StatusOr<T> value, absl::string_view what) {
+  if (!value.ok()) CorpusWriter::Die(absl::StrCat(what, ": ", value.status().ToString()));
+  return *std::move(value);
+}
+
+std::string Truncated(absl::string_view text) { return std::string(text.substr(0, text.size() / 2)); }
+
+std::string Bytes(capnp::MessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+std::vector<std::pair<std::string, schedules::Schedule>> SmallSchedules() {
+  std::vector<std::pair<std::string, schedules::Schedule>> result;
+  const std::vector<std::pair<std::string, schedules::GeneratorOptions>> wanted = {
+      {"gpipe", {.actors = 2, .microbatches = 3}},       {"1f1b", {.actors = 3, .microbatches = 4}},
+      {"interleaved", {.actors = 2, .microbatches = 4}}, {"looped-bfs", {.actors = 2, .microbatches = 2}},
+      {"zb-h1", {.actors = 2, .microbatches = 3}},       {"zb-v", {.actors = 2, .microbatches = 3}},
+      {"dualpipev", {.actors = 2, .microbatches = 4}},
+  };
+  for (const auto& [name, options] : wanted) {
+    result.emplace_back(name, Require(schedules::Generate(name, options), name));
+  }
+  return result;
+}
+
+void WriteScheduleSeeds(CorpusWriter& writer, const std::vector<std::pair<std::string, schedules::Schedule>>& all) {
+  const std::string target = "schedule_text";
+  for (const auto& [name, schedule] : all) {
+    const std::string text = schedules::PrintScheduleText(schedule);
+    Require(schedules::ParseScheduleText(text), name);
+    writer.Write(target, name + ".sched", text);
+  }
+  const std::string one = schedules::PrintScheduleText(all[1].second);
+  writer.Write(target, "commented-crlf.sched",
+               absl::StrCat("# hand-written\r\n", absl::StrReplaceAll(one, {{"\n", "  # note\r\n"}})));
+  writer.Write(target, "explicit-placement.sched",
+               "actors 2\nstages 4\nmicrobatches 1\nplacement 0 1 1 0\n"
+               "actor 0: F0.0 F3.0 B3.0 B0.0\nactor 1: F1.0 F2.0 B2.0 B1.0\n");
+  writer.Write(target, "near-truncated.sched", Truncated(one));
+  writer.Write(target, "near-microbatch-out-of-range.sched", absl::StrReplaceAll(one, {{"F0.1", "F0.99"}}));
+  writer.Write(target, "near-unknown-kind.sched", absl::StrReplaceAll(one, {{"B1.0", "X1.0"}}));
+  writer.Write(target, "near-no-header.sched", "actor 0: F0.0 B0.0\n");
+  writer.Write(target, "near-open-group.sched", "actors 1\nmicrobatches 1\nactor 0: (F0.0;B0.0\n");
+}
+
+void WriteCsvSeeds(CorpusWriter& writer, const std::vector<std::pair<std::string, schedules::Schedule>>& all) {
+  const std::string target = "pytorch_csv";
+  for (const auto& [name, schedule] : all) {
+    const std::string text = schedules::PrintPytorchCsv(schedule);
+    Require(schedules::ParsePytorchCsv(text), name);
+    writer.Write(target, name + ".csv", text);
+  }
+  // PyTorch's older dialect (B then W read as I, W), idle cells, and
+  // explicit transfers on two ranks.
+  const std::vector<std::pair<std::string, std::string>> valid = {
+      {"legacy-b-then-w.csv", "0F0,,0B0,0W0\n,1F0,1B0,1W0\n"},
+      {"transfers.csv",
+       "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+       "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n"},
+      {"bw-full-backward.csv", "0F0,0BW0\n"},
+  };
+  for (const auto& [name, text] : valid) {
+    Require(schedules::ParsePytorchCsv(text), name);
+    writer.Write(target, name, text);
+  }
+  const std::string one = schedules::PrintPytorchCsv(all[1].second);
+  writer.Write(target, "near-truncated.csv", Truncated(one));
+  writer.Write(target, "near-bad-group.csv", "(0F0;1B0)OVERLAP\n");
+  writer.Write(target, "near-missing-recv.csv", "0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1B0,1SEND_B0\n");
+  writer.Write(target, "near-stage-on-two-ranks.csv", "0F0,0B0\n0F1,0B1\n");
+  writer.Write(target, "near-huge-numbers.csv", "0F999999999999,0B1\n");
+}
+
+examples::ExampleJob SmallMlp(int32_t stages) {
+  return Require(examples::MakeExampleJob({.model = "mlp",
+                                           .stages = stages,
+                                           .microbatches = 2,
+                                           .layers = 2,
+                                           .dim = 8,
+                                           .batch = 2}),
+                 "mlp");
+}
+
+void WriteIrSeeds(CorpusWriter& writer, const examples::ExampleJob& job, const controller::CompiledStep& compiled) {
+  const std::string target = "ir_text";
+  const std::string step = ir::PrintTrainStep(job.step);
+  Require(ir::ParseTrainStep(step), "train step");
+  writer.Write(target, "mlp-train-step.tir", step);
+  int count = 0;
+  for (const ir::ActorProgram& program : compiled.programs) {
+    for (const ir::Function& function : program.functions) {
+      if (count >= 4) break;
+      const std::string text = ir::PrintGraph(function.graph);
+      Require(ir::ParseGraph(text), function.name);
+      writer.Write(target, absl::StrCat("graph-", count++, ".tir"), text);
+    }
+  }
+  writer.Write(target, "near-truncated.tir", Truncated(step));
+  writer.Write(target, "near-unknown-op.tir", absl::StrReplaceAll(step, {{"matmul", "matmil"}}));
+  writer.Write(target, "near-bad-numbering.tir", absl::StrReplaceAll(step, {{"%1 =", "%7 ="}}));
+  writer.Write(target, "near-bad-escape.tir", "graph @\"a\\x4\" {\n}\n");
+  writer.Write(target, "near-huge-shape.tir",
+               "graph @g {\n  %0 = input {name=\"x\", role=\"data\"} : f32[99999999999,99999999999]\n"
+               "  output \"y\" = %0\n}\n");
+}
+
+void WriteStateSeeds(CorpusWriter& writer, const examples::ExampleJob& job) {
+  const std::string target = "state_file";
+  const ir::TensorMap state = *ir::InitialState(job.step);
+  const std::string bytes = ir::EncodeStateFile(state);
+  Require(ir::DecodeStateFile(bytes, "seed"), "state file");
+  writer.Write(target, "mlp-initial.state", bytes);
+  ir::TensorMap one;
+  one.emplace(state.begin()->first, state.begin()->second);
+  const std::string single = ir::EncodeStateFile(one);
+  writer.Write(target, "one-tensor.state", single);
+  writer.Write(target, "empty.state", ir::EncodeStateFile({}));
+  writer.Write(target, "near-truncated.state", Truncated(single));
+  std::string bad_magic = single;
+  bad_magic[0] = 'X';
+  writer.Write(target, "near-bad-magic.state", bad_magic);
+  std::string huge_count = single;
+  for (size_t i = 12; i < 16; ++i) huge_count[i] = '\xff';  // after magic and version
+  writer.Write(target, "near-huge-count.state", huge_count);
+  writer.Write(target, "near-trailing-byte.state", single + "x");
+}
+
+void WriteProgramSeeds(CorpusWriter& writer, const controller::CompiledStep& compiled) {
+  const std::string target = "program_decoder";
+  for (size_t actor = 0; actor < compiled.programs.size(); ++actor) {
+    capnp::MallocMessageBuilder message;
+    rpc::EncodeProgram(compiled.programs[actor], message.initRoot<rpc::wire::ActorProgram>());
+    Require(rpc::DecodeProgram(message.getRoot<rpc::wire::ActorProgram>().asReader()), "program");
+    writer.Write(target, absl::StrCat("mlp-actor-", actor, ".bin"), Bytes(message));
+  }
+  const ir::ActorProgram& program = compiled.programs[0];
+  {
+    capnp::MallocMessageBuilder message;
+    auto root = message.initRoot<rpc::wire::ActorProgram>();
+    rpc::EncodeProgram(program, root);
+    root.getInstructions()[0].getInputs().set(0, 9999);
+    writer.Write(target, "near-bad-buffer-index.bin", Bytes(message));
+  }
+  {
+    capnp::MallocMessageBuilder message;
+    auto root = message.initRoot<rpc::wire::ActorProgram>();
+    rpc::EncodeProgram(program, root);
+    root.getBuffers()[0].getType().setDtype(static_cast<rpc::wire::DType>(9));
+    writer.Write(target, "near-bad-dtype.bin", Bytes(message));
+  }
+  {
+    capnp::MallocMessageBuilder message;
+    auto root = message.initRoot<rpc::wire::ActorProgram>();
+    rpc::EncodeProgram(program, root);
+    const std::string text(root.getFunctions()[0].getGraphText().cStr());
+    root.getFunctions()[0].setGraphText(Truncated(text));
+    writer.Write(target, "near-truncated-graph.bin", Bytes(message));
+  }
+  capnp::MallocMessageBuilder message;
+  rpc::EncodeProgram(program, message.initRoot<rpc::wire::ActorProgram>());
+  writer.Write(target, "near-truncated-message.bin", Truncated(Bytes(message)));
+}
+
+void WriteTensorSeeds(CorpusWriter& writer, const examples::ExampleJob& job) {
+  const std::string target = "tensor_decoder";
+  const std::vector<ir::TensorMap> batch = job.train_batch(0);
+  ir::StepInputs inputs;
+  for (size_t microbatch = 0; microbatch < batch.size(); ++microbatch) {
+    for (const auto& [name, tensor] : batch[microbatch]) {
+      inputs.emplace(ir::InputKey{name, static_cast<int32_t>(microbatch)}, tensor);
+    }
+  }
+  auto encode = [&](const ir::StepInputs& tensors) {
+    auto message = std::make_unique<capnp::MallocMessageBuilder>();
+    auto list = message->initRoot<rpc::wire::Actor::RunStepParams>().initInputs(static_cast<unsigned>(tensors.size()));
+    rpc::EncodeStepInputs(tensors, list);
+    return message;
+  };
+  {
+    auto message = encode(inputs);
+    Require(rpc::DecodeStepInputs(message->getRoot<rpc::wire::Actor::RunStepParams>().asReader().getInputs(), "seed"),
+            "inputs");
+    writer.Write(target, "mlp-batch.bin", Bytes(*message));
+    writer.Write(target, "near-truncated.bin", Truncated(Bytes(*message)));
+  }
+  {
+    auto message = encode(inputs);
+    auto list = message->getRoot<rpc::wire::Actor::RunStepParams>().getInputs();
+    list[1].setName(list[0].getName());
+    list[1].setMicrobatch(list[0].getMicrobatch());
+    writer.Write(target, "near-given-twice.bin", Bytes(*message));
+  }
+  {
+    auto message = encode(inputs);
+    auto shape = message->getRoot<rpc::wire::Actor::RunStepParams>().getInputs()[0].getTensor().getType().getShape();
+    shape.set(0, -3);
+    writer.Write(target, "near-negative-extent.bin", Bytes(*message));
+  }
+  {
+    auto message = encode(inputs);
+    auto shape = message->getRoot<rpc::wire::Actor::RunStepParams>().getInputs()[0].getTensor().getType().getShape();
+    shape.set(0, int64_t{1} << 40);
+    writer.Write(target, "near-huge-extent.bin", Bytes(*message));
+  }
+  {
+    auto message = encode(inputs);
+    auto tensor = message->getRoot<rpc::wire::Actor::RunStepParams>().getInputs()[0].getTensor();
+    tensor.setData(tensor.getData().slice(0, tensor.getData().size() / 2));
+    writer.Write(target, "near-short-data.bin", Bytes(*message));
+  }
+  ir::StepResults results;
+  results["loss"][0] = inputs.begin()->second;
+  results["loss"][1] = inputs.begin()->second;
+  capnp::MallocMessageBuilder message;
+  auto list = message.initRoot<rpc::wire::Actor::RunStepResults>().initResults(rpc::CountStepResults(results));
+  rpc::EncodeStepResults(results, list);
+  writer.Write(target, "results.bin", Bytes(message));
+}
+
+// MANIFESTs as SaveCheckpoint writes them, and near misses: a flipped
+// byte, a step that disagrees, a file name that leaves the directory.
+void WriteManifestSeeds(CorpusWriter& writer, const examples::ExampleJob& job) {
+  const std::string target = "checkpoint_manifest";
+  controller::CheckpointManifest manifest{.model = job.step.name, .step = 10, .schedule = "1f1b", .actors = 2};
+  for (const ir::StateSpec& spec : job.step.state) manifest.state[spec.name] = ir::TypeToString(spec.type);
+  manifest.files = {{"actor-0.state", 1234, "0123abcd"}, {"actor-1.state", 5678, "89ef4567"}};
+  const std::string text = controller::PrintCheckpointManifest(manifest);
+  Require(controller::ParseCheckpointManifest(text, "seed"), "manifest");
+  writer.Write(target, "mlp-step-10", text);
+  std::string flipped = text;
+  flipped[flipped.find("step\t10") + 5] = '0';
+  writer.Write(target, "near-flipped-step", flipped);
+  writer.Write(target, "near-truncated", text.substr(0, text.size() / 2));
+  controller::CheckpointManifest escaping = manifest;
+  escaping.files[1].name = "..";
+  writer.Write(target, "near-escaping-file", controller::PrintCheckpointManifest(escaping));
+  controller::CheckpointManifest three = manifest;
+  three.actors = 3;
+  writer.Write(target, "near-actor-count", controller::PrintCheckpointManifest(three));
+}
+
+}  // namespace
+}  // namespace tandem::fuzz
+
+int main(int argc, char** argv) {
+  using namespace tandem;  // NOLINT: a main() of one screen
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  fuzz::CorpusWriter writer(argv[1]);
+  const auto all = fuzz::SmallSchedules();
+  fuzz::WriteScheduleSeeds(writer, all);
+  fuzz::WriteCsvSeeds(writer, all);
+  const examples::ExampleJob job = fuzz::SmallMlp(2);
+  const controller::CompiledStep compiled =
+      fuzz::Require(controller::Compile(job.step, fuzz::Require(schedules::Generate("1f1b", {2, 2}), "1f1b")),
+                    "compile");
+  fuzz::WriteIrSeeds(writer, job, compiled);
+  fuzz::WriteStateSeeds(writer, job);
+  fuzz::WriteProgramSeeds(writer, compiled);
+  fuzz::WriteTensorSeeds(writer, job);
+  fuzz::WriteManifestSeeds(writer, job);
+  writer.Report();
+  return 0;
+}

@@ -1,0 +1,210 @@
+// Issue 13, section 5: bad input given to `tandem` as a user gives it. Each
+// case ends in a clear error (or a correct result), never a signal, a hang
+// or unbounded memory: the commands run capped at 2 GiB of memory
+// (an unbounded allocation fails there instead of eating the machine), and
+// every wait is bounded.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/parser.h"
+#include "tests/tools/cli_process.h"
+
+namespace tandem::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// What a finished `tandem` run left.
+struct Finished {
+  int exit_code = -1;  // -1: killed by a signal, or still running at the deadline
+  int signal = 0;
+  std::string out, err;
+};
+
+// Runs `tandem args...` to the end (at most `timeout`; then it is killed)
+// and, with `capped`, held to 2 GiB of memory.
+Finished RunCapped(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60),
+                   const std::vector<std::string>& environment = {}, bool capped = true) {
+  CliProcess process(args, environment, capped ? int64_t{2} << 30 : 0);
+  Finished run;
+  if (std::optional<int> status = process.Wait(timeout)) {
+    if (WIFEXITED(*status)) run.exit_code = WEXITSTATUS(*status);
+    if (WIFSIGNALED(*status)) run.signal = WTERMSIG(*status);
+  }
+  run.out = process.out();
+  run.err = process.err();
+  return run;
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("tandem-bad-input-files-", getpid());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& contents) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << contents;
+    return path;
+  }
+  fs::path dir_;
+};
+
+TEST_F(BadInput, HugeCountsInAScheduleFileAreRefusedInBoundedMemory) {
+  const std::string actors = Write("a.sched", "actors 999999999\nmicrobatches 1\n");
+  Finished run = RunCapped({"sched", "check", actors});
+  EXPECT_EQ(run.exit_code, 1) << "signal " << run.signal << ": " << run.err;
+  EXPECT_THAT(run.err, HasSubstr(actors + ":1:8: error: actors 999999999 is more than the 4096 a schedule may have"));
+  const std::string stages = Write("s.sched", "actors 2\nstages 999999999\nmicrobatches 1\n");
+  run = RunCapped({"sched", "check", stages});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("stages 999999999 is more than the 65536"));
+}
+
+TEST_F(BadInput, AHugeStageInACsvFileIsRefusedByCheckSimAndConvert) {
+  const std::string csv = Write("x.csv", "999999999F0\n");
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"sched", "check", csv},
+                                               {"sched", "sim", csv},
+                                               {"sched", "convert", csv, "--to", "tandem"}}) {
+    Finished run = RunCapped(args);
+    EXPECT_EQ(run.exit_code, 1) << args[1] << ": signal " << run.signal << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr("stage 999999999 in '999999999F0' is beyond the 65536 stages")) << args[1];
+  }
+}
+
+TEST_F(BadInput, AMegabyteTokenMakesAShortMessage) {
+  for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
+           {"token.sched", std::string(1 << 20, 'x')}, {"token.csv", std::string(1 << 20, '7')}}) {
+    const std::string path = Write(name, text);
+    Finished run = RunCapped({"sched", "check", path});
+    EXPECT_EQ(run.exit_code, 1) << name;
+    EXPECT_LT(run.err.size(), path.size() + 300) << run.err.substr(0, 300);
+  }
+}
+
+TEST_F(BadInput, ADirectoryIsNotAScheduleFile) {
+  const std::string directory = (dir_ / "schedules").string();
+  fs::create_directories(directory);
+  Finished run = RunCapped({"sched", "check", directory});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, AllOf(HasSubstr(directory + ": error: is a directory"), Not(HasSubstr("must be set"))));
+  run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--schedule", directory, "--steps", "1"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("is a directory"));
+}
+
+TEST_F(BadInput, IrDumpParsesBack) {
+  Finished run = RunCapped({"ir", "dump", "--model", "mlp", "--stages", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_TRUE(absl::StartsWith(run.out, "# mlp: "));
+  absl::StatusOr<ir::TrainStep> step = ir::ParseTrainStep(run.out, "dump.ir");
+  EXPECT_TRUE(step.ok()) << step.status();
+}
+
+TEST_F(BadInput, HugeModelSizesAreRefusedQuicklyInBoundedMemory) {
+  const absl::Time start = absl::Now();
+  for (const auto& [flags, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--dim", "1000000"}, "dim 1000000 is more than the 65536"},
+           {{"--dim", "65536"}, "the model's parameters and optimizer state need more than"},
+           {{"--layers", "4294967298"}, "layers 4294967298 is more than the 1024"},
+           {{"--actors", "10000"}, "actors 10000 is more than the 4096"},
+           {{"--schedule", "interleaved", "--virtual", "100000"}, "virtual 100000 is more than the 64"}}) {
+    std::vector<std::string> args = {"train", "--model", "mlp", "--steps", "1", "--launcher", "threads"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Finished run = RunCapped(args, absl::Seconds(30));
+    EXPECT_NE(run.exit_code, 0) << flags[0];
+    EXPECT_EQ(run.signal, 0) << flags[0] << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr(expected)) << flags[0];
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+TEST_F(BadInput, LearningRatesThatAreNotNumbersAboveZeroAreRefused) {
+  for (const char* lr : {"nan", "inf", "0", "-1"}) {
+    Finished run = RunCapped({"train", "--model", "mlp", "--lr", lr, "--steps", "1", "--launcher", "reference"});
+    EXPECT_EQ(run.exit_code, 1) << lr << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr("is not a learning rate")) << lr;
+  }
+}
+
+TEST_F(BadInput, ABinaryDataFileIsRefusedNamingTheByte) {
+  std::string bytes(4096, 'a');
+  bytes[2048] = '\0';
+  const std::string data = Write("data.bin", bytes);
+  Finished run = RunCapped({"train", "--data", data, "--steps", "1", "--launcher", "reference"});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(data + ": byte 2048 is a NUL byte"));
+}
+
+TEST_F(BadInput, AnUnwritableCheckpointDirectoryIsFoundBeforeTheFirstStep) {
+  const std::string file = Write("not-a-directory", "x");
+  Finished run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "1000", "--launcher", "threads",
+                            "--checkpoint-dir", file + "/checkpoints"});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("cannot write checkpoints under " + file + "/checkpoints"));
+  EXPECT_THAT(run.out, Not(HasSubstr("step ")));
+}
+
+TEST_F(BadInput, AResumeThatFallsBackToAnOlderCheckpointSaysSo) {
+  const std::string root = (dir_ / "checkpoints").string();
+  Finished run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "4", "--launcher", "threads",
+                            "--checkpoint-dir", root, "--checkpoint-every", "2", "--eval-batches", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string manifest = ReadFile(root + "/step-00000004/MANIFEST");
+  manifest[manifest.find("step\t4") + 5] = '0';  // one flipped bit: '4' -> '0'
+  std::ofstream(root + "/step-00000004/MANIFEST", std::ios::trunc) << manifest;
+  run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "6", "--launcher", "threads", "--resume",
+                   root, "--checkpoint-dir", (dir_ / "more").string(), "--eval-batches", "0"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("skipping checkpoint " + root + "/step-00000004: "));
+  EXPECT_THAT(run.out, HasSubstr("resuming from " + root + "/step-00000002 (after step 2"));
+}
+
+TEST_F(BadInput, AKilledControllersRunDirectoryIsRemovedByTheNextStart) {
+  const std::string tmpdir = (dir_ / "tmp").string();
+  fs::create_directories(tmpdir);
+  const std::string setting = "TMPDIR=" + tmpdir;
+  auto run_directories = [&] {
+    std::vector<std::string> found;
+    for (const fs::directory_entry& entry : fs::directory_iterator(tmpdir)) {
+      if (entry.path().filename().string().rfind("tandem-", 0) == 0) found.push_back(entry.path().string());
+    }
+    return found;
+  };
+  {
+    CliProcess train({"train", "--model", "mlp", "--actors", "2", "--steps", "100000", "--eval-batches", "0"},
+                     {setting});
+    ASSERT_TRUE(CliProcess::Within(absl::Seconds(60), [&] { return train.out().find("/100000") != std::string::npos; }))
+        << train.err();
+    ASSERT_EQ(run_directories().size(), 1u);
+    kill(train.pid(), SIGKILL);
+    train.Wait(absl::Seconds(10));
+  }
+  const std::vector<std::string> left = run_directories();
+  ASSERT_EQ(left.size(), 1u) << "SIGKILL leaves the directory; the next start must remove it";
+  Finished next = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "1", "--eval-batches", "0"},
+                            absl::Seconds(60), {setting}, /*capped=*/false);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_FALSE(fs::exists(left[0]));
+  EXPECT_TRUE(run_directories().empty());
+}
+
+}  // namespace
+}  // namespace tandem::cli

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite under ASan + UBSan, as CI runs it: the `asan` preset
+# (CMakePresets.json: build-asan/, RelWithDebInfo, no CUDA), built with
+# warnings as errors, then ctest. A memory error, a leak or undefined
+# behaviour aborts the test that hit it (-fno-sanitize-recover), so the
+# suite fails. Tests labelled `no_sanitizer` are left out; the CMake file
+# that labels one says why.
+#
+#   tools/ci/sanitizer_suite.sh [CTEST_ARGS...]
+#
+# Environment: TANDEM_JOBS (build and test parallelism, default 2).
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+jobs=${TANDEM_JOBS:-2}
+
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+if [[ ! -f build-asan/build.ninja ]]; then
+  cmake --preset asan -DTANDEM_WERROR=ON "${launcher[@]}" >/dev/null
+fi
+start=$SECONDS
+cmake --build build-asan -j"$jobs"
+echo "sanitizer_suite: built in $((SECONDS - start)) s"
+
+# Leaks are checked at every process exit, actors included. Tandem turns a
+# failed allocation into ResourceExhausted, and its tests cause some
+# (tests/testing/memory_limit.h): allocator_may_return_null lets malloc
+# return null there, as it does without ASan, instead of aborting.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0:strict_string_checks=1:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+start=$SECONDS
+status=0
+ctest --test-dir build-asan -j"$jobs" --output-on-failure -LE no_sanitizer "$@" || status=$?
+echo "sanitizer_suite: tests ran in $((SECONDS - start)) s"
+exit "$status"

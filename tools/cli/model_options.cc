@@ -1,0 +1,49 @@
+#include "tools/cli/model_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "tools/cli/command_line.h"
+
+namespace tandem::cli {
+
+void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
+  command.add_option("--model", options.model, "example model")
+      ->check(CLI::IsMember({"gpt", "mlp"}))
+      ->capture_default_str();
+  command.add_option("--stages", options.stages, "pipeline stages the model is split into (a schedule sets it)")
+      ->check(AtLeast(options.stages, 1))
+      ->capture_default_str();
+  command.add_option("--microbatches", options.microbatches, "microbatches per step")
+      ->check(AtLeast(options.microbatches, 1))
+      ->capture_default_str();
+  command
+      .add_option("--layers", options.layers,
+                  "decoder blocks (gpt, default 4) or hidden layers (mlp, default 4); at least the stage count")
+      ->check(AtLeast(options.layers, 1));
+  command.add_option("--dim", options.dim, "model width (gpt d_model, default 64; mlp hidden width, default 64)")
+      ->check(AtLeast(options.dim, 1));
+  command.add_option("--heads", options.heads, "attention heads (gpt, default 4)")->check(AtLeast(options.heads, 1));
+  command.add_option("--seq", options.seq, "sequence length (gpt, default 32)")->check(AtLeast(options.seq, 1));
+  command
+      .add_option("--batch", options.batch, "sequences (gpt, default 8) or examples (mlp, default 16) per microbatch")
+      ->check(AtLeast(options.batch, 1));
+  command.add_flag("--tied", options.tied, "tie the gpt LM head to the token embedding");
+  command.add_option("--optimizer", options.optimizer, "adam, or sgd (momentum 0.9)")
+      ->check(CLI::IsMember({"adam", "sgd"}))
+      ->capture_default_str();
+  command.add_option("--lr", options.lr, "learning rate (default 3e-3 for gpt, 1e-2 for mlp)");
+  command.add_option("--seed", options.seed, "seed of parameter initialization and data sampling")
+      ->capture_default_str();
+  command.add_option("--data", options.data,
+                     "gpt: a UTF-8 text file or directory (default: /usr/share/common-licenses)");
+}
+
+absl::Status TakeScheduleStages(const CLI::App& command, int32_t stages, examples::ExampleJobOptions& options) {
+  if (command.count("--stages") > 0 && options.stages != stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stages ", options.stages, " does not match the schedule's ", stages, " stages"));
+  }
+  options.stages = stages;
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::cli

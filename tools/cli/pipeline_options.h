@@ -1,0 +1,64 @@
+// The options of the commands that run or compile pipelines (`tandem
+// train`, `repl`, `compile` and the pipeline benchmarks): which schedule on
+// how many actors (--schedule, --actors, --virtual), and which launcher and
+// device run them (--launcher, --transport, --actor-binary, --device).
+#ifndef TANDEM_TOOLS_CLI_PIPELINE_OPTIONS_H_
+#define TANDEM_TOOLS_CLI_PIPELINE_OPTIONS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "actor/device.h"
+#include "controller/launcher.h"
+#include "schedules/schedule.h"
+
+namespace tandem::cli {
+
+struct ScheduleOptions {
+  std::string schedule = "1f1b";  // a built-in generator's name, or a .sched/.csv file
+  int32_t actors = 4;
+  int32_t virtual_stages = 0;  // stages per actor for interleaved, looped-bfs, zb-v; 0: the generator's default
+};
+
+// Declares --schedule, --actors (defaulting to `options.actors`) and
+// --virtual.
+void AddScheduleOptions(CLI::App& command, ScheduleOptions& options);
+
+// The validated schedule the options name, for `microbatches`.
+absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches);
+
+struct LauncherOptions {
+  std::string launcher = "local";  // local, threads (or what extra_launchers adds)
+  std::string transport = "shm";   // the local launcher's data plane: shm or tcp
+  std::string actor_binary;        // empty: FindActorBinary()
+  std::string device = "cpu";      // cpu, cuda, cuda:N, with +bf16
+};
+
+// Declares --launcher (accepting local, threads and `extra_launchers`, each
+// described in `extra_help`), --transport, --actor-binary and --device.
+void AddLauncherOptions(CLI::App& command, LauncherOptions& options,
+                        const std::vector<std::string>& extra_launchers = {}, const std::string& extra_help = "");
+
+// A launcher and how to describe it to people, e.g. "local launcher (one
+// process per actor, shm data plane, cpu)".
+struct LauncherChoice {
+  std::unique_ptr<controller::Launcher> launcher;
+  std::string description;
+};
+
+// Builds the launcher the options name ("local" or "threads");
+// InvalidArgument for another name.
+absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options);
+
+// The device --device names. InvalidArgument for a malformed name;
+// FailedPrecondition for a GPU this build or machine does not have, with the
+// CUDA runtime's reason.
+absl::StatusOr<actor::DeviceSpec> DeviceFrom(const LauncherOptions& options);
+
+}  // namespace tandem::cli
+
+#endif  // TANDEM_TOOLS_CLI_PIPELINE_OPTIONS_H_

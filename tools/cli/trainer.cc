@@ -1,0 +1,58 @@
+#include "tools/cli/trainer.h"
+
+#include <fstream>
+#include <ostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "schedules/simulator.h"
+
+namespace tandem::cli {
+
+absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string&) {
+  return absl::UnimplementedError("checkpoints need a pipeline (--launcher local or threads)");
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step, ir::TensorMap state,
+                                                                const actor::DeviceSpec& device) {
+  absl::StatusOr<std::shared_ptr<actor::Device>> opened = actor::OpenDevice(device, 0);
+  if (!opened.ok()) return opened.status();
+  return std::make_unique<ReferenceTrainer>(step, std::move(state), *std::move(opened));
+}
+
+absl::StatusOr<std::vector<float>> ReferenceTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t step) {
+  ir::GraphRunner runner = [this](const ir::Graph& graph, const ir::TensorMap& inputs) {
+    return device_->RunGraph(graph, inputs);
+  };
+  absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(step_, state_, batch, step, runner);
+  if (!result.ok()) return result.status();
+  return result->losses;
+}
+
+absl::StatusOr<std::vector<float>> PipelineTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t) {
+  absl::StatusOr<controller::StepReport> report = session_->Step(batch);
+  if (!report.ok()) return report.status();
+  last_ = *std::move(report);
+  return last_.losses;
+}
+
+absl::Status WriteTrace(const controller::StepTrace& trace, const schedules::Schedule& schedule,
+                        const std::string& path, std::ostream& out) {
+  std::ofstream file(path);
+  file << trace.ToJson();
+  file.close();
+  if (!file) return absl::UnavailableError(absl::StrCat("cannot write the trace to ", path));
+  absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(schedule, trace.CalibratedCosts());
+  if (!simulated.ok()) return simulated.status();
+  const std::vector<double> measured = trace.MeasuredBubble();
+  out << absl::StrFormat("trace: %d steps written to %s (open in ui.perfetto.dev or chrome://tracing)\n", trace.steps(),
+                         path);
+  out << "actor  measured bubble  simulated bubble (calibrated costs)\n";
+  for (size_t actor = 0; actor < measured.size(); ++actor) {
+    out << absl::StrFormat("%5d  %14.1f%%  %16.1f%%\n", actor, 100 * measured[actor],
+                           100 * simulated->per_actor[actor].bubble);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,88 @@
+// What `tandem train` trains with: a pipeline (a Session over actors) or the
+// single-process reference interpreter, behind one small interface so that
+// the step loop does not care which. Not thread-safe: one thread drives a
+// trainer.
+#ifndef TANDEM_TOOLS_CLI_TRAINER_H_
+#define TANDEM_TOOLS_CLI_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actor/device.h"
+#include "controller/session.h"
+#include "controller/step_trace.h"
+#include "ir/interpreter.h"
+#include "ir/train_step.h"
+#include "schedules/schedule.h"
+
+namespace tandem::cli {
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // Runs training step `step` (numbered from 1) on `batch`; each
+  // microbatch's loss.
+  virtual absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) = 0;
+  // Every parameter and optimizer slot.
+  virtual absl::StatusOr<ir::TensorMap> State() = 0;
+  // Where it computes, for people: the reference's device ("cpu").
+  virtual std::string description() const = 0;
+  // A pipeline's compiled step and its last step's report (peaks, compute
+  // time, RPCs); nullptr for the reference.
+  virtual const controller::CompiledStep* compiled() const { return nullptr; }
+  virtual const controller::StepReport* last_report() const { return nullptr; }
+  // Saves a checkpoint under `root` (controller/checkpoint.h); its
+  // directory. Unimplemented for the reference.
+  virtual absl::StatusOr<std::string> SaveCheckpoint(const std::string& root);
+};
+
+// The single-process reference: on the CPU's reference kernels, or on one
+// GPU (the reference a pipelined --device cuda run is compared with).
+class ReferenceTrainer : public Trainer {
+ public:
+  // Opens `device` (as actor 0 would) and starts from `state`.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Open(const ir::TrainStep& step, ir::TensorMap state,
+                                                       const actor::DeviceSpec& device);
+  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state, std::shared_ptr<actor::Device> device)
+      : step_(step), state_(std::move(state)), device_(std::move(device)) {}
+
+  absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
+  absl::StatusOr<ir::TensorMap> State() override { return state_; }
+  std::string description() const override { return device_->name(); }
+
+ private:
+  const ir::TrainStep& step_;
+  ir::TensorMap state_;
+  std::shared_ptr<actor::Device> device_;
+};
+
+// A pipeline: one Session over its actors.
+class PipelineTrainer : public Trainer {
+ public:
+  explicit PipelineTrainer(std::unique_ptr<Session> session) : session_(std::move(session)) {}
+
+  absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
+  absl::StatusOr<ir::TensorMap> State() override { return session_->State(); }
+  std::string description() const override { return session_->launcher_description(); }
+  const controller::CompiledStep* compiled() const override { return &session_->compiled(); }
+  const controller::StepReport* last_report() const override { return &last_; }
+  absl::StatusOr<std::string> SaveCheckpoint(const std::string& root) override {
+    return session_->SaveCheckpoint(root);
+  }
+
+ private:
+  std::unique_ptr<Session> session_;
+  controller::StepReport last_;
+};
+
+// Writes the measured trace to `path` and prints, per actor, the measured
+// bubble next to the simulator's for costs calibrated on the same steps.
+absl::Status WriteTrace(const controller::StepTrace& trace, const schedules::Schedule& schedule,
+                        const std::string& path, std::ostream& out);
+
+}  // namespace tandem::cli
+
+#endif  // TANDEM_TOOLS_CLI_TRAINER_H_
