@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ir/excerpt.h"
 #include "ir/limits.h"
 #include "ir/state_file.h"
 #include "schedules/limits.h"

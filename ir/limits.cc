@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace tandem::ir {
 
@@ -42,25 +41,6 @@ absl::StatusOr<int64_t> CheckedNumBytes(const TensorType& type) {
                                                    " bytes a tensor may have"));
   }
   return *elements * size;
-}
-
-std::string Excerpt(absl::string_view text) {
-  size_t size = std::min(text.size(), kMaxExcerptBytes);
-  if (size < text.size()) {
-    // Back off over continuation bytes (10xxxxxx) to the start of a character.
-    while (size > 0 && (static_cast<unsigned char>(text[size]) & 0xC0) == 0x80) --size;
-  }
-  std::string excerpt;
-  for (char c : text.substr(0, size)) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      absl::StrAppendFormat(&excerpt, "\\x%02x", u);
-    } else {
-      excerpt += c;
-    }
-  }
-  if (size < text.size()) excerpt += "...";
-  return excerpt;
 }
 
 }  // namespace tandem::ir

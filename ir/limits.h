@@ -12,7 +12,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "ir/dtype.h"
 
 namespace tandem::ir {
@@ -32,12 +31,6 @@ absl::StatusOr<int64_t> CheckedNumElements(const Shape& shape);
 // they pass kMaxTensorBytes ("f32[1000000,4000000] has 16000000000000
 // bytes, more than the 1099511627776 a tensor may have").
 absl::StatusOr<int64_t> CheckedNumBytes(const TensorType& type);
-
-// What an error message quotes of the input: at most kMaxExcerptBytes of
-// `text` (cut before a split UTF-8 character), then "..." if it was longer;
-// control characters as \xHH. A 100 MB token makes a short message.
-inline constexpr size_t kMaxExcerptBytes = 40;
-std::string Excerpt(absl::string_view text);
 
 }  // namespace tandem::ir
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ir/excerpt.h"
 #include "ir/limits.h"
 #include "ir/text_lexer.h"
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/excerpt.h"
 #include "ir/limits.h"
 
 namespace tandem::ir {

@@ -1,9 +1,7 @@
 #include "schedules/limits.h"
 
-#include <algorithm>
-
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace tandem::schedules {
 namespace {
@@ -36,23 +34,14 @@ absl::Status CheckTaskCount(int64_t tasks, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(what, " has more than the ", kMaxTasks, " tasks a schedule may have"));
 }
 
-std::string Excerpt(absl::string_view text) {
-  size_t size = std::min(text.size(), kMaxExcerptBytes);
-  if (size < text.size()) {
-    // Back off over continuation bytes (10xxxxxx) to the start of a character.
-    while (size > 0 && (static_cast<unsigned char>(text[size]) & 0xC0) == 0x80) --size;
+std::optional<int32_t> ParseDecimal(absl::string_view digits) {
+  if (digits.empty() || digits.size() > 9) return std::nullopt;
+  int32_t value = 0;
+  for (char c : digits) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    value = value * 10 + (c - '0');
   }
-  std::string excerpt;
-  for (char c : text.substr(0, size)) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      absl::StrAppendFormat(&excerpt, "\\x%02x", u);
-    } else {
-      excerpt += c;
-    }
-  }
-  if (size < text.size()) excerpt += "...";
-  return excerpt;
+  return value;
 }
 
 }  // namespace tandem::schedules

@@ -10,10 +10,12 @@
 #define TANDEM_SCHEDULES_LIMITS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "ir/excerpt.h"
 
 namespace tandem::schedules {
 
@@ -49,11 +51,12 @@ absl::Status CheckScheduleSizes(int64_t actors, int64_t stages, int64_t microbat
 // have" when `tasks` is over kMaxTasks.
 absl::Status CheckTaskCount(int64_t tasks, absl::string_view what);
 
-// What an error message quotes of the input: at most kMaxExcerptBytes of
-// `text` (cut before a split UTF-8 character), then "..." if it was longer;
-// control characters as \xHH. A 100 MB token makes a short message.
-inline constexpr size_t kMaxExcerptBytes = 40;
-std::string Excerpt(absl::string_view text);
+// `digits` as a count or an index: a non-negative decimal of at most 9
+// digits (so below 10^9: no overflow, no sign, no spaces), or nullopt.
+std::optional<int32_t> ParseDecimal(absl::string_view digits);
+
+// What an error message quotes of the input (ir/excerpt.h).
+using ir::Excerpt;
 
 }  // namespace tandem::schedules
 

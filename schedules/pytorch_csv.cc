@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "schedules/limits.h"
@@ -62,18 +63,6 @@ struct ComputeCell {
   Place place;
   std::vector<Action> actions;
 };
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-std::optional<int32_t> ParseNumber(absl::string_view digits) {
-  if (digits.empty() || digits.size() > 9) return std::nullopt;
-  int32_t value = 0;
-  for (char c : digits) {
-    if (!IsDigit(c)) return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  return value;
-}
 
 class CsvReader {
  public:
@@ -213,12 +202,12 @@ class CsvReader {
                                        "': expected <stage><TYPE><microbatch>, e.g. 2F0"));
     };
     size_t i = 0;
-    while (i < text.size() && IsDigit(text[i])) ++i;
+    while (i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
     const size_t type_start = i;
-    while (i < text.size() && !IsDigit(text[i])) ++i;
-    const std::optional<int32_t> stage = ParseNumber(text.substr(0, type_start));
+    while (i < text.size() && !absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    const std::optional<int32_t> stage = ParseDecimal(text.substr(0, type_start));
     const absl::string_view type = text.substr(type_start, i - type_start);
-    const std::optional<int32_t> microbatch = ParseNumber(text.substr(i));
+    const std::optional<int32_t> microbatch = ParseDecimal(text.substr(i));
     if (!stage || type.empty()) return malformed();
     for (const ActionName& entry : kActionNames) {
       if (entry.name != type) continue;

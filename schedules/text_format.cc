@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "schedules/limits.h"
@@ -18,24 +19,12 @@ namespace {
 constexpr char kStatements[] = "schedule, actors, stages, microbatches, placement or actor";
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
 // The longest schedule name accepted: it is quoted in reports.
 constexpr size_t kMaxNameBytes = 256;
 
 bool AllDigits(absl::string_view word) {
-  return !word.empty() && std::all_of(word.begin(), word.end(), IsDigit);
-}
-
-// A non-negative decimal of at most 9 digits, or nullopt.
-std::optional<int32_t> ParseNumber(absl::string_view digits) {
-  if (digits.empty() || digits.size() > 9) return std::nullopt;
-  int32_t value = 0;
-  for (char c : digits) {
-    if (!IsDigit(c)) return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  return value;
+  return !word.empty() && std::all_of(word.begin(), word.end(),
+                                      [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
 }
 
 std::optional<TaskKind> KindOf(char letter) {
@@ -161,7 +150,7 @@ class Parser {
       while (!AtEnd()) {
         const size_t column = pos_;
         const absl::string_view entry = Word();
-        const std::optional<int32_t> actor = ParseNumber(entry);
+        const std::optional<int32_t> actor = ParseDecimal(entry);
         if (!actor) {
           return Error(column, absl::StrCat("expected an actor number in the placement list, got '",
                                             Excerpt(entry), "' (or write 'loop' or 'v')"));
@@ -180,7 +169,7 @@ class Parser {
     if (AtEnd()) return Error(pos_, absl::StrCat("expected a number after '", keyword, "'"));
     const size_t column = pos_;
     const absl::string_view word = Word();
-    const std::optional<int32_t> value = ParseNumber(word);
+    const std::optional<int32_t> value = ParseDecimal(word);
     // Checked before anything is sized by it.
     const int64_t bound = keyword == "actors"   ? kMaxActors
                           : keyword == "stages" ? kMaxStages
@@ -255,7 +244,7 @@ class Parser {
     SkipSpace();
     const size_t number_column = pos_;
     const absl::string_view number = Word(":");
-    const std::optional<int32_t> actor = ParseNumber(number);
+    const std::optional<int32_t> actor = ParseDecimal(number);
     if (!actor) {
       return Error(number_column, absl::StrCat("expected an actor number after 'actor', got '",
                                                Excerpt(number), "'"));
@@ -338,8 +327,8 @@ class Parser {
     const std::optional<TaskKind> kind = KindOf(word[0]);
     const size_t dot = word.find('.');
     if (!kind || dot == absl::string_view::npos) return unknown();
-    const std::optional<int32_t> stage = ParseNumber(word.substr(1, dot - 1));
-    const std::optional<int32_t> microbatch = ParseNumber(word.substr(dot + 1));
+    const std::optional<int32_t> stage = ParseDecimal(word.substr(1, dot - 1));
+    const std::optional<int32_t> microbatch = ParseDecimal(word.substr(dot + 1));
     if (!stage || !microbatch) return unknown();
     if (*stage >= schedule_.num_stages) {
       return Error(column, absl::StrCat("stage ", *stage, " out of range in '", Excerpt(word),

@@ -4,6 +4,7 @@
 // child capped at 1 GiB of address space); state files, IR text and
 // optimizer settings from users are checked before anything is built from
 // them; and messages quote only a short excerpt of the input.
+#include "ir/excerpt.h"
 #include "ir/limits.h"
 
 #include <cmath>
