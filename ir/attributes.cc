@@ -1,5 +1,6 @@
 #include "ir/attributes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +61,19 @@ int64_t Attributes::GetIntOr(const std::string& name, int64_t fallback) const {
 }
 double Attributes::GetDoubleOr(const std::string& name, double fallback) const {
   return Has(name) ? GetDouble(name) : fallback;
+}
+
+bool operator==(const Attributes& a, const Attributes& b) {
+  auto same = [](const auto& x, const auto& y) {
+    const auto& [x_name, x_value] = x;
+    const auto& [y_name, y_value] = y;
+    if (x_name != y_name) return false;
+    const double* x_double = std::get_if<double>(&x_value);
+    const double* y_double = std::get_if<double>(&y_value);
+    if (x_double != nullptr && y_double != nullptr && std::isnan(*x_double) && std::isnan(*y_double)) return true;
+    return x_value == y_value;
+  };
+  return std::equal(a.values_.begin(), a.values_.end(), b.values_.begin(), b.values_.end(), same);
 }
 
 std::string AttributeValueToString(const AttributeValue& value) {

@@ -37,7 +37,10 @@ class Attributes {
 
   const std::map<std::string, AttributeValue>& values() const { return values_; }
   bool empty() const { return values_.empty(); }
-  friend bool operator==(const Attributes&, const Attributes&) = default;
+  // The same names with the same values, where a NaN equals any NaN (an
+  // op attribute may be nan: `fill {value=nan}`). The text format and the
+  // wire keep a value's meaning, so a program equals itself after either.
+  friend bool operator==(const Attributes& a, const Attributes& b);
 
  private:
   std::map<std::string, AttributeValue> values_;
