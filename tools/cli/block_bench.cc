@@ -346,24 +346,14 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
       "and in PyTorch with the same thread count (on the same GPU with --device cuda), and prints their ratio (the "
       "project's goal on the CPU is <= 1.25). Each side warms up once and reports the median of --repeats.");
   auto options = std::make_shared<BlockBenchOptions>();
-  command->add_option("--dim", options->config.dim, "model width")
-      ->check(AtLeast(options->config.dim, 1))
-      ->capture_default_str();
-  command->add_option("--seq", options->config.seq, "sequence length")
-      ->check(AtLeast(options->config.seq, 1))
-      ->capture_default_str();
-  command->add_option("--batch", options->config.batch, "sequences per batch")
-      ->check(AtLeast(options->config.batch, 1))
-      ->capture_default_str();
-  command->add_option("--heads", options->config.heads, "attention heads (must divide --dim)")
-      ->check(AtLeast(options->config.heads, 1))
-      ->capture_default_str();
+  AddIntegerOption(*command, "--dim", options->config.dim, "model width");
+  AddIntegerOption(*command, "--seq", options->config.seq, "sequence length");
+  AddIntegerOption(*command, "--batch", options->config.batch, "sequences per batch");
+  AddIntegerOption(*command, "--heads", options->config.heads, "attention heads (must divide --dim)");
   command->add_option("--threads", options->threads, "BLAS threads on both sides (torch: intra-op and OpenBLAS)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  command->add_option("--repeats", options->repeats, "timed runs after one warm-up; the median is reported")
-      ->check(AtLeast(options->repeats, 1))
-      ->capture_default_str();
+  AddIntegerOption(*command, "--repeats", options->repeats, "timed runs after one warm-up; the median is reported");
   command->add_option("--python", options->python, "the Python that has torch (Debian's python3-torch)")
       ->capture_default_str();
   command->add_option("--torch-script", options->torch_script, "the PyTorch side")->capture_default_str();

@@ -105,6 +105,14 @@ CLI::Validator AtLeast(const std::optional<T>&, std::type_identity_t<T> min) {
   return IntegerAtLeast<T>(min);
 }
 
+// Adds the integer option `name` ("--actors") of `command`, checked by
+// AtLeast(value, min) and with its default shown in the help.
+template <typename T>
+CLI::Option* AddIntegerOption(CLI::App& command, const std::string& name, T& value, const std::string& help,
+                              std::type_identity_t<T> min = 1) {
+  return command.add_option(name, value, help)->check(IntegerAtLeast<T>(min))->capture_default_str();
+}
+
 // "tandem sched gen": the command's path from the root, for messages.
 std::string CommandPath(const CLI::App& command);
 

@@ -126,18 +126,10 @@ void AddCompileBench(CommandLine& command_line, CLI::App& bench) {
   CLI::App* command = command_line.Add(bench, "compile", "trace and compile a deep GPT for interleaved 1F1B, by phase",
                                        "[--layers L] [--actors P] [--microbatches M] [--virtual V] [--json]");
   auto options = std::make_shared<CompileBenchOptions>();
-  command->add_option("--layers", options->layers, "decoder blocks")
-      ->check(AtLeast(options->layers, 1))
-      ->capture_default_str();
-  command->add_option("--actors", options->actors, "pipeline actors")
-      ->check(AtLeast(options->actors, 1))
-      ->capture_default_str();
-  command->add_option("--microbatches", options->microbatches, "microbatches per step")
-      ->check(AtLeast(options->microbatches, 1))
-      ->capture_default_str();
-  command->add_option("--virtual", options->virtual_stages, "stages per actor (interleaved)")
-      ->check(AtLeast(options->virtual_stages, 1))
-      ->capture_default_str();
+  AddIntegerOption(*command, "--layers", options->layers, "decoder blocks");
+  AddIntegerOption(*command, "--actors", options->actors, "pipeline actors");
+  AddIntegerOption(*command, "--microbatches", options->microbatches, "microbatches per step");
+  AddIntegerOption(*command, "--virtual", options->virtual_stages, "stages per actor (interleaved)");
   command->add_flag("--json", options->json, "print JSON");
   command_line.OnRun(command, [options, &streams = command_line.streams()] {
     return RunCompileBench(*options, streams.out, streams.err);

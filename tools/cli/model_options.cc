@@ -9,12 +9,8 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command.add_option("--model", options.model, "example model")
       ->check(CLI::IsMember({"gpt", "mlp"}))
       ->capture_default_str();
-  command.add_option("--stages", options.stages, "pipeline stages the model is split into (a schedule sets it)")
-      ->check(AtLeast(options.stages, 1))
-      ->capture_default_str();
-  command.add_option("--microbatches", options.microbatches, "microbatches per step")
-      ->check(AtLeast(options.microbatches, 1))
-      ->capture_default_str();
+  AddIntegerOption(command, "--stages", options.stages, "pipeline stages the model is split into (a schedule sets it)");
+  AddIntegerOption(command, "--microbatches", options.microbatches, "microbatches per step");
   command
       .add_option("--layers", options.layers,
                   "decoder blocks (gpt, default 4) or hidden layers (mlp, default 4); at least the stage count")

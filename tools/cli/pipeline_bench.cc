@@ -242,7 +242,8 @@ int RunFidelityBench(const FidelityBenchOptions& options, std::ostream& out, std
                            {"update_ms", row.update_ms}, {"ratio", row.measured_ms / row.predicted_ms}});
     }
     const nlohmann::ordered_json json = {
-        {"actors", options.actors}, {"microbatches", options.microbatches}, {"width", options.width}, {"batch", options.batch}, {"rows", json_rows}};
+        {"actors", options.actors}, {"microbatches", options.microbatches}, {"width", options.width},
+        {"batch", options.batch},   {"rows", json_rows}};
     out << schedules::JsonText(json) << "\n";
     return 0;
   }
@@ -268,15 +269,9 @@ void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
                        "[--actors P] [--microbatches M] [--steps N] [launcher options] [--json]");
   auto dispatch_options = std::make_shared<DispatchBenchOptions>();
   AddLauncherOptions(*dispatch, dispatch_options->launcher);
-  dispatch->add_option("--actors", dispatch_options->actors, "pipeline actors")
-      ->check(AtLeast(dispatch_options->actors, 1))
-      ->capture_default_str();
-  dispatch->add_option("--microbatches", dispatch_options->microbatches, "microbatches per step")
-      ->check(AtLeast(dispatch_options->microbatches, 1))
-      ->capture_default_str();
-  dispatch->add_option("--steps", dispatch_options->steps, "measured steps per dispatch mode")
-      ->check(AtLeast(dispatch_options->steps, 1))
-      ->capture_default_str();
+  AddIntegerOption(*dispatch, "--actors", dispatch_options->actors, "pipeline actors");
+  AddIntegerOption(*dispatch, "--microbatches", dispatch_options->microbatches, "microbatches per step");
+  AddIntegerOption(*dispatch, "--steps", dispatch_options->steps, "measured steps per dispatch mode");
   dispatch->add_flag("--json", dispatch_options->json, "print JSON");
   command_line.OnRun(dispatch, [dispatch_options, &streams = command_line.streams()] {
     return RunDispatchBench(*dispatch_options, streams.out, streams.err);
@@ -288,21 +283,12 @@ void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
       "[--json]");
   auto fidelity_options = std::make_shared<FidelityBenchOptions>();
   AddLauncherOptions(*fidelity, fidelity_options->launcher);
-  fidelity->add_option("--actors", fidelity_options->actors, "pipeline actors")
-      ->check(AtLeast(fidelity_options->actors, 1))
-      ->capture_default_str();
-  fidelity->add_option("--microbatches", fidelity_options->microbatches, "microbatches per step")
-      ->check(AtLeast(fidelity_options->microbatches, 1))
-      ->capture_default_str();
-  fidelity->add_option("--width", fidelity_options->width, "hidden width of the calibrated layers")
-      ->check(AtLeast(fidelity_options->width, 1))
-      ->capture_default_str();
-  fidelity->add_option("--batch", fidelity_options->batch, "examples per microbatch")
-      ->check(AtLeast(fidelity_options->batch, 1))
-      ->capture_default_str();
-  fidelity->add_option("--steps", fidelity_options->steps, "measured steps per schedule (after 2 warm-up steps)")
-      ->check(AtLeast(fidelity_options->steps, 1))
-      ->capture_default_str();
+  AddIntegerOption(*fidelity, "--actors", fidelity_options->actors, "pipeline actors");
+  AddIntegerOption(*fidelity, "--microbatches", fidelity_options->microbatches, "microbatches per step");
+  AddIntegerOption(*fidelity, "--width", fidelity_options->width, "hidden width of the calibrated layers");
+  AddIntegerOption(*fidelity, "--batch", fidelity_options->batch, "examples per microbatch");
+  AddIntegerOption(*fidelity, "--steps", fidelity_options->steps,
+                   "measured steps per schedule (after 2 warm-up steps)");
   fidelity->add_option("--schedules", fidelity_options->schedules, "comma-separated built-in schedules")
       ->capture_default_str();
   fidelity->add_flag("--json", fidelity_options->json, "print JSON");

@@ -16,9 +16,7 @@ namespace tandem::cli {
 void AddScheduleOptions(CLI::App& command, ScheduleOptions& options) {
   command.add_option("--schedule", options.schedule, "a built-in schedule name or a .sched/.csv file")
       ->capture_default_str();
-  command.add_option("--actors", options.actors, "pipeline actors")
-      ->check(AtLeast(options.actors, 1))
-      ->capture_default_str();
+  AddIntegerOption(command, "--actors", options.actors, "pipeline actors");
   command
       .add_option("--virtual", options.virtual_stages,
                   "stages per actor for interleaved, looped-bfs, zb-v (0: the schedule's default)")

@@ -115,9 +115,7 @@ void AddReplCommand(CommandLine& command_line) {
   AddModelOptions(*repl, options->model);
   AddScheduleOptions(*repl, options->schedule);
   AddLauncherOptions(*repl, options->launcher);
-  repl->add_option("--steps", options->steps, "the steps `run` goes up to")
-      ->check(AtLeast(options->steps, 1))
-      ->capture_default_str();
+  AddIntegerOption(*repl, "--steps", options->steps, "the steps `run` goes up to");
   repl->add_option("--script", options->script, "read commands from FILE instead of the terminal");
   command_line.OnRun(repl,
                      [repl, options, &streams = command_line.streams()] { return RunRepl(*repl, *options, streams); });

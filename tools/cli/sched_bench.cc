@@ -135,9 +135,7 @@ void AddSchedBench(CommandLine& command_line, CLI::App& bench) {
   command->add_option("--microbatches", options->schedule.microbatches, "number of microbatches M")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command->add_option("--repeats", options->repeats, "runs per step; the best is reported")
-      ->check(AtLeast(options->repeats, 1))
-      ->capture_default_str();
+  AddIntegerOption(*command, "--repeats", options->repeats, "runs per step; the best is reported");
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command_line.OnRun(command, [options, &streams = command_line.streams()] {
     return RunSchedBench(*options, streams.out, streams.err);

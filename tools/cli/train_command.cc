@@ -57,19 +57,15 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
   AddScheduleOptions(train, options.schedule);
   AddLauncherOptions(train, options.launcher, {"reference"},
                      ", or reference (no pipeline: the single-process interpreter)");
-  train.add_option("--steps", options.steps, "training steps")->check(AtLeast(options.steps, 1))->capture_default_str();
+  AddIntegerOption(train, "--steps", options.steps, "training steps");
   train.add_option("--dispatch", options.dispatch, "fused (one call per actor per step) or per-task (for measurement)")
       ->check(CLI::IsMember({"fused", "per-task"}))
       ->capture_default_str();
   train.add_flag("--verify", options.verify, "also run the reference and fail unless bit-identical");
-  train.add_option("--log-every", options.log_every, "keep a progress line every N steps")
-      ->check(AtLeast(options.log_every, 1))
-      ->capture_default_str();
+  AddIntegerOption(train, "--log-every", options.log_every, "keep a progress line every N steps");
   train.add_option("--trace", options.trace,
                    "write the measured trace (Chrome/Perfetto JSON) of the first --trace-steps steps");
-  train.add_option("--trace-steps", options.trace_steps, "steps the measured trace covers")
-      ->check(AtLeast(options.trace_steps, 1))
-      ->capture_default_str();
+  AddIntegerOption(train, "--trace-steps", options.trace_steps, "steps the measured trace covers");
   train.add_option("--losses", options.losses,
                    "write every step's per-microbatch losses to FILE (JSON, exact to the bit)");
   train.add_option("--checkpoint-dir", options.checkpoint_dir, "save checkpoints under DIR (step-NNNNNNNN/ each)");
@@ -79,9 +75,8 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
       ->check(AtLeast(options.checkpoint_every, 0))
       ->capture_default_str();
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
-  train.add_option("--eval-batches", options.eval_batches, "validation steps' worth of batches for the final loss")
-      ->check(AtLeast(options.eval_batches, 0))
-      ->capture_default_str();
+  AddIntegerOption(train, "--eval-batches", options.eval_batches,
+                   "validation steps' worth of batches for the final loss", 0);
 }
 
 // Combinations of options that do not go together: the message, or "".
