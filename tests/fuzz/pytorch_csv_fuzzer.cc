@@ -11,12 +11,12 @@
 #include "schedules/pytorch_csv.h"
 #include "schedules/validator.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/schedule_fuzz_support.h"
 
 namespace tandem::schedules {
 namespace {
 
 constexpr char kFile[] = "fuzz.csv";
-constexpr int64_t kMaxValidatedSlots = int64_t{1} << 20;
 
 void Run(absl::string_view text) {
   absl::StatusOr<Schedule> schedule = ParsePytorchCsv(text, kFile);
@@ -24,9 +24,7 @@ void Run(absl::string_view text) {
     fuzz::CheckNamesFile(schedule.status(), kFile);
     return;
   }
-  const int64_t slots = int64_t{schedule->num_actors} + schedule->num_stages +
-                        int64_t{schedule->num_stages} * schedule->num_microbatches;
-  if (slots > kMaxValidatedSlots || !Validate(*schedule).ok()) return;
+  if (!fuzz::SmallEnoughToValidate(*schedule) || !Validate(*schedule).ok()) return;
   const std::string printed = PrintPytorchCsv(*schedule);
   absl::StatusOr<Schedule> reparsed = ParsePytorchCsv(printed, kFile);
   fuzz::FuzzCheck(reparsed.ok(), "the exported CSV does not import: " + reparsed.status().ToString() + "\n" +

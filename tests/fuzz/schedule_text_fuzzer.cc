@@ -9,14 +9,12 @@
 #include "schedules/text_format.h"
 #include "schedules/validator.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/schedule_fuzz_support.h"
 
 namespace tandem::schedules {
 namespace {
 
 constexpr char kFile[] = "fuzz.sched";
-// Validate() is linear in the tasks, but its tables are sized by the
-// header's counts; the parser bounds those, this keeps one run fast.
-constexpr int64_t kMaxValidatedSlots = int64_t{1} << 20;
 
 void Run(absl::string_view text) {
   absl::StatusOr<Schedule> schedule = ParseScheduleText(text, kFile);
@@ -31,9 +29,7 @@ void Run(absl::string_view text) {
   fuzz::FuzzCheck(*reparsed == *schedule, "print then parse changed the schedule:\n" + printed);
   fuzz::FuzzCheck(PrintScheduleText(*reparsed) == printed, "printing is not stable:\n" + printed);
 
-  const int64_t slots = int64_t{schedule->num_actors} + schedule->num_stages +
-                        int64_t{schedule->num_stages} * schedule->num_microbatches;
-  if (slots <= kMaxValidatedSlots) Validate(*schedule).IgnoreError();
+  if (fuzz::SmallEnoughToValidate(*schedule)) Validate(*schedule).IgnoreError();
 }
 
 }  // namespace
