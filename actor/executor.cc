@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "ir/all_reduce.h"
 
 namespace tandem::actor {
 namespace {
@@ -182,6 +183,7 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   next_instruction_ = 0;
   step_ = step;
   outputs_ = ir::StepOutputs();
+  reducing_.clear();
   outputs_.origin_ns = SteadyNowNs();
   outputs_.timings.reserve(program_.instructions.size());
   outputs_.peak_live_bytes = live_bytes_;
@@ -209,6 +211,13 @@ std::string Executor::InstructionContext(int32_t index) const {
       break;
     case InstructionKind::kFree:
       break;
+    case InstructionKind::kAllReduceStart:
+    case InstructionKind::kAllReduceWait: {
+      const auto replica = std::find(instruction.group.begin(), instruction.group.end(), actor()) -
+                           instruction.group.begin();
+      absl::StrAppend(&what, " tag ", instruction.tag, ", replica ", replica, " of ", DescribeGroup(instruction.group));
+      break;
+    }
   }
   return absl::StrCat("actor ", actor(), ", step ", step_, ", instruction ", index, " (", what, "): ");
 }
@@ -273,6 +282,10 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
       return absl::OkStatus();
     case InstructionKind::kEmit:
       return Emit(instruction);
+    case InstructionKind::kAllReduceStart:
+      return AllReduceStart(index, receive_timeout);
+    case InstructionKind::kAllReduceWait:
+      return AllReduceWait(instruction, receive_timeout);
   }
   return absl::InternalError("unknown instruction kind");
 }
@@ -350,6 +363,70 @@ absl::Status Executor::Emit(const Instruction& instruction) {
   if (!inserted) {
     return absl::InternalError(
         absl::StrCat("result '", instruction.result, "' of microbatch ", instruction.microbatch, " emitted twice"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Executor::StagingBytes(const Instruction& instruction) const {
+  int64_t elements = 0;
+  for (BufferId id : instruction.buffers) elements += program_.buffers[id].type.num_elements();
+  const auto rank = static_cast<int32_t>(
+      std::find(instruction.group.begin(), instruction.group.end(), actor()) - instruction.group.begin());
+  return ir::AllReduceStagingBytes(elements, static_cast<int32_t>(instruction.group.size()), rank);
+}
+
+absl::Status Executor::AllReduceStart(int32_t index, absl::Duration receive_timeout) {
+  const Instruction& instruction = program_.instructions[index];
+  if (reducer_ == nullptr) {
+    return absl::FailedPreconditionError("the program all-reduces gradients but this actor has no replica group");
+  }
+  if (reducer_->group().actors() != instruction.group) {
+    return absl::FailedPreconditionError(absl::StrCat("the program reduces over ", DescribeGroup(instruction.group),
+                                                      " but this actor joined ",
+                                                      DescribeGroup(reducer_->group().actors())));
+  }
+  // The bucket: the buffers' elements, concatenated in order.
+  int64_t elements = 0;
+  for (BufferId id : instruction.buffers) elements += program_.buffers[id].type.num_elements();
+  std::vector<float> bucket;
+  bucket.reserve(static_cast<size_t>(elements));
+  for (BufferId id : instruction.buffers) {
+    absl::StatusOr<const HostTensor*> tensor = Read(id);
+    if (!tensor.ok()) return tensor.status();
+    const float* data = (*tensor)->f32();
+    bucket.insert(bucket.end(), data, data + (*tensor)->num_elements());
+  }
+  if (absl::Status status = reducer_->Start(instruction.tag, std::move(bucket), receive_timeout); !status.ok()) {
+    return status;
+  }
+  live_bytes_ += StagingBytes(instruction);
+  // RunRange appends this instruction's timing next; the wait rewrites it.
+  reducing_[instruction.tag] = outputs_.timings.size();
+  return absl::OkStatus();
+}
+
+absl::Status Executor::AllReduceWait(const Instruction& instruction, absl::Duration receive_timeout) {
+  if (reducer_ == nullptr) return absl::FailedPreconditionError("this actor has no replica group");
+  absl::StatusOr<Reducer::Result> result = reducer_->Wait(instruction.tag, absl::Now() + receive_timeout);
+  if (!result.ok()) return result.status();
+  size_t offset = 0;
+  for (BufferId id : instruction.buffers) {
+    absl::StatusOr<HostTensor> tensor = HostTensor::Allocate(program_.buffers[id].type);
+    if (!tensor.ok()) return tensor.status();
+    const auto count = static_cast<size_t>(tensor->num_elements());
+    std::copy_n(result->bucket.data() + offset, count, tensor->f32());
+    offset += count;
+    if (absl::Status status = Write(id, *std::move(tensor)); !status.ok()) return status;
+  }
+  live_bytes_ -= StagingBytes(instruction);
+  auto started = reducing_.find(instruction.tag);
+  if (started != reducing_.end()) {
+    if (started->second < outputs_.timings.size()) {
+      ir::InstructionTiming& timing = outputs_.timings[started->second];
+      timing.start_ns = result->start_ns - outputs_.origin_ns;
+      timing.duration_ns = result->end_ns - result->start_ns;
+    }
+    reducing_.erase(started);
   }
   return absl::OkStatus();
 }

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "actor/collective.h"
 #include "actor/device.h"
 #include "actor/transport.h"
 #include "ir/actor_program.h"
@@ -97,6 +98,14 @@ class Executor {
   // The next instruction RunRange will run in the current step.
   int32_t next_instruction() const { return next_instruction_; }
 
+  // Where the program's all-reduces run (data parallelism): borrowed, and
+  // must outlive every step that reduces; null (the default) for a program
+  // without all-reduces, whose kAllReduceStart would fail with
+  // FailedPrecondition. The reduced bucket is waited for with the receive
+  // timeout as its deadline. kAllReduceStart's timing is the reduction's own
+  // span, measured by the Reducer, so that traces draw it where it ran.
+  void UseReducer(Reducer* reducer) { reducer_ = reducer; }
+
  private:
   enum class Phase { kNeedsState, kIdle, kInStep };
 
@@ -107,6 +116,10 @@ class Executor {
   absl::Status Receive(const ir::Instruction& instruction, Transport& transport, absl::Duration receive_timeout);
   absl::Status Accumulate(const ir::Instruction& instruction);
   absl::Status Emit(const ir::Instruction& instruction);
+  absl::Status AllReduceStart(int32_t index, absl::Duration receive_timeout);
+  absl::Status AllReduceWait(const ir::Instruction& instruction, absl::Duration receive_timeout);
+  // The staging bytes of an all-reduce instruction (ir::AllReduceStagingBytes).
+  int64_t StagingBytes(const ir::Instruction& instruction) const;
 
   // The tensor of a buffer that must hold one; Internal if it is empty.
   absl::StatusOr<const ir::HostTensor*> Read(ir::BufferId id) const;
@@ -130,6 +143,10 @@ class Executor {
   int32_t next_instruction_ = 0;
   int64_t step_ = 0;         // the step in progress, or the last one
   ir::StepOutputs outputs_;  // of the step in progress
+  Reducer* reducer_ = nullptr;
+  // All-reduces started and not yet waited for in this step: tag -> the
+  // index in outputs_.timings of their start instruction.
+  std::map<uint64_t, size_t> reducing_;
 };
 
 }  // namespace tandem::actor

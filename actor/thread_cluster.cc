@@ -9,12 +9,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "actor/gloo_collective.h"
 #include "ir/kernels.h"
 
 namespace tandem::actor {
 
 absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector<ir::ActorProgram> programs,
-                                                                     const DeviceSpec& device) {
+                                                                     const DeviceSpec& device,
+                                                                     absl::Duration connect_timeout) {
   const auto num_actors = static_cast<int32_t>(programs.size());
   if (num_actors == 0) return absl::InvalidArgumentError("a cluster needs at least one actor program");
   std::vector<std::unique_ptr<Executor>> executors;
@@ -31,7 +33,27 @@ absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector
     executors.push_back(*std::move(executor));
   }
   ir::SetBlasThreads(1);
-  return std::unique_ptr<ThreadCluster>(new ThreadCluster(std::move(executors)));
+  auto cluster = std::unique_ptr<ThreadCluster>(new ThreadCluster(std::move(executors)));
+  // Each replica group once, from its first member.
+  cluster->reducers_.resize(num_actors);
+  for (int32_t a = 0; a < num_actors; ++a) {
+    const std::vector<int32_t> group = ir::ReplicaGroupOf(cluster->executors_[a]->program());
+    if (group.empty() || group.front() != a) continue;
+    for (int32_t member : group) {
+      if (ir::ReplicaGroupOf(cluster->executors_[member]->program()) != group) {
+        return absl::InvalidArgumentError(absl::StrCat("actor ", a, " reduces over ", DescribeGroup(group),
+                                                       " but actor ", member, "'s program does not"));
+      }
+    }
+    absl::StatusOr<std::vector<std::unique_ptr<GlooGroup>>> members =
+        ConnectGroupInProcess(group, "127.0.0.1", connect_timeout);
+    if (!members.ok()) return members.status();
+    for (size_t rank = 0; rank < group.size(); ++rank) {
+      cluster->reducers_[group[rank]] = std::make_unique<Reducer>(std::move((*members)[rank]));
+      cluster->executors_[group[rank]]->UseReducer(cluster->reducers_[group[rank]].get());
+    }
+  }
+  return cluster;
 }
 
 ThreadCluster::ThreadCluster(std::vector<std::unique_ptr<Executor>> executors)
@@ -116,6 +138,10 @@ absl::StatusOr<ir::StepOutputs> ThreadCluster::RunActor(int32_t actor, int64_t s
 absl::StatusOr<std::vector<ir::StepOutputs>> ThreadCluster::RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                                 absl::Duration receive_timeout,
                                                                 const ir::StepInputs* shared_inputs, bool per_task) {
+  if (groups_broken_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step, ": an earlier step failed while replicas all-reduce; start a new cluster"));
+  }
   if (needs_state_) {
     return absl::FailedPreconditionError(
         absl::StrCat("step ", step, ": the cluster needs LoadState (none yet, or a step failed)"));
@@ -134,8 +160,12 @@ absl::StatusOr<std::vector<ir::StepOutputs>> ThreadCluster::RunStep(int64_t step
         if (!result.ok()) {
           int32_t none = -1;
           first_failed.compare_exchange_strong(none, a);
-          network_.Endpoint(a).Abort(
-              absl::AbortedError(absl::StrCat("actor ", a, " failed: ", result.status().message())));
+          const absl::Status aborted =
+              absl::AbortedError(absl::StrCat("actor ", a, " failed: ", result.status().message()));
+          network_.Endpoint(a).Abort(aborted);
+          for (const std::unique_ptr<Reducer>& reducer : reducers_) {
+            if (reducer != nullptr) reducer->Abort(aborted);
+          }
         }
         results[a] = std::move(result);
       });
@@ -146,6 +176,7 @@ absl::StatusOr<std::vector<ir::StepOutputs>> ThreadCluster::RunStep(int64_t step
     // Some actors may have finished the step and others not: the cluster's
     // state is inconsistent until LoadState.
     needs_state_ = true;
+    for (const std::unique_ptr<Reducer>& reducer : reducers_) groups_broken_ = groups_broken_ || reducer != nullptr;
     return results[failed]->status();
   }
   std::vector<PendingMessage> pending = network_.PendingMessages();

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "actor/collective.h"
 #include "actor/executor.h"
 #include "actor/in_memory_transport.h"
 #include "ir/actor_program.h"
@@ -34,11 +35,14 @@ class ThreadCluster {
  public:
   // Builds one Executor per program; programs[p] must be actor p of
   // programs.size() (InvalidArgument otherwise, or the verifier's error).
+  // Programs that all-reduce (data-parallel replicas) get their replica
+  // groups connected here, on Gloo over loopback, within `connect_timeout`.
   // Sets OpenBLAS to one thread (process-wide) so that P actors computing at
   // once give the reference interpreter's bits.
   // Each actor computes on OpenDevice(device, actor).
   static absl::StatusOr<std::unique_ptr<ThreadCluster>> Create(std::vector<ir::ActorProgram> programs,
-                                                               const DeviceSpec& device = {});
+                                                               const DeviceSpec& device = {},
+                                                               absl::Duration connect_timeout = absl::Seconds(30));
 
   ThreadCluster(const ThreadCluster&) = delete;
   ThreadCluster& operator=(const ThreadCluster&) = delete;
@@ -60,7 +64,9 @@ class ThreadCluster {
   absl::StatusOr<ir::TensorMap> State() const;
 
   // Runs step `step` on every actor at once; inputs[p] feeds actor p.
-  // FailedPrecondition before LoadState and after a failed step.
+  // FailedPrecondition before LoadState and after a failed step (for good,
+  // after a failed step that all-reduces: its groups may be half-way
+  // through a collective).
   // Returns each actor's outputs, by actor. After a success, a message that
   // no one received is an Internal error naming sender, receiver and tag.
   absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
@@ -84,9 +90,13 @@ class ThreadCluster {
   absl::StatusOr<ir::StepOutputs> RunActor(int32_t actor, int64_t step, const ir::StepInputs& inputs,
                                        absl::Duration receive_timeout, bool per_task);
 
+  // By actor; null for an actor without replicas. Declared before the
+  // executors, which borrow them.
+  std::vector<std::unique_ptr<Reducer>> reducers_;
   std::vector<std::unique_ptr<Executor>> executors_;  // by actor
   InMemoryNetwork network_;
   bool needs_state_ = true;  // until LoadState, and after a failed step
+  bool groups_broken_ = false;  // a step that all-reduces failed
 };
 
 }  // namespace tandem::actor

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "ir/all_reduce.h"
 
 namespace tandem::controller {
 namespace {
@@ -16,9 +17,15 @@ using ir::InstructionKind;
 // while they are emitted.
 class Lowering {
  public:
-  Lowering(const StepPlan& plan, int32_t actor) : plan_(plan), step_(plan.step()), actor_(actor) {
+  Lowering(const StepPlan& plan, int32_t actor, const ReplicaGroup& replicas)
+      : plan_(plan), step_(plan.step()), actor_(actor), replicas_(replicas) {
     program_.actor = actor;
-    program_.num_actors = plan.schedule().num_actors;
+    program_.num_actors = replicas.actors.empty() ? plan.schedule().num_actors : replicas.num_actors;
+    if (replicas.actors.size() < 2) return;
+    for (const ir::Accumulator& acc : step_.accumulators) {
+      const StepPlan::AccumulatorInfo& info = plan_.Accumulator(acc.name);
+      if (info.actor == actor_) ++unfinished_[info.stage];
+    }
   }
 
   absl::StatusOr<ir::ActorProgram> Run() {
@@ -157,7 +164,25 @@ class Lowering {
       Emit(Instruction{.kind = InstructionKind::kAccumulate, .task = label, .buffers = {acc.buffer, it->second}});
       acc.held.erase(it);
       ++acc.next_microbatch;
+      if (acc.next_microbatch == step_.num_microbatches) FinishAccumulator(gradient, label);
     }
+  }
+
+  // With replicas: once every accumulator of a stage is final, starts the
+  // all-reduce of the stage's accumulators (in the step's order), tagged by
+  // the stage, so that it overlaps with the rest of the step.
+  void FinishAccumulator(const std::string& gradient, const ir::TaskLabel& label) {
+    auto unfinished = unfinished_.find(plan_.Accumulator(plan_.AccumulatorOf(gradient)).stage);
+    if (unfinished == unfinished_.end() || --unfinished->second > 0) return;
+    const int32_t stage = unfinished->first;
+    Instruction start{.kind = InstructionKind::kAllReduceStart, .task = label};
+    start.tag = static_cast<uint64_t>(stage);
+    start.group = replicas_.actors;
+    for (const ir::Accumulator& acc : step_.accumulators) {
+      if (plan_.Accumulator(acc.name).stage == stage) start.buffers.push_back(accumulators_.at(acc.source).buffer);
+    }
+    started_.push_back(start);
+    Emit(std::move(start));
   }
 
   // After the loop: send finished accumulators to the other holders of their
@@ -166,6 +191,12 @@ class Lowering {
     if (step_.forward_only()) return absl::OkStatus();
     const ir::TaskLabel label{'U', -1, -1};
     program_.task_starts.push_back(static_cast<int32_t>(program_.instructions.size()));
+    for (const Instruction& start : started_) {
+      Instruction wait = start;
+      wait.kind = InstructionKind::kAllReduceWait;
+      wait.task = label;
+      Emit(std::move(wait));
+    }
     std::map<std::string, BufferId> accumulator_buffers;
     const std::vector<ir::Accumulator>& accumulators = step_.accumulators;
     for (size_t i = 0; i < accumulators.size(); ++i) {
@@ -244,6 +275,9 @@ class Lowering {
   const StepPlan& plan_;
   const ir::TrainStep& step_;
   const int32_t actor_;
+  const ReplicaGroup& replicas_;
+  std::map<int32_t, int32_t> unfinished_;  // stage -> its accumulators not final yet (with replicas)
+  std::vector<Instruction> started_;       // all-reduce starts, in program order
   ir::ActorProgram program_;
   std::map<std::string, BufferId> state_buffers_;
   std::map<std::pair<std::string, int32_t>, BufferId> input_buffers_;
@@ -252,10 +286,20 @@ class Lowering {
   std::map<std::string, AccumulatorState> accumulators_;  // by gradient output name
 };
 
+// The staging memory an all-reduce instruction holds (ir/all_reduce.h).
+int64_t StagingBytes(const ir::ActorProgram& program, const Instruction& instruction) {
+  int64_t elements = 0;
+  for (BufferId id : instruction.buffers) elements += program.buffers[id].type.num_elements();
+  const auto size = static_cast<int32_t>(instruction.group.size());
+  const auto rank = static_cast<int32_t>(std::find(instruction.group.begin(), instruction.group.end(), program.actor) -
+                                         instruction.group.begin());
+  return ir::AllReduceStagingBytes(elements, size, rank);
+}
+
 }  // namespace
 
-absl::StatusOr<ir::ActorProgram> LowerActor(const StepPlan& plan, int32_t actor) {
-  return Lowering(plan, actor).Run();
+absl::StatusOr<ir::ActorProgram> LowerActor(const StepPlan& plan, int32_t actor, const ReplicaGroup& replicas) {
+  return Lowering(plan, actor, replicas).Run();
 }
 
 void AssignLifetimes(ir::ActorProgram& program) {
@@ -320,6 +364,12 @@ void AssignLifetimes(ir::ActorProgram& program) {
         break;
       case InstructionKind::kFree:
         for (BufferId id : instruction.buffers) empty(id);
+        break;
+      case InstructionKind::kAllReduceStart:
+        bytes += StagingBytes(program, instruction);
+        break;
+      case InstructionKind::kAllReduceWait:
+        bytes -= StagingBytes(program, instruction);
         break;
       case InstructionKind::kSend:
       case InstructionKind::kEmit:

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "controller/actor_lowering.h"
 #include "controller/step_plan.h"
+#include "ir/all_reduce.h"
 #include "ir/hash.h"
 #include "ir/verifier.h"
 #include "schedules/validator.h"
@@ -143,10 +144,31 @@ ActorStats Count(const ir::ActorProgram& program) {
         for (ir::BufferId id : instruction.buffers) stats.bytes_sent += program.buffers[id].type.num_bytes();
         break;
       case InstructionKind::kReceive: ++stats.receives; break;
+      case InstructionKind::kAllReduceStart: {
+        ++stats.all_reduces;
+        int64_t elements = 0;
+        for (ir::BufferId id : instruction.buffers) elements += program.buffers[id].type.num_elements();
+        const auto rank = static_cast<int32_t>(
+            std::find(instruction.group.begin(), instruction.group.end(), program.actor) - instruction.group.begin());
+        stats.reduce_bytes_sent += ir::AllReduceSentBytes(elements, static_cast<int32_t>(instruction.group.size()), rank);
+        break;
+      }
       default: break;
     }
   }
   return stats;
+}
+
+// `program` (of replica 0) as replica `replica` runs it: every actor id moves
+// by replica * actors_per_replica; the group, already global, stays.
+ir::ActorProgram ForReplica(const ir::ActorProgram& program, int32_t replica, int32_t actors_per_replica) {
+  ir::ActorProgram copy = program;
+  const int32_t offset = replica * actors_per_replica;
+  copy.actor += offset;
+  for (Instruction& instruction : copy.instructions) {
+    if (instruction.peer >= 0) instruction.peer += offset;
+  }
+  return copy;
 }
 
 }  // namespace
@@ -158,34 +180,60 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
   CompiledStep compiled;
   compiled.model = step.name;
   compiled.schedule = schedule.name;
-  compiled.num_actors = schedule.num_actors;
+  compiled.actors_per_replica = schedule.num_actors;
+  compiled.num_replicas = step.num_replicas;
+  compiled.num_actors = schedule.num_actors * step.num_replicas;
   compiled.num_stages = schedule.num_stages;
   compiled.num_microbatches = schedule.num_microbatches;
-  ir::ContentHasher hash;
+  compiled.programs.reserve(compiled.num_actors);
   for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
-    absl::StatusOr<ir::ActorProgram> program = LowerActor(*plan, actor);
+    ReplicaGroup replicas;
+    if (step.num_replicas > 1) {
+      replicas.num_actors = compiled.num_actors;
+      for (int32_t r = 0; r < step.num_replicas; ++r) replicas.actors.push_back(r * schedule.num_actors + actor);
+    }
+    absl::StatusOr<ir::ActorProgram> program = LowerActor(*plan, actor, replicas);
     if (!program.ok()) return program.status();
     if (absl::Status status = ir::VerifyActorProgram(*program); !status.ok()) {
       return absl::InternalError(absl::StrCat("actor ", actor, ": ", status.message()));
     }
-    compiled.stats.push_back(Count(*program));
-    hash.AddUint64(ir::HashActorProgram(*program));
     compiled.programs.push_back(*std::move(program));
   }
-  compiled.hash = hash.Digest();
+  // Replicas communicate only through all-reduces, which every member of a
+  // group starts at the same point of the same program: replica 0's streams
+  // stand for all of them.
   if (absl::Status status = CheckStreams(compiled.programs); !status.ok()) return status;
+  for (int32_t replica = 1; replica < step.num_replicas; ++replica) {
+    for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
+      compiled.programs.push_back(ForReplica(compiled.programs[actor], replica, schedule.num_actors));
+    }
+  }
+  ir::ContentHasher hash;
+  for (const ir::ActorProgram& program : compiled.programs) {
+    compiled.stats.push_back(Count(program));
+    hash.AddUint64(ir::HashActorProgram(program));
+  }
+  compiled.hash = hash.Digest();
   return compiled;
 }
 
 std::string DumpCompiledStep(const CompiledStep& compiled, bool with_functions) {
-  std::string out = absl::StrFormat("compiled step %016x: model %s, schedule %s, %d actors, %d stages, %d microbatches\n",
+  const bool replicated = compiled.num_replicas > 1;
+  std::string out = absl::StrFormat("compiled step %016x: model %s, schedule %s, %d actors, %d stages, %d microbatches",
                                     compiled.hash, compiled.model, compiled.schedule, compiled.num_actors,
                                     compiled.num_stages, compiled.num_microbatches);
-  absl::StrAppend(&out, "\n actor  instructions   runs  sends  receives  bytes sent  static peak bytes\n");
+  if (replicated) {
+    absl::StrAppendFormat(&out, " per replica, %d data-parallel replicas of %d actors", compiled.num_replicas,
+                          compiled.actors_per_replica);
+  }
+  absl::StrAppend(&out, "\n\n actor  instructions   runs  sends  receives  bytes sent  static peak bytes",
+                  replicated ? "  all-reduces  reduce bytes sent" : "", "\n");
   for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
     const ActorStats& s = compiled.stats[actor];
-    absl::StrAppendFormat(&out, " %5d  %12d  %5d  %5d  %8d  %10d  %17d\n", actor, s.instructions, s.runs, s.sends,
+    absl::StrAppendFormat(&out, " %5d  %12d  %5d  %5d  %8d  %10d  %17d", actor, s.instructions, s.runs, s.sends,
                           s.receives, s.bytes_sent, compiled.programs[actor].static_peak_bytes);
+    if (replicated) absl::StrAppendFormat(&out, "  %11d  %17d", s.all_reduces, s.reduce_bytes_sent);
+    absl::StrAppend(&out, "\n");
   }
   for (const ir::ActorProgram& program : compiled.programs) {
     absl::StrAppend(&out, "\n", ir::PrintActorProgram(program, with_functions));

@@ -45,23 +45,39 @@ struct ActorStats {
   int32_t receives = 0;
   int64_t bytes_sent = 0;
   int32_t instructions = 0;
+  int32_t all_reduces = 0;
+  int64_t reduce_bytes_sent = 0;  // by its all-reduces (ir/all_reduce.h)
 };
 
+// With data parallelism the job runs `num_replicas` copies of the schedule's
+// pipeline. Actor a is position a % actors_per_replica (the schedule's actor)
+// of replica a / actors_per_replica; replica r runs microbatches
+// [r * num_microbatches, (r + 1) * num_microbatches) of the global batch,
+// numbered 0..num_microbatches-1 in its programs and inputs. The programs of
+// one position differ between replicas only in actor ids: each is lowered
+// once and renumbered per replica.
 struct CompiledStep {
   std::string model;
   std::string schedule;
-  int32_t num_actors = 0;
+  int32_t num_actors = 0;          // of all replicas
+  int32_t actors_per_replica = 0;  // the schedule's actors
+  int32_t num_replicas = 1;
   int32_t num_stages = 0;
-  int32_t num_microbatches = 0;
+  int32_t num_microbatches = 0;    // per replica
+  int32_t Replica(int32_t actor) const { return actor / actors_per_replica; }
+  int32_t Position(int32_t actor) const { return actor % actors_per_replica; }
+  // The microbatches of one step over all replicas: the global batch.
+  int32_t global_microbatches() const { return num_microbatches * num_replicas; }
   std::vector<ir::ActorProgram> programs;  // one per actor
   std::vector<ActorStats> stats;           // one per actor
   uint64_t hash = 0;                       // over every program
 };
 
-// Compiles `step` for `schedule`. InvalidArgument, naming the stage, actor
-// and task, when they do not fit: different stage or microbatch counts, an
-// invalid schedule, an order that violates the model's dataflow, or a
-// forward value flowing to an earlier stage.
+// Compiles `step` for `schedule`, on step.num_replicas replicas of it.
+// InvalidArgument, naming the stage, actor and task, when they do not fit:
+// different stage or microbatch counts, an invalid schedule, an order that
+// violates the model's dataflow, or a forward value flowing to an earlier
+// stage.
 absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules::Schedule& schedule);
 
 // Every actor's instruction stream with its static peak memory.

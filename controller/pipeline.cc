@@ -38,9 +38,13 @@ absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& micr
 }
 
 absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vector<ir::TensorMap>& microbatches) const {
-  if (static_cast<int32_t>(microbatches.size()) != compiled_.num_microbatches) {
-    return absl::InvalidArgumentError(absl::StrCat("the step is compiled for ", compiled_.num_microbatches,
-                                                   " microbatches, got ", microbatches.size()));
+  if (static_cast<int32_t>(microbatches.size()) != compiled_.global_microbatches()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the step is compiled for ", compiled_.global_microbatches(), " microbatches",
+        compiled_.num_replicas == 1 ? ""
+                                    : absl::StrCat(" (", compiled_.num_microbatches, " on each of ",
+                                                   compiled_.num_replicas, " replicas)"),
+        ", got ", microbatches.size()));
   }
   const int64_t step_number = steps_run_ + 1;
   std::vector<ir::StepInputs> inputs(compiled_.num_actors);
@@ -51,10 +55,12 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
         inputs[program.actor][{buffer.binding, -1}] = ir::HostTensor::Scalar(static_cast<float>(step_number));
         continue;
       }
-      const ir::TensorMap& data = microbatches[buffer.microbatch];
+      // Replica r's microbatch m is the global batch's r * M + m.
+      const int32_t global = compiled_.Replica(program.actor) * compiled_.num_microbatches + buffer.microbatch;
+      const ir::TensorMap& data = microbatches[global];
       auto it = data.find(buffer.binding);
       if (it == data.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("microbatch ", buffer.microbatch, " has no input '",
+        return absl::InvalidArgumentError(absl::StrCat("microbatch ", global, " has no input '",
                                                        buffer.binding, "'"));
       }
       if (it->second.type() != buffer.type) {
@@ -79,12 +85,16 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
   report.step = step_number;
   for (const ir::StepOutputs& result : results) report.rpcs += result.calls;
   const std::string result_name = step_.forward_only() ? "output" : "loss";
-  for (int32_t m = 0; m < compiled_.num_microbatches; ++m) {
+  for (int32_t m = 0; m < compiled_.global_microbatches(); ++m) {
+    // Reported by an actor of its replica, under its number there.
+    const int32_t replica = m / compiled_.num_microbatches;
+    const int32_t local = m % compiled_.num_microbatches;
     const ir::HostTensor* found = nullptr;
-    for (const ir::StepOutputs& result : results) {
+    for (int32_t position = 0; position < compiled_.actors_per_replica; ++position) {
+      const ir::StepOutputs& result = results[replica * compiled_.actors_per_replica + position];
       auto named = result.results.find(result_name);
       if (named == result.results.end()) continue;
-      auto it = named->second.find(m);
+      auto it = named->second.find(local);
       if (it != named->second.end()) found = &it->second;
     }
     if (found == nullptr) {

@@ -210,7 +210,7 @@ void StepPlan::PlanAccumulators() {
     accumulator_of_[acc.source] = acc.name;
     int32_t stage = step_->microbatch.node(outputs.at(acc.source)).stage;
     accumulators_[acc.name] = AccumulatorInfo{static_cast<int32_t>(i), parameter_of[acc.name],
-                                              schedule_->ActorOf(StageId(stage)).value};
+                                              schedule_->ActorOf(StageId(stage)).value, stage};
   }
 }
 

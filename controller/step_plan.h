@@ -73,6 +73,7 @@ class StepPlan {
     int32_t index = 0;      // in step().accumulators; its tag is first_update_tag() + index
     std::string parameter;  // whose update reads it
     int32_t actor = 0;      // where the microbatch gradients are summed
+    int32_t stage = 0;      // the stage whose backward produces them
   };
   const AccumulatorInfo& Accumulator(const std::string& name) const { return accumulators_.at(name); }
 

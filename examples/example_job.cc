@@ -8,6 +8,7 @@
 #include "examples/data/char_corpus.h"
 #include "examples/data/synthetic.h"
 #include "examples/limits.h"
+#include "ir/limits.h"
 #include "examples/models/gpt.h"
 #include "examples/models/mlp.h"
 #include "ir/limits.h"
@@ -33,9 +34,15 @@ absl::Status CheckSizes(const ExampleJobOptions& options) {
   if (options.stages < 1 || options.microbatches < 1) {
     return absl::InvalidArgumentError("an example job needs at least 1 stage and 1 microbatch");
   }
-  if (options.microbatches > kMaxMicrobatches) {
-    return absl::InvalidArgumentError(absl::StrCat("microbatches ", options.microbatches, " is more than the ",
-                                                   kMaxMicrobatches, " an example job may have"));
+  if (options.replicas < 1 || options.replicas > ir::kMaxReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat("data-parallel replicas ", options.replicas, " is outside [1, ",
+                                                   ir::kMaxReplicas, "]"));
+  }
+  if (int64_t{options.microbatches} * options.replicas > kMaxMicrobatches) {
+    return absl::InvalidArgumentError(absl::StrCat("microbatches ", options.microbatches,
+                                                   options.replicas == 1 ? "" : absl::StrCat(" x ", options.replicas, " replicas"),
+                                                   " is more than the ", kMaxMicrobatches,
+                                                   " an example job may have"));
   }
   if (options.stages > kMaxLayers) {
     return absl::InvalidArgumentError(absl::StrCat("stages ", options.stages, " is more than the ", kMaxLayers,
@@ -106,9 +113,13 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   if (absl::Status s = CheckSizes(options); !s.ok()) return s;
   TraceOptions trace;
   trace.num_microbatches = options.microbatches;
+  trace.num_replicas = options.replicas;
   trace.seed = options.seed;
   const uint64_t data_seed = options.seed;
-  const int32_t num_microbatches = options.microbatches;
+  // A step's batch: every replica's microbatches, replica after replica.
+  const int32_t num_microbatches = options.microbatches * options.replicas;
+  const std::string replicas =
+      options.replicas == 1 ? "" : absl::StrCat(" (", options.microbatches, " on each of ", options.replicas, " replicas)");
   ExampleJob job;
 
   if (options.model == "gpt") {
@@ -138,7 +149,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     job.description = absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
                                    config.num_heads, " heads, seq ", config.sequence_length, ", vocab ",
                                    config.vocab_size, ", batch ", config.batch_size, " x ", num_microbatches,
-                                   " microbatches, ", config.num_stages, " stages; data: ", corpus->source(),
+                                   " microbatches", replicas, ", ", config.num_stages, " stages; data: ", corpus->source(),
                                    " (", corpus->size(), " bytes)");
     job.items_per_step = int64_t{config.batch_size} * config.sequence_length * num_microbatches;
     job.item_name = "tokens";
@@ -173,7 +184,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     }
     job.step = *std::move(step);
     job.description = absl::StrCat("mlp: ", config.num_layers, " hidden layers of ", config.hidden_dim,
-                                   ", batch ", config.batch_size, " x ", num_microbatches, " microbatches, ",
+                                   ", batch ", config.batch_size, " x ", num_microbatches, " microbatches", replicas, ", ",
                                    config.num_stages, " stages; data: synthetic teacher-labelled classes");
     job.items_per_step = int64_t{config.batch_size} * num_microbatches;
     job.item_name = "examples";

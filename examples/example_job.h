@@ -22,7 +22,8 @@ namespace tandem::examples {
 struct ExampleJobOptions {
   std::string model = "gpt";  // gpt or mlp
   int32_t stages = 1;
-  int32_t microbatches = 4;
+  int32_t microbatches = 4;       // per replica
+  int32_t replicas = 1;           // data-parallel replicas; a step's batch is replicas x microbatches
   std::optional<int64_t> layers;  // decoder blocks (gpt) or hidden layers (mlp)
   std::optional<int64_t> dim;     // gpt d_model, mlp hidden width
   std::optional<int64_t> heads;   // gpt

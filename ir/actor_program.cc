@@ -52,6 +52,10 @@ std::string InstructionText(const ActorProgram& program, const Instruction& inst
       if (buffers.size() != 1) return absl::StrCat("emit ", instruction.result, " ", BufferList(program, buffers));
       return absl::StrCat("emit ", instruction.result, "[", instruction.microbatch, "] = ",
                           BufferLabel(program, buffers[0]));
+    case InstructionKind::kAllReduceStart:
+    case InstructionKind::kAllReduceWait:
+      return absl::StrCat(InstructionKindName(instruction.kind), " tag ", instruction.tag, " group (",
+                          absl::StrJoin(instruction.group, ", "), ") ", BufferList(program, buffers));
   }
   return "?";
 }
@@ -152,6 +156,10 @@ const char* InstructionKindName(InstructionKind kind) {
       return "free";
     case InstructionKind::kEmit:
       return "emit";
+    case InstructionKind::kAllReduceStart:
+      return "allreduce.start";
+    case InstructionKind::kAllReduceWait:
+      return "allreduce.wait";
   }
   return "?";
 }
@@ -211,6 +219,13 @@ std::vector<int32_t> DispatchBounds(const ActorProgram& program) {
   return bounds;
 }
 
+std::vector<int32_t> ReplicaGroupOf(const ActorProgram& program) {
+  for (const Instruction& instruction : program.instructions) {
+    if (instruction.kind == InstructionKind::kAllReduceStart) return instruction.group;
+  }
+  return {};
+}
+
 uint64_t HashActorProgram(const ActorProgram& program) {
   Canonical c;
   c.String("tandem.actor_program.v1");
@@ -244,6 +259,7 @@ uint64_t HashActorProgram(const ActorProgram& program) {
     c.Unsigned(instruction.tag);
     c.String(instruction.result);
     c.Int(instruction.microbatch);
+    c.Ids(instruction.group);
   }
   c.Ids(program.task_starts);
   return c.hash();

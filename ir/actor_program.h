@@ -57,6 +57,18 @@ enum class InstructionKind : uint8_t {
   // Reports buffers[0] as the step's result `result` for `microbatch` (e.g.
   // the loss); the buffer stays valid.
   kEmit,
+  // Starts the ordered all-reduce `tag` of `buffers` (f32, reduced as one
+  // bucket: their elements concatenated in order) among the actors of
+  // `group`, the replicas of one stage listed in replica order, this actor
+  // among them; see ir/all_reduce.h. Returns at once: the reduction runs in
+  // the background while later instructions run. Until the matching
+  // kAllReduceWait no instruction may touch `buffers`. Holds
+  // AllReduceStagingBytes of staging memory until then.
+  kAllReduceStart,
+  // Waits (with a deadline) for the all-reduce `tag` that this actor
+  // started, on the same `buffers` and `group`; each buffer then holds the
+  // sum of the group's buffers, added in replica order in f32.
+  kAllReduceWait,
 };
 
 const char* InstructionKindName(InstructionKind kind);
@@ -83,6 +95,7 @@ struct Instruction {
   uint64_t tag = 0;                 // kSend, kReceive: unique per (sender, receiver) in a step
   std::string result;               // kEmit
   int32_t microbatch = -1;          // kEmit
+  std::vector<int32_t> group;       // kAllReduceStart, kAllReduceWait: actors in replica order
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
 
@@ -111,9 +124,11 @@ struct ActorProgram {
   // Where each schedule task's instructions start: a driver that dispatches
   // task by task (for measurement) sends [task_starts[i], task_starts[i+1]).
   std::vector<int32_t> task_starts;
-  // Live bytes: the sum of the sizes of the buffers that hold a tensor. State
-  // and input buffers hold one from the start; kRun, kReceive and
-  // kAccumulate fill buffers, kFree and kAccumulate empty them. This is the
+  // Live bytes: the sum of the sizes of the buffers that hold a tensor, plus
+  // the staging of the all-reduces in flight. State and input buffers hold
+  // one from the start; kRun, kReceive and kAccumulate fill buffers, kFree
+  // and kAccumulate empty them; kAllReduceStart adds its staging bytes
+  // (AllReduceStagingBytes) and kAllReduceWait removes them. This is the
   // maximum of live bytes at the start and after every instruction, computed
   // by the compiler from the types; an executor measuring its real buffers
   // the same way must find exactly this.
@@ -136,13 +151,18 @@ std::string PrintActorProgram(const ActorProgram& program, bool with_functions =
 // and there is at least one range (an empty one for an empty program).
 std::vector<int32_t> DispatchBounds(const ActorProgram& program);
 
+// The replica group this actor all-reduces over (the `group` of its
+// all-reduces; the verifier allows one per program), or empty.
+std::vector<int32_t> ReplicaGroupOf(const ActorProgram& program);
+
 // A content hash of everything in the program (functions included), stable
 // across runs and machines: what an actor caches a program under.
 uint64_t HashActorProgram(const ActorProgram& program);
 
-// Checks indices (functions, buffers, peers), arities of kRun against the
-// function's inputs and outputs, and that the types of bound buffers match
-// the function's inputs and outputs.
+// Checks indices (functions, buffers, peers, groups), arities of kRun
+// against the function's inputs and outputs, that the types of bound buffers
+// match the function's inputs and outputs, and that every all-reduce is
+// started once, waited for once, and left alone in between.
 absl::Status VerifyActorProgram(const ActorProgram& program);
 
 }  // namespace tandem::ir

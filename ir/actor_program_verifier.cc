@@ -5,6 +5,7 @@
 // twice) and recomputes the static peak the compiler claims.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/actor_program.h"
+#include "ir/all_reduce.h"
 
 namespace tandem::ir {
 namespace {
@@ -96,6 +98,19 @@ class ProgramVerifier {
     if (in.kind != InstructionKind::kRun && (!in.inputs.empty() || !in.outputs.empty())) {
       return Error("only run has inputs and outputs");
     }
+    const bool is_reduction = in.kind == InstructionKind::kAllReduceStart || in.kind == InstructionKind::kAllReduceWait;
+    if (!is_reduction && !in.group.empty()) return Error("only all-reduces have a group");
+    // Buffers of an all-reduce in flight belong to the reduction until its wait.
+    const std::vector<BufferId>* touched[] = {&in.inputs, &in.outputs, &in.buffers};
+    for (const std::vector<BufferId>* ids : touched) {
+      for (BufferId id : *ids) {
+        auto owner = in_flight_.find(id);
+        if (owner != in_flight_.end() && !(in.kind == InstructionKind::kAllReduceWait && in.tag == owner->second)) {
+          return Error(absl::StrCat("touches buffer ", id, " (", BufferLabel(program_, id), ") while all-reduce tag ",
+                                    owner->second, " owns it"));
+        }
+      }
+    }
     absl::Status status;
     switch (in.kind) {
       case InstructionKind::kRun:
@@ -114,6 +129,12 @@ class ProgramVerifier {
       case InstructionKind::kEmit:
         status = Emit(in);
         break;
+      case InstructionKind::kAllReduceStart:
+        status = AllReduceStart(in);
+        break;
+      case InstructionKind::kAllReduceWait:
+        status = AllReduceWait(in);
+        break;
       default:
         status = Error(absl::StrCat("unknown instruction kind ", static_cast<int>(in.kind)));
     }
@@ -129,6 +150,10 @@ class ProgramVerifier {
         return absl::InvalidArgumentError(absl::StrCat("actor ", program_.actor, ": temporary buffer ", b, " (",
                                                        program_.buffers[b].name, ") is still held at the step's end"));
       }
+    }
+    if (!reductions_.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("actor ", program_.actor, ": all-reduce tag ",
+                                                     reductions_.begin()->first, " is never waited for"));
     }
     const auto num_instructions = static_cast<int32_t>(program_.instructions.size());
     for (size_t t = 0; t < program_.task_starts.size(); ++t) {
@@ -240,6 +265,61 @@ class ProgramVerifier {
     return CheckFull(in.buffers[0]);
   }
 
+  // A group of at least two distinct actors in range, this one among them;
+  // f32 buffers that hold a tensor, each listed once.
+  absl::Status CheckReduction(const Instruction& in, int32_t& rank, int64_t& elements) const {
+    if (in.group.size() < 2) return Error(absl::StrCat("a group of ", in.group.size(), " actors reduces nothing"));
+    std::set<int32_t> members;
+    rank = -1;
+    for (size_t r = 0; r < in.group.size(); ++r) {
+      const int32_t actor = in.group[r];
+      if (actor < 0 || actor >= program_.num_actors) {
+        return Error(absl::StrCat("group member ", actor, " is outside [0, ", program_.num_actors, ")"));
+      }
+      if (!members.insert(actor).second) return Error(absl::StrCat("actor ", actor, " is twice in the group"));
+      if (actor == program_.actor) rank = static_cast<int32_t>(r);
+    }
+    if (rank < 0) return Error("this actor is not in the group");
+    if (in.buffers.empty()) return Error("reduces no buffers");
+    std::set<BufferId> seen;
+    elements = 0;
+    for (BufferId id : in.buffers) {
+      const Buffer& buffer = program_.buffers[id];
+      if (!seen.insert(id).second) return Error(absl::StrCat("reduces buffer ", id, " (", buffer.name, ") twice"));
+      if (buffer.type.dtype != DType::kF32) return Error(absl::StrCat("reduces ", buffer.name, ", which is not f32"));
+      if (absl::Status s = CheckFull(id); !s.ok()) return s;
+      elements += buffer.type.num_elements();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduceStart(const Instruction& in) {
+    int32_t rank = 0;
+    int64_t elements = 0;
+    if (absl::Status s = CheckReduction(in, rank, elements); !s.ok()) return s;
+    if (!started_tags_.insert(in.tag).second) return Error(absl::StrCat("all-reduce tag ", in.tag, " starts twice"));
+    if (group_ == nullptr) group_ = &in.group;
+    if (*group_ != in.group) return Error("an actor all-reduces within one replica group, this one names another");
+    const int64_t staging = AllReduceStagingBytes(elements, static_cast<int32_t>(in.group.size()), rank);
+    reductions_[in.tag] = {&in, staging};
+    for (BufferId id : in.buffers) in_flight_[id] = in.tag;
+    live_ += staging;
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduceWait(const Instruction& in) {
+    auto it = reductions_.find(in.tag);
+    if (it == reductions_.end()) return Error(absl::StrCat("waits for all-reduce tag ", in.tag, ", which is not running"));
+    const Instruction& start = *it->second.start;
+    if (in.buffers != start.buffers || in.group != start.group) {
+      return Error(absl::StrCat("waits for all-reduce tag ", in.tag, " with other buffers or another group than it started with"));
+    }
+    for (BufferId id : in.buffers) in_flight_.erase(id);
+    live_ -= it->second.staging_bytes;
+    reductions_.erase(it);
+    return absl::OkStatus();
+  }
+
   absl::Status CheckFull(BufferId id) const {
     if (full_[id]) return absl::OkStatus();
     return Error(absl::StrCat("reads buffer ", id, " (", BufferLabel(program_, id), ") while it is empty"));
@@ -269,6 +349,14 @@ class ProgramVerifier {
   int32_t index_ = 0;  // the instruction being checked
   std::set<std::pair<int32_t, uint64_t>> send_tags_;     // (peer, tag)
   std::set<std::pair<int32_t, uint64_t>> receive_tags_;  // (peer, tag)
+  struct Reduction {
+    const Instruction* start = nullptr;
+    int64_t staging_bytes = 0;
+  };
+  std::map<uint64_t, Reduction> reductions_;  // in flight, by tag
+  std::set<uint64_t> started_tags_;
+  const std::vector<int32_t>* group_ = nullptr;  // of the first all-reduce
+  std::map<BufferId, uint64_t> in_flight_;    // buffer -> the tag of the reduction that owns it
 };
 
 }  // namespace

@@ -151,9 +151,30 @@ absl::StatusOr<HostTensor> AccumulateGradient(const HostTensor& acc, const HostT
 namespace {
 
 absl::Status CheckMicrobatchCount(const TrainStep& step, const std::vector<TensorMap>& microbatches) {
-  if (static_cast<int32_t>(microbatches.size()) != step.num_microbatches) {
-    return absl::InvalidArgumentError(absl::StrCat("step '", step.name, "' is traced for ", step.num_microbatches,
-                                                   " microbatches, got ", microbatches.size()));
+  const int64_t expected = int64_t{step.num_microbatches} * step.num_replicas;
+  if (static_cast<int64_t>(microbatches.size()) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step '", step.name, "' is traced for ", step.num_microbatches, " microbatches",
+        step.num_replicas == 1 ? "" : absl::StrCat(" on each of ", step.num_replicas, " replicas"), ", got ",
+        microbatches.size()));
+  }
+  return absl::OkStatus();
+}
+
+// total = total + part for every accumulator (part itself where total has
+// none yet), with `what` naming the step for errors.
+absl::Status AddInto(TensorMap& total, const TensorMap& part, const std::string& what) {
+  for (const auto& [name, tensor] : part) {
+    auto it = total.find(name);
+    if (it == total.end()) {
+      total[name] = tensor;
+      continue;
+    }
+    absl::StatusOr<HostTensor> sum = AccumulateGradient(it->second, tensor);
+    if (!sum.ok()) {
+      return absl::Status(sum.status().code(), absl::StrCat(what, ": accumulating ", name, ": ", sum.status().message()));
+    }
+    it->second = *std::move(sum);
   }
   return absl::OkStatus();
 }
@@ -174,28 +195,28 @@ absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& st
   auto run = [&runner](const Graph& graph, const TensorMap& inputs) {
     return runner ? runner(graph, inputs) : RunGraph(graph, inputs);
   };
+  // Each replica sums its microbatches in order; then the replicas' sums
+  // are added in replica order (ir/all_reduce.h).
   StepResult result;
   TensorMap accumulators;
-  for (size_t m = 0; m < microbatches.size(); ++m) {
-    absl::StatusOr<TensorMap> outputs = run(step.microbatch, MicrobatchInputs(state, microbatches[m]));
-    if (!outputs.ok()) {
-      return absl::Status(outputs.status().code(),
-                          absl::StrCat("microbatch ", m, ": ", outputs.status().message()));
-    }
-    result.losses.push_back(outputs->at("loss").f32()[0]);
-    for (const Accumulator& acc : step.accumulators) {
-      const HostTensor& g = outputs->at(acc.source);
-      auto it = accumulators.find(acc.name);
-      if (it == accumulators.end()) {
-        accumulators[acc.name] = g;
-      } else {
-        absl::StatusOr<HostTensor> sum = AccumulateGradient(it->second, g);
-        if (!sum.ok()) {
-          return absl::Status(sum.status().code(), absl::StrCat("microbatch ", m, ": accumulating ", acc.name,
-                                                                ": ", sum.status().message()));
-        }
-        it->second = *std::move(sum);
+  for (int32_t replica = 0; replica < step.num_replicas; ++replica) {
+    TensorMap replica_sums;
+    for (int32_t local = 0; local < step.num_microbatches; ++local) {
+      const size_t m = static_cast<size_t>(replica) * step.num_microbatches + local;
+      absl::StatusOr<TensorMap> outputs = run(step.microbatch, MicrobatchInputs(state, microbatches[m]));
+      if (!outputs.ok()) {
+        return absl::Status(outputs.status().code(),
+                            absl::StrCat("microbatch ", m, ": ", outputs.status().message()));
       }
+      result.losses.push_back(outputs->at("loss").f32()[0]);
+      TensorMap gradients;
+      for (const Accumulator& acc : step.accumulators) gradients[acc.name] = outputs->at(acc.source);
+      if (absl::Status status = AddInto(replica_sums, gradients, absl::StrCat("microbatch ", m)); !status.ok()) {
+        return status;
+      }
+    }
+    if (absl::Status status = AddInto(accumulators, replica_sums, absl::StrCat("replica ", replica)); !status.ok()) {
+      return status;
     }
   }
   if (step.forward_only()) return result;

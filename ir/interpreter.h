@@ -51,7 +51,12 @@ using GraphRunner = std::function<absl::StatusOr<TensorMap>(const Graph& graph, 
 // One training step as the user wrote it: for each microbatch in order, run
 // the microbatch graph and add its gradients into the accumulators; then run
 // the update graph with `step_number` (1-based) and replace `state` by its
-// outputs. `microbatches` holds each microbatch's data and labels by name.
+// outputs. `microbatches` holds each microbatch's data and labels by name:
+// num_replicas * num_microbatches of them, replica r's being
+// [r * num_microbatches, (r + 1) * num_microbatches). With replicas, each
+// replica accumulates its own microbatches, and the replicas' sums are added
+// in replica order (the two levels of ir/all_reduce.h); losses come back in
+// global microbatch order.
 // Graphs run on `runner` (RunGraph when empty); accumulation is always
 // AccumulateGradient, as in every executor.
 absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& state,

@@ -22,6 +22,8 @@ inline constexpr int64_t kMaxRank = 16;
 // shape over it is a mistake; it also keeps every byte count and offset
 // computed from a shape far from overflowing.
 inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
+// Data-parallel replicas of one pipeline.
+inline constexpr int32_t kMaxReplicas = 4096;
 
 // The number of elements of `shape`, or InvalidArgument naming the shape
 // when an extent is negative, the rank is over kMaxRank, or the product

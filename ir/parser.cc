@@ -347,6 +347,11 @@ absl::StatusOr<TrainStep> Parser::ParseTrainStepFile() {
   TANDEM_PARSE_TRY(ExpectKeyword("microbatches"));
   TANDEM_PARSE_TRY(ExpectPunct('='));
   TANDEM_PARSE_ASSIGN(step.num_microbatches, ParseInt32("number of microbatches"));
+  if (AtKeyword("replicas")) {
+    Take();
+    TANDEM_PARSE_TRY(ExpectPunct('='));
+    TANDEM_PARSE_ASSIGN(step.num_replicas, ParseInt32("number of replicas"));
+  }
   Token open = current_;
   TANDEM_PARSE_TRY(ExpectPunct('{'));
   std::string block = absl::StrCat("train_step @", Excerpt(step.name));

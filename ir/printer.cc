@@ -93,7 +93,8 @@ std::string PrintGraph(const Graph& graph) {
 
 std::string PrintTrainStep(const TrainStep& step) {
   std::string out = absl::StrCat("train_step @", NameText(step.name), " stages=", step.num_stages,
-                                 " microbatches=", step.num_microbatches, " {\n");
+                                 " microbatches=", step.num_microbatches,
+                                 step.num_replicas == 1 ? "" : absl::StrCat(" replicas=", step.num_replicas), " {\n");
   for (const StateSpec& spec : step.state) {
     absl::StrAppend(&out, "  state ", QuoteTextString(spec.name), " : ", TypeToString(spec.type),
                     spec.role == StateRole::kParameter ? " parameter " : " optimizer_state ");

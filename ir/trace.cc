@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/autodiff.h"
+#include "ir/limits.h"
 #include "ir/verifier.h"
 
 namespace tandem {
@@ -15,6 +16,10 @@ absl::Status TraceModel(const ModelFunction& model, Tracer& tracer, const TraceO
   if (options.num_microbatches < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("the number of microbatches must be at least 1, got ", options.num_microbatches));
+  }
+  if (options.num_replicas < 1 || options.num_replicas > ir::kMaxReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat("the number of data-parallel replicas must be in [1, ",
+                                                   ir::kMaxReplicas, "], got ", options.num_replicas));
   }
   result = model(tracer);
   if (!tracer.status().ok()) return tracer.status();
@@ -36,7 +41,7 @@ absl::Status TraceModel(const ModelFunction& model, Tracer& tracer, const TraceO
 }
 
 // Traces the update graph: per parameter, sum its accumulators in stage
-// order, average over microbatches, and apply the optimizer.
+// order, average over the global batch's microbatches, and apply the optimizer.
 absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGradient>& gradients,
                          const Optimizer& optimizer) {
   ir::GraphBuilder builder(&step.update);
@@ -65,7 +70,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
                                             "accumulator", parameter.type, location));
       gradient = gradient.valid() ? gradient + acc : acc;
     }
-    gradient = gradient * (1.0 / static_cast<double>(step.num_microbatches));
+    gradient = gradient * (1.0 / (static_cast<double>(step.num_microbatches) * step.num_replicas));
     std::vector<Tensor> slot_values;
     std::vector<std::string> slot_names;
     for (const std::string& slot : optimizer.SlotNames()) {
@@ -94,6 +99,7 @@ absl::StatusOr<ir::TrainStep> TraceForwardGraph(const std::string& name, const M
   step.name = name;
   step.num_stages = tracer.stage() + 1;
   step.num_microbatches = options.num_microbatches;
+  step.num_replicas = options.num_replicas;
   step.state = tracer.parameters();
   step.microbatch = std::move(tracer.graph());
   step.microbatch.AddOutput(output_name, result.id());

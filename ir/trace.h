@@ -18,7 +18,10 @@ namespace tandem {
 using ModelFunction = std::function<Tensor(Tracer&)>;
 
 struct TraceOptions {
-  int32_t num_microbatches = 1;
+  int32_t num_microbatches = 1;  // per replica
+  // Data-parallel replicas of the pipeline: the update averages over all
+  // num_replicas * num_microbatches microbatches of the global batch.
+  int32_t num_replicas = 1;
   uint64_t seed = 0;  // mixed into every parameter initializer's seed
 };
 

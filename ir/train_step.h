@@ -9,10 +9,14 @@
 //    named GradientName(parameter, stage).
 //  - `accumulators`: each body gradient is summed over microbatches in
 //    microbatch order in f32: acc = g_0, then acc = acc + g_m for m = 1..M-1.
+//  - `num_replicas` (data parallelism): D replicas each run M microbatches
+//    of the global batch of D*M and accumulate them as above; their sums are
+//    then added in replica order (ir/all_reduce.h), the same on every
+//    replica.
 //  - `update`: run once after the loop. Inputs: parameters, accumulators
 //    (role "accumulator"), optimizer state and the step number (role "step",
 //    f32 scalar, 1 for the first step). It sums a parameter's accumulators in
-//    stage order, scales by 1/M and applies the optimizer; each output is the
+//    stage order, scales by 1/(D*M) and applies the optimizer; each output is the
 //    new value of the state tensor with the same name.
 // A forward-only step has no gradients, accumulators or update ops.
 // Value type; not synchronized.
@@ -62,7 +66,8 @@ struct Accumulator {
 struct TrainStep {
   std::string name;
   int32_t num_stages = 1;
-  int32_t num_microbatches = 1;
+  int32_t num_microbatches = 1;  // per replica
+  int32_t num_replicas = 1;
   std::vector<StateSpec> state;
   Graph microbatch{"microbatch"};
   std::vector<Accumulator> accumulators;

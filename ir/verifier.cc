@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "ir/limits.h"
 #include "ir/shape_rules.h"
 
 namespace tandem::ir {
@@ -125,6 +126,14 @@ absl::Status VerifyGraph(const Graph& graph) {
 }
 
 absl::Status VerifyTrainStep(const TrainStep& step) {
+  if (step.num_microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has ", step.num_microbatches,
+                                                   " microbatches; it needs at least 1"));
+  }
+  if (step.num_replicas < 1 || step.num_replicas > kMaxReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has ", step.num_replicas,
+                                                   " replicas, outside [1, ", kMaxReplicas, "]"));
+  }
   std::map<std::string, const StateSpec*> state;
   for (const StateSpec& spec : step.state) state.emplace(spec.name, &spec);
   auto find_state = [&](const std::string& name) -> const StateSpec* {

@@ -66,6 +66,8 @@ wire::InstructionKind ToWire(ir::InstructionKind kind) {
     case ir::InstructionKind::kAccumulate: return wire::InstructionKind::ACCUMULATE;
     case ir::InstructionKind::kFree: return wire::InstructionKind::FREE;
     case ir::InstructionKind::kEmit: return wire::InstructionKind::EMIT;
+    case ir::InstructionKind::kAllReduceStart: return wire::InstructionKind::ALL_REDUCE_START;
+    case ir::InstructionKind::kAllReduceWait: return wire::InstructionKind::ALL_REDUCE_WAIT;
   }
   return wire::InstructionKind::RUN;
 }
@@ -78,6 +80,8 @@ absl::StatusOr<ir::InstructionKind> FromWire(wire::InstructionKind kind, absl::s
     case wire::InstructionKind::ACCUMULATE: return ir::InstructionKind::kAccumulate;
     case wire::InstructionKind::FREE: return ir::InstructionKind::kFree;
     case wire::InstructionKind::EMIT: return ir::InstructionKind::kEmit;
+    case wire::InstructionKind::ALL_REDUCE_START: return ir::InstructionKind::kAllReduceStart;
+    case wire::InstructionKind::ALL_REDUCE_WAIT: return ir::InstructionKind::kAllReduceWait;
   }
   return absl::InvalidArgumentError(
       absl::StrCat(what, ": unknown instruction kind ", static_cast<int>(kind)));
@@ -210,6 +214,7 @@ void EncodeProgram(const ir::ActorProgram& program, wire::ActorProgram::Builder 
     out.setTag(instruction.tag);
     out.setResult(AsText(instruction.result));
     out.setMicrobatch(instruction.microbatch);
+    EncodeInts<int32_t>(instruction.group, out.initGroup(instruction.group.size()));
   }
 
   EncodeInts<int32_t>(program.task_starts, builder.initTaskStarts(program.task_starts.size()));
@@ -266,6 +271,7 @@ absl::StatusOr<ir::ActorProgram> ReadProgram(wire::ActorProgram::Reader reader) 
     out.tag = instruction.getTag();
     out.result = std::string(View(instruction.getResult()));
     out.microbatch = instruction.getMicrobatch();
+    out.group = DecodeInts<int32_t>(instruction.getGroup());
     program.instructions.push_back(std::move(out));
     ++index;
   }

@@ -85,6 +85,8 @@ enum InstructionKind {
   accumulate @3;
   free @4;
   emit @5;
+  allReduceStart @6;
+  allReduceWait @7;
 }
 
 struct TaskLabel {
@@ -104,6 +106,7 @@ struct Instruction {
   tag @7 :UInt64;
   result @8 :Text;
   microbatch @9 :Int32;
+  group @10 :List(Int32);  # allReduceStart/allReduceWait: actors in replica order
 }
 
 struct ActorProgram {

@@ -40,18 +40,32 @@ std::string SlotLabel(const Slot& slot, bool show_stage) {
 
 std::string FormatNumber(double value) { return absl::StrFormat("%g", value); }
 
+std::string ReductionLabel(const Reduction& reduction) {
+  return absl::StrCat("R", reduction.stage.value);
+}
+
+std::string ReductionTitle(const Reduction& reduction) {
+  return absl::StrCat("reduction of stage ", reduction.stage.value, " on actor ",
+                      reduction.actor.value, ": ", FormatNumber(reduction.start), " to ",
+                      FormatNumber(reduction.end));
+}
+
+constexpr char kReductionColor[] = "#9c755f";
+constexpr char kReductionLegend[] = "R gradient reduction (stage)";
+
 double ColumnUnit(const SimulationResult& result, const AsciiOptions& options) {
   if (options.time_per_column > 0.0) return options.time_per_column;
   bool integral = true;
   double shortest = 0.0;
+  auto visit = [&](double start, double end) {
+    integral = integral && start == std::floor(start) && end == std::floor(end);
+    const double duration = end - start;
+    if (duration > 0.0 && (shortest == 0.0 || duration < shortest)) shortest = duration;
+  };
   for (const std::vector<SlotTiming>& timings : result.slot_times) {
-    for (const SlotTiming& timing : timings) {
-      integral = integral && timing.start == std::floor(timing.start) &&
-                 timing.end == std::floor(timing.end);
-      const double duration = timing.end - timing.start;
-      if (duration > 0.0 && (shortest == 0.0 || duration < shortest)) shortest = duration;
-    }
+    for (const SlotTiming& timing : timings) visit(timing.start, timing.end);
   }
+  for (const Reduction& reduction : result.reductions) visit(reduction.start, reduction.end);
   double unit = integral || shortest == 0.0 ? 1.0 : shortest;
   const int max_columns = std::max(options.max_columns, 1);
   if (result.makespan / unit > max_columns) unit = result.makespan / max_columns;
@@ -127,9 +141,38 @@ std::string DrawAscii(const Schedule& schedule, const SimulationResult& result,
       width = std::max(width, labels[actor].back().size());
     }
   }
+  const bool reductions = !result.reductions.empty();
+  for (const Reduction& reduction : result.reductions) {
+    width = std::max(width, ReductionLabel(reduction).size());
+  }
   const int actor_digits = static_cast<int>(
       std::to_string(std::max<int32_t>(schedule.num_actors - 1, 0)).size());
-  const std::string blank_prefix(6 + actor_digits + 1, ' ');
+  // Rows are named "actor N", and "reduce N" for an actor's reduce track.
+  const int name_width = reductions ? 6 : 5;
+  const std::string blank_prefix(name_width + 1 + actor_digits + 1, ' ');
+  // Marks the columns from `start` to `end`: the label, then '-'.
+  auto place = [&](std::vector<std::string>& cells, double start, double end,
+                   const std::string& label) {
+    int64_t first = std::llround(start / unit);
+    int64_t last = std::llround(end / unit);
+    if (end > start && last <= first) last = first + 1;
+    last = std::min(last, columns);
+    if (first >= last) return;
+    cells[first] = label;
+    for (int64_t column = first + 1; column < last; ++column) cells[column] = std::string(width, '-');
+  };
+  // One row of the grid, e.g. "actor 0 F0 F1 .".
+  auto row = [&](const char* name, size_t actor, const std::vector<std::string>& cells) {
+    std::string line =
+        absl::StrFormat("%-*s %*d ", name_width, name, actor_digits, static_cast<int>(actor));
+    for (int64_t column = 0; column < columns; ++column) {
+      std::string cell = cells[column];
+      cell.resize(width, ' ');
+      absl::StrAppend(&line, column == 0 ? "" : " ", cell);
+    }
+    StripTrailingSpaces(line);
+    return line + "\n";
+  };
 
   std::string out = absl::StrFormat(
       "schedule %s: %d actors, makespan %s, bubble %.2f%%\n",
@@ -148,27 +191,24 @@ std::string DrawAscii(const Schedule& schedule, const SimulationResult& result,
   }
   absl::StrAppend(&out, header, "\n");
 
+  size_t next_reduction = 0;  // Reductions are ordered by actor.
   for (size_t actor = 0; actor < schedule.programs.size(); ++actor) {
     std::vector<std::string> cells(columns, ".");
     const std::vector<SlotTiming>& timings = result.slot_times[actor];
     for (size_t slot = 0; slot < timings.size() && slot < labels[actor].size(); ++slot) {
-      const SlotTiming& timing = timings[slot];
-      int64_t first = std::llround(timing.start / unit);
-      int64_t last = std::llround(timing.end / unit);
-      if (timing.end > timing.start && last <= first) last = first + 1;
-      last = std::min(last, columns);
-      if (first >= last) continue;
-      cells[first] = labels[actor][slot];
-      for (int64_t column = first + 1; column < last; ++column) cells[column] = std::string(width, '-');
+      place(cells, timings[slot].start, timings[slot].end, labels[actor][slot]);
     }
-    std::string line = absl::StrFormat("actor %*d ", actor_digits, static_cast<int>(actor));
-    for (int64_t column = 0; column < columns; ++column) {
-      std::string cell = cells[column];
-      cell.resize(width, ' ');
-      absl::StrAppend(&line, column == 0 ? "" : " ", cell);
+    absl::StrAppend(&out, row("actor", actor, cells));
+    bool any = false;
+    std::vector<std::string> reduce_cells(columns, ".");
+    for (; next_reduction < result.reductions.size() &&
+           result.reductions[next_reduction].actor.value == static_cast<int32_t>(actor);
+         ++next_reduction) {
+      const Reduction& reduction = result.reductions[next_reduction];
+      place(reduce_cells, reduction.start, reduction.end, ReductionLabel(reduction));
+      any = true;
     }
-    StripTrailingSpaces(line);
-    absl::StrAppend(&out, line, "\n");
+    if (any) absl::StrAppend(&out, row("reduce", actor, reduce_cells));
   }
   absl::StrAppend(&out, "one column = ", FormatNumber(unit), unit == 1.0 ? " time unit" : " time units",
                   "; a task's label where it starts (kind, ", show_stage ? "stage.microbatch" : "microbatch",
@@ -177,6 +217,7 @@ std::string DrawAscii(const Schedule& schedule, const SimulationResult& result,
   for (const TaskKind kind : kAllKinds) {
     legend.push_back(absl::StrCat(std::string(1, TaskKindLetter(kind)), " ", KindDescription(kind)));
   }
+  if (reductions) legend.push_back(kReductionLegend);
   absl::StrAppend(&out, absl::StrJoin(legend, ", "), "\n");
   return out;
 }
@@ -190,8 +231,11 @@ std::string DrawSvg(const Schedule& schedule, const SimulationResult& result) {
   const bool show_stage = ActorsHoldSeveralStages(schedule);
   const double scale = result.makespan > 0.0 ? std::clamp(1000.0 / result.makespan, 0.5, 60.0) : 1.0;
   const int32_t actors = static_cast<int32_t>(schedule.programs.size());
+  // With reductions, each actor's row gets a lane for its reduce track.
+  const double reduce_lane = result.reductions.empty() ? 0.0 : 12.0;
+  const double row_pitch = kRowHeight + reduce_lane + kRowGap;
   const double plot_width = result.makespan * scale;
-  const double axis_y = kTop + actors * (kRowHeight + kRowGap);
+  const double axis_y = kTop + actors * row_pitch;
   const double width = kLeft + plot_width + 30.0;
   const double height = axis_y + 60.0;
   auto x_of = [&](double time) { return kLeft + time * scale; };
@@ -206,7 +250,7 @@ std::string DrawSvg(const Schedule& schedule, const SimulationResult& result) {
                         XmlEscape(schedule.name.empty() ? "schedule" : schedule.name),
                         FormatNumber(result.makespan), 100.0 * result.bubble);
   for (int32_t actor = 0; actor < actors; ++actor) {
-    const double y = kTop + actor * (kRowHeight + kRowGap);
+    const double y = kTop + actor * row_pitch;
     absl::StrAppendFormat(&out, "<text x=\"4\" y=\"%.2f\">actor %d</text>\n",
                           y + kRowHeight / 2 + 4, actor);
     absl::StrAppendFormat(&out,
@@ -241,6 +285,15 @@ std::string DrawSvg(const Schedule& schedule, const SimulationResult& result) {
       }
     }
   }
+  for (const Reduction& reduction : result.reductions) {
+    const double y = kTop + reduction.actor.value * row_pitch + kRowHeight + 1.0;
+    absl::StrAppendFormat(&out,
+                          "<rect class=\"reduction\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                          "height=\"%.2f\" fill=\"%s\" stroke=\"#ffffff\" "
+                          "stroke-width=\"0.5\"><title>%s</title></rect>\n",
+                          x_of(reduction.start), y, (reduction.end - reduction.start) * scale,
+                          reduce_lane - 2.0, kReductionColor, ReductionTitle(reduction));
+  }
   absl::StrAppendFormat(&out,
                         "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
                         "stroke=\"#000000\"/>\n",
@@ -265,6 +318,13 @@ std::string DrawSvg(const Schedule& schedule, const SimulationResult& result) {
                           legend_x, legend_y, KindColor(kind), legend_x + 16, legend_y + 10, text);
     legend_x += 16.0 + kCharWidth * static_cast<double>(text.size()) + 14.0;
   }
+  if (!result.reductions.empty()) {
+    absl::StrAppendFormat(&out,
+                          "<rect class=\"legend\" x=\"%.2f\" y=\"%.2f\" width=\"12\" height=\"12\" "
+                          "fill=\"%s\"/>\n<text x=\"%.2f\" y=\"%.2f\">%s</text>\n",
+                          legend_x, legend_y, kReductionColor, legend_x + 16, legend_y + 10,
+                          kReductionLegend);
+  }
   absl::StrAppend(&out, "</svg>\n");
   return out;
 }
@@ -274,6 +334,7 @@ TraceBuilder SimulationTrace(const Schedule& schedule, const SimulationResult& r
   constexpr int32_t kCompute = static_cast<int32_t>(TraceTrack::kCompute);
   constexpr int32_t kSend = static_cast<int32_t>(TraceTrack::kSend);
   constexpr int32_t kRecv = static_cast<int32_t>(TraceTrack::kRecv);
+  constexpr int32_t kReduce = static_cast<int32_t>(TraceTrack::kReduce);
   TraceBuilder trace;
   trace.SetMetadata("source", "tandem sched simulation");
   trace.SetMetadata("schedule", schedule.name);
@@ -326,6 +387,20 @@ TraceBuilder SimulationTrace(const Schedule& schedule, const SimulationResult& r
     trace.AddSlice(std::move(receive));
     trace.AddFlow({name, "transfer", transfer.from.value, kSend, transfer.start * kUs,
                    transfer.to.value, kRecv, transfer.start * kUs});
+  }
+  for (const Reduction& reduction : result.reductions) {
+    trace.NameThread(reduction.actor.value, kReduce, "reduce");
+    TraceSlice slice;
+    slice.process = reduction.actor.value;
+    slice.thread = kReduce;
+    slice.name = absl::StrCat("reduce stage ", reduction.stage.value);
+    slice.category = "reduction";
+    slice.start_us = reduction.start * kUs;
+    slice.duration_us = (reduction.end - reduction.start) * kUs;
+    slice.args = {{"stage", static_cast<double>(reduction.stage.value)},
+                  {"bytes", reduction.bytes},
+                  {"replicas", static_cast<double>(result.data_parallel)}};
+    trace.AddSlice(std::move(slice));
   }
   return trace;
 }

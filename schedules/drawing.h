@@ -29,20 +29,23 @@ struct AsciiOptions {
 
 // One row per actor, one column per time step (columns separated by a space
 // and as wide as the longest label): a slot's label where it starts, '-'
-// while it continues, '.' when the actor idles. A header of times and a
-// legend frame the grid.
+// while it continues, '.' when the actor idles. With data parallelism, a row
+// "reduce N" under actor N shows its reductions ("R<stage>"). A header of
+// times and a legend frame the grid.
 std::string DrawAscii(const Schedule& schedule, const SimulationResult& result,
                       const AsciiOptions& options = {});
 
 // One row per actor and one <rect class="task"> per task, coloured by kind
 // (the tasks of a fused slot share its time span, stacked), with labels, a
-// time axis and a legend.
+// time axis and a legend; with data parallelism, a lane under each actor's
+// row with one <rect class="reduction"> per reduction.
 std::string DrawSvg(const Schedule& schedule, const SimulationResult& result);
 
 // The simulation as trace events: per actor (process "actor N") a compute
 // track with one slice per slot, send and recv tracks with one slice per
-// transfer, a flow from each send to its receive, and an "activations"
-// counter track. Reusable: callers may add measured events to the builder.
+// transfer, a flow from each send to its receive, an "activations" counter
+// track and, with data parallelism, a "reduce" track with one slice per
+// reduction. Reusable: callers may add measured events to the builder.
 TraceBuilder SimulationTrace(const Schedule& schedule, const SimulationResult& result);
 
 // SimulationTrace(...).ToJson().

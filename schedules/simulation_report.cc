@@ -22,6 +22,11 @@ std::string CriticalStepName(const Schedule& schedule, const SimulationResult& r
     return absl::StrCat(SlotName(schedule.programs[step.actor.value][step.slot]), " on actor ",
                         step.actor.value);
   }
+  if (step.kind == CriticalStep::Kind::kReduction) {
+    const Reduction& reduction = result.reductions[step.reduction];
+    return absl::StrCat("reduction of stage ", reduction.stage.value, " on actor ",
+                        reduction.actor.value);
+  }
   const Transfer& transfer = result.transfers[step.transfer];
   return absl::StrCat(TaskName(transfer.producer), " from actor ", transfer.from.value,
                       " to actor ", transfer.to.value);
@@ -38,13 +43,30 @@ std::string SimulationJson(const Schedule& schedule, const SimulationResult& res
                {"makespan", JsonNumber(result.makespan)},
                {"bubble", JsonNumber(result.bubble)},
                {"bubble_time", JsonNumber(result.bubble_time)}};
+  // Without data parallelism the document is exactly what it was before it.
+  const bool data_parallel = result.data_parallel > 1;
+  if (data_parallel) {
+    json["data_parallel"] = result.data_parallel;
+    json["compute_end"] = JsonNumber(result.compute_end);
+  }
   Json& per_actor = json["per_actor"] = Json::array();
   for (const ActorStats& stats : result.per_actor) {
-    per_actor.push_back({{"actor", stats.actor.value},
-                         {"busy", JsonNumber(stats.busy)},
-                         {"idle", JsonNumber(stats.idle)},
-                         {"bubble", JsonNumber(stats.bubble)},
-                         {"peak_activations", JsonNumber(stats.peak_activations)}});
+    Json& entry = per_actor.emplace_back(Json{{"actor", stats.actor.value},
+                                              {"busy", JsonNumber(stats.busy)},
+                                              {"idle", JsonNumber(stats.idle)},
+                                              {"bubble", JsonNumber(stats.bubble)},
+                                              {"peak_activations", JsonNumber(stats.peak_activations)}});
+    if (data_parallel) entry["reduce_busy"] = JsonNumber(stats.reduce_busy);
+  }
+  if (data_parallel) {
+    Json& reductions = json["reductions"] = Json::array();
+    for (const Reduction& reduction : result.reductions) {
+      reductions.push_back({{"actor", reduction.actor.value},
+                            {"stage", reduction.stage.value},
+                            {"bytes", JsonNumber(reduction.bytes)},
+                            {"start", JsonNumber(reduction.start)},
+                            {"end", JsonNumber(reduction.end)}});
+    }
   }
   Json& critical_path = json["critical_path"] = Json::array();
   for (const CriticalStep& step : result.critical_path) {
@@ -54,6 +76,11 @@ std::string SimulationJson(const Schedule& schedule, const SimulationResult& res
       entry["actor"] = step.actor.value;
       entry["slot"] = step.slot;
       entry["tasks"] = SlotName(schedule.programs[step.actor.value][step.slot]);
+    } else if (step.kind == CriticalStep::Kind::kReduction) {
+      const Reduction& reduction = result.reductions[step.reduction];
+      entry["type"] = "reduction";
+      entry["actor"] = reduction.actor.value;
+      entry["stage"] = reduction.stage.value;
     } else {
       const Transfer& transfer = result.transfers[step.transfer];
       entry["type"] = "transfer";
@@ -94,6 +121,28 @@ std::string SimulationTable(const Schedule& schedule, const SimulationResult& re
     absl::StrAppendFormat(&out, "%6d %12s %12s %8s %17s\n", stats.actor.value,
                           FormatTime(stats.busy), FormatTime(stats.idle),
                           FormatPercent(stats.bubble), FormatTime(stats.peak_activations));
+  }
+  if (result.data_parallel > 1) {
+    absl::StrAppendFormat(&out,
+                          "\ndata parallel %d replicas: %d gradient reductions, the last ending at "
+                          "%s (compute ends at %s)\n",
+                          result.data_parallel, result.reductions.size(),
+                          FormatTime(result.makespan), FormatTime(result.compute_end));
+    absl::StrAppendFormat(&out, "%6s %11s %12s %19s\n", "actor", "reductions", "reduce busy",
+                          "last reduction end");
+    // Reductions are ordered by actor, then as they ran.
+    size_t next = 0;
+    for (const ActorStats& stats : result.per_actor) {
+      int count = 0;
+      double last_end = 0.0;
+      for (; next < result.reductions.size() && result.reductions[next].actor <= stats.actor; ++next) {
+        if (result.reductions[next].actor != stats.actor) continue;
+        ++count;
+        last_end = result.reductions[next].end;
+      }
+      absl::StrAppendFormat(&out, "%6d %11d %12s %19s\n", stats.actor.value, count,
+                            FormatTime(stats.reduce_busy), count > 0 ? FormatTime(last_end) : "-");
+    }
   }
   const size_t steps = result.critical_path.size();
   absl::StrAppendFormat(&out, "\ncritical path (%d steps):\n", steps);

@@ -3,8 +3,12 @@
 // JSON keys: "schedule", "actors", "stages", "microbatches", "tasks",
 // "makespan", "bubble" (overall fraction), "bubble_time" (total idle),
 // "per_actor" (ordered by actor: "actor", "busy", "idle", "bubble",
-// "peak_activations"), "critical_path" (steps with "type" "compute" or
-// "transfer") and, on request, "memory_timeline". Pure functions.
+// "peak_activations"), "critical_path" (steps with "type" "compute",
+// "transfer" or "reduction") and, on request, "memory_timeline". With data
+// parallelism (result.data_parallel > 1) also "data_parallel",
+// "compute_end", "reduce_busy" per actor and "reductions" (in the result's
+// order: "actor", "stage", "bytes", "start", "end"); without it, none of
+// these. The table adds a reductions section likewise. Pure functions.
 #ifndef TANDEM_SCHEDULES_SIMULATION_REPORT_H_
 #define TANDEM_SCHEDULES_SIMULATION_REPORT_H_
 
@@ -29,8 +33,8 @@ std::string SimulationJson(const Schedule& schedule, const SimulationResult& res
 std::string SimulationTable(const Schedule& schedule, const SimulationResult& result,
                             const SimulationReportOptions& options = {});
 
-// A readable name of one critical-path step, e.g. "F0.1 on actor 0" or
-// "F0.1 from actor 0 to actor 1".
+// A readable name of one critical-path step, e.g. "F0.1 on actor 0",
+// "F0.1 from actor 0 to actor 1" or "reduction of stage 1 on actor 1".
 std::string CriticalStepName(const Schedule& schedule, const SimulationResult& result,
                              const CriticalStep& step);
 

@@ -17,16 +17,33 @@ double CostModel::Cost(TaskKind kind, StageId stage) const {
   return kind_cost[static_cast<int>(kind)];
 }
 
+double CostModel::GradientBytes(StageId stage) const {
+  if (!stage_gradient_bytes_override.empty()) {
+    if (auto it = stage_gradient_bytes_override.find(stage.value);
+        it != stage_gradient_bytes_override.end()) {
+      return it->second;
+    }
+  }
+  return stage_gradient_bytes;
+}
+
+double CostModel::ReductionTime(StageId stage) const {
+  if (data_parallel <= 1) return 0.0;
+  const double replicas = data_parallel;
+  return 2.0 * (replicas - 1.0) * (link_alpha + link_beta * GradientBytes(stage) / replicas);
+}
+
 namespace {
 
 constexpr int kNumKinds = 4;
 constexpr int32_t kNone = -1;
 
-// What determined when a slot or a transfer could start, for the critical path.
+// What determined when a slot, a transfer or a reduction could start, for
+// the critical path.
 struct Cause {
-  enum class Kind : uint8_t { kNone, kSlot, kTransfer };
+  enum class Kind : uint8_t { kNone, kSlot, kTransfer, kReduction };
   Kind kind = Kind::kNone;
-  int32_t index = kNone;  // A global slot index or a transfer index.
+  int32_t index = kNone;  // A global slot index, a transfer or a reduction index.
 };
 
 bool IsGradient(TaskKind kind) {
@@ -70,6 +87,9 @@ class Simulation {
   // pushes actors whose next slot became ready onto `worklist`.
   void Complete(int32_t actor, int32_t task, std::vector<int32_t>& worklist);
   absl::Status StuckError() const;
+  // Fills reductions_: per actor, one per stage with a backward task there,
+  // released when the stage's last one ends, FIFO on the reduce track.
+  void ComputeReductions();
   void ComputeMemory(SimulationResult& result) const;
   void ComputeCriticalPath(SimulationResult& result) const;
 
@@ -114,6 +134,8 @@ class Simulation {
   std::vector<Cause> slot_cause_;
   std::vector<Transfer> transfers_;
   std::vector<Cause> transfer_cause_;
+  std::vector<Reduction> reductions_;
+  std::vector<Cause> reduction_cause_;
 };
 
 absl::Status Simulation::Index() {
@@ -138,6 +160,21 @@ absl::Status Simulation::Index() {
   if (!(costs_.link_alpha >= 0.0) || !(costs_.link_beta >= 0.0) ||
       !(costs_.activation_bytes >= 0.0) || !(costs_.gradient_bytes >= 0.0)) {
     return absl::InvalidArgumentError("link costs and transfer sizes must be non-negative");
+  }
+  if (costs_.data_parallel < 1 || costs_.data_parallel > kMaxDataParallel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data_parallel is ", costs_.data_parallel, " replicas; it must be from 1 to ",
+                     kMaxDataParallel));
+  }
+  if (!(costs_.stage_gradient_bytes >= 0.0) || std::isinf(costs_.stage_gradient_bytes)) {
+    return absl::InvalidArgumentError(
+        "the gradient bytes of a stage (stage_gradient_bytes) must be finite and non-negative");
+  }
+  for (const auto& [stage, bytes] : costs_.stage_gradient_bytes_override) {
+    if (!(bytes >= 0.0) || std::isinf(bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("the gradient bytes of stage ", stage,
+                                                     " must be finite and non-negative"));
+    }
   }
   stage_cost_.resize(static_cast<size_t>(kNumKinds) * num_stages_);
   for (int kind = 0; kind < kNumKinds; ++kind) {
@@ -408,6 +445,52 @@ absl::Status Simulation::StuckError() const {
   return absl::InvalidArgumentError(message);
 }
 
+void Simulation::ComputeReductions() {
+  if (costs_.data_parallel <= 1) return;
+  const double replicas = costs_.data_parallel;
+  std::vector<int32_t> last_slot(num_stages_, kNone);  // [stage], on the current actor.
+  std::vector<int32_t> stages;                         // Those set in last_slot.
+  std::vector<std::pair<int32_t, int32_t>> releases;   // (global slot, stage).
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    stages.clear();
+    for (int32_t slot = actor_first_slot_[actor]; slot < actor_first_slot_[actor + 1]; ++slot) {
+      for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
+        if (tasks_[t].kind == TaskKind::kForward) continue;
+        const int32_t stage = tasks_[t].stage.value;
+        if (last_slot[stage] == kNone) stages.push_back(stage);
+        last_slot[stage] = slot;
+      }
+    }
+    // Slots end in program order, so (slot, stage) order is release order,
+    // ties broken by stage.
+    releases.clear();
+    for (const int32_t stage : stages) {
+      releases.emplace_back(last_slot[stage], stage);
+      last_slot[stage] = kNone;
+    }
+    std::sort(releases.begin(), releases.end());
+    double track_free = 0.0;
+    int32_t previous = kNone;
+    for (const auto& [slot, stage] : releases) {
+      Reduction reduction;
+      reduction.actor = ActorId(actor);
+      reduction.stage = StageId(stage);
+      reduction.bytes = 2.0 * (replicas - 1.0) * costs_.GradientBytes(reduction.stage) / replicas;
+      reduction.start = slot_time_[slot].end;
+      Cause cause{Cause::Kind::kSlot, slot};
+      if (previous != kNone && track_free > reduction.start) {
+        reduction.start = track_free;
+        cause = {Cause::Kind::kReduction, previous};
+      }
+      reduction.end = reduction.start + costs_.ReductionTime(reduction.stage);
+      track_free = reduction.end;
+      previous = static_cast<int32_t>(reductions_.size());
+      reductions_.push_back(reduction);
+      reduction_cause_.push_back(cause);
+    }
+  }
+}
+
 void Simulation::ComputeMemory(SimulationResult& result) const {
   const double input_frees = costs_.input_grad_frees;
   result.memory.resize(num_actors_);
@@ -456,10 +539,26 @@ void Simulation::ComputeCriticalPath(SimulationResult& result) const {
   }
   if (last_actor == kNone) return;
   Cause cause{Cause::Kind::kSlot, actor_first_slot_[last_actor + 1] - 1};
+  // A reduction ends the path only when it ends strictly after every slot.
+  double last_end = actor_free_[last_actor];
+  for (size_t index = 0; index < reductions_.size(); ++index) {
+    if (reductions_[index].end > last_end) {
+      last_end = reductions_[index].end;
+      cause = {Cause::Kind::kReduction, static_cast<int32_t>(index)};
+    }
+  }
   std::vector<CriticalStep>& path = result.critical_path;
   while (cause.kind != Cause::Kind::kNone) {
     CriticalStep step;
-    if (cause.kind == Cause::Kind::kSlot) {
+    if (cause.kind == Cause::Kind::kReduction) {
+      const Reduction& reduction = reductions_[cause.index];
+      step.kind = CriticalStep::Kind::kReduction;
+      step.actor = reduction.actor;
+      step.reduction = cause.index;
+      step.start = reduction.start;
+      step.end = reduction.end;
+      cause = reduction_cause_[cause.index];
+    } else if (cause.kind == Cause::Kind::kSlot) {
       const int32_t actor = slot_actor_[cause.index];
       step.kind = CriticalStep::Kind::kCompute;
       step.actor = ActorId(actor);
@@ -517,11 +616,18 @@ absl::StatusOr<SimulationResult> Simulation::Run() {
     if (next_slot_[actor] != actor_first_slot_[actor + 1]) return StuckError();
   }
 
+  ComputeReductions();
   SimulationResult result;
+  result.data_parallel = costs_.data_parallel;
   for (int32_t actor = 0; actor < num_actors_; ++actor) {
-    result.makespan = std::max(result.makespan, actor_free_[actor]);
+    result.compute_end = std::max(result.compute_end, actor_free_[actor]);
   }
+  result.makespan = result.compute_end;
   result.per_actor.resize(num_actors_);
+  for (const Reduction& reduction : reductions_) {
+    result.makespan = std::max(result.makespan, reduction.end);
+    result.per_actor[reduction.actor.value].reduce_busy += reduction.end - reduction.start;
+  }
   result.slot_times.resize(num_actors_);
   double total_idle = 0.0;
   for (int32_t actor = 0; actor < num_actors_; ++actor) {
@@ -541,6 +647,7 @@ absl::StatusOr<SimulationResult> Simulation::Run() {
   ComputeMemory(result);
   ComputeCriticalPath(result);
   result.transfers = std::move(transfers_);
+  result.reductions = std::move(reductions_);
   return result;
 }
 

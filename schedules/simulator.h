@@ -19,10 +19,19 @@
 //   frees the whole unit when it ends; with a split backward, I(s,m) frees
 //   `input_grad_frees` of it when it ends and W(s,m) the rest when it ends.
 //   At equal times frees happen before allocations.
+// - Data parallelism: with `data_parallel` D > 1 replicas of the pipeline,
+//   each actor reduces the gradients of each of its stages across the D
+//   replicas once that stage's last backward task (B, I or W) on it has
+//   ended: a ring reduce-scatter then all-gather, costing
+//   2(D-1)(link_alpha + link_beta * G/D) for G gradient bytes. Each actor
+//   has one reduce track: its reductions run one at a time, in the order
+//   they were released (FIFO), overlapping its compute. The step ends when
+//   the last slot or the last reduction does. One replica is simulated.
 //
 // Every resource is taken in a fixed order (compute in program order, sends
-// in completion order, which is program order too), so the event times are
-// found in one pass over the tasks: O(tasks + actors).
+// in completion order, which is program order too, reductions in release
+// order), so the event times are found in one pass over the tasks:
+// O(tasks + actors + stages).
 #ifndef TANDEM_SCHEDULES_SIMULATOR_H_
 #define TANDEM_SCHEDULES_SIMULATOR_H_
 
@@ -43,6 +52,9 @@ enum class GroupCost : uint8_t {
   kSum,  // The tasks run back to back.
 };
 
+// The most data-parallel replicas CostModel::data_parallel may name.
+inline constexpr int32_t kMaxDataParallel = 65536;
+
 // Costs in abstract time units. Plain value type.
 struct CostModel {
   // Default compute cost per kind, indexed by TaskKind: F=1, B=2, I=1, W=1.
@@ -57,10 +69,23 @@ struct CostModel {
   double gradient_bytes = 1.0;    // Sent along B/I -> B/I (and I -> W) edges.
   // The fraction of a forward's activations that I frees; W frees the rest.
   double input_grad_frees = 0.5;
+  // Replicas of the pipeline whose gradients are reduced after the step, in
+  // [1, kMaxDataParallel]; 1 means no reduction at all.
+  int32_t data_parallel = 1;
+  // The gradient bytes of one stage, reduced across the replicas (unlike
+  // gradient_bytes, the size of one microbatch's input gradient)...
+  double stage_gradient_bytes = 1.0;
+  // ... and per-stage overrides of it. Stages the schedule lacks are ignored.
+  std::map<int32_t, double> stage_gradient_bytes_override;
 
   double& KindCost(TaskKind kind) { return kind_cost[static_cast<int>(kind)]; }
   // The cost of `kind` at `stage`: the override if any, else the kind's default.
   double Cost(TaskKind kind, StageId stage) const;
+  // The gradient bytes of `stage`: the override if any, else stage_gradient_bytes.
+  double GradientBytes(StageId stage) const;
+  // How long reducing `stage`'s gradients takes on one actor:
+  // 2 (D - 1) (link_alpha + link_beta * GradientBytes(stage) / D), 0 for D = 1.
+  double ReductionTime(StageId stage) const;
 };
 
 // When one slot of an actor's program ran.
@@ -81,12 +106,24 @@ struct Transfer {
   double end = 0.0;
 };
 
+// One actor's reduction of one stage's gradients across the data-parallel
+// replicas, on the actor's reduce track.
+struct Reduction {
+  ActorId actor;
+  StageId stage;
+  double bytes = 0.0;  // Sent by this actor: 2 (D - 1) / D * the stage's gradient bytes.
+  double start = 0.0;  // The end of the stage's last backward task, or later when queued.
+  double end = 0.0;
+};
+
+// Busy, idle and bubble count the compute track only; reductions are apart.
 struct ActorStats {
   ActorId actor;
   double busy = 0.0;    // Sum of the durations of its slots.
   double idle = 0.0;    // makespan - busy: this actor's bubble time.
   double bubble = 0.0;  // idle / makespan.
   double peak_activations = 0.0;
+  double reduce_busy = 0.0;  // Sum of the durations of its reductions.
 };
 
 // Live activation units on one actor from `time` on.
@@ -95,35 +132,44 @@ struct MemoryPoint {
   double live = 0.0;
 };
 
-// One link of the critical path: a slot (`actor`, `slot`) or a transfer
-// (index into SimulationResult::transfers).
+// One link of the critical path: a slot (`actor`, `slot`), a transfer
+// (index into SimulationResult::transfers) or a reduction (index into
+// SimulationResult::reductions).
 struct CriticalStep {
-  enum class Kind : uint8_t { kCompute, kTransfer };
+  enum class Kind : uint8_t { kCompute, kTransfer, kReduction };
   Kind kind = Kind::kCompute;
-  ActorId actor;         // kCompute: the actor.
-  int32_t slot = -1;     // kCompute: index in the actor's program.
+  ActorId actor;          // kCompute, kReduction: the actor; kTransfer: the sender.
+  int32_t slot = -1;      // kCompute: index in the actor's program.
   int64_t transfer = -1;  // kTransfer: index in transfers.
+  int64_t reduction = -1;  // kReduction: index in reductions.
   double start = 0.0;
   double end = 0.0;
 };
 
 struct SimulationResult {
-  double makespan = 0.0;
+  double makespan = 0.0;     // The end of the last slot or reduction.
+  double compute_end = 0.0;  // The end of the last slot.
   double bubble = 0.0;       // Total idle / (actors * makespan).
   double bubble_time = 0.0;  // Total idle over all actors.
+  int32_t data_parallel = 1;  // CostModel::data_parallel of the simulation.
   std::vector<ActorStats> per_actor;                // Ordered by actor.
   std::vector<std::vector<SlotTiming>> slot_times;  // [actor][slot].
   std::vector<Transfer> transfers;                  // In creation order.
+  // Empty when data_parallel is 1. Ordered by actor, then as they ran on the
+  // actor's reduce track.
+  std::vector<Reduction> reductions;
   std::vector<std::vector<MemoryPoint>> memory;     // [actor], time-ordered.
-  // From a slot that starts at time 0 to one that ends at the makespan; each
-  // step's start is the end of the step before it.
+  // From a slot that starts at time 0 to the slot or reduction that ends at
+  // the makespan (a reduction only when it ends strictly after every slot);
+  // each step's start is the end of the step before it.
   std::vector<CriticalStep> critical_path;
 };
 
 // Simulates `schedule` under `costs`. Does not require a validated schedule:
 // a schedule whose tasks can never all run (a cycle, a missing producer, a
 // task fused with its own input) is InvalidArgument naming the stuck tasks,
-// as are out-of-range ids, duplicate tasks and negative costs. Pure function.
+// as are out-of-range ids, duplicate tasks, negative costs or sizes and a
+// data_parallel outside [1, kMaxDataParallel]. Pure function.
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const CostModel& costs);
 
 }  // namespace tandem::schedules

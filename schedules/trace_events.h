@@ -23,6 +23,7 @@ enum class TraceTrack : int32_t {
   kCompute = 0,
   kSend = 1,
   kRecv = 2,
+  kReduce = 3,  // Gradient reductions across data-parallel replicas.
 };
 
 struct TraceArg {

@@ -14,6 +14,7 @@ build_dir=${TANDEM_BUILD_DIR:-build}
 packages=(
   build-essential cmake ninja-build pkg-config git
   capnproto libcapnp-dev          # control plane (RPC)
+  libgloo-dev                     # data-parallel collectives on CPU
   libabsl-dev                     # Status, strings, containers
   libtbb-dev                      # CPU-parallel work
   libgtest-dev libgmock-dev       # tests

@@ -3,10 +3,12 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/schedules/test_schedules.h"
 
@@ -158,6 +160,64 @@ TEST(DrawPerfetto, IsValidTraceJsonWithTracksFlowsAndCounters) {
   EXPECT_EQ(process_names[0], "actor 0");
   EXPECT_EQ(process_names[1], "actor 1");
   EXPECT_THAT(text, HasSubstr("1 simulated cost unit = 1000 us"));
+}
+
+// Data parallelism: 1F1B, p=2, m=2, D=2, alpha=1 (pipeline transfers cost
+// 1), so each actor reduces its stage for 2 * 1 * 1 = 2 after its last B.
+SimulationResult WithReductions(const Schedule& schedule) {
+  CostModel costs;
+  costs.link_alpha = 1.0;
+  costs.data_parallel = 2;
+  absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *std::move(result) : SimulationResult{};
+}
+
+TEST(DrawAscii, ReductionsGetARowUnderTheirActor) {
+  const Schedule schedule = TinyOneFOneB();
+  const SimulationResult result = WithReductions(schedule);
+  ASSERT_EQ(result.reductions.size(), 2u);
+  ASSERT_EQ(result.reductions[0].start, 11.0);
+  ASSERT_EQ(result.reductions[1].start, 8.0);
+  const std::string drawing = DrawAscii(schedule, result);
+  EXPECT_THAT(drawing, HasSubstr("\nactor  0 F0 F1 .  .  .  .  B0 -- .  B1 -- .  .\n"
+                                 "reduce 0 .  .  .  .  .  .  .  .  .  .  .  R0 --\n"
+                                 "actor  1 .  .  F0 B0 -- F1 B1 -- .  .  .  .  .\n"
+                                 "reduce 1 .  .  .  .  .  .  .  .  R1 -- .  .  .\n"));
+  EXPECT_THAT(drawing, HasSubstr(", R gradient reduction (stage)\n"));
+}
+
+TEST(DrawSvg, ReductionsGetALaneUnderTheirActor) {
+  const Schedule schedule = TinyOneFOneB();
+  const std::string svg = DrawSvg(schedule, WithReductions(schedule));
+  EXPECT_TRUE(IsWellFormedXml(svg)) << svg;
+  EXPECT_EQ(CountOccurrences(svg, "<rect class=\"reduction\""), 2);
+  EXPECT_EQ(CountOccurrences(svg, "<rect class=\"legend\""), 5);
+  EXPECT_THAT(svg, HasSubstr("<title>reduction of stage 0 on actor 0: 11 to 13</title>"));
+}
+
+TEST(DrawPerfetto, ReductionsRunOnAReduceTrackPerActor) {
+  const Schedule schedule = TinyOneFOneB();
+  const SimulationResult result = WithReductions(schedule);
+  const Json trace = Json::parse(DrawPerfetto(schedule, result));
+  const int reduce = static_cast<int>(TraceTrack::kReduce);
+  std::map<int, std::string> thread_names;  // pid -> name of the reduce track.
+  std::map<int, std::vector<std::pair<double, double>>> slices;  // pid -> (ts, dur).
+  for (const Json& event : trace.at("traceEvents")) {
+    if (event.at("tid").get<int>() != reduce) continue;
+    const int pid = event.at("pid").get<int>();
+    if (event.at("ph") == "M" && event.at("name") == "thread_name") {
+      thread_names[pid] = event.at("args").at("name").get<std::string>();
+    } else if (event.at("ph") == "X") {
+      EXPECT_EQ(event.at("name"), absl::StrCat("reduce stage ", pid));
+      EXPECT_EQ(event.at("cat"), "reduction");
+      EXPECT_EQ(event.at("args").at("bytes").get<double>(), 1.0);
+      slices[pid].emplace_back(event.at("ts").get<double>(), event.at("dur").get<double>());
+    }
+  }
+  EXPECT_EQ(thread_names, (std::map<int, std::string>{{0, "reduce"}, {1, "reduce"}}));
+  using Spans = std::vector<std::pair<double, double>>;
+  EXPECT_EQ(slices, (std::map<int, Spans>{{0, Spans{{11000.0, 2000.0}}}, {1, Spans{{8000.0, 2000.0}}}}));
 }
 
 TEST(TraceBuilder, WritesGenericEvents) {

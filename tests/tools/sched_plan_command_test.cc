@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,6 +20,7 @@ namespace {
 
 using Json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // `tandem sched sim args...`.
@@ -178,6 +180,93 @@ TEST(SchedSim, MissingFileAndArgumentsAreErrors) {
   EXPECT_EQ(Sim({}).code, 2);
   EXPECT_EQ(Sim({"a.sched", "b.sched"}).code, 2);
   EXPECT_EQ(Sim({"a.sched", "--bogus"}).code, 2);
+}
+
+// --data-parallel D --grad-bytes G: each actor reduces its stage after its
+// last backward for 2(D-1)(alpha + beta G/D) = 2 * 3 * (1 + 0.5 * 8/4) = 12.
+TEST(SchedSim, DataParallelAddsReductionsToJsonAndTable) {
+  const std::string path = GeneratedFile("1f1b", 2, 4);
+  const std::vector<std::string> options = {"--data-parallel", "4", "--grad-bytes", "8",
+                                            "--link", "alpha=1,beta=0.5"};
+  std::vector<std::string> args = {path, "--json"};
+  args.insert(args.end(), options.begin(), options.end());
+  const CommandRun run = Sim(args);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const Json json = ParseJsonOrFail(run.out);
+  EXPECT_EQ(json.at("data_parallel").get<int>(), 4);
+  EXPECT_EQ(json.at("compute_end").get<double>(), 21.0);
+  EXPECT_EQ(json.at("makespan").get<double>(), 33.0);
+  const Json& reductions = json.at("reductions");
+  ASSERT_EQ(reductions.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const Json& reduction = reductions.at(r);
+    EXPECT_EQ(reduction.at("actor").get<int>(), r);
+    EXPECT_EQ(reduction.at("stage").get<int>(), r);
+    EXPECT_EQ(reduction.at("bytes").get<double>(), 12.0);
+    EXPECT_EQ(reduction.at("end").get<double>() - reduction.at("start").get<double>(), 12.0);
+    EXPECT_EQ(json.at("per_actor").at(r).at("reduce_busy").get<double>(), 12.0);
+  }
+  EXPECT_EQ(reductions.at(0).at("start").get<double>(), 21.0);
+  EXPECT_EQ(json.at("critical_path").back().at("type").get<std::string>(), "reduction");
+
+  args.erase(args.begin() + 1);  // The table.
+  const CommandRun table = Sim(args);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("makespan 33,"));
+  EXPECT_THAT(table.out, HasSubstr("data parallel 4 replicas: 2 gradient reductions"));
+  EXPECT_THAT(table.out, HasSubstr("reduce busy"));
+
+  // Without --data-parallel, none of it.
+  const CommandRun plain = Sim({path, "--json", "--grad-bytes", "8"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const Json plain_json = ParseJsonOrFail(plain.out);
+  EXPECT_FALSE(plain_json.contains("reductions"));
+  EXPECT_FALSE(plain_json.contains("data_parallel"));
+  const CommandRun plain_table = Sim({path});
+  EXPECT_THAT(plain_table.out, Not(HasSubstr("data parallel")));
+}
+
+TEST(SchedSim, DataParallelAndGradBytesOutOfRangeAreUsageErrors) {
+  const std::string path = GeneratedFile("1f1b", 2, 2);
+  CommandRun run = Sim({path, "--data-parallel", "0"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--data-parallel: Value 0 is not an integer from 1 to"));
+  run = Sim({path, "--data-parallel", "65537"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--data-parallel"));
+  EXPECT_THAT(run.err, HasSubstr("65536"));
+  run = Sim({path, "--data-parallel", "two"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--data-parallel: Value two is not an integer"));
+  EXPECT_EQ(Sim({path, "--data-parallel", "65536"}).code, 0);
+  for (const char* bytes : {"-1", "nan", "inf", "lots"}) {
+    run = Sim({path, "--data-parallel", "2", std::string("--grad-bytes=") + bytes});
+    EXPECT_EQ(run.code, 2) << bytes;
+    EXPECT_THAT(run.err, HasSubstr(std::string("--grad-bytes: Value ") + bytes +
+                                   " is not a finite non-negative number"));
+  }
+}
+
+TEST(SchedDraw, PerfettoPutsReductionsOnAReduceTrack) {
+  const CommandRun run =
+      Draw({GeneratedFile("1f1b", 2, 2), "--format", "perfetto", "--data-parallel", "2", "--link", "alpha=1"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const Json trace = ParseJsonOrFail(run.out);
+  int reduce_threads = 0;
+  int reduce_slices = 0;
+  for (const Json& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "M" && event.at("name") == "thread_name" && event.at("args").at("name") == "reduce") {
+      ++reduce_threads;
+      EXPECT_EQ(event.at("tid").get<int>(), 3);
+    }
+    if (event.at("ph") == "X" && event.value("cat", "") == "reduction") {
+      ++reduce_slices;
+      EXPECT_EQ(event.at("tid").get<int>(), 3);
+      EXPECT_EQ(event.at("dur").get<double>(), 2000.0);  // 2 * 1 * 1 unit of 1000 us.
+    }
+  }
+  EXPECT_EQ(reduce_threads, 2);
+  EXPECT_EQ(reduce_slices, 2);
 }
 
 TEST(SchedDraw, AsciiToStdout) {

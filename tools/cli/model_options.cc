@@ -10,7 +10,9 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
       ->check(CLI::IsMember({"gpt", "mlp"}))
       ->capture_default_str();
   AddIntegerOption(command, "--stages", options.stages, "pipeline stages the model is split into (a schedule sets it)");
-  AddIntegerOption(command, "--microbatches", options.microbatches, "microbatches per step");
+  AddIntegerOption(command, "--microbatches", options.microbatches, "microbatches per step (per replica)");
+  AddIntegerOption(command, "--data-parallel", options.replicas,
+                   "data-parallel replicas of the pipeline: D x P actors, a step's batch is D x M microbatches");
   command
       .add_option("--layers", options.layers,
                   "decoder blocks (gpt, default 4) or hidden layers (mlp, default 4); at least the stage count")

@@ -104,7 +104,21 @@ struct CostOptions {
   std::optional<std::string> link;
   std::string group = "max";
   double i_frees = 0.5;
+  int32_t data_parallel = 1;
+  double grad_bytes = 1.0;
 };
+
+// A check for a finite, non-negative real option; refuses NaN and infinities,
+// which CLI11's Range would let through.
+CLI::Validator NonNegativeFinite() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0.0;
+        if (absl::SimpleAtod(text, &value) && value >= 0.0 && value <= 1e300) return "";
+        return absl::StrCat("Value ", text, " is not a finite non-negative number");
+      },
+      "NUMBER >= 0");
+}
 
 void AddCostOptions(CLI::App& command, CostOptions& options) {
   command.add_option("file", options.path, "the schedule, or - for stdin")->required();
@@ -120,6 +134,13 @@ void AddCostOptions(CLI::App& command, CostOptions& options) {
       ->capture_default_str();
   command.add_option("--from", options.from, "input format: tandem or pytorch-csv (default: by extension)")
       ->check(CLI::IsMember({"tandem", "pytorch-csv"}));
+  AddIntegerOption(command, "--data-parallel", options.data_parallel,
+                   "data-parallel replicas D; D > 1 adds each stage's gradient reduction, "
+                   "2(D-1)(alpha + beta * BYTES/D), after its last backward")
+      ->check(CLI::Range(1, schedules::kMaxDataParallel));
+  command.add_option("--grad-bytes", options.grad_bytes, "gradient bytes of each stage, reduced across the replicas")
+      ->check(NonNegativeFinite())
+      ->capture_default_str();
 }
 
 // The cost model the options describe; InvalidArgument naming the option and piece.
@@ -135,6 +156,8 @@ absl::StatusOr<CostModel> CostModelFrom(const CostOptions& options) {
   }
   costs.group_cost = options.group == "max" ? schedules::GroupCost::kMax : schedules::GroupCost::kSum;
   costs.input_grad_frees = options.i_frees;
+  costs.data_parallel = options.data_parallel;
+  costs.stage_gradient_bytes = options.grad_bytes;
   return costs;
 }
 
@@ -183,7 +206,7 @@ void AddSchedSimCommand(CommandLine& command_line, CLI::App& sched) {
     bool timeline = false;
   };
   CLI::App* sim = command_line.Add(sched, "sim", "simulate a schedule with a cost model",
-                                   "FILE [--cost F=1,B=2,I=1,W=1] [--link alpha=A,beta=B] [--json]",
+                                   "FILE [--cost F=1,B=2,I=1,W=1] [--link alpha=A,beta=B] [--data-parallel D] [--json]",
                                    "Simulates one step (see schedules/SIMULATION.md for the model).");
   auto options = std::make_shared<Options>();
   AddCostOptions(*sim, options->costs);
