@@ -123,6 +123,7 @@ void ActorService::EndRunning(const absl::Status& status) {
   if (!status.ok()) {
     // Peers waiting on this actor stop now instead of at their deadlines.
     transport_.Abort(absl::AbortedError(absl::StrCat(Name(), " failed: ", status.message())));
+    if (reducer_ != nullptr) reducer_->Abort(absl::AbortedError(absl::StrCat(Name(), " failed: ", status.message())));
   }
   absl::MutexLock lock(&mu_);
   health_ = status.ok() ? Health::kIdle : Health::kFailed;
@@ -190,6 +191,7 @@ absl::Status ActorService::UseProgram(uint64_t hash, const std::shared_ptr<const
   absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program, options_.device);
   if (!executor.ok()) return executor.status();
   if (absl::Status status = (*executor)->LoadState(state); !status.ok()) return status;
+  (*executor)->UseReducer(reducer_.get());
   executor_ = *std::move(executor);
   executor_hash_ = hash;
   return absl::OkStatus();
@@ -371,6 +373,62 @@ kj::Promise<void> ActorService::health(HealthContext context) {
   }
   results.setMessage(last_error_);
   return kj::READY_NOW;
+}
+
+kj::Promise<void> ActorService::openReplicaGroup(OpenReplicaGroupContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  if (group_setup_ != GroupSetup::kNone) {
+    rpc::ThrowIfError(absl::FailedPreconditionError(absl::StrCat(Name(), ": the replica group was opened already")));
+  }
+  std::vector<int32_t> group;
+  for (int32_t actor : context.getParams().getGroup()) group.push_back(actor);
+  const auto me = std::find(group.begin(), group.end(), transport_.actor());
+  if (me == group.end()) {
+    rpc::ThrowIfError(absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": asked to join ", DescribeGroup(group), ", which does not include it")));
+  }
+  const auto rank = static_cast<int32_t>(me - group.begin());
+  absl::StatusOr<std::unique_ptr<GlooGroup>> opened = GlooGroup::Open(group, rank, options_.collective_host);
+  rpc::ThrowIfError(opened.status());
+  opened_group_ = *std::move(opened);
+  group_setup_ = GroupSetup::kOpened;
+  const std::vector<std::string> offer = opened_group_->Offer();
+  auto offers = context.getResults().initOffers(static_cast<unsigned>(offer.size()));
+  for (size_t i = 0; i < offer.size(); ++i) {
+    offers.set(static_cast<unsigned>(i), kj::ArrayPtr<const kj::byte>(
+                                             reinterpret_cast<const kj::byte*>(offer[i].data()), offer[i].size()));
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> ActorService::connectReplicaGroup(ConnectReplicaGroupContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  if (group_setup_ != GroupSetup::kOpened) {
+    rpc::ThrowIfError(absl::FailedPreconditionError(
+        absl::StrCat(Name(), ": connectReplicaGroup needs one openReplicaGroup before it, and only one")));
+  }
+  wire::Actor::ConnectReplicaGroupParams::Reader params = context.getParams();
+  const absl::Duration timeout = absl::Milliseconds(std::max<int64_t>(params.getTimeoutMillis(), 0));
+  std::vector<std::string> offers;
+  for (capnp::Data::Reader offer : params.getOffers()) {
+    if (offer.size() > kMaxCollectiveAddressBytes) {
+      rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(Name(), ": a replica group offer of ", offer.size(),
+                                                                " bytes; at most ", kMaxCollectiveAddressBytes)));
+    }
+    offers.emplace_back(reinterpret_cast<const char*>(offer.begin()), offer.size());
+  }
+  group_setup_ = GroupSetup::kConnecting;
+  return OnCompute([this, group = std::move(opened_group_), offers = std::move(offers), timeout]() mutable -> absl::Status {
+           if (absl::Status status = group->Connect(offers, timeout); !status.ok()) return status;
+           reducer_ = std::make_unique<Reducer>(std::move(group));
+           if (executor_ != nullptr) executor_->UseReducer(reducer_.get());
+           return absl::OkStatus();
+         })
+      .then([this]() { group_setup_ = GroupSetup::kConnected; },
+            [this](kj::Exception&& exception) {
+              group_setup_ = GroupSetup::kNone;
+              kj::throwFatalException(kj::mv(exception));
+            });
 }
 
 kj::Promise<void> ActorService::openDataPlane(OpenDataPlaneContext context) {

@@ -66,6 +66,11 @@
 //    then completes when the compute thread has connected (bounded by the
 //    call's timeout). Steps are refused until it succeeded, when the
 //    service has a DataPlane.
+//  - openReplicaGroup: completed before the handler returns (it binds a
+//    Gloo device), with the group's offers. connectReplicaGroup: completes
+//    when the compute thread has connected every member (bounded by the
+//    call's timeout); later programs' all-reduces then run on it. A failed
+//    step also aborts the group's all-reduces.
 //  - health: answered at once.
 //  - shutdown: replies, then refuses further calls, tells the compute
 //    thread to stop after its current job (aborting the Transport if a step
@@ -100,7 +105,9 @@
 #include "absl/time/time.h"
 #include "actor/data_plane.h"
 #include "actor/device.h"
+#include "actor/collective.h"
 #include "actor/executor.h"
+#include "actor/gloo_collective.h"
 #include "actor/transport.h"
 #include "ir/actor_program.h"
 #include "ir/interpreter.h"
@@ -115,6 +122,8 @@ struct ActorServiceOptions {
   absl::Duration receive_timeout = absl::Seconds(30);
   // Where the programs' functions compute.
   std::shared_ptr<Device> device = CpuDevice();
+  // The interface the replica group's collective library binds to.
+  std::string collective_host = "127.0.0.1";
 };
 
 class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet::ErrorHandler {
@@ -143,6 +152,8 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   kj::Promise<void> shutdown(ShutdownContext context) override;
   kj::Promise<void> openDataPlane(OpenDataPlaneContext context) override;
   kj::Promise<void> connectDataPlane(ConnectDataPlaneContext context) override;
+  kj::Promise<void> openReplicaGroup(OpenReplicaGroupContext context) override;
+  kj::Promise<void> connectReplicaGroup(ConnectReplicaGroupContext context) override;
 
  private:
   using Job = kj::Function<void()>;
@@ -197,12 +208,18 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
 
   // Event-loop thread only.
   absl::flat_hash_map<uint64_t, std::shared_ptr<const ir::ActorProgram>> programs_;
+  // Opened by openReplicaGroup, handed to the compute thread by
+  // connectReplicaGroup.
+  std::unique_ptr<GlooGroup> opened_group_;
+  enum class GroupSetup { kNone, kOpened, kConnecting, kConnected } group_setup_ = GroupSetup::kNone;
   bool step_pending_ = false;   // a runStep/runRange call awaits its reply
   bool shutting_down_ = false;
   enum class DataPlaneSetup { kNone, kOpened, kConnecting, kConnected } data_plane_setup_ = DataPlaneSetup::kNone;
   std::string needs_state_;     // non-empty: why runStep needs loadState first
 
-  // Compute thread only (after construction).
+  // Compute thread only (after construction). The reducer is declared
+  // before the executor, which borrows it.
+  std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Executor> executor_;
   uint64_t executor_hash_ = 0;
   ir::TensorMap loaded_state_;

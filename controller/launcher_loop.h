@@ -80,6 +80,7 @@ class LauncherLoop final : private kj::TaskSet::ErrorHandler {
   // What the calls bring back, by actor; read after the batch completed.
   std::vector<std::string> tcp_addresses;
   std::vector<std::map<int32_t, rpc::wire::SharedRegion::Client>> regions;  // peer -> ring to it
+  std::vector<std::vector<std::string>> replica_offers;  // per group member, what it needs to reach this actor
   std::vector<uint64_t> hashes;
   std::vector<ir::StepOutputs> results;
   std::vector<ir::TensorMap> states;

@@ -75,7 +75,10 @@ int64_t LocalLauncher::refused_registrations() const {
 
 std::string LocalLauncher::Describe(int32_t actor) const {
   const std::vector<int32_t>& stages = stages_[actor];
-  return absl::StrCat("actor ", actor, " (stage", stages.size() == 1 ? " " : "s ", absl::StrJoin(stages, ", "), ")");
+  const std::vector<int32_t>& group = groups_[actor];
+  const auto replica = std::find(group.begin(), group.end(), actor) - group.begin();
+  return absl::StrCat("actor ", actor, " (", group.empty() ? "" : absl::StrCat("replica ", replica, ", "), "stage",
+                      stages.size() == 1 ? " " : "s ", absl::StrJoin(stages, ", "), ")");
 }
 
 absl::Status LocalLauncher::Fail(absl::Status status) {
@@ -222,6 +225,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
         "the limit of ", options_.limits.max_fds_per_message, " descriptors per message"));
   }
   stages_.assign(num_actors_, {});
+  groups_.assign(num_actors_, {});
   bounds_.assign(num_actors_, {});
   state_bindings_.assign(num_actors_, {});
   for (int32_t index = 0; index < num_actors_; ++index) {
@@ -232,6 +236,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
                                                      num_actors_));
     }
     bounds_[program.actor] = ir::DispatchBounds(program);
+    groups_[program.actor] = ir::ReplicaGroupOf(program);
     for (const ir::Buffer& buffer : program.buffers) {
       if (buffer.kind == ir::BufferKind::kState) state_bindings_[program.actor].push_back(buffer.binding);
     }
@@ -245,6 +250,7 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   board_ = std::make_unique<CallBoard>(num_actors_);
   if (absl::Status status = StartActors(); !status.ok()) return Fail(status);
   if (absl::Status status = SetUpDataPlane(); !status.ok()) return status;
+  if (absl::Status status = SetUpReplicaGroups(); !status.ok()) return status;
 
   // Each program once, under its content hash; then each actor's state.
   absl::Status loaded = CallAll("loadProgram", options_.start_timeout, [&](int32_t actor) {
@@ -364,6 +370,45 @@ absl::Status LocalLauncher::SetUpDataPlane() {
       entry.setTcpAddress(loop_->tcp_addresses[peer]);
       auto region = loop_->regions[peer].find(actor);
       if (region != loop_->regions[peer].end()) entry.setRegion(region->second);
+    }
+    loop_->Track(actor, request.send().ignoreResult());
+  });
+}
+
+absl::Status LocalLauncher::SetUpReplicaGroups() {
+  std::vector<int32_t> members;
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    if (!groups_[actor].empty()) members.push_back(actor);
+  }
+  if (members.empty()) return absl::OkStatus();
+  absl::Status opened = CallSome("replica-group setup (openReplicaGroup)", options_.start_timeout, members,
+                                 [&](int32_t actor) {
+    auto request = loop_->actor(actor).openReplicaGroupRequest();
+    const std::vector<int32_t>& group = groups_[actor];
+    auto list = request.initGroup(static_cast<unsigned>(group.size()));
+    for (size_t i = 0; i < group.size(); ++i) list.set(static_cast<unsigned>(i), group[i]);
+    loop_->Track(actor, request.send().then([this, actor](auto&& response) {
+      std::vector<std::string>& offers = loop_->replica_offers[actor];
+      offers.clear();
+      for (capnp::Data::Reader offer : response.getOffers()) {
+        offers.emplace_back(reinterpret_cast<const char*>(offer.begin()), offer.size());
+      }
+    }));
+  });
+  if (!opened.ok()) return opened;
+  const int64_t timeout_ms = absl::ToInt64Milliseconds(options_.start_timeout);
+  return CallSome("replica-group setup (connectReplicaGroup)", options_.start_timeout, members, [&](int32_t actor) {
+    const std::vector<int32_t>& group = groups_[actor];
+    const auto rank = static_cast<size_t>(std::find(group.begin(), group.end(), actor) - group.begin());
+    auto request = loop_->actor(actor).connectReplicaGroupRequest();
+    request.setTimeoutMillis(timeout_ms);
+    auto offers = request.initOffers(static_cast<unsigned>(group.size()));
+    for (size_t member = 0; member < group.size(); ++member) {
+      const std::vector<std::string>& offered = loop_->replica_offers[group[member]];
+      if (member == rank || rank >= offered.size()) continue;
+      const std::string& offer = offered[rank];
+      offers.set(static_cast<unsigned>(member),
+                 kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(offer.data()), offer.size()));
     }
     loop_->Track(actor, request.send().ignoreResult());
   });

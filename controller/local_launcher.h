@@ -14,7 +14,11 @@
 //  3. sets up the data plane: openDataPlane on every actor, then
 //     connectDataPlane with each actor's peers (shared-memory rings travel
 //     as file descriptors on the control socket; TCP addresses as text);
-//  4. ships each program once under its content hash (loadProgram), then
+//  4. with data-parallel replicas, sets up each actor's replica group the
+//     same way: openReplicaGroup, then connectReplicaGroup with the offers
+//     of the other members (the controller is the collective library's
+//     rendezvous);
+//  5. ships each program once under its content hash (loadProgram), then
 //     each actor's state (loadState).
 // RunStep(): one runStep RPC per actor per step (Dispatch::kFused), or one
 // runRange RPC per task (kPerTask, for measurement). RunRanges(): one
@@ -150,10 +154,14 @@ class LocalLauncher final : public Launcher {
   std::string Describe(int32_t actor) const;
   absl::Status StartActors();
   absl::Status SetUpDataPlane();
+  // Data parallelism: openReplicaGroup on every actor that all-reduces,
+  // then connectReplicaGroup with its group's offers.
+  absl::Status SetUpReplicaGroups();
 
   const LocalLauncherOptions options_;
   int32_t num_actors_ = 0;
   std::vector<std::vector<int32_t>> stages_;          // by actor
+  std::vector<std::vector<int32_t>> groups_;          // by actor: its replica group, or empty
   std::vector<std::vector<int32_t>> bounds_;          // by actor: per-task dispatch ranges
   std::vector<std::vector<std::string>> state_bindings_;  // by actor
   std::unique_ptr<RunDirectory> run_directory_;  // removed by Shutdown()

@@ -201,6 +201,18 @@ interface Actor {
   # Returns the file's size and CRC-32 for the controller's manifest.
   # UNAVAILABLE (with the path and the OS's reason) if it cannot write.
   saveState @9 (path :Text) -> (bytes :UInt64, checksum :Text);
+
+  # Data parallelism: this actor's replica group, set up once before the
+  # first step in two rounds, like the data plane, so that the collective
+  # library's rendezvous is served by the controller. openReplicaGroup
+  # (`group`: the group's actor ids in replica order, this actor among
+  # them) returns, per member, what that member needs to reach this one
+  # (empty for itself); connectReplicaGroup hands over, per member, what it
+  # offered this one, and returns once every member is connected.
+  # FAILED_PRECONDITION out of order or when called twice; INVALID_ARGUMENT
+  # for a malformed group or offer.
+  openReplicaGroup @10 (group :List(Int32)) -> (offers :List(Data));
+  connectReplicaGroup @11 (offers :List(Data), timeoutMillis :Int64) -> ();
 }
 
 # The controller's record of one registered actor. Dropping it (or the
