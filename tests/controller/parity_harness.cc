@@ -26,7 +26,7 @@ absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool
                         {.num_microbatches = microbatches, .seed = 5});
 }
 
-absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches) {
+absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int32_t replicas) {
   examples::MlpConfig config;
   config.input_dim = 8;
   config.hidden_dim = 12;
@@ -34,7 +34,7 @@ absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches) {
   config.batch_size = 4;
   config.num_stages = stages;
   return TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 0.1, .momentum = 0.9}),
-                        {.num_microbatches = microbatches, .seed = 5});
+                        {.num_microbatches = microbatches, .num_replicas = replicas, .seed = 5});
 }
 
 absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches) {
@@ -51,8 +51,9 @@ absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches) {
 }
 
 std::vector<ir::TensorMap> Batches(const ir::TrainStep& step, int64_t step_number) {
-  std::vector<ir::TensorMap> batches(step.num_microbatches);
-  for (int32_t m = 0; m < step.num_microbatches; ++m) {
+  const int32_t count = step.num_microbatches * step.num_replicas;  // every replica's
+  std::vector<ir::TensorMap> batches(count);
+  for (int32_t m = 0; m < count; ++m) {
     for (ir::ValueId id : step.microbatch.Inputs()) {
       const ir::Node& node = step.microbatch.node(id);
       const std::string& role = node.attributes.GetString("role");

@@ -18,7 +18,7 @@
 namespace tandem::controller::testing_harness {
 
 absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool tied = false);
-absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches);
+absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int32_t replicas = 1);
 // Three stages; a value of stage 0 is also read by stage 2.
 absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches);
 

@@ -1,0 +1,157 @@
+// The replica groups' all-reduce on Gloo (actor/gloo_collective.h) and its
+// background runner (actor/collective.h): every member ends with the same
+// bits, the replicas' buckets added in replica order, whatever the shard
+// split; nothing waits past its deadline.
+#include "actor/collective.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "actor/gloo_collective.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/all_reduce.h"
+#include "ir/interpreter.h"
+
+namespace tandem::actor {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Values whose sum depends on the order of the additions.
+std::vector<float> Bucket(int32_t replica, int64_t elements) {
+  std::vector<float> bucket(elements);
+  for (int64_t i = 0; i < elements; ++i) {
+    const float big = (i % 3 == 0) ? 1e8f : 1.0f;
+    bucket[i] = (replica % 2 == 0 ? big : -big) + 0.1f * static_cast<float>(replica + 1) + static_cast<float>(i);
+  }
+  return bucket;
+}
+
+// The reference's two-level order: ((b0 + b1) + b2) ... with ir::AccumulateGradient.
+std::vector<float> ReferenceSum(int32_t replicas, int64_t elements) {
+  const ir::TensorType type{ir::DType::kF32, {elements}};
+  ir::HostTensor total(type);
+  std::vector<float> first = Bucket(0, elements);
+  std::copy(first.begin(), first.end(), total.f32());
+  for (int32_t r = 1; r < replicas; ++r) {
+    ir::HostTensor next(type);
+    std::vector<float> values = Bucket(r, elements);
+    std::copy(values.begin(), values.end(), next.f32());
+    total = *ir::AccumulateGradient(total, next);
+  }
+  return std::vector<float>(total.f32(), total.f32() + elements);
+}
+
+TEST(AllReduceShards, CoverTheBucketAndSendWhatARingSends) {
+  for (int64_t elements : {0, 1, 7, 10, 12, 1000}) {
+    for (int32_t size : {2, 3, 4, 7}) {
+      int64_t next = 0;
+      int64_t group_sent = 0;
+      for (int32_t rank = 0; rank < size; ++rank) {
+        const ir::Shard shard = ir::ShardOf(elements, size, rank);
+        EXPECT_EQ(shard.begin, next);
+        EXPECT_GE(shard.length, elements / size);
+        EXPECT_LE(shard.length, elements / size + 1);
+        next += shard.length;
+        group_sent += ir::AllReduceSentBytes(elements, size, rank);
+      }
+      EXPECT_EQ(next, elements);
+      EXPECT_EQ(group_sent, 2 * (size - 1) * elements * 4) << elements << " elements, " << size << " members";
+    }
+  }
+  EXPECT_EQ(ir::AllReduceSentBytes(12, 3, 1), 2 * 2 * 12 * 4 / 3);
+}
+
+TEST(GlooGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
+  for (int32_t replicas : {2, 3}) {
+    const int64_t elements = 10;  // not a multiple of 3: uneven shards
+    std::vector<int32_t> actors;
+    for (int32_t r = 0; r < replicas; ++r) actors.push_back(2 * r + 1);
+    absl::StatusOr<std::vector<std::unique_ptr<GlooGroup>>> members =
+        ConnectGroupInProcess(actors, "127.0.0.1", absl::Seconds(20));
+    ASSERT_TRUE(members.ok()) << members.status();
+    std::vector<std::vector<float>> buckets;
+    for (int32_t r = 0; r < replicas; ++r) buckets.push_back(Bucket(r, elements));
+    std::vector<absl::Status> statuses(replicas);
+    std::vector<std::thread> threads;
+    for (int32_t r = 0; r < replicas; ++r) {
+      threads.emplace_back([&, r] { statuses[r] = (*members)[r]->AllReduce(buckets[r], 7, absl::Seconds(20)); });
+    }
+    for (std::thread& thread : threads) thread.join();
+    const std::vector<float> expected = ReferenceSum(replicas, elements);
+    for (int32_t r = 0; r < replicas; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+      for (int64_t i = 0; i < elements; ++i) {
+        EXPECT_EQ(absl::bit_cast<uint32_t>(buckets[r][i]), absl::bit_cast<uint32_t>(expected[i]))
+            << "replica " << r << ", element " << i;
+      }
+    }
+  }
+}
+
+TEST(GlooGroup, RefusesMalformedGroupsAndOffers) {
+  EXPECT_EQ(GlooGroup::Open({4}, 0, "127.0.0.1").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GlooGroup::Open({4, 5}, 2, "127.0.0.1").status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::unique_ptr<GlooGroup>> group = GlooGroup::Open({4, 5}, 0, "127.0.0.1");
+  ASSERT_TRUE(group.ok()) << group.status();
+  absl::Status status = (*group)->Connect({"", std::string(1000, 'x')}, absl::Seconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("the address of actor 5 has 1000 bytes"));
+  EXPECT_EQ((*group)->Connect({""}, absl::Seconds(1)).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<float> bucket(4);
+  EXPECT_EQ((*group)->AllReduce(bucket, 0, absl::Seconds(1)).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+class ReducerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::vector<std::unique_ptr<GlooGroup>>> members =
+        ConnectGroupInProcess({0, 1}, "127.0.0.1", absl::Seconds(20));
+    ASSERT_TRUE(members.ok()) << members.status();
+    first_ = std::make_unique<Reducer>(std::move((*members)[0]));
+    second_ = std::make_unique<Reducer>(std::move((*members)[1]));
+  }
+  std::unique_ptr<Reducer> first_;
+  std::unique_ptr<Reducer> second_;
+};
+
+TEST_F(ReducerTest, RunsInTheBackgroundAndReportsWhenItRan) {
+  ASSERT_TRUE(first_->Start(3, Bucket(0, 5), absl::Seconds(20)).ok());
+  ASSERT_TRUE(second_->Start(3, Bucket(1, 5), absl::Seconds(20)).ok());
+  absl::StatusOr<Reducer::Result> a = first_->Wait(3, absl::Now() + absl::Seconds(20));
+  absl::StatusOr<Reducer::Result> b = second_->Wait(3, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->bucket, ReferenceSum(2, 5));
+  EXPECT_EQ(b->bucket, a->bucket);
+  EXPECT_LE(a->start_ns, a->end_ns);
+  EXPECT_EQ(first_->Wait(3, absl::Now()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ReducerTest, AMemberThatNeverJoinsIsADeadlineNotAHang) {
+  ASSERT_TRUE(first_->Start(1, Bucket(0, 5), absl::Milliseconds(300)).ok());
+  EXPECT_EQ(first_->Start(1, Bucket(0, 5), absl::Milliseconds(300)).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Time begin = absl::Now();
+  absl::StatusOr<Reducer::Result> result = first_->Wait(1, absl::Now() + absl::Seconds(10));
+  EXPECT_FALSE(result.ok());
+  EXPECT_LT(absl::Now() - begin, absl::Seconds(5));
+  EXPECT_THAT(result.status().message(), HasSubstr("all-reduce tag 1 of replica group (actors 0, 1)"));
+}
+
+TEST_F(ReducerTest, AbortFailsWaitsAtOnce) {
+  ASSERT_TRUE(first_->Start(2, Bucket(0, 5), absl::Seconds(2)).ok());
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    first_->Abort(absl::AbortedError("actor 1 failed"));
+  });
+  const absl::Time begin = absl::Now();
+  absl::StatusOr<Reducer::Result> result = first_->Wait(2, absl::Now() + absl::Seconds(10));
+  aborter.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_LT(absl::Now() - begin, absl::Seconds(1));
+  EXPECT_EQ(first_->Start(4, Bucket(0, 5), absl::Seconds(1)).code(), absl::StatusCode::kAborted);
+}
+
+}  // namespace
+}  // namespace tandem::actor

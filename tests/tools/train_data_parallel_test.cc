@@ -1,0 +1,128 @@
+// `tandem train --data-parallel D` as a user runs it: D replicas of a
+// 2-actor pipeline, verified bit for bit against the reference's two-level
+// step on every launcher and data plane, with the schedules that differ in
+// where a stage's last backward falls (gpipe, 1f1b, zero-bubble's split W,
+// interleaved stages). A killed replica ends the job naming it.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/tools/cli_process.h"
+
+namespace tandem::cli {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// Runs `tandem train` with `args` to completion (at most 120 s); its exit
+// code, or -1.
+int RunTrain(const std::vector<std::string>& args, std::string& out, std::string& err) {
+  std::vector<std::string> command = {"train"};
+  command.insert(command.end(), args.begin(), args.end());
+  CliProcess train(command);
+  const int code = ExitCode(train, absl::Seconds(120));
+  out = train.out();
+  err = train.err();
+  return code;
+}
+
+struct Case {
+  std::string launcher;   // threads, or local over `transport`
+  std::string transport;
+  std::string schedule;
+};
+
+class DataParallelTrain : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DataParallelTrain, IsBitIdenticalToTheTwoLevelReference) {
+  const Case& c = GetParam();
+  std::vector<std::string> args = {"--model", "gpt", "--layers", "4", "--actors", "2", "--data-parallel", "2",
+                                   "--schedule", c.schedule, "--microbatches", "4", "--steps", "3", "--verify",
+                                   "--eval-batches", "0", "--launcher", c.launcher};
+  if (c.launcher == "local") args.insert(args.end(), {"--transport", c.transport});
+  if (c.schedule == "interleaved") args.insert(args.end(), {"--virtual", "2"});
+  std::string out, err;
+  ASSERT_EQ(RunTrain(args, out, err), 0) << out << err;
+  EXPECT_THAT(out, HasSubstr("4 actors"));
+  EXPECT_THAT(out, HasSubstr("8 microbatches (4 on each of 2 replicas)"));
+  EXPECT_THAT(out, HasSubstr("bit-identical to the reference"));
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1", "interleaved"}) {
+    cases.push_back({"threads", "", schedule});
+    cases.push_back({"local", "shm", schedule});
+    cases.push_back({"local", "tcp", schedule});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(LaunchersAndSchedules, DataParallelTrain, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = absl::StrCat(info.param.launcher, info.param.transport, "_",
+                                                           info.param.schedule);
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(DataParallelTrain, ThreeReplicasWithATiedEmbeddingAreBitIdentical) {
+  std::string out, err;
+  ASSERT_EQ(RunTrain({"--model", "gpt", "--layers", "4", "--actors", "2", "--data-parallel", "3", "--tied",
+                      "--schedule", "1f1b", "--microbatches", "4", "--steps", "3", "--verify", "--eval-batches", "0"},
+                     out, err),
+            0)
+      << out << err;
+  EXPECT_THAT(out, AllOf(HasSubstr("6 actors"), HasSubstr("12 microbatches (4 on each of 3 replicas)"),
+                         HasSubstr("bit-identical to the reference")));
+}
+
+TEST(DataParallelTrain, ReplicasOutOfRangeAreAUsageError) {
+  std::string out, err;
+  EXPECT_EQ(RunTrain({"--data-parallel", "0", "--steps", "1"}, out, err), 2);
+  EXPECT_THAT(err, HasSubstr("--data-parallel"));
+  EXPECT_EQ(RunTrain({"--data-parallel", "5000", "--steps", "1"}, out, err), 1);
+  EXPECT_THAT(err, HasSubstr("data-parallel replicas 5000 is outside [1, 4096]"));
+}
+
+TEST(DataParallelTrain, AKilledReplicaEndsTheJobNamingItWithinSeconds) {
+  CliProcess train({"train", "--model", "gpt", "--actors", "2", "--data-parallel", "2", "--schedule", "1f1b",
+                    "--microbatches", "4", "--steps", "100000", "--eval-batches", "0"});
+  std::vector<pid_t> actors;
+  CliProcess::Within(absl::Seconds(60), [&] {
+    actors = ChildrenOf(train.pid());
+    return actors.size() == 4 && train.out().find("/100000  loss") != std::string::npos;
+  });
+  ASSERT_EQ(actors.size(), 4u) << train.err();
+  pid_t victim = -1;  // actor 3: replica 1's stage 1
+  for (pid_t pid : actors) {
+    std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    if (cmdline.find(std::string("--actor\0003\0", 10)) != std::string::npos) victim = pid;
+  }
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  const absl::Time killed_at = absl::Now();
+  std::optional<int> status = train.Wait(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value()) << "the controller did not exit within 10 s of the kill";
+  EXPECT_LT(absl::Now() - killed_at, absl::Seconds(10));
+  ASSERT_TRUE(WIFEXITED(*status));
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+  EXPECT_THAT(train.err(), AllOf(HasSubstr("actor 3 (replica 1, stage 1) died during step "),
+                                 HasSubstr("killed by signal 9")));
+  for (pid_t pid : actors) EXPECT_TRUE(Gone(pid)) << "actor pid " << pid << " survived";
+}
+
+}  // namespace
+}  // namespace tandem::cli
