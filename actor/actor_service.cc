@@ -388,7 +388,7 @@ kj::Promise<void> ActorService::openReplicaGroup(OpenReplicaGroupContext context
         absl::StrCat(Name(), ": asked to join ", DescribeGroup(group), ", which does not include it")));
   }
   const auto rank = static_cast<int32_t>(me - group.begin());
-  absl::StatusOr<std::unique_ptr<GlooGroup>> opened = GlooGroup::Open(group, rank, options_.collective_host);
+  absl::StatusOr<std::unique_ptr<GlooGroup>> opened = GlooGroup::Open(group, rank, options_.collective_host, options_.receive_timeout);
   rpc::ThrowIfError(opened.status());
   opened_group_ = *std::move(opened);
   group_setup_ = GroupSetup::kOpened;

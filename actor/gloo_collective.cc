@@ -22,9 +22,12 @@ namespace tandem::actor {
 // rounds instead of a rendezvous store.
 class GlooGroup::Context final : public gloo::Context {
  public:
-  Context(int rank, int size, std::shared_ptr<gloo::transport::Device> device) : gloo::Context(rank, size) {
+  // Pairs take their timeout from the context when they are created.
+  Context(int rank, int size, std::shared_ptr<gloo::transport::Device> device, absl::Duration timeout)
+      : gloo::Context(rank, size) {
     device_ = std::move(device);
     transportContext_ = device_->createContext(rank, size);
+    SetTimeout(timeout);
   }
 
   std::vector<std::string> CreatePairs() {
@@ -74,7 +77,7 @@ GlooGroup::GlooGroup(std::vector<int32_t> actors, int32_t rank, std::shared_ptr<
 GlooGroup::~GlooGroup() = default;
 
 absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Open(std::vector<int32_t> actors, int32_t rank,
-                                                           const std::string& host) {
+                                                           const std::string& host, absl::Duration timeout) {
   const auto size = static_cast<int32_t>(actors.size());
   if (size < 2) return absl::InvalidArgumentError(absl::StrCat("a replica group needs 2 members, got ", size));
   if (rank < 0 || rank >= size) {
@@ -84,7 +87,7 @@ absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Open(std::vector<int32_t> 
     gloo::transport::tcp::attr attr;
     attr.hostname = host;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<Context>(rank, size, std::move(device));
+    auto context = std::make_shared<Context>(rank, size, std::move(device), timeout);
     std::vector<std::string> offer = context->CreatePairs();
     auto group = std::unique_ptr<GlooGroup>(new GlooGroup(std::move(actors), rank, std::move(context)));
     group->offer_ = std::move(offer);
@@ -172,7 +175,7 @@ absl::StatusOr<std::vector<std::unique_ptr<GlooGroup>>> ConnectGroupInProcess(co
   const auto size = static_cast<int32_t>(actors.size());
   std::vector<std::unique_ptr<GlooGroup>> members;
   for (int32_t rank = 0; rank < size; ++rank) {
-    absl::StatusOr<std::unique_ptr<GlooGroup>> opened = GlooGroup::Open(actors, rank, host);
+    absl::StatusOr<std::unique_ptr<GlooGroup>> opened = GlooGroup::Open(actors, rank, host, timeout);
     if (!opened.ok()) return opened.status();
     members.push_back(*std::move(opened));
   }

@@ -39,17 +39,19 @@ inline constexpr size_t kMaxCollectiveAddressBytes = 192;
 class GlooGroup final : public CollectiveGroup {
  public:
   // Round 1 for member `rank` of `actors` (actor ids in replica order):
-  // binds a TCP device on `host` and creates the pairs. InvalidArgument for
+  // binds a TCP device on `host` and creates the pairs, whose connections
+  // (round 2) are bounded by `timeout`. InvalidArgument for
   // a group of fewer than 2 members or a rank outside it; Unavailable when
   // the device cannot bind.
   static absl::StatusOr<std::unique_ptr<GlooGroup>> Open(std::vector<int32_t> actors, int32_t rank,
-                                                         const std::string& host);
+                                                         const std::string& host, absl::Duration timeout);
   ~GlooGroup() override;
 
   // Per member, what it needs to reach this one (empty for this one).
   std::vector<std::string> Offer() const;
   // Round 2: addresses[j] is what member j offered this one (ignored for
-  // this one). InvalidArgument for a wrong count or an address of the wrong
+  // this one); `timeout` bounds the collectives' setup calls (each pair's
+  // connection is bounded by Open's). InvalidArgument for a wrong count or an address of the wrong
   // size; Unavailable or DeadlineExceeded when a member cannot be reached.
   absl::Status Connect(const std::vector<std::string>& addresses, absl::Duration timeout);
 

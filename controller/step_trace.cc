@@ -18,7 +18,13 @@ std::string TaskName(const ir::TaskLabel& task) {
 
 StepTrace::StepTrace(const CompiledStep& compiled)
     : compiled_(compiled), busy_us_(compiled.num_actors, 0.0), update_us_(compiled.num_actors, 0.0) {
-  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) builder_.NameActor(actor);
+  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+    builder_.NameActor(actor);
+    if (compiled.num_replicas > 1) {
+      builder_.NameProcess(actor, absl::StrCat("actor ", actor, " (replica ", compiled.Replica(actor), ")"));
+      builder_.NameThread(actor, static_cast<int32_t>(schedules::TraceTrack::kReduce), "reduce");
+    }
+  }
   builder_.SetMetadata("source", "measured");
   builder_.SetMetadata("schedule", compiled.schedule);
   builder_.SetMetadata("model", compiled.model);
@@ -52,7 +58,12 @@ void StepTrace::AddStep(const StepReport& report) {
       const ir::Instruction& instruction = instructions[time.instruction];
       const double start_us = static_cast<double>(report.origin_ns[a] + time.start_ns - origin_ns_) * 1e-3;
       const double duration_us = static_cast<double>(time.duration_ns) * 1e-3;
-      if (instruction.kind != ir::InstructionKind::kReceive) {
+      // Waits (receives, a reduction's wait) and the reduction itself, which
+      // runs beside the compute, are not the task's work.
+      const bool waits = instruction.kind == ir::InstructionKind::kReceive ||
+                         instruction.kind == ir::InstructionKind::kAllReduceStart ||
+                         instruction.kind == ir::InstructionKind::kAllReduceWait;
+      if (!waits) {
         if (instruction.task.kind == 'U') {
           update_us_[a] += duration_us;
         } else {
@@ -85,8 +96,15 @@ void StepTrace::AddStep(const StepReport& report) {
           slice.category = "recv";
           receive_ends[{instruction.peer, actor, instruction.tag}] = start_us + duration_us * 0.999;
           break;
+        case ir::InstructionKind::kAllReduceStart:
+          // Its timing is the reduction's own span (actor/executor.h).
+          slice.thread = static_cast<int32_t>(schedules::TraceTrack::kReduce);
+          slice.name = absl::StrCat("all-reduce stage ", instruction.tag);
+          slice.category = "reduce";
+          slice.args.push_back({"replicas", static_cast<double>(instruction.group.size())});
+          break;
         default:
-          continue;  // accumulate, free, emit: bookkeeping, not drawn
+          continue;  // accumulate, free, emit, the reduction's wait: bookkeeping, not drawn
       }
       builder_.AddSlice(std::move(slice));
     }

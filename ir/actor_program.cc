@@ -259,7 +259,8 @@ uint64_t HashActorProgram(const ActorProgram& program) {
     c.Unsigned(instruction.tag);
     c.String(instruction.result);
     c.Int(instruction.microbatch);
-    c.Ids(instruction.group);
+    // Only all-reduces have a group: other programs hash as they always did.
+    if (!instruction.group.empty()) c.Ids(instruction.group);
   }
   c.Ids(program.task_starts);
   return c.hash();

@@ -153,6 +153,7 @@ PYBIND11_MODULE(_tandem, m) {
       .def_readonly("name", &ir::TrainStep::name)
       .def_readonly("num_stages", &ir::TrainStep::num_stages)
       .def_readonly("num_microbatches", &ir::TrainStep::num_microbatches)
+      .def_readonly("num_replicas", &ir::TrainStep::num_replicas)
       .def_property_readonly("state_names",
                              [](const ir::TrainStep& step) {
                                std::vector<std::string> names;
@@ -177,18 +178,19 @@ PYBIND11_MODULE(_tandem, m) {
       py::arg("path"), "Reads a traced step from its IR text file (`tandem ir dump` writes one).");
 
   py::class_<PyExampleJob>(m, "ExampleJob", "A built-in example model (gpt or mlp) with its data.")
-      .def(py::init([](const std::string& model, int32_t stages, int32_t microbatches, std::optional<int64_t> layers,
+      .def(py::init([](const std::string& model, int32_t stages, int32_t microbatches, int32_t data_parallel,
+                       std::optional<int64_t> layers,
                        std::optional<int64_t> dim, std::optional<int64_t> heads, std::optional<int64_t> seq,
                        std::optional<int64_t> batch, const std::string& optimizer, std::optional<double> lr,
                        uint64_t seed, std::optional<std::string> data) {
              examples::ExampleJobOptions options{.model = model, .stages = stages, .microbatches = microbatches,
-                                                 .layers = layers, .dim = dim, .heads = heads, .seq = seq,
+                                                 .replicas = data_parallel, .layers = layers, .dim = dim, .heads = heads, .seq = seq,
                                                  .batch = batch, .optimizer = optimizer, .lr = lr, .seed = seed,
                                                  .data = data};
              return PyExampleJob{std::make_shared<examples::ExampleJob>(Value(examples::MakeExampleJob(options)))};
            }),
            py::kw_only(), py::arg("model") = "gpt", py::arg("stages") = 1, py::arg("microbatches") = 4,
-           py::arg("layers") = py::none(), py::arg("dim") = py::none(), py::arg("heads") = py::none(),
+           py::arg("data_parallel") = 1, py::arg("layers") = py::none(), py::arg("dim") = py::none(), py::arg("heads") = py::none(),
            py::arg("seq") = py::none(), py::arg("batch") = py::none(), py::arg("optimizer") = "adam",
            py::arg("lr") = py::none(), py::arg("seed") = 1, py::arg("data") = py::none())
       .def_property_readonly("description", [](const PyExampleJob& self) { return self.job->description; })

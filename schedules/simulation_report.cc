@@ -51,11 +51,12 @@ std::string SimulationJson(const Schedule& schedule, const SimulationResult& res
   }
   Json& per_actor = json["per_actor"] = Json::array();
   for (const ActorStats& stats : result.per_actor) {
-    Json& entry = per_actor.emplace_back(Json{{"actor", stats.actor.value},
-                                              {"busy", JsonNumber(stats.busy)},
-                                              {"idle", JsonNumber(stats.idle)},
-                                              {"bubble", JsonNumber(stats.bubble)},
-                                              {"peak_activations", JsonNumber(stats.peak_activations)}});
+    Json& entry = per_actor.emplace_back(
+        Json{{"actor", stats.actor.value},
+             {"busy", JsonNumber(stats.busy)},
+             {"idle", JsonNumber(stats.idle)},
+             {"bubble", JsonNumber(stats.bubble)},
+             {"peak_activations", JsonNumber(stats.peak_activations)}});
     if (data_parallel) entry["reduce_busy"] = JsonNumber(stats.reduce_busy);
   }
   if (data_parallel) {
@@ -135,7 +136,8 @@ std::string SimulationTable(const Schedule& schedule, const SimulationResult& re
     for (const ActorStats& stats : result.per_actor) {
       int count = 0;
       double last_end = 0.0;
-      for (; next < result.reductions.size() && result.reductions[next].actor <= stats.actor; ++next) {
+      for (; next < result.reductions.size() && result.reductions[next].actor <= stats.actor;
+           ++next) {
         if (result.reductions[next].actor != stats.actor) continue;
         ++count;
         last_end = result.reductions[next].end;

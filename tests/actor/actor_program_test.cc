@@ -190,3 +190,67 @@ TEST(HashActorProgram, IsStableAcrossRunsAndMachines) {
 
 }  // namespace
 }  // namespace tandem::actor::testing
+
+namespace tandem::actor::testing {
+namespace {
+
+// Actor 0 of 2 all-reduces its one state buffer (f32[6]) with actor 1.
+ir::ActorProgram Reducing() {
+  ir::ActorProgram program;
+  program.actor = 0;
+  program.num_actors = 2;
+  program.buffers.push_back({"w", {ir::DType::kF32, {6}}, ir::BufferKind::kState, "w", -1});
+  ir::Instruction start{.kind = ir::InstructionKind::kAllReduceStart, .buffers = {0}, .tag = 3};
+  start.group = {0, 1};
+  ir::Instruction wait = start;
+  wait.kind = ir::InstructionKind::kAllReduceWait;
+  program.instructions = {start, wait};
+  // 24 state bytes, then the bucket (6 floats) and 2 copies of a 3-float shard.
+  program.static_peak_bytes = 24 + (6 + 2 * 3) * 4;
+  return program;
+}
+
+TEST(VerifyAllReduce, AcceptsAStartAndItsWaitAndCountsTheStaging) {
+  EXPECT_TRUE(Verify(Reducing()).ok()) << Verify(Reducing());
+  ir::ActorProgram wrong_peak = Reducing();
+  wrong_peak.static_peak_bytes = 24;
+  EXPECT_THAT(Verify(wrong_peak).message(), HasSubstr("static_peak_bytes is 24 but the stream peaks at 72"));
+  EXPECT_EQ(ir::ReplicaGroupOf(Reducing()), (std::vector<int32_t>{0, 1}));
+  EXPECT_THAT(ir::PrintActorProgram(Reducing()), HasSubstr("allreduce.start tag 3 group (0, 1) (w)"));
+}
+
+TEST(VerifyAllReduce, RejectsGroupsWithoutThisActorOrWithDuplicates) {
+  ir::ActorProgram program = Reducing();
+  program.instructions[0].group = {1, 1};
+  EXPECT_THAT(Verify(program).message(), HasSubstr("actor 1 is twice in the group"));
+  program.instructions[0].group = {1, 2};
+  EXPECT_THAT(Verify(program).message(), HasSubstr("group member 2 is outside [0, 2)"));
+  program = Reducing();
+  program.num_actors = 3;
+  program.instructions[0].group = program.instructions[1].group = {1, 2};
+  EXPECT_THAT(Verify(program).message(), HasSubstr("this actor is not in the group"));
+  program = Reducing();
+  program.instructions[0].group = program.instructions[1].group = {0};
+  EXPECT_THAT(Verify(program).message(), HasSubstr("a group of 1 actors reduces nothing"));
+}
+
+TEST(VerifyAllReduce, RejectsTouchingABufferInFlightAndAMissingWait) {
+  ir::ActorProgram program = Reducing();
+  program.instructions.insert(program.instructions.begin() + 1,
+                              ir::Instruction{.kind = ir::InstructionKind::kSend, .buffers = {0}, .peer = 1});
+  EXPECT_THAT(Verify(program).message(), HasSubstr("touches buffer 0 (w) while all-reduce tag 3 owns it"));
+  program = Reducing();
+  program.instructions.pop_back();
+  EXPECT_THAT(Verify(program).message(), HasSubstr("all-reduce tag 3 is never waited for"));
+  program = Reducing();
+  program.instructions[1].tag = 4;
+  EXPECT_THAT(Verify(program).message(), HasSubstr("waits for all-reduce tag 4, which is not running"));
+  program = Reducing();
+  program.instructions[0].group = {1};
+  program.instructions[0].kind = ir::InstructionKind::kSend;
+  program.instructions[0].peer = 1;
+  EXPECT_THAT(Verify(program).message(), HasSubstr("only all-reduces have a group"));
+}
+
+}  // namespace
+}  // namespace tandem::actor::testing

@@ -92,9 +92,9 @@ TEST(GlooGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
 }
 
 TEST(GlooGroup, RefusesMalformedGroupsAndOffers) {
-  EXPECT_EQ(GlooGroup::Open({4}, 0, "127.0.0.1").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GlooGroup::Open({4, 5}, 2, "127.0.0.1").status().code(), absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<std::unique_ptr<GlooGroup>> group = GlooGroup::Open({4, 5}, 0, "127.0.0.1");
+  EXPECT_EQ(GlooGroup::Open({4}, 0, "127.0.0.1", absl::Seconds(5)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GlooGroup::Open({4, 5}, 2, "127.0.0.1", absl::Seconds(5)).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::unique_ptr<GlooGroup>> group = GlooGroup::Open({4, 5}, 0, "127.0.0.1", absl::Seconds(5));
   ASSERT_TRUE(group.ok()) << group.status();
   absl::Status status = (*group)->Connect({"", std::string(1000, 'x')}, absl::Seconds(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

@@ -47,6 +47,26 @@ class TrainTest(unittest.TestCase):
         self.assertEqual(state["out.w"].dtype, np.float32)
         self.assertTrue(all(np.isfinite(t).all() for t in state.values()))
 
+    def test_data_parallel_replicas_equal_the_cpp_runs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "losses.json")
+            subprocess.run(
+                [os.environ["TANDEM_BINARY"], "train", "--model", "mlp", "--actors", "2", "--data-parallel", "2",
+                 "--microbatches", "4", "--steps", str(STEPS), "--eval-batches", "0", "--losses", path],
+                check=True, capture_output=True, timeout=120)
+            with open(path) as f:
+                expected = [step["losses"] for step in json.load(f)["steps"]]
+
+        job = tandem.ExampleJob(**MODEL, data_parallel=2)
+        self.assertEqual(job.step.num_replicas, 2)
+        schedule = tandem.Schedule("1f1b", actors=2, microbatches=4)
+        session = tandem.Session.start(job.step, schedule)
+        self.assertEqual(session.num_actors, 4)
+        got = [session.step(job.train_batch(i)) for i in range(STEPS)]
+        self.assertEqual(len(got[0]), 8)
+        for step, (ours, theirs) in enumerate(zip(got, expected), start=1):
+            self.assertEqual([bits(x) for x in ours], [bits(x) for x in theirs], f"step {step}")
+
     def test_numpy_microbatches_and_checkpoints(self):
         job = tandem.ExampleJob(**MODEL)
         schedule = tandem.Schedule("gpipe", actors=2, microbatches=4)

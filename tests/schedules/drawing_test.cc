@@ -217,7 +217,8 @@ TEST(DrawPerfetto, ReductionsRunOnAReduceTrackPerActor) {
   }
   EXPECT_EQ(thread_names, (std::map<int, std::string>{{0, "reduce"}, {1, "reduce"}}));
   using Spans = std::vector<std::pair<double, double>>;
-  EXPECT_EQ(slices, (std::map<int, Spans>{{0, Spans{{11000.0, 2000.0}}}, {1, Spans{{8000.0, 2000.0}}}}));
+  EXPECT_EQ(slices,
+            (std::map<int, Spans>{{0, Spans{{11000.0, 2000.0}}}, {1, Spans{{8000.0, 2000.0}}}}));
 }
 
 TEST(TraceBuilder, WritesGenericEvents) {

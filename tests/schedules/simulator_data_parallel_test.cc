@@ -241,7 +241,8 @@ TEST(DataParallel, SplitBackwardReleasesAtTheStagesLastIOrW) {
 TEST(DataParallel, StageWithoutABackwardHasNothingToReduce) {
   // Forwards only (no gradients): nothing is reduced, and the step is the
   // compute alone.
-  const Schedule schedule = testing::MakeSchedule(2, {{{{testing::F(0, 0)}}, {{testing::F(0, 1)}}}});
+  const Schedule schedule =
+      testing::MakeSchedule(2, {{{{testing::F(0, 0)}}, {{testing::F(0, 1)}}}});
   CostModel costs;
   costs.link_alpha = 1.0;
   costs.data_parallel = 8;

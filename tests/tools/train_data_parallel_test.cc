@@ -6,7 +6,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -16,6 +21,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/tools/cli_process.h"
 
 namespace tandem::cli {
@@ -41,6 +47,8 @@ struct Case {
   std::string transport;
   std::string schedule;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.launcher << " " << c.transport << " " << c.schedule; }
 
 class DataParallelTrain : public ::testing::TestWithParam<Case> {};
 
@@ -87,6 +95,46 @@ TEST(DataParallelTrain, ThreeReplicasWithATiedEmbeddingAreBitIdentical) {
       << out << err;
   EXPECT_THAT(out, AllOf(HasSubstr("6 actors"), HasSubstr("12 microbatches (4 on each of 3 replicas)"),
                          HasSubstr("bit-identical to the reference")));
+}
+
+TEST(DataParallelTrain, TraceShowsTheLastStagesReductionStartingBeforeTheDrainEnds) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / absl::StrCat("tandem_dp_trace_", getpid(), ".json")).string();
+  std::string out, err;
+  ASSERT_EQ(RunTrain({"--model", "gpt", "--layers", "4", "--actors", "2", "--data-parallel", "2", "--schedule", "1f1b",
+                      "--microbatches", "4", "--steps", "2", "--eval-batches", "0", "--launcher", "threads",
+                      "--trace", path},
+                     out, err),
+            0)
+      << out << err;
+  const std::string text = ReadFile(path);
+  std::remove(path.c_str());
+  const nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(trace.is_discarded()) << text.substr(0, 200);
+  // Per actor: the first reduction's start, and the last backward's end.
+  std::map<int, double> reduce_start;
+  std::map<int, double> backward_end;
+  std::map<int, std::string> reduce_thread;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event.value("ph", "") == "M" && event.value("name", "") == "thread_name" &&
+        event["args"].value("name", "") == "reduce") {
+      reduce_thread[event["pid"].get<int>()] = "reduce";
+    }
+    if (event.value("ph", "") != "X" || event["args"].value("step", 0.0) != 1.0) continue;
+    const int pid = event["pid"].get<int>();
+    const double start = event["ts"].get<double>();
+    const double end = start + event["dur"].get<double>();
+    if (event.value("cat", "") == "reduce") {
+      reduce_start.emplace(pid, start);
+    } else if (event.value("cat", "") == "B") {
+      backward_end[pid] = std::max(backward_end[pid], end);
+    }
+  }
+  ASSERT_EQ(reduce_start.size(), 4u) << "every actor reduces once per step";
+  EXPECT_EQ(reduce_thread.size(), 4u) << "each actor's reductions have a track of their own";
+  // Actor 1 (stage 1, replica 0) reduces while actor 0 still runs B0.3.
+  EXPECT_LT(reduce_start[1], backward_end[0]);
+  EXPECT_GE(reduce_start[1], backward_end[1]);
 }
 
 TEST(DataParallelTrain, ReplicasOutOfRangeAreAUsageError) {

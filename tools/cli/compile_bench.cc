@@ -1,6 +1,8 @@
-// `tandem bench compile`: trace and compile a deep GPT for a large
-// interleaved schedule; times each phase and counts the instructions.
+// `tandem bench compile`: trace, compile and simulate a deep GPT for a large
+// interleaved schedule, optionally on data-parallel replicas; times each
+// phase and counts the instructions.
 #include <chrono>
+#include <map>
 #include <memory>
 #include <ostream>
 
@@ -11,6 +13,7 @@
 #include "examples/models/gpt.h"
 #include "schedules/generators.h"
 #include "schedules/json_text.h"
+#include "schedules/simulator.h"
 #include "tools/cli/commands.h"
 
 namespace tandem::cli {
@@ -27,8 +30,25 @@ struct CompileBenchOptions {
   int32_t actors = 8;
   int32_t microbatches = 128;
   int32_t virtual_stages = 2;
+  int32_t replicas = 1;
   bool json = false;
 };
+
+// The gradient bytes each stage all-reduces: its accumulators.
+std::map<int32_t, double> StageGradientBytes(const controller::CompiledStep& compiled,
+                                             const schedules::Schedule& schedule) {
+  std::map<int32_t, double> bytes;
+  for (int32_t actor = 0; actor < compiled.actors_per_replica; ++actor) {
+    const ir::ActorProgram& program = compiled.programs[actor];
+    for (const ir::Instruction& instruction : program.instructions) {
+      if (instruction.kind != ir::InstructionKind::kAllReduceStart) continue;
+      for (ir::BufferId id : instruction.buffers) {
+        bytes[static_cast<int32_t>(instruction.tag)] += static_cast<double>(program.buffers[id].type.num_bytes());
+      }
+    }
+  }
+  return bytes;
+}
 
 int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::ostream& err) {
   absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
@@ -53,7 +73,8 @@ int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::
 
   Clock::time_point start = Clock::now();
   absl::StatusOr<ir::TrainStep> step =
-      TraceTrainStep("gpt", examples::GptModel(config), Adam({}), {.num_microbatches = options.microbatches});
+      TraceTrainStep("gpt", examples::GptModel(config), Adam({}),
+                     {.num_microbatches = options.microbatches, .num_replicas = options.replicas});
   const double trace_ms = MillisecondsSince(start);
   if (!step.ok()) {
     err << "tandem bench compile: " << step.status().message() << "\n";
@@ -84,12 +105,28 @@ int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::
     err << "tandem bench compile: " << compiled.status().message() << "\n";
     return 1;
   }
+  // The simulator plays one replica and the reductions (schedules/SIMULATION.md).
+  start = Clock::now();
+  schedules::CostModel costs;
+  costs.data_parallel = options.replicas;
+  costs.stage_gradient_bytes_override = StageGradientBytes(*compiled, *schedule);
+  absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(*schedule, costs);
+  const double simulate_ms = MillisecondsSince(start);
+  if (!simulated.ok()) {
+    err << "tandem bench compile: " << simulated.status().message() << "\n";
+    return 1;
+  }
+  const double total_ms = trace_ms + compile_ms + simulate_ms;
+  int64_t all_instructions = 0;
+  for (const controller::ActorStats& s : compiled->stats) all_instructions += s.instructions;
   const int64_t nodes = step->microbatch.size() + step->update.size();
   if (options.json) {
     nlohmann::ordered_json json;
     json["layers"] = options.layers;
     json["actors"] = schedule->num_actors;
     json["stages"] = schedule->num_stages;
+    json["data_parallel"] = options.replicas;
+    json["all_actors"] = compiled->num_actors;
     json["microbatches"] = options.microbatches;
     json["graph_nodes"] = nodes;
     json["trace_ms"] = trace_ms;
@@ -97,12 +134,20 @@ int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::
     json["lower_ms"] = lower_ms;
     json["compile_ms"] = compile_ms;
     json["trace_plus_compile_ms"] = trace_ms + compile_ms;
+    json["simulate_ms"] = simulate_ms;
+    json["total_ms"] = total_ms;
     json["instructions"] = instructions;
+    json["all_instructions"] = all_instructions;
     out << schedules::JsonText(json) << "\n";
     return 0;
   }
-  out << absl::StrFormat("GPT, %d layers, traced for %d microbatches; interleaved 1F1B, %d actors x %d stages each\n",
+  out << absl::StrFormat("GPT, %d layers, traced for %d microbatches; interleaved 1F1B, %d actors x %d stages each",
                          options.layers, options.microbatches, schedule->num_actors, options.virtual_stages);
+  if (options.replicas > 1) {
+    out << absl::StrFormat("; %d data-parallel replicas: %d actors, %d instructions", options.replicas,
+                           compiled->num_actors, all_instructions);
+  }
+  out << "\n";
   out << absl::StrFormat("graph: %d nodes (microbatch %d, update %d); %d tasks\n\n", nodes, step->microbatch.size(),
                          step->update.size(), schedule->NumTasks());
   out << absl::StrFormat("  %-44s %10s\n", "phase", "ms");
@@ -110,12 +155,18 @@ int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::
   out << absl::StrFormat("  %-44s %10.1f\n", "split + place + communicate (StepPlan)", split_ms);
   out << absl::StrFormat("  %-44s %10.1f\n", "lower + lifetimes (all actors)", lower_ms);
   out << absl::StrFormat("  %-44s %10.1f\n", "compile, whole (plan + lower + verify + hash)", compile_ms);
-  out << absl::StrFormat("  %-44s %10.1f   (goal < 2000)\n\n", "trace + compile", trace_ms + compile_ms);
-  out << "actor  instructions   runs  sends  receives  static peak bytes\n";
-  for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
+  out << absl::StrFormat("  %-44s %10.1f   (goal < 2000)\n", "trace + compile", trace_ms + compile_ms);
+  out << absl::StrFormat("  %-44s %10.1f\n", "simulate (one replica + its reductions)", simulate_ms);
+  out << absl::StrFormat("  %-44s %10.1f   (goal < 5000)\n\n", "total: trace + compile + simulate", total_ms);
+  // Replicas run their position's program: one row per position.
+  out << "actor  instructions   runs  sends  receives  all-reduces  reduce bytes sent  static peak bytes\n";
+  for (int32_t actor = 0; actor < compiled->actors_per_replica; ++actor) {
     const controller::ActorStats& s = compiled->stats[actor];
-    out << absl::StrFormat("%5d  %12d  %5d  %5d  %8d  %17d\n", actor, s.instructions, s.runs, s.sends, s.receives,
-                           compiled->programs[actor].static_peak_bytes);
+    out << absl::StrFormat("%5d  %12d  %5d  %5d  %8d  %11d  %17d  %17d\n", actor, s.instructions, s.runs, s.sends,
+                           s.receives, s.all_reduces, s.reduce_bytes_sent, compiled->programs[actor].static_peak_bytes);
+  }
+  if (options.replicas > 1) {
+    out << absl::StrFormat("(replicas 1..%d run the same programs under their own actor ids)\n", options.replicas - 1);
   }
   return 0;
 }
@@ -123,13 +174,14 @@ int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::
 }  // namespace
 
 void AddCompileBench(CommandLine& command_line, CLI::App& bench) {
-  CLI::App* command = command_line.Add(bench, "compile", "trace and compile a deep GPT for interleaved 1F1B, by phase",
-                                       "[--layers L] [--actors P] [--microbatches M] [--virtual V] [--json]");
+  CLI::App* command = command_line.Add(bench, "compile", "trace, compile and simulate a deep GPT for interleaved 1F1B, by phase",
+                                       "[--layers L] [--actors P] [--microbatches M] [--virtual V] [--data-parallel D] [--json]");
   auto options = std::make_shared<CompileBenchOptions>();
   AddIntegerOption(*command, "--layers", options->layers, "decoder blocks");
   AddIntegerOption(*command, "--actors", options->actors, "pipeline actors");
   AddIntegerOption(*command, "--microbatches", options->microbatches, "microbatches per step");
   AddIntegerOption(*command, "--virtual", options->virtual_stages, "stages per actor (interleaved)");
+  AddIntegerOption(*command, "--data-parallel", options->replicas, "data-parallel replicas of the pipeline");
   command->add_flag("--json", options->json, "print JSON");
   command_line.OnRun(command, [options, &streams = command_line.streams()] {
     return RunCompileBench(*options, streams.out, streams.err);

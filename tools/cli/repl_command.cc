@@ -54,6 +54,12 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
   if (options.script.has_value() && !std::ifstream(*options.script)) {
     return UsageError(streams.err, command, absl::StrCat("cannot open the script ", *options.script));
   }
+  if (options.model.replicas != 1) {
+    // The debugger steps task by task; an all-reduce needs every replica at
+    // once, which task-by-task stepping does not yet schedule.
+    return UsageError(streams.err, command,
+                      "--data-parallel is not supported by the REPL yet (use tandem train --data-parallel)");
+  }
   absl::StatusOr<schedules::Schedule> schedule = ResolveSchedule(options.schedule, options.model.microbatches);
   if (!schedule.ok()) return Failure(streams.err, command, schedule.status());
   if (absl::Status status = TakeScheduleStages(command, schedule->num_stages, options.model); !status.ok()) {
