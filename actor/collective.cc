@@ -39,7 +39,7 @@ absl::Status Reducer::Start(uint64_t tag, std::vector<float> bucket, absl::Durat
                                                    " is started again before it was collected"));
   }
   done_[tag];
-  queue_.push_back(Job{tag, std::move(bucket), timeout});
+  queue_.push_back(Job{tag, std::move(bucket), timeout, SteadyNs()});
   return absl::OkStatus();
 }
 
@@ -81,6 +81,7 @@ void Reducer::WorkerLoop() {
       queue_.pop_front();
     }
     Done done;
+    done.result.issued_ns = job.issued_ns;
     done.result.start_ns = SteadyNs();
     done.status = group_->AllReduce(job.bucket, static_cast<uint32_t>(job.tag), job.timeout);
     done.result.end_ns = SteadyNs();

@@ -71,10 +71,12 @@ class Reducer {
   // collected; the abort status after Abort.
   absl::Status Start(uint64_t tag, std::vector<float> bucket, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The reduced bucket of `tag`, and when the reduction ran (steady_clock
-  // nanoseconds, as ir::StepOutputs::origin_ns).
+  // The reduced bucket of `tag`, and when the reduction was issued (Start),
+  // began moving bytes and ended (steady_clock nanoseconds, as
+  // ir::StepOutputs::origin_ns).
   struct Result {
     std::vector<float> bucket;
+    int64_t issued_ns = 0;
     int64_t start_ns = 0;
     int64_t end_ns = 0;
   };
@@ -92,6 +94,7 @@ class Reducer {
     uint64_t tag = 0;
     std::vector<float> bucket;
     absl::Duration timeout;
+    int64_t issued_ns = 0;
   };
   struct Done {
     bool finished = false;

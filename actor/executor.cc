@@ -423,8 +423,8 @@ absl::Status Executor::AllReduceWait(const Instruction& instruction, absl::Durat
   if (started != reducing_.end()) {
     if (started->second < outputs_.timings.size()) {
       ir::InstructionTiming& timing = outputs_.timings[started->second];
-      timing.start_ns = result->start_ns - outputs_.origin_ns;
-      timing.duration_ns = result->end_ns - result->start_ns;
+      timing.start_ns = result->issued_ns - outputs_.origin_ns;
+      timing.duration_ns = result->end_ns - result->issued_ns;
     }
     reducing_.erase(started);
   }

@@ -103,7 +103,8 @@ class Executor {
   // without all-reduces, whose kAllReduceStart would fail with
   // FailedPrecondition. The reduced bucket is waited for with the receive
   // timeout as its deadline. kAllReduceStart's timing is the reduction's own
-  // span, measured by the Reducer, so that traces draw it where it ran.
+  // span, from when it was issued to when the Reducer finished it, so that
+  // traces draw it where it was in flight.
   void UseReducer(Reducer* reducer) { reducer_ = reducer; }
 
  private:

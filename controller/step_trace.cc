@@ -97,7 +97,7 @@ void StepTrace::AddStep(const StepReport& report) {
           receive_ends[{instruction.peer, actor, instruction.tag}] = start_us + duration_us * 0.999;
           break;
         case ir::InstructionKind::kAllReduceStart:
-          // Its timing is the reduction's own span (actor/executor.h).
+          // Its timing is the reduction in flight, issued to done (actor/executor.h).
           slice.thread = static_cast<int32_t>(schedules::TraceTrack::kReduce);
           slice.name = absl::StrCat("all-reduce stage ", instruction.tag);
           slice.category = "reduce";

@@ -97,13 +97,16 @@ TEST(DataParallelTrain, ThreeReplicasWithATiedEmbeddingAreBitIdentical) {
                          HasSubstr("bit-identical to the reference")));
 }
 
-TEST(DataParallelTrain, TraceShowsTheLastStagesReductionStartingBeforeTheDrainEnds) {
+TEST(DataParallelTrain, TraceShowsAStagesReductionRunningBeforeTheDrainEnds) {
+  // Interleaved on 2 actors: actor 0 holds stages 0 and 2. Stage 2's last
+  // backward comes several backward tasks before stage 0's, and its
+  // reduction runs on its own track meanwhile.
   const std::string path =
       (std::filesystem::temp_directory_path() / absl::StrCat("tandem_dp_trace_", getpid(), ".json")).string();
   std::string out, err;
-  ASSERT_EQ(RunTrain({"--model", "gpt", "--layers", "4", "--actors", "2", "--data-parallel", "2", "--schedule", "1f1b",
-                      "--microbatches", "4", "--steps", "2", "--eval-batches", "0", "--launcher", "threads",
-                      "--trace", path},
+  ASSERT_EQ(RunTrain({"--model", "gpt", "--layers", "4", "--actors", "2", "--data-parallel", "2", "--schedule",
+                      "interleaved", "--virtual", "2", "--microbatches", "4", "--steps", "2", "--eval-batches", "0",
+                      "--launcher", "threads", "--trace", path},
                      out, err),
             0)
       << out << err;
@@ -111,30 +114,29 @@ TEST(DataParallelTrain, TraceShowsTheLastStagesReductionStartingBeforeTheDrainEn
   std::remove(path.c_str());
   const nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(trace.is_discarded()) << text.substr(0, 200);
-  // Per actor: the first reduction's start, and the last backward's end.
-  std::map<int, double> reduce_start;
+  std::map<std::pair<int, std::string>, double> reduce_start;  // (actor, slice name) -> start
   std::map<int, double> backward_end;
-  std::map<int, std::string> reduce_thread;
+  std::map<int, int> reduce_tracks;
   for (const nlohmann::json& event : trace["traceEvents"]) {
     if (event.value("ph", "") == "M" && event.value("name", "") == "thread_name" &&
         event["args"].value("name", "") == "reduce") {
-      reduce_thread[event["pid"].get<int>()] = "reduce";
+      ++reduce_tracks[event["pid"].get<int>()];
     }
     if (event.value("ph", "") != "X" || event["args"].value("step", 0.0) != 1.0) continue;
     const int pid = event["pid"].get<int>();
     const double start = event["ts"].get<double>();
-    const double end = start + event["dur"].get<double>();
     if (event.value("cat", "") == "reduce") {
-      reduce_start.emplace(pid, start);
+      reduce_start[{pid, event.value("name", "")}] = start;
     } else if (event.value("cat", "") == "B") {
-      backward_end[pid] = std::max(backward_end[pid], end);
+      backward_end[pid] = std::max(backward_end[pid], start + event["dur"].get<double>());
     }
   }
-  ASSERT_EQ(reduce_start.size(), 4u) << "every actor reduces once per step";
-  EXPECT_EQ(reduce_thread.size(), 4u) << "each actor's reductions have a track of their own";
-  // Actor 1 (stage 1, replica 0) reduces while actor 0 still runs B0.3.
-  EXPECT_LT(reduce_start[1], backward_end[0]);
-  EXPECT_GE(reduce_start[1], backward_end[1]);
+  EXPECT_EQ(reduce_tracks.size(), 4u) << "each actor's reductions have a track of their own";
+  EXPECT_EQ(reduce_start.size(), 8u) << "every actor reduces its two stages once per step";
+  for (int actor : {0, 2}) {
+    ASSERT_TRUE(reduce_start.count({actor, "all-reduce stage 2"})) << "actor " << actor;
+    EXPECT_LT((reduce_start[{actor, "all-reduce stage 2"}]), backward_end[actor]) << "actor " << actor;
+  }
 }
 
 TEST(DataParallelTrain, ReplicasOutOfRangeAreAUsageError) {
