@@ -25,14 +25,19 @@ int64_t SteadyNowNs() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram program,
-                                                           std::shared_ptr<Device> device) {
+                                                           std::shared_ptr<Device> device, int32_t replica) {
   if (absl::Status status = ir::VerifyActorProgram(program); !status.ok()) return status;
   if (device == nullptr) return absl::InvalidArgumentError("Executor::Create: no device");
-  return std::unique_ptr<Executor>(new Executor(std::move(program), std::move(device)));
+  if (replica < 0 || replica >= program.num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat("replica ", replica, " of a program for ", program.num_replicas,
+                                                   " replicas"));
+  }
+  return std::unique_ptr<Executor>(new Executor(std::move(program), std::move(device), replica));
 }
 
-Executor::Executor(ir::ActorProgram program, std::shared_ptr<Device> device)
-    : program_(std::move(program)), device_(std::move(device)), buffers_(program_.buffers.size()) {
+Executor::Executor(ir::ActorProgram program, std::shared_ptr<Device> device, int32_t replica)
+    : program_(std::move(program)), device_(std::move(device)), replica_(replica),
+      buffers_(program_.buffers.size()) {
   for (const ir::Function& function : program_.functions) {
     std::vector<std::string>& names = input_names_.emplace_back();
     for (ir::ValueId id : function.graph.Inputs()) {
@@ -198,10 +203,10 @@ std::string Executor::InstructionContext(int32_t index) const {
       absl::StrAppend(&what, " ", program_.functions[instruction.function].name);
       break;
     case InstructionKind::kSend:
-      absl::StrAppend(&what, " -> actor ", instruction.peer, " tag ", instruction.tag);
+      absl::StrAppend(&what, " -> actor ", Peer(instruction), " tag ", instruction.tag);
       break;
     case InstructionKind::kReceive:
-      absl::StrAppend(&what, " <- actor ", instruction.peer, " tag ", instruction.tag);
+      absl::StrAppend(&what, " <- actor ", Peer(instruction), " tag ", instruction.tag);
       break;
     case InstructionKind::kAccumulate:
       absl::StrAppend(&what, " ", program_.buffers[instruction.buffers[0]].name);
@@ -213,9 +218,7 @@ std::string Executor::InstructionContext(int32_t index) const {
       break;
     case InstructionKind::kAllReduceStart:
     case InstructionKind::kAllReduceWait: {
-      const auto replica = std::find(instruction.group.begin(), instruction.group.end(), actor()) -
-                           instruction.group.begin();
-      absl::StrAppend(&what, " tag ", instruction.tag, ", replica ", replica, " of ", DescribeGroup(instruction.group));
+      absl::StrAppend(&what, " tag ", instruction.tag, ", replica ", replica_, " of ", DescribeGroup(instruction.group));
       break;
     }
   }
@@ -268,7 +271,7 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
         if (!tensor.ok()) return tensor.status();
         tensors.push_back(**tensor);
       }
-      return transport.Send(instruction.peer, instruction.tag, std::move(tensors));
+      return transport.Send(Peer(instruction), instruction.tag, std::move(tensors));
     }
     case InstructionKind::kReceive:
       return Receive(instruction, transport, receive_timeout);
@@ -315,10 +318,10 @@ absl::Status Executor::Run(const Instruction& instruction) {
 absl::Status Executor::Receive(const Instruction& instruction, Transport& transport,
                                absl::Duration receive_timeout) {
   absl::StatusOr<std::vector<HostTensor>> tensors =
-      transport.Receive(instruction.peer, instruction.tag, absl::Now() + receive_timeout);
+      transport.Receive(Peer(instruction), instruction.tag, absl::Now() + receive_timeout);
   if (!tensors.ok()) return tensors.status();
   if (tensors->size() != instruction.buffers.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("the message from actor ", instruction.peer, " with tag ",
+    return absl::InvalidArgumentError(absl::StrCat("the message from actor ", Peer(instruction), " with tag ",
                                                    instruction.tag, " has ", tensors->size(), " tensors, expected ",
                                                    instruction.buffers.size()));
   }
@@ -327,7 +330,7 @@ absl::Status Executor::Receive(const Instruction& instruction, Transport& transp
     const HostTensor& tensor = (*tensors)[k];
     if (!tensor.defined() || tensor.type() != program_.buffers[id].type) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", k, " of the message from actor ", instruction.peer, " with tag ", instruction.tag, " is ",
+          "tensor ", k, " of the message from actor ", Peer(instruction), " with tag ", instruction.tag, " is ",
           tensor.defined() ? ir::TypeToString(tensor.type()) : "missing", " but ", BufferName(id), " is ",
           ir::TypeToString(program_.buffers[id].type)));
     }
@@ -370,9 +373,7 @@ absl::Status Executor::Emit(const Instruction& instruction) {
 int64_t Executor::StagingBytes(const Instruction& instruction) const {
   int64_t elements = 0;
   for (BufferId id : instruction.buffers) elements += program_.buffers[id].type.num_elements();
-  const auto rank = static_cast<int32_t>(
-      std::find(instruction.group.begin(), instruction.group.end(), actor()) - instruction.group.begin());
-  return ir::AllReduceStagingBytes(elements, static_cast<int32_t>(instruction.group.size()), rank);
+  return ir::AllReduceStagingBytes(elements, static_cast<int32_t>(instruction.group.size()));
 }
 
 absl::Status Executor::AllReduceStart(int32_t index, absl::Duration receive_timeout) {

@@ -46,9 +46,13 @@ namespace tandem::actor {
 class Executor {
  public:
   // Verifies `program` (ir::VerifyActorProgram) and builds an executor with
-  // empty buffers, whose `run` instructions compute on `device`.
+  // empty buffers, whose `run` instructions compute on `device`, running
+  // the program as replica `replica` of its pipeline (ir/actor_program.h:
+  // the global actor and its peers move by replica * num_actors).
+  // InvalidArgument for a replica outside [0, program.num_replicas).
   static absl::StatusOr<std::unique_ptr<Executor>> Create(ir::ActorProgram program,
-                                                          std::shared_ptr<Device> device = CpuDevice());
+                                                          std::shared_ptr<Device> device = CpuDevice(),
+                                                          int32_t replica = 0);
 
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -56,7 +60,9 @@ class Executor {
 
   const ir::ActorProgram& program() const { return program_; }
   const Device& device() const { return *device_; }
-  int32_t actor() const { return program_.actor; }
+  // The global actor this executor runs as, and its replica.
+  int32_t actor() const { return ir::GlobalActor(program_, replica_); }
+  int32_t replica() const { return replica_; }
 
   // Empties every buffer and fills each state buffer with state[binding]
   // (other entries are ignored, so the whole model's state may be passed).
@@ -110,7 +116,11 @@ class Executor {
  private:
   enum class Phase { kNeedsState, kIdle, kInStep };
 
-  Executor(ir::ActorProgram program, std::shared_ptr<Device> device);
+  Executor(ir::ActorProgram program, std::shared_ptr<Device> device, int32_t replica);
+  // A peer of the program as the global actor of this replica.
+  int32_t Peer(const ir::Instruction& instruction) const {
+    return instruction.peer + replica_ * program_.num_actors;
+  }
 
   absl::Status Execute(int32_t index, Transport& transport, absl::Duration receive_timeout);
   absl::Status Run(const ir::Instruction& instruction);
@@ -134,6 +144,7 @@ class Executor {
 
   ir::ActorProgram program_;
   std::shared_ptr<Device> device_;
+  int32_t replica_ = 0;
   // For each function, its input nodes' names in program order: kRun binds
   // instruction.inputs[k] to input_names_[function][k].
   std::vector<std::vector<std::string>> input_names_;

@@ -140,8 +140,9 @@ absl::Status GlooGroup::AllReduce(std::span<float> bucket, uint32_t tag, absl::D
     sent[r] = ir::ShardOf(elements, members, r).length;
     gathered[r] = static_cast<size_t>(sent[r]);
   }
-  // copies[r] is shard `rank_` of member r's bucket, in replica order.
-  std::vector<float> copies(static_cast<size_t>(own.length) * members);
+  // copies[r] is shard `rank_` of member r's bucket, in replica order; sized
+  // for the largest shard, as ir::AllReduceStagingBytes counts it.
+  std::vector<float> copies(static_cast<size_t>(ir::ShardOf(elements, members, 0).length) * members);
   try {
     gloo::AlltoallvOptions scatter(context_);
     scatter.setInput(bucket.data(), sent);

@@ -17,11 +17,12 @@ using ir::InstructionKind;
 // while they are emitted.
 class Lowering {
  public:
-  Lowering(const StepPlan& plan, int32_t actor, const ReplicaGroup& replicas)
-      : plan_(plan), step_(plan.step()), actor_(actor), replicas_(replicas) {
+  Lowering(const StepPlan& plan, int32_t actor) : plan_(plan), step_(plan.step()), actor_(actor) {
     program_.actor = actor;
-    program_.num_actors = replicas.actors.empty() ? plan.schedule().num_actors : replicas.num_actors;
-    if (replicas.actors.size() < 2) return;
+    program_.num_actors = plan.schedule().num_actors;
+    program_.num_replicas = step_.num_replicas;
+    if (step_.num_replicas < 2) return;
+    for (int32_t r = 0; r < step_.num_replicas; ++r) group_.push_back(ir::GlobalActor(program_, r));
     for (const ir::Accumulator& acc : step_.accumulators) {
       const StepPlan::AccumulatorInfo& info = plan_.Accumulator(acc.name);
       if (info.actor == actor_) ++unfinished_[info.stage];
@@ -177,7 +178,7 @@ class Lowering {
     const int32_t stage = unfinished->first;
     Instruction start{.kind = InstructionKind::kAllReduceStart, .task = label};
     start.tag = static_cast<uint64_t>(stage);
-    start.group = replicas_.actors;
+    start.group = group_;
     for (const ir::Accumulator& acc : step_.accumulators) {
       if (plan_.Accumulator(acc.name).stage == stage) start.buffers.push_back(accumulators_.at(acc.source).buffer);
     }
@@ -275,7 +276,7 @@ class Lowering {
   const StepPlan& plan_;
   const ir::TrainStep& step_;
   const int32_t actor_;
-  const ReplicaGroup& replicas_;
+  std::vector<int32_t> group_;             // with replicas: this position's actors, in replica order
   std::map<int32_t, int32_t> unfinished_;  // stage -> its accumulators not final yet (with replicas)
   std::vector<Instruction> started_;       // all-reduce starts, in program order
   ir::ActorProgram program_;
@@ -290,16 +291,13 @@ class Lowering {
 int64_t StagingBytes(const ir::ActorProgram& program, const Instruction& instruction) {
   int64_t elements = 0;
   for (BufferId id : instruction.buffers) elements += program.buffers[id].type.num_elements();
-  const auto size = static_cast<int32_t>(instruction.group.size());
-  const auto rank = static_cast<int32_t>(std::find(instruction.group.begin(), instruction.group.end(), program.actor) -
-                                         instruction.group.begin());
-  return ir::AllReduceStagingBytes(elements, size, rank);
+  return ir::AllReduceStagingBytes(elements, static_cast<int32_t>(instruction.group.size()));
 }
 
 }  // namespace
 
-absl::StatusOr<ir::ActorProgram> LowerActor(const StepPlan& plan, int32_t actor, const ReplicaGroup& replicas) {
-  return Lowering(plan, actor, replicas).Run();
+absl::StatusOr<ir::ActorProgram> LowerActor(const StepPlan& plan, int32_t actor) {
+  return Lowering(plan, actor).Run();
 }
 
 void AssignLifetimes(ir::ActorProgram& program) {

@@ -16,18 +16,12 @@ namespace tandem::controller {
 // microbatch order), then the update of the parameters it holds; frees after
 // last uses, and the static peak of live bytes.
 //
-// With data-parallel replicas, `replica_group` lists the actors that hold
-// this actor's stages in the other replicas, in replica order (this actor
-// among them), and `num_actors` counts the actors of all replicas. The
-// gradients of each stage are then all-reduced across the group: the
-// reduction starts right after the stage's last accumulation of the step and
-// is waited for just before the update. Without replicas, the group is
-// empty and num_actors is the schedule's.
-struct ReplicaGroup {
-  std::vector<int32_t> actors;
-  int32_t num_actors = 0;
-};
-absl::StatusOr<ir::ActorProgram> LowerActor(const StepPlan& plan, int32_t actor, const ReplicaGroup& replicas = {});
+// With data-parallel replicas (step().num_replicas > 1), the program is the
+// one every replica runs (ir/actor_program.h), and the gradients of each
+// stage are all-reduced across the replicas: the reduction starts right
+// after the stage's last accumulation of the step and is waited for just
+// before the update.
+absl::StatusOr<ir::ActorProgram> LowerActor(const StepPlan& plan, int32_t actor);
 
 // Inserts a kFree after the last use of every temporary and input buffer
 // and computes the program's static peak (see ir/actor_program.h).

@@ -133,7 +133,9 @@ absl::Status CheckStreams(const std::vector<ir::ActorProgram>& programs) {
   return absl::OkStatus();
 }
 
-ActorStats Count(const ir::ActorProgram& program) {
+// The counts of `program` as replica `replica` runs it; `buckets` gets the
+// element count of each all-reduce.
+ActorStats Count(const ir::ActorProgram& program, int32_t replica, std::vector<int64_t>& buckets) {
   ActorStats stats;
   stats.instructions = static_cast<int32_t>(program.instructions.size());
   for (const Instruction& instruction : program.instructions) {
@@ -148,27 +150,15 @@ ActorStats Count(const ir::ActorProgram& program) {
         ++stats.all_reduces;
         int64_t elements = 0;
         for (ir::BufferId id : instruction.buffers) elements += program.buffers[id].type.num_elements();
-        const auto rank = static_cast<int32_t>(
-            std::find(instruction.group.begin(), instruction.group.end(), program.actor) - instruction.group.begin());
-        stats.reduce_bytes_sent += ir::AllReduceSentBytes(elements, static_cast<int32_t>(instruction.group.size()), rank);
+        buckets.push_back(elements);
+        stats.reduce_bytes_sent +=
+            ir::AllReduceSentBytes(elements, static_cast<int32_t>(instruction.group.size()), replica);
         break;
       }
       default: break;
     }
   }
   return stats;
-}
-
-// `program` (of replica 0) as replica `replica` runs it: every actor id moves
-// by replica * actors_per_replica; the group, already global, stays.
-ir::ActorProgram ForReplica(const ir::ActorProgram& program, int32_t replica, int32_t actors_per_replica) {
-  ir::ActorProgram copy = program;
-  const int32_t offset = replica * actors_per_replica;
-  copy.actor += offset;
-  for (Instruction& instruction : copy.instructions) {
-    if (instruction.peer >= 0) instruction.peer += offset;
-  }
-  return copy;
 }
 
 }  // namespace
@@ -185,14 +175,8 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
   compiled.num_actors = schedule.num_actors * step.num_replicas;
   compiled.num_stages = schedule.num_stages;
   compiled.num_microbatches = schedule.num_microbatches;
-  compiled.programs.reserve(compiled.num_actors);
   for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
-    ReplicaGroup replicas;
-    if (step.num_replicas > 1) {
-      replicas.num_actors = compiled.num_actors;
-      for (int32_t r = 0; r < step.num_replicas; ++r) replicas.actors.push_back(r * schedule.num_actors + actor);
-    }
-    absl::StatusOr<ir::ActorProgram> program = LowerActor(*plan, actor, replicas);
+    absl::StatusOr<ir::ActorProgram> program = LowerActor(*plan, actor);
     if (!program.ok()) return program.status();
     if (absl::Status status = ir::VerifyActorProgram(*program); !status.ok()) {
       return absl::InternalError(absl::StrCat("actor ", actor, ": ", status.message()));
@@ -200,18 +184,23 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
     compiled.programs.push_back(*std::move(program));
   }
   // Replicas communicate only through all-reduces, which every member of a
-  // group starts at the same point of the same program: replica 0's streams
-  // stand for all of them.
+  // group starts at the same point of the same program: one replica's
+  // streams stand for all of them.
   if (absl::Status status = CheckStreams(compiled.programs); !status.ok()) return status;
-  for (int32_t replica = 1; replica < step.num_replicas; ++replica) {
-    for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
-      compiled.programs.push_back(ForReplica(compiled.programs[actor], replica, schedule.num_actors));
-    }
-  }
   ir::ContentHasher hash;
+  std::vector<std::vector<int64_t>> buckets(schedule.num_actors);
   for (const ir::ActorProgram& program : compiled.programs) {
-    compiled.stats.push_back(Count(program));
+    compiled.stats.push_back(Count(program, 0, buckets[program.actor]));
     hash.AddUint64(ir::HashActorProgram(program));
+  }
+  // The other replicas count the same, but for the shards they own.
+  for (int32_t actor = schedule.num_actors; actor < compiled.num_actors; ++actor) {
+    ActorStats stats = compiled.stats[compiled.Position(actor)];
+    stats.reduce_bytes_sent = 0;
+    for (int64_t elements : buckets[compiled.Position(actor)]) {
+      stats.reduce_bytes_sent += ir::AllReduceSentBytes(elements, step.num_replicas, compiled.Replica(actor));
+    }
+    compiled.stats.push_back(stats);
   }
   compiled.hash = hash.Digest();
   return compiled;
@@ -231,7 +220,7 @@ std::string DumpCompiledStep(const CompiledStep& compiled, bool with_functions) 
   for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
     const ActorStats& s = compiled.stats[actor];
     absl::StrAppendFormat(&out, " %5d  %12d  %5d  %5d  %8d  %10d  %17d", actor, s.instructions, s.runs, s.sends,
-                          s.receives, s.bytes_sent, compiled.programs[actor].static_peak_bytes);
+                          s.receives, s.bytes_sent, compiled.ProgramOf(actor).static_peak_bytes);
     if (replicated) absl::StrAppendFormat(&out, "  %11d  %17d", s.all_reduces, s.reduce_bytes_sent);
     absl::StrAppend(&out, "\n");
   }

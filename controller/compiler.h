@@ -53,9 +53,9 @@ struct ActorStats {
 // pipeline. Actor a is position a % actors_per_replica (the schedule's actor)
 // of replica a / actors_per_replica; replica r runs microbatches
 // [r * num_microbatches, (r + 1) * num_microbatches) of the global batch,
-// numbered 0..num_microbatches-1 in its programs and inputs. The programs of
-// one position differ between replicas only in actor ids: each is lowered
-// once and renumbered per replica.
+// numbered 0..num_microbatches-1 in its programs and inputs. Each position
+// has ONE program, compiled once and run by every replica
+// (ir/actor_program.h): compile cost does not grow with the replicas.
 struct CompiledStep {
   std::string model;
   std::string schedule;
@@ -68,7 +68,9 @@ struct CompiledStep {
   int32_t Position(int32_t actor) const { return actor % actors_per_replica; }
   // The microbatches of one step over all replicas: the global batch.
   int32_t global_microbatches() const { return num_microbatches * num_replicas; }
-  std::vector<ir::ActorProgram> programs;  // one per actor
+  std::vector<ir::ActorProgram> programs;  // one per position (actors_per_replica)
+  // The program global actor `actor` runs (as replica Replica(actor)).
+  const ir::ActorProgram& ProgramOf(int32_t actor) const { return programs[Position(actor)]; }
   std::vector<ActorStats> stats;           // one per actor
   uint64_t hash = 0;                       // over every program
 };

@@ -230,17 +230,19 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   state_bindings_.assign(num_actors_, {});
   for (int32_t index = 0; index < num_actors_; ++index) {
     const ir::ActorProgram& program = programs[index];
-    if (program.actor != index || program.num_actors != num_actors_) {
+    // A program runs as actor `actor` of each of its replicas (ir/actor_program.h).
+    if (program.num_actors < 1 || int64_t{program.num_actors} * program.num_replicas != num_actors_ ||
+        program.actor != index % program.num_actors) {
       return absl::InvalidArgumentError(absl::StrCat("program ", index, " is for actor ", program.actor, " of ",
-                                                     program.num_actors, "; expected actor ", index, " of ",
-                                                     num_actors_));
+                                                     program.num_actors, " on ", program.num_replicas,
+                                                     " replicas; expected actor ", index, " of ", num_actors_));
     }
-    bounds_[program.actor] = ir::DispatchBounds(program);
-    groups_[program.actor] = ir::ReplicaGroupOf(program);
+    bounds_[index] = ir::DispatchBounds(program);
+    groups_[index] = ir::ReplicaGroupOf(program);
     for (const ir::Buffer& buffer : program.buffers) {
-      if (buffer.kind == ir::BufferKind::kState) state_bindings_[program.actor].push_back(buffer.binding);
+      if (buffer.kind == ir::BufferKind::kState) state_bindings_[index].push_back(buffer.binding);
     }
-    std::vector<int32_t>& stages = stages_[program.actor];
+    std::vector<int32_t>& stages = stages_[index];
     for (const ir::Instruction& instruction : program.instructions) {
       if (instruction.task.stage >= 0) stages.push_back(instruction.task.stage);
     }

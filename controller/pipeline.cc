@@ -11,21 +11,26 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
   if (steps_done < 0) return absl::InvalidArgumentError("steps_done must not be negative");
   absl::StatusOr<CompiledStep> compiled = Compile(step, schedule);
   if (!compiled.ok()) return compiled.status();
+  // Every actor's program and state; replicas share their position's
+  // program (CompiledStep::ProgramOf).
+  std::vector<ir::ActorProgram> programs;
   std::vector<ir::TensorMap> states;
-  for (const ir::ActorProgram& program : compiled->programs) {
+  for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
+    const ir::ActorProgram& program = compiled->ProgramOf(actor);
+    programs.push_back(program);
     ir::TensorMap actor_state;
     for (const ir::Buffer& buffer : program.buffers) {
       if (buffer.kind != ir::BufferKind::kState) continue;
       auto it = state.find(buffer.binding);
       if (it == state.end()) {
         return absl::InvalidArgumentError(absl::StrCat("no value for state '", buffer.binding, "' of actor ",
-                                                       program.actor));
+                                                       actor));
       }
       actor_state[buffer.binding] = it->second;
     }
     states.push_back(std::move(actor_state));
   }
-  if (absl::Status status = launcher->Start(compiled->programs, states); !status.ok()) return status;
+  if (absl::Status status = launcher->Start(programs, states); !status.ok()) return status;
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done));
 }
 
@@ -48,15 +53,15 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
   }
   const int64_t step_number = steps_run_ + 1;
   std::vector<ir::StepInputs> inputs(compiled_.num_actors);
-  for (const ir::ActorProgram& program : compiled_.programs) {
-    for (const ir::Buffer& buffer : program.buffers) {
+  for (int32_t actor = 0; actor < compiled_.num_actors; ++actor) {
+    for (const ir::Buffer& buffer : compiled_.ProgramOf(actor).buffers) {
       if (buffer.kind != ir::BufferKind::kInput) continue;
       if (buffer.microbatch < 0) {  // the step number
-        inputs[program.actor][{buffer.binding, -1}] = ir::HostTensor::Scalar(static_cast<float>(step_number));
+        inputs[actor][{buffer.binding, -1}] = ir::HostTensor::Scalar(static_cast<float>(step_number));
         continue;
       }
       // Replica r's microbatch m is the global batch's r * M + m.
-      const int32_t global = compiled_.Replica(program.actor) * compiled_.num_microbatches + buffer.microbatch;
+      const int32_t global = compiled_.Replica(actor) * compiled_.num_microbatches + buffer.microbatch;
       const ir::TensorMap& data = microbatches[global];
       auto it = data.find(buffer.binding);
       if (it == data.end()) {
@@ -68,7 +73,7 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
                                                        ir::TypeToString(buffer.type), ", got ",
                                                        ir::TypeToString(it->second.type())));
       }
-      inputs[program.actor][{buffer.binding, buffer.microbatch}] = it->second;
+      inputs[actor][{buffer.binding, buffer.microbatch}] = it->second;
     }
   }
   return inputs;
@@ -108,7 +113,7 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
   }
   for (size_t actor = 0; actor < results.size(); ++actor) {
     ir::StepOutputs& result = results[actor];
-    const std::vector<ir::Instruction>& instructions = compiled_.programs[actor].instructions;
+    const std::vector<ir::Instruction>& instructions = compiled_.ProgramOf(static_cast<int32_t>(actor)).instructions;
     int64_t busy = 0;
     for (const ir::InstructionTiming& time : result.timings) {
       const bool run = time.instruction >= 0 && time.instruction < static_cast<int32_t>(instructions.size()) &&

@@ -51,7 +51,8 @@ void StepTrace::AddStep(const StepReport& report) {
   std::map<std::tuple<int32_t, int32_t, uint64_t>, double> receive_ends;
   for (size_t a = 0; a < report.timings.size(); ++a) {
     const auto actor = static_cast<int32_t>(a);
-    const std::vector<ir::Instruction>& instructions = compiled_.programs[a].instructions;
+    const ir::ActorProgram& program = compiled_.ProgramOf(actor);
+    const std::vector<ir::Instruction>& instructions = program.instructions;
     std::map<std::tuple<char, int32_t, int32_t>, double> per_task;  // this step's tasks
     for (const ir::InstructionTiming& time : report.timings[a]) {
       if (time.instruction < 0 || time.instruction >= static_cast<int32_t>(instructions.size())) continue;
@@ -81,7 +82,7 @@ void StepTrace::AddStep(const StepReport& report) {
           slice.thread = static_cast<int32_t>(schedules::TraceTrack::kCompute);
           slice.name = TaskName(instruction.task);
           slice.category = std::string(1, instruction.task.kind);
-          slice.args.push_back({"function", compiled_.programs[a].functions[instruction.function].name});
+          slice.args.push_back({"function", program.functions[instruction.function].name});
           busy_us_[a] += duration_us;
           break;
         case ir::InstructionKind::kSend:

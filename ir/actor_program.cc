@@ -173,7 +173,9 @@ std::string TaskLabel::ToString() const {
 }
 
 std::string PrintActorProgram(const ActorProgram& program, bool with_functions) {
-  std::string out = absl::StrCat("actor ", program.actor, " of ", program.num_actors, ": ",
+  std::string out = absl::StrCat("actor ", program.actor, " of ", program.num_actors,
+                                 program.num_replicas == 1 ? "" : absl::StrCat(" (on each of ", program.num_replicas, " replicas)"),
+                                 ": ",
                                  program.functions.size(), " functions, ", program.buffers.size(), " buffers, ",
                                  program.instructions.size(), " instructions, static peak ",
                                  program.static_peak_bytes, " bytes\n");
@@ -231,6 +233,7 @@ uint64_t HashActorProgram(const ActorProgram& program) {
   c.String("tandem.actor_program.v1");
   c.Int(program.actor);
   c.Int(program.num_actors);
+  if (program.num_replicas != 1) c.Int(program.num_replicas);  // older programs hash as they did
   c.Int(program.static_peak_bytes);
   c.Int(static_cast<int64_t>(program.functions.size()));
   for (const Function& function : program.functions) {

@@ -59,8 +59,9 @@ enum class InstructionKind : uint8_t {
   kEmit,
   // Starts the ordered all-reduce `tag` of `buffers` (f32, reduced as one
   // bucket: their elements concatenated in order) among the actors of
-  // `group`, the replicas of one stage listed in replica order, this actor
-  // among them; see ir/all_reduce.h. Returns at once: the reduction runs in
+  // `group`, the global actors that run this program, in replica order
+  // (actor + r * num_actors for r = 0..num_replicas-1); see
+  // ir/all_reduce.h. Returns at once: the reduction runs in
   // the background while later instructions run. Until the matching
   // kAllReduceWait no instruction may touch `buffers`. Holds
   // AllReduceStagingBytes of staging memory until then.
@@ -115,9 +116,15 @@ struct Buffer {
 // "state", "input", "temporary".
 const char* BufferKindName(BufferKind kind);
 
+// Data parallelism: `actor`, `num_actors` and every `peer` number the
+// actors of ONE replica of the pipeline. The same program, compiled once,
+// runs on each of the `num_replicas` replicas: on replica r it is global
+// actor actor + r * num_actors, and its peers move by r * num_actors alike.
+// All-reduce `group`s list global actors: this position in replica order.
 struct ActorProgram {
   int32_t actor = 0;
   int32_t num_actors = 1;
+  int32_t num_replicas = 1;
   std::vector<Function> functions;
   std::vector<Buffer> buffers;
   std::vector<Instruction> instructions;
@@ -151,9 +158,14 @@ std::string PrintActorProgram(const ActorProgram& program, bool with_functions =
 // and there is at least one range (an empty one for an empty program).
 std::vector<int32_t> DispatchBounds(const ActorProgram& program);
 
-// The replica group this actor all-reduces over (the `group` of its
+// The replica group this program all-reduces over (the `group` of its
 // all-reduces; the verifier allows one per program), or empty.
 std::vector<int32_t> ReplicaGroupOf(const ActorProgram& program);
+
+// The global actor that runs `program` as replica `replica`.
+inline int32_t GlobalActor(const ActorProgram& program, int32_t replica) {
+  return program.actor + replica * program.num_actors;
+}
 
 // A content hash of everything in the program (functions included), stable
 // across runs and machines: what an actor caches a program under.

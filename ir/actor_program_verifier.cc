@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/actor_program.h"
 #include "ir/all_reduce.h"
+#include "ir/limits.h"
 
 namespace tandem::ir {
 namespace {
@@ -64,6 +65,11 @@ class ProgramVerifier {
     if (program_.num_actors < 1 || program_.actor < 0 || program_.actor >= program_.num_actors) {
       return absl::InvalidArgumentError(
           absl::StrCat("actor ", program_.actor, " is not in [0, ", program_.num_actors, ")"));
+    }
+    if (program_.num_replicas < 1 || program_.num_replicas > kMaxReplicas ||
+        int64_t{program_.num_actors} * program_.num_replicas > int64_t{1} << 30) {
+      return absl::InvalidArgumentError(absl::StrCat("actor ", program_.actor, ": ", program_.num_replicas,
+                                                     " replicas of ", program_.num_actors, " actors is out of range"));
     }
     for (size_t f = 0; f < program_.functions.size(); ++f) {
       if (absl::Status status = VerifyFunction(static_cast<int32_t>(f), program_.functions[f]); !status.ok()) {
@@ -266,21 +272,22 @@ class ProgramVerifier {
     return CheckFull(in.buffers[0]);
   }
 
-  // A group of at least two distinct actors in range, this one among them;
-  // f32 buffers that hold a tensor, each listed once.
-  absl::Status CheckReduction(const Instruction& in, int32_t& rank, int64_t& elements) const {
+  // The group of this program's replicas: actor + r * num_actors for every
+  // replica r, in replica order (so at least two); f32 buffers that hold a
+  // tensor, each listed once.
+  absl::Status CheckReduction(const Instruction& in, int64_t& elements) const {
     if (in.group.size() < 2) return Error(absl::StrCat("a group of ", in.group.size(), " actors reduces nothing"));
-    std::set<int32_t> members;
-    rank = -1;
-    for (size_t r = 0; r < in.group.size(); ++r) {
-      const int32_t actor = in.group[r];
-      if (actor < 0 || actor >= program_.num_actors) {
-        return Error(absl::StrCat("group member ", actor, " is outside [0, ", program_.num_actors, ")"));
-      }
-      if (!members.insert(actor).second) return Error(absl::StrCat("actor ", actor, " is twice in the group"));
-      if (actor == program_.actor) rank = static_cast<int32_t>(r);
+    if (static_cast<int64_t>(in.group.size()) != program_.num_replicas) {
+      return Error(absl::StrCat("the group has ", in.group.size(), " actors but the program runs on ",
+                                program_.num_replicas, " replicas"));
     }
-    if (rank < 0) return Error("this actor is not in the group");
+    for (size_t r = 0; r < in.group.size(); ++r) {
+      const int32_t expected = GlobalActor(program_, static_cast<int32_t>(r));
+      if (in.group[r] != expected) {
+        return Error(absl::StrCat("group member ", r, " is actor ", in.group[r], "; replica ", r, " of actor ",
+                                  program_.actor, " is actor ", expected));
+      }
+    }
     if (in.buffers.empty()) return Error("reduces no buffers");
     std::set<BufferId> seen;
     elements = 0;
@@ -295,13 +302,12 @@ class ProgramVerifier {
   }
 
   absl::Status AllReduceStart(const Instruction& in) {
-    int32_t rank = 0;
     int64_t elements = 0;
-    if (absl::Status s = CheckReduction(in, rank, elements); !s.ok()) return s;
+    if (absl::Status s = CheckReduction(in, elements); !s.ok()) return s;
     if (!started_tags_.insert(in.tag).second) return Error(absl::StrCat("all-reduce tag ", in.tag, " starts twice"));
     if (group_ == nullptr) group_ = &in.group;
     if (*group_ != in.group) return Error("an actor all-reduces within one replica group, this one names another");
-    const int64_t staging = AllReduceStagingBytes(elements, static_cast<int32_t>(in.group.size()), rank);
+    const int64_t staging = AllReduceStagingBytes(elements, static_cast<int32_t>(in.group.size()));
     reductions_[in.tag] = {&in, staging};
     for (BufferId id : in.buffers) in_flight_[id] = in.tag;
     live_ += staging;

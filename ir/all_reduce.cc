@@ -19,9 +19,9 @@ int64_t AllReduceSentBytes(int64_t elements, int32_t size, int32_t rank) {
   return (elements - own + (size - 1) * own) * static_cast<int64_t>(sizeof(float));
 }
 
-int64_t AllReduceStagingBytes(int64_t elements, int32_t size, int32_t rank) {
-  const int64_t own = ShardOf(elements, size, rank).length;
-  return (elements + size * own) * static_cast<int64_t>(sizeof(float));
+int64_t AllReduceStagingBytes(int64_t elements, int32_t size) {
+  const int64_t largest = ShardOf(elements, size, 0).length;
+  return (elements + size * largest) * static_cast<int64_t>(sizeof(float));
 }
 
 void SumInReplicaOrder(std::span<const float* const> shards, std::span<float> out) {

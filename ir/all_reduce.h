@@ -34,9 +34,11 @@ Shard ShardOf(int64_t elements, int32_t size, int32_t rank);
 // among `size` replicas (both phases).
 int64_t AllReduceSentBytes(int64_t elements, int32_t size, int32_t rank);
 
-// Staging memory of replica `rank` while the all-reduce runs: the bucket's
-// contiguous copy (n elements) and the D received copies of its own shard.
-int64_t AllReduceStagingBytes(int64_t elements, int32_t size, int32_t rank);
+// Staging memory of every replica while the all-reduce runs: the bucket's
+// contiguous copy (n elements) and room for D received copies of the
+// largest shard, ceil(n / D) elements (the same on every replica, so that
+// one program's static peak holds on all of them).
+int64_t AllReduceStagingBytes(int64_t elements, int32_t size);
 
 // out[i] = shards[0][i] + shards[1][i] + ... in this order, in f32: the
 // reduce-scatter owner's sum. Every span has out.size() elements.

@@ -256,7 +256,10 @@ PYBIND11_MODULE(_tandem, m) {
       .def_property_readonly("num_actors", [](const Session& self) { return self.compiled().num_actors; })
       .def_property_readonly("static_peak_bytes", [](const Session& self) {
         std::vector<int64_t> peaks;
-        for (const ir::ActorProgram& program : self.compiled().programs) peaks.push_back(program.static_peak_bytes);
+        const controller::CompiledStep& compiled = self.compiled();
+        for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+          peaks.push_back(compiled.ProgramOf(actor).static_peak_bytes);
+        }
         return peaks;
       });
 

@@ -177,6 +177,7 @@ absl::StatusOr<ir::HostTensor> DecodeTensor(wire::Tensor::Reader reader, absl::s
 void EncodeProgram(const ir::ActorProgram& program, wire::ActorProgram::Builder builder) {
   builder.setActor(program.actor);
   builder.setNumActors(program.num_actors);
+  builder.setNumReplicas(program.num_replicas);
   builder.setStaticPeakBytes(program.static_peak_bytes);
 
   auto functions = builder.initFunctions(program.functions.size());
@@ -226,6 +227,7 @@ absl::StatusOr<ir::ActorProgram> ReadProgram(wire::ActorProgram::Reader reader) 
   ir::ActorProgram program;
   program.actor = reader.getActor();
   program.num_actors = reader.getNumActors();
+  program.num_replicas = reader.getNumReplicas();
   program.static_peak_bytes = reader.getStaticPeakBytes();
 
   for (auto function : reader.getFunctions()) {

@@ -117,6 +117,7 @@ struct ActorProgram {
   instructions @4 :List(Instruction);
   taskStarts @5 :List(Int32);
   staticPeakBytes @6 :Int64;
+  numReplicas @7 :Int32 = 1;  # data-parallel replicas running this same program
 }
 
 # --- Capabilities. --------------------------------------------------------

@@ -198,7 +198,8 @@ namespace {
 ir::ActorProgram Reducing() {
   ir::ActorProgram program;
   program.actor = 0;
-  program.num_actors = 2;
+  program.num_actors = 1;
+  program.num_replicas = 2;
   program.buffers.push_back({"w", {ir::DType::kF32, {6}}, ir::BufferKind::kState, "w", -1});
   ir::Instruction start{.kind = ir::InstructionKind::kAllReduceStart, .buffers = {0}, .tag = 3};
   start.group = {0, 1};
@@ -219,23 +220,26 @@ TEST(VerifyAllReduce, AcceptsAStartAndItsWaitAndCountsTheStaging) {
   EXPECT_THAT(ir::PrintActorProgram(Reducing()), HasSubstr("allreduce.start tag 3 group (0, 1) (w)"));
 }
 
-TEST(VerifyAllReduce, RejectsGroupsWithoutThisActorOrWithDuplicates) {
+TEST(VerifyAllReduce, RejectsGroupsOtherThanThisPositionsReplicas) {
   ir::ActorProgram program = Reducing();
-  program.instructions[0].group = {1, 1};
-  EXPECT_THAT(Verify(program).message(), HasSubstr("actor 1 is twice in the group"));
-  program.instructions[0].group = {1, 2};
-  EXPECT_THAT(Verify(program).message(), HasSubstr("group member 2 is outside [0, 2)"));
-  program = Reducing();
-  program.num_actors = 3;
-  program.instructions[0].group = program.instructions[1].group = {1, 2};
-  EXPECT_THAT(Verify(program).message(), HasSubstr("this actor is not in the group"));
+  program.instructions[0].group = program.instructions[1].group = {1, 1};
+  EXPECT_THAT(Verify(program).message(), HasSubstr("group member 0 is actor 1; replica 0 of actor 0 is actor 0"));
+  program.instructions[0].group = program.instructions[1].group = {0, 1, 2};
+  EXPECT_THAT(Verify(program).message(), HasSubstr("the group has 3 actors but the program runs on 2 replicas"));
   program = Reducing();
   program.instructions[0].group = program.instructions[1].group = {0};
   EXPECT_THAT(Verify(program).message(), HasSubstr("a group of 1 actors reduces nothing"));
+  program = Reducing();
+  program.num_replicas = 0;
+  EXPECT_THAT(Verify(program).message(), HasSubstr("0 replicas of 1 actors is out of range"));
 }
 
 TEST(VerifyAllReduce, RejectsTouchingABufferInFlightAndAMissingWait) {
   ir::ActorProgram program = Reducing();
+  program.num_actors = 2;
+  program.instructions[0].group = program.instructions[1].group = {0, 2};
+  program.static_peak_bytes = 72;
+  ASSERT_TRUE(Verify(program).ok()) << Verify(program);
   program.instructions.insert(program.instructions.begin() + 1,
                               ir::Instruction{.kind = ir::InstructionKind::kSend, .buffers = {0}, .peer = 1});
   EXPECT_THAT(Verify(program).message(), HasSubstr("touches buffer 0 (w) while all-reduce tag 3 owns it"));

@@ -316,7 +316,7 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   out << "actor  bytes sent/step  static peak bytes  measured peak bytes\n";
   for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
     out << absl::StrFormat("%5d  %15d  %17d  %19d\n", actor, compiled->stats[actor].bytes_sent,
-                           compiled->programs[actor].static_peak_bytes, trainer.last_report()->peak_live_bytes[actor]);
+                           compiled->ProgramOf(actor).static_peak_bytes, trainer.last_report()->peak_live_bytes[actor]);
   }
   return 0;
 }
