@@ -215,7 +215,7 @@ TEST(ThreadCluster, CreateChecksActorNumbering) {
   TwoStageForward programs = MakeTwoStageForward(1);
   absl::StatusOr<std::unique_ptr<ThreadCluster>> cluster = ThreadCluster::Create({programs.actor1, programs.actor0});
   EXPECT_EQ(cluster.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(cluster.status().message(), HasSubstr("program 0 is for actor 1 of 2, expected actor 0 of 2"));
+  EXPECT_THAT(cluster.status().message(), HasSubstr("program 0 is for actor 1 of 2 on 1 replicas, expected actor 0 of 2"));
 }
 
 }  // namespace
