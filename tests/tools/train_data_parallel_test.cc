@@ -132,6 +132,9 @@ TEST(DataParallelTrain, TraceShowsAStagesReductionRunningBeforeTheDrainEnds) {
     }
   }
   EXPECT_EQ(reduce_tracks.size(), 4u) << "each actor's reductions have a track of their own";
+  // The bubble table compares every actor with its position in the simulated replica.
+  EXPECT_THAT(out, HasSubstr("actor  measured bubble  simulated bubble"));
+  for (const char* row : {"\n    0  ", "\n    3  "}) EXPECT_THAT(out, HasSubstr(row));
   EXPECT_EQ(reduce_start.size(), 8u) << "every actor reduces its two stages once per step";
   for (int actor : {0, 2}) {
     ASSERT_TRUE(reduce_start.count({actor, "all-reduce stage 2"})) << "actor " << actor;

@@ -48,9 +48,12 @@ absl::Status WriteTrace(const controller::StepTrace& trace, const schedules::Sch
   out << absl::StrFormat("trace: %d steps written to %s (open in ui.perfetto.dev or chrome://tracing)\n", trace.steps(),
                          path);
   out << "actor  measured bubble  simulated bubble (calibrated costs)\n";
+  // Data-parallel replicas: the simulator plays one replica; each actor is
+  // compared with its position in it.
+  const size_t positions = simulated->per_actor.size();
   for (size_t actor = 0; actor < measured.size(); ++actor) {
     out << absl::StrFormat("%5d  %14.1f%%  %16.1f%%\n", actor, 100 * measured[actor],
-                           100 * simulated->per_actor[actor].bubble);
+                           100 * simulated->per_actor[actor % positions].bubble);
   }
   return absl::OkStatus();
 }
