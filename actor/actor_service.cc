@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/limits.h"
 #include "ir/state_file.h"
 #include "kj/vector.h"
 #include "rpc/program_codec.h"
@@ -384,15 +385,21 @@ kj::Promise<void> ActorService::openReplicaGroup(OpenReplicaGroupContext context
   if (group_setup_ != GroupSetup::kNone) {
     rpc::ThrowIfError(absl::FailedPreconditionError(absl::StrCat(Name(), ": the replica group was opened already")));
   }
+  capnp::List<int32_t>::Reader members = context.getParams().getGroup();
+  if (members.size() < 2 || members.size() > static_cast<uint32_t>(ir::kMaxReplicas)) {
+    rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(Name(), ": a replica group of ", members.size(),
+                                                              " actors; it has 2 to ", ir::kMaxReplicas)));
+  }
   std::vector<int32_t> group;
-  for (int32_t actor : context.getParams().getGroup()) group.push_back(actor);
+  for (int32_t actor : members) group.push_back(actor);
   const auto me = std::find(group.begin(), group.end(), transport_.actor());
   if (me == group.end()) {
     rpc::ThrowIfError(absl::InvalidArgumentError(
         absl::StrCat(Name(), ": asked to join ", DescribeGroup(group), ", which does not include it")));
   }
   const auto rank = static_cast<int32_t>(me - group.begin());
-  absl::StatusOr<std::unique_ptr<GlooGroup>> opened = GlooGroup::Open(group, rank, options_.collective_host, options_.receive_timeout);
+  absl::StatusOr<std::unique_ptr<GlooGroup>> opened =
+      GlooGroup::Open(group, rank, options_.collective_host, options_.receive_timeout);
   rpc::ThrowIfError(opened.status());
   opened_group_ = *std::move(opened);
   group_setup_ = GroupSetup::kOpened;
@@ -413,6 +420,10 @@ kj::Promise<void> ActorService::connectReplicaGroup(ConnectReplicaGroupContext c
   }
   wire::Actor::ConnectReplicaGroupParams::Reader params = context.getParams();
   const absl::Duration timeout = absl::Milliseconds(std::max<int64_t>(params.getTimeoutMillis(), 0));
+  if (params.getOffers().size() > static_cast<uint32_t>(ir::kMaxReplicas)) {
+    rpc::ThrowIfError(absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": ", params.getOffers().size(), " replica group offers; at most ", ir::kMaxReplicas)));
+  }
   std::vector<std::string> offers;
   for (capnp::Data::Reader offer : params.getOffers()) {
     if (offer.size() > kMaxCollectiveAddressBytes) {
@@ -422,12 +433,14 @@ kj::Promise<void> ActorService::connectReplicaGroup(ConnectReplicaGroupContext c
     offers.emplace_back(reinterpret_cast<const char*>(offer.begin()), offer.size());
   }
   group_setup_ = GroupSetup::kConnecting;
-  return OnCompute([this, group = std::move(opened_group_), offers = std::move(offers), timeout]() mutable -> absl::Status {
-           if (absl::Status status = group->Connect(offers, timeout); !status.ok()) return status;
-           reducer_ = std::make_unique<Reducer>(std::move(group));
-           if (executor_ != nullptr) executor_->UseReducer(reducer_.get());
-           return absl::OkStatus();
-         })
+  auto connect = [this, group = std::move(opened_group_), offers = std::move(offers),
+                  timeout]() mutable -> absl::Status {
+    if (absl::Status status = group->Connect(offers, timeout); !status.ok()) return status;
+    reducer_ = std::make_unique<Reducer>(std::move(group));
+    if (executor_ != nullptr) executor_->UseReducer(reducer_.get());
+    return absl::OkStatus();
+  };
+  return OnCompute(std::move(connect))
       .then([this]() { group_setup_ = GroupSetup::kConnected; },
             [this](kj::Exception&& exception) {
               group_setup_ = GroupSetup::kNone;

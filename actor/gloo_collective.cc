@@ -15,6 +15,7 @@
 #include "gloo/transport/device.h"
 #include "gloo/transport/tcp/device.h"
 #include "ir/all_reduce.h"
+#include "ir/limits.h"
 
 namespace tandem::actor {
 
@@ -79,7 +80,10 @@ GlooGroup::~GlooGroup() = default;
 absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Open(std::vector<int32_t> actors, int32_t rank,
                                                            const std::string& host, absl::Duration timeout) {
   const auto size = static_cast<int32_t>(actors.size());
-  if (size < 2) return absl::InvalidArgumentError(absl::StrCat("a replica group needs 2 members, got ", size));
+  if (size < 2 || size > ir::kMaxReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a replica group has 2 to ", ir::kMaxReplicas, " members, not ", size));
+  }
   if (rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is outside ", DescribeGroup(actors)));
   }

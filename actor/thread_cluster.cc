@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector
     const int32_t replica = a / program.num_actors;
     absl::StatusOr<std::shared_ptr<Device>> opened = OpenDevice(device, a);
     if (!opened.ok()) return opened.status();
-    absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(std::move(programs[a]), *std::move(opened), replica);
+    absl::StatusOr<std::unique_ptr<Executor>> executor =
+        Executor::Create(std::move(programs[a]), *std::move(opened), replica);
     if (!executor.ok()) return executor.status();
     executors.push_back(*std::move(executor));
   }

@@ -40,7 +40,9 @@ absl::Status CheckSizes(const ExampleJobOptions& options) {
   }
   if (int64_t{options.microbatches} * options.replicas > kMaxMicrobatches) {
     return absl::InvalidArgumentError(absl::StrCat("microbatches ", options.microbatches,
-                                                   options.replicas == 1 ? "" : absl::StrCat(" x ", options.replicas, " replicas"),
+                                                   options.replicas == 1
+                                                       ? ""
+                                                       : absl::StrCat(" x ", options.replicas, " replicas"),
                                                    " is more than the ", kMaxMicrobatches,
                                                    " an example job may have"));
   }

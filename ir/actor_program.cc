@@ -174,7 +174,9 @@ std::string TaskLabel::ToString() const {
 
 std::string PrintActorProgram(const ActorProgram& program, bool with_functions) {
   std::string out = absl::StrCat("actor ", program.actor, " of ", program.num_actors,
-                                 program.num_replicas == 1 ? "" : absl::StrCat(" (on each of ", program.num_replicas, " replicas)"),
+                                 program.num_replicas == 1
+                                     ? ""
+                                     : absl::StrCat(" (on each of ", program.num_replicas, " replicas)"),
                                  ": ",
                                  program.functions.size(), " functions, ", program.buffers.size(), " buffers, ",
                                  program.instructions.size(), " instructions, static peak ",

@@ -316,10 +316,13 @@ class ProgramVerifier {
 
   absl::Status AllReduceWait(const Instruction& in) {
     auto it = reductions_.find(in.tag);
-    if (it == reductions_.end()) return Error(absl::StrCat("waits for all-reduce tag ", in.tag, ", which is not running"));
+    if (it == reductions_.end()) {
+      return Error(absl::StrCat("waits for all-reduce tag ", in.tag, ", which is not running"));
+    }
     const Instruction& start = *it->second.start;
     if (in.buffers != start.buffers || in.group != start.group) {
-      return Error(absl::StrCat("waits for all-reduce tag ", in.tag, " with other buffers or another group than it started with"));
+      return Error(absl::StrCat("waits for all-reduce tag ", in.tag,
+                                " with other buffers or another group than it started with"));
     }
     for (BufferId id : in.buffers) in_flight_.erase(id);
     live_ -= it->second.staging_bytes;

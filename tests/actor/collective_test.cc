@@ -94,6 +94,9 @@ TEST(GlooGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
 TEST(GlooGroup, RefusesMalformedGroupsAndOffers) {
   EXPECT_EQ(GlooGroup::Open({4}, 0, "127.0.0.1", absl::Seconds(5)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(GlooGroup::Open({4, 5}, 2, "127.0.0.1", absl::Seconds(5)).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::Status too_many = GlooGroup::Open(std::vector<int32_t>(5000), 0, "127.0.0.1", absl::Seconds(5)).status();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.message(), HasSubstr("a replica group has 2 to 4096 members, not 5000"));
   absl::StatusOr<std::unique_ptr<GlooGroup>> group = GlooGroup::Open({4, 5}, 0, "127.0.0.1", absl::Seconds(5));
   ASSERT_TRUE(group.ok()) << group.status();
   absl::Status status = (*group)->Connect({"", std::string(1000, 'x')}, absl::Seconds(1));
