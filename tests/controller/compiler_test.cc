@@ -13,13 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-schedules::Schedule MustGenerate(const std::string& name, int32_t actors, int32_t microbatches,
-                                 int32_t virtual_stages = 0) {
-  absl::StatusOr<schedules::Schedule> schedule =
-      schedules::Generate(name, {.actors = actors, .microbatches = microbatches, .virtual_stages = virtual_stages});
-  EXPECT_TRUE(schedule.ok()) << schedule.status();
-  return *schedule;
-}
+using testing_harness::MustGenerate;
 
 TEST(Compiler, OneFOneBTransfersWhatTheScheduleImplies) {
   // 1F1B, P=4, M=8: each inner actor receives and sends 8 activations and 8

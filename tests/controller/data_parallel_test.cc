@@ -21,13 +21,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-schedules::Schedule MustGenerate(const std::string& name, int32_t actors, int32_t microbatches,
-                                 int32_t virtual_stages = 0) {
-  absl::StatusOr<schedules::Schedule> schedule =
-      schedules::Generate(name, {.actors = actors, .microbatches = microbatches, .virtual_stages = virtual_stages});
-  EXPECT_TRUE(schedule.ok()) << schedule.status();
-  return *schedule;
-}
+using testing_harness::MustGenerate;
 
 // The bytes of the gradient accumulators an actor all-reduces.
 int64_t ReducedGradientBytes(const ir::ActorProgram& program) {

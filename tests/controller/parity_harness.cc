@@ -8,6 +8,7 @@
 #include "examples/models/gpt.h"
 #include "gtest/gtest.h"
 #include "ir/kernels.h"
+#include "schedules/generators.h"
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::controller::testing_harness {
@@ -48,6 +49,14 @@ absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches) {
     return mean(cross_entropy(logits, t.Label("labels", {ir::DType::kI32, {4}})));
   };
   return TraceTrainStep("skip", model, Adam({}), {.num_microbatches = microbatches, .seed = 9});
+}
+
+schedules::Schedule MustGenerate(const std::string& name, int32_t actors, int32_t microbatches,
+                                 int32_t virtual_stages) {
+  absl::StatusOr<schedules::Schedule> schedule =
+      schedules::Generate(name, {.actors = actors, .microbatches = microbatches, .virtual_stages = virtual_stages});
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return schedule.ok() ? *std::move(schedule) : schedules::Schedule();
 }
 
 std::vector<ir::TensorMap> Batches(const ir::TrainStep& step, int64_t step_number) {

@@ -22,6 +22,11 @@ absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int3
 // Three stages; a value of stage 0 is also read by stage 2.
 absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches);
 
+// A generated schedule; a test failure (and an empty schedule) if the
+// generator refuses the arguments.
+schedules::Schedule MustGenerate(const std::string& name, int32_t actors, int32_t microbatches,
+                                 int32_t virtual_stages = 0);
+
 // Deterministic data for every data and label input of `step`.
 std::vector<ir::TensorMap> Batches(const ir::TrainStep& step, int64_t step_number);
 
