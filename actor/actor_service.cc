@@ -189,8 +189,9 @@ absl::Status ActorService::UseProgram(uint64_t hash, const std::shared_ptr<const
       if (tensor.defined()) state[name] = tensor;
     }
   }
-  const int32_t replica = (transport_.actor() - program->actor) / program->num_actors;
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program, options_.device, replica);
+  absl::StatusOr<int32_t> replica = ir::ReplicaOf(*program, transport_.actor());
+  if (!replica.ok()) return replica.status();
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program, options_.device, *replica);
   if (!executor.ok()) return executor.status();
   if (absl::Status status = (*executor)->LoadState(state); !status.ok()) return status;
   (*executor)->UseReducer(reducer_.get());
@@ -206,12 +207,9 @@ kj::Promise<void> ActorService::loadProgram(LoadProgramContext context) {
   if (programs_.contains(hash)) return kj::READY_NOW;
   absl::StatusOr<ir::ActorProgram> program = rpc::DecodeProgram(params.getProgram(), hash);
   rpc::ThrowIfError(program.status());
-  // Replica r runs the program as actor program.actor + r * num_actors.
-  const int32_t offset = transport_.actor() - program->actor;
-  if (offset < 0 || offset % program->num_actors != 0 || offset / program->num_actors >= program->num_replicas) {
-    rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(Name(), ": program ", HashString(hash), " is for actor ",
-                                                              program->actor, " of ", program->num_actors, " on ",
-                                                              program->num_replicas, " replicas")));
+  if (absl::StatusOr<int32_t> replica = ir::ReplicaOf(*program, transport_.actor()); !replica.ok()) {
+    rpc::ThrowIfError(absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": program ", HashString(hash), " ", replica.status().message())));
   }
   programs_.emplace(hash, std::make_shared<const ir::ActorProgram>(*std::move(program)));
   return kj::READY_NOW;

@@ -21,19 +21,14 @@ absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector
   if (num_actors == 0) return absl::InvalidArgumentError("a cluster needs at least one actor program");
   std::vector<std::unique_ptr<Executor>> executors;
   for (int32_t a = 0; a < num_actors; ++a) {
-    // A program runs as actor `actor` of each of its replicas (ir/actor_program.h).
-    const ir::ActorProgram& program = programs[a];
-    if (program.num_actors < 1 || int64_t{program.num_actors} * program.num_replicas != num_actors ||
-        program.actor != a % program.num_actors) {
-      return absl::InvalidArgumentError(absl::StrCat("program ", a, " is for actor ", program.actor, " of ",
-                                                     program.num_actors, " on ", program.num_replicas,
-                                                     " replicas, expected actor ", a, " of ", num_actors));
+    absl::StatusOr<int32_t> replica = ir::ReplicaOf(programs[a], a, num_actors);
+    if (!replica.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("program ", a, " ", replica.status().message()));
     }
-    const int32_t replica = a / program.num_actors;
     absl::StatusOr<std::shared_ptr<Device>> opened = OpenDevice(device, a);
     if (!opened.ok()) return opened.status();
     absl::StatusOr<std::unique_ptr<Executor>> executor =
-        Executor::Create(std::move(programs[a]), *std::move(opened), replica);
+        Executor::Create(std::move(programs[a]), *std::move(opened), *replica);
     if (!executor.ok()) return executor.status();
     executors.push_back(*std::move(executor));
   }

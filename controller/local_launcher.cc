@@ -230,12 +230,8 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   state_bindings_.assign(num_actors_, {});
   for (int32_t index = 0; index < num_actors_; ++index) {
     const ir::ActorProgram& program = programs[index];
-    // A program runs as actor `actor` of each of its replicas (ir/actor_program.h).
-    if (program.num_actors < 1 || int64_t{program.num_actors} * program.num_replicas != num_actors_ ||
-        program.actor != index % program.num_actors) {
-      return absl::InvalidArgumentError(absl::StrCat("program ", index, " is for actor ", program.actor, " of ",
-                                                     program.num_actors, " on ", program.num_replicas,
-                                                     " replicas; expected actor ", index, " of ", num_actors_));
+    if (absl::StatusOr<int32_t> replica = ir::ReplicaOf(program, index, num_actors_); !replica.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("program ", index, " ", replica.status().message()));
     }
     bounds_[index] = ir::DispatchBounds(program);
     groups_[index] = ir::ReplicaGroupOf(program);

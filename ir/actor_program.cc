@@ -223,6 +223,19 @@ std::vector<int32_t> DispatchBounds(const ActorProgram& program) {
   return bounds;
 }
 
+absl::StatusOr<int32_t> ReplicaOf(const ActorProgram& program, int32_t actor, int32_t job_actors) {
+  const int64_t offset = int64_t{actor} - program.actor;
+  const bool fits = program.num_actors >= 1 && offset >= 0 && offset % program.num_actors == 0 &&
+                    offset / program.num_actors < program.num_replicas &&
+                    (job_actors == 0 || int64_t{program.num_actors} * program.num_replicas == job_actors);
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat("is for actor ", program.actor, " of ", program.num_actors, " on ",
+                                                   program.num_replicas, " replicas, expected actor ", actor,
+                                                   job_actors == 0 ? "" : absl::StrCat(" of ", job_actors)));
+  }
+  return static_cast<int32_t>(offset / program.num_actors);
+}
+
 std::vector<int32_t> ReplicaGroupOf(const ActorProgram& program) {
   for (const Instruction& instruction : program.instructions) {
     if (instruction.kind == InstructionKind::kAllReduceStart) return instruction.group;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "ir/graph.h"
 
 namespace tandem::ir {
@@ -166,6 +167,13 @@ std::vector<int32_t> ReplicaGroupOf(const ActorProgram& program);
 inline int32_t GlobalActor(const ActorProgram& program, int32_t replica) {
   return program.actor + replica * program.num_actors;
 }
+
+// The replica as which global actor `actor` runs `program`, of a job of
+// `job_actors` actors (0: not checked, for an actor that does not know the
+// job's size). InvalidArgument, "is for actor 1 of 2 on 1 replicas, expected
+// actor 0 of 2", when `actor` is no replica of the program's position or
+// the job is not num_actors * num_replicas actors.
+absl::StatusOr<int32_t> ReplicaOf(const ActorProgram& program, int32_t actor, int32_t job_actors = 0);
 
 // A content hash of everything in the program (functions included), stable
 // across runs and machines: what an actor caches a program under.
