@@ -57,7 +57,10 @@ std::string SimulationJson(const Schedule& schedule, const SimulationResult& res
              {"idle", JsonNumber(stats.idle)},
              {"bubble", JsonNumber(stats.bubble)},
              {"peak_activations", JsonNumber(stats.peak_activations)}});
-    if (data_parallel) entry["reduce_busy"] = JsonNumber(stats.reduce_busy);
+    if (data_parallel) {
+      entry["reduce_busy"] = JsonNumber(stats.reduce_busy);
+      entry["peak_reduce_staging"] = JsonNumber(stats.peak_reduce_staging);
+    }
   }
   if (data_parallel) {
     Json& reductions = json["reductions"] = Json::array();
@@ -65,8 +68,10 @@ std::string SimulationJson(const Schedule& schedule, const SimulationResult& res
       reductions.push_back({{"actor", reduction.actor.value},
                             {"stage", reduction.stage.value},
                             {"bytes", JsonNumber(reduction.bytes)},
+                            {"released", JsonNumber(reduction.released)},
                             {"start", JsonNumber(reduction.start)},
-                            {"end", JsonNumber(reduction.end)}});
+                            {"end", JsonNumber(reduction.end)},
+                            {"staging_bytes", JsonNumber(reduction.staging_bytes)}});
     }
   }
   Json& critical_path = json["critical_path"] = Json::array();
@@ -129,8 +134,8 @@ std::string SimulationTable(const Schedule& schedule, const SimulationResult& re
                           "%s (compute ends at %s)\n",
                           result.data_parallel, result.reductions.size(),
                           FormatTime(result.makespan), FormatTime(result.compute_end));
-    absl::StrAppendFormat(&out, "%6s %11s %12s %19s\n", "actor", "reductions", "reduce busy",
-                          "last reduction end");
+    absl::StrAppendFormat(&out, "%6s %11s %12s %19s %13s\n", "actor", "reductions", "reduce busy",
+                          "last reduction end", "peak staging");
     // Reductions are ordered by actor, then as they ran.
     size_t next = 0;
     for (const ActorStats& stats : result.per_actor) {
@@ -142,8 +147,9 @@ std::string SimulationTable(const Schedule& schedule, const SimulationResult& re
         ++count;
         last_end = result.reductions[next].end;
       }
-      absl::StrAppendFormat(&out, "%6d %11d %12s %19s\n", stats.actor.value, count,
-                            FormatTime(stats.reduce_busy), count > 0 ? FormatTime(last_end) : "-");
+      absl::StrAppendFormat(&out, "%6d %11d %12s %19s %13s\n", stats.actor.value, count,
+                            FormatTime(stats.reduce_busy), count > 0 ? FormatTime(last_end) : "-",
+                            FormatTime(stats.peak_reduce_staging));
     }
   }
   const size_t steps = result.critical_path.size();

@@ -476,7 +476,9 @@ void Simulation::ComputeReductions() {
       reduction.actor = ActorId(actor);
       reduction.stage = StageId(stage);
       reduction.bytes = 2.0 * (replicas - 1.0) * costs_.GradientBytes(reduction.stage) / replicas;
-      reduction.start = slot_time_[slot].end;
+      reduction.staging_bytes = 2.0 * costs_.GradientBytes(reduction.stage);
+      reduction.released = slot_time_[slot].end;
+      reduction.start = reduction.released;
       Cause cause{Cause::Kind::kSlot, slot};
       if (previous != kNone && track_free > reduction.start) {
         reduction.start = track_free;
@@ -528,6 +530,27 @@ void Simulation::ComputeMemory(SimulationResult& result) const {
       }
     }
     result.per_actor[actor].peak_activations = peak;
+  }
+  // Staging in flight: +staging at release, -staging at the end; at equal
+  // times the ends come first, as frees do above.
+  std::vector<std::pair<double, double>> events;
+  for (size_t first = 0; first < reductions_.size();) {
+    const int32_t actor = reductions_[first].actor.value;
+    size_t last = first;
+    events.clear();
+    for (; last < reductions_.size() && reductions_[last].actor.value == actor; ++last) {
+      events.emplace_back(reductions_[last].released, reductions_[last].staging_bytes);
+      events.emplace_back(reductions_[last].end, -reductions_[last].staging_bytes);
+    }
+    std::sort(events.begin(), events.end());
+    double live = 0.0;
+    double peak = 0.0;
+    for (const auto& [time, change] : events) {
+      live += change;
+      peak = std::max(peak, live);
+    }
+    result.per_actor[actor].peak_reduce_staging = peak;
+    first = last;
   }
 }
 

@@ -27,6 +27,9 @@
 //   has one reduce track: its reductions run one at a time, in the order
 //   they were released (FIFO), overlapping its compute. The step ends when
 //   the last slot or the last reduction does. One replica is simulated.
+//   A reduction holds 2G bytes of staging (the bucket's copy and the D
+//   shards of G/D its owner receives) from its release to its end; each
+//   actor's peak of staging in flight is reported beside its activations.
 //
 // Every resource is taken in a fixed order (compute in program order, sends
 // in completion order, which is program order too, reductions in release
@@ -112,8 +115,11 @@ struct Reduction {
   ActorId actor;
   StageId stage;
   double bytes = 0.0;  // Sent by this actor: 2 (D - 1) / D * the stage's gradient bytes.
-  double start = 0.0;  // The end of the stage's last backward task, or later when queued.
+  double released = 0.0;  // The end of the stage's last backward task on the actor.
+  double start = 0.0;     // released, or later when queued behind another reduction.
   double end = 0.0;
+  // Held from `released` to `end`: 2 * the stage's gradient bytes.
+  double staging_bytes = 0.0;
 };
 
 // Busy, idle and bubble count the compute track only; reductions are apart.
@@ -124,6 +130,8 @@ struct ActorStats {
   double bubble = 0.0;  // idle / makespan.
   double peak_activations = 0.0;
   double reduce_busy = 0.0;  // Sum of the durations of its reductions.
+  // The most staging bytes of its reductions in flight at once.
+  double peak_reduce_staging = 0.0;
 };
 
 // Live activation units on one actor from `time` on.

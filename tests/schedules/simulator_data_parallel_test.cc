@@ -361,25 +361,60 @@ TEST(DataParallel, BadReplicaCountsAndSizesAreErrors) {
               HasSubstr("the gradient bytes of stage 1 must be finite and non-negative"));
 }
 
+// Interleaved stages: actor 0 holds stages 0 and 2, whose reductions are
+// both in flight (the second queued behind the first) for a while, so
+// their staging adds up; actor 1's (stages 1 and 3) do not overlap.
+TEST(DataParallel, StagingOfReductionsInFlightAddsUpToTheActorsPeak) {
+  absl::StatusOr<Schedule> schedule =
+      Generate("interleaved", {.actors = 2, .microbatches = 4, .virtual_stages = 2});
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  CostModel costs;
+  costs.data_parallel = 2;
+  costs.link_beta = 1.0;
+  costs.stage_gradient_bytes = 1.0;
+  costs.stage_gradient_bytes_override = {{0, 100.0}, {2, 30.0}};
+  const SimulationResult result = MustSimulate(*schedule, costs);
+  std::map<int32_t, Reduction> by_stage;
+  for (const Reduction& reduction : result.reductions) by_stage[reduction.stage.value] = reduction;
+  ASSERT_EQ(by_stage.size(), 4u);
+  for (const auto& [stage, reduction] : by_stage) {
+    EXPECT_EQ(reduction.staging_bytes, 2.0 * costs.GradientBytes(StageId(stage))) << stage;
+    EXPECT_LE(reduction.released, reduction.start) << stage;
+  }
+  // Stage 2's last backward ends before stage 0's; stage 0's reduction is
+  // released while stage 2's (30 long) still runs.
+  const Reduction& s0 = by_stage[0];
+  const Reduction& s2 = by_stage[2];
+  ASSERT_LT(s2.released, s0.released);
+  ASSERT_LT(s0.released, s2.end);
+  EXPECT_EQ(s0.start, s2.end) << "queued behind stage 2's on the reduce track";
+  EXPECT_EQ(result.per_actor[0].peak_reduce_staging, 2.0 * (100.0 + 30.0));
+  const Reduction& s1 = by_stage[1];
+  const Reduction& s3 = by_stage[3];
+  ASSERT_TRUE(s3.end <= s1.released || s1.end <= s3.released) << "actor 1's reductions do not overlap";
+  EXPECT_EQ(result.per_actor[1].peak_reduce_staging, 2.0);
+}
+
 TEST(DataParallel, ReportListsTheReductions) {
   const Schedule schedule = Generated("1f1b", 2, 4);
   const SimulationResult result = MustSimulate(schedule, TinyDataParallelCosts());
   const std::string json = SimulationJson(schedule, result);
   EXPECT_THAT(json, HasSubstr("\"bubble_time\":42,\"data_parallel\":4,\"compute_end\":21,"
                               "\"per_actor\":["));
-  EXPECT_THAT(json, HasSubstr("\"peak_activations\":2,\"reduce_busy\":12}"));
-  EXPECT_THAT(json, HasSubstr("\"reductions\":[{\"actor\":0,\"stage\":0,\"bytes\":12,\"start\":21,"
-                              "\"end\":33},{\"actor\":1,\"stage\":1,\"bytes\":12,\"start\":17.5,"
-                              "\"end\":29.5}]"));
+  EXPECT_THAT(json, HasSubstr("\"peak_activations\":2,\"reduce_busy\":12,\"peak_reduce_staging\":16}"));
+  EXPECT_THAT(json, HasSubstr("\"reductions\":[{\"actor\":0,\"stage\":0,\"bytes\":12,\"released\":21,"
+                              "\"start\":21,\"end\":33,\"staging_bytes\":16},{\"actor\":1,\"stage\":1,"
+                              "\"bytes\":12,\"released\":17.5,\"start\":17.5,\"end\":29.5,"
+                              "\"staging_bytes\":16}]"));
   EXPECT_THAT(json, HasSubstr("{\"type\":\"reduction\",\"actor\":0,\"stage\":0,\"start\":21,"
                               "\"end\":33}]"));
   const std::string table = SimulationTable(schedule, result);
   EXPECT_THAT(table, HasSubstr("makespan 33,"));
   EXPECT_THAT(table, HasSubstr("data parallel 4 replicas: 2 gradient reductions, the last ending "
                                "at 33 (compute ends at 21)\n"));
-  EXPECT_THAT(table, HasSubstr(" actor  reductions  reduce busy  last reduction end\n"
-                               "     0           1           12                  33\n"
-                               "     1           1           12                29.5\n"));
+  EXPECT_THAT(table, HasSubstr(" actor  reductions  reduce busy  last reduction end  peak staging\n"
+                               "     0           1           12                  33            16\n"
+                               "     1           1           12                29.5            16\n"));
   EXPECT_THAT(table, HasSubstr("[21, 33] reduction of stage 0 on actor 0\n"));
 }
 
