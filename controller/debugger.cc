@@ -14,10 +14,17 @@ void Debugger::Reset(Pipeline* pipeline) {
   step_.reset();
   tasks_.clear();
   const CompiledStep& compiled = pipeline_->compiled();
+  // Programs number the actors of one replica; actor a runs its position's
+  // program as replica Replica(a), whose peers are offset alike.
+  auto global = [&](int32_t actor, int32_t peer) {
+    return peer + compiled.Replica(actor) * compiled.actors_per_replica;
+  };
   // Which task of its sender each (sender, receiver, tag) message leaves.
   std::map<std::tuple<int32_t, int32_t, uint64_t>, int32_t> sent_by;
-  for (const ir::ActorProgram& program : compiled.programs) {
+  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+    const ir::ActorProgram& program = compiled.ProgramOf(actor);
     const std::vector<int32_t> bounds = ir::DispatchBounds(program);
+    const std::vector<int32_t> group = ir::ReplicaGroupOf(program);
     std::vector<Task> tasks;
     for (size_t index = 0; index + 1 < bounds.size(); ++index) {
       Task task;
@@ -28,20 +35,29 @@ void Debugger::Reset(Pipeline* pipeline) {
       for (int32_t i = task.range.begin; i < task.range.end; ++i) {
         const ir::Instruction& instruction = program.instructions[i];
         if (instruction.kind == ir::InstructionKind::kSend) {
-          sent_by[{program.actor, instruction.peer, instruction.tag}] = static_cast<int32_t>(index);
+          sent_by[{actor, global(actor, instruction.peer), instruction.tag}] = static_cast<int32_t>(index);
+        }
+        if (instruction.kind == ir::InstructionKind::kAllReduceStart) {
+          for (int32_t member : group) {
+            if (member != actor) task.gang.push_back(member);
+          }
         }
       }
+      std::sort(task.gang.begin(), task.gang.end());
+      task.gang.erase(std::unique(task.gang.begin(), task.gang.end()), task.gang.end());
       tasks.push_back(std::move(task));
     }
     tasks_.push_back(std::move(tasks));
   }
-  for (const ir::ActorProgram& program : compiled.programs) {
-    for (Task& task : tasks_[program.actor]) {
+  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+    const ir::ActorProgram& program = compiled.ProgramOf(actor);
+    for (Task& task : tasks_[actor]) {
       for (int32_t i = task.range.begin; i < task.range.end; ++i) {
         const ir::Instruction& instruction = program.instructions[i];
         if (instruction.kind != ir::InstructionKind::kReceive) continue;
-        auto sender = sent_by.find({instruction.peer, program.actor, instruction.tag});
-        if (sender != sent_by.end()) task.needs.emplace_back(instruction.peer, sender->second);
+        const int32_t sender_actor = global(actor, instruction.peer);
+        auto sender = sent_by.find({sender_actor, actor, instruction.tag});
+        if (sender != sent_by.end()) task.needs.emplace_back(sender_actor, sender->second);
       }
     }
   }
@@ -101,12 +117,31 @@ int32_t Debugger::BreakpointAt(int32_t actor, const std::string& task) const {
   return 0;
 }
 
-bool Debugger::Ready(const StepState& step, int32_t actor) const {
+bool Debugger::InputsArrived(const StepState& step, int32_t actor) const {
   const Task& task = tasks_[actor][step.next[actor]];
   for (const auto& [sender, index] : task.needs) {
     if (step.next[sender] <= index) return false;
   }
   return true;
+}
+
+bool Debugger::HeldAtBreakpoint(const StepState& step, int32_t actor) const {
+  return !step.released[actor] && BreakpointAt(actor, tasks_[actor][step.next[actor]].name) != 0;
+}
+
+std::vector<int32_t> Debugger::GangNotReady(const StepState& step, int32_t actor) const {
+  std::vector<int32_t> members;
+  const int32_t index = step.next[actor];
+  for (int32_t member : tasks_[actor][index].gang) {
+    if (step.next[member] != index || HeldAtBreakpoint(step, member) || !InputsArrived(step, member)) {
+      members.push_back(member);
+    }
+  }
+  return members;
+}
+
+bool Debugger::Ready(const StepState& step, int32_t actor) const {
+  return InputsArrived(step, actor) && GangNotReady(step, actor).empty();
 }
 
 absl::StatusOr<std::optional<StepReport>> Debugger::Start(const std::vector<ir::TensorMap>& microbatches) {
@@ -211,6 +246,9 @@ std::vector<ActorPosition> Debugger::Where() const {
         for (const auto& [sender, index] : task.needs) {
           if (step_->next[sender] <= index) position.waits_for.emplace_back(sender, tasks_[sender][index].name);
         }
+        // A replica that has not reached (or may not run) the task whose
+        // all-reduce this one joins.
+        for (int32_t member : GangNotReady(*step_, actor)) position.waits_for.emplace_back(member, task.name);
         position.state = position.waits_for.empty() ? ActorPosition::State::kReady : ActorPosition::State::kWaiting;
       }
     }

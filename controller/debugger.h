@@ -13,6 +13,14 @@
 // deadline running out. The losses and parameters are the same bits as a
 // fused step's (the programs are the same; only the dispatch differs).
 //
+// Data-parallel replicas. Actor a runs its pipeline position's program as
+// replica a / actors_per_replica. A task that starts an all-reduce (the one
+// holding its stage's last backward) runs only together with the same task
+// of every other replica of its group, in one wave: a collective whose
+// members are all issued finishes within its timeout, so a replica paused
+// at a breakpoint holds the others before their all-reduce instead of
+// leaving them in it.
+//
 // Breakpoints name an actor (or every actor) and a task ("B2.0", Tandem's
 // notation: kind, stage, '.', microbatch; "update" for the optimizer step).
 // An actor pauses before a task with a breakpoint; Continue() lets every
@@ -51,7 +59,8 @@ struct ActorPosition {
   std::string task;        // the next task's name ("" when done)
   int32_t breakpoint = 0;  // kPaused: the breakpoint's id
   // kWaiting: the tasks (on other actors) whose sends it still needs, e.g.
-  // {2, "B2.0"}.
+  // {2, "B2.0"}, and the replicas that must run its task with it (an
+  // all-reduce), e.g. {3, "B1.3"}.
   std::vector<std::pair<int32_t, std::string>> waits_for;
 };
 
@@ -102,6 +111,9 @@ class Debugger {
     InstructionRange range;
     // The (actor, task index) whose sends this task receives.
     std::vector<std::pair<int32_t, int32_t>> needs;
+    // The other replicas that must run this same task in the same wave
+    // (it starts an all-reduce among them); empty for most tasks.
+    std::vector<int32_t> gang;
   };
   struct StepState {
     int64_t number = 0;
@@ -112,6 +124,12 @@ class Debugger {
     std::vector<ir::StepOutputs> results;  // by actor, from its last task
   };
 
+  // Whether the sends `actor`'s next task receives were all made.
+  bool InputsArrived(const StepState& step, int32_t actor) const;
+  // Whether a breakpoint not yet passed stops `actor` before its next task.
+  bool HeldAtBreakpoint(const StepState& step, int32_t actor) const;
+  // The gang members of `actor`'s next task that could not run it now.
+  std::vector<int32_t> GangNotReady(const StepState& step, int32_t actor) const;
   bool Ready(const StepState& step, int32_t actor) const;
   // The breakpoint that stops `actor` before task `task`, or 0.
   int32_t BreakpointAt(int32_t actor, const std::string& task) const;

@@ -120,6 +120,12 @@ absl::StatusOr<int32_t> Repl::ParseActor(const std::string& word) const {
   return actor;
 }
 
+std::string Repl::ActorName(int32_t actor) const {
+  const controller::CompiledStep& compiled = session_->compiled();
+  if (compiled.num_replicas == 1) return absl::StrCat("actor ", actor);
+  return absl::StrCat("actor ", actor, " (replica ", compiled.Replica(actor), ")");
+}
+
 absl::Status Repl::Dispatch(const std::vector<std::string>& words) {
   const std::string& command = words[0];
   auto count = [&](size_t min, size_t max) -> absl::Status {
@@ -241,7 +247,9 @@ absl::Status Repl::Show(const std::vector<std::string>& words) {
     for (const ir::ActorProgram& program : compiled.programs) {
       for (const ir::Function& function : program.functions) {
         if (function.name.size() > 1 && function.name.substr(1) == suffix) {
-          out_ << "# " << function.name << " on actor " << program.actor << "\n" << ir::PrintGraph(function.graph);
+          out_ << "# " << function.name << " on actor " << program.actor
+               << (compiled.num_replicas > 1 ? " and its replicas" : "") << "\n"
+               << ir::PrintGraph(function.graph);
         }
       }
     }
@@ -253,8 +261,20 @@ absl::Status Repl::Show(const std::vector<std::string>& words) {
   }
   if (what == "placement" && words.size() == 2) {
     const schedules::Schedule& schedule = session_->schedule();
+    // The actors that run pipeline position `position`, in replica order.
+    auto replicas_of = [&](int32_t position) {
+      std::vector<int32_t> actors;
+      for (int32_t r = 0; r < compiled.num_replicas; ++r) actors.push_back(position + r * compiled.actors_per_replica);
+      return absl::StrJoin(actors, ", ");
+    };
     for (int32_t stage = 0; stage < schedule.num_stages; ++stage) {
-      out_ << absl::StrFormat("stage %d -> actor %d\n", stage, schedule.stage_to_actor[stage].value);
+      const int32_t position = schedule.stage_to_actor[stage].value;
+      if (compiled.num_replicas == 1) {
+        out_ << absl::StrFormat("stage %d -> actor %d\n", stage, position);
+      } else {
+        out_ << absl::StrFormat("stage %d -> actors %s (one per replica; gradients all-reduced among them)\n",
+                                stage, replicas_of(position));
+      }
     }
     for (const ir::ActorProgram& program : compiled.programs) {
       std::vector<std::string> state;
@@ -265,25 +285,40 @@ absl::Status Repl::Show(const std::vector<std::string>& words) {
         const ir::StateSpec* spec = step.FindState(buffer.binding);
         if (spec != nullptr && spec->role == ir::StateRole::kParameter) state.push_back(buffer.binding);
       }
-      out_ << absl::StrFormat("actor %d holds %d parameters (%s of state with their optimizer slots): %s\n",
-                              program.actor, state.size(), ir::FormatBytes(bytes), absl::StrJoin(state, ", "));
+      const std::string who = compiled.num_replicas == 1
+                                  ? absl::StrCat("actor ", program.actor, " holds")
+                                  : absl::StrCat("actors ", replicas_of(program.actor), " each hold");
+      out_ << absl::StrFormat("%s %d parameters (%s of state with their optimizer slots): %s\n", who,
+                              state.size(), ir::FormatBytes(bytes), absl::StrJoin(state, ", "));
     }
     return absl::OkStatus();
   }
   if (what == "program" && words.size() == 3) {
     absl::StatusOr<int32_t> actor = ParseActor(words[2]);
     if (!actor.ok()) return actor.status();
-    out_ << ir::PrintActorProgram(compiled.programs[*actor]);
+    if (compiled.num_replicas > 1) {
+      out_ << absl::StrFormat("# actor %d runs position %d's program as replica %d (its peers are the actors of "
+                              "replica %d: add %d to the peers below)\n",
+                              *actor, compiled.Position(*actor), compiled.Replica(*actor), compiled.Replica(*actor),
+                              compiled.Replica(*actor) * compiled.actors_per_replica);
+    }
+    out_ << ir::PrintActorProgram(compiled.ProgramOf(*actor));
     return absl::OkStatus();
   }
   if (what == "memory" && words.size() == 2) {
-    out_ << "actor  static peak  measured peak (last step)\n";
-    for (const ir::ActorProgram& program : compiled.programs) {
-      const std::string measured =
-          last_.has_value() && program.actor < static_cast<int32_t>(last_->peak_live_bytes.size())
-              ? ir::FormatBytes(last_->peak_live_bytes[program.actor])
-              : "-";
-      out_ << absl::StrFormat("%5d  %11s  %13s\n", program.actor, ir::FormatBytes(program.static_peak_bytes), measured);
+    const bool replicas = compiled.num_replicas > 1;
+    out_ << (replicas ? "actor  replica  static peak  measured peak (last step)\n"
+                      : "actor  static peak  measured peak (last step)\n");
+    for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+      const std::string measured = last_.has_value() && actor < static_cast<int32_t>(last_->peak_live_bytes.size())
+                                       ? ir::FormatBytes(last_->peak_live_bytes[actor])
+                                       : "-";
+      const std::string peak = ir::FormatBytes(compiled.ProgramOf(actor).static_peak_bytes);
+      if (replicas) {
+        out_ << absl::StrFormat("%5d  %7d  %11s  %13s\n", actor, compiled.Replica(actor), peak, measured);
+      } else {
+        out_ << absl::StrFormat("%5d  %11s  %13s\n", actor, peak, measured);
+      }
     }
     return absl::OkStatus();
   }
@@ -365,7 +400,7 @@ void Repl::ReportPause() {
   std::vector<std::string> paused;
   for (const controller::ActorPosition& position : debugger_->Where()) {
     if (position.state == controller::ActorPosition::State::kPaused) {
-      paused.push_back(absl::StrFormat("actor %d before %s (breakpoint %d)", position.actor, position.task,
+      paused.push_back(absl::StrFormat("%s before %s (breakpoint %d)", ActorName(position.actor), position.task,
                                        position.breakpoint));
     }
   }
@@ -383,11 +418,11 @@ void Repl::Where() {
   std::map<int32_t, std::vector<std::string>> waiters;
   for (const controller::ActorPosition& position : positions) {
     for (const auto& [actor, task] : position.waits_for) {
-      waiters[actor].push_back(absl::StrFormat("actor %d (for %s)", position.actor, task));
+      waiters[actor].push_back(absl::StrFormat("%s (for %s)", ActorName(position.actor), task));
     }
   }
   for (const controller::ActorPosition& position : positions) {
-    std::string line = absl::StrFormat("  actor %d  task %d/%d", position.actor,
+    std::string line = absl::StrFormat("  %s  task %d/%d", ActorName(position.actor),
                                        std::min(position.next_task + 1, position.num_tasks), position.num_tasks);
     switch (position.state) {
       case controller::ActorPosition::State::kDone:
@@ -401,7 +436,9 @@ void Repl::Where() {
         break;
       case controller::ActorPosition::State::kWaiting: {
         std::vector<std::string> needs;
-        for (const auto& [actor, task] : position.waits_for) needs.push_back(absl::StrFormat("actor %d's %s", actor, task));
+        for (const auto& [actor, task] : position.waits_for) {
+          needs.push_back(absl::StrFormat("%s's %s", ActorName(actor), task));
+        }
         absl::StrAppendFormat(&line, "  before %s, waiting for %s", position.task, absl::StrJoin(needs, " and "));
         break;
       }
@@ -487,7 +524,8 @@ absl::Status Repl::Set(const std::vector<std::string>& words) {
   const controller::CompiledStep& compiled = session_->compiled();
   if (words[1] == "schedule") {
     absl::StatusOr<schedules::Schedule> schedule =
-        schedules::ResolveSchedule(words[2], compiled.num_actors, compiled.num_microbatches, options_.virtual_stages);
+        schedules::ResolveSchedule(words[2], compiled.actors_per_replica, compiled.num_microbatches,
+                                   options_.virtual_stages);
     if (!schedule.ok()) return schedule.status();
     options_.schedule = words[2];
     return Recompile(std::nullopt, *std::move(schedule));
@@ -498,7 +536,8 @@ absl::Status Repl::Set(const std::vector<std::string>& words) {
       return absl::InvalidArgumentError(absl::StrCat("'", words[2], "' is not a microbatch count"));
     }
     absl::StatusOr<schedules::Schedule> schedule =
-        schedules::ResolveSchedule(options_.schedule, compiled.num_actors, microbatches, options_.virtual_stages);
+        schedules::ResolveSchedule(options_.schedule, compiled.actors_per_replica, microbatches,
+                                   options_.virtual_stages);
     if (!schedule.ok()) return schedule.status();
     absl::StatusOr<ir::TrainStep> step = model_.trace(microbatches);
     if (!step.ok()) return step.status();
@@ -528,10 +567,11 @@ absl::Status Repl::Recompile(std::optional<ir::TrainStep> step, schedules::Sched
 
 void Repl::Actors() {
   const controller::CompiledStep& compiled = session_->compiled();
+  const bool replicas = compiled.num_replicas > 1;
   std::vector<controller::ActorPosition> positions = debugger_->Where();
-  out_ << "actor  process     state                              stages  static peak  measured peak\n";
-  for (const ir::ActorProgram& program : compiled.programs) {
-    const int32_t actor = program.actor;
+  out_ << (replicas ? "actor  replica  process     state                              stages  static peak  measured peak\n"
+                    : "actor  process     state                              stages  static peak  measured peak\n");
+  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
     std::string state = "idle";
     if (!positions.empty()) {
       const controller::ActorPosition& position = positions[actor];
@@ -544,14 +584,17 @@ void Repl::Actors() {
     }
     std::vector<std::string> stages;
     for (int32_t stage = 0; stage < session_->schedule().num_stages; ++stage) {
-      if (session_->schedule().stage_to_actor[stage].value == actor) stages.push_back(absl::StrCat(stage));
+      if (session_->schedule().stage_to_actor[stage].value == compiled.Position(actor)) {
+        stages.push_back(absl::StrCat(stage));
+      }
     }
     const std::string measured = last_.has_value() && actor < static_cast<int32_t>(last_->peak_live_bytes.size())
                                      ? ir::FormatBytes(last_->peak_live_bytes[actor])
                                      : "-";
-    out_ << absl::StrFormat("%5d  %-10s  %-33s  %6s  %11s  %13s\n", actor,
+    const std::string replica = replicas ? absl::StrFormat("%7d  ", compiled.Replica(actor)) : "";
+    out_ << absl::StrFormat("%5d  %s%-10s  %-33s  %6s  %11s  %13s\n", actor, replica,
                             session_->DescribeActor(ActorId(actor)), state, absl::StrJoin(stages, ","),
-                            ir::FormatBytes(program.static_peak_bytes), measured);
+                            ir::FormatBytes(compiled.ProgramOf(actor).static_peak_bytes), measured);
   }
 }
 

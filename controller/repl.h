@@ -5,7 +5,10 @@
 // program ACTOR|memory; sim; draw [ascii|svg FILE|perfetto FILE]; step [N];
 // run; loss; break ACTOR|* TASK; delete [ID]; continue; where; inspect ACTOR
 // VALUE [MB]; trace on|off|save FILE; set schedule NAME|FILE; set
-// microbatches M; actors; quit. Breakpoints go through the Debugger
+// microbatches M; actors; quit. With data-parallel replicas, actors are
+// numbered across the replicas (actor a is position a % P of replica
+// a / P) and `where`, `actors`, `show placement|memory|program` say which
+// replica each one is. Breakpoints go through the Debugger
 // (controller/debugger.h). No command error ends the session: it is printed
 // as "error: ..." on the error stream.
 //
@@ -83,6 +86,8 @@ class Repl {
   // Applies a new schedule (and, for `set microbatches`, a re-traced step).
   absl::Status Recompile(std::optional<ir::TrainStep> step, schedules::Schedule schedule);
   absl::StatusOr<int32_t> ParseActor(const std::string& word) const;
+  // "actor 3", or with data-parallel replicas "actor 3 (replica 1)".
+  std::string ActorName(int32_t actor) const;
 
   std::unique_ptr<Session> session_;
   ReplModel model_;

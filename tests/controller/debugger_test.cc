@@ -32,15 +32,17 @@ using State = ActorPosition::State;
 constexpr int32_t kActors = 4;
 constexpr int32_t kMicrobatches = 4;
 
-ir::TrainStep Mlp() {
+// An MLP of `stages` stages, on `replicas` data-parallel replicas.
+ir::TrainStep Mlp(int32_t stages = kActors, int32_t replicas = 1) {
   examples::MlpConfig config;
   config.input_dim = 12;
   config.hidden_dim = 12;
-  config.num_layers = kActors;
+  config.num_layers = stages;
   config.batch_size = 4;
-  config.num_stages = kActors;
-  absl::StatusOr<ir::TrainStep> step = TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 0.1}),
-                                                      {.num_microbatches = kMicrobatches, .seed = 3});
+  config.num_stages = stages;
+  absl::StatusOr<ir::TrainStep> step =
+      TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 0.1}),
+                     {.num_microbatches = kMicrobatches, .num_replicas = replicas, .seed = 3});
   EXPECT_TRUE(step.ok()) << step.status();
   return *step;
 }
@@ -49,7 +51,7 @@ ir::TrainStep Mlp() {
 enum class Actors { kProcesses, kThreads };
 
 std::unique_ptr<Pipeline> Start(const ir::TrainStep& step, absl::Duration receive_timeout = absl::Seconds(20),
-                                Actors actors = Actors::kProcesses) {
+                                Actors actors = Actors::kProcesses, int32_t pipeline_actors = kActors) {
   ir::SetBlasThreads(1);
   std::unique_ptr<Launcher> launcher;
   if (actors == Actors::kThreads) {
@@ -62,7 +64,7 @@ std::unique_ptr<Pipeline> Start(const ir::TrainStep& step, absl::Duration receiv
     launcher = std::make_unique<LocalLauncher>(std::move(options));
   }
   absl::StatusOr<schedules::Schedule> schedule =
-      schedules::Generate("1f1b", {.actors = kActors, .microbatches = kMicrobatches});
+      schedules::Generate("1f1b", {.actors = pipeline_actors, .microbatches = kMicrobatches});
   EXPECT_TRUE(schedule.ok()) << schedule.status();
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
       Pipeline::Create(step, *schedule, *ir::InitialState(step), std::move(launcher));
@@ -155,6 +157,55 @@ TEST_P(DebuggerOn, TaskByTaskStepsGiveTheFusedStepsBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Launchers, DebuggerOn, ::testing::Values(Actors::kProcesses, Actors::kThreads),
+                         [](const ::testing::TestParamInfo<Actors>& info) {
+                           return info.param == Actors::kThreads ? "Threads" : "Processes";
+                         });
+
+// Two replicas of a 2-actor pipeline: actor a is position a % 2 of replica
+// a / 2. Stage 1's last backward (B1.3) starts its all-reduce between
+// actors 1 and 3.
+class DebuggerWithReplicasOn : public ::testing::TestWithParam<Actors> {};
+
+TEST_P(DebuggerWithReplicasOn, AReplicaPausedBeforeItsAllReduceHoldsTheOthersBeforeTheirs) {
+  const ir::TrainStep step = Mlp(/*stages=*/2, /*replicas=*/2);
+  // Short deadlines: a pause must outlast every receive and all-reduce timeout.
+  std::unique_ptr<Pipeline> debugged = Start(step, absl::Milliseconds(300), GetParam(), /*pipeline_actors=*/2);
+  std::unique_ptr<Pipeline> fused = Start(step, absl::Seconds(20), GetParam(), /*pipeline_actors=*/2);
+  ASSERT_NE(debugged, nullptr);
+  ASSERT_NE(fused, nullptr);
+  Debugger debugger(debugged.get());
+  ASSERT_TRUE(debugger.AddBreakpoint(3, "B1.3").ok());
+  for (int64_t s = 1; s <= 2; ++s) {
+    const std::vector<ir::TensorMap> batch = testing_harness::Batches(step, s);
+    absl::StatusOr<StepReport> expected = fused->Step(batch);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    absl::StatusOr<std::optional<StepReport>> report = debugger.Start(batch);
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_FALSE(report->has_value()) << "actor 3 pauses before B1.3";
+    const std::vector<ActorPosition> where = debugger.Where();
+    ASSERT_EQ(where.size(), 4u);
+    EXPECT_EQ(where[3].state, State::kPaused);
+    EXPECT_EQ(where[3].task, "B1.3");
+    // Actor 1 (replica 0) holds before its own B1.3: it joins actor 3's all-reduce.
+    EXPECT_EQ(where[1].state, State::kWaiting);
+    EXPECT_EQ(where[1].task, "B1.3");
+    EXPECT_THAT(where[1].waits_for, ElementsAre(Pair(3, "B1.3")));
+    absl::SleepFor(absl::Seconds(1));  // past every deadline: nobody is inside a collective
+    report = debugger.Continue();
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_TRUE(report->has_value());
+    ASSERT_EQ((*report)->losses.size(), expected->losses.size());
+    for (size_t m = 0; m < expected->losses.size(); ++m) {
+      EXPECT_EQ(std::bit_cast<uint32_t>((*report)->losses[m]), std::bit_cast<uint32_t>(expected->losses[m])) << m;
+    }
+  }
+  absl::StatusOr<ir::TensorMap> a = fused->State();
+  absl::StatusOr<ir::TensorMap> b = debugged->State();
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (const auto& [name, tensor] : *a) EXPECT_TRUE(b->at(name).BitwiseEquals(tensor)) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Launchers, DebuggerWithReplicasOn, ::testing::Values(Actors::kProcesses, Actors::kThreads),
                          [](const ::testing::TestParamInfo<Actors>& info) {
                            return info.param == Actors::kThreads ? "Threads" : "Processes";
                          });

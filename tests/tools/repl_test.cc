@@ -152,6 +152,42 @@ TEST(Repl, ShowsThePlanTracesStepsAndDrawsTheSchedule) {
   rmdir(dir.c_str());
 }
 
+// The "step 2: mean loss ...; per microbatch: ..." line of `loss`.
+std::string SecondStepLosses(const std::string& out) {
+  std::smatch match;
+  if (!std::regex_search(out, match, std::regex(R"(step 2: mean loss [^\n]*)"))) return "";
+  return match[0];
+}
+
+TEST(Repl, ReplicasShowInWhereAndActorsAndStepLikeTheFusedRun) {
+  const std::vector<std::string> dp = {"--model", "gpt", "--layers", "4", "--actors", "2", "--data-parallel", "2",
+                                       "--microbatches", "4", "--schedule", "1f1b"};
+  // Actor 3 is replica 1's stage 1; B1.3 is its last backward, which starts
+  // its all-reduce with actor 1.
+  Repl repl(dp, "show placement\nbreak 3 B1.3\nstep\nwhere\nactors\ncontinue\ndelete\nstep\nloss\n");
+  Repl fused(dp, "step 2\nloss\n");
+  ASSERT_EQ(ExitCode(repl), 0) << repl.err();
+  ASSERT_EQ(ExitCode(fused), 0) << fused.err();
+  const std::string out = repl.out();
+  EXPECT_THAT(out, AllOf(HasSubstr("4 actors ("), HasSubstr(": 2 replicas of 2, gradients all-reduced)"),
+                         HasSubstr("4 microbatches per replica")));
+  EXPECT_THAT(out, AllOf(HasSubstr("stage 1 -> actors 1, 3 (one per replica; gradients all-reduced among them)"),
+                         HasSubstr("actors 0, 2 each hold 26 parameters")));
+  EXPECT_THAT(out, HasSubstr("step 1 paused: actor 3 (replica 1) before B1.3 (breakpoint 1)"));
+  // Replica 0's stage 1 holds before its B1.3 until replica 1's can run it too.
+  EXPECT_THAT(out, AllOf(HasSubstr("actor 1 (replica 0)  task 8/9  before B1.3, waiting for actor 3 (replica 1)'s "
+                                   "B1.3"),
+                         HasSubstr("actor 3 (replica 1)  task 8/9  paused before B1.3 (breakpoint 1); waited for by "
+                                   "actor 1 (replica 0) (for B1.3)")));
+  EXPECT_THAT(out, AllOf(HasSubstr("actor  replica  process"), HasSubstr("\n    3        1  pid ")));
+  EXPECT_THAT(out, HasSubstr("paused before B1.3"));
+  // Stepped task by task around a pause, the second step's losses are the
+  // fused run's (they depend on the first step's all-reduced update).
+  const std::string losses = SecondStepLosses(out);
+  ASSERT_FALSE(losses.empty()) << out;
+  EXPECT_EQ(losses, SecondStepLosses(fused.out()));
+}
+
 TEST(Repl, EveryCommandHasHelpAndUsageErrorsDoNotEndTheSession) {
   Repl repl({"--model", "mlp", "--actors", "2"},
             "help\nhelp inspect\nshow\ninspect 0\nstep 0\ncontinue\nset microbatches 8\nshow memory\nstep\nloss\n");

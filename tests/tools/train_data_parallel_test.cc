@@ -150,12 +150,6 @@ TEST(DataParallelTrain, ReplicasOutOfRangeAreAUsageError) {
   EXPECT_THAT(err, HasSubstr("data-parallel replicas 5000 is outside [1, 4096]"));
 }
 
-TEST(DataParallelTrain, TheReplRefusesReplicasClearly) {
-  CliProcess repl({"repl", "--data-parallel", "2"});
-  EXPECT_EQ(ExitCode(repl, absl::Seconds(60)), 2);
-  EXPECT_THAT(repl.err(), HasSubstr("--data-parallel is not supported by the REPL yet"));
-}
-
 TEST(DataParallelTrain, AKilledReplicaEndsTheJobNamingItWithinSeconds) {
   CliProcess train({"train", "--model", "gpt", "--actors", "2", "--data-parallel", "2", "--schedule", "1f1b",
                     "--microbatches", "4", "--steps", "100000", "--eval-batches", "0"});

@@ -54,12 +54,6 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
   if (options.script.has_value() && !std::ifstream(*options.script)) {
     return UsageError(streams.err, command, absl::StrCat("cannot open the script ", *options.script));
   }
-  if (options.model.replicas != 1) {
-    // The debugger steps task by task; an all-reduce needs every replica at
-    // once, which task-by-task stepping does not yet schedule.
-    return UsageError(streams.err, command,
-                      "--data-parallel is not supported by the REPL yet (use tandem train --data-parallel)");
-  }
   absl::StatusOr<schedules::Schedule> schedule = ResolveSchedule(options.schedule, options.model.microbatches);
   if (!schedule.ok()) return Failure(streams.err, command, schedule.status());
   if (absl::Status status = TakeScheduleStages(command, schedule->num_stages, options.model); !status.ok()) {
@@ -82,10 +76,15 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
       Session::Start((*job)->step, *std::move(schedule), std::move(session_options));
   if (!session.ok()) return Failure(streams.err, command, session.status());
   const controller::CompiledStep& compiled = (*session)->compiled();
+  const std::string replicas =
+      compiled.num_replicas == 1
+          ? ""
+          : absl::StrFormat(": %d replicas of %d, gradients all-reduced", compiled.num_replicas,
+                            compiled.actors_per_replica);
   streams.out << (*job)->description << "\n"
-              << absl::StrFormat("%d actors (%s), schedule %s, %d microbatches. `help` lists the commands.\n",
-                                 compiled.num_actors, launcher->description, compiled.schedule,
-                                 compiled.num_microbatches);
+              << absl::StrFormat("%d actors (%s%s), schedule %s, %d microbatches%s. `help` lists the commands.\n",
+                                 compiled.num_actors, launcher->description, replicas, compiled.schedule,
+                                 compiled.num_microbatches, compiled.num_replicas == 1 ? "" : " per replica");
 
   ReplModel repl_model;
   repl_model.description = (*job)->description;
