@@ -142,6 +142,33 @@ TEST(DataParallelTrain, TraceShowsAStagesReductionRunningBeforeTheDrainEnds) {
   }
 }
 
+// A data-parallel run checkpointed after step 3 and resumed (on actor
+// threads) ends with the bits of an uninterrupted run: every replica's
+// file, so the replicas also still agree.
+TEST(DataParallelTrain, ResumedFromACheckpointIsBitIdenticalToAnUninterruptedRun) {
+  char dir_template[] = "/tmp/tandem-dp-checkpoint-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  auto args = [](int steps, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--model", "gpt", "--layers", "4", "--actors", "2", "--data-parallel", "2",
+                                     "--microbatches", "2", "--steps", absl::StrCat(steps), "--eval-batches", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  std::string out, err;
+  ASSERT_EQ(RunTrain(args(6, {"--checkpoint-dir", dir + "/straight"}), out, err), 0) << err;
+  ASSERT_EQ(RunTrain(args(3, {"--checkpoint-dir", dir + "/split"}), out, err), 0) << err;
+  ASSERT_EQ(RunTrain(args(6, {"--resume", dir + "/split", "--launcher", "threads"}), out, err), 0) << err;
+  EXPECT_THAT(out, HasSubstr("done: 3 steps (4 to 6)"));
+  for (int actor = 0; actor < 4; ++actor) {
+    const std::string name = absl::StrCat("/step-00000006/actor-", actor, ".state");
+    const std::string expected = ReadFile(dir + "/straight" + name);
+    ASSERT_FALSE(expected.empty()) << name;
+    EXPECT_TRUE(ReadFile(dir + "/split" + name) == expected) << name << " differs from the uninterrupted run's";
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(DataParallelTrain, ReplicasOutOfRangeAreAUsageError) {
   std::string out, err;
   EXPECT_EQ(RunTrain({"--data-parallel", "0", "--steps", "1"}, out, err), 2);
