@@ -4,7 +4,10 @@
 // dispatch: one trivial MLP step, fused (one runStep RPC per actor) against
 // per-task (one runRange RPC per task), side by side in one run: RPCs per
 // step, the controller's CPU time per step (getrusage of this process, every
-// thread of the controller included) and wall time per step.
+// thread of the controller included) and wall time per step. With
+// --data-parallel D the pipeline runs on D replicas (P x D actors, each
+// replica its own microbatches), so the controller's cost can be measured
+// as actors grow either way.
 //
 // fidelity: an MLP whose layers are large matmuls, so that compute dominates.
 // Calibration: each schedule runs a few steps and the actors' instruction
@@ -48,9 +51,10 @@ double ProcessCpuMicros() {
 }
 
 // An MLP of `stages` stages with `layers_per_stage` hidden layers of
-// `width`, trained with plain SGD (its update is a few elementwise ops).
+// `width`, trained with plain SGD (its update is a few elementwise ops), on
+// `replicas` data-parallel replicas of `microbatches` microbatches each.
 absl::StatusOr<ir::TrainStep> BenchMlp(int32_t stages, int32_t microbatches, int64_t width, int64_t batch,
-                                       int64_t layers_per_stage) {
+                                       int64_t layers_per_stage, int32_t replicas = 1) {
   examples::MlpConfig config;
   config.input_dim = width;
   config.hidden_dim = width;
@@ -60,13 +64,14 @@ absl::StatusOr<ir::TrainStep> BenchMlp(int32_t stages, int32_t microbatches, int
   config.num_stages = stages;
   if (absl::Status status = examples::ValidateMlpConfig(config); !status.ok()) return status;
   return TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 1e-3}),
-                        {.num_microbatches = microbatches, .seed = 7});
+                        {.num_microbatches = microbatches, .num_replicas = replicas, .seed = 7});
 }
 
-// Deterministic inputs for every microbatch.
+// Deterministic inputs for every microbatch of every replica.
 std::vector<ir::TensorMap> BenchBatches(const ir::TrainStep& step) {
-  std::vector<ir::TensorMap> batches(step.num_microbatches);
-  for (int32_t m = 0; m < step.num_microbatches; ++m) {
+  const int32_t count = step.num_microbatches * step.num_replicas;
+  std::vector<ir::TensorMap> batches(count);
+  for (int32_t m = 0; m < count; ++m) {
     for (ir::ValueId id : step.microbatch.Inputs()) {
       const ir::Node& node = step.microbatch.node(id);
       const std::string& role = node.attributes.GetString("role");
@@ -109,6 +114,7 @@ int Fail(std::ostream& err, absl::string_view bench, const absl::Status& status,
 struct DispatchBenchOptions {
   LauncherOptions launcher;
   int32_t actors = 4;
+  int32_t replicas = 1;
   int32_t microbatches = 64;
   int64_t steps = 20;
   bool json = false;
@@ -117,7 +123,7 @@ struct DispatchBenchOptions {
 int RunDispatchBench(const DispatchBenchOptions& options, std::ostream& out, std::ostream& err) {
   ir::SetBlasThreads(1);
   // Trivial compute: 2-wide layers, one example per microbatch.
-  absl::StatusOr<ir::TrainStep> step = BenchMlp(options.actors, options.microbatches, 2, 1, 1);
+  absl::StatusOr<ir::TrainStep> step = BenchMlp(options.actors, options.microbatches, 2, 1, 1, options.replicas);
   if (!step.ok()) return Fail(err, "dispatch", step.status());
   absl::StatusOr<schedules::Schedule> schedule =
       schedules::Generate("1f1b", {.actors = options.actors, .microbatches = options.microbatches});
@@ -153,7 +159,9 @@ int RunDispatchBench(const DispatchBenchOptions& options, std::ostream& out, std
   const double ratio = modes[1].cpu_us / std::max(modes[0].cpu_us, 1e-9);
   if (options.json) {
     nlohmann::ordered_json json;
-    json["actors"] = options.actors;
+    json["actors"] = options.actors * options.replicas;
+    json["pipeline_actors"] = options.actors;
+    json["data_parallel"] = options.replicas;
     json["microbatches"] = options.microbatches;
     json["steps"] = options.steps;
     json["rpcs_per_step_fused"] = modes[0].rpcs;
@@ -166,8 +174,14 @@ int RunDispatchBench(const DispatchBenchOptions& options, std::ostream& out, std
     out << schedules::JsonText(json) << "\n";
     return 0;
   }
-  out << absl::StrFormat("dispatch: %d actors, 1F1B, %d microbatches, trivial compute; %s; %d steps each\n\n",
-                         options.actors, options.microbatches, running->description, options.steps);
+  const std::string shape =
+      options.replicas == 1
+          ? absl::StrFormat("%d actors", options.actors)
+          : absl::StrFormat("%d actors (%d replicas of %d)", options.actors * options.replicas, options.replicas,
+                            options.actors);
+  out << absl::StrFormat("dispatch: %s, 1F1B, %d microbatches%s, trivial compute; %s; %d steps each\n\n", shape,
+                         options.microbatches, options.replicas == 1 ? "" : " per replica", running->description,
+                         options.steps);
   out << absl::StrFormat("  %-9s %12s %24s %14s\n", "dispatch", "RPCs/step", "controller CPU us/step", "wall ms/step");
   for (const Mode& mode : modes) {
     out << absl::StrFormat("  %-9s %12.1f %24.1f %14.3f\n", mode.name, mode.rpcs, mode.cpu_us, mode.wall_ms);
@@ -270,6 +284,8 @@ void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
   auto dispatch_options = std::make_shared<DispatchBenchOptions>();
   AddLauncherOptions(*dispatch, dispatch_options->launcher);
   AddIntegerOption(*dispatch, "--actors", dispatch_options->actors, "pipeline actors");
+  AddIntegerOption(*dispatch, "--data-parallel", dispatch_options->replicas,
+                   "replicas of the pipeline (P x D actors), gradients all-reduced among them");
   AddIntegerOption(*dispatch, "--microbatches", dispatch_options->microbatches, "microbatches per step");
   AddIntegerOption(*dispatch, "--steps", dispatch_options->steps, "measured steps per dispatch mode");
   dispatch->add_flag("--json", dispatch_options->json, "print JSON");
