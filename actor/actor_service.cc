@@ -396,8 +396,14 @@ kj::Promise<void> ActorService::openReplicaGroup(OpenReplicaGroupContext context
         absl::StrCat(Name(), ": asked to join ", DescribeGroup(group), ", which does not include it")));
   }
   const auto rank = static_cast<int32_t>(me - group.begin());
-  absl::StatusOr<std::unique_ptr<GlooGroup>> opened =
-      GlooGroup::Open(group, rank, options_.collective_host, options_.receive_timeout);
+  // A GPU actor offers its GPU, so that a group on distinct GPUs reduces
+  // over NCCL (actor/replica_group.h).
+  absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opened = ReplicaGroupOpening::Open(
+      {.actors = group,
+       .rank = rank,
+       .host = options_.collective_host,
+       .cuda_device = options_.device->cuda_ordinal(),
+       .timeout = options_.receive_timeout});
   rpc::ThrowIfError(opened.status());
   opened_group_ = *std::move(opened);
   group_setup_ = GroupSetup::kOpened;
@@ -424,17 +430,18 @@ kj::Promise<void> ActorService::connectReplicaGroup(ConnectReplicaGroupContext c
   }
   std::vector<std::string> offers;
   for (capnp::Data::Reader offer : params.getOffers()) {
-    if (offer.size() > kMaxCollectiveAddressBytes) {
+    if (offer.size() > kMaxReplicaOfferBytes) {
       rpc::ThrowIfError(absl::InvalidArgumentError(absl::StrCat(Name(), ": a replica group offer of ", offer.size(),
-                                                                " bytes; at most ", kMaxCollectiveAddressBytes)));
+                                                                " bytes; at most ", kMaxReplicaOfferBytes)));
     }
     offers.emplace_back(reinterpret_cast<const char*>(offer.begin()), offer.size());
   }
   group_setup_ = GroupSetup::kConnecting;
   auto connect = [this, group = std::move(opened_group_), offers = std::move(offers),
                   timeout]() mutable -> absl::Status {
-    if (absl::Status status = group->Connect(offers, timeout); !status.ok()) return status;
-    reducer_ = std::make_unique<Reducer>(std::move(group));
+    absl::StatusOr<std::unique_ptr<CollectiveGroup>> connected = group->Connect(offers, timeout);
+    if (!connected.ok()) return connected.status();
+    reducer_ = std::make_unique<Reducer>(*std::move(connected));
     if (executor_ != nullptr) executor_->UseReducer(reducer_.get());
     return absl::OkStatus();
   };

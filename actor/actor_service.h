@@ -67,10 +67,12 @@
 //    call's timeout). Steps are refused until it succeeded, when the
 //    service has a DataPlane.
 //  - openReplicaGroup: completed before the handler returns (it binds a
-//    Gloo device), with the group's offers. connectReplicaGroup: completes
-//    when the compute thread has connected every member (bounded by the
-//    call's timeout); later programs' all-reduces then run on it. A failed
-//    step also aborts the group's all-reduces.
+//    Gloo device; a GPU actor also describes its GPU), with the group's
+//    offers (actor/replica_group.h). connectReplicaGroup: completes when the
+//    compute thread has connected every member over the library the offers
+//    choose (NCCL across distinct GPUs, else Gloo), bounded by the call's
+//    timeout; later programs' all-reduces then run on it. A failed step also
+//    aborts the group's all-reduces.
 //  - health: answered at once.
 //  - shutdown: replies, then refuses further calls, tells the compute
 //    thread to stop after its current job (aborting the Transport if a step
@@ -107,7 +109,7 @@
 #include "actor/device.h"
 #include "actor/collective.h"
 #include "actor/executor.h"
-#include "actor/gloo_collective.h"
+#include "actor/replica_group.h"
 #include "actor/transport.h"
 #include "ir/actor_program.h"
 #include "ir/interpreter.h"
@@ -210,7 +212,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   absl::flat_hash_map<uint64_t, std::shared_ptr<const ir::ActorProgram>> programs_;
   // Opened by openReplicaGroup, handed to the compute thread by
   // connectReplicaGroup.
-  std::unique_ptr<GlooGroup> opened_group_;
+  std::unique_ptr<ReplicaGroupOpening> opened_group_;
   enum class GroupSetup { kNone, kOpened, kConnecting, kConnected } group_setup_ = GroupSetup::kNone;
   bool step_pending_ = false;   // a runStep/runRange call awaits its reply
   bool shutting_down_ = false;

@@ -32,6 +32,7 @@ class CudaDevice final : public Device {
   absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) override {
     return runner_->Run(graph, inputs);
   }
+  int cuda_ordinal() const override { return spec_.index; }
 
  private:
   const DeviceSpec spec_;  // with the resolved index

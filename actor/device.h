@@ -53,6 +53,8 @@ class Device {
   // `graph`'s outputs by name, computed from `inputs` by input name, with the
   // errors of ir::RunGraph.
   virtual absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) = 0;
+  // The CUDA device ordinal this device computes on; -1 when it is no GPU.
+  virtual int cuda_ordinal() const { return -1; }
 };
 
 // The reference-kernel device (stateless; shared by everyone).

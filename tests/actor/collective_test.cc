@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "actor/gloo_collective.h"
+#include "actor/replica_group.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/all_reduce.h"
@@ -87,6 +88,56 @@ TEST(GlooGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
         EXPECT_EQ(absl::bit_cast<uint32_t>(buckets[r][i]), absl::bit_cast<uint32_t>(expected[i]))
             << "replica " << r << ", element " << i;
       }
+    }
+  }
+}
+
+// The actor service's path: each member opens through ReplicaGroupOpening,
+// the offers are relayed as a controller relays them, and the group the
+// offers choose (Gloo, for CPU actors) reduces in replica order.
+TEST(ReplicaGroupOpening, MembersConnectThroughRelayedOffersAndReduceInReplicaOrder) {
+  const std::vector<int32_t> actors = {0, 2, 4};
+  const auto replicas = static_cast<int32_t>(actors.size());
+  std::vector<std::unique_ptr<ReplicaGroupOpening>> openings;
+  for (int32_t r = 0; r < replicas; ++r) {
+    absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opening = ReplicaGroupOpening::Open(
+        {.actors = actors, .rank = r, .host = "127.0.0.1", .timeout = absl::Seconds(20)});
+    ASSERT_TRUE(opening.ok()) << opening.status();
+    openings.push_back(*std::move(opening));
+  }
+  std::vector<std::unique_ptr<CollectiveGroup>> groups(replicas);
+  std::vector<absl::Status> statuses(replicas);
+  std::vector<std::thread> threads;
+  for (int32_t r = 0; r < replicas; ++r) {
+    std::vector<std::string> offers(replicas);  // what each member offered member r
+    for (int32_t j = 0; j < replicas; ++j) {
+      if (j != r) offers[j] = openings[j]->Offer()[r];
+    }
+    threads.emplace_back([&, r, offers] {
+      absl::StatusOr<std::unique_ptr<CollectiveGroup>> group = openings[r]->Connect(offers, absl::Seconds(20));
+      statuses[r] = group.status();
+      if (group.ok()) groups[r] = *std::move(group);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  threads.clear();
+  for (int32_t r = 0; r < replicas; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    EXPECT_EQ(openings[r]->library(), CollectiveLibrary::kGloo);
+    EXPECT_EQ(groups[r]->rank(), r);
+  }
+  const int64_t elements = 11;
+  std::vector<std::vector<float>> buckets;
+  for (int32_t r = 0; r < replicas; ++r) buckets.push_back(Bucket(r, elements));
+  for (int32_t r = 0; r < replicas; ++r) {
+    threads.emplace_back([&, r] { statuses[r] = groups[r]->AllReduce(buckets[r], 3, absl::Seconds(20)); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const std::vector<float> expected = ReferenceSum(replicas, elements);
+  for (int32_t r = 0; r < replicas; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    for (int64_t i = 0; i < elements; ++i) {
+      EXPECT_EQ(absl::bit_cast<uint32_t>(buckets[r][i]), absl::bit_cast<uint32_t>(expected[i])) << r << ", " << i;
     }
   }
 }
