@@ -455,6 +455,21 @@ cudaError_t LaunchBinary(BinaryOp op, const float* x, const float* y, float* out
   return Launch(n, stream, BinaryKernel, op, x, y, out, map, n);
 }
 
+__global__ void SumInOrderKernel(const float* slots, int64_t stride, int32_t count, float* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    float sum = slots[i];
+    // __fadd_rn: never contracted or reassociated.
+    for (int32_t r = 1; r < count; ++r) sum = __fadd_rn(sum, slots[r * stride + i]);
+    out[i] = sum;
+  }
+}
+
+cudaError_t LaunchSumInOrder(const float* slots, int64_t stride, int32_t count, float* out, int64_t n,
+                             cudaStream_t stream) {
+  if (count < 1) return cudaErrorInvalidValue;
+  return Launch(n, stream, SumInOrderKernel, slots, stride, count, out, n);
+}
+
 cudaError_t LaunchWhere(const float* cond, const float* x, const float* y, float* out,
                         const StridedMap& map, cudaStream_t stream) {
   int64_t n = 1;

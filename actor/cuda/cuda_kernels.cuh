@@ -145,6 +145,12 @@ cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, 
 cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out, int64_t positions,
                                 int64_t num_rows, int64_t width, cudaStream_t stream);
 
+// out[i] = ((slots[i] + slots[stride + i]) + slots[2 stride + i]) + ... over
+// `count` slots, in slot order with round-to-nearest adds: the bits of
+// ir::SumInReplicaOrder (the data-parallel all-reduce's ordered sum).
+cudaError_t LaunchSumInOrder(const float* slots, int64_t stride, int32_t count, float* out, int64_t n,
+                             cudaStream_t stream);
+
 }  // namespace tandem::actor::cuda::kernels
 
 #endif  // TANDEM_ACTOR_CUDA_CUDA_KERNELS_CUH_
