@@ -1,7 +1,11 @@
 #include "rpc/connection.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -10,11 +14,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "capnp/rpc.h"
+#include "rpc/status_convert.h"
 
 namespace tandem::rpc {
 namespace {
@@ -36,7 +44,75 @@ absl::StatusOr<sockaddr_un> UnixAddress(absl::string_view path) {
   return address;
 }
 
+// Nagle's algorithm would hold small RPC messages back for an ACK.
+void NoDelay(kj::AsyncIoStream& stream) {
+  int one = 1;
+  stream.setsockopt(IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 }  // namespace
+
+absl::string_view ControlPlaneKindName(ControlPlaneKind kind) {
+  return kind == ControlPlaneKind::kUnix ? "unix" : "tcp";
+}
+
+absl::StatusOr<ControlPlaneKind> ParseControlPlaneKind(absl::string_view name) {
+  if (name == "unix") return ControlPlaneKind::kUnix;
+  if (name == "tcp") return ControlPlaneKind::kTcp;
+  return absl::InvalidArgumentError(absl::StrCat("unknown control plane '", name, "' (expected unix or tcp)"));
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address, bool allow_port_zero) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not host:port: ", why));
+  };
+  if (address.empty()) return bad("it is empty");
+  HostPort result;
+  absl::string_view port;
+  if (address.front() == '[') {
+    const size_t close = address.find(']');
+    if (close == absl::string_view::npos) return bad("the IPv6 host has no closing ']'");
+    result.host = std::string(address.substr(1, close - 1));
+    if (close + 1 >= address.size() || address[close + 1] != ':') return bad("there is no ':port' after the host");
+    port = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == absl::string_view::npos) return bad("there is no ':port'");
+    result.host = std::string(address.substr(0, colon));
+    if (result.host.find(':') != std::string::npos) return bad("an IPv6 host goes in brackets, as in [::1]:port");
+    port = address.substr(colon + 1);
+  }
+  if (result.host.empty()) return bad("the host is empty");
+  const int lowest = allow_port_zero ? 0 : 1;
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      std::all_of(port.begin(), port.end(), [](char c) { return absl::ascii_isdigit(c); });
+  if (!digits || !absl::SimpleAtoi(port, &result.port) || result.port < lowest || result.port > 65535) {
+    return bad(absl::StrCat("the port '", port, "' is not a number in [", lowest, ", 65535]"));
+  }
+  return result;
+}
+
+std::string FormatHostPort(absl::string_view host, int port) {
+  if (host.find(':') != absl::string_view::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::string> ThisHostAddress() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return absl::ErrnoToStatus(errno, "gethostname");
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int error = getaddrinfo(name, nullptr, &hints, &found); error != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("this host's name '", name, "' does not resolve to an IPv4 address: ", gai_strerror(error)));
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, text, sizeof(text));
+  freeaddrinfo(found);
+  return std::string(text);
+}
 
 capnp::ReaderOptions ToReaderOptions(const ConnectionLimits& limits) {
   capnp::ReaderOptions options;
@@ -59,6 +135,18 @@ RpcConnection::RpcConnection(kj::Own<kj::AsyncIoStream> stream, capnp::rpc::twop
                              capnp::Capability::Client bootstrap, const ConnectionLimits& limits)
     : side_(side), stream_(kj::mv(stream)) {
   network_ = kj::heap<capnp::TwoPartyVatNetwork>(*stream_, side, ToReaderOptions(limits));
+  StartRpc(kj::mv(bootstrap));
+}
+
+RpcConnection::RpcConnection(ControlStream stream, capnp::rpc::twoparty::Side side,
+                             capnp::Capability::Client bootstrap, const ConnectionLimits& limits)
+    : side_(side), stream_(kj::mv(stream.stream)) {
+  if (stream.unix_socket != nullptr) {
+    network_ = kj::heap<capnp::TwoPartyVatNetwork>(*stream.unix_socket, limits.max_fds_per_message, side,
+                                                   ToReaderOptions(limits));
+  } else {
+    network_ = kj::heap<capnp::TwoPartyVatNetwork>(*stream_, side, ToReaderOptions(limits));
+  }
   StartRpc(kj::mv(bootstrap));
 }
 
@@ -146,18 +234,62 @@ UnixListener::UnixListener(kj::AsyncIoContext& io, kj::AutoCloseFd fd, std::stri
 
 UnixListener::~UnixListener() { unlink(path_.c_str()); }
 
-kj::Promise<kj::Own<kj::AsyncCapabilityStream>> UnixListener::Accept() {
+kj::Promise<ControlStream> UnixListener::Accept() {
   int accepted = accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (accepted >= 0) {
-    return provider_.wrapUnixSocketFd(
+    return ControlStream::Unix(provider_.wrapUnixSocketFd(
         kj::AutoCloseFd(accepted), kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK |
-                                       kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+                                       kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC));
   }
   int error = errno;
   if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED) {
     return observer_.whenBecomesReadable().then([this]() { return Accept(); });
   }
   return KJ_EXCEPTION(FAILED, "accept failed", path_.c_str(), strerror(error));
+}
+
+absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(kj::AsyncIoContext& io, absl::string_view host) {
+  if (host.empty()) return absl::InvalidArgumentError("the control plane's TCP bind address is empty");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string owned(host);
+  if (int error = getaddrinfo(owned.c_str(), "0", &hints, &found); error != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot listen for the control plane on '", host, "': ", gai_strerror(error)));
+  }
+  kj::AutoCloseFd fd(socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  int error = fd.get() < 0 ? errno : 0;
+  if (error == 0 && (bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0 || listen(fd.get(), 128) != 0)) {
+    error = errno;
+  }
+  freeaddrinfo(found);
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  if (error == 0 && getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) error = errno;
+  if (error != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for the control plane on ", host, ": ", strerror(error)));
+  }
+  const int port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
+                                                     : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+  kj::Own<kj::ConnectionReceiver> receiver = io.lowLevelProvider->wrapListenSocketFd(
+      kj::mv(fd), kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+  auto listener = std::unique_ptr<TcpListener>(new TcpListener(kj::mv(receiver), owned));
+  listener->port_ = port;
+  return listener;
+}
+
+TcpListener::TcpListener(kj::Own<kj::ConnectionReceiver> receiver, std::string host)
+    : receiver_(kj::mv(receiver)), host_(std::move(host)), port_(0) {}
+
+kj::Promise<ControlStream> TcpListener::Accept() {
+  return receiver_->accept().then([](kj::Own<kj::AsyncIoStream> stream) {
+    NoDelay(*stream);
+    return ControlStream::Tcp(kj::mv(stream));
+  });
 }
 
 absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> ConnectUnix(kj::AsyncIoContext& io,
@@ -177,6 +309,37 @@ absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> ConnectUnix(kj::AsyncIoContex
   return io.lowLevelProvider->wrapUnixSocketFd(
       kj::mv(fd), kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK |
                       kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+}
+
+kj::Promise<ControlStream> DialController(kj::AsyncIoContext& io, ControlPlaneKind kind, absl::string_view address,
+                                          absl::Duration timeout) {
+  if (kind == ControlPlaneKind::kUnix) {
+    absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> stream = ConnectUnix(io, address);
+    if (!stream.ok()) return ToKjException(stream.status());
+    return ControlStream::Unix(*std::move(stream));
+  }
+  absl::StatusOr<HostPort> endpoint = ParseHostPort(address);
+  if (!endpoint.ok()) return ToKjException(endpoint.status());
+  const std::string where = FormatHostPort(endpoint->host, endpoint->port);
+  kj::Promise<ControlStream> connect =
+      io.provider->getNetwork()
+          .parseAddress(kj::StringPtr(where.c_str()))
+          .then([](kj::Own<kj::NetworkAddress> resolved) { return resolved->connect().attach(kj::mv(resolved)); })
+          .then(
+              [](kj::Own<kj::AsyncIoStream> stream) {
+                NoDelay(*stream);
+                return ControlStream::Tcp(kj::mv(stream));
+              },
+              [where](kj::Exception&& exception) -> ControlStream {
+                kj::throwFatalException(ToKjException(absl::UnavailableError(absl::StrCat(
+                    "cannot reach the controller at ", where, ": ", exception.getDescription().cStr()))));
+              });
+  const int64_t millis = std::max<int64_t>(absl::ToInt64Milliseconds(timeout), 0);
+  return connect.exclusiveJoin(
+      io.provider->getTimer().afterDelay(millis * kj::MILLISECONDS).then([where, timeout]() -> ControlStream {
+        kj::throwFatalException(ToKjException(absl::DeadlineExceededError(absl::StrCat(
+            "no connection to the controller at ", where, " within ", absl::FormatDuration(timeout)))));
+      }));
 }
 
 }  // namespace tandem::rpc

@@ -1,5 +1,10 @@
 // Control-plane connections: one Cap'n Proto two-party connection per
 // actor, over a connected stream socket, with message limits set on purpose.
+// Two kinds of socket (ControlPlaneKind): a Unix socket in a private run
+// directory (one host; it also carries the shared-memory data plane's file
+// descriptors), or TCP (across hosts; on one host with `--control tcp`),
+// listening on a port the OS picks. Neither carries the job's token: see
+// rpc/auth.h.
 //
 // Limits. Control messages carry programs, step inputs and losses; bulk
 // tensors travel on the data plane. Both sides build their
@@ -26,14 +31,46 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "capnp/capability.h"
 #include "capnp/message.h"
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
 #include "kj/async-unix.h"
 #include "kj/io.h"
+#include "rpc/control_plane_kind.h"
 
 namespace tandem::rpc {
+
+// A TCP endpoint: "host:port", with an IPv6 host in brackets ("[::1]:80").
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+// InvalidArgument, quoting `address` and saying what is wrong, unless it is
+// host:port with a port in [1, 65535] (or [0, 65535] with `allow_port_zero`,
+// for "any free port").
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address, bool allow_port_zero = false);
+// "host:port", bracketing an IPv6 host.
+std::string FormatHostPort(absl::string_view host, int port);
+
+// The IPv4 address this host's name resolves to: what the other hosts of a
+// cluster reach it by. InvalidArgument naming the host when it does not
+// resolve.
+absl::StatusOr<std::string> ThisHostAddress();
+
+// A connected control-plane stream: a Unix socket, which also carries file
+// descriptors, or a TCP connection, which does not.
+struct ControlStream {
+  static ControlStream Unix(kj::Own<kj::AsyncCapabilityStream> socket) {
+    kj::AsyncCapabilityStream* unix_socket = socket.get();
+    return ControlStream{kj::mv(socket), unix_socket};
+  }
+  static ControlStream Tcp(kj::Own<kj::AsyncIoStream> socket) { return ControlStream{kj::mv(socket), nullptr}; }
+
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::AsyncCapabilityStream* unix_socket = nullptr;  // `stream` when it is a Unix socket, else null
+};
 
 // 64 MiB: the largest control message either side sends or accepts.
 inline constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{64} << 20;
@@ -60,6 +97,9 @@ class RpcConnection {
                 capnp::Capability::Client bootstrap, const ConnectionLimits& limits);
   RpcConnection(kj::Own<kj::AsyncIoStream> stream, capnp::rpc::twoparty::Side side,
                 capnp::Capability::Client bootstrap, const ConnectionLimits& limits);
+  // Either of the above, by the stream's kind.
+  RpcConnection(ControlStream stream, capnp::rpc::twoparty::Side side, capnp::Capability::Client bootstrap,
+                const ConnectionLimits& limits);
   RpcConnection(const RpcConnection&) = delete;
   RpcConnection& operator=(const RpcConnection&) = delete;
 
@@ -94,21 +134,33 @@ absl::StatusOr<std::string> MakeJobToken();
 // OK if `path` is a directory owned by the effective user with mode 0700.
 absl::Status CheckPrivateDirectory(absl::string_view path);
 
-// A listening Unix-domain socket. Owned by whoever serves connections (the
-// controller); unlinks its path when destroyed. Not thread-safe.
-class UnixListener {
+// Where the controller accepts control connections. Owned by whoever serves
+// them (ControlServer); not thread-safe: it belongs to the event-loop thread
+// that made it.
+class ControlListener {
+ public:
+  virtual ~ControlListener() noexcept(false) = default;  // as KJ's members
+  // Resolves with the next connection, on the event-loop thread. Only one
+  // Accept may be outstanding at a time.
+  virtual kj::Promise<ControlStream> Accept() = 0;
+  virtual ControlPlaneKind kind() const = 0;
+  // What actors dial: the socket's path, or "host:port".
+  virtual std::string address() const = 0;
+};
+
+// A listening Unix-domain socket; unlinks its path when destroyed.
+class UnixListener final : public ControlListener {
  public:
   // Binds `path` (which must lie in a private directory and fit in
   // sockaddr_un) and listens. InvalidArgument for a bad path, Internal for
   // a failed system call.
   static absl::StatusOr<std::unique_ptr<UnixListener>> Listen(kj::AsyncIoContext& io,
                                                               std::string path);
-  ~UnixListener();
+  ~UnixListener() override;
 
-  // Resolves with the next connection, on the event-loop thread. Only one
-  // Accept may be outstanding at a time.
-  kj::Promise<kj::Own<kj::AsyncCapabilityStream>> Accept();
-
+  kj::Promise<ControlStream> Accept() override;
+  ControlPlaneKind kind() const override { return ControlPlaneKind::kUnix; }
+  std::string address() const override { return path_; }
   const std::string& path() const { return path_; }
 
  private:
@@ -120,10 +172,42 @@ class UnixListener {
   std::string path_;
 };
 
+// A listening TCP socket on a port the OS picks (never a fixed one, so that
+// jobs sharing a host cannot collide).
+class TcpListener final : public ControlListener {
+ public:
+  // Listens on `host` (an address of this host: "127.0.0.1" for loopback,
+  // a routable one across hosts), port 0. InvalidArgument for a host that
+  // does not resolve, Unavailable if it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<TcpListener>> Listen(kj::AsyncIoContext& io, absl::string_view host);
+
+  kj::Promise<ControlStream> Accept() override;
+  ControlPlaneKind kind() const override { return ControlPlaneKind::kTcp; }
+  std::string address() const override { return FormatHostPort(host_, port_); }
+  int port() const { return port_; }
+
+ private:
+  TcpListener(kj::Own<kj::ConnectionReceiver> receiver, std::string host);
+
+  kj::Own<kj::ConnectionReceiver> receiver_;
+  std::string host_;
+  int port_;
+};
+
 // Connects to the Unix socket at `path` without blocking the event loop;
 // Unavailable if nobody listens there.
 absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> ConnectUnix(kj::AsyncIoContext& io,
                                                                 absl::string_view path);
+
+// Connects to the controller at `address` (a socket path, or host:port by
+// `kind`) on the event loop, within `timeout`. Resolves with the stream, or
+// fails (rpc/async_status.h's ToStatusOr turns it into a status) with:
+// InvalidArgument for an address that is not of its kind's form;
+// Unavailable naming the address and the reason when nobody answers there
+// (refused, unreachable, a host that does not resolve); DeadlineExceeded
+// when the connection is not up within `timeout`.
+kj::Promise<ControlStream> DialController(kj::AsyncIoContext& io, ControlPlaneKind kind, absl::string_view address,
+                                          absl::Duration timeout);
 
 }  // namespace tandem::rpc
 

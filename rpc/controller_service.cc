@@ -9,15 +9,9 @@
 namespace tandem::rpc {
 namespace {
 
-// Compares without an early exit, so timing does not reveal a prefix.
-bool TokensMatch(absl::string_view expected, absl::string_view given) {
-  if (expected.empty() || expected.size() != given.size()) return false;
-  unsigned char difference = 0;
-  for (size_t i = 0; i < given.size(); ++i) {
-    difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
-  }
-  return difference == 0;
-}
+using SessionOr = absl::StatusOr<wire::ActorSession::Client>;
+
+Bytes AsBytes(capnp::Data::Reader data) { return Bytes(data.begin(), data.size()); }
 
 class ActorSessionImpl final : public wire::ActorSession::Server {
  public:
@@ -35,38 +29,89 @@ class ActorSessionImpl final : public wire::ActorSession::Server {
 
 }  // namespace
 
-ControllerService::ControllerService(std::string token, int32_t num_actors,
-                                     RegistrationHandler on_register, LogSink log)
+absl::string_view RegistrationRefusalName(RegistrationRefusal refusal) {
+  switch (refusal) {
+    case RegistrationRefusal::kWrongProof:
+      return "wrong proof";
+    case RegistrationRefusal::kReplayedChallenge:
+      return "replayed challenge";
+    case RegistrationRefusal::kStaleChallenge:
+      return "stale or unknown challenge";
+    case RegistrationRefusal::kMalformed:
+      return "malformed";
+    case RegistrationRefusal::kRejected:
+      return "bad or duplicate actor id";
+  }
+  return "?";
+}
+
+ControllerService::ControllerService(std::string token, int32_t num_actors, RegistrationHandler on_register,
+                                     RefusalSink on_refusal, ChallengeBook::Options challenges)
     : token_(std::move(token)),
       num_actors_(num_actors),
       on_register_(std::move(on_register)),
-      log_(std::move(log)) {}
+      on_refusal_(std::move(on_refusal)),
+      challenges_(challenges) {}
+
+kj::Promise<void> ControllerService::challenge(ChallengeContext context) {
+  absl::StatusOr<Nonce> nonce = challenges_.Issue();
+  ThrowIfError(nonce.status());
+  context.getResults().setNonce(capnp::Data::Reader(nonce->data(), nonce->size()));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> ControllerService::Refuse(RegistrationRefusal refusal, const absl::Status& status) {
+  if (on_refusal_) on_refusal_(refusal, status.ToString());
+  return ToKjException(status);
+}
 
 kj::Promise<void> ControllerService::register_(RegisterContext context) {
   auto params = context.getParams();
-  int32_t actor_id = params.getActorId();
-  kj::StringPtr token = params.getToken();
-  absl::Status status;
-  if (!TokensMatch(token_, absl::string_view(token.cStr(), token.size()))) {
-    status = absl::PermissionDeniedError(
-        absl::StrCat("registration of actor ", actor_id, " refused: wrong job token"));
-  } else if (actor_id < 0 || actor_id >= num_actors_) {
-    status = absl::InvalidArgumentError(absl::StrCat("registration refused: actor id ", actor_id,
-                                                     " is outside [0, ", num_actors_, ")"));
-  } else {
-    status = on_register_(actor_id, params.getActor());
+  const int32_t actor_id = params.getActorId();
+  const Bytes nonce = AsBytes(params.getNonce());
+  const Bytes proof = AsBytes(params.getProof());
+  const std::string refused = absl::StrCat("registration of actor ", actor_id, " refused: ");
+  if (nonce.size() != kNonceBytes || proof.size() != kProofBytes) {
+    return Refuse(RegistrationRefusal::kMalformed,
+                  absl::InvalidArgumentError(absl::StrCat(refused, "a challenge of ", nonce.size(),
+                                                          " bytes and an answer of ", proof.size(), " bytes (want ",
+                                                          kNonceBytes, " and ", kProofBytes, ")")));
   }
-  if (!status.ok()) {
-    if (log_) log_(status.ToString());
-    return ToKjException(status);
+  // Used up whatever follows: each challenge is tried once.
+  const ChallengeBook::Verdict verdict = challenges_.Redeem(nonce);
+  if (verdict == ChallengeBook::Verdict::kReplayed) {
+    return Refuse(RegistrationRefusal::kReplayedChallenge,
+                  absl::PermissionDeniedError(absl::StrCat(refused, "it answers ", VerdictName(verdict))));
+  }
+  if (verdict != ChallengeBook::Verdict::kFresh) {
+    return Refuse(RegistrationRefusal::kStaleChallenge,
+                  absl::PermissionDeniedError(absl::StrCat(refused, "it answers ", VerdictName(verdict))));
+  }
+  if (absl::Status proven = CheckRegistration(token_, nonce, actor_id, proof); !proven.ok()) {
+    return Refuse(RegistrationRefusal::kWrongProof,
+                  absl::PermissionDeniedError(absl::StrCat(
+                      refused, "wrong proof (its answer to the challenge was not made with the job's token)")));
+  }
+  const kj::StringPtr node = params.getNode();
+  if (node.size() > kMaxNodeNameBytes) {
+    return Refuse(RegistrationRefusal::kMalformed,
+                  absl::InvalidArgumentError(absl::StrCat(refused, "a node name of ", node.size(), " bytes (at most ",
+                                                          kMaxNodeNameBytes, ")")));
+  }
+  if (actor_id < 0 || actor_id >= num_actors_) {
+    return Refuse(RegistrationRefusal::kRejected,
+                  absl::InvalidArgumentError(
+                      absl::StrCat(refused, "actor id ", actor_id, " is outside [0, ", num_actors_, ")")));
+  }
+  if (absl::Status status = on_register_(actor_id, absl::string_view(node.cStr(), node.size()), params.getActor()); !status.ok()) {
+    return Refuse(RegistrationRefusal::kRejected, absl::Status(status.code(), absl::StrCat(refused, status.message())));
   }
   context.getResults().setSession(kj::heap<ActorSessionImpl>(actor_id));
   return kj::READY_NOW;
 }
 
-ControlServer::ControlServer(std::unique_ptr<UnixListener> listener,
-                             capnp::Capability::Client bootstrap, ConnectionLimits limits,
-                             LogSink log)
+ControlServer::ControlServer(std::unique_ptr<ControlListener> listener, capnp::Capability::Client bootstrap,
+                             ConnectionLimits limits, LogSink log)
     : listener_(std::move(listener)),
       bootstrap_(kj::mv(bootstrap)),
       limits_(limits),
@@ -76,15 +121,14 @@ ControlServer::ControlServer(std::unique_ptr<UnixListener> listener,
 ControlServer::~ControlServer() = default;
 
 kj::Promise<void> ControlServer::Run() {
-  return listener_->Accept().then([this](kj::Own<kj::AsyncCapabilityStream> stream) {
+  return listener_->Accept().then([this](ControlStream stream) {
     Serve(kj::mv(stream));
     return Run();
   });
 }
 
-void ControlServer::Serve(kj::Own<kj::AsyncCapabilityStream> stream) {
-  auto connection = kj::heap<RpcConnection>(kj::mv(stream), capnp::rpc::twoparty::Side::SERVER,
-                                            bootstrap_, limits_);
+void ControlServer::Serve(ControlStream stream) {
+  auto connection = kj::heap<RpcConnection>(kj::mv(stream), capnp::rpc::twoparty::Side::SERVER, bootstrap_, limits_);
   ++connections_;
   kj::Promise<void> disconnected = connection->OnDisconnect();
   tasks_.add(disconnected.attach(kj::mv(connection), kj::defer([this]() {
@@ -97,18 +141,53 @@ void ControlServer::taskFailed(kj::Exception&& exception) {
   if (log_) log_(FromKjException(exception).ToString());
 }
 
-kj::Promise<absl::StatusOr<wire::ActorSession::Client>> Register(wire::Controller::Client controller,
-                                                                 int32_t actor_id,
-                                                                 absl::string_view token,
-                                                                 wire::Actor::Client actor) {
+namespace {
+
+kj::Promise<std::string> Challenge(wire::Controller::Client& controller) {
+  return controller.challengeRequest().send().then(
+      [](capnp::Response<wire::Controller::ChallengeResults>&& response) {
+        capnp::Data::Reader nonce = response.getNonce();
+        return std::string(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+      });
+}
+
+kj::Promise<wire::ActorSession::Client> Registration(wire::Controller::Client& controller, int32_t actor_id,
+                                                     Bytes nonce, Bytes proof, wire::Actor::Client actor,
+                                                     absl::string_view node = "") {
   auto request = controller.registerRequest();
   request.setActorId(actor_id);
-  request.setToken(capnp::Text::Reader(token.data(), token.size()));
+  request.setNode(capnp::Text::Reader(node.data(), node.size()));
+  request.setNonce(capnp::Data::Reader(nonce.data(), nonce.size()));
+  request.setProof(capnp::Data::Reader(proof.data(), proof.size()));
   request.setActor(kj::mv(actor));
-  return ToStatusOr(request.send().then(
-      [](capnp::Response<wire::Controller::RegisterResults>&& response) {
-        return response.getSession();
-      }));
+  return request.send().then(
+      [](capnp::Response<wire::Controller::RegisterResults>&& response) { return response.getSession(); });
+}
+
+}  // namespace
+
+kj::Promise<absl::StatusOr<std::string>> RequestChallenge(wire::Controller::Client controller) {
+  return ToStatusOr(Challenge(controller));
+}
+
+kj::Promise<SessionOr> SendRegistration(wire::Controller::Client controller, int32_t actor_id, Bytes nonce,
+                                        Bytes proof, wire::Actor::Client actor) {
+  return ToStatusOr(Registration(controller, actor_id, nonce, proof, kj::mv(actor)));
+}
+
+kj::Promise<SessionOr> Register(wire::Controller::Client controller, int32_t actor_id, absl::string_view token,
+                                wire::Actor::Client actor, absl::string_view node) {
+  kj::Promise<wire::ActorSession::Client> registered = Challenge(controller).then(
+      [controller, actor_id, token = std::string(token), actor = kj::mv(actor),
+       node = std::string(node)](std::string nonce) mutable -> kj::Promise<wire::ActorSession::Client> {
+        absl::StatusOr<Proof> proof = ProveRegistration(token, AsBytes(nonce), actor_id);
+        if (!proof.ok()) {
+          return ToKjException(absl::UnavailableError(
+              absl::StrCat("cannot answer the controller's challenge: ", proof.status().message())));
+        }
+        return Registration(controller, actor_id, AsBytes(nonce), *proof, kj::mv(actor), node);
+      });
+  return ToStatusOr(kj::mv(registered));
 }
 
 }  // namespace tandem::rpc

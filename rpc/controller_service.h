@@ -1,6 +1,10 @@
 // The controller's side of registration: the bootstrap capability that
 // actors call to join the job, and the server that accepts their
-// connections on a Unix socket.
+// connections on a control socket (Unix or TCP: rpc/connection.h).
+//
+// Registration is a challenge-response over the job's token (rpc/auth.h):
+// the actor asks for a challenge, then registers with its answer. The token
+// itself never crosses the control socket, whichever kind it is.
 //
 // Threading: everything here belongs to the controller's event-loop thread;
 // callbacks run on it and must not block.
@@ -16,38 +20,67 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kj/async.h"
+#include "rpc/auth.h"
 #include "rpc/connection.h"
 #include "rpc/tandem.capnp.h"
 
 namespace tandem::rpc {
 
-// Called for each accepted registration with the actor's capability; a
-// non-OK status refuses it (e.g. AlreadyExists for a duplicate id).
-using RegistrationHandler = std::function<absl::Status(int32_t actor_id, wire::Actor::Client actor)>;
-// Receives one line per refused registration or dropped connection.
+// Called for each registration whose proof holds, with the actor's
+// capability; a non-OK status refuses it (e.g. AlreadyExists for a
+// duplicate id).
+// `node` is the host the actor says it runs on (empty on one host).
+using RegistrationHandler =
+    std::function<absl::Status(int32_t actor_id, absl::string_view node, wire::Actor::Client actor)>;
+
+// The longest node name a registration may carry (a host name's limit).
+inline constexpr size_t kMaxNodeNameBytes = 255;
+// Receives one line per dropped connection or failed control task.
 using LogSink = std::function<void(absl::string_view line)>;
 
-// The Controller bootstrap capability. Checks the per-job token (in
-// constant time) and the actor id range; refusals fail the register call
-// with PermissionDenied / InvalidArgument and are logged. A refused client
-// disturbs nothing: other connections and sessions keep working.
+// Why a registration was refused.
+enum class RegistrationRefusal : uint8_t {
+  kWrongProof,         // an answer not made with the job's token
+  kReplayedChallenge,  // a challenge answered before
+  kStaleChallenge,     // a challenge expired, never issued here, or forgotten
+  kMalformed,          // a challenge or an answer of the wrong size
+  kRejected,           // an actor id outside the job, or one registered already
+};
+// "wrong proof", "replayed challenge", ...
+absl::string_view RegistrationRefusalName(RegistrationRefusal refusal);
+// Receives every refused registration: why, and a line saying so.
+using RefusalSink = std::function<void(RegistrationRefusal refusal, absl::string_view line)>;
+
+// The Controller bootstrap capability. `challenge` issues a nonce from its
+// ChallengeBook; `register` redeems it (once), checks the proof against the
+// token (in constant time) and the actor id range, then hands the actor to
+// `on_register`. Refusals fail the register call with PermissionDenied /
+// InvalidArgument (or the handler's status) and go to `on_refusal`. A
+// refused client disturbs nothing: other connections and sessions keep
+// working. Shared by every control connection of the job.
 //
-// Cross-process call: Controller.register, completed by this object on the
-// controller's event-loop thread before it returns; if the actor
-// disconnects, its Actor capability's calls fail with Unavailable.
+// Cross-process calls: Controller.challenge and Controller.register,
+// completed by this object on the controller's event-loop thread before
+// they return; if the actor disconnects, its Actor capability's calls fail
+// with Unavailable.
 class ControllerService final : public wire::Controller::Server {
  public:
-  ControllerService(std::string token, int32_t num_actors, RegistrationHandler on_register,
-                    LogSink log);
+  ControllerService(std::string token, int32_t num_actors, RegistrationHandler on_register, RefusalSink on_refusal,
+                    ChallengeBook::Options challenges = {});
 
  protected:
+  kj::Promise<void> challenge(ChallengeContext context) override;
   kj::Promise<void> register_(RegisterContext context) override;
 
  private:
+  // Refuses: logs, counts and fails the call with `status`.
+  kj::Promise<void> Refuse(RegistrationRefusal refusal, const absl::Status& status);
+
   std::string token_;
   int32_t num_actors_;
   RegistrationHandler on_register_;
-  LogSink log_;
+  RefusalSink on_refusal_;
+  ChallengeBook challenges_;
 };
 
 // Serves `bootstrap` (normally a ControllerService) to every connection
@@ -56,7 +89,7 @@ class ControllerService final : public wire::Controller::Server {
 // controller's main; not thread-safe.
 class ControlServer final : private kj::TaskSet::ErrorHandler {
  public:
-  ControlServer(std::unique_ptr<UnixListener> listener, capnp::Capability::Client bootstrap,
+  ControlServer(std::unique_ptr<ControlListener> listener, capnp::Capability::Client bootstrap,
                 ConnectionLimits limits, LogSink log);
   ~ControlServer();
 
@@ -65,12 +98,13 @@ class ControlServer final : private kj::TaskSet::ErrorHandler {
   kj::Promise<void> Run();
 
   int connections() const { return connections_; }
+  const ControlListener& listener() const { return *listener_; }
 
  private:
-  void Serve(kj::Own<kj::AsyncCapabilityStream> stream);
+  void Serve(ControlStream stream);
   void taskFailed(kj::Exception&& exception) override;
 
-  std::unique_ptr<UnixListener> listener_;
+  std::unique_ptr<ControlListener> listener_;
   capnp::Capability::Client bootstrap_;
   ConnectionLimits limits_;
   LogSink log_;
@@ -80,13 +114,24 @@ class ControlServer final : private kj::TaskSet::ErrorHandler {
   kj::TaskSet tasks_;
 };
 
-// The actor's side: registers `actor` with the controller. Resolves (on the
-// caller's event-loop thread) with the session, PermissionDenied for a
+// The actor's side: asks `controller` for a challenge, answers it with
+// `token` (which stays in this process) and registers `actor`, running on
+// `node` (Slurm's node name; empty on one host). Resolves (on
+// the caller's event-loop thread) with the session, PermissionDenied for a
 // wrong token, or Unavailable if the controller's connection drops.
 kj::Promise<absl::StatusOr<wire::ActorSession::Client>> Register(wire::Controller::Client controller,
                                                                  int32_t actor_id,
                                                                  absl::string_view token,
-                                                                 wire::Actor::Client actor);
+                                                                 wire::Actor::Client actor,
+                                                                 absl::string_view node = "");
+
+// The two halves of Register, for tests that play a misbehaving actor: a
+// challenge (as it came: its size is not checked here), and a registration
+// with any nonce and proof.
+kj::Promise<absl::StatusOr<std::string>> RequestChallenge(wire::Controller::Client controller);
+kj::Promise<absl::StatusOr<wire::ActorSession::Client>> SendRegistration(wire::Controller::Client controller,
+                                                                         int32_t actor_id, Bytes nonce, Bytes proof,
+                                                                         wire::Actor::Client actor);
 
 }  // namespace tandem::rpc
 

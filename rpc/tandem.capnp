@@ -1,5 +1,7 @@
 # Tandem's control plane: the controller and its actors, one Cap'n Proto
-# two-party connection per actor (Unix socket in a private run directory).
+# two-party connection per actor: a Unix socket in a private run directory
+# (one host), or TCP (across hosts). Nothing here carries the job's token:
+# actors prove they hold it by answering a challenge (rpc/auth.h).
 #
 # Only small tensors travel here (step inputs, losses, debugging reads);
 # bulk tensors move on the data plane. Every call is bounded by the
@@ -175,7 +177,9 @@ interface Actor {
   # FAILED_PRECONDITION if it holds nothing now.
   readBuffer @3 (name :Text) -> (tensor :Tensor);
 
-  health @4 () -> (state :HealthState, message :Text);
+  # `refusedConnections`: how many strangers this actor's TCP data plane
+  # has refused so far (a wrong or missing answer to its challenge).
+  health @4 () -> (state :HealthState, message :Text, refusedConnections :UInt64);
 
   # Asks the actor to exit after replying.
   shutdown @5 () -> ();
@@ -223,9 +227,21 @@ interface ActorSession {
 }
 
 # The controller's bootstrap capability. An actor dials the controller,
-# proves it belongs to the job with the launcher's per-job token and hands
-# over its Actor capability; the controller then drives it through `actor`.
+# proves it belongs to the job and hands over its Actor capability; the
+# controller then drives it through `actor`.
+#
+# The proof is a challenge-response over the job's token, which never
+# travels: `challenge` returns a fresh random nonce (32 bytes, good for one
+# `register` within a few seconds); `register` carries it back with
+# `proof` = HMAC-SHA256(token, nonce || actorId (4 bytes, big-endian) ||
+# "tandem control-plane registration v1"). A wrong proof, a nonce answered
+# before, expired or never issued, or an id outside the job fails with
+# PERMISSION_DENIED or INVALID_ARGUMENT, and the controller logs and counts
+# it; other connections are not disturbed. `node` is the host the actor
+# runs on as its launcher knows it (Slurm's node name; at most 255 bytes),
+# or empty where every actor shares the controller's host.
 interface Controller {
-  register @0 (actorId :Int32, token :Text, actor :Actor)
+  register @0 (actorId :Int32, nonce :Data, proof :Data, actor :Actor, node :Text)
       -> (session :ActorSession);
+  challenge @1 () -> (nonce :Data);
 }

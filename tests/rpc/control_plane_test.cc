@@ -1,6 +1,9 @@
 // The control plane in-process: controller and actors on one thread and one
-// KJ event loop, connected by socket pairs or a Unix socket in a private run
-// directory. Deterministic: every wait is on a promise, bounded by a timer.
+// KJ event loop, connected by socket pairs, a Unix socket in a private run
+// directory, or TCP on loopback. Registration is a challenge-response: right
+// and wrong tokens, replayed, unknown and malformed answers, and the bytes
+// on the socket, which never hold the token. Deterministic: every wait is on
+// a promise, bounded by a timer.
 #include <sys/stat.h>
 
 #include <map>
@@ -12,15 +15,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "capnp/message.h"
 #include "ir/host_tensor.h"
 #include "kj/async-io.h"
 #include "rpc/async_status.h"
+#include "rpc/auth.h"
 #include "rpc/connection.h"
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
 #include "tests/actor/test_programs.h"
+#include "tests/testing/recording_relay.h"
 
 namespace tandem::rpc {
 namespace {
@@ -93,14 +99,18 @@ class ControlPlaneTest : public ::testing::Test {
   kj::AsyncIoContext io_ = kj::setupAsyncIo();
   std::vector<std::string> log_;
   std::map<int32_t, wire::Actor::Client> actors_;
+  std::vector<RegistrationRefusal> refusals_;
   wire::Controller::Client controller_ = kj::heap<ControllerService>(
       kToken, 4,
-      [this](int32_t id, wire::Actor::Client actor) {
+      [this](int32_t id, absl::string_view, wire::Actor::Client actor) {
         if (actors_.count(id) != 0) return absl::AlreadyExistsError("duplicate actor");
         actors_.emplace(id, kj::mv(actor));
         return absl::OkStatus();
       },
-      [this](absl::string_view line) { log_.emplace_back(line); });
+      [this](RegistrationRefusal refusal, absl::string_view line) {
+        refusals_.push_back(refusal);
+        log_.emplace_back(line);
+      });
   ConnectionLimits controller_limits_;
   std::vector<std::unique_ptr<RpcConnection>> controller_ends_;
 };
@@ -116,9 +126,10 @@ TEST_F(ControlPlaneTest, RightTokenRegistersWrongTokenIsRefusedAndLogged) {
   absl::StatusOr<wire::ActorSession::Client> refused =
       RegisterOver(*intruder, 1, "wrong-token", kj::heap<FakeActor>());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(refused.status().message(), HasSubstr("wrong job token"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("wrong proof"));
   ASSERT_EQ(log_.size(), 1u);
-  EXPECT_THAT(log_[0], HasSubstr("actor 1"));
+  EXPECT_THAT(log_[0], HasSubstr("registration of actor 1 refused: wrong proof"));
+  EXPECT_THAT(refusals_, ::testing::ElementsAre(RegistrationRefusal::kWrongProof));
   EXPECT_EQ(actors_.count(1), 0u);
 
   // The registered actor is undisturbed, in both directions.
@@ -214,8 +225,8 @@ TEST_F(ControlPlaneTest, ReceiverDropsAnOversizedMessageWithoutDisturbingOthers)
     auto connect = [&](const ConnectionLimits& limits) {
       auto stream = ConnectUnix(io_, path);
       EXPECT_TRUE(stream.ok()) << stream.status();
-      return std::make_unique<RpcConnection>(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT,
-                                             kj::heap<FakeActor>(), limits);
+      return std::make_unique<RpcConnection>(ControlStream::Unix(*std::move(stream)),
+                                             capnp::rpc::twoparty::Side::CLIENT, kj::heap<FakeActor>(), limits);
     };
     std::unique_ptr<RpcConnection> honest = connect(small_limits);
     auto session = RegisterOver(*honest, 0, kToken, kj::heap<FakeActor>());
@@ -225,10 +236,10 @@ TEST_F(ControlPlaneTest, ReceiverDropsAnOversizedMessageWithoutDisturbingOthers)
     ConnectionLimits loose;
     loose.max_message_bytes = 64 << 20;
     std::unique_ptr<RpcConnection> rogue = connect(loose);
-    std::string huge_token(2 << 20, 'x');
+    const std::vector<uint8_t> huge_proof(2 << 20, 'x');
     auto dropped = ToStatusOrWithin(io_.provider->getTimer(), 5 * kj::SECONDS, "register",
-                                    Register(rogue->Bootstrap<wire::Controller>(), 1, huge_token,
-                                             kj::heap<FakeActor>()))
+                                    SendRegistration(rogue->Bootstrap<wire::Controller>(), 1, huge_proof,
+                                                     huge_proof, kj::heap<FakeActor>()))
                        .wait(io_.waitScope);
     ASSERT_TRUE(dropped.ok());  // the outer promise; the inner StatusOr is the result
     EXPECT_FALSE(dropped->ok());
@@ -260,6 +271,192 @@ TEST_F(ControlPlaneTest, DisconnectFailsAPendingCallWithUnavailableQuickly) {
   auto result = pending.wait(io_.waitScope);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
   EXPECT_LT(timer.now() - start, 1 * kj::SECONDS);
+}
+
+TEST_F(ControlPlaneTest, ReplayedUnknownAndMalformedAnswersAreRefusedLoggedAndCounted) {
+  std::vector<std::unique_ptr<RpcConnection>> connections;  // an actor lives as long as its connection
+  auto register_with = [&](int32_t id, Bytes nonce, Bytes proof) {
+    connections.push_back(ConnectActor(kj::heap<FakeActor>()));
+    absl::StatusOr<wire::ActorSession::Client> session =
+        SendRegistration(connections.back()->Bootstrap<wire::Controller>(), id, nonce, proof,
+                         kj::heap<FakeActor>())
+            .wait(io_.waitScope);
+    return session.status();
+  };
+  auto fresh_nonce = [&] {
+    std::unique_ptr<RpcConnection> connection = ConnectActor(kj::heap<FakeActor>());
+    absl::StatusOr<std::string> nonce = RequestChallenge(connection->Bootstrap<wire::Controller>()).wait(io_.waitScope);
+    EXPECT_TRUE(nonce.ok()) << nonce.status();
+    EXPECT_EQ(nonce->size(), kNonceBytes);
+    return *nonce;
+  };
+  auto prove = [](const std::string& nonce, int32_t id, absl::string_view token = kToken) {
+    absl::StatusOr<Proof> proof = ProveRegistration(token, AsBytes(nonce), id);
+    EXPECT_TRUE(proof.ok()) << proof.status();
+    return *proof;
+  };
+
+  // The honest registration, step by step.
+  const std::string nonce = fresh_nonce();
+  const Proof proof = prove(nonce, 0);
+  ASSERT_TRUE(register_with(0, AsBytes(nonce), proof).ok());
+  EXPECT_TRUE(refusals_.empty());
+
+  // Its answer, replayed by someone who saw it go by.
+  absl::Status replayed = register_with(0, AsBytes(nonce), proof);
+  EXPECT_EQ(replayed.code(), absl::StatusCode::kPermissionDenied) << replayed;
+  EXPECT_THAT(replayed.message(), HasSubstr("a replay"));
+  // A correct answer to a challenge this controller never issued.
+  Nonce made_up;
+  made_up.fill(0x42);
+  absl::Status unknown = register_with(1, made_up, prove(std::string(made_up.begin(), made_up.end()), 1));
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kPermissionDenied) << unknown;
+  EXPECT_THAT(unknown.message(), HasSubstr("never issued"));
+  // Sizes from the wire: a short challenge, an empty answer.
+  const std::string short_nonce = fresh_nonce().substr(0, 5);
+  absl::Status malformed = register_with(1, AsBytes(short_nonce), prove(fresh_nonce(), 1));
+  EXPECT_EQ(malformed.code(), absl::StatusCode::kInvalidArgument) << malformed;
+  EXPECT_THAT(malformed.message(), HasSubstr("a challenge of 5 bytes"));
+  EXPECT_EQ(register_with(1, AsBytes(fresh_nonce()), {}).code(), absl::StatusCode::kInvalidArgument);
+  // An answer made for another actor, or with another token.
+  const std::string for_two = fresh_nonce();
+  EXPECT_EQ(register_with(1, AsBytes(for_two), prove(for_two, 2)).code(), absl::StatusCode::kPermissionDenied);
+  const std::string other_token = fresh_nonce();
+  EXPECT_EQ(register_with(1, AsBytes(other_token), prove(other_token, 1, "not-the-token")).code(),
+            absl::StatusCode::kPermissionDenied);
+  // Proven, but not an actor of the job, or one registered already.
+  const std::string outside = fresh_nonce();
+  EXPECT_EQ(register_with(7, AsBytes(outside), prove(outside, 7)).code(), absl::StatusCode::kInvalidArgument);
+  const std::string again = fresh_nonce();
+  EXPECT_EQ(register_with(0, AsBytes(again), prove(again, 0)).code(), absl::StatusCode::kAlreadyExists);
+
+  using R = RegistrationRefusal;
+  EXPECT_THAT(refusals_, ::testing::ElementsAre(R::kReplayedChallenge, R::kStaleChallenge, R::kMalformed,
+                                                R::kMalformed, R::kWrongProof, R::kWrongProof, R::kRejected,
+                                                R::kRejected));
+  ASSERT_EQ(log_.size(), refusals_.size());
+  for (const std::string& line : log_) EXPECT_THAT(line, HasSubstr("refused")) << line;
+  // The honest actor is undisturbed.
+  EXPECT_EQ(actors_.at(0).healthRequest().send().wait(io_.waitScope).getState(), wire::HealthState::IDLE);
+}
+
+TEST(ControllerService, AChallengeExpires) {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  std::vector<RegistrationRefusal> refusals;
+  wire::Controller::Client controller = kj::heap<ControllerService>(
+      kToken, 1, [](int32_t, absl::string_view, wire::Actor::Client) { return absl::OkStatus(); },
+      [&](RegistrationRefusal refusal, absl::string_view) { refusals.push_back(refusal); },
+      ChallengeBook::Options{.lifetime = absl::Milliseconds(50)});
+  absl::StatusOr<std::string> nonce = RequestChallenge(controller).wait(io.waitScope);
+  ASSERT_TRUE(nonce.ok());
+  io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
+  absl::StatusOr<Proof> proof = ProveRegistration(kToken, AsBytes(*nonce), 0);
+  ASSERT_TRUE(proof.ok());
+  absl::StatusOr<wire::ActorSession::Client> late =
+      SendRegistration(controller, 0, AsBytes(*nonce), *proof, kj::heap<FakeActor>()).wait(io.waitScope);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kPermissionDenied) << late.status();
+  EXPECT_THAT(late.status().message(), HasSubstr("expired"));
+  EXPECT_THAT(refusals, ::testing::ElementsAre(RegistrationRefusal::kStaleChallenge));
+}
+
+// Over TCP on loopback, through a relay that keeps every byte: the actor
+// registers and is driven, and the token is nowhere on the socket while
+// the challenge and its answer are.
+TEST_F(ControlPlaneTest, TcpRegistrationWorksAndTheTokenNeverCrossesTheSocket) {
+  absl::StatusOr<std::unique_ptr<TcpListener>> listener = TcpListener::Listen(io_, "127.0.0.1");
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  EXPECT_GT((*listener)->port(), 0);
+  EXPECT_EQ((*listener)->address(), absl::StrCat("127.0.0.1:", (*listener)->port()));
+  test::RecordingRelay relay((*listener)->address());
+  ControlServer server(*std::move(listener), controller_, controller_limits_,
+                       [this](absl::string_view line) { log_.emplace_back(line); });
+  kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
+
+  absl::StatusOr<ControlStream> stream =
+      ToStatusOr(DialController(io_, ControlPlaneKind::kTcp, relay.address(), absl::Seconds(5))).wait(io_.waitScope);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ(stream->unix_socket, nullptr);
+  RpcConnection connection(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT, kj::heap<FakeActor>(), {});
+  absl::StatusOr<wire::ActorSession::Client> session =
+      RegisterOver(connection, 3, kToken, kj::heap<FakeActor>());
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(session->actorIdRequest().send().wait(io_.waitScope).getActorId(), 3);
+  EXPECT_EQ(actors_.at(3).healthRequest().send().wait(io_.waitScope).getState(), wire::HealthState::IDLE);
+
+  EXPECT_EQ(relay.connections(), 1);
+  EXPECT_GT(relay.total_bytes(), 2 * static_cast<int64_t>(kNonceBytes));
+  EXPECT_FALSE(relay.Carried(kToken));
+  EXPECT_FALSE(relay.Carried(std::string(kToken).substr(0, 12)));
+  EXPECT_TRUE(log_.empty());
+}
+
+TEST_F(ControlPlaneTest, DialingABadOrDeadControllerIsAClearError) {
+  auto dial = [&](ControlPlaneKind kind, const std::string& address) {
+    return ToStatusOr(DialController(io_, kind, address, absl::Seconds(5))).wait(io_.waitScope).status();
+  };
+  absl::Status malformed = dial(ControlPlaneKind::kTcp, "localhost");
+  EXPECT_EQ(malformed.code(), absl::StatusCode::kInvalidArgument) << malformed;
+  EXPECT_THAT(malformed.message(), HasSubstr("'localhost' is not host:port"));
+  EXPECT_EQ(dial(ControlPlaneKind::kTcp, "127.0.0.1:0").code(), absl::StatusCode::kInvalidArgument);
+
+  // A port nobody listens on (bound, then closed).
+  int port = 0;
+  {
+    absl::StatusOr<std::unique_ptr<TcpListener>> closed = TcpListener::Listen(io_, "127.0.0.1");
+    ASSERT_TRUE(closed.ok());
+    port = (*closed)->port();
+  }
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  absl::Status refused = dial(ControlPlaneKind::kTcp, address);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("cannot reach the controller at " + address));
+
+  absl::Status no_socket = dial(ControlPlaneKind::kUnix, "/nonexistent/controller.sock");
+  EXPECT_EQ(no_socket.code(), absl::StatusCode::kUnavailable) << no_socket;
+  EXPECT_THAT(no_socket.message(), HasSubstr("/nonexistent/controller.sock"));
+
+  EXPECT_EQ(TcpListener::Listen(io_, "no-such-host.invalid").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ControlAddresses, HostPortParsesOrSaysWhatIsWrong) {
+  struct Case {
+    std::string address;
+    std::string host;  // empty: an error mentioning `why`
+    int port = 0;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {"127.0.0.1:5000", "127.0.0.1", 5000, ""},
+      {"node-7.cluster:65535", "node-7.cluster", 65535, ""},
+      {"[::1]:1", "::1", 1, ""},
+      {"", "", 0, "it is empty"},
+      {"127.0.0.1", "", 0, "no ':port'"},
+      {":80", "", 0, "the host is empty"},
+      {"host:", "", 0, "the port '' is not a number in [1, 65535]"},
+      {"host:0", "", 0, "the port '0'"},
+      {"host:65536", "", 0, "the port '65536'"},
+      {"host:12ab", "", 0, "the port '12ab'"},
+      {"host:-1", "", 0, "the port '-1'"},
+      {"host:99999999999999999999", "", 0, "is not a number"},
+      {"::1:80", "", 0, "in brackets"},
+      {"[::1:80", "", 0, "no closing ']'"},
+      {"[::1]80", "", 0, "no ':port' after the host"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<HostPort> parsed = ParseHostPort(c.address);
+    if (c.host.empty()) {
+      EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << c.address;
+      EXPECT_THAT(parsed.status().message(), HasSubstr(c.why)) << c.address;
+    } else {
+      ASSERT_TRUE(parsed.ok()) << c.address << ": " << parsed.status();
+      EXPECT_EQ(parsed->host, c.host);
+      EXPECT_EQ(parsed->port, c.port);
+      EXPECT_EQ(FormatHostPort(parsed->host, parsed->port), c.address);
+    }
+  }
+  EXPECT_TRUE(ParseHostPort("127.0.0.1:0", /*allow_port_zero=*/true).ok());
+  EXPECT_EQ(ParseControlPlaneKind("tcp").value(), ControlPlaneKind::kTcp);
+  EXPECT_THAT(ParseControlPlaneKind("udp").status().message(), HasSubstr("expected unix or tcp"));
 }
 
 TEST(PrivateRunDirectory, IsMode0700AndOthersAreRejected) {

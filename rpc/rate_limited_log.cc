@@ -1,10 +1,10 @@
-#include "controller/rate_limited_log.h"
+#include "rpc/rate_limited_log.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
-namespace tandem::controller {
+namespace tandem::rpc {
 
 RateLimitedLog::RateLimitedLog(Sink sink, std::string what, int burst, absl::Duration interval, Clock now)
     : sink_(std::move(sink)), what_(std::move(what)), burst_(burst), interval_(interval), now_(std::move(now)) {
@@ -44,4 +44,4 @@ void RateLimitedLog::Flush() {
   StartInterval(now);
 }
 
-}  // namespace tandem::controller
+}  // namespace tandem::rpc

@@ -1,6 +1,8 @@
 // RateLimitedLog: a log sink for notices a peer can cause at will (refused
-// control connections, malformed hellos, dropped connections), so that
-// 2,000 of them make a handful of lines instead of 2,000.
+// registrations and data-plane connections, malformed hellos, dropped
+// connections), so that 2,000 of them make a handful of lines instead of
+// 2,000. Both planes use it: the controller's launcher for its control
+// socket, each actor's TCP data plane for its listener.
 //
 // Each interval passes its first `burst` lines through and holds back the
 // rest, counting them; the first Log() or Tick() after the interval ends
@@ -8,10 +10,10 @@
 // like these in the last 10s"), and so does Flush() (and the destructor).
 // Nothing is counted twice and nothing is lost from the count.
 //
-// Owned by whoever owns the sink's source (the launcher's event loop); not
-// thread-safe: one thread calls it.
-#ifndef TANDEM_CONTROLLER_RATE_LIMITED_LOG_H_
-#define TANDEM_CONTROLLER_RATE_LIMITED_LOG_H_
+// Owned by whoever owns the sink's source (the launcher's event loop, a
+// transport's accepting thread); not thread-safe: one thread calls it.
+#ifndef TANDEM_RPC_RATE_LIMITED_LOG_H_
+#define TANDEM_RPC_RATE_LIMITED_LOG_H_
 
 #include <cstdint>
 #include <functional>
@@ -21,7 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace tandem::controller {
+namespace tandem::rpc {
 
 class RateLimitedLog {
  public:
@@ -61,6 +63,6 @@ class RateLimitedLog {
   int64_t suppressed_ = 0;
 };
 
-}  // namespace tandem::controller
+}  // namespace tandem::rpc
 
-#endif  // TANDEM_CONTROLLER_RATE_LIMITED_LOG_H_
+#endif  // TANDEM_RPC_RATE_LIMITED_LOG_H_

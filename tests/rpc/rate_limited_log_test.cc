@@ -1,6 +1,6 @@
 // Notices a peer can cause at will are rate-limited: a few lines, then one
 // count per interval, and nothing lost from the count.
-#include "controller/rate_limited_log.h"
+#include "rpc/rate_limited_log.h"
 
 #include <string>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tandem::controller {
+namespace tandem::rpc {
 namespace {
 
 using ::testing::ElementsAre;
@@ -61,4 +61,4 @@ TEST(RateLimitedLog, FlushAndTheDestructorReportWhatIsHeldBack) {
 }
 
 }  // namespace
-}  // namespace tandem::controller
+}  // namespace tandem::rpc

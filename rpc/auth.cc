@@ -1,0 +1,177 @@
+#include "rpc/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::rpc {
+namespace {
+
+// OpenSSL's reason for the last failure, for an Internal status.
+std::string OpenSslError() {
+  const unsigned long code = ERR_get_error();
+  if (code == 0) return "no reason given";
+  char text[256];
+  ERR_error_string_n(code, text, sizeof(text));
+  return text;
+}
+
+void AppendId(std::vector<uint8_t>& message, int32_t id) {
+  const auto value = static_cast<uint32_t>(id);
+  for (int shift = 24; shift >= 0; shift -= 8) message.push_back(static_cast<uint8_t>(value >> shift));
+}
+
+absl::Status CheckLength(absl::string_view what, Bytes bytes, size_t expected) {
+  if (bytes.size() == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " has ", bytes.size(), " bytes, not ", expected));
+}
+
+// nonce || ids || label.
+absl::StatusOr<std::vector<uint8_t>> Message(Bytes nonce, std::initializer_list<int32_t> ids,
+                                              absl::string_view label) {
+  if (absl::Status length = CheckLength("the challenge", nonce, kNonceBytes); !length.ok()) return length;
+  std::vector<uint8_t> message(nonce.begin(), nonce.end());
+  for (int32_t id : ids) AppendId(message, id);
+  message.insert(message.end(), label.begin(), label.end());
+  return message;
+}
+
+absl::Status Check(absl::string_view token, const absl::StatusOr<std::vector<uint8_t>>& message, Bytes proof) {
+  if (!message.ok()) return message.status();
+  if (absl::Status length = CheckLength("the answer", proof, kProofBytes); !length.ok()) return length;
+  absl::StatusOr<Proof> expected = HmacSha256(token, *message);
+  if (!expected.ok()) return expected.status();
+  if (CRYPTO_memcmp(expected->data(), proof.data(), kProofBytes) != 0) {
+    return absl::PermissionDeniedError("wrong answer to the challenge (not made with the job's token)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Nonce> MakeNonce() {
+  Nonce nonce;
+  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
+    return absl::InternalError(absl::StrCat("OpenSSL could not make a nonce: ", OpenSslError()));
+  }
+  return nonce;
+}
+
+absl::StatusOr<Proof> HmacSha256(absl::string_view key, Bytes message) {
+  static constexpr uint8_t kNothing = 0;
+  Proof proof;
+  unsigned int length = 0;
+  // Never a null key: OpenSSL reads a null key as "the previous one".
+  const void* key_data = key.empty() ? &kNothing : static_cast<const void*>(key.data());
+  const uint8_t* data = message.empty() ? &kNothing : message.data();
+  if (HMAC(EVP_sha256(), key_data, static_cast<int>(key.size()), data, message.size(), proof.data(), &length) ==
+          nullptr ||
+      length != proof.size()) {
+    return absl::InternalError(absl::StrCat("OpenSSL's HMAC-SHA256 failed: ", OpenSslError()));
+  }
+  return proof;
+}
+
+absl::StatusOr<Proof> ProveRegistration(absl::string_view token, Bytes nonce, int32_t actor) {
+  absl::StatusOr<std::vector<uint8_t>> message = Message(nonce, {actor}, kRegistrationLabel);
+  if (!message.ok()) return message.status();
+  return HmacSha256(token, *message);
+}
+
+absl::Status CheckRegistration(absl::string_view token, Bytes nonce, int32_t actor, Bytes proof) {
+  return Check(token, Message(nonce, {actor}, kRegistrationLabel), proof);
+}
+
+absl::StatusOr<Proof> ProveConnection(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver) {
+  absl::StatusOr<std::vector<uint8_t>> message = Message(nonce, {dialer, receiver}, kConnectionLabel);
+  if (!message.ok()) return message.status();
+  return HmacSha256(token, *message);
+}
+
+absl::Status CheckConnection(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver, Bytes proof) {
+  return Check(token, Message(nonce, {dialer, receiver}, kConnectionLabel), proof);
+}
+
+ChallengeBook::ChallengeBook(Options options, Clock now) : options_(options), now_(std::move(now)) {}
+
+absl::StatusOr<Nonce> ChallengeBook::Issue() {
+  const absl::Time now = now_();
+  Expire(now);
+  absl::StatusOr<Nonce> nonce = MakeNonce();
+  if (!nonce.ok()) return nonce.status();
+  while (issued_.size() >= options_.max_outstanding && !issue_order_.empty()) {
+    issued_.erase(issue_order_.front());  // forgotten: later answers to it are unknown
+    issue_order_.pop_front();
+  }
+  if (issue_order_.size() > 2 * options_.max_outstanding) {
+    // Drop the entries of nonces redeemed out of order.
+    std::deque<std::string> live;
+    for (std::string& key : issue_order_) {
+      if (issued_.count(key) != 0) live.push_back(std::move(key));
+    }
+    issue_order_ = std::move(live);
+  }
+  std::string key(nonce->begin(), nonce->end());
+  issued_[key] = now;
+  issue_order_.push_back(std::move(key));
+  return nonce;
+}
+
+ChallengeBook::Verdict ChallengeBook::Redeem(Bytes nonce) {
+  if (nonce.size() != kNonceBytes) return Verdict::kMalformed;
+  Expire(now_());
+  const std::string key(nonce.begin(), nonce.end());
+  if (auto it = issued_.find(key); it != issued_.end()) {
+    issued_.erase(it);
+    Remember(key, Verdict::kReplayed);  // what a second answer to it is
+    return Verdict::kFresh;
+  }
+  if (auto it = spent_.find(key); it != spent_.end()) return it->second;
+  return Verdict::kUnknown;
+}
+
+void ChallengeBook::Expire(absl::Time now) {
+  while (!issue_order_.empty()) {
+    auto it = issued_.find(issue_order_.front());
+    if (it != issued_.end()) {
+      if (now - it->second < options_.lifetime) break;
+      Remember(it->first, Verdict::kExpired);
+      issued_.erase(it);
+    }
+    issue_order_.pop_front();
+  }
+}
+
+void ChallengeBook::Remember(const std::string& nonce, Verdict verdict) {
+  if (options_.remembered == 0) return;
+  if (spent_.emplace(nonce, verdict).second) spent_order_.push_back(nonce);
+  while (spent_order_.size() > options_.remembered) {
+    spent_.erase(spent_order_.front());
+    spent_order_.pop_front();
+  }
+}
+
+absl::string_view VerdictName(ChallengeBook::Verdict verdict) {
+  switch (verdict) {
+    case ChallengeBook::Verdict::kFresh:
+      return "a fresh challenge";
+    case ChallengeBook::Verdict::kReplayed:
+      return "a challenge answered before (a replay)";
+    case ChallengeBook::Verdict::kExpired:
+      return "an expired challenge";
+    case ChallengeBook::Verdict::kUnknown:
+      return "a challenge this controller never issued";
+    case ChallengeBook::Verdict::kMalformed:
+      return "a malformed challenge";
+  }
+  return "?";
+}
+
+}  // namespace tandem::rpc
