@@ -83,8 +83,15 @@ int RunActorProcess(const ActorProcessOptions& options) {
     Log(actor, absl::StrCat("cannot open its device: ", device.status().ToString()));
     return kActorExitSetupFailed;
   }
+  DataPlaneOptions data_plane_options = options.data_plane_options;
+  data_plane_options.token = options.token;
+  data_plane_options.log = [](absl::string_view line) {  // lines that name the actor already
+    const std::string text = absl::StrCat(line, "\n");
+    fwrite(text.data(), 1, text.size(), stderr);
+    fflush(stderr);
+  };
   absl::StatusOr<std::unique_ptr<DataPlane>> data_plane =
-      CreateDataPlane(options.data_plane, actor, options.num_actors, options.data_plane_options);
+      CreateDataPlane(options.data_plane, actor, options.num_actors, data_plane_options);
   if (!data_plane.ok()) {
     Log(actor, absl::StrCat("cannot create the ", ir::DataPlaneKindName(options.data_plane),
                             " data plane: ", data_plane.status().ToString()));
@@ -95,7 +102,10 @@ int RunActorProcess(const ActorProcessOptions& options) {
   std::optional<ExitWatchdog> watchdog;  // outlives the scope it guards
   {
     kj::AsyncIoContext io = kj::setupAsyncIo();
-    absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> stream = rpc::ConnectUnix(io, options.controller_socket);
+    absl::StatusOr<rpc::ControlStream> stream =
+        rpc::ToStatusOr(
+            rpc::DialController(io, options.control_plane, options.controller_address, options.register_timeout))
+            .wait(io.waitScope);
     if (!stream.ok()) {
       Log(actor, absl::StrCat("cannot reach the controller: ", stream.status().ToString()));
       return kActorExitSetupFailed;
@@ -111,7 +121,7 @@ int RunActorProcess(const ActorProcessOptions& options) {
 
     kj::Timer& timer = io.provider->getTimer();
     absl::StatusOr<wire::ActorSession::Client> session =
-        rpc::Register(connection.Bootstrap<wire::Controller>(), actor, options.token, service)
+        rpc::Register(connection.Bootstrap<wire::Controller>(), actor, options.token, service, options.node)
             .exclusiveJoin(timer.afterDelay(absl::ToInt64Milliseconds(options.register_timeout) * kj::MILLISECONDS)
                                .then([]() -> absl::StatusOr<wire::ActorSession::Client> {
                                  return absl::DeadlineExceededError("the controller did not answer registration");

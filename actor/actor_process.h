@@ -1,13 +1,18 @@
 // The actor process (binary `tandem-actor`, tools/actor_main.cc): dials the
-// controller's Unix socket, registers with the job's token, serves the Actor
-// interface over its data plane until told to shut down, and exits by
-// itself when the controller's connection drops.
+// controller (a Unix socket, or host:port over TCP), proves it holds the
+// job's token by answering the controller's challenge (rpc/auth.h; the
+// token itself never leaves the process), serves the Actor interface over
+// its data plane until told to shut down, and exits by itself when the
+// controller's connection drops.
 //
 // Lifetime, from the process's point of view:
 //  0. opens its device (actor/device.h: the CPU, or a GPU);
-//  1. creates its DataPlane (shared-memory rings, or a TCP listener);
-//  2. connects to `controller_socket` and calls Controller.register, which
-//     must answer within `register_timeout` (a refused token is exit code 2);
+//  1. creates its DataPlane (shared-memory rings, or a TCP listener whose
+//     peers prove the same token);
+//  2. connects to `controller_address` and registers (Controller.challenge,
+//     then Controller.register with its answer); both must be done within
+//     `register_timeout` (an address that does not parse or answer is exit
+//     code 1, a refused answer exit code 2);
 //  3. runs its event loop: the ActorService answers the controller's calls
 //     and computes on its own thread;
 //  4. leaves the loop on Actor.shutdown (exit code 0) or when the control
@@ -25,12 +30,18 @@
 #include "absl/time/time.h"
 #include "actor/data_plane.h"
 #include "actor/device.h"
+#include "rpc/connection.h"
 
 namespace tandem::actor {
 
 struct ActorProcessOptions {
-  std::string controller_socket;
+  rpc::ControlPlaneKind control_plane = rpc::ControlPlaneKind::kUnix;
+  std::string controller_address;  // the socket's path, or host:port
   std::string token;  // the job's token (from the environment, never argv)
+  // The node this actor runs on, as its launcher names it (Slurm's
+  // SLURMD_NODENAME); told to the controller at registration. Empty on one
+  // host.
+  std::string node;
   int32_t actor = 0;
   int32_t num_actors = 0;
   ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;

@@ -375,6 +375,9 @@ kj::Promise<void> ActorService::health(HealthContext context) {
       break;
   }
   results.setMessage(last_error_);
+  if (data_plane_ != nullptr) {
+    results.setRefusedConnections(static_cast<uint64_t>(std::max<int64_t>(data_plane_->refused_connections(), 0)));
+  }
   return kj::READY_NOW;
 }
 

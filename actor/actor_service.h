@@ -73,7 +73,8 @@
 //    choose (NCCL across distinct GPUs, else Gloo), bounded by the call's
 //    timeout; later programs' all-reduces then run on it. A failed step also
 //    aborts the group's all-reduces.
-//  - health: answered at once.
+//  - health: answered at once, with how many strangers the data plane has
+//    refused so far.
 //  - shutdown: replies, then refuses further calls, tells the compute
 //    thread to stop after its current job (aborting the Transport if a step
 //    is running; calls still queued fail), and fulfils the owner's `on_shutdown` fulfiller on a later

@@ -109,6 +109,7 @@ class TcpDataPlane final : public DataPlane {
   }
 
   absl::Status Flush(absl::Time deadline) override { return transport_->Flush(deadline); }
+  int64_t refused_connections() const override { return transport_->refused_connections(); }
 
  private:
   std::unique_ptr<TcpTransport> transport_;
@@ -129,6 +130,8 @@ absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kin
   }
   TcpTransport::Options tcp;
   tcp.bind_host = options.tcp_bind_host;
+  tcp.token = options.token;
+  tcp.log = options.log;
   absl::StatusOr<std::unique_ptr<TcpTransport>> transport = TcpTransport::Listen(actor, num_actors, tcp);
   if (!transport.ok()) return transport.status();
   return std::make_unique<TcpDataPlane>(*std::move(transport), num_actors, options.tcp_bind_host);

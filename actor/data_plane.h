@@ -6,7 +6,9 @@
 //  2. Actor.connectDataPlane -> Connect(): the peers' offers, as they
 //     concern this actor; returns once every peer is reachable.
 // Two implementations: shared memory (ShmTransport, one host) and TCP
-// (TcpTransport, across hosts; loopback unless told otherwise).
+// (TcpTransport, across hosts; loopback unless told otherwise). TCP peers
+// prove the job's token to each other (rpc/auth.h) and strangers are
+// refused and counted (refused_connections()).
 //
 // Ownership: the DataPlane owns its Transport; the descriptors in an Offer
 // stay owned by the DataPlane; Connect takes over the descriptors it is
@@ -17,6 +19,7 @@
 #define TANDEM_ACTOR_DATA_PLANE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,11 +61,17 @@ class DataPlane {
   virtual absl::Status Connect(std::vector<Peer> peers, absl::Duration timeout) = 0;
   // Waits until queued sends are written, at most until `deadline`.
   virtual absl::Status Flush(absl::Time deadline) = 0;
+  // Connections from strangers refused so far (TCP); any thread.
+  virtual int64_t refused_connections() const { return 0; }
 };
 
 struct DataPlaneOptions {
   int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors
   std::string tcp_bind_host = "127.0.0.1";
+  // TCP: the job's token, which connections between actors prove, and
+  // where refused strangers are logged (default: stderr).
+  std::string token;
+  std::function<void(absl::string_view line)> log;
 };
 
 absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kind, int32_t actor, int32_t num_actors,

@@ -1,13 +1,18 @@
 #include "actor/tcp_transport.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -15,16 +20,33 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "actor/data_plane_frame.h"
+#include "rpc/auth.h"
+#include "rpc/rate_limited_log.h"
 
 namespace tandem::actor {
 namespace {
 
-constexpr uint64_t kHelloMagic = 0x54444d48454c4c4f;  // "TDMHELLO"
+// The handshake, in order: the acceptor's challenge, the dialer's hello,
+// the acceptor's welcome. Fixed sizes: nothing read here is allocated by
+// a size from the wire.
+constexpr uint64_t kChallengeMagic = 0x54444d43484c4e47;  // "TDMCHLNG"
+constexpr uint64_t kHelloMagic = 0x54444d48454c4c4f;      // "TDMHELLO"
+constexpr uint64_t kWelcomeMagic = 0x54444d57454c434d;    // "TDMWELCM"
+
+struct Challenge {
+  uint64_t magic;
+  uint8_t nonce[rpc::kNonceBytes];
+};
 
 struct Hello {
   uint64_t magic;
   int32_t from;
   int32_t to;
+  uint8_t proof[rpc::kProofBytes];  // rpc::ProveConnection(token, nonce, from, to)
+};
+
+struct Welcome {
+  uint64_t magic;
 };
 
 absl::Status Errno(absl::string_view what) {
@@ -72,6 +94,40 @@ bool WaitReadable(int fd, absl::Time deadline) {
   }
 }
 
+// Reads exactly `size` bytes by `deadline`: DeadlineExceeded when they do
+// not come in time, Unavailable on EOF or error.
+absl::Status ReadAllBy(int fd, void* data, size_t size, absl::Time deadline) {
+  auto* p = static_cast<char*>(data);
+  while (size > 0) {
+    if (!WaitReadable(fd, deadline)) return absl::DeadlineExceededError("no answer in time");
+    const ssize_t n = recv(fd, p, size, MSG_DONTWAIT);
+    if (n == 0) return absl::UnavailableError("connection closed");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return Errno("recv");
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// "127.0.0.1:40312" for the far end of `fd`, or "an unknown address".
+std::string PeerName(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(address);
+    inet_ntop(AF_INET, &in.sin_addr, host, sizeof(host));
+    return absl::StrCat(host, ":", ntohs(in.sin_port));
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
+    inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof(host));
+    return absl::StrCat("[", host, "]:", ntohs(in6.sin6_port));
+  }
+  return "an unknown address";
+}
+
 void Tune(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -98,6 +154,17 @@ struct TcpTransport::Outgoing {
   std::vector<std::byte> raw;  // SendRawForTesting only
 };
 
+// A connection being challenged: what the acceptor sent, and the hello so
+// far.
+struct TcpTransport::Handshake {
+  int fd = -1;
+  std::string from;  // the far end's address, for notices
+  absl::Time deadline;
+  rpc::Nonce nonce{};
+  Hello hello{};
+  size_t received = 0;  // bytes of `hello`
+};
+
 struct TcpTransport::Connection {
   int fd = -1;
   std::thread reader;
@@ -108,10 +175,18 @@ struct TcpTransport::Connection {
   absl::Status error;  // the connection is gone once set
 };
 
-TcpTransport::TcpTransport(int32_t actor, int32_t num_actors, Options options, int listen_fd, int port)
-    : actor_(actor), num_actors_(num_actors), options_(std::move(options)), listen_fd_(listen_fd), port_(port) {
-  absl::MutexLock lock(&mu_);
-  connections_.resize(num_actors);
+TcpTransport::TcpTransport(int32_t actor, int32_t num_actors, Options options, int listen_fd, int wake_fd, int port)
+    : actor_(actor),
+      num_actors_(num_actors),
+      options_(std::move(options)),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      port_(port) {
+  {
+    absl::MutexLock lock(&mu_);
+    connections_.resize(num_actors);
+  }
+  acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int32_t actor, int32_t num_actors,
@@ -122,7 +197,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int32_t actor
   absl::StatusOr<sockaddr_in> addr = ParseAddress(absl::StrCat(options.bind_host, ":1"));
   if (!addr.ok()) return addr.status();
   addr->sin_port = 0;
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("socket");
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -133,11 +208,20 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int32_t actor
     close(fd);
     return status;
   }
+  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) {
+    absl::Status status = Errno("eventfd");
+    close(fd);
+    return status;
+  }
   return std::unique_ptr<TcpTransport>(
-      new TcpTransport(actor, num_actors, std::move(options), fd, ntohs(addr->sin_port)));
+      new TcpTransport(actor, num_actors, std::move(options), fd, wake_fd, ntohs(addr->sin_port)));
 }
 
 TcpTransport::~TcpTransport() {
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) != sizeof(one)) std::perror("tandem: waking the data plane's acceptor");
+  acceptor_.join();
   std::vector<std::thread> threads;
   {
     absl::MutexLock lock(&mu_);
@@ -158,6 +242,7 @@ TcpTransport::~TcpTransport() {
     if (connection != nullptr) close(connection->fd);
   }
   close(listen_fd_);
+  close(wake_fd_);
 }
 
 absl::Status TcpTransport::CheckPeer(int32_t peer) const {
@@ -177,6 +262,58 @@ void TcpTransport::Start(int32_t peer, int fd) {
   connection->reader = std::thread([this, peer, fd] { ReaderLoop(peer, fd); });
   connection->writer = std::thread([this, peer, fd] { WriterLoop(peer, fd); });
   connections_[peer] = std::move(connection);
+  changed_.SignalAll();
+}
+
+absl::Status TcpTransport::Dial(int32_t peer, const std::string& address, absl::Time deadline) {
+  absl::StatusOr<sockaddr_in> addr = ParseAddress(address);
+  if (!addr.ok()) return addr.status();
+  const std::string to = absl::StrCat("actor ", actor_, ": connecting to actor ", peer, " at ", address);
+  int fd = -1;
+  Challenge challenge{};
+  absl::Status status;
+  // Until the peer challenges us: it may not listen yet, or be busy
+  // challenging others (then it hangs up at once; we try again).
+  while (true) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Errno("socket");
+    if (connect(fd, reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) == 0) {
+      status = ReadAllBy(fd, &challenge, sizeof(challenge), deadline);
+      if (status.code() != absl::StatusCode::kUnavailable) break;
+    }
+    close(fd);
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(to, ": it did not challenge this actor in time"));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (status.ok() && challenge.magic != kChallengeMagic) {
+    status = absl::DataLossError("what answered is not a Tandem data plane (no challenge)");
+  }
+  Hello hello{kHelloMagic, actor_, peer, {}};
+  if (status.ok()) {
+    absl::StatusOr<rpc::Proof> proof =
+        rpc::ProveConnection(options_.token, rpc::Bytes(challenge.nonce, sizeof(challenge.nonce)), actor_, peer);
+    status = proof.status();
+    if (proof.ok()) std::copy(proof->begin(), proof->end(), hello.proof);
+  }
+  if (status.ok()) status = WriteAll(fd, &hello, sizeof(hello));
+  Welcome welcome{};
+  if (status.ok()) {
+    status = ReadAllBy(fd, &welcome, sizeof(welcome), deadline);
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      status = absl::PermissionDeniedError(
+          "it refused this actor's answer to its challenge (were the two given different job tokens?)");
+    } else if (status.ok() && welcome.magic != kWelcomeMagic) {
+      status = absl::DataLossError("it answered the hello with something else than a welcome");
+    }
+  }
+  if (!status.ok()) {
+    close(fd);
+    return absl::Status(status.code(), absl::StrCat(to, ": ", status.message()));
+  }
+  Start(peer, fd);
+  return absl::OkStatus();
 }
 
 absl::Status TcpTransport::ConnectPeers(const std::vector<std::string>& peer_addresses, absl::Duration timeout) {
@@ -186,56 +323,149 @@ absl::Status TcpTransport::ConnectPeers(const std::vector<std::string>& peer_add
   }
   const absl::Time deadline = absl::Now() + timeout;
   for (int32_t peer = 0; peer < actor_; ++peer) {
-    absl::StatusOr<sockaddr_in> addr = ParseAddress(peer_addresses[peer]);
-    if (!addr.ok()) return addr.status();
-    while (true) {
-      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return Errno("socket");
-      if (connect(fd, reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) == 0) {
-        const Hello hello{kHelloMagic, actor_, peer};
-        if (absl::Status status = WriteAll(fd, &hello, sizeof(hello)); !status.ok()) {
-          close(fd);
-          return absl::UnavailableError(absl::StrCat("actor ", actor_, ": hello to actor ", peer, ": ",
-                                                     status.message()));
-        }
-        Start(peer, fd);
-        break;
-      }
-      close(fd);
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("actor ", actor_, ": could not connect to actor ", peer,
-                                                        " at ", peer_addresses[peer]));
-      }
-      absl::SleepFor(absl::Milliseconds(10));
+    {
+      absl::MutexLock lock(&mu_);
+      if (connections_[peer] != nullptr) continue;
     }
+    if (absl::Status status = Dial(peer, peer_addresses[peer], deadline); !status.ok()) return status;
   }
-  for (int32_t accepted = 0; accepted < num_actors_ - 1 - actor_;) {
-    if (!WaitReadable(listen_fd_, deadline)) {
-      return absl::DeadlineExceededError(absl::StrCat("actor ", actor_, ": only ", accepted, " of ",
+  // The higher-numbered actors dial us; the accepting thread starts them.
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (!abort_status_.ok()) return abort_status_;
+    int32_t connected = 0;
+    for (int32_t peer = actor_ + 1; peer < num_actors_; ++peer) connected += connections_[peer] != nullptr ? 1 : 0;
+    if (connected == num_actors_ - 1 - actor_) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("actor ", actor_, ": only ", connected, " of ",
                                                       num_actors_ - 1 - actor_,
                                                       " higher-numbered actors connected in time"));
     }
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Hello hello{};
-    if (!WaitReadable(fd, std::min(deadline, absl::Now() + absl::Seconds(2))) ||
-        !ReadAll(fd, &hello, sizeof(hello)).ok() || hello.magic != kHelloMagic || hello.to != actor_ ||
-        hello.from <= actor_ || hello.from >= num_actors_) {
-      std::fprintf(stderr, "tandem: actor %d refused a data-plane connection without a valid hello\n", actor_);
-      close(fd);
-      continue;
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::StatusOr<int32_t> TcpTransport::Verify(const Handshake& handshake) {
+  const Hello& hello = handshake.hello;
+  if (hello.magic != kHelloMagic) return absl::InvalidArgumentError("it sent no Tandem data-plane hello");
+  if (hello.to != actor_) {
+    return absl::InvalidArgumentError(absl::StrCat("its hello is for actor ", hello.to, ", not this one"));
+  }
+  if (hello.from <= actor_ || hello.from >= num_actors_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("its hello claims actor ", hello.from, ", which does not dial this one"));
+  }
+  if (absl::Status proven = rpc::CheckConnection(options_.token, handshake.nonce, hello.from, hello.to,
+                                                 rpc::Bytes(hello.proof, sizeof(hello.proof)));
+      !proven.ok()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("its answer as actor ", hello.from, " to the challenge was not made with the job's token"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (connections_[hello.from] != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat("actor ", hello.from, " is connected already"));
+  }
+  return hello.from;
+}
+
+void TcpTransport::AcceptLoop() {
+  auto sink = options_.log;
+  if (!sink) {
+    sink = [](absl::string_view line) {
+      const std::string text = absl::StrCat("tandem: ", line, "\n");
+      fwrite(text.data(), 1, text.size(), stderr);
+    };
+  }
+  // Anyone who can reach the port can cause these notices.
+  rpc::RateLimitedLog notices(std::move(sink), absl::StrCat("actor ", actor_, " data plane"));
+  std::vector<Handshake> pending;
+  auto refuse = [&](int fd, absl::string_view from, absl::string_view why) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    notices.Log(absl::StrCat("actor ", actor_, " refused a data-plane connection from ", from, ": ", why));
+    close(fd);
+  };
+  while (true) {
+    std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    absl::Time wake_at = absl::Now() + absl::Seconds(1);  // at least a Tick a second
+    for (const Handshake& handshake : pending) {
+      fds.push_back({handshake.fd, POLLIN, 0});
+      wake_at = std::min(wake_at, handshake.deadline);
     }
-    {
-      absl::MutexLock lock(&mu_);
-      if (connections_[hello.from] != nullptr) {
-        close(fd);
-        continue;
+    const int64_t wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(wake_at - absl::Now()) + 1);
+    if (poll(fds.data(), fds.size(), static_cast<int>(wait_ms)) < 0 && errno != EINTR) {
+      notices.Log(absl::StrCat("actor ", actor_, ": the data plane stopped accepting: poll: ", std::strerror(errno)));
+      break;
+    }
+    if (fds[0].revents != 0) break;
+    notices.Tick();
+    const absl::Time now = absl::Now();
+    // Handshakes in progress, last first so that erasing keeps the indices.
+    for (size_t i = pending.size(); i-- > 0;) {
+      Handshake& handshake = pending[i];
+      if (fds[2 + i].revents != 0) {
+        auto* into = reinterpret_cast<char*>(&handshake.hello) + handshake.received;
+        const ssize_t n = recv(handshake.fd, into, sizeof(Hello) - handshake.received, MSG_DONTWAIT);
+        if (n > 0) handshake.received += static_cast<size_t>(n);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          refuse(handshake.fd, handshake.from, "it hung up before it answered the challenge");
+          pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+          continue;
+        }
+      }
+      if (handshake.received == sizeof(Hello)) {
+        absl::StatusOr<int32_t> peer = Verify(handshake);
+        const int fd = handshake.fd;
+        const std::string from = handshake.from;
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+        const Welcome welcome{kWelcomeMagic};
+        if (!peer.ok()) {
+          refuse(fd, from, peer.status().message());
+        } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+                   !WriteAll(fd, &welcome, sizeof(welcome)).ok()) {
+          refuse(fd, from, absl::StrCat("actor ", *peer, " was gone before it was welcomed"));
+        } else {
+          Start(*peer, fd);
+        }
+      } else if (now >= handshake.deadline) {
+        refuse(handshake.fd, handshake.from,
+               absl::StrCat("no answer to the challenge within ", absl::FormatDuration(options_.handshake_timeout)));
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
       }
     }
-    Start(hello.from, fd);
-    ++accepted;
+    if ((fds[1].revents & POLLIN) == 0) continue;
+    // New connections: each gets a challenge at once.
+    for (int accepted = 0; accepted < 16; ++accepted) {
+      sockaddr_storage address{};
+      socklen_t length = sizeof(address);
+      const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      Handshake handshake;
+      handshake.fd = fd;
+      handshake.from = PeerName(address);
+      handshake.deadline = absl::Now() + options_.handshake_timeout;
+      if (static_cast<int>(pending.size()) >= options_.max_pending_handshakes) {
+        refuse(fd, handshake.from,
+               absl::StrCat("too many connections (", pending.size(), ") are answering challenges at once"));
+        continue;
+      }
+      absl::StatusOr<rpc::Nonce> nonce = rpc::MakeNonce();
+      if (!nonce.ok()) {
+        refuse(fd, handshake.from, nonce.status().message());
+        continue;
+      }
+      handshake.nonce = *nonce;
+      Challenge challenge{kChallengeMagic, {}};
+      std::copy(nonce->begin(), nonce->end(), challenge.nonce);
+      // A fresh socket's buffer takes these few bytes at once.
+      if (send(fd, &challenge, sizeof(challenge), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(challenge)) {
+        refuse(fd, handshake.from, "it could not be sent a challenge");
+        continue;
+      }
+      Tune(fd);
+      pending.push_back(std::move(handshake));
+    }
   }
-  return absl::OkStatus();
+  for (const Handshake& handshake : pending) close(handshake.fd);
 }
 
 absl::Status TcpTransport::Flush(absl::Time deadline) {

@@ -3,13 +3,26 @@
 //
 // One connection per pair of actors, carrying frames both ways (the frame
 // format of data_plane_frame.h, padding included). Setup: every actor
-// listens (Listen, loopback unless Options::bind_host says otherwise) and
-// publishes its port; ConnectPeers then connects to every lower-numbered
-// actor and accepts every higher-numbered one. A connecting actor introduces
-// itself with a hello (magic, its id, the id it expects); anything else is
-// refused.
+// listens (Listen, loopback unless Options::bind_host says otherwise, on a
+// port the OS picks) and publishes its port; ConnectPeers then connects to
+// every lower-numbered actor and waits for every higher-numbered one.
+//
+// Every connection proves the job's token, which never crosses it
+// (rpc/auth.h): the accepting actor sends a challenge (a fresh 32-byte
+// nonce); the dialer answers with a hello naming itself and the actor it
+// dialed, and HMAC-SHA256(token, nonce || dialer || receiver || label);
+// the acceptor checks it and welcomes the dialer. Anything else (a wrong
+// answer, a hello from no dialing peer or for another actor, a peer that
+// is connected already, no answer within Options::handshake_timeout, more
+// than Options::max_pending_handshakes connections being challenged at
+// once) is refused: the connection is closed, counted
+// (refused_connections()) and logged (rate-limited), and nothing of the
+// job is disturbed. The listener stays open for the transport's life, so a
+// stranger who comes later is refused the same way.
 //
 // Who completes what:
+//  - A thread of its own accepts and challenges connections, from Listen
+//    until destruction; it never blocks on one peer (one poll over all).
 //  - Send (actor thread) never blocks: it queues the message (shared tensor
 //    handles, no copy) for the connection's writer thread, which writes the
 //    frame with blocking sends, in Send order.
@@ -21,17 +34,20 @@
 // On disconnect: EOF or a socket error ends the connection's reader; every
 // Receive from that peer whose message has not arrived returns Unavailable
 // naming the peer. A malformed frame is DataLoss naming the peer and closes
-// the connection.
+// the connection; sizes read from the wire are bounded before anything is
+// allocated (Options::max_frame_bytes).
 //
 // Ownership: the transport owns its sockets and threads; the destructor
 // shuts the sockets down and joins the threads (unwritten messages are
 // dropped: call Flush first). Thread-safety: Send and Receive from one actor
-// thread; Abort and Flush from any thread.
+// thread; Abort, Flush and refused_connections() from any thread.
 #ifndef TANDEM_ACTOR_TCP_TRANSPORT_H_
 #define TANDEM_ACTOR_TCP_TRANSPORT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +57,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/transport.h"
@@ -53,9 +70,20 @@ class TcpTransport final : public Transport {
   struct Options {
     std::string bind_host = "127.0.0.1";
     uint64_t max_frame_bytes = uint64_t{4} << 30;  // larger frames are DataLoss
+    // The job's token, which every connection proves: both ends of a
+    // connection need the same (empty only where one process plays both
+    // ends, as in benchmarks).
+    std::string token;
+    // How long a connecting peer has to answer the challenge.
+    absl::Duration handshake_timeout = absl::Seconds(5);
+    // Connections challenged at once; more are refused at once.
+    int max_pending_handshakes = 64;
+    // Where refusals are logged (rate-limited); default: stderr.
+    std::function<void(absl::string_view line)> log;
   };
 
-  // Listens on an ephemeral port of `options.bind_host`.
+  // Listens on a port of `options.bind_host` that the OS picks, and starts
+  // accepting (and challenging) connections.
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Listen(int32_t actor, int32_t num_actors, Options options);
   TcpTransport(const TcpTransport&) = delete;
   TcpTransport& operator=(const TcpTransport&) = delete;
@@ -63,10 +91,16 @@ class TcpTransport final : public Transport {
 
   int port() const { return port_; }
 
-  // Connects to every peer, `peer_addresses[p]` being "host:port" of actor
-  // p (this actor's own entry is ignored). Returns once every connection is
-  // up, or DeadlineExceeded / Unavailable naming the missing peers.
+  // Connects to every lower-numbered peer, `peer_addresses[p]` being
+  // "host:port" of actor p (the other entries are ignored), answering its
+  // challenge; then waits for every higher-numbered peer to connect.
+  // Returns once every connection is up, or: DeadlineExceeded /
+  // Unavailable naming the missing peers; PermissionDenied when a peer
+  // refused this actor's answer (the two were given different tokens).
   absl::Status ConnectPeers(const std::vector<std::string>& peer_addresses, absl::Duration timeout);
+
+  // Connections refused so far (see above).
+  int64_t refused_connections() const { return refused_.load(std::memory_order_relaxed); }
 
   // Waits until every queued message is written to its socket, at most
   // until `deadline`.
@@ -83,9 +117,16 @@ class TcpTransport final : public Transport {
  private:
   struct Connection;
   struct Outgoing;
+  struct Handshake;
 
-  TcpTransport(int32_t actor, int32_t num_actors, Options options, int listen_fd, int port);
+  TcpTransport(int32_t actor, int32_t num_actors, Options options, int listen_fd, int wake_fd, int port);
   absl::Status CheckPeer(int32_t peer) const;
+  // Dials `peer` at `address` and answers its challenge, by `deadline`.
+  absl::Status Dial(int32_t peer, const std::string& address, absl::Time deadline);
+  // The accepting thread: challenges every connection, starts the proven.
+  void AcceptLoop();
+  // A complete hello on `handshake`: the dialing peer it proves, or why not.
+  absl::StatusOr<int32_t> Verify(const Handshake& handshake);
   void Start(int32_t peer, int fd);
   void ReaderLoop(int32_t peer, int fd);
   void WriterLoop(int32_t peer, int fd);
@@ -95,7 +136,10 @@ class TcpTransport final : public Transport {
   const int32_t num_actors_;
   const Options options_;
   const int listen_fd_;
+  const int wake_fd_;  // an eventfd: written once, to stop the accepting thread
   const int port_;
+  std::atomic<int64_t> refused_{0};
+  std::thread acceptor_;
 
   absl::Mutex mu_;
   absl::CondVar changed_;  // a message, an error, a queued send or an abort

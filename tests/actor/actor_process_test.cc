@@ -1,8 +1,10 @@
 // tandem-actor as a process, against a controller played by this test (a
-// ControlServer on a Unix socket in a private directory): it registers with
-// the job's token, is refused with a wrong one, and exits by itself soon
-// after the controller's connection drops. Every wait is bounded; the
-// ProcessGroup reaps every child on every path.
+// ControlServer on a Unix socket in a private directory, or on TCP on
+// loopback): it registers by answering the challenge with the job's token,
+// is refused with a wrong one, says clearly what is wrong with a malformed
+// or unreachable controller address, and exits by itself soon after the
+// controller's connection drops. Every wait is bounded; the ProcessGroup
+// reaps every child on every path.
 #include <unistd.h>
 
 #include <memory>
@@ -41,29 +43,43 @@ class ActorProcessTest : public ::testing::Test {
   }
 
   // Listens as the controller of a one-actor job.
-  void Listen() {
-    absl::StatusOr<std::string> directory = rpc::MakePrivateRunDirectory();
-    ASSERT_TRUE(directory.ok()) << directory.status();
-    directory_ = *directory;
-    socket_ = absl::StrCat(directory_, "/controller.sock");
-    absl::StatusOr<std::unique_ptr<rpc::UnixListener>> listener = rpc::UnixListener::Listen(io_, socket_);
-    ASSERT_TRUE(listener.ok()) << listener.status();
-    auto on_register = [this](int32_t, rpc::wire::Actor::Client) {
+  void Listen(rpc::ControlPlaneKind kind = rpc::ControlPlaneKind::kUnix) {
+    kind_ = kind;
+    std::unique_ptr<rpc::ControlListener> listener;
+    if (kind == rpc::ControlPlaneKind::kUnix) {
+      absl::StatusOr<std::string> directory = rpc::MakePrivateRunDirectory();
+      ASSERT_TRUE(directory.ok()) << directory.status();
+      directory_ = *directory;
+      socket_ = absl::StrCat(directory_, "/controller.sock");
+      absl::StatusOr<std::unique_ptr<rpc::UnixListener>> unix_listener = rpc::UnixListener::Listen(io_, socket_);
+      ASSERT_TRUE(unix_listener.ok()) << unix_listener.status();
+      listener = *std::move(unix_listener);
+    } else {
+      absl::StatusOr<std::unique_ptr<rpc::TcpListener>> tcp_listener = rpc::TcpListener::Listen(io_, "127.0.0.1");
+      ASSERT_TRUE(tcp_listener.ok()) << tcp_listener.status();
+      socket_ = (*tcp_listener)->address();
+      listener = *std::move(tcp_listener);
+    }
+    auto on_register = [this](int32_t, absl::string_view, rpc::wire::Actor::Client) {
       ++registered_;
       return absl::OkStatus();
     };
     auto log = [this](absl::string_view line) { log_.emplace_back(line); };
+    auto on_refusal = [this](rpc::RegistrationRefusal, absl::string_view line) { log_.emplace_back(line); };
     server_ = std::make_unique<rpc::ControlServer>(
-        *std::move(listener), kj::heap<rpc::ControllerService>(kToken, 1, on_register, log), rpc::ConnectionLimits{},
-        log);
+        std::move(listener), kj::heap<rpc::ControllerService>(kToken, 1, on_register, on_refusal),
+        rpc::ConnectionLimits{}, log);
     serving_ = server_->Run().eagerlyEvaluate(nullptr);
   }
 
-  // Starts tandem-actor as actor 0 of 1 with `token`.
-  void StartActor(const std::string& token) {
-    controller::ProcessSpec spec{.program = TANDEM_ACTOR_BINARY,
-                                 .args = {"--controller", socket_, "--actor", "0", "--actors", "1"},
-                                 .environment = {{"TANDEM_JOB_TOKEN", token}}};
+  // Starts tandem-actor as actor 0 of 1 with `token`, told to dial the
+  // controller at `address` (default: where Listen listens).
+  void StartActor(const std::string& token, std::optional<std::string> address = std::nullopt) {
+    controller::ProcessSpec spec{
+        .program = TANDEM_ACTOR_BINARY,
+        .args = {"--control", std::string(rpc::ControlPlaneKindName(kind_)), "--controller", address.value_or(socket_),
+                 "--actor", "0", "--actors", "1"},
+        .environment = {{"TANDEM_JOB_TOKEN", token}}};
     controller::ProcessGroupOptions options;
     options.sink = [this](absl::string_view line) {
       absl::MutexLock lock(&output_mu_);
@@ -93,9 +109,23 @@ class ActorProcessTest : public ::testing::Test {
     return all;
   }
 
+  // The exit of the actor, once it ended within `timeout` (the loop runs
+  // meanwhile).
+  std::optional<controller::ExitInfo> AwaitExit(absl::Duration timeout) {
+    std::optional<controller::ExitInfo> exit;
+    RunUntil(
+        [&] {
+          exit = group_->Poll();
+          return exit.has_value();
+        },
+        timeout);
+    return exit;
+  }
+
   kj::AsyncIoContext io_ = kj::setupAsyncIo();
+  rpc::ControlPlaneKind kind_ = rpc::ControlPlaneKind::kUnix;
   std::string directory_;
-  std::string socket_;
+  std::string socket_;  // or host:port
   std::unique_ptr<rpc::ControlServer> server_;
   kj::Promise<void> serving_ = nullptr;
   int registered_ = 0;
@@ -104,6 +134,34 @@ class ActorProcessTest : public ::testing::Test {
   absl::Mutex output_mu_;
   std::vector<std::string> output_ ABSL_GUARDED_BY(output_mu_);
 };
+
+class ActorProcessOverBoth : public ActorProcessTest, public ::testing::WithParamInterface<rpc::ControlPlaneKind> {};
+
+TEST_P(ActorProcessOverBoth, RegistersByAnsweringTheChallengeAndServes) {
+  ASSERT_NO_FATAL_FAILURE(Listen(GetParam()));
+  ASSERT_NO_FATAL_FAILURE(StartActor(kToken));
+  ASSERT_TRUE(RunUntil([&] { return registered_ == 1; }, absl::Seconds(10))) << Output();
+  EXPECT_TRUE(log_.empty());
+  EXPECT_THAT(Output(), ::testing::Not(HasSubstr(kToken)));
+}
+
+TEST_P(ActorProcessOverBoth, WrongTokenIsRefusedAndTheActorExitsWithCode2) {
+  ASSERT_NO_FATAL_FAILURE(Listen(GetParam()));
+  ASSERT_NO_FATAL_FAILURE(StartActor("not-the-token"));
+  std::optional<controller::ExitInfo> exit = AwaitExit(absl::Seconds(10));
+  ASSERT_TRUE(exit.has_value()) << Output();
+  EXPECT_EQ(exit->exit_code, kActorExitRefused);
+  EXPECT_EQ(registered_, 0);
+  EXPECT_THAT(Output(), HasSubstr("PERMISSION_DENIED"));
+  ASSERT_FALSE(log_.empty());
+  EXPECT_THAT(log_[0], HasSubstr("registration of actor 0 refused: wrong proof"));
+}
+
+INSTANTIATE_TEST_SUITE_P(ControlPlanes, ActorProcessOverBoth,
+                         ::testing::Values(rpc::ControlPlaneKind::kUnix, rpc::ControlPlaneKind::kTcp),
+                         [](const ::testing::TestParamInfo<rpc::ControlPlaneKind>& info) {
+                           return std::string(rpc::ControlPlaneKindName(info.param));
+                         });
 
 TEST_F(ActorProcessTest, ExitsByItselfWhenTheControllerConnectionDrops) {
   ASSERT_NO_FATAL_FAILURE(Listen());
@@ -124,25 +182,6 @@ TEST_F(ActorProcessTest, ExitsByItselfWhenTheControllerConnectionDrops) {
   EXPECT_THAT(Output(), HasSubstr("the controller's connection dropped; exiting"));
 }
 
-TEST_F(ActorProcessTest, WrongTokenIsRefusedAndTheActorExitsWithCode2) {
-  ASSERT_NO_FATAL_FAILURE(Listen());
-  ASSERT_NO_FATAL_FAILURE(StartActor("not-the-token"));
-  absl::StatusOr<controller::ExitInfo> exit;
-  ASSERT_TRUE(RunUntil(
-      [&] {
-        std::optional<controller::ExitInfo> ended = group_->Poll();
-        if (ended.has_value()) exit = *ended;
-        return ended.has_value();
-      },
-      absl::Seconds(10)))
-      << Output();
-  EXPECT_EQ(exit->exit_code, kActorExitRefused);
-  EXPECT_EQ(registered_, 0);
-  EXPECT_THAT(Output(), HasSubstr("PERMISSION_DENIED"));
-  ASSERT_FALSE(log_.empty());
-  EXPECT_THAT(log_[0], HasSubstr("wrong job token"));
-}
-
 TEST_F(ActorProcessTest, NoControllerIsASetupFailure) {
   absl::StatusOr<std::string> directory = rpc::MakePrivateRunDirectory();
   ASSERT_TRUE(directory.ok());
@@ -153,6 +192,34 @@ TEST_F(ActorProcessTest, NoControllerIsASetupFailure) {
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_EQ(exit->exit_code, kActorExitSetupFailed);
   EXPECT_THAT(Output(), HasSubstr("cannot reach the controller"));
+}
+
+TEST_F(ActorProcessTest, NoControllerAtATcpAddressIsASetupFailureNamingIt) {
+  // A port nobody listens on: bound by the OS, then closed.
+  std::string address;
+  {
+    absl::StatusOr<std::unique_ptr<rpc::TcpListener>> closed = rpc::TcpListener::Listen(io_, "127.0.0.1");
+    ASSERT_TRUE(closed.ok());
+    address = (*closed)->address();
+  }
+  kind_ = rpc::ControlPlaneKind::kTcp;
+  ASSERT_NO_FATAL_FAILURE(StartActor(kToken, address));
+  absl::StatusOr<controller::ExitInfo> exit = group_->WaitAny(absl::Seconds(10));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(exit->exit_code, kActorExitSetupFailed);
+  EXPECT_THAT(Output(), HasSubstr("cannot reach the controller at " + address));
+}
+
+TEST_F(ActorProcessTest, AMalformedTcpControllerAddressIsAClearUsageError) {
+  kind_ = rpc::ControlPlaneKind::kTcp;
+  for (const std::string address : {"controller.sock", "127.0.0.1:99999", "[::1", ":4000"}) {
+    ASSERT_NO_FATAL_FAILURE(StartActor(kToken, address));
+    absl::StatusOr<controller::ExitInfo> exit = group_->WaitAny(absl::Seconds(10));
+    ASSERT_TRUE(exit.ok()) << exit.status();
+    EXPECT_EQ(exit->exit_code, kActorExitSetupFailed) << address;
+    EXPECT_THAT(Output(), HasSubstr(absl::StrCat("tandem-actor: --controller with --control tcp: '", address,
+                                                 "' is not host:port")));
+  }
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 // The process data planes (shm and TCP) across two real processes on one
-// host: actor 0 is the test process, actor 1 a forked child. Every wait is
-// bounded and every child is reaped (killed when it overstays).
+// host: actor 0 is the test process, actor 1 a forked child. Then the TCP
+// data plane's challenge-response in one process: strangers refused,
+// counted and logged while the peers connect, and the token never on the
+// socket. Every wait is bounded and every child is reaped (killed when it
+// overstays).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -14,11 +20,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "actor/shm_transport.h"
 #include "actor/tcp_transport.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/auth.h"
 #include "tests/actor/transport_test_util.h"
+#include "tests/testing/recording_relay.h"
 
 namespace tandem::actor {
 namespace {
@@ -27,6 +37,7 @@ using ::tandem::actor::testing::ChildFailure;
 using ::tandem::actor::testing::ForkedChild;
 using ::tandem::actor::testing::In;
 using ::tandem::actor::testing::MixedTensors;
+using ::testing::HasSubstr;
 
 enum class Kind { kShm, kTcp };
 
@@ -58,7 +69,7 @@ absl::StatusOr<Endpoint> Connect(Kind kind, int32_t actor, int socket, int64_t r
     endpoint.shm = *std::move(shm);
     return endpoint;
   }
-  absl::StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Listen(actor, 2, {});
+  absl::StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Listen(actor, 2, {.token = "the-job-token"});
   if (!tcp.ok()) return tcp.status();
   const int port = (*tcp)->port();
   int peer_port = 0;
@@ -260,6 +271,205 @@ TEST(ShmTransport, FullRingQueuesSendsUntilSpaceFrees) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   close(sockets[0]);
   close(sockets[1]);
+}
+
+// --- The TCP data plane's challenge-response, in one process ---------------
+
+constexpr char kToken[] = "5f0c1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1";
+
+// Notices a transport logs, readable from the test thread.
+struct Notices {
+  absl::Mutex mu;
+  std::vector<std::string> lines ABSL_GUARDED_BY(mu);
+  std::function<void(absl::string_view)> Sink() {
+    return [this](absl::string_view line) {
+      absl::MutexLock lock(&mu);
+      lines.emplace_back(line);
+    };
+  }
+  std::vector<std::string> Lines() {
+    absl::MutexLock lock(&mu);
+    return lines;
+  }
+};
+
+// What a stranger dialing `port` sends after reading the challenge (nothing
+// at all when `bytes` is empty); whether it was then hung up on within
+// `within`.
+bool StrangerIsHungUpOn(int port, const std::string& bytes, absl::Duration within) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return false;
+  }
+  if (!bytes.empty() && send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return false;
+  }
+  // Read (and drop) the challenge, then wait for the end.
+  const absl::Time deadline = absl::Now() + within;
+  char buffer[256];
+  bool closed = false;
+  while (!closed && absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    closed = recv(fd, buffer, sizeof(buffer), 0) <= 0;
+  }
+  close(fd);
+  return closed;
+}
+
+// A well-formed hello from `from` to `to` answering a challenge the test
+// never saw with `token`'s HMAC over a made-up nonce, or the right answer
+// when `nonce` is the real one.
+std::string Hello(int32_t from, int32_t to, absl::string_view token, const std::string& nonce) {
+  const uint64_t magic = 0x54444d48454c4c4f;  // "TDMHELLO"
+  absl::StatusOr<rpc::Proof> proof = rpc::ProveConnection(token, rpc::AsBytes(nonce), from, to);
+  std::string hello(reinterpret_cast<const char*>(&magic), sizeof(magic));
+  hello.append(reinterpret_cast<const char*>(&from), sizeof(from));
+  hello.append(reinterpret_cast<const char*>(&to), sizeof(to));
+  hello.append(reinterpret_cast<const char*>(proof->data()), proof->size());
+  return hello;
+}
+
+// A stranger who reads the challenge first and answers it as actor `from`
+// with `token`: the real answer if `token` is the job's.
+bool AnsweringStrangerIsHungUpOn(int port, int32_t from, int32_t to, absl::string_view token) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  char challenge[8 + rpc::kNonceBytes];
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      !testing::ReadAll(fd, challenge, sizeof(challenge))) {
+    close(fd);
+    return false;
+  }
+  const std::string hello = Hello(from, to, token, std::string(challenge + 8, rpc::kNonceBytes));
+  const bool sent = testing::WriteAll(fd, hello.data(), hello.size());
+  char byte;
+  pollfd p{fd, POLLIN, 0};
+  const bool closed = sent && poll(&p, 1, 5000) == 1 && recv(fd, &byte, 1, 0) == 0;
+  close(fd);
+  return closed;
+}
+
+// Both actors of a two-actor TCP data plane, connected with ConnectPeers
+// (actor 1 on a thread of its own), actor 1 dialing `dial_zero_at`.
+absl::Status ConnectPair(TcpTransport& zero, TcpTransport& one, const std::string& dial_zero_at,
+                         absl::Duration timeout = absl::Seconds(10)) {
+  absl::Status one_status;
+  std::thread dialer([&] { one_status = one.ConnectPeers({dial_zero_at, ""}, timeout); });
+  absl::Status zero_status = zero.ConnectPeers({"", ""}, timeout);
+  dialer.join();
+  return zero_status.ok() ? one_status : zero_status;
+}
+
+absl::Status RoundTrip(TcpTransport& zero, TcpTransport& one, uint64_t tag) {
+  if (absl::Status s = one.Send(0, tag, MixedTensors(2)); !s.ok()) return s;
+  absl::StatusOr<std::vector<ir::HostTensor>> got = zero.Receive(1, tag, In(absl::Seconds(10)));
+  if (!got.ok()) return got.status();
+  if (!SameTensors(*got, MixedTensors(2))) return absl::DataLossError("differs");
+  if (absl::Status s = zero.Send(1, tag, *got); !s.ok()) return s;
+  return one.Receive(0, tag, In(absl::Seconds(10))).status();
+}
+
+TEST(TcpTransportAuth, StrangersAreRefusedCountedAndLoggedAndThePeersConnectAnyway) {
+  Notices notices;
+  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(
+      0, 2, {.token = kToken, .handshake_timeout = absl::Milliseconds(300), .log = notices.Sink()});
+  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
+  ASSERT_TRUE(zero.ok() && one.ok());
+  const int port = (*zero)->port();
+  // Before the peers connect: one says nothing, one sends garbage, one a
+  // hello with a made-up answer, one for another actor, one claiming to be
+  // actor 0 itself.
+  EXPECT_TRUE(StrangerIsHungUpOn(port, "", absl::Seconds(5)));
+  EXPECT_TRUE(StrangerIsHungUpOn(port, std::string(48, '\xab'), absl::Seconds(5)));
+  EXPECT_TRUE(AnsweringStrangerIsHungUpOn(port, 1, 0, "not-the-token"));
+  EXPECT_TRUE(AnsweringStrangerIsHungUpOn(port, 1, 5, kToken));
+  EXPECT_TRUE(AnsweringStrangerIsHungUpOn(port, 0, 0, kToken));
+  EXPECT_EQ((*zero)->refused_connections(), 5);
+
+  ASSERT_TRUE(ConnectPair(**zero, **one, absl::StrCat("127.0.0.1:", port)).ok());
+  EXPECT_TRUE(RoundTrip(**zero, **one, 1).ok());
+  // After: even the right answer is refused, actor 1 being connected.
+  EXPECT_TRUE(AnsweringStrangerIsHungUpOn(port, 1, 0, kToken));
+  EXPECT_TRUE(StrangerIsHungUpOn(port, "", absl::Seconds(5)));
+  EXPECT_EQ((*zero)->refused_connections(), 7);
+  EXPECT_EQ((*one)->refused_connections(), 0);
+  EXPECT_TRUE(RoundTrip(**zero, **one, 2).ok());
+
+  EXPECT_EQ(notices.Lines().size(), 5u);  // rate-limited: the first five of the interval
+  zero->reset();                          // ... and a count of the others when it ends
+  const std::vector<std::string> lines = notices.Lines();
+  ASSERT_EQ(lines.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_THAT(lines[i], HasSubstr("actor 0 refused a data-plane connection from 127.0.0.1:"));
+  }
+  EXPECT_THAT(lines[5], HasSubstr("actor 0 data plane: 2 more notices like these"));
+  EXPECT_THAT(lines[0], HasSubstr("no answer to the challenge within 300ms"));
+  EXPECT_THAT(lines[1], HasSubstr("no Tandem data-plane hello"));
+  EXPECT_THAT(lines[2], HasSubstr("not made with the job's token"));
+  EXPECT_THAT(lines[3], HasSubstr("its hello is for actor 5"));
+  EXPECT_THAT(lines[4], HasSubstr("claims actor 0, which does not dial this one"));
+  for (const std::string& line : lines) EXPECT_THAT(line, ::testing::Not(HasSubstr(kToken)));
+}
+
+TEST(TcpTransportAuth, PeersWithDifferentTokensAreRefusedNamingTheCause) {
+  Notices notices;
+  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(0, 2, {.token = kToken, .log = notices.Sink()});
+  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = "another job's token"});
+  ASSERT_TRUE(zero.ok() && one.ok());
+  absl::Status dialed = (*one)->ConnectPeers({absl::StrCat("127.0.0.1:", (*zero)->port()), ""}, absl::Seconds(5));
+  EXPECT_EQ(dialed.code(), absl::StatusCode::kPermissionDenied) << dialed;
+  EXPECT_THAT(dialed.message(), HasSubstr("actor 1: connecting to actor 0 at 127.0.0.1:"));
+  EXPECT_THAT(dialed.message(), HasSubstr("different job tokens"));
+  EXPECT_EQ((*zero)->refused_connections(), 1);
+  absl::Status waited = (*zero)->ConnectPeers({"", ""}, absl::Milliseconds(200));
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_THAT(waited.message(), HasSubstr("only 0 of 1 higher-numbered actors connected in time"));
+}
+
+TEST(TcpTransportAuth, AHonestPeerGetsInOnceStrangersStopCrowdingTheChallenges) {
+  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(
+      0, 2,
+      {.token = kToken, .handshake_timeout = absl::Milliseconds(500), .max_pending_handshakes = 1,
+       .log = [](absl::string_view) {}});
+  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
+  ASSERT_TRUE(zero.ok() && one.ok());
+  const int port = (*zero)->port();
+  std::thread stranger([port] { StrangerIsHungUpOn(port, "", absl::Seconds(5)); });  // silent, takes the slot
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(ConnectPair(**zero, **one, absl::StrCat("127.0.0.1:", port), absl::Seconds(5)).ok());
+  stranger.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_GE((*zero)->refused_connections(), 2);  // the stranger, and actor 1 while the slot was taken
+  EXPECT_TRUE(RoundTrip(**zero, **one, 1).ok());
+}
+
+// Through a relay that keeps every byte: the handshake and the tensors go
+// by, the token never does.
+TEST(TcpTransportAuth, TheTokenNeverCrossesTheSocket) {
+  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(0, 2, {.token = kToken});
+  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
+  ASSERT_TRUE(zero.ok() && one.ok());
+  test::RecordingRelay relay(absl::StrCat("127.0.0.1:", (*zero)->port()));
+  ASSERT_TRUE(ConnectPair(**zero, **one, relay.address()).ok());
+  for (uint64_t tag = 1; tag <= 3; ++tag) ASSERT_TRUE(RoundTrip(**zero, **one, tag).ok());
+  ASSERT_TRUE((*zero)->Flush(In(absl::Seconds(5))).ok());
+  EXPECT_EQ(relay.connections(), 1);
+  EXPECT_TRUE(relay.Carried("TDMHELLO") || relay.Carried("OLLEHMDT"));
+  EXPECT_GT(relay.total_bytes(), 200);
+  EXPECT_FALSE(relay.Carried(kToken));
+  EXPECT_FALSE(relay.Carried(std::string(kToken).substr(0, 16)));
+  EXPECT_FALSE(relay.Carried(std::string(kToken).substr(40, 16)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DataPlaneTest, ::testing::Values(Kind::kShm, Kind::kTcp),
