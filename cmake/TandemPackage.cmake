@@ -90,6 +90,8 @@ install(DIRECTORY controller/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem/con
   PATTERN "include" EXCLUDE
   PATTERN "local_launcher.h" EXCLUDE
   PATTERN "launcher_loop.h" EXCLUDE)
+# The one control-plane header the API names (it needs no Cap'n Proto).
+install(FILES rpc/control_plane_kind.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem/rpc)
 
 set(_tandem_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)
 install(EXPORT TandemTargets NAMESPACE Tandem:: DESTINATION ${_tandem_cmake_dir})

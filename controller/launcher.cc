@@ -1,9 +1,30 @@
 #include "controller/launcher.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ir/state_file.h"
 
 namespace tandem::controller {
+
+std::string RefusalCounts::Describe() const {
+  std::vector<std::string> parts;
+  if (registrations() > 0) {
+    std::vector<std::string> reasons;
+    for (const auto& [count, name] : {std::pair{wrong_proof, "wrong proof"},
+                                      std::pair{replayed_challenge, "replayed challenge"},
+                                      std::pair{stale_challenge, "stale or unknown challenge"},
+                                      std::pair{malformed, "malformed"},
+                                      std::pair{rejected, "bad or duplicate actor id"}}) {
+      if (count > 0) reasons.push_back(absl::StrCat(count, " ", name));
+    }
+    parts.push_back(absl::StrCat(registrations(), registrations() == 1 ? " registration (" : " registrations (",
+                                 absl::StrJoin(reasons, ", "), ")"));
+  }
+  if (data_plane > 0) {
+    parts.push_back(absl::StrCat(data_plane, data_plane == 1 ? " data-plane connection" : " data-plane connections"));
+  }
+  return absl::StrJoin(parts, " and ");
+}
 
 absl::StatusOr<std::map<ActorId, ir::StepOutputs>> Launcher::RunRanges(int64_t,
                                                                        const std::map<ActorId, InstructionRange>&,

@@ -20,6 +20,8 @@
 //    behind.
 //  - Capabilities only some launchers have (running a step range by range,
 //    reading a buffer, for the debugger) answer Unimplemented by default.
+//  - Peers that cannot prove they belong to the job (rpc/auth.h) are
+//    refused, logged and counted (Refusals()); the job goes on.
 #ifndef TANDEM_CONTROLLER_LAUNCHER_H_
 #define TANDEM_CONTROLLER_LAUNCHER_H_
 
@@ -48,6 +50,26 @@ struct SavedStateFile {
 struct InstructionRange {
   int32_t begin = 0;
   int32_t end = 0;
+};
+
+// Peers refused since a launcher started because they could not prove they
+// belong to the job (rpc/auth.h): registrations on the controller's control
+// socket, by reason, and connections to the actors' TCP data planes.
+struct RefusalCounts {
+  int64_t wrong_proof = 0;         // an answer not made with the job's token
+  int64_t replayed_challenge = 0;  // a challenge answered a second time
+  int64_t stale_challenge = 0;     // a challenge expired, never issued, or forgotten
+  int64_t malformed = 0;           // a challenge or answer of the wrong size
+  int64_t rejected = 0;            // a proven registration with a bad or duplicate actor id
+  int64_t data_plane = 0;          // strangers on the actors' data planes, all actors together
+
+  int64_t registrations() const {
+    return wrong_proof + replayed_challenge + stale_challenge + malformed + rejected;
+  }
+  int64_t total() const { return registrations() + data_plane; }
+  // "2 registrations (1 wrong proof, 1 replayed challenge) and 1 data-plane
+  // connection"; "" when there were none.
+  std::string Describe() const;
 };
 
 // How dispatches are cut: the whole step in one call per actor, or one call
@@ -90,6 +112,11 @@ class Launcher {
   // files write them there (no state crosses the control plane); this
   // default reads the state and writes the files from the controller.
   virtual absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths);
+  // The peers refused so far. A launcher whose actors count refusals of
+  // their own asks them first (bounded, and skipped once the launcher
+  // failed: then it reports what it heard last). None by default (a
+  // launcher no stranger can reach).
+  virtual RefusalCounts Refusals() { return {}; }
 };
 
 }  // namespace tandem::controller

@@ -1,5 +1,7 @@
 #include "controller/launcher_loop.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,13 +14,39 @@ namespace wire = rpc::wire;
 CallBoard::CallBoard(int32_t num_actors) {
   absl::MutexLock lock(&mu);
   registered.assign(num_actors, false);
+  nodes.assign(num_actors, "");
   last_heard.assign(num_actors, absl::InfinitePast());
   done.assign(num_actors, std::nullopt);
+  data_plane_refused.assign(num_actors, 0);
 }
 
-void CallBoard::Heard(int32_t actor) {
+void CallBoard::Refused(rpc::RegistrationRefusal refusal) {
   absl::MutexLock lock(&mu);
-  last_heard[actor] = absl::Now();
+  switch (refusal) {
+    case rpc::RegistrationRefusal::kWrongProof:
+      ++refused.wrong_proof;
+      break;
+    case rpc::RegistrationRefusal::kReplayedChallenge:
+      ++refused.replayed_challenge;
+      break;
+    case rpc::RegistrationRefusal::kStaleChallenge:
+      ++refused.stale_challenge;
+      break;
+    case rpc::RegistrationRefusal::kMalformed:
+      ++refused.malformed;
+      break;
+    case rpc::RegistrationRefusal::kRejected:
+      ++refused.rejected;
+      break;
+  }
+}
+
+RefusalCounts CallBoard::Refusals() {
+  absl::MutexLock lock(&mu);
+  RefusalCounts counts = refused;
+  counts.data_plane = 0;
+  for (int64_t count : data_plane_refused) counts.data_plane += count;
+  return counts;
 }
 
 void CallBoard::Done(int32_t actor, absl::Status status) {
@@ -45,18 +73,27 @@ LauncherLoop::LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num
       health_outstanding_(num_actors, false),
       heartbeat_interval_(absl::ToInt64Milliseconds(heartbeat_interval) * kj::MILLISECONDS) {}
 
-absl::Status LauncherLoop::Serve(const std::string& socket_path, const std::string& token,
-                                 const rpc::ConnectionLimits& limits, std::function<void(absl::string_view)> log) {
-  absl::StatusOr<std::unique_ptr<rpc::UnixListener>> listener = rpc::UnixListener::Listen(io, socket_path);
-  if (!listener.ok()) return listener.status();
-  auto on_register = [this](int32_t actor, wire::Actor::Client client) { return Register(actor, kj::mv(client)); };
+absl::StatusOr<std::string> LauncherLoop::Serve(rpc::ControlPlaneKind kind, const std::string& listen_on,
+                                                const std::string& token, const rpc::ConnectionLimits& limits,
+                                                std::function<void(absl::string_view)> log) {
+  std::unique_ptr<rpc::ControlListener> listener;
+  if (kind == rpc::ControlPlaneKind::kUnix) {
+    absl::StatusOr<std::unique_ptr<rpc::UnixListener>> unix_listener = rpc::UnixListener::Listen(io, listen_on);
+    if (!unix_listener.ok()) return unix_listener.status();
+    listener = *std::move(unix_listener);
+  } else {
+    absl::StatusOr<std::unique_ptr<rpc::TcpListener>> tcp_listener = rpc::TcpListener::Listen(io, listen_on);
+    if (!tcp_listener.ok()) return tcp_listener.status();
+    listener = *std::move(tcp_listener);
+  }
+  std::string address = listener->address();
+  auto on_register = [this](int32_t actor, absl::string_view node, wire::Actor::Client client) {
+    return Register(actor, node, kj::mv(client));
+  };
   // Anyone who can reach the socket can cause these notices.
-  notices_ = std::make_unique<RateLimitedLog>(std::move(log), "control plane");
-  auto on_refusal = [this](absl::string_view line) {
-    {
-      absl::MutexLock lock(&board_.mu);
-      ++board_.refused;
-    }
+  notices_ = std::make_unique<rpc::RateLimitedLog>(std::move(log), "control plane");
+  auto on_refusal = [this](rpc::RegistrationRefusal refusal, absl::string_view line) {
+    board_.Refused(refusal);
     notices_->Log(line);
   };
   auto on_connection_event = [this](absl::string_view line) {
@@ -69,22 +106,23 @@ absl::Status LauncherLoop::Serve(const std::string& socket_path, const std::stri
   };
   capnp::Capability::Client bootstrap =
       kj::heap<rpc::ControllerService>(token, static_cast<int32_t>(actors_.size()), on_register, on_refusal);
-  server_ = std::make_unique<rpc::ControlServer>(*std::move(listener), bootstrap, limits, on_connection_event);
+  server_ = std::make_unique<rpc::ControlServer>(std::move(listener), bootstrap, limits, on_connection_event);
   tasks.add(Heartbeat());
-  return absl::OkStatus();
+  return address;
 }
 
 void LauncherLoop::RunUntil(kj::Promise<void> stop_promise) {
   stop_promise.exclusiveJoin(server_->Run()).wait(io.waitScope);
 }
 
-absl::Status LauncherLoop::Register(int32_t actor, wire::Actor::Client client) {
+absl::Status LauncherLoop::Register(int32_t actor, absl::string_view node, wire::Actor::Client client) {
   if (actors_[actor].get() != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat("registration refused: actor ", actor, " is already registered"));
+    return absl::AlreadyExistsError(absl::StrCat("actor ", actor, " is registered already"));
   }
   actors_[actor] = kj::heap<wire::Actor::Client>(kj::mv(client));
   absl::MutexLock lock(&board_.mu);
   board_.registered[actor] = true;
+  board_.nodes[actor] = std::string(node);
   board_.last_heard[actor] = absl::Now();
   board_.changed.SignalAll();
   return absl::OkStatus();
@@ -108,14 +146,19 @@ kj::Promise<void> LauncherLoop::Heartbeat() {
     for (int32_t actor = 0; actor < static_cast<int32_t>(actors_.size()); ++actor) {
       if (actors_[actor].get() == nullptr || health_outstanding_[actor]) continue;
       health_outstanding_[actor] = true;
-      tasks.add(actors_[actor]->healthRequest().send().then(
-          [this, actor](auto&&) {
-            health_outstanding_[actor] = false;
-            board_.Heard(actor);
-          },
-          [this, actor](kj::Exception&&) { health_outstanding_[actor] = false; }));
+      tasks.add(Health(actor).then([this, actor]() { health_outstanding_[actor] = false; },
+                                   [this, actor](kj::Exception&&) { health_outstanding_[actor] = false; }));
     }
     return Heartbeat();
+  });
+}
+
+kj::Promise<void> LauncherLoop::Health(int32_t actor) {
+  return actors_[actor]->healthRequest().send().then([this, actor](auto&& reply) {
+    const auto refused = static_cast<int64_t>(std::min<uint64_t>(reply.getRefusedConnections(), INT64_MAX));
+    absl::MutexLock lock(&board_.mu);
+    board_.last_heard[actor] = absl::Now();
+    board_.data_plane_refused[actor] = std::max(board_.data_plane_refused[actor], refused);
   });
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -67,18 +68,29 @@ LocalLauncher::LocalLauncher(LocalLauncherOptions options) : options_(std::move(
 
 LocalLauncher::~LocalLauncher() { (void)Shutdown(); }
 
-int64_t LocalLauncher::refused_registrations() const {
-  if (board_ == nullptr) return 0;
-  absl::MutexLock lock(&board_->mu);
-  return board_->refused;
+RefusalCounts LocalLauncher::Refusals() {
+  if (board_ == nullptr) return {};
+  if (!broken_.has_value() && !shut_down_ && loop_ != nullptr) {
+    // The actors' counts come with their health replies; ask for fresh ones.
+    (void)CallAll("counting refused connections", absl::Seconds(5),
+                  [&](int32_t actor) { loop_->Track(actor, loop_->Health(actor)); });
+  }
+  return board_->Refusals();
+}
+
+std::string LocalLauncher::Dial(const std::string& address) const {
+  return options_.dial_address ? options_.dial_address(address) : address;
 }
 
 std::string LocalLauncher::Describe(int32_t actor) const {
+  if (actor < 0) return "the srun step";
   const std::vector<int32_t>& stages = stages_[actor];
   const std::vector<int32_t>& group = groups_[actor];
   const auto replica = std::find(group.begin(), group.end(), actor) - group.begin();
+  const bool on_node = actor < static_cast<int32_t>(nodes_.size()) && !nodes_[actor].empty();
   return absl::StrCat("actor ", actor, " (", group.empty() ? "" : absl::StrCat("replica ", replica, ", "), "stage",
-                      stages.size() == 1 ? " " : "s ", absl::StrJoin(stages, ", "), ")");
+                      stages.size() == 1 ? " " : "s ", absl::StrJoin(stages, ", "), ")",
+                      on_node ? absl::StrCat(" on node ", nodes_[actor]) : "");
 }
 
 absl::Status LocalLauncher::Fail(absl::Status status) {
@@ -218,6 +230,16 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
     return absl::NotFoundError(absl::StrCat("the actor binary '", options_.actor_binary,
                                             "' does not exist or is not executable"));
   }
+  if (options_.start == ActorStart::kSrun && (options_.control_plane != rpc::ControlPlaneKind::kTcp ||
+                                              options_.data_plane != ir::DataPlaneKind::kTcp)) {
+    return absl::InvalidArgumentError(
+        "actors started by srun may run on other nodes: they need the TCP control plane and the TCP data plane");
+  }
+  if (options_.data_plane == ir::DataPlaneKind::kShm && options_.control_plane != rpc::ControlPlaneKind::kUnix) {
+    return absl::InvalidArgumentError(
+        "the shared-memory data plane hands its rings over as file descriptors, which only a Unix control "
+        "socket carries: use the Unix control plane (--control unix) or the TCP data plane (--transport tcp)");
+  }
   if (options_.data_plane == ir::DataPlaneKind::kShm &&
       static_cast<uint32_t>(num_actors_ - 1) > options_.limits.max_fds_per_message) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -272,7 +294,9 @@ absl::Status LocalLauncher::StartActors() {
   absl::StatusOr<std::unique_ptr<RunDirectory>> directory = RunDirectory::Create();
   if (!directory.ok()) return directory.status();
   run_directory_ = *std::move(directory);
-  socket_path_ = absl::StrCat(run_directory_->path(), "/controller.sock");
+  const bool over_tcp = options_.control_plane == rpc::ControlPlaneKind::kTcp;
+  const std::string listen_on =
+      over_tcp ? options_.bind_host : absl::StrCat(run_directory_->path(), "/controller.sock");
   absl::StatusOr<std::string> token = rpc::MakeJobToken();
   if (!token.ok()) return token.status();
 
@@ -280,18 +304,21 @@ absl::Status LocalLauncher::StartActors() {
   // and later every actor call, until Shutdown() stops it.
   absl::Notification listening;
   absl::Status listen_status;
-  loop_thread_ = std::thread([this, token = *token, &listening, &listen_status] {
+  loop_thread_ = std::thread([this, &listen_on, token = *token, &listening, &listen_status] {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     auto stop = kj::newPromiseAndFulfiller<void>();
     loop_ = std::make_unique<LauncherLoop>(io, *board_, num_actors_, options_.heartbeat_interval);
     loop_->stop = kj::mv(stop.fulfiller);
-    listen_status = loop_->Serve(socket_path_, token, options_.limits, [this](absl::string_view line) {
-      if (options_.log) {
-        options_.log(line);
-      } else {
-        WriteStderrLine(absl::StrCat("tandem: ", line));
-      }
-    });
+    absl::StatusOr<std::string> address =
+        loop_->Serve(options_.control_plane, listen_on, token, options_.limits, [this](absl::string_view line) {
+          if (options_.log) {
+            options_.log(line);
+          } else {
+            WriteStderrLine(absl::StrCat("tandem: ", line));
+          }
+        });
+    listen_status = address.status();
+    if (address.ok()) controller_address_ = *address;
     if (!listen_status.ok()) {
       loop_.reset();
       listening.Notify();
@@ -307,14 +334,16 @@ absl::Status LocalLauncher::StartActors() {
     return listen_status;
   }
 
+  const bool srun = options_.start == ActorStart::kSrun;
+  const std::string dial = over_tcp ? Dial(controller_address_) : controller_address_;
   std::vector<ProcessSpec> specs;
-  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+  for (int32_t actor = 0; actor < (srun ? 1 : num_actors_); ++actor) {
     ProcessSpec spec;
     spec.program = options_.actor_binary;
-    spec.args = {"--controller",
-                 socket_path_,
-                 "--actor",
-                 absl::StrCat(actor),
+    spec.args = {"--control",
+                 std::string(rpc::ControlPlaneKindName(options_.control_plane)),
+                 "--controller",
+                 dial,
                  "--actors",
                  absl::StrCat(num_actors_),
                  "--transport",
@@ -325,30 +354,65 @@ absl::Status LocalLauncher::StartActors() {
                  absl::StrCat(std::max<int64_t>(1, options_.shm_ring_bytes >> 20)),
                  "--device",
                  options_.device};
+    // Its identity: given here, or taken from Slurm by each task.
+    if (srun) {
+      spec.args.push_back("--slurm");
+    } else {
+      spec.args.insert(spec.args.end(), {"--actor", absl::StrCat(actor)});
+    }
+    if (options_.data_plane == ir::DataPlaneKind::kTcp) {
+      // Tasks on other nodes listen on their own address, unless the whole
+      // allocation is this host's loopback.
+      const bool loopback = absl::StartsWith(options_.bind_host, "127.") || options_.bind_host == "localhost";
+      spec.args.insert(spec.args.end(), {"--bind", srun && !loopback ? "node" : options_.bind_host});
+    }
     // One BLAS thread per actor (the actor pins it too): OpenBLAS then
     // starts no pool of threads competing for the host's cores.
     spec.environment = {{"TANDEM_JOB_TOKEN", *token}, {"OPENBLAS_NUM_THREADS", "1"}};
     specs.push_back(std::move(spec));
   }
-  ProcessGroupOptions group_options;
-  group_options.sink = options_.output;
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> processes = ProcessGroup::Start(std::move(specs), group_options);
-  if (!processes.ok()) return processes.status();
-  processes_ = *std::move(processes);
+  if (srun) {
+    SrunStepOptions step;
+    step.num_actors = num_actors_;
+    step.actor = std::move(specs[0]);
+    step.srun_args = options_.srun_args;
+    step.sink = options_.output;
+    absl::StatusOr<std::unique_ptr<SrunStep>> started = SrunStep::Start(std::move(step));
+    if (!started.ok()) return started.status();
+    srun_step_ = started->get();
+    processes_ = *std::move(started);
+  } else {
+    ProcessGroupOptions group_options;
+    group_options.sink = options_.output;
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> processes = ProcessGroup::Start(std::move(specs), group_options);
+    if (!processes.ok()) return processes.status();
+    local_processes_ = processes->get();
+    processes_ = *std::move(processes);
+  }
 
   CallBoard& board = *board_;
-  return Await(
+  absl::Status registered = Await(
       "registration", options_.start_timeout,
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) {
         return std::all_of(board.registered.begin(), board.registered.end(), [](bool r) { return r; });
       },
       [&](int32_t actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(board.mu) { return !board.registered[actor]; });
+  if (!registered.ok()) return registered;
+  {
+    absl::MutexLock lock(&board.mu);
+    nodes_ = board.nodes;
+  }
+  if (srun_step_ != nullptr) {
+    for (int32_t actor = 0; actor < num_actors_; ++actor) srun_step_->SetNode(actor, nodes_[actor]);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LocalLauncher::SetUpDataPlane() {
   absl::Status opened = CallAll("data-plane setup (openDataPlane)", options_.start_timeout, [&](int32_t actor) {
     loop_->Track(actor, loop_->actor(actor).openDataPlaneRequest().send().then([this, actor](auto&& response) {
-      loop_->tcp_addresses[actor] = ToString(response.getTcpAddress());
+      const std::string address = ToString(response.getTcpAddress());
+      loop_->tcp_addresses[actor] = address.empty() ? address : Dial(address);
       for (wire::OutboundRegion::Reader region : response.getRegions()) {
         loop_->regions[actor].emplace(region.getPeer(), region.getRegion());
       }

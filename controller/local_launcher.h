@@ -1,19 +1,25 @@
 // LocalLauncher: the default launcher. Runs one `tandem-actor` process per
 // actor on this host and drives them over the control plane (rpc/), one
-// Cap'n Proto connection per actor on a Unix socket in a private run
-// directory.
+// Cap'n Proto connection per actor: on a Unix socket in a private run
+// directory, or (LocalLauncherOptions::control_plane) on TCP, listening on
+// `bind_host` at a port the OS picks, as a launcher across hosts does.
 //
 // Start():
 //  1. makes the run directory (0700; controller/run_directory.h, which also
 //     removes those of controllers that were killed), a random per-job
-//     token and the controller's socket, then fork/execs the actors (ProcessGroup: their
-//     output prefixed "[actor N]", no orphans on any exit path). The token
-//     reaches them in the environment, never in argv;
-//  2. waits for every actor to register (a wrong token or a duplicate id is
-//     refused and logged; the job goes on);
+//     token and the controller's socket, then fork/execs the actors
+//     (ProcessGroup: their output prefixed "[actor N]", no orphans on any
+//     exit path), telling them where to dial in argv. The token reaches
+//     them in the environment, never in argv, and never crosses a socket;
+//  2. waits for every actor to register: each answers a fresh challenge
+//     with an HMAC over the token (rpc/auth.h). A wrong answer, a replayed
+//     or unknown challenge, or a duplicate id is refused, logged
+//     (rate-limited) and counted (Refusals()); the job goes on;
 //  3. sets up the data plane: openDataPlane on every actor, then
 //     connectDataPlane with each actor's peers (shared-memory rings travel
-//     as file descriptors on the control socket; TCP addresses as text);
+//     as file descriptors on the Unix control socket; TCP addresses as
+//     text, and TCP connections between actors answer the same kind of
+//     challenge: actor/tcp_transport.h);
 //  4. with data-parallel replicas, sets up each actor's replica group the
 //     same way: openReplicaGroup, then connectReplicaGroup with the offers
 //     of the other members (the controller is the collective library's
@@ -66,14 +72,43 @@
 #include "ir/data_plane_kind.h"
 #include "controller/process_group.h"
 #include "controller/run_directory.h"
+#include "controller/srun_step.h"
 #include "rpc/connection.h"
 
 namespace tandem::controller {
 
+// How the actor processes start.
+enum class ActorStart : uint8_t {
+  kFork,  // forked here, one child per actor (ProcessGroup)
+  // The tasks of one srun step across the caller's Slurm allocation
+  // (SrunStep): `tandem train --launcher slurm`. Needs the TCP control and
+  // data planes; each actor reports its node when it registers, and errors
+  // name it.
+  kSrun,
+};
+
 struct LocalLauncherOptions {
-  // The actor executable (tandem-actor).
+  // The actor executable (tandem-actor); with kSrun, a path valid on every
+  // node.
   std::string actor_binary;
+  ActorStart start = ActorStart::kFork;
+  // kSrun: more srun options (srun_step.h).
+  std::vector<std::string> srun_args;
+  // How actors reach the controller: a Unix socket in the run directory, or
+  // TCP. TCP needs the TCP data plane (shared-memory rings travel as file
+  // descriptors, which only a Unix socket carries).
+  rpc::ControlPlaneKind control_plane = rpc::ControlPlaneKind::kUnix;
   ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
+  // Where the TCP control socket and the actors' TCP data planes listen
+  // (ports chosen by the OS): loopback on one host, a routable address of
+  // the host when actors run on others.
+  std::string bind_host = "127.0.0.1";
+  // Maps a TCP address that something of the job listens on (the
+  // controller's control socket, an actor's data plane) to the address the
+  // actors are told to dial; default: the same. For whatever sits between
+  // them, such as a forwarded port or a relay (the tests record every byte
+  // that crosses the sockets this way).
+  std::function<std::string(const std::string& address)> dial_address;
   int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors
   // Where the actors compute: tandem-actor's --device (cpu, cuda, cuda:N,
   // with +bf16); the actor checks it and exits at once if it cannot open it.
@@ -88,8 +123,8 @@ struct LocalLauncherOptions {
   absl::Duration unresponsive_after = absl::Seconds(3);
   // Where the actors' prefixed output lines go (default: stderr).
   LineSink output;
-  // Where the launcher's own notices go (refused registrations, ...; default:
-  // stderr).
+  // Where the launcher's own notices go (refused registrations, ...;
+  // default: stderr), rate-limited.
   std::function<void(absl::string_view)> log;
   rpc::ConnectionLimits limits;
 };
@@ -114,6 +149,10 @@ class LocalLauncher final : public Launcher {
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
   // Each actor process writes its own file (saveState).
   absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) override;
+  // The registrations this launcher refused, and the data-plane connections
+  // its actors refused (each is asked, within a few seconds, unless the
+  // launcher failed or shut down).
+  RefusalCounts Refusals() override;
 
   // Asks every actor to exit, waits briefly, then terminates and reaps the
   // processes, stops the event loop and removes the run directory.
@@ -121,12 +160,11 @@ class LocalLauncher final : public Launcher {
   absl::Status Shutdown();
 
   // For tests and benchmarks (valid after Start()).
-  // The controller's socket, where actors register.
-  const std::string& socket_path() const { return socket_path_; }
-  // The actor processes (pids, signals).
-  ProcessGroup* processes() const { return processes_.get(); }
-  // Registrations refused so far (wrong token, bad or duplicate id).
-  int64_t refused_registrations() const;
+  // Where the controller listens for actors: its socket's path, or
+  // host:port.
+  const std::string& controller_address() const { return controller_address_; }
+  // The actor processes (pids, signals); null with ActorStart::kSrun.
+  ProcessGroup* processes() const { return local_processes_; }
 
  private:
 
@@ -152,6 +190,8 @@ class LocalLauncher final : public Launcher {
                                             const ir::StepInputs* inputs);
   // "actor 2 (stage 2)" / "actor 0 (stages 0, 4)".
   std::string Describe(int32_t actor) const;
+  // What actors dial to reach `address` (options_.dial_address).
+  std::string Dial(const std::string& address) const;
   absl::Status StartActors();
   absl::Status SetUpDataPlane();
   // Data parallelism: openReplicaGroup on every actor that all-reduces,
@@ -165,8 +205,11 @@ class LocalLauncher final : public Launcher {
   std::vector<std::vector<int32_t>> bounds_;          // by actor: per-task dispatch ranges
   std::vector<std::vector<std::string>> state_bindings_;  // by actor
   std::unique_ptr<RunDirectory> run_directory_;  // removed by Shutdown()
-  std::string socket_path_;
-  std::unique_ptr<ProcessGroup> processes_;
+  std::string controller_address_;
+  std::unique_ptr<ActorProcesses> processes_;
+  ProcessGroup* local_processes_ = nullptr;  // processes_, with ActorStart::kFork
+  SrunStep* srun_step_ = nullptr;            // processes_, with ActorStart::kSrun
+  std::vector<std::string> nodes_;           // by actor: its node, once every actor registered (kSrun)
   std::unique_ptr<CallBoard> board_;
   std::unique_ptr<LauncherLoop> loop_;  // created and destroyed on loop_thread_
   std::thread loop_thread_;

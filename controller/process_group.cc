@@ -150,6 +150,7 @@ void CloseIfOpen(int& fd) {
 }  // namespace
 
 std::string ExitInfo::Describe() const {
+  if (!node.empty()) return absl::StrCat("srun: task ", actor.value, " on node ", node, ": ", report);
   std::string what;
   if (signal != 0) {
     const char* name = strsignal(signal);
@@ -157,6 +158,9 @@ std::string ExitInfo::Describe() const {
                         core_dumped ? ", core dumped" : "");
   } else {
     what = absl::StrCat("exited with status ", exit_code);
+  }
+  if (actor.value < 0) {  // a launcher's own helper process, such as srun
+    return absl::StrCat(program, " (pid ", pid, ") ", what, report.empty() ? "" : ": ", report);
   }
   return absl::StrCat(ActorLabel(actor), " (", program, ", pid ", pid, ") ", what);
 }
@@ -478,7 +482,7 @@ absl::Status ProcessGroup::Shutdown(absl::Duration grace) {
 }
 
 void ProcessGroup::EmitLines(OutputStream& stream, bool flush_partial) {
-  const std::string prefix = absl::StrCat("[", ActorLabel(stream.actor), "] ");
+  const std::string prefix = options_.prefix_lines ? absl::StrCat("[", ActorLabel(stream.actor), "] ") : "";
   size_t start = 0;
   while (true) {
     const size_t newline = stream.partial.find('\n', start);

@@ -68,6 +68,9 @@ struct ProcessSpec {
 struct ProcessGroupOptions {
   // Where prefixed output lines go; empty means the controller's stderr.
   LineSink sink;
+  // Whether lines get the "[actor N] " prefix; without it the sink sees each
+  // line as the child wrote it (SrunStep prefixes srun's lines itself).
+  bool prefix_lines = true;
   // Grace between SIGTERM and SIGKILL when the group is destroyed without an
   // explicit Shutdown().
   absl::Duration destructor_grace = absl::Seconds(1);
@@ -83,15 +86,40 @@ struct ExitInfo {
   int exit_code = 0;  // meaningful when signal == 0
   int signal = 0;     // the signal that killed it; 0 if it exited
   bool core_dumped = false;
+  // A task of a Slurm step (SrunStep): the node it ran on and how srun
+  // reported its end ("Killed", "Exited with exit code 3"); pid is 0 there.
+  std::string node;
+  std::string report;
 
   // "actor 2 (/path/tandem-actor, pid 1234) was killed by signal 9 (Killed)"
-  // or "... exited with status 3".
+  // or "... exited with status 3"; for a Slurm task, "srun: task 2 on node
+  // n2: Killed"; for a launcher's helper (actor -1, such
+  // as srun itself), "srun (pid 1234) exited with status 1: REPORT".
   std::string Describe() const;
   // Unavailable(Describe()): what the driver reports for a lost actor.
   absl::Status AsUnavailable() const;
 };
 
-class ProcessGroup {
+// What a launcher needs of its actors' processes, wherever they run: each
+// end reported once, and a shutdown that leaves none behind. ProcessGroup
+// (one child per actor, on this host) and SrunStep (the tasks of one srun
+// step across a Slurm allocation, controller/srun_step.h) provide it.
+class ActorProcesses {
+ public:
+  virtual ~ActorProcesses() = default;
+  // An actor's process that ended and was not reported yet, or nullopt.
+  // Never blocks.
+  virtual std::optional<ExitInfo> Poll() = 0;
+  // The next end not reported yet. DeadlineExceeded after `timeout`;
+  // FailedPrecondition when nothing is left to report.
+  virtual absl::StatusOr<ExitInfo> WaitAny(absl::Duration timeout) = 0;
+  // The actor's pid on this host; -1 if there is none (or it runs elsewhere).
+  virtual pid_t pid(ActorId actor) const = 0;
+  // Ends every process (politely, then not) and waits for them, bounded.
+  virtual absl::Status Shutdown(absl::Duration grace) = 0;
+};
+
+class ProcessGroup final : public ActorProcesses {
  public:
   // Starts one child per spec, in order, each in the group's process group,
   // with stdin from /dev/null and stdout+stderr through one pipe to the
@@ -106,20 +134,20 @@ class ProcessGroup {
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   // Shutdown(options.destructor_grace) unless Shutdown() already ran.
-  ~ProcessGroup();
+  ~ProcessGroup() override;
 
   int32_t size() const { return static_cast<int32_t>(children_.size()); }
   // The actor's pid, or -1 if there is no such actor.
-  pid_t pid(ActorId actor) const;
+  pid_t pid(ActorId actor) const override;
   // The process group every child (and, by default, its descendants) is in.
   pid_t process_group_id() const { return process_group_id_; }
 
   // A child that ended and was not reported yet, or nullopt. Never blocks.
-  std::optional<ExitInfo> Poll() ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<ExitInfo> Poll() override ABSL_LOCKS_EXCLUDED(mu_);
   // The next child that ends (or ended and was not reported yet), each child
   // reported once. DeadlineExceeded after `timeout`; FailedPrecondition when
   // every child has already been reported.
-  absl::StatusOr<ExitInfo> WaitAny(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ExitInfo> WaitAny(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sends `signal` to one child. FailedPrecondition if it has already ended.
   absl::Status Kill(ActorId actor, int signal) ABSL_LOCKS_EXCLUDED(mu_);
@@ -129,7 +157,7 @@ class ProcessGroup {
   // (partial last lines are flushed to the sink). Idempotent: later calls
   // return the first call's status. DeadlineExceeded, naming the actors, if
   // a child survives SIGKILL for 5 s (uninterruptible sleep).
-  absl::Status Shutdown(absl::Duration grace) ABSL_LOCKS_EXCLUDED(shutdown_mu_, mu_);
+  absl::Status Shutdown(absl::Duration grace) override ABSL_LOCKS_EXCLUDED(shutdown_mu_, mu_);
 
  private:
   struct Child {

@@ -54,14 +54,17 @@ absl::StatusOr<std::unique_ptr<controller::Launcher>> Session::MakeLauncher() {
   }
   controller::LocalLauncherOptions local;
   local.actor_binary = options_.actor_binary.empty() ? FindActorBinary() : options_.actor_binary;
+  local.control_plane = options_.control_plane;
   local.data_plane = options_.data_plane;
   local.receive_timeout = options_.receive_timeout;
   local.step_timeout = options_.step_timeout;
   if (options_.actor_output) {
     local.output = [sink = options_.actor_output](absl::string_view line) { sink(std::string(line)); };
   }
-  launcher_description_ = absl::StrCat("local launcher (one process per actor, ",
-                                       ir::DataPlaneKindName(options_.data_plane), " data plane)");
+  launcher_description_ = absl::StrCat(
+      "local launcher (one process per actor, ",
+      options_.control_plane == rpc::ControlPlaneKind::kTcp ? "tcp control plane, " : "",
+      ir::DataPlaneKindName(options_.data_plane), " data plane)");
   return std::make_unique<controller::LocalLauncher>(std::move(local));
 }
 

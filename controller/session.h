@@ -31,6 +31,7 @@
 #include "ir/data_plane_kind.h"
 #include "ir/interpreter.h"
 #include "ir/train_step.h"
+#include "rpc/control_plane_kind.h"
 #include "schedules/schedule.h"
 
 namespace tandem {
@@ -38,6 +39,9 @@ namespace tandem {
 struct SessionOptions {
   // The actor executable; empty: FindActorBinary().
   std::string actor_binary;
+  // How the local actors reach the controller (a Unix socket, or TCP on
+  // loopback: the TCP control plane needs the TCP data plane).
+  rpc::ControlPlaneKind control_plane = rpc::ControlPlaneKind::kUnix;
   // The data plane between the local actors.
   ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   // One dispatch per actor per step, or one per task (for measurement).
@@ -106,6 +110,9 @@ class Session {
   controller::Debugger& debugger() { return *debugger_; }
   // Where an actor runs, for people: "pid 1234", "thread".
   std::string DescribeActor(ActorId actor) const;
+  // Peers the current launcher refused because they could not prove they
+  // belong to the job (controller/launcher.h).
+  controller::RefusalCounts Refusals() { return pipeline_->launcher().Refusals(); }
   // "local launcher (one process per actor, shm data plane)", or "custom launcher".
   const std::string& launcher_description() const { return launcher_description_; }
 

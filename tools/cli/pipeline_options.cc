@@ -7,6 +7,7 @@
 #include "actor/device.h"
 #include "controller/local_launcher.h"
 #include "controller/session.h"
+#include "rpc/connection.h"
 #include "schedules/resolve.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/threads_launcher.h"
@@ -30,19 +31,29 @@ absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& optio
 
 void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::vector<std::string>& extra_launchers,
                         const std::string& extra_help) {
-  std::vector<std::string> launchers = {"local", "threads"};
+  std::vector<std::string> launchers = {"local", "threads", "slurm"};
   launchers.insert(launchers.end(), extra_launchers.begin(), extra_launchers.end());
   command
-      .add_option(
-          "--launcher", options.launcher,
-          absl::StrCat("local (one process per actor), threads (one thread per actor, for debugging)", extra_help))
+      .add_option("--launcher", options.launcher,
+                  absl::StrCat("local (one process per actor), threads (one thread per actor, for debugging), slurm "
+                               "(inside an sbatch script or salloc: every actor a task of one srun step across "
+                               "the allocation's nodes)",
+                               extra_help))
       ->check(CLI::IsMember(launchers))
       ->capture_default_str();
   command
+      .add_option("--control", options.control,
+                  "control plane: unix (a Unix socket; the local launcher's default) or tcp (actors prove the "
+                  "job's token by challenge-response, it never crosses a socket; slurm's only one)")
+      ->check(CLI::IsMember({"unix", "tcp"}));
+  command
       .add_option("--transport", options.transport,
-                  "data plane of the local launcher: shm (shared memory) or tcp (loopback)")
-      ->check(CLI::IsMember({"shm", "tcp"}))
-      ->capture_default_str();
+                  "data plane: shm (shared memory; the local launcher's default) or tcp (slurm's only one)")
+      ->check(CLI::IsMember({"shm", "tcp"}));
+  command
+      .add_option("--bind", options.bind,
+                  "the address the TCP control plane listens on and actors dial: 127.0.0.1 by default; with slurm, "
+                  "what this host's name resolves to (every node must reach it)");
   command.add_option("--actor-binary", options.actor_binary,
                      "the actor executable (default: tandem-actor beside tandem)");
   command
@@ -64,8 +75,17 @@ absl::StatusOr<actor::DeviceSpec> DeviceFrom(const LauncherOptions& options) {
 }
 
 absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
-  absl::StatusOr<ir::DataPlaneKind> transport = ir::ParseDataPlaneKind(options.transport);
+  const bool slurm = options.launcher == "slurm";
+  if (slurm && (options.control == "unix" || options.transport == "shm")) {
+    return absl::InvalidArgumentError(
+        "--launcher slurm runs actors on other nodes: it needs --control tcp and --transport tcp (its defaults)");
+  }
+  absl::StatusOr<ir::DataPlaneKind> transport =
+      ir::ParseDataPlaneKind(!options.transport.empty() ? options.transport : slurm ? "tcp" : "shm");
   if (!transport.ok()) return transport.status();
+  absl::StatusOr<rpc::ControlPlaneKind> control =
+      rpc::ParseControlPlaneKind(!options.control.empty() ? options.control : slurm ? "tcp" : "unix");
+  if (!control.ok()) return control.status();
   absl::StatusOr<actor::DeviceSpec> device = DeviceFrom(options);
   if (!device.ok()) return device.status();
   const std::string device_name = actor::DeviceSpecName(*device);
@@ -76,17 +96,41 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
         absl::StrCat("threads launcher (one thread per actor, in-memory data plane, ", device_name, ")");
     return choice;
   }
-  if (options.launcher != "local") {
+  if (options.launcher != "local" && !slurm) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown launcher '", options.launcher, "' (expected local or threads)"));
+        absl::StrCat("unknown launcher '", options.launcher, "' (expected local, threads or slurm)"));
+  }
+  if (*control == rpc::ControlPlaneKind::kTcp && *transport == ir::DataPlaneKind::kShm) {
+    return absl::InvalidArgumentError(
+        "--control tcp needs --transport tcp: the shared-memory data plane hands its rings over as file "
+        "descriptors, which only the Unix control socket carries");
   }
   controller::LocalLauncherOptions local;
   local.actor_binary = options.actor_binary.empty() ? FindActorBinary() : options.actor_binary;
+  local.control_plane = *control;
   local.data_plane = *transport;
+  if (!options.bind.empty()) {
+    local.bind_host = options.bind;
+  } else if (slurm) {
+    absl::StatusOr<std::string> here = rpc::ThisHostAddress();
+    if (!here.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--launcher slurm: ", here.status().message(),
+                                                     "; give the address the nodes reach this host by with --bind"));
+    }
+    local.bind_host = *here;
+  }
   local.device = device_name;
+  if (slurm) local.start = controller::ActorStart::kSrun;
   choice.launcher = std::make_unique<controller::LocalLauncher>(std::move(local));
-  choice.description = absl::StrCat("local launcher (one process per actor, ",
-                                    ir::DataPlaneKindName(*transport), " data plane, ", device_name, ")");
+  if (slurm) {
+    choice.description = absl::StrCat("slurm launcher (one srun step across the allocation, tcp control and data "
+                                      "planes, ", device_name, ")");
+    return choice;
+  }
+  choice.description = absl::StrCat(
+      "local launcher (one process per actor, ",
+      *control == rpc::ControlPlaneKind::kTcp ? "tcp control plane, " : "", ir::DataPlaneKindName(*transport),
+      " data plane, ", device_name, ")");
   return choice;
 }
 

@@ -1,7 +1,8 @@
 // The options of the commands that run or compile pipelines (`tandem
 // train`, `repl`, `compile` and the pipeline benchmarks): which schedule on
 // how many actors (--schedule, --actors, --virtual), and which launcher and
-// device run them (--launcher, --transport, --actor-binary, --device).
+// device run them (--launcher, --control, --transport, --actor-binary,
+// --device).
 #ifndef TANDEM_TOOLS_CLI_PIPELINE_OPTIONS_H_
 #define TANDEM_TOOLS_CLI_PIPELINE_OPTIONS_H_
 
@@ -32,14 +33,17 @@ void AddScheduleOptions(CLI::App& command, ScheduleOptions& options);
 absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches);
 
 struct LauncherOptions {
-  std::string launcher = "local";  // local, threads (or what extra_launchers adds)
-  std::string transport = "shm";   // the local launcher's data plane: shm or tcp
+  std::string launcher = "local";  // local, threads, slurm (or what extra_launchers adds)
+  std::string control;             // unix or tcp; empty: the launcher's default (unix; slurm: tcp)
+  std::string transport;           // shm or tcp; empty: the launcher's default (shm; slurm: tcp)
+  std::string bind;                // where the TCP control plane listens; empty: 127.0.0.1 (slurm: this host's address)
   std::string actor_binary;        // empty: FindActorBinary()
   std::string device = "cpu";      // cpu, cuda, cuda:N, with +bf16
 };
 
 // Declares --launcher (accepting local, threads and `extra_launchers`, each
-// described in `extra_help`), --transport, --actor-binary and --device.
+// described in `extra_help`), --control, --transport, --actor-binary and
+// --device.
 void AddLauncherOptions(CLI::App& command, LauncherOptions& options,
                         const std::vector<std::string>& extra_launchers = {}, const std::string& extra_help = "");
 
@@ -51,7 +55,8 @@ struct LauncherChoice {
 };
 
 // Builds the launcher the options name ("local" or "threads");
-// InvalidArgument for another name.
+// InvalidArgument for another name, or for --control tcp with --transport
+// shm (the rings travel as descriptors, which only a Unix socket carries).
 absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options);
 
 // The device --device names. InvalidArgument for a malformed name;

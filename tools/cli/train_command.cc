@@ -396,12 +396,17 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   streams.out.flush();
 
   RunTotals totals;
-  if (int code = TrainLoop(train, options, *job, start->steps_done, *trainer, reference.get(), trace, checkpoint_dir,
-                           totals, streams);
-      code != 0) {
-    return code;
+  int code = TrainLoop(train, options, *job, start->steps_done, *trainer, reference.get(), trace, checkpoint_dir,
+                       totals, streams);
+  if (code == 0) {
+    code = Report(train, options, *job, start->steps_done, *trainer, reference.get(), trace, schedule, totals, streams);
   }
-  return Report(train, options, *job, start->steps_done, *trainer, reference.get(), trace, schedule, totals, streams);
+  // However the run ended: strangers who knocked are worth knowing about.
+  if (const controller::RefusalCounts refused = trainer->Refusals(); refused.total() > 0) {
+    streams.out << "security: refused " << refused.Describe()
+                << " that could not prove the job's token (see the log lines above)\n";
+  }
+  return code;
 }
 
 }  // namespace

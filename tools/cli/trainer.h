@@ -37,6 +37,9 @@ class Trainer {
   // Saves a checkpoint under `root` (controller/checkpoint.h); its
   // directory. Unimplemented for the reference.
   virtual absl::StatusOr<std::string> SaveCheckpoint(const std::string& root);
+  // Peers refused for not proving they belong to the job; none for the
+  // reference.
+  virtual controller::RefusalCounts Refusals() { return {}; }
 };
 
 // The single-process reference: on the CPU's reference kernels, or on one
@@ -72,6 +75,7 @@ class PipelineTrainer : public Trainer {
   absl::StatusOr<std::string> SaveCheckpoint(const std::string& root) override {
     return session_->SaveCheckpoint(root);
   }
+  controller::RefusalCounts Refusals() override { return session_->Refusals(); }
 
  private:
   std::unique_ptr<Session> session_;
