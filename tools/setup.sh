@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
 # Sets Tandem up on a Debian 12 machine and builds it, incrementally.
 #
-#   tools/setup.sh            install what is missing (as root, with apt-get),
-#                             configure build/ and build everything
+#   tools/setup.sh                  install what is missing (as root, with
+#                                   apt-get), configure build/ and build
+#                                   everything
+#   tools/setup.sh --packages-only  only install what is missing
 #
 # Safe to run again: it installs only missing packages and rebuilds only what
 # changed. With CI=true the build treats warnings as errors.
+#
+# No service these packages ship is started: Slurm's tests start private
+# daemons of their own (tests/slurm/mini_cluster.sh) and want none running
+# system-wide. Where the machine has no /usr/sbin/policy-rc.d, a refusing one
+# is put there for the install and removed after it. (Under systemd the
+# units stay enabled for the next boot: `systemctl disable munge` if that
+# matters.)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 build_dir=${TANDEM_BUILD_DIR:-build}
+packages_only=false
+case "${1:-}" in
+  "") ;;
+  --packages-only) packages_only=true ;;
+  *) echo "usage: tools/setup.sh [--packages-only]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -21,6 +36,7 @@ packages=(
   libbenchmark-dev                # micro-benchmarks
   libopenblas-dev                 # fp32 GEMM of the reference kernels
   zlib1g-dev                      # CRC-32 of checkpoint files
+  libssl-dev                      # HMAC-SHA256 and nonces (libcrypto): proving the job's token
   libcli11-dev                    # the `tandem` command line
   nlohmann-json3-dev              # every JSON file Tandem reads or writes
   libxxhash-dev                   # content hashes (programs, compiled steps)
@@ -29,6 +45,10 @@ packages=(
   clang libclang-rt-14-dev        # libFuzzer targets and sanitizer builds (tests/fuzz/)
   pybind11-dev python3-pybind11 python3-dev  # the Python stub (python_stub/)
   python3-torch python3-numpy     # PyTorch: the outside reference in tests and benchmarks
+  # A private Slurm cluster for the launcher's tests (tests/slurm/): one
+  # slurmctld and several slurmd, authenticated by a munged of their own
+  # (munge comes as a dependency; its system service is not started).
+  slurmctld slurmd slurm-client slurm-wlm-basic-plugins
 )
 
 missing=()
@@ -43,9 +63,22 @@ if ((${#missing[@]})); then
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
+  policy=/usr/sbin/policy-rc.d   # exit 101: invoke-rc.d starts nothing
+  own_policy=false
+  if [[ ! -e $policy ]]; then
+    own_policy=true
+    trap 'rm -f "$policy"' EXIT
+    printf '#!/bin/sh\n# tools/setup.sh: start no service during its install\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if $own_policy; then
+    rm -f "$policy"
+    trap - EXIT
+  fi
 fi
+$packages_only && exit 0
 
 werror=OFF
 [[ "${CI:-}" == "true" ]] && werror=ON

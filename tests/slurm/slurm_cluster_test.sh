@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# `tandem train --launcher slurm` on a real Slurm cluster: a private
+# slurmctld and three slurmd on this machine (mini_cluster.sh), torn down
+# whatever happens. Under `salloc -N 3`, across the three nodes:
+#  1. GPT, P=2 x D=2 (4 actors on 3 nodes), 1f1b and zb-h1, with --verify:
+#     bit-identical to the single-process reference;
+#  2. an actor killed on n2: the controller exits non-zero within 5 s
+#     naming the actor, n2, its stage and the step, and no step, task or
+#     actor of the job is left (squeue, /proc);
+#  3. the job's srun step scancel'ed: a clean error that names the
+#     cancellation, and nothing left.
+#
+#   slurm_cluster_test.sh TANDEM     exit 0 on success, 77 (skip) without
+#                                    root or Slurm, 1 on a failure
+#
+# The controller runs inside the allocation as a user's would; the actors
+# are the tasks of its one srun step, and dial it over TCP on loopback
+# (every node of this cluster is this machine).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cluster=$here/mini_cluster.sh
+tandem=${1:?usage: slurm_cluster_test.sh TANDEM}
+tandem=$(realpath "$tandem")
+"$cluster" check-root || exit $?
+
+for name in $(compgen -e); do
+  case "$name" in SLURM_* | SALLOC_* | SBATCH_* | SRUN_*) unset "$name" ;; esac
+done
+
+test_start=$EPOCHREALTIME
+dir=$(mktemp -d /tmp/tandem-slurm-train-XXXXXX)
+chmod 0711 "$dir"
+
+finish() {
+  local status=$?
+  "$cluster" down "$dir" || status=1
+  if ((status == 0)); then
+    rm -rf "$dir"
+  else
+    echo "slurm_cluster_test: exit $status; logs in $dir (train-*.out/err, log/)" >&2
+  fi
+  exit "$status"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+fail() {
+  echo "slurm_cluster_test: FAILED: $*" >&2
+  exit 1
+}
+since() { awk -v start="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - start }'; }
+await() {
+  local deadline=$((${EPOCHREALTIME//[!0-9]/} + $1 * 1000000))
+  shift
+  until "$@"; do
+    ((${EPOCHREALTIME//[!0-9]/} < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+# Live tandem-actor processes of this cluster's jobs: pid and node.
+actors() {
+  local pid
+  for pid in $(pgrep -x tandem-actor || true); do
+    if grep -qszxF "SLURM_CONF=$dir/slurm.conf" "/proc/$pid/environ"; then
+      echo "$pid $(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^SLURMD_NODENAME=//p')"
+    fi
+  done
+  return 0
+}
+no_actor_left() { [[ -z "$(actors)" ]]; }
+no_job_left() { [[ -z "$(timeout 5 squeue -h 2>/dev/null)" ]]; }
+
+MINI_CLUSTER_OWNER=$$ "$cluster" up "$dir" 3 >/dev/null
+source "$dir/env"
+echo "up: 3 idle nodes ($dir)"
+
+common=(train --launcher slurm --bind 127.0.0.1 --model gpt --layers 4 --actors 2 --data-parallel 2
+  --microbatches 4 --eval-batches 0 --log-every 1)
+
+# 1. Bit-identity across the nodes.
+for schedule in 1f1b zb-h1; do
+  start=$EPOCHREALTIME
+  out=$dir/train-$schedule.out
+  timeout 300 salloc -N 3 -n 4 "$tandem" "${common[@]}" --schedule "$schedule" --steps 3 --verify \
+    >"$out" 2>"$dir/train-$schedule.err" ||
+    fail "salloc -N 3 tandem train --schedule $schedule --verify failed:"$'\n'"$(tail -20 "$dir/train-$schedule.err")"
+  grep -q 'bit-identical to the reference' "$out" || fail "no verify line for $schedule: $(cat "$out")"
+  grep -q 'slurm launcher' "$out" || fail "the run did not use the slurm launcher: $(head -5 "$out")"
+  echo "$schedule: P=2 x D=2 on 3 nodes bit-identical to the reference in $(since "$start") s"
+done
+await 10 no_job_left || fail "a job is still in squeue: $(squeue -h)"
+
+# Starts a long run in the background; sets train_pid.
+start_long_run() {
+  local name=$1
+  timeout 300 salloc -N 3 -n 4 "$tandem" "${common[@]}" --schedule 1f1b --steps 1000000 \
+    >"$dir/$name.out" 2>"$dir/$name.err" &
+  train_pid=$!
+  running() { grep -q '^step' "$dir/$name.out" && (($(actors | wc -l) == 4)); }
+  await 120 running || fail "the $name run did not start training: $(tail -5 "$dir/$name.out" "$dir/$name.err")"
+}
+train_gone() { ! kill -0 "$train_pid" 2>/dev/null; }
+
+# 2. An actor killed on n2.
+start_long_run killed
+read -r victim_pid victim_node < <(actors | awk '$2 == "n2"' | head -1)
+[[ -n "${victim_pid:-}" ]] || fail "no actor runs on n2: $(actors | xargs)"
+victim=$(tr '\0' '\n' <"/proc/$victim_pid/environ" | sed -n 's/^SLURM_PROCID=//p')
+kill_start=$EPOCHREALTIME
+kill -KILL "$victim_pid"
+await 5 train_gone || fail "tandem train still runs 5 s after actor $victim on n2 was killed"
+status=0
+wait "$train_pid" || status=$?
+kill_seconds=$(since "$kill_start")
+((status != 0)) || fail "tandem train exited 0 after an actor was killed"
+error=$(grep -E '^tandem( train)?:' "$dir/killed.err" | tail -1 || true)
+[[ -n "$error" ]] || error=$(tail -1 "$dir/killed.err")
+for want in "actor $victim " "n2" "stage" "step"; do
+  [[ "$error" == *"$want"* ]] || fail "the error does not name '$want': $error"
+done
+await 5 no_actor_left || fail "actors outlived the job: $(actors | xargs)"
+await 10 no_job_left || fail "the job outlived its controller: $(squeue -h)"
+echo "actor $victim killed on $victim_node: exit $status in $kill_seconds s: $error"
+
+# 3. The step scancel'ed.
+start_long_run cancelled
+step=$(timeout 5 squeue -h -s -o '%i' | grep -E '^[0-9]+\.0$' | head -1)
+[[ -n "$step" ]] || fail "no step 0 in squeue: $(squeue -h -s)"
+cancel_start=$EPOCHREALTIME
+timeout 10 scancel "$step"
+await 10 train_gone || fail "tandem train still runs 10 s after scancel $step"
+status=0
+wait "$train_pid" || status=$?
+((status != 0)) || fail "tandem train exited 0 after scancel"
+error=$(grep -E '^tandem( train)?:' "$dir/cancelled.err" | tail -1 || true)
+[[ -n "$error" ]] || error=$(tail -1 "$dir/cancelled.err")
+[[ "$error" == *CANCELLED* || "$error" == *Terminated* ]] || fail "the error does not name the cancellation: $error"
+[[ "$error" == *srun* ]] || fail "the error does not say srun ended the actors: $error"
+await 5 no_actor_left || fail "actors outlived the cancelled step: $(actors | xargs)"
+await 10 no_job_left || fail "the job outlived its controller: $(squeue -h)"
+echo "scancel $step: exit $status in $(since "$cancel_start") s: $error"
+
+# 4. The example batch script, submitted as a user would (2 nodes).
+start=$EPOCHREALTIME
+TANDEM=$tandem TANDEM_STEPS=2 TANDEM_ARGS="--bind 127.0.0.1 --verify --eval-batches 0" \
+  timeout 300 sbatch --wait --parsable -o "$dir/example-%j.out" "$here/../../examples/slurm/gpt_2x2.sbatch" \
+  >"$dir/example.id" || fail "sbatch examples/slurm/gpt_2x2.sbatch failed: $(cat "$dir"/example-*.out)"
+grep -q 'bit-identical to the reference' "$dir"/example-*.out ||
+  fail "the example's run did not verify: $(tail -20 "$dir"/example-*.out)"
+await 10 no_job_left || fail "the example's job is still in squeue: $(squeue -h)"
+echo "examples/slurm/gpt_2x2.sbatch: 2 nodes, bit-identical to the reference in $(since "$start") s"
+
+echo "slurm_cluster_test passed in $(since "$test_start") s"
