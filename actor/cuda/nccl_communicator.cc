@@ -10,19 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "actor/cuda/cuda_runtime.h"
+#include "actor/cuda/nccl_wait.h"
 
 namespace tandem::actor::cuda {
 namespace {
 
 static_assert(kNcclUniqueIdBytes == NCCL_UNIQUE_ID_BYTES);
 
-absl::Status NcclError(absl::string_view call, ncclResult_t result) {
-  return absl::InternalError(absl::StrCat(call, ": ", ncclGetErrorString(result)));
-}
-
-// Polling interval of the non-blocking waits: short against a transfer's
-// microseconds-to-milliseconds, long enough not to burn a core.
-constexpr absl::Duration kPoll = absl::Microseconds(50);
 
 }  // namespace
 
@@ -32,18 +26,8 @@ struct NcclPairCommunicator::Impl {
   bool broken = false;  // aborted after an error or a missed deadline
 
   // Waits until the communicator has no operation in progress.
-  absl::Status WaitReady(absl::string_view what, absl::Time deadline) {
-    for (;;) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclResult_t result = ncclCommGetAsyncError(comm, &state); result != ncclSuccess) {
-        return NcclError("ncclCommGetAsyncError", result);
-      }
-      if (state == ncclSuccess) return absl::OkStatus();
-      if (state != ncclInProgress) return NcclError(what, state);
-      if (absl::Now() >= deadline) return absl::DeadlineExceededError(absl::StrCat(what, " did not complete in time"));
-      std::this_thread::sleep_for(absl::ToChronoMicroseconds(kPoll));
-    }
-  }
+  absl::Status WaitReady(absl::string_view what, absl::Time deadline) { return WaitUntilIdle(comm, what, deadline); }
+
 
   absl::Status Break(absl::Status status) {
     if (!broken && comm != nullptr) ncclCommAbort(comm);
@@ -138,7 +122,7 @@ absl::Status NcclPairCommunicator::Transfer(bool send, void* data, int64_t bytes
       return impl_->Break(absl::DeadlineExceededError(
           absl::StrCat(what, " of ", bytes, " bytes with rank ", peer, " did not complete in time")));
     }
-    std::this_thread::sleep_for(absl::ToChronoMicroseconds(kPoll));
+    std::this_thread::sleep_for(absl::ToChronoMicroseconds(kNcclPoll));
   }
 }
 

@@ -13,14 +13,11 @@
 #include "absl/time/clock.h"
 #include "actor/cuda/cuda_kernels.cuh"
 #include "actor/cuda/cuda_runtime.h"
+#include "actor/cuda/nccl_wait.h"
 #include "ir/all_reduce.h"
 
 namespace tandem::actor::cuda {
 namespace {
-
-absl::Status NcclError(absl::string_view call, ncclResult_t result) {
-  return absl::InternalError(absl::StrCat(call, ": ", ncclGetErrorString(result)));
-}
 
 absl::Status CudaError(absl::string_view call, cudaError_t error) {
   return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(error)));
@@ -31,10 +28,6 @@ absl::Status CudaError(absl::string_view call, cudaError_t error) {
 std::string GroupName(const std::vector<int32_t>& actors) {
   return absl::StrCat("replica group (actors ", absl::StrJoin(actors, ", "), ")");
 }
-
-// As NcclPairCommunicator's: short against a reduction, long enough not to
-// burn a core.
-constexpr absl::Duration kPoll = absl::Microseconds(50);
 
 }  // namespace
 
@@ -76,18 +69,8 @@ struct NcclReplicaGroup::Impl {
   }
 
   // Waits until the communicator has no operation in progress.
-  absl::Status WaitComm(absl::string_view what, absl::Time deadline) {
-    for (;;) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclResult_t result = ncclCommGetAsyncError(comm, &state); result != ncclSuccess) {
-        return NcclError("ncclCommGetAsyncError", result);
-      }
-      if (state == ncclSuccess) return absl::OkStatus();
-      if (state != ncclInProgress) return NcclError(what, state);
-      if (absl::Now() >= deadline) return absl::DeadlineExceededError(absl::StrCat(what, " did not complete in time"));
-      std::this_thread::sleep_for(absl::ToChronoMicroseconds(kPoll));
-    }
-  }
+  absl::Status WaitComm(absl::string_view what, absl::Time deadline) { return WaitUntilIdle(comm, what, deadline); }
+
 
   // Waits until everything on the stream ran, watching the communicator.
   absl::Status WaitStream(absl::string_view what, absl::Time deadline) {
@@ -100,7 +83,7 @@ struct NcclReplicaGroup::Impl {
         return NcclError(what, async);
       }
       if (absl::Now() >= deadline) return absl::DeadlineExceededError(absl::StrCat(what, " did not complete in time"));
-      std::this_thread::sleep_for(absl::ToChronoMicroseconds(kPoll));
+      std::this_thread::sleep_for(absl::ToChronoMicroseconds(kNcclPoll));
     }
   }
 

@@ -83,15 +83,8 @@ check_root() {
   fi
 }
 
-# Polls "$@" every 0.2 s for at most $1 seconds; 0 as soon as it succeeds.
-await() {
-  local deadline=$((${EPOCHREALTIME//[!0-9]/} + $1 * 1000000))
-  shift
-  until "$@"; do
-    ((${EPOCHREALTIME//[!0-9]/} < deadline)) || return 1
-    sleep 0.2
-  done
-}
+# shellcheck source=test_lib.sh
+source "$(dirname "$self")/test_lib.sh"
 
 # Runs a Slurm client command against this cluster, bounded in time.
 client() { SLURM_CONF=$conf timeout 5 "$@"; }

@@ -43,23 +43,9 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-fail() {
-  echo "mini_cluster_test: FAILED: $*" >&2
-  exit 1
-}
-
-# Seconds since $1 (an $EPOCHREALTIME), to 0.1 s.
-since() { awk -v start="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - start }'; }
-
-# Polls "$@" every 0.1 s for at most $1 seconds; 0 as soon as it succeeds.
-await() {
-  local deadline=$((${EPOCHREALTIME//[!0-9]/} + $1 * 1000000))
-  shift
-  until "$@"; do
-    ((${EPOCHREALTIME//[!0-9]/} < deadline)) || return 1
-    sleep 0.1
-  done
-}
+test_name=mini_cluster_test
+# shellcheck source=test_lib.sh
+source "$here/test_lib.sh"
 
 # Pids of the live processes whose environment holds this run's token or
 # this cluster's SLURM_CONF, or whose command line names DIR: everything

@@ -46,19 +46,9 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-fail() {
-  echo "slurm_cluster_test: FAILED: $*" >&2
-  exit 1
-}
-since() { awk -v start="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - start }'; }
-await() {
-  local deadline=$((${EPOCHREALTIME//[!0-9]/} + $1 * 1000000))
-  shift
-  until "$@"; do
-    ((${EPOCHREALTIME//[!0-9]/} < deadline)) || return 1
-    sleep 0.1
-  done
-}
+test_name=slurm_cluster_test
+# shellcheck source=test_lib.sh
+source "$here/test_lib.sh"
 
 # Live tandem-actor processes of this cluster's jobs: pid and node.
 actors() {
