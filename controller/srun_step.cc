@@ -154,6 +154,10 @@ void SrunStep::OnLine(absl::string_view line) {
               exit.program = options_.actor.program;
               exit.node = std::string(parts[0]);
               exit.report = std::string(parts[2]);
+              // Slurm cancelled the step before this task ended: that is
+              // why it ended. (A cancellation reported after a task's end
+              // is srun --kill-on-bad-exit answering that end.)
+              if (!cancelled_.empty()) absl::StrAppend(&exit.report, " (", cancelled_, ")");
               ended_.push_back(std::move(exit));
             }
           }
@@ -168,7 +172,6 @@ std::optional<ExitInfo> SrunStep::TakeLocked() {
   if (ended_.empty()) return std::nullopt;
   ExitInfo exit = std::move(ended_.front());
   ended_.pop_front();
-  if (!cancelled_.empty()) exit.report = absl::StrCat(exit.report, " (", cancelled_, ")");
   return exit;
 }
 

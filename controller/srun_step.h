@@ -19,7 +19,9 @@
 //    task once and in the order srun reported them, as ExitInfo with `node`
 //    and `report` set;
 //  - slurmstepd's "*** STEP ... CANCELLED ... ***" (scancel, a time limit) is
-//    kept and added to the reports that follow;
+//    kept and added to the reports of the tasks that end after it (not to
+//    those before: srun --kill-on-bad-exit cancels the step after a task
+//    failed);
 //  - every other line goes to the sink as "[srun] line".
 // When srun itself ends and no task's end explains it (it could not start
 // the step, say), the end is reported once as ExitInfo for actor -1 with
