@@ -116,6 +116,9 @@ int RunActorProcess(const ActorProcessOptions& options) {
     ActorServiceOptions service_options;
     service_options.receive_timeout = options.receive_timeout;
     service_options.device = *device;
+    // Replica groups and the data plane listen on the same interface.
+    service_options.collective_host = options.data_plane_options.tcp_bind_host;
+    service_options.regions_by_path = options.control_plane == rpc::ControlPlaneKind::kTcp;
     wire::Actor::Client service =
         kj::heap<ActorService>(**data_plane, service_options, kj::mv(shutdown.fulfiller));
 

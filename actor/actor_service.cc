@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -22,6 +25,23 @@ namespace tandem::actor {
 namespace {
 
 namespace wire = rpc::wire;
+
+// Opens a peer's ring from its path (RegionPath, actor/data_plane.h), which must be
+// /proc/PID/fd/FD: InvalidArgument for anything else, Unavailable with the
+// OS's reason when it cannot be opened (the peer is on another host, or
+// gone).
+absl::StatusOr<int> OpenRegionPath(const std::string& path) {
+  int pid = 0;
+  int fd = 0;
+  char rest = 0;
+  if (path.size() > 64 || std::sscanf(path.c_str(), "/proc/%d/fd/%d%c", &pid, &fd, &rest) != 2 || pid <= 0 ||
+      fd < 0 || path != RegionPath(pid, fd)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path.substr(0, 64), "' is not a ring's path (/proc/PID/fd/FD)"));
+  }
+  const int opened = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (opened < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
+  return opened;
+}
 
 std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
@@ -471,7 +491,11 @@ kj::Promise<void> ActorService::openDataPlane(OpenDataPlaneContext context) {
   auto regions = results.initRegions(static_cast<unsigned>(offer.regions.size()));
   for (size_t i = 0; i < offer.regions.size(); ++i) {
     regions[i].setPeer(offer.regions[i].peer);
-    regions[i].setRegion(kj::heap<RegionServer>(offer.regions[i].fd));
+    if (options_.regions_by_path) {
+      regions[i].setPath(RegionPath(getpid(), offer.regions[i].fd));
+    } else {
+      regions[i].setRegion(kj::heap<RegionServer>(offer.regions[i].fd));
+    }
   }
   return kj::READY_NOW;
 }
@@ -494,6 +518,19 @@ kj::Promise<void> ActorService::connectDataPlane(ConnectDataPlaneContext context
   for (wire::DataPlanePeer::Reader entry : params.getPeers()) {
     const size_t index = peers->size();
     peers->push_back({entry.getActor(), ToString(entry.getTcpAddress()), -1});
+    if (entry.hasRegionPath()) {
+      absl::StatusOr<int> fd = OpenRegionPath(ToString(entry.getRegionPath()));
+      if (!fd.ok()) {
+        for (DataPlane::Peer& peer : *peers) {
+          if (peer.region_fd >= 0) close(peer.region_fd);
+        }
+        data_plane_setup_ = DataPlaneSetup::kOpened;
+        rpc::ThrowIfError(absl::Status(fd.status().code(), absl::StrCat(Name(), ": the shared-memory ring of actor ",
+                                                                        entry.getActor(), ": ", fd.status().message())));
+      }
+      (*peers)[index].region_fd = *fd;
+      continue;
+    }
     if (!entry.hasRegion()) continue;
     descriptors.add(entry.getRegion().getFd().then([this, peers, index](kj::Maybe<int> fd) {
       KJ_IF_MAYBE (received, fd) {

@@ -127,6 +127,10 @@ struct ActorServiceOptions {
   std::shared_ptr<Device> device = CpuDevice();
   // The interface the replica group's collective library binds to.
   std::string collective_host = "127.0.0.1";
+  // openDataPlane hands out shared-memory rings as paths (RegionPath,
+  // actor/data_plane.h) instead of descriptors: the control connection is
+  // TCP, which carries none. Peers on this host open them.
+  bool regions_by_path = false;
 };
 
 class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet::ErrorHandler {

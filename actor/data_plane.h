@@ -5,8 +5,11 @@
 //     to each peer, as file descriptors);
 //  2. Actor.connectDataPlane -> Connect(): the peers' offers, as they
 //     concern this actor; returns once every peer is reachable.
-// Two implementations: shared memory (ShmTransport, one host) and TCP
-// (TcpTransport, across hosts; loopback unless told otherwise). TCP peers
+// Three implementations: shared memory (ShmTransport, one host), TCP
+// (TcpTransport, across hosts; loopback unless told otherwise), and both
+// by placement (ir::DataPlaneKind::kAuto: the offer holds the rings and a
+// TCP address, and the controller gives each peer the ring when the two
+// share a host, the address otherwise). TCP peers
 // prove the job's token to each other (rpc/auth.h) and strangers are
 // refused and counted (refused_connections()).
 //
@@ -64,6 +67,11 @@ class DataPlane {
   // Connections from strangers refused so far (TCP); any thread.
   virtual int64_t refused_connections() const { return 0; }
 };
+
+// A ring's descriptor `fd` of process `pid`, for a control connection that
+// cannot carry descriptors (TCP): the path under which a process of the same
+// user on this host opens the ring, "/proc/PID/fd/FD".
+std::string RegionPath(int pid, int fd);
 
 struct DataPlaneOptions {
   int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors

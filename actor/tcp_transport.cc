@@ -323,6 +323,7 @@ absl::Status TcpTransport::ConnectPeers(const std::vector<std::string>& peer_add
   }
   const absl::Time deadline = absl::Now() + timeout;
   for (int32_t peer = 0; peer < actor_; ++peer) {
+    if (peer_addresses[peer].empty()) continue;  // reached another way
     {
       absl::MutexLock lock(&mu_);
       if (connections_[peer] != nullptr) continue;
@@ -330,15 +331,18 @@ absl::Status TcpTransport::ConnectPeers(const std::vector<std::string>& peer_add
     if (absl::Status status = Dial(peer, peer_addresses[peer], deadline); !status.ok()) return status;
   }
   // The higher-numbered actors dial us; the accepting thread starts them.
+  int32_t expected = 0;
+  for (int32_t peer = actor_ + 1; peer < num_actors_; ++peer) expected += peer_addresses[peer].empty() ? 0 : 1;
   absl::MutexLock lock(&mu_);
   while (true) {
     if (!abort_status_.ok()) return abort_status_;
     int32_t connected = 0;
-    for (int32_t peer = actor_ + 1; peer < num_actors_; ++peer) connected += connections_[peer] != nullptr ? 1 : 0;
-    if (connected == num_actors_ - 1 - actor_) return absl::OkStatus();
+    for (int32_t peer = actor_ + 1; peer < num_actors_; ++peer) {
+      connected += !peer_addresses[peer].empty() && connections_[peer] != nullptr ? 1 : 0;
+    }
+    if (connected == expected) return absl::OkStatus();
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("actor ", actor_, ": only ", connected, " of ",
-                                                      num_actors_ - 1 - actor_,
+      return absl::DeadlineExceededError(absl::StrCat("actor ", actor_, ": only ", connected, " of ", expected,
                                                       " higher-numbered actors connected in time"));
     }
     changed_.WaitWithDeadline(&mu_, deadline);

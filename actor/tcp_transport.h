@@ -92,8 +92,10 @@ class TcpTransport final : public Transport {
   int port() const { return port_; }
 
   // Connects to every lower-numbered peer, `peer_addresses[p]` being
-  // "host:port" of actor p (the other entries are ignored), answering its
-  // challenge; then waits for every higher-numbered peer to connect.
+  // "host:port" of actor p (this actor's own entry is ignored; an empty one
+  // is a peer reached another way, which neither side dials), answering its
+  // challenge; then waits for every higher-numbered peer with an address to
+  // connect.
   // Returns once every connection is up, or: DeadlineExceeded /
   // Unavailable naming the missing peers; PermissionDenied when a peer
   // refused this actor's answer (the two were given different tokens).

@@ -63,6 +63,7 @@ LauncherLoop::LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num
       tasks(*this),
       tcp_addresses(num_actors),
       regions(num_actors),
+      region_paths(num_actors),
       replica_offers(num_actors),
       hashes(num_actors, 0),
       results(num_actors),

@@ -92,6 +92,7 @@ class LauncherLoop final : private kj::TaskSet::ErrorHandler {
   // What the calls bring back, by actor; read after the batch completed.
   std::vector<std::string> tcp_addresses;
   std::vector<std::map<int32_t, rpc::wire::SharedRegion::Client>> regions;  // peer -> ring to it
+  std::vector<std::map<int32_t, std::string>> region_paths;  // the same, as paths (a TCP control plane)
   std::vector<std::vector<std::string>> replica_offers;  // per group member, what it needs to reach this actor
   std::vector<uint64_t> hashes;
   std::vector<ir::StepOutputs> results;

@@ -231,16 +231,14 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
                                             "' does not exist or is not executable"));
   }
   if (options_.start == ActorStart::kSrun && (options_.control_plane != rpc::ControlPlaneKind::kTcp ||
-                                              options_.data_plane != ir::DataPlaneKind::kTcp)) {
+                                              options_.data_plane == ir::DataPlaneKind::kShm)) {
     return absl::InvalidArgumentError(
-        "actors started by srun may run on other nodes: they need the TCP control plane and the TCP data plane");
+        "actors started by srun may run on other nodes: they need the TCP control plane, and the TCP or the "
+        "placed (auto) data plane");
   }
-  if (options_.data_plane == ir::DataPlaneKind::kShm && options_.control_plane != rpc::ControlPlaneKind::kUnix) {
-    return absl::InvalidArgumentError(
-        "the shared-memory data plane hands its rings over as file descriptors, which only a Unix control "
-        "socket carries: use the Unix control plane (--control unix) or the TCP data plane (--transport tcp)");
-  }
-  if (options_.data_plane == ir::DataPlaneKind::kShm &&
+  // Over a Unix control socket the rings travel as descriptors, all of an
+  // actor's in one message (over TCP, as paths).
+  if (options_.data_plane != ir::DataPlaneKind::kTcp && options_.control_plane == rpc::ControlPlaneKind::kUnix &&
       static_cast<uint32_t>(num_actors_ - 1) > options_.limits.max_fds_per_message) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the shared-memory data plane hands each actor ", num_actors_ - 1, " rings in one control message, above ",
@@ -360,7 +358,7 @@ absl::Status LocalLauncher::StartActors() {
     } else {
       spec.args.insert(spec.args.end(), {"--actor", absl::StrCat(actor)});
     }
-    if (options_.data_plane == ir::DataPlaneKind::kTcp) {
+    if (options_.data_plane != ir::DataPlaneKind::kShm) {
       // Tasks on other nodes listen on their own address, unless the whole
       // allocation is this host's loopback.
       const bool loopback = absl::StartsWith(options_.bind_host, "127.") || options_.bind_host == "localhost";
@@ -408,13 +406,30 @@ absl::Status LocalLauncher::StartActors() {
   return absl::OkStatus();
 }
 
+bool LocalLauncher::SharedMemoryBetween(int32_t actor, int32_t peer) const {
+  switch (options_.data_plane) {
+    case ir::DataPlaneKind::kShm:
+      return true;
+    case ir::DataPlaneKind::kTcp:
+      return false;
+    case ir::DataPlaneKind::kAuto:
+      // The hosts the actors reported (all empty on this host alone).
+      return nodes_[actor] == nodes_[peer];
+  }
+  return false;
+}
+
 absl::Status LocalLauncher::SetUpDataPlane() {
   absl::Status opened = CallAll("data-plane setup (openDataPlane)", options_.start_timeout, [&](int32_t actor) {
     loop_->Track(actor, loop_->actor(actor).openDataPlaneRequest().send().then([this, actor](auto&& response) {
       const std::string address = ToString(response.getTcpAddress());
       loop_->tcp_addresses[actor] = address.empty() ? address : Dial(address);
       for (wire::OutboundRegion::Reader region : response.getRegions()) {
-        loop_->regions[actor].emplace(region.getPeer(), region.getRegion());
+        if (region.hasPath()) {
+          loop_->region_paths[actor].emplace(region.getPeer(), ToString(region.getPath()));
+        } else {
+          loop_->regions[actor].emplace(region.getPeer(), region.getRegion());
+        }
       }
     }));
   });
@@ -429,9 +444,14 @@ absl::Status LocalLauncher::SetUpDataPlane() {
       if (peer == actor) continue;
       wire::DataPlanePeer::Builder entry = peers[index++];
       entry.setActor(peer);
-      entry.setTcpAddress(loop_->tcp_addresses[peer]);
+      if (!SharedMemoryBetween(actor, peer)) {
+        entry.setTcpAddress(loop_->tcp_addresses[peer]);
+        continue;
+      }
       auto region = loop_->regions[peer].find(actor);
       if (region != loop_->regions[peer].end()) entry.setRegion(region->second);
+      auto path = loop_->region_paths[peer].find(actor);
+      if (path != loop_->region_paths[peer].end()) entry.setRegionPath(path->second);
     }
     loop_->Track(actor, request.send().ignoreResult());
   });

@@ -194,6 +194,8 @@ class LocalLauncher final : public Launcher {
   std::string Dial(const std::string& address) const;
   absl::Status StartActors();
   absl::Status SetUpDataPlane();
+  // Whether `actor` reaches `peer` through shared memory (else TCP).
+  bool SharedMemoryBetween(int32_t actor, int32_t peer) const;
   // Data parallelism: openReplicaGroup on every actor that all-reduces,
   // then connectReplicaGroup with its group's offers.
   absl::Status SetUpReplicaGroups();

@@ -14,9 +14,12 @@ namespace tandem::ir {
 enum class DataPlaneKind : uint8_t {
   kShm,  // shared-memory rings between the processes of one host
   kTcp,  // TCP connections (loopback on one host)
+  // By placement: shared memory between actors on one host, TCP between
+  // hosts (the host each actor reported when it registered).
+  kAuto,
 };
 
-// "shm" or "tcp".
+// "shm", "tcp" or "auto".
 absl::string_view DataPlaneKindName(DataPlaneKind kind);
 // InvalidArgument naming the accepted values for anything else.
 absl::StatusOr<DataPlaneKind> ParseDataPlaneKind(absl::string_view name);

@@ -131,17 +131,23 @@ struct ActorProgram {
 interface SharedRegion {}
 
 # The ring an actor writes to one peer.
+# Over a TCP control connection, which carries no descriptors, `path` names
+# the ring instead (/proc/PID/fd/FD of its maker), for a peer on the same
+# host to open.
 struct OutboundRegion {
   peer @0 :Int32;
   region @1 :SharedRegion;
+  path @2 :Text;
 }
 
-# How the callee reaches `actor` on the data plane: one of the two fields,
-# by the job's transport.
+# How the callee reaches `actor` on the data plane: a TCP address, or a
+# ring (as a descriptor or a path), by the job's transport and, with
+# transport `auto`, by whether the two actors share a host.
 struct DataPlanePeer {
   actor @0 :Int32;
   tcpAddress @1 :Text;       # "host:port" where `actor` accepts (TCP)
   region @2 :SharedRegion;   # the ring `actor` writes to the callee (shared memory)
+  regionPath @3 :Text;       # that ring as a path (a TCP control connection)
 }
 
 enum HealthState {

@@ -2,7 +2,7 @@
 // (the local launcher forks and execs it), never by hand in normal use:
 //
 //   TANDEM_JOB_TOKEN=... tandem-actor [--control unix|tcp] --controller SOCKET|HOST:PORT
-//       --actor A --actors P [--transport shm|tcp] [--receive-timeout-ms N]
+//       --actor A --actors P [--transport shm|tcp|auto] [--receive-timeout-ms N]
 //       [--shm-ring-mib N] [--bind HOST] [--device cpu|cuda|cuda:N[+bf16]]
 //   TANDEM_JOB_TOKEN=... srun ... tandem-actor --slurm --control tcp --controller HOST:PORT --actors P ...
 //
@@ -91,8 +91,9 @@ int main(int argc, char** argv) {
   app.add_option("--actors", actors, "the number of actors in the job")
       ->required()
       ->check(CLI::Range(1, std::numeric_limits<int32_t>::max()));
-  app.add_option("--transport", transport, "data plane: shm (one host) or tcp")
-      ->check(CLI::IsMember({"shm", "tcp"}))
+  app.add_option("--transport", transport,
+                 "data plane: shm (one host), tcp, or auto (both: the controller says which per peer)")
+      ->check(CLI::IsMember({"shm", "tcp", "auto"}))
       ->capture_default_str();
   app.add_option("--receive-timeout-ms", receive_timeout_ms, "deadline of every data-plane receive")
       ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000))

@@ -552,7 +552,7 @@ TEST_F(ActorServiceTest, BareTransportNeedsNoDataPlaneSetup) {
 TEST(DataPlaneKindTest, UnknownNameIsInvalidArgumentListingTheChoices) {
   absl::StatusOr<ir::DataPlaneKind> kind = ir::ParseDataPlaneKind("udp");
   EXPECT_EQ(kind.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(kind.status().message()), HasSubstr("unknown transport 'udp' (expected shm or tcp)"));
+  EXPECT_THAT(std::string(kind.status().message()), HasSubstr("unknown transport 'udp' (expected shm, tcp or auto)"));
 }
 
 }  // namespace

@@ -365,7 +365,8 @@ absl::Status ConnectPair(TcpTransport& zero, TcpTransport& one, const std::strin
                          absl::Duration timeout = absl::Seconds(10)) {
   absl::Status one_status;
   std::thread dialer([&] { one_status = one.ConnectPeers({dial_zero_at, ""}, timeout); });
-  absl::Status zero_status = zero.ConnectPeers({"", ""}, timeout);
+  // Actor 1's address marks it a TCP peer; zero waits for it to dial.
+  absl::Status zero_status = zero.ConnectPeers({"", absl::StrCat("127.0.0.1:", one.port())}, timeout);
   dialer.join();
   return zero_status.ok() ? one_status : zero_status;
 }
@@ -431,7 +432,8 @@ TEST(TcpTransportAuth, PeersWithDifferentTokensAreRefusedNamingTheCause) {
   EXPECT_THAT(dialed.message(), HasSubstr("actor 1: connecting to actor 0 at 127.0.0.1:"));
   EXPECT_THAT(dialed.message(), HasSubstr("different job tokens"));
   EXPECT_EQ((*zero)->refused_connections(), 1);
-  absl::Status waited = (*zero)->ConnectPeers({"", ""}, absl::Milliseconds(200));
+  absl::Status waited =
+      (*zero)->ConnectPeers({"", absl::StrCat("127.0.0.1:", (*one)->port())}, absl::Milliseconds(200));
   EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
   EXPECT_THAT(waited.message(), HasSubstr("only 0 of 1 higher-numbered actors connected in time"));
 }

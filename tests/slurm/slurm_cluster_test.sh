@@ -4,11 +4,14 @@
 # whatever happens. Under `salloc -N 3`, across the three nodes:
 #  1. GPT, P=2 x D=2 (4 actors on 3 nodes), 1f1b and zb-h1, with --verify:
 #     bit-identical to the single-process reference;
-#  2. an actor killed on n2: the controller exits non-zero within 5 s
+#  2. the data plane by placement: shared memory between the two actors on
+#     n1, TCP to the others;
+#  3. an actor killed on n2: the controller exits non-zero within 5 s
 #     naming the actor, n2, its stage and the step, and no step, task or
 #     actor of the job is left (squeue, /proc);
-#  3. the job's srun step scancel'ed: a clean error that names the
-#     cancellation, and nothing left.
+#  4. the job's srun step scancel'ed: a clean error that names the
+#     cancellation, and nothing left;
+#  5. examples/slurm/gpt_2x2.sbatch, submitted with sbatch, verified.
 #
 #   slurm_cluster_test.sh TANDEM     exit 0 on success, 77 (skip) without
 #                                    root or Slurm, 1 on a failure
@@ -94,8 +97,30 @@ start_long_run() {
 }
 train_gone() { ! kill -0 "$train_pid" 2>/dev/null; }
 
-# 2. An actor killed on n2.
+# 2. The data plane by placement (--transport auto, slurm's default):
+#    srun puts tasks 0 and 1 on n1, 2 on n2, 3 on n3. Actor 0 maps the ring
+#    actor 1 writes to it (shared memory on one node), and none from actor 2
+#    or 3 (TCP between nodes).
 start_long_run killed
+# The pid of the live actor with id $1.
+pid_of() {
+  local pid _node
+  while read -r pid _node; do
+    if [[ "$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^SLURM_PROCID=//p')" == "$1" ]]; then
+      echo "$pid"
+    fi
+  done < <(actors)
+  return 0
+}
+actor0=$(pid_of 0)
+[[ -n "$actor0" ]] || fail "no actor 0: $(actors | xargs)"
+grep -q 'memfd:tandem-1-to-0' "/proc/$actor0/maps" ||
+  fail "actor 0 does not map actor 1's ring though both run on n1: $(grep -o 'memfd:tandem-[0-9-]*to-0' "/proc/$actor0/maps" | sort -u | xargs)"
+! grep -qE 'memfd:tandem-[23]-to-0' "/proc/$actor0/maps" ||
+  fail "actor 0 maps a ring of an actor on another node: $(grep -o 'memfd:tandem-[0-9-]*to-0' "/proc/$actor0/maps" | sort -u | xargs)"
+echo "placement: actor 0 on n1 reads actor 1 (n1) from shared memory and actors 2, 3 (n2, n3) over TCP"
+
+# 3. An actor killed on n2.
 read -r victim_pid victim_node < <(actors | awk '$2 == "n2"' | head -1)
 [[ -n "${victim_pid:-}" ]] || fail "no actor runs on n2: $(actors | xargs)"
 victim=$(tr '\0' '\n' <"/proc/$victim_pid/environ" | sed -n 's/^SLURM_PROCID=//p')
@@ -108,14 +133,16 @@ kill_seconds=$(since "$kill_start")
 ((status != 0)) || fail "tandem train exited 0 after an actor was killed"
 error=$(grep -E '^tandem( train)?:' "$dir/killed.err" | tail -1 || true)
 [[ -n "$error" ]] || error=$(tail -1 "$dir/killed.err")
-for want in "actor $victim " "n2" "stage" "step"; do
+for want in "actor $victim " "n2" "stage" "step" "Killed"; do
   [[ "$error" == *"$want"* ]] || fail "the error does not name '$want': $error"
 done
+# srun cancels the step after the kill (--kill-on-bad-exit): not the cause.
+[[ "$error" != *CANCELLED* ]] || fail "the error blames a cancellation for a killed actor: $error"
 await 5 no_actor_left || fail "actors outlived the job: $(actors | xargs)"
 await 10 no_job_left || fail "the job outlived its controller: $(squeue -h)"
 echo "actor $victim killed on $victim_node: exit $status in $kill_seconds s: $error"
 
-# 3. The step scancel'ed.
+# 4. The step scancel'ed.
 start_long_run cancelled
 step=$(timeout 5 squeue -h -s -o '%i' | grep -E '^[0-9]+\.0$' | head -1)
 [[ -n "$step" ]] || fail "no step 0 in squeue: $(squeue -h -s)"
@@ -133,7 +160,7 @@ await 5 no_actor_left || fail "actors outlived the cancelled step: $(actors | xa
 await 10 no_job_left || fail "the job outlived its controller: $(squeue -h)"
 echo "scancel $step: exit $status in $(since "$cancel_start") s: $error"
 
-# 4. The example batch script, submitted as a user would (2 nodes).
+# 5. The example batch script, submitted as a user would (2 nodes).
 start=$EPOCHREALTIME
 TANDEM=$tandem TANDEM_STEPS=2 TANDEM_ARGS="--bind 127.0.0.1 --verify --eval-batches 0" \
   timeout 300 sbatch --wait --parsable -o "$dir/example-%j.out" "$here/../../examples/slurm/gpt_2x2.sbatch" \

@@ -114,7 +114,7 @@ TEST(TrainProcess, BadTransportIsAUsageError) {
   ASSERT_TRUE(status.has_value());
   ASSERT_TRUE(WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 2);
-  EXPECT_THAT(train.err(), HasSubstr("--transport: carrier-pigeon not in {shm,tcp}"));
+  EXPECT_THAT(train.err(), HasSubstr("--transport: carrier-pigeon not in {shm,tcp,auto}"));
 }
 
 // Checkpoints. A small GPT on 2 actors; each run is a few seconds.

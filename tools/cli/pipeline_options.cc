@@ -48,8 +48,9 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
       ->check(CLI::IsMember({"unix", "tcp"}));
   command
       .add_option("--transport", options.transport,
-                  "data plane: shm (shared memory; the local launcher's default) or tcp (slurm's only one)")
-      ->check(CLI::IsMember({"shm", "tcp"}));
+                  "data plane: shm (shared memory; the local launcher's default), tcp, or auto (shared memory "
+                  "between actors on one node, TCP between nodes; slurm's default)")
+      ->check(CLI::IsMember({"shm", "tcp", "auto"}));
   command
       .add_option("--bind", options.bind,
                   "the address the TCP control plane listens on and actors dial: 127.0.0.1 by default; with slurm, "
@@ -78,10 +79,11 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   const bool slurm = options.launcher == "slurm";
   if (slurm && (options.control == "unix" || options.transport == "shm")) {
     return absl::InvalidArgumentError(
-        "--launcher slurm runs actors on other nodes: it needs --control tcp and --transport tcp (its defaults)");
+        "--launcher slurm runs actors on other nodes: it needs --control tcp and --transport auto or tcp (its "
+        "defaults are tcp and auto)");
   }
   absl::StatusOr<ir::DataPlaneKind> transport =
-      ir::ParseDataPlaneKind(!options.transport.empty() ? options.transport : slurm ? "tcp" : "shm");
+      ir::ParseDataPlaneKind(!options.transport.empty() ? options.transport : slurm ? "auto" : "shm");
   if (!transport.ok()) return transport.status();
   absl::StatusOr<rpc::ControlPlaneKind> control =
       rpc::ParseControlPlaneKind(!options.control.empty() ? options.control : slurm ? "tcp" : "unix");
@@ -99,11 +101,6 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   if (options.launcher != "local" && !slurm) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown launcher '", options.launcher, "' (expected local, threads or slurm)"));
-  }
-  if (*control == rpc::ControlPlaneKind::kTcp && *transport == ir::DataPlaneKind::kShm) {
-    return absl::InvalidArgumentError(
-        "--control tcp needs --transport tcp: the shared-memory data plane hands its rings over as file "
-        "descriptors, which only the Unix control socket carries");
   }
   controller::LocalLauncherOptions local;
   local.actor_binary = options.actor_binary.empty() ? FindActorBinary() : options.actor_binary;
@@ -123,8 +120,9 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   if (slurm) local.start = controller::ActorStart::kSrun;
   choice.launcher = std::make_unique<controller::LocalLauncher>(std::move(local));
   if (slurm) {
-    choice.description = absl::StrCat("slurm launcher (one srun step across the allocation, tcp control and data "
-                                      "planes, ", device_name, ")");
+    choice.description =
+        absl::StrCat("slurm launcher (one srun step across the allocation, tcp control plane, ",
+                     ir::DataPlaneKindName(*transport), " data plane, ", device_name, ")");
     return choice;
   }
   choice.description = absl::StrCat(
