@@ -191,6 +191,17 @@ absl::Status Simulation::Index() {
     }
     stage_cost_[static_cast<int>(key.first) * num_stages_ + key.second] = cost;
   }
+  if (!(costs_.remat_kept >= 0.0 && costs_.remat_kept <= 1.0)) {
+    return absl::InvalidArgumentError("the fraction of activations a rematerialised stage keeps must be in [0, 1]");
+  }
+  // A rematerialised stage's backward recomputes its forward first.
+  for (int32_t stage : costs_.remat_stages) {
+    if (stage < 0 || stage >= num_stages_) continue;
+    const double forward = stage_cost_[static_cast<int>(TaskKind::kForward) * num_stages_ + stage];
+    for (TaskKind kind : {TaskKind::kBackward, TaskKind::kBackwardInput}) {
+      stage_cost_[static_cast<int>(kind) * num_stages_ + stage] += forward;
+    }
+  }
 
   const int64_t num_tasks = schedule_.NumTasks();
   const int64_t grid = static_cast<int64_t>(kNumKinds) * num_stages_ * num_microbatches_;
@@ -513,10 +524,20 @@ void Simulation::ComputeMemory(SimulationResult& result) const {
       double allocated = 0.0;
       double freed = 0.0;
       for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
+        // A rematerialised stage keeps remat_kept of its forward and
+        // recomputes the rest at the start of its backward (B, or I).
+        const bool remat = costs_.remat_stages.count(tasks_[t].stage.value) > 0;
+        const double kept = remat ? costs_.remat_kept : 1.0;
         switch (tasks_[t].kind) {
-          case TaskKind::kForward: allocated += 1.0; break;
-          case TaskKind::kBackward: freed += 1.0; break;
-          case TaskKind::kBackwardInput: freed += input_frees; break;
+          case TaskKind::kForward: allocated += kept; break;
+          case TaskKind::kBackward:
+            allocated += 1.0 - kept;
+            freed += 1.0;
+            break;
+          case TaskKind::kBackwardInput:
+            allocated += 1.0 - kept;
+            freed += input_frees;
+            break;
           case TaskKind::kBackwardWeight: freed += 1.0 - input_frees; break;
         }
       }

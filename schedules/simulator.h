@@ -41,6 +41,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,12 @@ struct CostModel {
   double gradient_bytes = 1.0;    // Sent along B/I -> B/I (and I -> W) edges.
   // The fraction of a forward's activations that I frees; W frees the rest.
   double input_grad_frees = 0.5;
+  // Rematerialised stages (`--remat stage`): such a stage keeps only
+  // remat_kept of a forward's activations (its inputs) until its backward,
+  // which recomputes the forward first: B and I cost the stage's F more, and
+  // hold the recomputed (1 - remat_kept) while they run.
+  std::set<int32_t> remat_stages;
+  double remat_kept = 0.0;
   // Replicas of the pipeline whose gradients are reduced after the step, in
   // [1, kMaxDataParallel]; 1 means no reduction at all.
   int32_t data_parallel = 1;

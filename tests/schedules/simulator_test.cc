@@ -56,6 +56,29 @@ TEST(Simulator, TinyOneFOneBTimesAndCriticalPath) {
   EXPECT_EQ(result->transfers.size(), 4u);
 }
 
+// Remat: B recomputes F (3 instead of 2), and a stage keeps a quarter of
+// each forward until its backward, which holds the recomputed rest while
+// it runs.
+TEST(Simulator, RematerialisedStagesPayTheirForwardAgainAndKeepOnlyTheirInputs) {
+  const Schedule schedule = TinyOneFOneB();
+  CostModel costs;
+  costs.remat_stages = {0, 1};
+  costs.remat_kept = 0.25;
+  absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->makespan, 3 * (1.0 + 3.0));  // (m + p - 1)(F + B + F)
+  // Actor 0: F0.0, F0.1 keep 0.25 each; B0.0 recomputes 0.75 on top: 1.25.
+  EXPECT_EQ(result->per_actor[0].peak_activations, 1.25);
+  EXPECT_EQ(result->per_actor[1].peak_activations, 1.0);
+  // Only stage 1 rematerialised: actor 0 as without remat.
+  costs.remat_stages = {1};
+  result = Simulate(schedule, costs);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->per_actor[0].peak_activations, 2.0);
+  costs.remat_kept = 1.5;
+  EXPECT_EQ(Simulate(schedule, costs).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(Simulator, LinkCostLengthensTwoActorMakespanByTwoTransfers) {
   // GPipe with p=2, m=1: F0 -> F1 -> B1 -> B0, two transfers on the path.
   const Schedule schedule = MakeSchedule(1, {{{{F(0, 0)}}, {{B(0, 0)}}},

@@ -106,6 +106,8 @@ struct CostOptions {
   double i_frees = 0.5;
   int32_t data_parallel = 1;
   double grad_bytes = 1.0;
+  std::string remat = "none";
+  double remat_kept = 0.0;
 };
 
 // A check for a finite, non-negative real option; refuses NaN and infinities,
@@ -140,6 +142,16 @@ void AddCostOptions(CLI::App& command, CostOptions& options) {
       ->check(CLI::Range(1, schedules::kMaxDataParallel));
   command.add_option("--grad-bytes", options.grad_bytes, "gradient bytes of each stage, reduced across the replicas")
       ->check(NonNegativeFinite())
+      ->capture_default_str();
+  command
+      .add_option("--remat", options.remat,
+                  "none, or stage: every stage recomputes its forward in its backward (B and I cost F more)")
+      ->check(CLI::IsMember({"none", "stage"}))
+      ->capture_default_str();
+  command
+      .add_option("--remat-kept", options.remat_kept,
+                  "with --remat stage, the fraction of a forward's activations a stage keeps (its inputs)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
 }
 
@@ -188,6 +200,10 @@ std::optional<Simulated> LoadAndSimulate(const CLI::App& command, const CostOpti
     }
     return std::nullopt;
   }
+  if (options.remat == "stage") {
+    for (int32_t stage = 0; stage < schedule->num_stages; ++stage) costs->remat_stages.insert(stage);
+  }
+  costs->remat_kept = options.remat_kept;
   absl::StatusOr<schedules::SimulationResult> result = schedules::Simulate(*schedule, *costs);
   if (!result.ok()) {
     streams.err << name << ": error: " << result.status().message() << "\n";
