@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "controller/actor_lowering.h"
 #include "controller/step_plan.h"
 #include "ir/all_reduce.h"
@@ -163,11 +164,17 @@ ActorStats Count(const ir::ActorProgram& program, int32_t replica, std::vector<i
 
 }  // namespace
 
-absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules::Schedule& schedule) {
+std::vector<bool> RematEveryStage(int32_t num_stages, bool remat) {
+  return remat ? std::vector<bool>(num_stages, true) : std::vector<bool>();
+}
+
+absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules::Schedule& schedule,
+                                     const CompileOptions& options) {
   if (absl::Status status = CheckFits(step, schedule); !status.ok()) return status;
-  absl::StatusOr<StepPlan> plan = StepPlan::Build(step, schedule);
+  absl::StatusOr<StepPlan> plan = StepPlan::Build(step, schedule, options.remat);
   if (!plan.ok()) return plan.status();
   CompiledStep compiled;
+  for (int32_t stage = 0; stage < step.num_stages; ++stage) compiled.remat.push_back(plan->Remat(stage));
   compiled.model = step.name;
   compiled.schedule = schedule.name;
   compiled.actors_per_replica = schedule.num_actors;
@@ -215,6 +222,11 @@ std::string DumpCompiledStep(const CompiledStep& compiled, bool with_functions) 
     absl::StrAppendFormat(&out, " per replica, %d data-parallel replicas of %d actors", compiled.num_replicas,
                           compiled.actors_per_replica);
   }
+  std::vector<int32_t> remat;
+  for (int32_t stage = 0; stage < static_cast<int32_t>(compiled.remat.size()); ++stage) {
+    if (compiled.remat[stage]) remat.push_back(stage);
+  }
+  if (!remat.empty()) absl::StrAppend(&out, ", rematerialising stages ", absl::StrJoin(remat, ", "));
   absl::StrAppend(&out, "\n\n actor  instructions   runs  sends  receives  bytes sent  static peak bytes",
                   replicated ? "  all-reduces  reduce bytes sent" : "", "\n");
   for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {

@@ -72,15 +72,27 @@ struct CompiledStep {
   // The program global actor `actor` runs (as replica Replica(actor)).
   const ir::ActorProgram& ProgramOf(int32_t actor) const { return programs[Position(actor)]; }
   std::vector<ActorStats> stats;           // one per actor
+  std::vector<bool> remat;                 // by stage: recomputes its forward in its backward
   uint64_t hash = 0;                       // over every program
 };
+
+struct CompileOptions {
+  // By stage (empty: none): the stage keeps only its inputs of each
+  // microbatch in flight and recomputes its forward inside its backward
+  // (controller/step_plan.h). The results stay bit-identical.
+  std::vector<bool> remat;
+};
+
+// Remat for every one of `num_stages` stages (`--remat stage`), or none.
+std::vector<bool> RematEveryStage(int32_t num_stages, bool remat);
 
 // Compiles `step` for `schedule`, on step.num_replicas replicas of it.
 // InvalidArgument, naming the stage, actor and task, when they do not fit:
 // different stage or microbatch counts, an invalid schedule, an order that
 // violates the model's dataflow, or a forward value flowing to an earlier
 // stage.
-absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules::Schedule& schedule);
+absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules::Schedule& schedule,
+                                     const CompileOptions& options = {});
 
 // Every actor's instruction stream with its static peak memory.
 std::string DumpCompiledStep(const CompiledStep& compiled, bool with_functions = false);

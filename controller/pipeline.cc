@@ -7,9 +7,9 @@ namespace tandem::controller {
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, const schedules::Schedule& schedule,
                                                            const ir::TensorMap& state,
                                                            std::unique_ptr<Launcher> launcher,
-                                                           int64_t steps_done) {
+                                                           int64_t steps_done, const CompileOptions& options) {
   if (steps_done < 0) return absl::InvalidArgumentError("steps_done must not be negative");
-  absl::StatusOr<CompiledStep> compiled = Compile(step, schedule);
+  absl::StatusOr<CompiledStep> compiled = Compile(step, schedule, options);
   if (!compiled.ok()) return compiled.status();
   // Every actor's program and state; replicas share their position's
   // program (CompiledStep::ProgramOf).

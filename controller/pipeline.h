@@ -42,7 +42,8 @@ class Pipeline {
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(ir::TrainStep step, const schedules::Schedule& schedule,
                                                           const ir::TensorMap& state,
                                                           std::unique_ptr<Launcher> launcher,
-                                                          int64_t steps_done = 0);
+                                                          int64_t steps_done = 0,
+                                                          const CompileOptions& options = {});
 
   // Runs the next step (numbered from 1, or from steps_done + 1) on
   // `microbatches`, each holding that microbatch's data and labels by name.

@@ -74,11 +74,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, 
   if (!options.checkpoint_root.empty()) {
     if (absl::Status status = controller::PrepareCheckpointRoot(options.checkpoint_root); !status.ok()) return status;
   }
+  const int32_t step_stages = step.num_stages;
   std::unique_ptr<Session> session(new Session(schedule, std::move(options)));
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = session->MakeLauncher();
   if (!launcher.ok()) return launcher.status();
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
-      controller::Pipeline::Create(std::move(step), schedule, state, *std::move(launcher), steps_done);
+      controller::Pipeline::Create(std::move(step), schedule, state, *std::move(launcher), steps_done,
+                                   session->CompileOptionsFor(step_stages));
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
   session->debugger_ = std::make_unique<controller::Debugger>(session->pipeline_.get());
@@ -100,6 +102,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, sch
 }
 
 Session::~Session() = default;
+
+controller::CompileOptions Session::CompileOptionsFor(int32_t num_stages) const {
+  return {.remat = controller::RematEveryStage(num_stages, options_.remat)};
+}
 
 absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::TensorMap>& microbatches) {
   return pipeline_->Step(microbatches, options_.dispatch);
@@ -124,12 +130,14 @@ absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule
   }
   absl::StatusOr<ir::TensorMap> state = pipeline_->State();
   if (!state.ok()) return state.status();
+  const int32_t stages = step.num_stages;
   // The new actors start before the old ones go, so that a failure leaves
   // the running pipeline as it was.
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
   if (!launcher.ok()) return launcher.status();
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
-      controller::Pipeline::Create(std::move(step), schedule, *state, *std::move(launcher), pipeline_->steps_done());
+      controller::Pipeline::Create(std::move(step), schedule, *state, *std::move(launcher), pipeline_->steps_done(),
+                                   CompileOptionsFor(stages));
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
   debugger_->Reset(pipeline_.get());

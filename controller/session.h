@@ -46,6 +46,9 @@ struct SessionOptions {
   ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   // One dispatch per actor per step, or one per task (for measurement).
   controller::Dispatch dispatch = controller::Dispatch::kFused;
+  // Every stage recomputes its forward inside its backward, keeping only its
+  // inputs in between (`--remat stage`; controller/compiler.h).
+  bool remat = false;
   // The deadline of every data-plane receive, and of one whole step.
   absl::Duration receive_timeout = absl::Seconds(30);
   absl::Duration step_timeout = absl::Minutes(10);
@@ -121,6 +124,8 @@ class Session {
       : schedule_(std::move(schedule)), options_(std::move(options)) {}
   // A fresh launcher for options_, and its description.
   absl::StatusOr<std::unique_ptr<controller::Launcher>> MakeLauncher();
+  // What this session compiles a step of `num_stages` stages with.
+  controller::CompileOptions CompileOptionsFor(int32_t num_stages) const;
 
   schedules::Schedule schedule_;
   SessionOptions options_;

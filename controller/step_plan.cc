@@ -44,10 +44,16 @@ std::string PlannedTask::Describe() const {
   return absl::StrCat(Label().ToString(), " (actor ", actor, ", slot ", slot, ")");
 }
 
-absl::StatusOr<StepPlan> StepPlan::Build(const ir::TrainStep& step, const schedules::Schedule& schedule) {
+absl::StatusOr<StepPlan> StepPlan::Build(const ir::TrainStep& step, const schedules::Schedule& schedule,
+                                         const std::vector<bool>& remat) {
+  if (!remat.empty() && static_cast<int32_t>(remat.size()) != step.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat("rematerialisation is given for ", remat.size(),
+                                                   " stages, but model '", step.name, "' has ", step.num_stages));
+  }
   StepPlan plan;
   plan.step_ = &step;
   plan.schedule_ = &schedule;
+  if (!step.forward_only()) plan.remat_ = remat;
   if (absl::Status status = plan.BuildFunctions(); !status.ok()) return status;
   if (absl::Status status = plan.PlanTasks(); !status.ok()) return status;
   if (absl::Status status = plan.PlanValues(); !status.ok()) return status;
@@ -64,19 +70,53 @@ absl::Status StepPlan::BuildFunctions() {
   for (ir::ValueId id = 0; id < n; ++id) {
     for (ir::ValueId operand : graph.node(id).operands) consumers[operand].push_back(id);
   }
+  auto backward_of = [&](ir::ValueId id, int32_t stage) {
+    const ir::Node& node = graph.node(id);
+    return node.stage == stage && (node.phase == ir::Phase::kBackwardInput || node.phase == ir::Phase::kBackwardWeight);
+  };
   for (int32_t stage = 0; stage < step_->num_stages; ++stage) {
+    // A rematerialised stage's recomputed values: the forward values of the
+    // stage that its backward reads, and what they are computed from within
+    // the stage.
+    std::vector<bool> recomputed(n, false);
+    if (Remat(stage)) {
+      std::vector<ir::ValueId> stack;
+      for (ir::ValueId id = 0; id < n; ++id) {
+        if (backward_of(id, stage)) stack.insert(stack.end(), graph.node(id).operands.begin(), graph.node(id).operands.end());
+      }
+      while (!stack.empty()) {
+        const ir::ValueId id = stack.back();
+        stack.pop_back();
+        const ir::Node& node = graph.node(id);
+        if (recomputed[id] || IsSource(node) || node.stage != stage || node.phase != ir::Phase::kForward) continue;
+        recomputed[id] = true;
+        stack.insert(stack.end(), node.operands.begin(), node.operands.end());
+      }
+    }
     for (TaskKind kind : kKinds) {
+      const bool recomputes = kind == TaskKind::kBackward || kind == TaskKind::kBackwardInput;
       std::vector<bool> member(n, false);
       for (ir::ValueId id = 0; id < n; ++id) {
         const ir::Node& node = graph.node(id);
-        member[id] = !IsSource(node) && node.stage == stage && RunsIn(node.phase, kind);
+        member[id] = (!IsSource(node) && node.stage == stage && RunsIn(node.phase, kind)) ||
+                     (recomputes && recomputed[id]);
       }
       // Export what someone outside the function reads, and graph outputs.
+      // Under remat, the forward keeps nothing for its own backward, and the
+      // backward hands on recomputed values only to W.
       std::vector<ir::ValueId> exports;
       for (ir::ValueId id = 0; id < n; ++id) {
         if (!member[id]) continue;
-        bool exported = !output_names_[id].empty();
-        for (ir::ValueId consumer : consumers[id]) exported = exported || !member[consumer];
+        const bool again = recomputes && recomputed[id];
+        bool exported = !again && !output_names_[id].empty();
+        for (ir::ValueId consumer : consumers[id]) {
+          if (member[consumer]) continue;
+          if (again) {
+            exported = exported || backward_of(consumer, stage);
+          } else {
+            exported = exported || !(kind == TaskKind::kForward && recomputed[id] && backward_of(consumer, stage));
+          }
+        }
         if (exported) exports.push_back(id);
       }
       std::string name = absl::StrCat(std::string(1, schedules::TaskKindLetter(kind)), stage);
@@ -112,8 +152,15 @@ int32_t StepPlan::FindTask(TaskKind kind, int32_t stage, int32_t microbatch) con
   return it == task_index_.end() ? -1 : it->second;
 }
 
-int32_t StepPlan::Producer(ir::ValueId value, int32_t microbatch) const {
+int32_t StepPlan::Producer(ir::ValueId value, const PlannedTask& consumer) const {
   const ir::Node& node = step_->microbatch.node(value);
+  const int32_t microbatch = consumer.microbatch;
+  // W of a rematerialised stage reads what its I recomputed (B and I
+  // recompute it themselves).
+  if (node.phase == ir::Phase::kForward && Remat(node.stage) && consumer.stage == node.stage &&
+      consumer.kind == TaskKind::kBackwardWeight) {
+    return FindTask(TaskKind::kBackwardInput, node.stage, microbatch);
+  }
   if (node.phase == ir::Phase::kForward) return FindTask(TaskKind::kForward, node.stage, microbatch);
   int32_t whole = FindTask(TaskKind::kBackward, node.stage, microbatch);
   if (whole >= 0) return whole;
@@ -135,7 +182,7 @@ absl::Status StepPlan::PlanValues() {
         }
         continue;
       }
-      int32_t producer = Producer(value, task.microbatch);
+      int32_t producer = Producer(value, task);
       if (producer < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "task ", task.Describe(), " needs ", DescribeValue(graph, value), " for microbatch ", task.microbatch,

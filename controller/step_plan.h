@@ -44,7 +44,15 @@ class StepPlan {
  public:
   // Plans `step` under `schedule` (already validated), or says, naming the
   // task, actor and value, why the schedule cannot run the step.
-  static absl::StatusOr<StepPlan> Build(const ir::TrainStep& step, const schedules::Schedule& schedule);
+  //
+  // Rematerialisation: a stage with remat[stage] set keeps only its inputs
+  // between its forward and its backward. Its backward function (B, or I
+  // when the backward is split) recomputes the forward values the backward
+  // reads, from those inputs, and hands W the ones W reads, so that W
+  // recomputes nothing. Its forward then exports only what later stages and
+  // the step's outputs need. Empty: no stage rematerialises.
+  static absl::StatusOr<StepPlan> Build(const ir::TrainStep& step, const schedules::Schedule& schedule,
+                                        const std::vector<bool>& remat = {});
 
   const ir::TrainStep& step() const { return *step_; }
   const schedules::Schedule& schedule() const { return *schedule_; }
@@ -55,6 +63,8 @@ class StepPlan {
   const std::vector<int32_t>& sends_after(int32_t task) const { return sends_after_[task]; }
   const std::vector<int32_t>& receives_before(int32_t task) const { return receives_before_[task]; }
 
+  // Whether `stage` recomputes its forward in its backward.
+  bool Remat(int32_t stage) const { return !remat_.empty() && remat_[stage]; }
   // The function a task of `kind` at `stage` runs.
   const ExtractedFunction& Function(schedules::TaskKind kind, int32_t stage) const;
   // The graph output name a microbatch value is, or "".
@@ -84,11 +94,13 @@ class StepPlan {
   absl::Status PlanValues();
   void PlanAccumulators();
   int32_t FindTask(schedules::TaskKind kind, int32_t stage, int32_t microbatch) const;
-  // The task that produces `value` for `microbatch`, or -1.
-  int32_t Producer(ir::ValueId value, int32_t microbatch) const;
+  // The task that produces `value` for task `consumer` (a rematerialised
+  // stage's backward recomputes its own forward values), or -1.
+  int32_t Producer(ir::ValueId value, const PlannedTask& consumer) const;
 
   const ir::TrainStep* step_ = nullptr;
   const schedules::Schedule* schedule_ = nullptr;
+  std::vector<bool> remat_;  // by stage; empty: none
   std::map<std::pair<int, int32_t>, ExtractedFunction> functions_;  // (kind, stage)
   std::vector<std::string> output_names_;                          // by value
   std::vector<PlannedTask> tasks_;

@@ -92,10 +92,10 @@ bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0
 std::unique_ptr<Launcher> ThreadsLauncher() { return std::make_unique<cli::ThreadsLauncher>(absl::Seconds(20)); }
 
 void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps,
-                  const LauncherFactory& make_launcher) {
+                  const LauncherFactory& make_launcher, const CompileOptions& options) {
   ir::SetBlasThreads(1);
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(step, schedule, *ir::InitialState(step), make_launcher());
+      Pipeline::Create(step, schedule, *ir::InitialState(step), make_launcher(), 0, options);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ir::TensorMap reference = *ir::InitialState(step);
   for (int s = 1; s <= steps; ++s) {

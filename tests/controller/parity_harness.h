@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/compiler.h"
 #include "controller/launcher.h"
 #include "examples/models/mlp.h"
 #include "ir/interpreter.h"
@@ -38,7 +39,7 @@ std::unique_ptr<Launcher> ThreadsLauncher();
 // interpreter and expects bit-identical losses and state, and measured
 // peak == static peak.
 void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps,
-                  const LauncherFactory& make_launcher = ThreadsLauncher);
+                  const LauncherFactory& make_launcher = ThreadsLauncher, const CompileOptions& options = {});
 void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& schedule,
                          const examples::MlpConfig& config);
 

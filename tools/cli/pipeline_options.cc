@@ -23,6 +23,12 @@ void AddScheduleOptions(CLI::App& command, ScheduleOptions& options) {
                   "stages per actor for interleaved, looped-bfs, zb-v (0: the schedule's default)")
       ->check(AtLeast(options.virtual_stages, 0))
       ->capture_default_str();
+  command
+      .add_option("--remat", options.remat,
+                  "none, or stage: each stage keeps only its inputs between forward and backward and recomputes "
+                  "the rest in its backward (less memory, more compute, the same bits)")
+      ->check(CLI::IsMember({"none", "stage"}))
+      ->capture_default_str();
 }
 
 absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches) {

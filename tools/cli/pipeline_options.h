@@ -23,10 +23,12 @@ struct ScheduleOptions {
   std::string schedule = "1f1b";  // a built-in generator's name, or a .sched/.csv file
   int32_t actors = 4;
   int32_t virtual_stages = 0;  // stages per actor for interleaved, looped-bfs, zb-v; 0: the generator's default
+  std::string remat = "none";  // none, or stage: every stage recomputes its forward in its backward
+  bool remat_every_stage() const { return remat == "stage"; }
 };
 
-// Declares --schedule, --actors (defaulting to `options.actors`) and
-// --virtual.
+// Declares --schedule, --actors (defaulting to `options.actors`), --virtual
+// and --remat.
 void AddScheduleOptions(CLI::App& command, ScheduleOptions& options);
 
 // The validated schedule the options name, for `microbatches`.

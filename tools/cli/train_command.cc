@@ -368,6 +368,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     SessionOptions session_options;
     session_options.dispatch =
         options.dispatch == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask;
+    session_options.remat = options.schedule.remat_every_stage();
     session_options.launcher = [launcher = options.launcher]() -> std::unique_ptr<controller::Launcher> {
       absl::StatusOr<LauncherChoice> made = MakeLauncher(launcher);
       return made.ok() ? std::move(made->launcher) : nullptr;
@@ -376,8 +377,9 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
         Session::StartFrom(job->step, *schedule, start->state, start->steps_done, std::move(session_options));
     if (!session.ok()) return Failure(streams.err, train, session.status());
     const controller::CompiledStep& compiled = (*session)->compiled();
-    streams.out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages), %s dispatch, step %016x\n",
+    streams.out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages%s), %s dispatch, step %016x\n",
                                    launcher_description, compiled.num_actors, compiled.schedule, compiled.num_stages,
+                                   options.schedule.remat_every_stage() ? ", each rematerialised" : "",
                                    options.dispatch, compiled.hash);
     if (options.trace.has_value()) trace.emplace(compiled);
     trainer = std::make_unique<PipelineTrainer>(*std::move(session));
