@@ -1,0 +1,87 @@
+// Cutting a model's segments (schedules/cost_file.h) into pipeline stages:
+// contiguous runs of segments, one stage per actor, each either keeping its
+// activations or rematerialising, under a per-actor memory cap.
+//
+// The objective is the pipeline's step time, not only its slowest stage
+// (Alpa's and PipeDream's formulation): with t_s the time of stage s for one
+// microbatch (its F and B, the recomputed forward when it rematerialises,
+// and the transfer of its output activation and of that activation's
+// gradient), a step of M microbatches takes
+//
+//   T = sum_s t_s + (M - 1) * max_s t_s
+//
+// (fill and drain once, then the slowest stage paces the steady state).
+// PartitionSegments finds the partition minimising T exactly: for each
+// candidate bottleneck t_max (the time of some feasible stage), a dynamic
+// program over (stages placed, segments covered) minimises sum_s t_s over
+// the partitions whose stages all take at most t_max and fit the cap; the
+// candidates are tried in increasing order and the search stops once
+// (M - 1) * t_max + t_max cannot beat the best found.
+//
+// The memory of stage s holding segments [a, b): parameters and optimizer
+// state of its segments, plus `in_flight(s)` stashes (the sum of its
+// segments' stash_bytes, or, rematerialising, its first segment's
+// remat_stash_bytes), plus, while its backward runs, the largest working
+// set of its segments (and, rematerialising, the recomputed stash, which
+// is live only then). in_flight(s) is the number of microbatches the
+// schedule holds at once at stage s: M for GPipe, min(M, P - s) for 1F1B
+// and the zero-bubble schedules that keep 1F1B's memory.
+#ifndef TANDEM_SCHEDULES_PARTITION_H_
+#define TANDEM_SCHEDULES_PARTITION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schedules/cost_file.h"
+
+namespace tandem::schedules {
+
+// How many microbatches a schedule keeps stashed at once at each stage.
+enum class InFlight : uint8_t {
+  kAllMicrobatches,  // GPipe: M at every stage
+  kOneFOneB,         // 1F1B, ZB-H1: min(M, P - s) at stage s
+};
+
+struct PartitionOptions {
+  int32_t stages = 1;        // P, one per actor
+  int32_t microbatches = 1;  // M
+  InFlight in_flight = InFlight::kOneFOneB;
+  int64_t memory_cap = 0;    // bytes per actor; 0: no cap
+  bool allow_remat = true;   // a stage may rematerialise (to fit, or to be faster: never)
+  // A transfer of `bytes` takes link_alpha + link_beta * bytes seconds (an
+  // activation forward and its gradient back, per stage boundary).
+  double link_alpha = 0.0;
+  double link_beta = 0.0;
+};
+
+struct PlannedStage {
+  int32_t first_segment = 0;
+  int32_t end_segment = 0;  // one past the last
+  bool remat = false;
+  double seconds = 0.0;     // t_s, per microbatch
+  int64_t peak_bytes = 0;   // its actor's peak, as above
+  friend bool operator==(const PlannedStage&, const PlannedStage&) = default;
+};
+
+struct Partition {
+  std::vector<PlannedStage> stages;
+  double step_seconds = 0.0;  // T
+};
+
+// The time and memory of one stage (exposed for tests and reports).
+PlannedStage EvaluateStage(const CostFile& costs, const PartitionOptions& options, int32_t stage,
+                           int32_t first_segment, int32_t end_segment, bool remat);
+// T of a partition given as stages (each with its segments and remat).
+double StepSeconds(const std::vector<PlannedStage>& stages, int32_t microbatches);
+
+// The best partition. InvalidArgument for options out of range (more stages
+// than segments, say); ResourceExhausted when no partition fits the cap,
+// naming the tightest stage of the partition that comes closest, its
+// segments and by how many bytes it is over.
+absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const PartitionOptions& options);
+
+}  // namespace tandem::schedules
+
+#endif  // TANDEM_SCHEDULES_PARTITION_H_
