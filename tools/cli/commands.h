@@ -23,6 +23,8 @@ int RunTandem(const std::vector<std::string>& args, CommandStreams streams);
 void AddIrCommand(CommandLine& command_line);
 // `tandem compile ...`: the per-actor instruction streams of an example model.
 void AddCompileCommand(CommandLine& command_line);
+// `tandem profile ...`: an example model's segments measured, as a cost file.
+void AddProfileCommand(CommandLine& command_line);
 // `tandem sched gen|check|convert|sim|draw ...`.
 void AddSchedCommand(CommandLine& command_line);
 // `tandem train ...`: trains an example model.
