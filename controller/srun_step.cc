@@ -130,10 +130,12 @@ void SrunStep::OnLine(absl::string_view line) {
   std::string prefix = "[srun] ";
   {
     absl::MutexLock lock(&mu_);
-    // scancel, a time limit: slurmstepd says so on the step's output.
+    // scancel, a time limit, kill-on-bad-exit: slurmstepd says so on the
+    // step's output. Tasks whose end came first learn what followed.
     if (absl::StrContains(text, "***") && absl::StrContains(text, "CANCELLED") && cancelled_.empty()) {
       const size_t stars = text.find("***");
       cancelled_ = std::string(absl::StripAsciiWhitespace(text.substr(stars)));
+      for (Ended& ended : ended_) absl::StrAppend(&ended.exit.report, "; then Slurm: ", cancelled_);
     }
     if (task.has_value()) {
       prefix = nodes_[*task].empty() ? absl::StrCat("[actor ", *task, "] ")
@@ -158,7 +160,7 @@ void SrunStep::OnLine(absl::string_view line) {
               // why it ended. (A cancellation reported after a task's end
               // is srun --kill-on-bad-exit answering that end.)
               if (!cancelled_.empty()) absl::StrAppend(&exit.report, " (", cancelled_, ")");
-              ended_.push_back(std::move(exit));
+              ended_.push_back({std::move(exit), absl::Now()});
             }
           }
         }
@@ -168,9 +170,10 @@ void SrunStep::OnLine(absl::string_view line) {
   sink(absl::StrCat(prefix, text));
 }
 
-std::optional<ExitInfo> SrunStep::TakeLocked() {
+std::optional<ExitInfo> SrunStep::TakeLocked(bool srun_ended) {
   if (ended_.empty()) return std::nullopt;
-  ExitInfo exit = std::move(ended_.front());
+  if (!srun_ended && absl::Now() - ended_.front().parsed < options_.settle) return std::nullopt;
+  ExitInfo exit = std::move(ended_.front().exit);
   ended_.pop_front();
   return exit;
 }
@@ -194,11 +197,11 @@ bool SrunStep::SrunEnded() {
 std::optional<ExitInfo> SrunStep::Poll() {
   {
     absl::MutexLock lock(&mu_);
-    if (std::optional<ExitInfo> exit = TakeLocked(); exit.has_value()) return exit;
+    if (std::optional<ExitInfo> exit = TakeLocked(/*srun_ended=*/false); exit.has_value()) return exit;
   }
   if (!SrunEnded()) return std::nullopt;
   absl::MutexLock lock(&mu_);
-  if (std::optional<ExitInfo> exit = TakeLocked(); exit.has_value()) return exit;
+  if (std::optional<ExitInfo> exit = TakeLocked(/*srun_ended=*/true); exit.has_value()) return exit;
   if (srun_reported_) return std::nullopt;
   srun_reported_ = true;
   ExitInfo exit = *srun_exit_;

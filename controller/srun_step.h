@@ -18,10 +18,14 @@
 //    that those tasks ended on NODE, which Poll/WaitAny then report, each
 //    task once and in the order srun reported them, as ExitInfo with `node`
 //    and `report` set;
-//  - slurmstepd's "*** STEP ... CANCELLED ... ***" (scancel, a time limit) is
-//    kept and added to the reports of the tasks that end after it (not to
-//    those before: srun --kill-on-bad-exit cancels the step after a task
-//    failed);
+//  - slurmstepd's "*** STEP ... CANCELLED ... ***" (scancel, a time limit,
+//    or srun --kill-on-bad-exit after a task failed) is added to the
+//    reports: as the cause, "(*** ... ***)", to those of tasks that end
+//    after it; as what followed, "; then Slurm: *** ... ***", to those that
+//    ended before it. srun's output and its tasks' reach us through
+//    different streams, so a task's end is held `settle` after it was
+//    parsed (or until srun ends) before it is reported, for the
+//    cancellation to arrive;
 //  - every other line goes to the sink as "[srun] line".
 // When srun itself ends and no task's end explains it (it could not start
 // the step, say), the end is reported once as ExitInfo for actor -1 with
@@ -66,6 +70,8 @@ struct SrunStepOptions {
   LineSink sink;
   // Shutdown waits at least this long between SIGTERM and SIGKILL.
   absl::Duration min_grace = absl::Seconds(5);
+  // How long a task's end is held for a cancellation reported after it.
+  absl::Duration settle = absl::Milliseconds(500);
 };
 
 // The task ids of srun's "0-2,5" (bounded by `num_tasks`); InvalidArgument
@@ -90,8 +96,8 @@ class SrunStep final : public ActorProcesses {
  private:
   explicit SrunStep(SrunStepOptions options);
   void OnLine(absl::string_view line) ABSL_LOCKS_EXCLUDED(mu_);
-  // The next report, if any: a task's end, else srun's own end.
-  std::optional<ExitInfo> TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next task's end, once it settled (or srun ended), if any.
+  std::optional<ExitInfo> TakeLocked(bool srun_ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether srun has ended; drains its output first, so that its last
   // lines were parsed when this says yes.
   bool SrunEnded() ABSL_LOCKS_EXCLUDED(mu_);
@@ -100,7 +106,11 @@ class SrunStep final : public ActorProcesses {
   std::unique_ptr<ProcessGroup> srun_;
 
   absl::Mutex mu_;
-  std::deque<ExitInfo> ended_ ABSL_GUARDED_BY(mu_);  // parsed, not reported yet
+  struct Ended {
+    ExitInfo exit;
+    absl::Time parsed;
+  };
+  std::deque<Ended> ended_ ABSL_GUARDED_BY(mu_);  // parsed, not reported yet
   std::vector<bool> seen_ ABSL_GUARDED_BY(mu_);      // by actor: its end was parsed
   std::vector<std::string> nodes_ ABSL_GUARDED_BY(mu_);
   std::string cancelled_ ABSL_GUARDED_BY(mu_);   // slurmstepd's "*** ... CANCELLED ... ***"

@@ -142,6 +142,24 @@ TEST_F(SrunStepTest, LinesNameTheNodeOnceKnownAndACancelledStepSaysSo) {
   EXPECT_THAT(Lines(), testing::Contains("[actor 0 on n3] working"));
 }
 
+// srun --kill-on-bad-exit cancels the step after a task failed: that
+// cancellation is what followed, not the cause, and it is waited for (a
+// moment), not srun's end.
+TEST_F(SrunStepTest, ACancellationAfterATasksEndIsReportedAsWhatFollowed) {
+  absl::StatusOr<std::unique_ptr<SrunStep>> step = Start(
+      "echo 'srun: error: n2: task 1: Killed' >&2\n"
+      "sleep 0.1\n"
+      "echo '0: slurmstepd-n1: error: *** STEP 42.0 ON n1 CANCELLED AT 2026-11-24T20:00:00 ***'\n"
+      "exec sleep 30\n",
+      2);
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<ExitInfo> end = (*step)->WaitAny(absl::Seconds(10));
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->actor.value, 1);
+  EXPECT_EQ(end->Describe(),
+            "srun: task 1 on node n2: Killed; then Slurm: *** STEP 42.0 ON n1 CANCELLED AT 2026-11-24T20:00:00 ***");
+}
+
 TEST_F(SrunStepTest, OutsideAnAllocationIsAFailedPreconditionSayingWhy) {
   unsetenv("SLURM_JOB_ID");
   absl::StatusOr<std::unique_ptr<SrunStep>> step = Start("exit 0\n", 2);
