@@ -193,15 +193,51 @@ absl::Status LocalLauncher::CallSome(absl::string_view what, absl::Duration time
   };
   if (absl::Status waited = Await(what, timeout, all_done_or_failed, pending); !waited.ok()) return waited;
 
-  // Every call ended, or one failed: report the most telling failure.
+  // Every call ended, or one failed: report the most telling failure. A
+  // failure breaks the others' calls within moments; wait that long for the
+  // whole picture, since the first to fail is not always the cause (an
+  // actor's all-reduce with a peer whose node is gone, say).
   std::optional<std::pair<int32_t, absl::Status>> failure;
+  {
+    absl::MutexLock lock(&board_->mu);
+    const absl::Time settle = absl::Now() + absl::Seconds(1);
+    auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(board_->mu) {
+      for (int32_t actor : actors) {
+        if (!board_->done[actor].has_value()) return false;
+      }
+      return true;
+    };
+    bool failed = false;
+    for (int32_t actor : actors) failed = failed || (board_->done[actor].has_value() && !board_->done[actor]->ok());
+    while (failed && !settled()) {
+      if (board_->changed.WaitWithDeadline(&board_->mu, settle)) break;  // the moment passed
+    }
+  }
+  // An actor that is gone (it no longer answers) explains its peers'
+  // errors, whichever came first.
+  std::vector<int32_t> failed_actors;
+  std::vector<absl::Status> statuses(num_actors_);
   {
     absl::MutexLock lock(&board_->mu);
     for (int32_t actor = 0; actor < num_actors_; ++actor) {
       const std::optional<absl::Status>& status = board_->done[actor];
       if (!status.has_value() || status->ok()) continue;
-      if (!failure.has_value() || MoreTelling(*status, failure->second)) failure.emplace(actor, *status);
+      failed_actors.push_back(actor);
+      statuses[actor] = *status;
     }
+  }
+  const std::vector<bool> answering = Answering(failed_actors, absl::Seconds(1));
+  for (int32_t actor : failed_actors) {
+    const bool gone = !answering[actor];
+    const bool failure_gone = failure.has_value() && !answering[failure->first];
+    if (!failure.has_value() || (gone && !failure_gone) ||
+        (gone == failure_gone && MoreTelling(statuses[actor], failure->second))) {
+      failure.emplace(actor, statuses[actor]);
+    }
+  }
+  if (failure.has_value() && !answering[failure->first]) {
+    failure->second = absl::UnavailableError(
+        absl::StrCat("it no longer answers (its process or its node is gone): ", failure->second.message()));
   }
   if (!failure.has_value()) return absl::OkStatus();
   // A broken connection is usually a process that died: give the process
@@ -215,6 +251,49 @@ absl::Status LocalLauncher::CallSome(absl::string_view what, absl::Duration time
   }
   const auto& [actor, status] = *failure;
   return Fail(absl::Status(status.code(), absl::StrCat(Describe(actor), ", ", what, ": ", status.message())));
+}
+
+std::vector<bool> LocalLauncher::Answering(const std::vector<int32_t>& actors, absl::Duration timeout) {
+  // Per actor: 1 answered (or not asked), 0 refused or gone, -1 no reply yet.
+  struct Replies {
+    absl::Mutex mu;
+    absl::CondVar changed;
+    std::vector<int> reply ABSL_GUARDED_BY(mu);
+    int32_t pending ABSL_GUARDED_BY(mu) = 0;
+    void Set(int32_t actor, bool answered) {
+      absl::MutexLock lock(&mu);
+      reply[actor] = answered ? 1 : 0;
+      --pending;
+      changed.SignalAll();
+    }
+  };
+  auto replies = std::make_shared<Replies>();
+  {
+    absl::MutexLock lock(&replies->mu);
+    replies->reply.assign(num_actors_, 1);
+    for (int32_t actor : actors) replies->reply[actor] = -1;
+    replies->pending = static_cast<int32_t>(actors.size());
+  }
+  if (loop_ != nullptr && !actors.empty()) {
+    loop_->executor.executeSync([&] {
+      for (int32_t actor : actors) {
+        if (!loop_->has_actor(actor)) {
+          replies->Set(actor, false);
+          continue;
+        }
+        loop_->tasks.add(loop_->actor(actor).healthRequest().send().then(
+            [replies, actor](auto&&) { replies->Set(actor, true); },
+            [replies, actor](kj::Exception&&) { replies->Set(actor, false); }));
+      }
+    });
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&replies->mu);
+  while (replies->pending > 0 && !replies->changed.WaitWithDeadline(&replies->mu, deadline)) {
+  }
+  std::vector<bool> answering(num_actors_);
+  for (int32_t actor = 0; actor < num_actors_; ++actor) answering[actor] = replies->reply[actor] == 1;
+  return answering;
 }
 
 absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,

@@ -194,6 +194,9 @@ class LocalLauncher final : public Launcher {
   std::string Dial(const std::string& address) const;
   absl::Status StartActors();
   absl::Status SetUpDataPlane();
+  // Per actor, whether each of `actors` answers a health call within
+  // `timeout` (the others true).
+  std::vector<bool> Answering(const std::vector<int32_t>& actors, absl::Duration timeout);
   // Whether `actor` reaches `peer` through shared memory (else TCP).
   bool SharedMemoryBetween(int32_t actor, int32_t peer) const;
   // Data parallelism: openReplicaGroup on every actor that all-reduces,

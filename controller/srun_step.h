@@ -32,7 +32,8 @@
 // srun's last error line.
 //
 // Shutdown: SIGTERM to srun (which signals every task and waits for them),
-// at least `min_grace` for it to end, then SIGKILL. With --kill-on-bad-exit,
+// at least `min_grace` for it to end, then SIGKILL (srun would wait for the
+// step daemon of a node that is gone). With --kill-on-bad-exit,
 // one task that fails ends the whole step, so no task outlives a failure.
 //
 // Thread-safety: every method from any thread.
@@ -68,8 +69,11 @@ struct SrunStepOptions {
   std::vector<std::string> srun_args;
   // Where prefixed lines go; empty means the controller's stderr.
   LineSink sink;
-  // Shutdown waits at least this long between SIGTERM and SIGKILL.
-  absl::Duration min_grace = absl::Seconds(5);
+  // Shutdown waits at least this long between SIGTERM and SIGKILL. srun
+  // answers SIGTERM within a moment while every node's step daemon does;
+  // with a node lost it would wait for that daemon, so it is killed: the
+  // allocation's end then ends the step's other tasks.
+  absl::Duration min_grace = absl::Seconds(1);
   // How long a task's end is held for a cancellation reported after it.
   absl::Duration settle = absl::Milliseconds(500);
 };

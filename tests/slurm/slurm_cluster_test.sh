@@ -11,7 +11,9 @@
 #     actor of the job is left (squeue, /proc);
 #  4. the job's srun step scancel'ed: a clean error that names the
 #     cancellation, and nothing left;
-#  5. examples/slurm/gpt_2x2.sbatch, submitted with sbatch, verified.
+#  5. examples/slurm/gpt_2x2.sbatch, submitted with sbatch, verified;
+#  6. node n2 lost (its slurmd, step daemon and actor killed at once): the
+#     same within 5 s, without waiting for Slurm to notice.
 #
 #   slurm_cluster_test.sh TANDEM     exit 0 on success, 77 (skip) without
 #                                    root or Slurm, 1 on a failure
@@ -92,7 +94,7 @@ start_long_run() {
   timeout 300 salloc -N 3 -n 4 "$tandem" "${common[@]}" --schedule 1f1b --steps 1000000 \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   train_pid=$!
-  running() { grep -q '^step' "$dir/$name.out" && (($(actors | wc -l) == 4)); }
+  running() { grep -qs '^step' "$dir/$name.out" && (($(actors | wc -l) == 4)); }
   await 120 running || fail "the $name run did not start training: $(tail -5 "$dir/$name.out" "$dir/$name.err")"
 }
 train_gone() { ! kill -0 "$train_pid" 2>/dev/null; }
@@ -169,5 +171,27 @@ grep -q 'bit-identical to the reference' "$dir"/example-*.out ||
   fail "the example's run did not verify: $(tail -20 "$dir"/example-*.out)"
 await 10 no_job_left || fail "the example's job is still in squeue: $(squeue -h)"
 echo "examples/slurm/gpt_2x2.sbatch: 2 nodes, bit-identical to the reference in $(since "$start") s"
+
+# 6. Node n2 lost: its slurmd, its step daemon and its actor killed at
+#    once, as when the machine dies. Slurm learns of it only after
+#    SlurmdTimeout; the controller must not wait for that.
+start_long_run lost
+read -r victim_pid _ < <(actors | awk '$2 == "n2"' | head -1)
+[[ -n "${victim_pid:-}" ]] || fail "no actor runs on n2: $(actors | xargs)"
+victim=$(tr '\0' '\n' <"/proc/$victim_pid/environ" | sed -n 's/^SLURM_PROCID=//p')
+stepd=$(ps -o ppid= -p "$victim_pid" | tr -d ' ')
+slurmd_n2=$(<"$dir/run/slurmd-n2.pid")
+lost_start=$EPOCHREALTIME
+kill -KILL "$slurmd_n2" "$stepd" "$victim_pid"
+await 5 train_gone || fail "tandem train still runs 5 s after node n2 was lost"
+status=0
+wait "$train_pid" || status=$?
+((status != 0)) || fail "tandem train exited 0 after node n2 was lost"
+error=$(grep -E '^tandem( train)?:' "$dir/lost.err" | tail -1 || true)
+for want in "actor $victim " "n2" "stage" "step"; do
+  [[ "$error" == *"$want"* ]] || fail "the error does not name '$want': $error"
+done
+await 10 no_actor_left || fail "actors outlived the job after n2 was lost: $(actors | xargs)"
+echo "node n2 lost: exit $status in $(since "$lost_start") s: $error"
 
 echo "slurm_cluster_test passed in $(since "$test_start") s"
