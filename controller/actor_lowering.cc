@@ -287,12 +287,6 @@ class Lowering {
   std::map<std::string, AccumulatorState> accumulators_;  // by gradient output name
 };
 
-// The staging memory an all-reduce instruction holds (ir/all_reduce.h).
-int64_t StagingBytes(const ir::ActorProgram& program, const Instruction& instruction) {
-  int64_t elements = 0;
-  for (BufferId id : instruction.buffers) elements += program.buffers[id].type.num_elements();
-  return ir::AllReduceStagingBytes(elements, static_cast<int32_t>(instruction.group.size()));
-}
 
 }  // namespace
 
@@ -334,48 +328,8 @@ void AssignLifetimes(ir::ActorProgram& program) {
   program.instructions = std::move(lowered);
 
   // The static peak, by the rule of ir/actor_program.h.
-  std::vector<bool> live(buffers.size(), false);
-  int64_t bytes = 0;
-  auto fill = [&](BufferId id) {
-    if (!live[id]) bytes += buffers[id].type.num_bytes();
-    live[id] = true;
-  };
-  auto empty = [&](BufferId id) {
-    if (live[id]) bytes -= buffers[id].type.num_bytes();
-    live[id] = false;
-  };
-  for (BufferId id = 0; id < static_cast<BufferId>(buffers.size()); ++id) {
-    if (buffers[id].kind != ir::BufferKind::kTemporary) fill(id);
-  }
-  int64_t peak = bytes;
-  for (const Instruction& instruction : program.instructions) {
-    switch (instruction.kind) {
-      case InstructionKind::kRun:
-        for (BufferId id : instruction.outputs) fill(id);
-        break;
-      case InstructionKind::kReceive:
-        for (BufferId id : instruction.buffers) fill(id);
-        break;
-      case InstructionKind::kAccumulate:
-        empty(instruction.buffers[1]);
-        fill(instruction.buffers[0]);
-        break;
-      case InstructionKind::kFree:
-        for (BufferId id : instruction.buffers) empty(id);
-        break;
-      case InstructionKind::kAllReduceStart:
-        bytes += StagingBytes(program, instruction);
-        break;
-      case InstructionKind::kAllReduceWait:
-        bytes -= StagingBytes(program, instruction);
-        break;
-      case InstructionKind::kSend:
-      case InstructionKind::kEmit:
-        break;
-    }
-    peak = std::max(peak, bytes);
-  }
-  program.static_peak_bytes = peak;
+  const std::vector<int64_t> live = ir::LiveBytesBefore(program);
+  program.static_peak_bytes = *std::max_element(live.begin(), live.end());
 }
 
 }  // namespace tandem::controller

@@ -40,46 +40,17 @@ std::vector<ir::ValueId> StashOf(const StepPlan& plan, int32_t stage) {
   return stash;
 }
 
-// Per (stage), the largest rise of live bytes within one of its tasks, as
-// the compiler counts live bytes (ir::ActorProgram::static_peak_bytes).
+// Per stage, the largest rise of live bytes within one of its tasks, as
+// the compiler counts live bytes (ir::LiveBytesBefore).
 std::vector<int64_t> WorkingBytes(const ir::ActorProgram& program, int32_t stages) {
-  std::vector<bool> live(program.buffers.size(), false);
-  int64_t bytes = 0;
-  auto fill = [&](ir::BufferId id) {
-    if (!live[id]) bytes += program.buffers[id].type.num_bytes();
-    live[id] = true;
-  };
-  auto empty = [&](ir::BufferId id) {
-    if (live[id]) bytes -= program.buffers[id].type.num_bytes();
-    live[id] = false;
-  };
-  for (ir::BufferId id = 0; id < static_cast<ir::BufferId>(program.buffers.size()); ++id) {
-    if (program.buffers[id].kind != ir::BufferKind::kTemporary) fill(id);
-  }
+  const std::vector<int64_t> live = ir::LiveBytesBefore(program);
   std::vector<int64_t> working(stages, 0);
-  int64_t task_start_bytes = bytes;
+  int64_t task_start = live[0];
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const ir::Instruction& instruction = program.instructions[i];
-    if (i == 0 || !(instruction.task == program.instructions[i - 1].task)) task_start_bytes = bytes;
-    switch (instruction.kind) {
-      case ir::InstructionKind::kRun:
-        for (ir::BufferId id : instruction.outputs) fill(id);
-        break;
-      case ir::InstructionKind::kReceive:
-        for (ir::BufferId id : instruction.buffers) fill(id);
-        break;
-      case ir::InstructionKind::kAccumulate:
-        empty(instruction.buffers[1]);
-        fill(instruction.buffers[0]);
-        break;
-      case ir::InstructionKind::kFree:
-        for (ir::BufferId id : instruction.buffers) empty(id);
-        break;
-      default:
-        break;
-    }
+    if (i == 0 || !(instruction.task == program.instructions[i - 1].task)) task_start = live[i];
     const int32_t stage = instruction.task.stage;
-    if (stage >= 0 && stage < stages) working[stage] = std::max(working[stage], bytes - task_start_bytes);
+    if (stage >= 0 && stage < stages) working[stage] = std::max(working[stage], live[i + 1] - task_start);
   }
   return working;
 }

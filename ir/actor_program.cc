@@ -10,6 +10,7 @@
 
 #include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
+#include "ir/all_reduce.h"
 #include "absl/strings/str_join.h"
 #include "ir/hash.h"
 #include "ir/printer.h"
@@ -134,6 +135,58 @@ const char* BufferKindName(BufferKind kind) {
       return "temporary";
   }
   return "?";
+}
+
+std::vector<int64_t> LiveBytesBefore(const ActorProgram& program) {
+  std::vector<bool> live(program.buffers.size(), false);
+  int64_t bytes = 0;
+  auto fill = [&](BufferId id) {
+    if (!live[id]) bytes += program.buffers[id].type.num_bytes();
+    live[id] = true;
+  };
+  auto empty = [&](BufferId id) {
+    if (live[id]) bytes -= program.buffers[id].type.num_bytes();
+    live[id] = false;
+  };
+  auto staging = [&](const Instruction& instruction) {
+    int64_t elements = 0;
+    for (BufferId id : instruction.buffers) elements += program.buffers[id].type.num_elements();
+    return AllReduceStagingBytes(elements, static_cast<int32_t>(instruction.group.size()));
+  };
+  for (BufferId id = 0; id < static_cast<BufferId>(program.buffers.size()); ++id) {
+    if (program.buffers[id].kind != BufferKind::kTemporary) fill(id);
+  }
+  std::vector<int64_t> before;
+  before.reserve(program.instructions.size() + 1);
+  for (const Instruction& instruction : program.instructions) {
+    before.push_back(bytes);
+    switch (instruction.kind) {
+      case InstructionKind::kRun:
+        for (BufferId id : instruction.outputs) fill(id);
+        break;
+      case InstructionKind::kReceive:
+        for (BufferId id : instruction.buffers) fill(id);
+        break;
+      case InstructionKind::kAccumulate:
+        empty(instruction.buffers[1]);
+        fill(instruction.buffers[0]);
+        break;
+      case InstructionKind::kFree:
+        for (BufferId id : instruction.buffers) empty(id);
+        break;
+      case InstructionKind::kAllReduceStart:
+        bytes += staging(instruction);
+        break;
+      case InstructionKind::kAllReduceWait:
+        bytes -= staging(instruction);
+        break;
+      case InstructionKind::kSend:
+      case InstructionKind::kEmit:
+        break;
+    }
+  }
+  before.push_back(bytes);
+  return before;
 }
 
 std::string BufferLabel(const ActorProgram& program, BufferId id) {

@@ -144,6 +144,12 @@ struct ActorProgram {
   friend bool operator==(const ActorProgram&, const ActorProgram&) = default;
 };
 
+// The live bytes of `program` (static_peak_bytes's rule) before each of its
+// instructions, and after the last: instructions.size() + 1 values, whose
+// maximum is the static peak. The program's buffer ids must be in range
+// (VerifyActorProgram).
+std::vector<int64_t> LiveBytesBefore(const ActorProgram& program);
+
 // A buffer's name for dumps and messages ("#7" when it has none); the index
 // when out of range, so that printing never fails on a program the verifier
 // would reject.

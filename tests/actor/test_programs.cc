@@ -74,38 +74,8 @@ ir::Instruction EmitInstruction(ir::TaskLabel task, const std::string& result, i
 }
 
 int64_t PeakLiveBytes(const ir::ActorProgram& program) {
-  std::vector<bool> held(program.buffers.size());
-  int64_t live = 0;
-  auto set = [&](ir::BufferId id, bool now) {
-    const int64_t bytes = program.buffers[id].type.num_bytes();
-    if (held[id] != now) live += now ? bytes : -bytes;
-    held[id] = now;
-  };
-  for (size_t b = 0; b < program.buffers.size(); ++b) {
-    if (program.buffers[b].kind != ir::BufferKind::kTemporary) set(static_cast<ir::BufferId>(b), true);
-  }
-  int64_t peak = live;
-  for (const ir::Instruction& in : program.instructions) {
-    switch (in.kind) {
-      case ir::InstructionKind::kRun:
-        for (ir::BufferId id : in.outputs) set(id, true);
-        break;
-      case ir::InstructionKind::kReceive:
-        for (ir::BufferId id : in.buffers) set(id, true);
-        break;
-      case ir::InstructionKind::kAccumulate:
-        set(in.buffers[1], false);
-        set(in.buffers[0], true);
-        break;
-      case ir::InstructionKind::kFree:
-        for (ir::BufferId id : in.buffers) set(id, false);
-        break;
-      default:
-        break;
-    }
-    peak = std::max(peak, live);
-  }
-  return peak;
+  const std::vector<int64_t> live = ir::LiveBytesBefore(program);
+  return *std::max_element(live.begin(), live.end());
 }
 
 ir::ActorProgram& WithPeak(ir::ActorProgram& program) {

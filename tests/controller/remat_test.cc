@@ -73,45 +73,6 @@ INSTANTIATE_TEST_SUITE_P(ModelsSchedulesLaunchers, RematParity, ::testing::Value
                            return name;
                          });
 
-// Live bytes before instruction `end` of `program`, as the compiler counts
-// them (ir::ActorProgram::static_peak_bytes).
-int64_t LiveBefore(const ir::ActorProgram& program, int32_t end) {
-  std::vector<bool> live(program.buffers.size(), false);
-  int64_t bytes = 0;
-  auto fill = [&](ir::BufferId id) {
-    if (!live[id]) bytes += program.buffers[id].type.num_bytes();
-    live[id] = true;
-  };
-  auto empty = [&](ir::BufferId id) {
-    if (live[id]) bytes -= program.buffers[id].type.num_bytes();
-    live[id] = false;
-  };
-  for (ir::BufferId id = 0; id < static_cast<ir::BufferId>(program.buffers.size()); ++id) {
-    if (program.buffers[id].kind != ir::BufferKind::kTemporary) fill(id);
-  }
-  for (int32_t i = 0; i < end; ++i) {
-    const ir::Instruction& instruction = program.instructions[i];
-    switch (instruction.kind) {
-      case ir::InstructionKind::kRun:
-        for (ir::BufferId id : instruction.outputs) fill(id);
-        break;
-      case ir::InstructionKind::kReceive:
-        for (ir::BufferId id : instruction.buffers) fill(id);
-        break;
-      case ir::InstructionKind::kAccumulate:
-        empty(instruction.buffers[1]);
-        fill(instruction.buffers[0]);
-        break;
-      case ir::InstructionKind::kFree:
-        for (ir::BufferId id : instruction.buffers) empty(id);
-        break;
-      default:
-        break;
-    }
-  }
-  return bytes;
-}
-
 // The bytes of forward values the backward of `stage` reads (its stash per
 // microbatch): what the forward keeps for it without remat, the stage's
 // inputs with it.
@@ -156,7 +117,7 @@ TEST(Remat, UnderGpipeTheStaticMemoryDropsByExactlyTheStashesItNoLongerKeeps) {
     };
     const ir::ActorProgram& a = kept->programs[actor];
     const ir::ActorProgram& b = recomputed->programs[actor];
-    EXPECT_EQ(LiveBefore(a, first_backward(a)) - LiveBefore(b, first_backward(b)), kMicrobatches * dropped)
+    EXPECT_EQ(ir::LiveBytesBefore(a)[first_backward(a)] - ir::LiveBytesBefore(b)[first_backward(b)], kMicrobatches * dropped)
         << "actor " << actor;
     EXPECT_LT(b.static_peak_bytes, a.static_peak_bytes) << "actor " << actor;
   }
