@@ -130,9 +130,11 @@ class ActorProcessTest : public ::testing::Test {
   kj::Promise<void> serving_ = nullptr;
   int registered_ = 0;
   std::vector<std::string> log_;
-  std::unique_ptr<controller::ProcessGroup> group_;
   absl::Mutex output_mu_;
   std::vector<std::string> output_ ABSL_GUARDED_BY(output_mu_);
+  // After output_: the group's reader thread writes there until the group
+  // is gone, so the group goes first.
+  std::unique_ptr<controller::ProcessGroup> group_;
 };
 
 class ActorProcessOverBoth : public ActorProcessTest, public ::testing::WithParamInterface<rpc::ControlPlaneKind> {};
