@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/all_reduce.h"
+#include "tests/actor/transport_test_util.h"
 #include "ir/interpreter.h"
 
 namespace tandem::actor {
@@ -20,25 +21,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Values whose sum depends on the order of the additions.
-std::vector<float> Bucket(int32_t replica, int64_t elements) {
-  std::vector<float> bucket(elements);
-  for (int64_t i = 0; i < elements; ++i) {
-    const float big = (i % 3 == 0) ? 1e8f : 1.0f;
-    bucket[i] = (replica % 2 == 0 ? big : -big) + 0.1f * static_cast<float>(replica + 1) + static_cast<float>(i);
-  }
-  return bucket;
-}
+using ::tandem::actor::testing::OrderSensitiveBucket;
 
 // The reference's two-level order: ((b0 + b1) + b2) ... with ir::AccumulateGradient.
 std::vector<float> ReferenceSum(int32_t replicas, int64_t elements) {
   const ir::TensorType type{ir::DType::kF32, {elements}};
   ir::HostTensor total(type);
-  std::vector<float> first = Bucket(0, elements);
+  std::vector<float> first = OrderSensitiveBucket(0, elements);
   std::copy(first.begin(), first.end(), total.f32());
   for (int32_t r = 1; r < replicas; ++r) {
     ir::HostTensor next(type);
-    std::vector<float> values = Bucket(r, elements);
+    std::vector<float> values = OrderSensitiveBucket(r, elements);
     std::copy(values.begin(), values.end(), next.f32());
     total = *ir::AccumulateGradient(total, next);
   }
@@ -74,7 +67,7 @@ TEST(GlooGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
         ConnectGroupInProcess(actors, "127.0.0.1", absl::Seconds(20));
     ASSERT_TRUE(members.ok()) << members.status();
     std::vector<std::vector<float>> buckets;
-    for (int32_t r = 0; r < replicas; ++r) buckets.push_back(Bucket(r, elements));
+    for (int32_t r = 0; r < replicas; ++r) buckets.push_back(OrderSensitiveBucket(r, elements));
     std::vector<absl::Status> statuses(replicas);
     std::vector<std::thread> threads;
     for (int32_t r = 0; r < replicas; ++r) {
@@ -128,7 +121,7 @@ TEST(ReplicaGroupOpening, MembersConnectThroughRelayedOffersAndReduceInReplicaOr
   }
   const int64_t elements = 11;
   std::vector<std::vector<float>> buckets;
-  for (int32_t r = 0; r < replicas; ++r) buckets.push_back(Bucket(r, elements));
+  for (int32_t r = 0; r < replicas; ++r) buckets.push_back(OrderSensitiveBucket(r, elements));
   for (int32_t r = 0; r < replicas; ++r) {
     threads.emplace_back([&, r] { statuses[r] = groups[r]->AllReduce(buckets[r], 3, absl::Seconds(20)); });
   }
@@ -172,8 +165,8 @@ class ReducerTest : public ::testing::Test {
 };
 
 TEST_F(ReducerTest, RunsInTheBackgroundAndReportsWhenItRan) {
-  ASSERT_TRUE(first_->Start(3, Bucket(0, 5), absl::Seconds(20)).ok());
-  ASSERT_TRUE(second_->Start(3, Bucket(1, 5), absl::Seconds(20)).ok());
+  ASSERT_TRUE(first_->Start(3, OrderSensitiveBucket(0, 5), absl::Seconds(20)).ok());
+  ASSERT_TRUE(second_->Start(3, OrderSensitiveBucket(1, 5), absl::Seconds(20)).ok());
   absl::StatusOr<Reducer::Result> a = first_->Wait(3, absl::Now() + absl::Seconds(20));
   absl::StatusOr<Reducer::Result> b = second_->Wait(3, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
@@ -184,8 +177,8 @@ TEST_F(ReducerTest, RunsInTheBackgroundAndReportsWhenItRan) {
 }
 
 TEST_F(ReducerTest, AMemberThatNeverJoinsIsADeadlineNotAHang) {
-  ASSERT_TRUE(first_->Start(1, Bucket(0, 5), absl::Milliseconds(300)).ok());
-  EXPECT_EQ(first_->Start(1, Bucket(0, 5), absl::Milliseconds(300)).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(first_->Start(1, OrderSensitiveBucket(0, 5), absl::Milliseconds(300)).ok());
+  EXPECT_EQ(first_->Start(1, OrderSensitiveBucket(0, 5), absl::Milliseconds(300)).code(), absl::StatusCode::kInvalidArgument);
   const absl::Time begin = absl::Now();
   absl::StatusOr<Reducer::Result> result = first_->Wait(1, absl::Now() + absl::Seconds(10));
   EXPECT_FALSE(result.ok());
@@ -194,7 +187,7 @@ TEST_F(ReducerTest, AMemberThatNeverJoinsIsADeadlineNotAHang) {
 }
 
 TEST_F(ReducerTest, AbortFailsWaitsAtOnce) {
-  ASSERT_TRUE(first_->Start(2, Bucket(0, 5), absl::Seconds(2)).ok());
+  ASSERT_TRUE(first_->Start(2, OrderSensitiveBucket(0, 5), absl::Seconds(2)).ok());
   std::thread aborter([&] {
     absl::SleepFor(absl::Milliseconds(50));
     first_->Abort(absl::AbortedError("actor 1 failed"));
@@ -204,7 +197,7 @@ TEST_F(ReducerTest, AbortFailsWaitsAtOnce) {
   aborter.join();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
   EXPECT_LT(absl::Now() - begin, absl::Seconds(1));
-  EXPECT_EQ(first_->Start(4, Bucket(0, 5), absl::Seconds(1)).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(first_->Start(4, OrderSensitiveBucket(0, 5), absl::Seconds(1)).code(), absl::StatusCode::kAborted);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -109,6 +110,18 @@ inline std::vector<ir::HostTensor> MixedTensors(int seed) {
   tensors.push_back(ir::HostTensor::Scalar(static_cast<float>(seed)));
   tensors.push_back(ir::HostTensor(ir::TensorType{ir::DType::kF16, {0, 4}}));
   return tensors;
+}
+
+// Replica `replica`'s bucket of an all-reduce test: values whose float sum
+// depends on the order of the additions, so that only the replica-ordered
+// sum gives the reference's bits.
+inline std::vector<float> OrderSensitiveBucket(int32_t replica, int64_t elements) {
+  std::vector<float> bucket(elements);
+  for (int64_t i = 0; i < elements; ++i) {
+    const float big = (i % 3 == 0) ? 1e8f : 1.0f;
+    bucket[i] = (replica % 2 == 0 ? big : -big) + 0.1f * static_cast<float>(replica + 1) + static_cast<float>(i);
+  }
+  return bucket;
 }
 
 }  // namespace tandem::actor::testing

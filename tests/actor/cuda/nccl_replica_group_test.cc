@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/all_reduce.h"
+#include "tests/actor/transport_test_util.h"
 #include "tests/actor/cuda/probe_in_child.h"
 
 namespace tandem::actor::cuda {
@@ -23,15 +24,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Values whose sum depends on the order of the additions.
-std::vector<float> Bucket(int32_t replica, int64_t elements) {
-  std::vector<float> bucket(elements);
-  for (int64_t i = 0; i < elements; ++i) {
-    const float big = (i % 3 == 0) ? 1e8f : 1.0f;
-    bucket[i] = (replica % 2 == 0 ? big : -big) + 0.1f * static_cast<float>(replica + 1) + static_cast<float>(i);
-  }
-  return bucket;
-}
+using ::tandem::actor::testing::OrderSensitiveBucket;
 
 std::vector<float> OrderedSum(const std::vector<std::vector<float>>& buckets) {
   std::vector<const float*> shards;
@@ -63,7 +56,7 @@ TEST(NcclReplicaGroup, TheOrderedSumKernelGivesTheReferenceBits) {
   std::vector<std::vector<float>> buckets;
   std::vector<float> slots(replicas * stride);
   for (int32_t r = 0; r < replicas; ++r) {
-    buckets.push_back(Bucket(r, elements));
+    buckets.push_back(OrderSensitiveBucket(r, elements));
     std::copy(buckets[r].begin(), buckets[r].end(), slots.begin() + r * stride);
   }
   float* device_slots = nullptr;
@@ -103,7 +96,7 @@ TEST(NcclReplicaGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
   for (int32_t r = 0; r < replicas; ++r) actors.push_back(2 * r + 1);
   for (int64_t elements : {int64_t{10}, int64_t{1} << 20}) {  // uneven shards; a large bucket
     std::vector<std::vector<float>> buckets;
-    for (int32_t r = 0; r < replicas; ++r) buckets.push_back(Bucket(r, elements));
+    for (int32_t r = 0; r < replicas; ++r) buckets.push_back(OrderSensitiveBucket(r, elements));
     const std::vector<float> expected = OrderedSum(buckets);
     std::vector<absl::Status> statuses(replicas);
     std::vector<std::thread> threads;
