@@ -29,23 +29,10 @@ dir=$(mktemp -d /tmp/tandem-slurm-XXXXXX)
 TANDEM_TEST_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 export TANDEM_TEST_TOKEN
 
-finish() {
-  local status=$?
-  "$cluster" down "$dir" || status=1
-  if ((status == 0)); then
-    rm -rf "$dir"
-  else
-    echo "mini_cluster_test: exit $status; the cluster's logs are in $dir/log" >&2
-  fi
-  exit "$status"
-}
-trap finish EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 test_name=mini_cluster_test
 # shellcheck source=test_lib.sh
 source "$here/test_lib.sh"
+down_on_exit "the cluster's logs are in $dir/log"
 
 # Pids of the live processes whose environment holds this run's token or
 # this cluster's SLURM_CONF, or whose command line names DIR: everything

@@ -37,23 +37,10 @@ test_start=$EPOCHREALTIME
 dir=$(mktemp -d /tmp/tandem-slurm-train-XXXXXX)
 chmod 0711 "$dir"
 
-finish() {
-  local status=$?
-  "$cluster" down "$dir" || status=1
-  if ((status == 0)); then
-    rm -rf "$dir"
-  else
-    echo "slurm_cluster_test: exit $status; logs in $dir (train-*.out/err, log/)" >&2
-  fi
-  exit "$status"
-}
-trap finish EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 test_name=slurm_cluster_test
 # shellcheck source=test_lib.sh
 source "$here/test_lib.sh"
+down_on_exit "logs in $dir (train-*.out/err, log/)"
 
 # Live tandem-actor processes of this cluster's jobs: pid and node.
 actors() {

@@ -7,6 +7,27 @@ fail() {
   exit 1
 }
 
+# Takes the cluster in $dir down when the script exits, however it exits;
+# keeps $dir (its logs) when the script failed, saying so with $1 (where
+# the logs are). Needs $cluster and $dir.
+down_on_exit() {
+  logs_hint=$1
+  trap 'finish_cluster $?' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+finish_cluster() {
+  local status=$1
+  "$cluster" down "$dir" || status=1
+  if ((status == 0)); then
+    rm -rf "$dir"
+  else
+    echo "${test_name:-slurm test}: exit $status; $logs_hint" >&2
+  fi
+  exit "$status"
+}
+
 # Seconds since $1 (an $EPOCHREALTIME), to 0.1 s.
 since() { awk -v start="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - start }'; }
 
