@@ -115,10 +115,11 @@ absl::StatusOr<schedules::CostFile> ProfileSegments(
   const ir::Graph& graph = step.microbatch;
   const std::vector<int64_t> working = WorkingBytes(program, stages);
 
-  schedules::CostFile costs{.model = options.model, .device = options.device};
+  schedules::CostFile costs{.model = options.model, .device = options.device,
+                            .microbatch_size = options.microbatch_size};
   for (int32_t stage = 0; stage < stages; ++stage) {
     schedules::SegmentCost segment;
-    segment.name = absl::StrCat("stage ", stage);
+    segment.name = absl::StrCat("seg", stage);
     segment.forward_s = Median(runs[{'F', stage}]);
     segment.backward_input_s = Median(runs[{'I', stage}]);
     segment.backward_weight_s = Median(runs[{'W', stage}]);

@@ -28,6 +28,7 @@ struct ProfileOptions {
   int32_t steps = 3;  // measured, after one warm-up step
   std::string model;   // the cost file's names
   std::string device;
+  int64_t microbatch_size = 1;  // sequences (examples) per microbatch, as the cost file records it
 };
 
 // The schedule a profile runs: one actor holding `stages` stages, every

@@ -74,13 +74,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, 
   if (!options.checkpoint_root.empty()) {
     if (absl::Status status = controller::PrepareCheckpointRoot(options.checkpoint_root); !status.ok()) return status;
   }
-  const int32_t step_stages = step.num_stages;
   std::unique_ptr<Session> session(new Session(schedule, std::move(options)));
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = session->MakeLauncher();
   if (!launcher.ok()) return launcher.status();
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
       controller::Pipeline::Create(std::move(step), schedule, state, *std::move(launcher), steps_done,
-                                   session->CompileOptionsFor(step_stages));
+                                   session->CompileOptionsFor());
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
   session->debugger_ = std::make_unique<controller::Debugger>(session->pipeline_.get());
@@ -94,6 +93,19 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(ir::TrainStep step, sche
   return StartFrom(std::move(step), std::move(schedule), *state, 0, std::move(options));
 }
 
+absl::StatusOr<std::unique_ptr<Session>> Session::Start(ir::TrainStep step, const schedules::Plan& plan,
+                                                        SessionOptions options) {
+  if (step.num_stages != static_cast<int32_t>(plan.stages.size()) || step.num_microbatches != plan.microbatches) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan runs ", plan.stages.size(), " stages of ", plan.microbatches, " microbatches; the step is traced with ",
+        step.num_stages, " stages of ", step.num_microbatches, " (trace it as the plan cuts it)"));
+  }
+  absl::StatusOr<schedules::Schedule> schedule = schedules::PlanSchedule(plan);
+  if (!schedule.ok()) return schedule.status();
+  options.remat = plan.RematByStage();
+  return Start(std::move(step), *std::move(schedule), std::move(options));
+}
+
 absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, schedules::Schedule schedule,
                                                          const std::string& checkpoint, SessionOptions options) {
   absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(checkpoint, step);
@@ -103,9 +115,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, sch
 
 Session::~Session() = default;
 
-controller::CompileOptions Session::CompileOptionsFor(int32_t num_stages) const {
-  return {.remat = controller::RematEveryStage(num_stages, options_.remat)};
-}
+controller::CompileOptions Session::CompileOptionsFor() const { return {.remat = options_.remat}; }
 
 absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::TensorMap>& microbatches) {
   return pipeline_->Step(microbatches, options_.dispatch);
@@ -130,14 +140,13 @@ absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule
   }
   absl::StatusOr<ir::TensorMap> state = pipeline_->State();
   if (!state.ok()) return state.status();
-  const int32_t stages = step.num_stages;
   // The new actors start before the old ones go, so that a failure leaves
   // the running pipeline as it was.
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
   if (!launcher.ok()) return launcher.status();
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
       controller::Pipeline::Create(std::move(step), schedule, *state, *std::move(launcher), pipeline_->steps_done(),
-                                   CompileOptionsFor(stages));
+                                   CompileOptionsFor());
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
   debugger_->Reset(pipeline_.get());

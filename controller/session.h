@@ -32,6 +32,7 @@
 #include "ir/interpreter.h"
 #include "ir/train_step.h"
 #include "rpc/control_plane_kind.h"
+#include "schedules/plan_file.h"
 #include "schedules/schedule.h"
 
 namespace tandem {
@@ -46,9 +47,10 @@ struct SessionOptions {
   ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   // One dispatch per actor per step, or one per task (for measurement).
   controller::Dispatch dispatch = controller::Dispatch::kFused;
-  // Every stage recomputes its forward inside its backward, keeping only its
-  // inputs in between (`--remat stage`; controller/compiler.h).
-  bool remat = false;
+  // By stage (empty: none): the stage recomputes its forward inside its
+  // backward, keeping only its inputs in between (`--remat stage` is every
+  // stage: controller::RematEveryStage; a plan names its own).
+  std::vector<bool> remat;
   // The deadline of every data-plane receive, and of one whole step.
   absl::Duration receive_timeout = absl::Seconds(30);
   absl::Duration step_timeout = absl::Minutes(10);
@@ -75,6 +77,13 @@ class Session {
   // Step numbering goes on after the checkpoint's step.
   static absl::StatusOr<std::unique_ptr<Session>> Resume(ir::TrainStep step, schedules::Schedule schedule,
                                                          const std::string& checkpoint, SessionOptions options = {});
+  // Runs `plan` (schedules/plan_file.h, from `tandem plan`): its schedule,
+  // and its stages' rematerialisation in place of options.remat. `step`
+  // must be traced as the plan cuts it: plan.microbatches microbatches of
+  // plan.microbatch_size, and a pipeline_yield before the first layer of
+  // each stage (plan.SegmentStages()); InvalidArgument otherwise.
+  static absl::StatusOr<std::unique_ptr<Session>> Start(ir::TrainStep step, const schedules::Plan& plan,
+                                                        SessionOptions options = {});
   // The same from `state`, the parameters and optimizer slots after
   // `steps_done` steps (e.g. a checkpoint loaded with
   // controller::LoadCheckpoint): step numbering goes on from there.
@@ -100,7 +109,8 @@ class Session {
   absl::Status SetSchedule(schedules::Schedule schedule);
   // The same with a re-traced step, e.g. for another microbatch count (the
   // update's 1/M is part of the traced step). Its parameters and optimizer
-  // slots must be the running step's (InvalidArgument otherwise).
+  // slots must be the running step's, and its stages those options.remat
+  // names, if any (InvalidArgument otherwise).
   absl::Status Recompile(ir::TrainStep step, schedules::Schedule schedule);
 
   int64_t steps_done() const { return pipeline_->steps_done(); }
@@ -124,8 +134,8 @@ class Session {
       : schedule_(std::move(schedule)), options_(std::move(options)) {}
   // A fresh launcher for options_, and its description.
   absl::StatusOr<std::unique_ptr<controller::Launcher>> MakeLauncher();
-  // What this session compiles a step of `num_stages` stages with.
-  controller::CompileOptions CompileOptionsFor(int32_t num_stages) const;
+  // What this session compiles with.
+  controller::CompileOptions CompileOptionsFor() const;
 
   schedules::Schedule schedule_;
   SessionOptions options_;

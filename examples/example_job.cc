@@ -59,7 +59,8 @@ absl::Status CheckSizes(const ExampleJobOptions& options) {
                         {"dim", options.dim, kMaxDim},
                         {"heads", options.heads, kMaxHeads},
                         {"seq", options.seq, kMaxSequence},
-                        {"batch", options.batch, kMaxBatch}};
+                        {"batch", options.batch, kMaxBatch},
+                        {"vocab", options.vocab, kMaxVocab}};
   for (const Size& size : sizes) {
     if (!size.value.has_value()) continue;
     if (*size.value < 1) {
@@ -129,7 +130,15 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     if (!corpus.ok()) return corpus.status();
     GptConfig config;
     config.vocab_size = corpus->vocab_size();
+    if (options.vocab.has_value()) {
+      if (*options.vocab < config.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("vocab ", *options.vocab, " is smaller than the ",
+                                                       config.vocab_size, " characters of ", corpus->source()));
+      }
+      config.vocab_size = *options.vocab;  // ids past the corpus's never occur; the head is as wide
+    }
     config.num_stages = options.stages;
+    config.block_stages = options.layer_stages;
     config.tied_head = options.tied;
     Override(options.layers, config.num_layers);
     Override(options.dim, config.model_dim);
@@ -155,6 +164,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
                                    " (", corpus->size(), " bytes)");
     job.items_per_step = int64_t{config.batch_size} * config.sequence_length * num_microbatches;
     job.item_name = "tokens";
+    job.microbatch_size = config.batch_size;
     auto shared = std::make_shared<CharCorpus>(*std::move(corpus));
     auto batches = [shared, config, num_microbatches, data_seed](CharCorpus::Split split, uint64_t index) {
       std::vector<ir::TensorMap> microbatches;
@@ -171,6 +181,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   if (options.model == "mlp") {
     MlpConfig config;
     config.num_stages = options.stages;
+    config.layer_stages = options.layer_stages;
     Override(options.layers, config.num_layers);
     Override(options.dim, config.hidden_dim);
     Override(options.batch, config.batch_size);
@@ -190,6 +201,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
                                    config.num_stages, " stages; data: synthetic teacher-labelled classes");
     job.items_per_step = int64_t{config.batch_size} * num_microbatches;
     job.item_name = "examples";
+    job.microbatch_size = config.batch_size;
     auto batches = [config, num_microbatches, data_seed](uint64_t base) {
       std::vector<ir::TensorMap> microbatches;
       for (int32_t m = 0; m < num_microbatches; ++m) {

@@ -29,6 +29,10 @@ struct ExampleJobOptions {
   std::optional<int64_t> heads;   // gpt
   std::optional<int64_t> seq;     // gpt sequence length
   std::optional<int64_t> batch;   // sequences or examples per microbatch
+  std::optional<int64_t> vocab;   // gpt: the LM head's width, at least the corpus's characters
+  // The stage of each layer (examples/models/layer_stages.h); empty: an
+  // even split of the layers over `stages`.
+  std::vector<int32_t> layer_stages;
   bool tied = false;              // gpt: the token embedding is also the LM head
   std::string optimizer = "adam";  // adam or sgd (momentum 0.9)
   std::optional<double> lr;        // default 3e-3 for gpt, 1e-2 for mlp
@@ -44,6 +48,8 @@ struct ExampleJob {
   // What one step consumes, for throughput: e.g. 8192 "tokens".
   int64_t items_per_step = 0;
   std::string item_name;
+  // Sequences (gpt) or examples (mlp) per microbatch.
+  int64_t microbatch_size = 0;
   // The microbatches of training step `index` (0-based) from the train split.
   std::function<std::vector<ir::TensorMap>(uint64_t index)> train_batch;
   // A held-out batch set for the validation loss.

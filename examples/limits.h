@@ -23,6 +23,8 @@ inline constexpr int64_t kMaxDim = 65536;
 inline constexpr int64_t kMaxHeads = 1024;
 // gpt sequence length.
 inline constexpr int64_t kMaxSequence = 65536;
+// gpt vocabulary (the LM head's width): a GPT-2-sized head is 50,257.
+inline constexpr int64_t kMaxVocab = int64_t{1} << 20;
 // Sequences or examples per microbatch.
 inline constexpr int64_t kMaxBatch = 65536;
 // Microbatches per step (the schedules' own bound).

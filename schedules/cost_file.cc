@@ -103,6 +103,12 @@ absl::StatusOr<CostFile> ParseCostFile(absl::string_view text) {
   CostFile costs;
   if (absl::Status status = ReadString(json, "model", "the file", costs.model); !status.ok()) return status;
   if (absl::Status status = ReadString(json, "device", "the file", costs.device); !status.ok()) return status;
+  if (json.contains("microbatch_size")) {
+    if (absl::Status status = ReadBytes(json, "microbatch_size", "the file", costs.microbatch_size); !status.ok()) {
+      return status;
+    }
+    if (costs.microbatch_size < 1) return Problem("the file", "'microbatch_size' must be at least 1");
+  }
   auto segments = json.find("segments");
   if (segments == json.end() || !segments->is_array()) return Problem("the file", "'segments' must be an array");
   if (segments->empty() || segments->size() > static_cast<size_t>(kMaxSegments)) {
@@ -123,6 +129,7 @@ std::string FormatCostFile(const CostFile& costs) {
   json["version"] = kCostFileVersion;
   json["model"] = costs.model;
   json["device"] = costs.device;
+  json["microbatch_size"] = costs.microbatch_size;
   nlohmann::ordered_json segments = nlohmann::ordered_json::array();
   for (const SegmentCost& segment : costs.segments) {
     nlohmann::ordered_json entry;

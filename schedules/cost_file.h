@@ -4,6 +4,7 @@
 // Plain JSON, versioned, naming the model and the device it was measured on:
 //
 //   {"format": "tandem-costs", "version": 1, "model": "gpt ...", "device": "cpu",
+//    "microbatch_size": 8,
 //    "segments": [{"name": "h0", "forward_s": 0.0012, "backward_s": 0.0025,
 //                  "backward_input_s": 0.0013, "backward_weight_s": 0.0012,
 //                  "recompute_s": 0.0012, "activation_bytes": 65536,
@@ -11,8 +12,9 @@
 //                  "parameter_bytes": 200704, "optimizer_bytes": 401408,
 //                  "working_bytes": 131072}, ...]}
 //
-// Times are seconds per microbatch; bytes are per microbatch except the
-// parameters' and the optimizer's. Every number must be finite and
+// Times are seconds per microbatch of microbatch_size sequences (examples;
+// optional, default 1); bytes are per microbatch except the parameters' and
+// the optimizer's. Every number must be finite and
 // non-negative, and every size is bounded before anything is allocated
 // from it: a file that breaks a rule is InvalidArgument naming the segment
 // and the field.
@@ -51,6 +53,7 @@ struct SegmentCost {
 struct CostFile {
   std::string model;
   std::string device;
+  int64_t microbatch_size = 1;  // the sequences (examples) of the microbatches measured
   std::vector<SegmentCost> segments;
   friend bool operator==(const CostFile&, const CostFile&) = default;
 };

@@ -1,6 +1,7 @@
 #include "examples/models/gpt.h"
 
 #include "absl/strings/str_cat.h"
+#include "examples/models/layer_stages.h"
 #include "ir/layers.h"
 
 namespace tandem::examples {
@@ -19,11 +20,11 @@ absl::Status ValidateGptConfig(const GptConfig& c) {
                                                    " stages (every stage holds at least one block); use at least ",
                                                    c.num_stages, " layers"));
   }
-  return absl::OkStatus();
+  return CheckLayerStages("gpt", c.block_stages, c.num_layers, c.num_stages);
 }
 
 int32_t GptBlockStage(const GptConfig& c, int64_t layer) {
-  return static_cast<int32_t>(layer * c.num_stages / c.num_layers);
+  return LayerStage(c.block_stages, layer, c.num_layers, c.num_stages);
 }
 
 Tensor GptLoss(Tracer& t, const GptConfig& c) {

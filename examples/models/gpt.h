@@ -3,13 +3,15 @@
 // and a GELU MLP, each with a residual), a final layer norm, a tied or untied
 // LM head and the mean cross-entropy over all positions.
 //
-// The blocks are spread evenly over `num_stages` pipeline stages, with a
+// The blocks are spread over `num_stages` pipeline stages (evenly, or as
+// `block_stages` says: examples/models/layer_stages.h), with a
 // pipeline_yield between stages; the embeddings go with the first stage and
 // the head and loss with the last.
 #ifndef TANDEM_EXAMPLES_MODELS_GPT_H_
 #define TANDEM_EXAMPLES_MODELS_GPT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "ir/trace.h"
@@ -26,11 +28,13 @@ struct GptConfig {
   int64_t batch_size = 8;   // sequences per microbatch
   int32_t num_stages = 1;
   bool tied_head = false;   // reuse the token embedding as the LM head
+  std::vector<int32_t> block_stages;  // the stage of each block; empty: an even split
   double init_std = 0.02;
 };
 
 // InvalidArgument when the sizes do not fit (heads must divide model_dim,
-// every stage needs at least one block, ...).
+// every stage needs at least one block, a block_stages that is not an
+// assignment of the blocks to the stages, ...).
 absl::Status ValidateGptConfig(const GptConfig& config);
 
 // Inputs: "tokens" and "labels", i32 [batch_size, sequence_length].

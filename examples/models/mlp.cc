@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "examples/models/layer_stages.h"
 #include "ir/layers.h"
 
 namespace tandem::examples {
@@ -17,14 +18,14 @@ absl::Status ValidateMlpConfig(const MlpConfig& c) {
                                                    " stages (every stage holds at least one); use at least ",
                                                    c.num_stages, " layers"));
   }
-  return absl::OkStatus();
+  return CheckLayerStages("mlp", c.layer_stages, c.num_layers, c.num_stages);
 }
 
 Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
   Tensor h = t.Input("x", {ir::DType::kF32, {c.batch_size, c.input_dim}});
   int64_t width = c.input_dim;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    if (layer * c.num_stages / c.num_layers > t.stage()) h = pipeline_yield(h);
+    if (LayerStage(c.layer_stages, layer, c.num_layers, c.num_stages) > t.stage()) h = pipeline_yield(h);
     // He initialization for relu layers.
     const ir::Initializer he = init::Normal(std::sqrt(2.0 / width));
     h = relu(layers::Linear(t, absl::StrCat("fc", layer), h, width, c.hidden_dim, he));

@@ -1,11 +1,13 @@
 // A multi-layer perceptron classifier in Tandem's tensor API: hidden layers
 // of matmul + bias + relu, a linear output layer and the mean cross-entropy.
-// The hidden layers are spread evenly over `num_stages` pipeline stages; the
-// output layer and loss go with the last stage.
+// The hidden layers are spread over `num_stages` pipeline stages (evenly, or
+// as `layer_stages` says: examples/models/layer_stages.h); the output layer
+// and loss go with the last stage.
 #ifndef TANDEM_EXAMPLES_MODELS_MLP_H_
 #define TANDEM_EXAMPLES_MODELS_MLP_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "ir/trace.h"
@@ -19,6 +21,7 @@ struct MlpConfig {
   int64_t num_classes = 10;
   int64_t batch_size = 16;  // examples per microbatch
   int32_t num_stages = 1;
+  std::vector<int32_t> layer_stages;  // the stage of each hidden layer; empty: an even split
 };
 
 absl::Status ValidateMlpConfig(const MlpConfig& config);

@@ -153,3 +153,64 @@ TEST_F(DataFile, ABinaryFileInADataDirectoryIsNamed) {
 
 }  // namespace
 }  // namespace tandem::examples
+
+namespace tandem::examples {
+namespace {
+
+// The stage of the forward node reading parameter `name`.
+int32_t StageOfParameter(const ir::TrainStep& step, const std::string& name) {
+  const ir::Graph& graph = step.microbatch;
+  for (ir::ValueId id = 0; id < graph.size(); ++id) {
+    const ir::Node& node = graph.node(id);
+    if (node.op == ir::OpKind::kInput && node.attributes.GetString("name") == name) return node.stage;
+  }
+  return -1;
+}
+
+TEST(ExampleJobStages, APlannersLayerAssignmentPlacesEachBlockOnItsStage) {
+  ExampleJobOptions options;
+  options.model = "gpt";
+  options.layers = 4;
+  options.stages = 2;
+  options.layer_stages = {0, 0, 0, 1};
+  absl::StatusOr<ExampleJob> job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->step.num_stages, 2);
+  EXPECT_EQ(StageOfParameter(job->step, "h2.attn.qkv.w"), 0);
+  EXPECT_EQ(StageOfParameter(job->step, "h3.attn.qkv.w"), 1);
+  EXPECT_EQ(StageOfParameter(job->step, "head.w"), 1);
+  // The even split puts h2 on stage 1.
+  options.layer_stages.clear();
+  absl::StatusOr<ExampleJob> even = MakeExampleJob(options);
+  ASSERT_TRUE(even.ok());
+  EXPECT_EQ(StageOfParameter(even->step, "h2.attn.qkv.w"), 1);
+}
+
+TEST(ExampleJobStages, AnAssignmentThatIsNotContiguousOrMissesAStageIsRefused) {
+  ExampleJobOptions options;
+  options.model = "mlp";
+  options.layers = 4;
+  options.stages = 2;
+  options.layer_stages = {0, 1, 0, 1};
+  EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("mlp: layer 2 is assigned to stage 0"));
+  options.layer_stages = {0, 0, 0, 0};
+  EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("fills 1 of 2 stages"));
+  options.layer_stages = {0, 1};
+  EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("names 2 layers, but the model has 4"));
+  options.layer_stages = {1, 1, 1, 1};
+  EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("layer 0 is assigned to stage 1"));
+}
+
+TEST(ExampleJobStages, TheVocabularyWidensTheHeadButNeverBelowTheCorpus) {
+  ExampleJobOptions options;
+  options.model = "gpt";
+  options.vocab = 1000;
+  absl::StatusOr<ExampleJob> job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_THAT(job->description, HasSubstr("vocab 1000"));
+  options.vocab = 3;
+  EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("vocab 3 is smaller than the"));
+}
+
+}  // namespace
+}  // namespace tandem::examples

@@ -11,6 +11,7 @@ void AddBenchCommand(CommandLine& command_line) {
   AddCompileBench(command_line, *bench);
   AddDataplaneBench(command_line, *bench);
   AddPipelineBenches(command_line, *bench);
+  AddPlanBench(command_line, *bench);
   AddSchedBench(command_line, *bench);
 }
 

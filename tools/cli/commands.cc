@@ -7,6 +7,7 @@ void AddAllCommands(CommandLine& command_line) {
   AddSchedCommand(command_line);
   AddCompileCommand(command_line);
   AddProfileCommand(command_line);
+  AddPlanCommand(command_line);
   AddTrainCommand(command_line);
   AddReplCommand(command_line);
   AddBenchCommand(command_line);

@@ -25,6 +25,8 @@ void AddIrCommand(CommandLine& command_line);
 void AddCompileCommand(CommandLine& command_line);
 // `tandem profile ...`: an example model's segments measured, as a cost file.
 void AddProfileCommand(CommandLine& command_line);
+// `tandem plan`.
+void AddPlanCommand(CommandLine& command_line);
 // `tandem sched gen|check|convert|sim|draw ...`.
 void AddSchedCommand(CommandLine& command_line);
 // `tandem train ...`: trains an example model.
@@ -48,6 +50,8 @@ void AddDataplaneBench(CommandLine& command_line, CLI::App& bench);
 void AddPipelineBenches(CommandLine& command_line, CLI::App& bench);
 // `sched`: validates and simulates a large interleaved schedule.
 void AddSchedBench(CommandLine& command_line, CLI::App& bench);
+// `tandem bench plan`: planning time; predicted vs measured steps of plans.
+void AddPlanBench(CommandLine& command_line, CLI::App& bench);
 
 }  // namespace tandem::cli
 

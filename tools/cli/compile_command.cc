@@ -28,7 +28,7 @@ int RunCompile(const CLI::App& command, CompileOptions& options, CommandStreams&
   if (!job.ok()) return Failure(streams.err, command, job.status());
   absl::StatusOr<controller::CompiledStep> compiled = controller::Compile(
       job->step, *schedule,
-      {.remat = controller::RematEveryStage(job->step.num_stages, options.schedule.remat_every_stage())});
+      {.remat = options.schedule.RematByStage(job->step.num_stages)});
   if (!compiled.ok()) return Failure(streams.err, command, compiled.status());
   std::string dump = controller::DumpCompiledStep(*compiled, options.functions);
   if (!options.dump) dump = dump.substr(0, dump.find("\nactor "));

@@ -24,6 +24,8 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command
       .add_option("--batch", options.batch, "sequences (gpt, default 8) or examples (mlp, default 16) per microbatch")
       ->check(AtLeast(options.batch, 1));
+  command.add_option("--vocab", options.vocab, "gpt: the LM head's width (default: the corpus's characters)")
+      ->check(AtLeast(options.vocab, 1));
   command.add_flag("--tied", options.tied, "tie the gpt LM head to the token embedding");
   command.add_option("--optimizer", options.optimizer, "adam, or sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adam", "sgd"}))

@@ -1,5 +1,5 @@
 // The options that choose and size an example model (examples/): --model,
-// --microbatches, --data-parallel, --layers, --dim, --heads, --seq, --batch, --tied,
+// --microbatches, --data-parallel, --layers, --dim, --heads, --seq, --batch, --vocab, --tied,
 // --optimizer, --lr, --seed, --data, and --stages where no schedule says
 // how many stages there are. Shared by `tandem ir`, `compile`, `train`,
 // `repl` and the benchmarks that run the example models.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actor/device.h"
+#include "controller/compiler.h"
 #include "controller/local_launcher.h"
 #include "controller/session.h"
 #include "rpc/connection.h"
@@ -29,6 +30,11 @@ void AddScheduleOptions(CLI::App& command, ScheduleOptions& options) {
                   "the rest in its backward (less memory, more compute, the same bits)")
       ->check(CLI::IsMember({"none", "stage"}))
       ->capture_default_str();
+}
+
+std::vector<bool> ScheduleOptions::RematByStage(int32_t stages) const {
+  if (!remat_stages.empty()) return remat_stages;
+  return controller::RematEveryStage(stages, remat == "stage");
 }
 
 absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches) {

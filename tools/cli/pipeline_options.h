@@ -24,7 +24,9 @@ struct ScheduleOptions {
   int32_t actors = 4;
   int32_t virtual_stages = 0;  // stages per actor for interleaved, looped-bfs, zb-v; 0: the generator's default
   std::string remat = "none";  // none, or stage: every stage recomputes its forward in its backward
-  bool remat_every_stage() const { return remat == "stage"; }
+  std::vector<bool> remat_stages;  // by stage, from a plan (--plan): in place of --remat
+  // Which of `stages` stages rematerialise.
+  std::vector<bool> RematByStage(int32_t stages) const;
 };
 
 // Declares --schedule, --actors (defaulting to `options.actors`), --virtual

@@ -37,7 +37,8 @@ int RunProfile(const CLI::App& command, ProfileCommandOptions& options, CommandS
   ir::SetBlasThreads(1);
   controller::ProfileOptions profile{.steps = static_cast<int32_t>(options.steps),
                                      .model = job->description,
-                                     .device = actor::DeviceSpecName(*device)};
+                                     .device = actor::DeviceSpecName(*device),
+                                     .microbatch_size = job->microbatch_size};
   absl::StatusOr<schedules::CostFile> costs = controller::ProfileSegments(
       job->step, std::make_unique<ThreadsLauncher>(absl::Seconds(60), *device),
       [&](int64_t index) { return job->train_batch(static_cast<uint64_t>(index)); }, profile);

@@ -67,7 +67,7 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
 
   ir::SetBlasThreads(1);
   SessionOptions session_options;
-  session_options.remat = options.schedule.remat_every_stage();
+  session_options.remat = options.schedule.RematByStage((*job)->step.num_stages);
   // Every (re)start gets a fresh launcher of the kind the options name.
   session_options.launcher = [launcher_options = options.launcher]() -> std::unique_ptr<controller::Launcher> {
     absl::StatusOr<LauncherChoice> choice = MakeLauncher(launcher_options);

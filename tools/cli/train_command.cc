@@ -18,6 +18,7 @@
 #include <ostream>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "controller/checkpoint.h"
 #include "controller/session.h"
 #include "controller/step_trace.h"
@@ -27,6 +28,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/model_options.h"
 #include "tools/cli/pipeline_options.h"
+#include "tools/cli/plan_options.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/trainer.h"
 
@@ -48,6 +50,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;
   std::optional<std::string> resume;
   int64_t eval_batches = 4;
+  std::optional<std::string> plan;
 
   bool pipelined() const { return launcher.launcher != "reference"; }
 };
@@ -77,6 +80,19 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
                    "validation steps' worth of batches for the final loss", 0);
+  train.add_option("--plan", options.plan,
+                   "run a plan from `tandem plan`: its schedule, actors, stages, microbatches and rematerialisation");
+}
+
+// What the compiled step rematerialises, for the executor line.
+std::string RematNote(const std::vector<bool>& remat) {
+  std::vector<int32_t> stages;
+  for (int32_t s = 0; s < static_cast<int32_t>(remat.size()); ++s) {
+    if (remat[s]) stages.push_back(s);
+  }
+  if (stages.empty()) return "";
+  if (stages.size() == remat.size()) return ", each rematerialised";
+  return absl::StrCat(", ", stages.size() == 1 ? "stage " : "stages ", absl::StrJoin(stages, ", "), " rematerialised");
 }
 
 // Combinations of options that do not go together: the message, or "".
@@ -325,6 +341,16 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   if (std::string problem = CheckOptions(train, options); !problem.empty()) {
     return UsageError(streams.err, train, problem);
   }
+  if (options.plan.has_value()) {
+    absl::StatusOr<schedules::Plan> plan = ReadPlan(*options.plan);
+    if (!plan.ok()) return Failure(streams.err, train, plan.status());
+    if (absl::Status status = ApplyPlan(train, *plan, options.model, options.schedule); !status.ok()) {
+      return UsageError(streams.err, train, std::string(status.message()));
+    }
+    streams.out << absl::StrFormat("plan %s: %s on %d actors, %d microbatches of %d, predicted step %.3f ms\n",
+                                   *options.plan, plan->schedule, plan->actors, plan->microbatches,
+                                   plan->microbatch_size, plan->predicted_step_s * 1e3);
+  }
   // The reference (the trainer with --launcher reference, and --verify's
   // yardstick) computes on the device the actors use.
   absl::StatusOr<actor::DeviceSpec> device = DeviceFrom(options.launcher);
@@ -368,7 +394,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     SessionOptions session_options;
     session_options.dispatch =
         options.dispatch == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask;
-    session_options.remat = options.schedule.remat_every_stage();
+    session_options.remat = options.schedule.RematByStage(job->step.num_stages);
     session_options.launcher = [launcher = options.launcher]() -> std::unique_ptr<controller::Launcher> {
       absl::StatusOr<LauncherChoice> made = MakeLauncher(launcher);
       return made.ok() ? std::move(made->launcher) : nullptr;
@@ -379,7 +405,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     const controller::CompiledStep& compiled = (*session)->compiled();
     streams.out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages%s), %s dispatch, step %016x\n",
                                    launcher_description, compiled.num_actors, compiled.schedule, compiled.num_stages,
-                                   options.schedule.remat_every_stage() ? ", each rematerialised" : "",
+                                   RematNote(compiled.remat),
                                    options.dispatch, compiled.hash);
     if (options.trace.has_value()) trace.emplace(compiled);
     trainer = std::make_unique<PipelineTrainer>(*std::move(session));

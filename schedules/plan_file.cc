@@ -1,0 +1,220 @@
+#include "schedules/plan_file.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "schedules/cost_file.h"
+#include "schedules/generators.h"
+#include "schedules/json_text.h"
+#include "schedules/limits.h"
+#include "schedules/simulator.h"
+
+namespace tandem::schedules {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr size_t kMaxNameBytes = 256;
+constexpr int64_t kMaxBytes = int64_t{1} << 50;
+
+absl::Status Problem(absl::string_view where, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("plan file: ", where, ": ", what));
+}
+
+absl::Status ReadString(const Json& object, const char* key, std::string& out) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return Problem(key, "must be a string");
+  if (it->get_ref<const std::string&>().size() > kMaxNameBytes) {
+    return Problem(key, absl::StrCat("is longer than ", kMaxNameBytes, " bytes"));
+  }
+  out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+// An integer in [low, high].
+template <typename T>
+absl::Status ReadInteger(const Json& object, const char* key, int64_t low, int64_t high, absl::string_view where,
+                         T& out) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer()) return Problem(where, absl::StrCat("'", key, "' must be an integer"));
+  // Non-negative integers parse as unsigned: compare them as such, so that
+  // one past INT64_MAX is out of range rather than negative.
+  const bool in_range = it->is_number_unsigned()
+                            ? it->get<uint64_t>() <= static_cast<uint64_t>(high) && it->get<int64_t>() >= low
+                            : it->get<int64_t>() >= low && it->get<int64_t>() <= high;
+  if (!in_range) {
+    return Problem(where, absl::StrCat("'", key, "' = ", it->dump(), " is outside [", low, ", ", high, "]"));
+  }
+  out = static_cast<T>(it->get<int64_t>());
+  return absl::OkStatus();
+}
+
+absl::Status ReadStage(const Json& json, int32_t index, int32_t actors, PlanStage& stage) {
+  const std::string where = absl::StrCat("stage ", index);
+  if (!json.is_object()) return Problem(where, "must be an object");
+  auto segments = json.find("segments");
+  if (segments == json.end() || !segments->is_array() || segments->size() != 2) {
+    return Problem(where, "'segments' must be [first, end]");
+  }
+  const Json pair = {{"first", (*segments)[0]}, {"end", (*segments)[1]}};
+  if (absl::Status s = ReadInteger(pair, "first", 0, kMaxSegments - 1, where, stage.first_segment); !s.ok()) return s;
+  if (absl::Status s = ReadInteger(pair, "end", 1, kMaxSegments, where, stage.end_segment); !s.ok()) return s;
+  auto remat = json.find("remat");
+  if (remat == json.end() || !remat->is_boolean()) return Problem(where, "'remat' must be true or false");
+  stage.remat = remat->get<bool>();
+  return ReadInteger(json, "actor", 0, actors - 1, where, stage.actor);
+}
+
+}  // namespace
+
+std::vector<int32_t> Plan::SegmentStages() const {
+  std::vector<int32_t> stage_of(segments, 0);
+  for (int32_t s = 0; s < static_cast<int32_t>(stages.size()); ++s) {
+    for (int32_t segment = stages[s].first_segment; segment < stages[s].end_segment; ++segment) {
+      stage_of[segment] = s;
+    }
+  }
+  return stage_of;
+}
+
+std::vector<bool> Plan::RematByStage() const {
+  std::vector<bool> remat;
+  for (const PlanStage& stage : stages) remat.push_back(stage.remat);
+  return remat;
+}
+
+absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
+  if (text.size() > kMaxPlanFileBytes) {
+    return Problem("the file", absl::StrCat(text.size(), " bytes; at most ", kMaxPlanFileBytes));
+  }
+  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return Problem("the file", "is not JSON");
+  if (!json.is_object()) return Problem("the file", "must be a JSON object");
+  auto format = json.find("format");
+  if (format == json.end() || *format != "tandem-plan") {
+    return Problem("the file", "is not a Tandem plan (\"format\": \"tandem-plan\" is missing)");
+  }
+  auto version = json.find("version");
+  if (version == json.end() || !version->is_number_integer() || *version != kPlanFileVersion) {
+    return Problem("the file", absl::StrCat("has version ", version == json.end() ? "(none)" : version->dump(),
+                                            "; this Tandem reads version ", kPlanFileVersion));
+  }
+  Plan plan;
+  for (absl::Status s : {ReadString(json, "model", plan.model), ReadString(json, "device", plan.device),
+                         ReadString(json, "schedule", plan.schedule),
+                         ReadInteger(json, "actors", 1, kMaxActors, "the file", plan.actors),
+                         ReadInteger(json, "data_parallel", 1, kMaxDataParallel, "the file", plan.data_parallel),
+                         ReadInteger(json, "virtual_stages", 1, kMaxVirtualStages, "the file", plan.virtual_stages),
+                         ReadInteger(json, "microbatches", 1, kMaxMicrobatches, "the file", plan.microbatches),
+                         ReadInteger(json, "microbatch_size", 1, kMaxBytes, "the file", plan.microbatch_size),
+                         ReadInteger(json, "segments", 1, kMaxSegments, "the file", plan.segments),
+                         ReadInteger(json, "memory_cap", 0, kMaxBytes, "the file", plan.memory_cap)}) {
+    if (!s.ok()) return s;
+  }
+  auto stages = json.find("stages");
+  if (stages == json.end() || !stages->is_array()) return Problem("the file", "'stages' must be an array");
+  const int64_t expected = int64_t{plan.actors} * plan.virtual_stages;
+  if (static_cast<int64_t>(stages->size()) != expected) {
+    return Problem("stages", absl::StrCat("has ", stages->size(), " stages; ", plan.actors, " actors with ",
+                                          plan.virtual_stages, " stages each need ", expected));
+  }
+  if (expected > plan.segments) {
+    return Problem("stages", absl::StrCat(expected, " stages cannot share ", plan.segments, " segments"));
+  }
+  int32_t covered = 0;
+  for (int32_t s = 0; s < static_cast<int32_t>(stages->size()); ++s) {
+    PlanStage stage;
+    if (absl::Status status = ReadStage((*stages)[s], s, plan.actors, stage); !status.ok()) return status;
+    if (stage.first_segment != covered || stage.end_segment <= stage.first_segment) {
+      return Problem(absl::StrCat("stage ", s),
+                     absl::StrCat("holds segments [", stage.first_segment, ", ", stage.end_segment,
+                                  "); it must start at segment ", covered, " and hold at least one"));
+    }
+    covered = stage.end_segment;
+    plan.stages.push_back(stage);
+  }
+  if (covered != plan.segments) {
+    return Problem("stages", absl::StrCat("cover ", covered, " of the ", plan.segments, " segments"));
+  }
+  if (auto predicted = json.find("predicted"); predicted != json.end() && predicted->is_object()) {
+    if (auto step = predicted->find("step_s"); step != predicted->end() && step->is_number()) {
+      plan.predicted_step_s = step->get<double>();
+    }
+    if (auto bubble = predicted->find("bubble"); bubble != predicted->end() && bubble->is_number()) {
+      plan.predicted_bubble = bubble->get<double>();
+    }
+    if (auto memory = predicted->find("memory"); memory != predicted->end() && memory->is_string() &&
+                                                  memory->get_ref<const std::string&>().size() <= kMaxNameBytes) {
+      plan.memory_source = memory->get<std::string>();
+    }
+    if (auto peaks = predicted->find("peak_bytes"); peaks != predicted->end() && peaks->is_array()) {
+      if (static_cast<int64_t>(peaks->size()) != plan.actors) {
+        return Problem("predicted", absl::StrCat("'peak_bytes' has ", peaks->size(), " entries for ", plan.actors,
+                                                 " actors"));
+      }
+      for (size_t a = 0; a < peaks->size(); ++a) {
+        int64_t bytes = 0;
+        const Json entry = {{"peak", (*peaks)[a]}};
+        if (absl::Status s = ReadInteger(entry, "peak", 0, kMaxBytes, "predicted", bytes); !s.ok()) return s;
+        plan.predicted_peak_bytes.push_back(bytes);
+      }
+    }
+  }
+  return plan;
+}
+
+std::string FormatPlanFile(const Plan& plan) {
+  nlohmann::ordered_json json;
+  json["format"] = "tandem-plan";
+  json["version"] = kPlanFileVersion;
+  json["model"] = plan.model;
+  json["device"] = plan.device;
+  json["actors"] = plan.actors;
+  json["data_parallel"] = plan.data_parallel;
+  json["schedule"] = plan.schedule;
+  json["virtual_stages"] = plan.virtual_stages;
+  json["microbatches"] = plan.microbatches;
+  json["microbatch_size"] = plan.microbatch_size;
+  json["segments"] = plan.segments;
+  json["memory_cap"] = plan.memory_cap;
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const PlanStage& stage : plan.stages) {
+    nlohmann::ordered_json entry;
+    entry["segments"] = {stage.first_segment, stage.end_segment};
+    entry["remat"] = stage.remat;
+    entry["actor"] = stage.actor;
+    stages.push_back(std::move(entry));
+  }
+  json["stages"] = std::move(stages);
+  nlohmann::ordered_json predicted;
+  predicted["step_s"] = JsonNumber(plan.predicted_step_s);
+  predicted["bubble"] = JsonNumber(plan.predicted_bubble);
+  predicted["peak_bytes"] = plan.predicted_peak_bytes;
+  predicted["memory"] = plan.memory_source;
+  json["predicted"] = std::move(predicted);
+  return JsonText(json) + "\n";
+}
+
+absl::StatusOr<Schedule> PlanSchedule(const Plan& plan) {
+  absl::StatusOr<Schedule> schedule =
+      Generate(plan.schedule, {.actors = plan.actors, .microbatches = plan.microbatches,
+                               .virtual_stages = plan.virtual_stages});
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan file: schedule: ", schedule.status().message()));
+  }
+  if (schedule->num_stages != static_cast<int32_t>(plan.stages.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("plan file: schedule ", plan.schedule, " has ",
+                                                   schedule->num_stages, " stages; the plan has ", plan.stages.size()));
+  }
+  for (int32_t s = 0; s < schedule->num_stages; ++s) {
+    if (schedule->ActorOf(StageId{s}).value != plan.stages[s].actor) {
+      return absl::InvalidArgumentError(absl::StrCat("plan file: stage ", s, " is on actor ", plan.stages[s].actor,
+                                                     ", but schedule ", plan.schedule, " places it on actor ",
+                                                     schedule->ActorOf(StageId{s}).value));
+    }
+  }
+  return schedule;
+}
+
+}  // namespace tandem::schedules

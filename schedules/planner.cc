@@ -1,0 +1,437 @@
+#include "schedules/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "schedules/generators.h"
+#include "schedules/limits.h"
+#include "schedules/simulator.h"
+
+namespace tandem::schedules {
+namespace {
+
+int32_t VirtualStagesOf(const std::string& schedule) {
+  return schedule == "interleaved" || schedule == "zb-v" ? 2 : 1;
+}
+
+int64_t Scale(int64_t bytes, double factor) { return static_cast<int64_t>(std::ceil(bytes * factor)); }
+
+// The segments at microbatches `factor` times the measured size: times and
+// per-microbatch bytes scale, parameters and optimizer state do not.
+CostFile ScaledCosts(const CostFile& costs, double factor) {
+  CostFile scaled = costs;
+  for (SegmentCost& s : scaled.segments) {
+    for (double* seconds : {&s.forward_s, &s.backward_s, &s.backward_input_s, &s.backward_weight_s, &s.recompute_s}) {
+      *seconds *= factor;
+    }
+    for (int64_t* bytes : {&s.activation_bytes, &s.stash_bytes, &s.remat_stash_bytes, &s.working_bytes}) {
+      *bytes = Scale(*bytes, factor);
+    }
+  }
+  return scaled;
+}
+
+// A stage's totals over its segments.
+struct StageTotals {
+  double forward = 0.0, backward = 0.0, input = 0.0, weight = 0.0;
+  int64_t state = 0, stash = 0, kept = 0, working = 0, parameters = 0;
+};
+
+StageTotals Totals(const CostFile& costs, const PlannedStage& stage) {
+  StageTotals t;
+  for (int32_t i = stage.first_segment; i < stage.end_segment; ++i) {
+    const SegmentCost& s = costs.segments[i];
+    t.forward += s.forward_s;
+    t.backward += s.backward_s;
+    t.input += s.backward_input_s;
+    t.weight += s.backward_weight_s;
+    t.state += s.parameter_bytes + s.optimizer_bytes;
+    t.parameters += s.parameter_bytes;
+    t.stash += s.stash_bytes;
+    t.working = std::max(t.working, s.working_bytes);
+  }
+  t.kept = stage.remat ? costs.segments[stage.first_segment].remat_stash_bytes : t.stash;
+  return t;
+}
+
+// The simulator's cost model of a candidate's stages.
+CostModel CandidateCostModel(const CostFile& scaled, const Candidate& candidate, const PlannerOptions& options) {
+  CostModel model;
+  model.link_alpha = options.link_alpha;
+  model.link_beta = options.link_beta;
+  model.data_parallel = options.data_parallel;
+  double largest_activation = 0.0;
+  const double overhead = options.task_overhead_s;
+  for (int32_t s = 0; s < static_cast<int32_t>(candidate.stages.size()); ++s) {
+    const PlannedStage& stage = candidate.stages[s];
+    const StageTotals t = Totals(scaled, stage);
+    model.stage_cost[{TaskKind::kForward, s}] = t.forward + overhead;
+    model.stage_cost[{TaskKind::kBackward, s}] = t.backward + overhead;
+    model.stage_cost[{TaskKind::kBackwardInput, s}] = t.input + overhead;
+    model.stage_cost[{TaskKind::kBackwardWeight, s}] = t.weight + overhead;
+    if (stage.remat) model.remat_stages.insert(s);
+    model.stage_gradient_bytes_override[s] = static_cast<double>(t.parameters);
+    if (s + 1 < static_cast<int32_t>(candidate.stages.size())) {
+      largest_activation =
+          std::max(largest_activation, static_cast<double>(scaled.segments[stage.end_segment - 1].activation_bytes));
+    }
+  }
+  model.activation_bytes = largest_activation;
+  model.gradient_bytes = largest_activation;
+  return model;
+}
+
+// The costs measured at the microbatch size nearest `size` (by ratio).
+const CostFile& NearestSize(const std::vector<CostFile>& measured, int64_t size) {
+  const CostFile* nearest = &measured.front();
+  auto distance = [size](const CostFile& c) { return std::abs(std::log(static_cast<double>(size) / c.microbatch_size)); };
+  for (const CostFile& c : measured) {
+    if (distance(c) < distance(*nearest)) nearest = &c;
+  }
+  return *nearest;
+}
+
+std::vector<int32_t> Divisors(int64_t n, int32_t bound) {
+  std::vector<int32_t> divisors;
+  for (int64_t d = 1; d <= std::min<int64_t>(n, bound); ++d) {
+    if (n % d == 0) divisors.push_back(static_cast<int32_t>(d));
+  }
+  return divisors;
+}
+
+// Fitting candidates first, fastest first; the rest by how far over the cap.
+void Rank(std::vector<Candidate>& candidates, int64_t cap) {
+  std::stable_sort(candidates.begin(), candidates.end(), [cap](const Candidate& a, const Candidate& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.fits) return a.step_seconds < b.step_seconds;
+    return a.LargestPeak() - cap < b.LargestPeak() - cap;
+  });
+}
+
+// `stages` (their segments and remat) run as `schedule` with microbatches
+// of `size`, on the costs scaled to that size.
+absl::StatusOr<Candidate> Evaluate(const CostFile& scaled, const PlannerOptions& options, const std::string& name,
+                                   const Schedule& schedule, int32_t microbatches, int64_t size,
+                                   const std::vector<PlannedStage>& stages) {
+  const PartitionOptions cut{.stages = schedule.num_stages,
+                             .microbatches = microbatches,
+                             .link_alpha = options.link_alpha,
+                             .link_beta = options.link_beta};
+  Candidate candidate;
+  candidate.schedule = name;
+  candidate.virtual_stages = schedule.num_stages / schedule.num_actors;
+  candidate.microbatches = microbatches;
+  candidate.microbatch_size = size;
+  for (int32_t s = 0; s < schedule.num_stages; ++s) {
+    const PlannedStage& stage = stages[s];
+    candidate.stages.push_back(
+        EvaluateStage(scaled, cut, s, stage.first_segment, stage.end_segment, stage.remat));
+    candidate.stage_actor.push_back(schedule.ActorOf(StageId(s)).value);
+  }
+  absl::StatusOr<SimulationResult> simulated = Simulate(schedule, CandidateCostModel(scaled, candidate, options));
+  if (!simulated.ok()) return simulated.status();
+  candidate.step_seconds = simulated->makespan;
+  candidate.bubble = simulated->bubble;
+  candidate.peak_bytes = CostModelPeaks(scaled, candidate, schedule, options.input_grad_frees);
+  candidate.fits = options.memory_cap <= 0 || candidate.LargestPeak() <= options.memory_cap;
+  return candidate;
+}
+
+}  // namespace
+
+std::vector<std::string> PlannerSchedules() { return {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"}; }
+
+std::vector<int64_t> PlannerMicrobatchSizes(const PlannerOptions& options) {
+  std::vector<int64_t> sizes;
+  if (options.global_batch < 1) return sizes;
+  for (int32_t microbatches : Divisors(options.global_batch, options.max_microbatches)) {
+    sizes.push_back(options.global_batch / microbatches);
+  }
+  return sizes;
+}
+
+int64_t Candidate::LargestPeak() const {
+  return peak_bytes.empty() ? 0 : *std::max_element(peak_bytes.begin(), peak_bytes.end());
+}
+
+int32_t Candidate::TightestActor() const {
+  return static_cast<int32_t>(std::max_element(peak_bytes.begin(), peak_bytes.end()) - peak_bytes.begin());
+}
+
+std::string Candidate::Describe(const CostFile& costs) const {
+  std::vector<std::string> parts;
+  for (const PlannedStage& stage : stages) {
+    const std::string& first = costs.segments[stage.first_segment].name;
+    const std::string& last = costs.segments[stage.end_segment - 1].name;
+    parts.push_back(absl::StrCat(first, stage.end_segment - stage.first_segment > 1 ? absl::StrCat("..", last) : "",
+                                 stage.remat ? " (remat)" : ""));
+  }
+  return absl::StrCat("[", absl::StrJoin(parts, " | "), "]");
+}
+
+std::vector<int64_t> CostModelPeaks(const CostFile& costs, const Candidate& candidate, const Schedule& schedule,
+                                    double input_grad_frees) {
+  std::vector<StageTotals> totals;
+  for (const PlannedStage& stage : candidate.stages) totals.push_back(Totals(costs, stage));
+  std::vector<int64_t> peaks(schedule.num_actors, 0);
+  for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
+    int64_t live = 0;
+    for (int32_t s = 0; s < schedule.num_stages; ++s) {
+      if (schedule.ActorOf(StageId(s)).value == actor) live += totals[s].state;
+    }
+    int64_t peak = live;
+    std::map<std::pair<int32_t, int32_t>, int64_t> held;  // (stage, microbatch) -> bytes kept for its backward
+    for (const Slot& slot : schedule.programs[actor]) {
+      for (const Task& task : slot.tasks) {
+        const int32_t s = task.stage.value;
+        const StageTotals& t = totals[s];
+        const bool remat = candidate.stages[s].remat;
+        int64_t& kept = held[{s, task.microbatch.value}];
+        switch (task.kind) {
+          case TaskKind::kForward:
+            peak = std::max(peak, live + t.working);
+            live += t.kept;
+            kept = t.kept;
+            break;
+          case TaskKind::kBackward:
+            peak = std::max(peak, live + t.working + (remat ? t.stash : 0));
+            live -= kept;
+            kept = 0;
+            break;
+          case TaskKind::kBackwardInput: {
+            peak = std::max(peak, live + t.working + (remat ? t.stash : 0));
+            // W keeps what it needs of the stash (recomputed, when the
+            // stage rematerialises: W does not recompute again).
+            const int64_t for_weight = remat ? static_cast<int64_t>(std::llround(t.stash * (1.0 - input_grad_frees)))
+                                             : kept - static_cast<int64_t>(std::llround(kept * input_grad_frees));
+            live += for_weight - kept;
+            kept = for_weight;
+            break;
+          }
+          case TaskKind::kBackwardWeight:
+            peak = std::max(peak, live + t.working);
+            live -= kept;
+            kept = 0;
+            break;
+        }
+      }
+    }
+    peaks[actor] = peak;
+  }
+  return peaks;
+}
+
+absl::StatusOr<PlanSearch> SearchPlans(const CostFile& costs, const PlannerOptions& options,
+                                       const CompiledPeaks& compiled) {
+  return SearchPlans(std::vector<CostFile>{costs}, options, compiled);
+}
+
+absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, const PlannerOptions& options,
+                                       const CompiledPeaks& compiled) {
+  if (measured.empty()) return absl::InvalidArgumentError("the planner needs a cost file");
+  const CostFile& costs = measured.front();
+  const int32_t n = static_cast<int32_t>(costs.segments.size());
+  if (n < 1) return absl::InvalidArgumentError("the cost file has no segments");
+  for (const CostFile& other : measured) {
+    if (other.segments.size() != costs.segments.size() || other.microbatch_size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("cost files measured at microbatch sizes ", costs.microbatch_size,
+                                                     " and ", other.microbatch_size, " hold ", costs.segments.size(),
+                                                     " and ", other.segments.size(),
+                                                     " segments: they must measure the same segments"));
+    }
+  }
+  if (options.actors < 1 || options.actors > kMaxActors) {
+    return absl::InvalidArgumentError(absl::StrCat("actors ", options.actors, " is outside [1, ", kMaxActors, "]"));
+  }
+  if (options.data_parallel < 1 || options.data_parallel > kMaxDataParallel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data-parallel ", options.data_parallel, " is outside [1, ", kMaxDataParallel, "]"));
+  }
+  if (options.global_batch < 1 || options.global_batch > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("global batch ", options.global_batch, " is outside [1, 2^40]"));
+  }
+  if (options.max_microbatches < 1 || options.max_microbatches > kMaxMicrobatches) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max microbatches ", options.max_microbatches, " is outside [1, ", kMaxMicrobatches, "]"));
+  }
+  if (options.memory_cap < 0) return absl::InvalidArgumentError("the memory cap must not be negative");
+  if (!(options.task_overhead_s >= 0.0 && options.task_overhead_s < 86400.0) ||
+      !(options.input_grad_frees >= 0.0 && options.input_grad_frees <= 1.0)) {
+    return absl::InvalidArgumentError("task overhead must be in [0, 1 day) and input_grad_frees in [0, 1]");
+  }
+  const std::vector<std::string> known = PlannerSchedules();
+  for (const std::string& name : options.schedules) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the planner does not search schedule '", name, "' (it knows ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
+  if (options.actors > n) {
+    return absl::InvalidArgumentError(absl::StrCat(n, " segments cannot fill ", options.actors,
+                                                   " actors (each stage needs a segment): profile with "
+                                                   "--cut-every-layer, or use fewer actors"));
+  }
+
+  PlanSearch search;
+  for (const std::string& name : options.schedules) {
+    const int32_t virtual_stages = VirtualStagesOf(name);
+    const int32_t stages = virtual_stages * options.actors;
+    if (stages > n) {
+      search.skipped.push_back(absl::StrCat(name, ": ", stages, " stages need ", stages, " segments; there are ", n));
+      continue;
+    }
+    for (int32_t microbatches : Divisors(options.global_batch, options.max_microbatches)) {
+      absl::StatusOr<Schedule> schedule = Generate(
+          name, {.actors = options.actors, .microbatches = microbatches, .virtual_stages = virtual_stages});
+      if (!schedule.ok()) {
+        search.skipped.push_back(absl::StrCat(name, " M=", microbatches, ": ", schedule.status().message()));
+        continue;
+      }
+      const int64_t size = options.global_batch / microbatches;
+      const CostFile& nearest = NearestSize(measured, size);
+      const CostFile scaled = ScaledCosts(nearest, static_cast<double>(size) / nearest.microbatch_size);
+      PartitionOptions cut{.stages = stages,
+                           .microbatches = microbatches,
+                           .in_flight = name == "gpipe" ? InFlight::kAllMicrobatches : InFlight::kOneFOneB,
+                           .memory_cap = virtual_stages == 1 ? options.memory_cap : 0,
+                           .allow_remat = options.allow_remat,
+                           .link_alpha = options.link_alpha,
+                           .link_beta = options.link_beta};
+      absl::StatusOr<Partition> partition = PartitionSegments(scaled, cut);
+      bool over_cap = false;
+      if (!partition.ok() && partition.status().code() == absl::StatusCode::kResourceExhausted) {
+        // Nothing fits this way: keep the fastest cut, so that the report can
+        // say how close it comes.
+        over_cap = true;
+        cut.memory_cap = 0;
+        partition = PartitionSegments(scaled, cut);
+      }
+      if (!partition.ok()) return partition.status();
+      // Which stages rematerialise: as cut; for virtual placements (cut
+      // without the cap: an actor's two stages share it) also all of them.
+      std::vector<std::vector<bool>> variants = {{}};
+      if ((virtual_stages > 1 || over_cap) && options.allow_remat && options.memory_cap > 0) {
+        variants.push_back(std::vector<bool>(stages, true));
+      }
+      for (const std::vector<bool>& remat : variants) {
+        std::vector<PlannedStage> cut_stages = partition->stages;
+        for (int32_t s = 0; s < stages && !remat.empty(); ++s) cut_stages[s].remat = remat[s];
+        absl::StatusOr<Candidate> candidate =
+            Evaluate(scaled, options, name, *schedule, microbatches, size, cut_stages);
+        if (!candidate.ok()) return candidate.status();
+        search.candidates.push_back(*std::move(candidate));
+      }
+    }
+  }
+  if (search.candidates.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no schedule could be planned: ", absl::StrJoin(search.skipped, "; ")));
+  }
+  // The exact peaks of the fastest candidates, in order, until three fit or
+  // the limit is reached: every candidate faster than the chosen one has
+  // then been compiled.
+  std::stable_sort(search.candidates.begin(), search.candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.step_seconds < b.step_seconds; });
+  if (compiled) {
+    search.exact = true;
+    int32_t fitting = 0;
+    for (Candidate& candidate : search.candidates) {
+      if (search.compiled >= options.compiled_limit || fitting >= 3) break;
+      absl::StatusOr<Schedule> schedule =
+          Generate(candidate.schedule, {.actors = options.actors,
+                                        .microbatches = candidate.microbatches,
+                                        .virtual_stages = candidate.virtual_stages});
+      if (!schedule.ok()) return schedule.status();
+      absl::StatusOr<std::vector<int64_t>> peaks = compiled(candidate, *schedule);
+      if (!peaks.ok()) return peaks.status();
+      ++search.compiled;
+      candidate.peak_bytes = *std::move(peaks);
+      candidate.memory_source = "compiled program";
+      candidate.fits = options.memory_cap <= 0 || candidate.LargestPeak() <= options.memory_cap;
+      if (candidate.fits) ++fitting;
+    }
+  }
+  Rank(search.candidates, options.memory_cap);
+  return search;
+}
+
+absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measured, const PlannerOptions& options,
+                                            const std::string& schedule, int32_t microbatches,
+                                            const std::vector<PlannedStage>& stages) {
+  if (measured.empty() || microbatches < 1 || options.global_batch % microbatches != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(microbatches, " microbatches do not divide the global batch of ", options.global_batch));
+  }
+  const int32_t virtual_stages = VirtualStagesOf(schedule);
+  absl::StatusOr<Schedule> generated =
+      Generate(schedule, {.actors = options.actors, .microbatches = microbatches, .virtual_stages = virtual_stages});
+  if (!generated.ok()) return generated.status();
+  const int32_t n = static_cast<int32_t>(measured.front().segments.size());
+  int32_t covered = 0;
+  for (const PlannedStage& stage : stages) {
+    if (stage.first_segment != covered || stage.end_segment <= covered || stage.end_segment > n) {
+      return absl::InvalidArgumentError("the stages must hold contiguous segments, in order, at least one each");
+    }
+    covered = stage.end_segment;
+  }
+  if (static_cast<int32_t>(stages.size()) != generated->num_stages || covered != n) {
+    return absl::InvalidArgumentError(absl::StrCat(schedule, " needs ", generated->num_stages,
+                                                   " stages covering the ", n, " segments"));
+  }
+  const int64_t size = options.global_batch / microbatches;
+  const CostFile& nearest = NearestSize(measured, size);
+  return Evaluate(ScaledCosts(nearest, static_cast<double>(size) / nearest.microbatch_size), options, schedule,
+                  *generated, microbatches, size, stages);
+}
+
+absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFile& costs,
+                                          const PlannerOptions& options) {
+  for (const Candidate& candidate : search.candidates) {
+    if (candidate.fits && (!search.exact || candidate.memory_source == "compiled program")) return candidate;
+  }
+  // The closest: the least excess over the cap among those checked exactly
+  // (or all, by the cost model).
+  const Candidate* closest = nullptr;
+  for (const Candidate& candidate : search.candidates) {
+    if (search.exact && candidate.memory_source != "compiled program") continue;
+    if (closest == nullptr || candidate.LargestPeak() < closest->LargestPeak()) closest = &candidate;
+  }
+  if (closest == nullptr) return absl::InternalError("no candidate was checked");
+  const int32_t actor = closest->TightestActor();
+  const int64_t peak = closest->LargestPeak();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "no plan fits the memory cap of ", options.memory_cap, " bytes per actor (", search.candidates.size(),
+      " candidates", search.exact ? absl::StrCat(", the ", search.compiled, " fastest compiled") : "",
+      "): the closest, ", closest->schedule, " with M=", closest->microbatches, " ", closest->Describe(costs),
+      ", needs ", peak, " bytes on actor ", actor, " (", closest->memory_source, "), ", peak - options.memory_cap,
+      " over; it fits with a cap of ", peak, " bytes", options.allow_remat ? "" : ", or with rematerialisation",
+      ", or on more actors"));
+}
+
+Plan ToPlan(const Candidate& candidate, const CostFile& costs, const PlannerOptions& options) {
+  Plan plan;
+  plan.model = costs.model;
+  plan.device = costs.device;
+  plan.actors = options.actors;
+  plan.data_parallel = options.data_parallel;
+  plan.schedule = candidate.schedule;
+  plan.virtual_stages = candidate.virtual_stages;
+  plan.microbatches = candidate.microbatches;
+  plan.microbatch_size = candidate.microbatch_size;
+  plan.segments = static_cast<int32_t>(costs.segments.size());
+  plan.memory_cap = options.memory_cap;
+  for (size_t s = 0; s < candidate.stages.size(); ++s) {
+    const PlannedStage& stage = candidate.stages[s];
+    plan.stages.push_back({stage.first_segment, stage.end_segment, stage.remat, candidate.stage_actor[s]});
+  }
+  plan.predicted_step_s = candidate.step_seconds;
+  plan.predicted_bubble = candidate.bubble;
+  plan.predicted_peak_bytes = candidate.peak_bytes;
+  plan.memory_source = candidate.memory_source;
+  return plan;
+}
+
+}  // namespace tandem::schedules

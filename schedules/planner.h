@@ -1,0 +1,139 @@
+// The planner behind `tandem plan`: given a model's measured segments (a
+// cost file) and P actors under a per-actor memory cap, it searches
+//
+//   schedule      gpipe, 1f1b, zb-h1 (one stage per actor), interleaved and
+//                 zb-v (two per actor, loop and V placement);
+//   microbatches  M, every divisor of the global batch up to a bound; a
+//                 microbatch of global_batch / M takes the costs measured
+//                 at that size, or those of the nearest size measured,
+//                 scaled linearly (plus a fixed overhead per task);
+//   partition     the stages' segments and which stages rematerialise: for
+//                 each (schedule, M), the exact partitioner
+//                 (schedules/partition.h) under the schedule's in-flight
+//                 rule; one stage per actor is cut under the cap (a stage
+//                 rematerialises only to fit), virtual placements are cut
+//                 for time and tried with and without rematerialisation;
+//
+// simulates each candidate with the cost model (schedules/simulator.h) for
+// its step time and bubble, and finds each actor's peak bytes: from the
+// compiled program when the caller can compile the candidate (`compiled`,
+// the exact static peak the executor reaches), else from a sweep over the
+// actor's tasks with the cost file's bytes. Candidates whose every actor
+// fits the cap are ranked by predicted step time. Pure functions apart from
+// the callback; thread-compatible.
+#ifndef TANDEM_SCHEDULES_PLANNER_H_
+#define TANDEM_SCHEDULES_PLANNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schedules/cost_file.h"
+#include "schedules/partition.h"
+#include "schedules/plan_file.h"
+#include "schedules/schedule.h"
+
+namespace tandem::schedules {
+
+// "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v".
+std::vector<std::string> PlannerSchedules();
+
+struct PlannerOptions {
+  int32_t actors = 1;  // P, per replica
+  int32_t data_parallel = 1;
+  // Sequences (examples) per step per replica: M must divide it, and a
+  // microbatch holds global_batch / M.
+  int64_t global_batch = 1;
+  int32_t max_microbatches = 128;
+  int64_t memory_cap = 0;  // bytes per actor; 0: none
+  std::vector<std::string> schedules = PlannerSchedules();
+  bool allow_remat = true;
+  // A transfer of `bytes` takes link_alpha + link_beta * bytes seconds.
+  double link_alpha = 0.0;
+  double link_beta = 0.0;
+  // Added to every task's time (dispatch, kernel launches): what makes
+  // many small microbatches cost more than few large ones.
+  double task_overhead_s = 0.0;
+  // With a split backward, the share of a stage's stash its I frees (W
+  // frees the rest), for the cost-model sweep.
+  double input_grad_frees = 0.5;
+  // How many of the fastest candidates the `compiled` callback checks.
+  int32_t compiled_limit = 8;
+};
+
+struct Candidate {
+  std::string schedule;
+  int32_t virtual_stages = 1;
+  int32_t microbatches = 0;
+  int64_t microbatch_size = 0;
+  std::vector<PlannedStage> stages;  // in stage order, with the segments' scaled times
+  std::vector<int32_t> stage_actor;  // where the schedule places each stage
+  double step_seconds = 0.0;  // simulated
+  double bubble = 0.0;
+  std::vector<int64_t> peak_bytes;  // per actor
+  std::string memory_source = "cost model";  // or "compiled program"
+  bool fits = true;  // every actor's peak within the cap
+
+  int64_t LargestPeak() const;
+  int32_t TightestActor() const;
+  std::string Describe(const CostFile& costs) const;  // "[h0..h4 | h5..h7 (remat)]"
+};
+
+// Each actor's exact peak bytes for `candidate`, run as `schedule`.
+using CompiledPeaks = std::function<absl::StatusOr<std::vector<int64_t>>(const Candidate& candidate,
+                                                                          const Schedule& schedule)>;
+
+struct PlanSearch {
+  // Those that fit, fastest first; then the rest, closest to the cap first.
+  std::vector<Candidate> candidates;
+  // (schedule, M) pairs that could not be tried, and why.
+  std::vector<std::string> skipped;
+  int32_t compiled = 0;  // candidates whose peaks came from a compiled program
+  bool exact = false;    // a `compiled` callback checked the fastest: only those may be chosen
+};
+
+// InvalidArgument for options out of range (no actors, a global batch of
+// 0, a schedule the planner does not know, more stages than segments for
+// every schedule); a candidate's own failure (its generator refusing M, say)
+// is only `skipped`. The `compiled` callback's errors are returned.
+absl::StatusOr<PlanSearch> SearchPlans(const CostFile& costs, const PlannerOptions& options,
+                                       const CompiledPeaks& compiled = {});
+// The same with the segments measured at several microbatch sizes (the
+// same segments in each; InvalidArgument otherwise).
+absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, const PlannerOptions& options,
+                                       const CompiledPeaks& compiled = {});
+
+// The microbatch sizes the search tries: global_batch / M for every M it
+// tries, largest first.
+std::vector<int64_t> PlannerMicrobatchSizes(const PlannerOptions& options);
+
+// One candidate evaluated as the search evaluates its own: `stages` (their
+// segments and remat; the rest is computed) run as `schedule` with
+// `microbatches` microbatches. For comparing a hand-picked plan with the
+// planner's. InvalidArgument when the stages do not fit the schedule.
+absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measured, const PlannerOptions& options,
+                                            const std::string& schedule, int32_t microbatches,
+                                            const std::vector<PlannedStage>& stages);
+
+// The fastest candidate that fits; ResourceExhausted when none does, naming
+// the closest candidate, its tightest actor, by how many bytes it is over
+// and the cap that would fit it.
+absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFile& costs,
+                                          const PlannerOptions& options);
+
+// `candidate` as a plan file.
+Plan ToPlan(const Candidate& candidate, const CostFile& costs, const PlannerOptions& options);
+
+// Every actor's peak bytes by the cost model: its stages' state, plus its
+// in-flight stashes (a rematerialising stage keeps only its inputs), plus
+// the working set of the running task (and the recomputed stash while a
+// rematerialising backward runs), swept over its tasks in program order.
+// `costs` are the candidate's scaled segment costs.
+std::vector<int64_t> CostModelPeaks(const CostFile& costs, const Candidate& candidate, const Schedule& schedule,
+                                    double input_grad_frees);
+
+}  // namespace tandem::schedules
+
+#endif  // TANDEM_SCHEDULES_PLANNER_H_
