@@ -72,6 +72,39 @@ TEST(Session, SwitchingSchedulesKeepsTheReferenceBits) {
   }
 }
 
+schedules::Plan TwoStagePlan(const std::string& schedule, int32_t microbatches) {
+  schedules::Plan plan;
+  plan.actors = 2;
+  plan.schedule = schedule;
+  plan.microbatches = microbatches;
+  plan.segments = 2;
+  plan.stages = {{.first_segment = 0, .end_segment = 1, .remat = true, .actor = 0},
+                 {.first_segment = 1, .end_segment = 2, .remat = false, .actor = 1}};
+  return plan;
+}
+
+TEST(Session, APlanRunsItsScheduleAndRematerialisesTheStagesItNames) {
+  const ir::TrainStep step = Mlp(4);
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(step, TwoStagePlan("zb-h1", 4), Options());
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ((*session)->schedule().name, "zb-h1");
+  EXPECT_EQ((*session)->compiled().remat, (std::vector<bool>{true, false}));
+  const std::vector<ir::TensorMap> batch = controller::testing_harness::Batches(step, 1);
+  absl::StatusOr<controller::StepReport> report = (*session)->Step(batch);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ir::TensorMap state = *ir::InitialState(step);
+  absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(step, state, batch, 1);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(Bits(report->losses), Bits(expected->losses));
+}
+
+TEST(Session, APlanForAnotherCutOrMicrobatchCountIsRefused) {
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(Mlp(4), TwoStagePlan("1f1b", 8), Options());
+  ASSERT_FALSE(session.ok());
+  EXPECT_THAT(session.status().message(), HasSubstr("the plan runs 2 stages of 8 microbatches; the step is traced with "
+                                                    "2 stages of 4"));
+}
+
 TEST(Session, AScheduleThatDoesNotFitLeavesThePipelineRunning) {
   const ir::TrainStep step = Mlp(4);
   absl::StatusOr<std::unique_ptr<Session>> session =
