@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "schedules/json_text.h"
+#include "schedules/versioned_json.h"
 
 namespace tandem::schedules {
 namespace {
@@ -85,21 +86,14 @@ absl::StatusOr<SegmentCost> ReadSegment(const Json& json, int64_t index) {
 }  // namespace
 
 absl::StatusOr<CostFile> ParseCostFile(absl::string_view text) {
-  if (text.size() > kMaxCostFileBytes) {
-    return Problem("the file", absl::StrCat(text.size(), " bytes; at most ", kMaxCostFileBytes));
-  }
-  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return Problem("the file", "is not JSON");
-  if (!json.is_object()) return Problem("the file", "must be a JSON object");
-  auto format = json.find("format");
-  if (format == json.end() || *format != "tandem-costs") {
-    return Problem("the file", "is not a Tandem cost file (\"format\": \"tandem-costs\" is missing)");
-  }
-  auto version = json.find("version");
-  if (version == json.end() || !version->is_number_integer() || *version != kCostFileVersion) {
-    return Problem("the file", absl::StrCat("has version ", version == json.end() ? "(none)" : version->dump(),
-                                            "; this Tandem reads version ", kCostFileVersion));
-  }
+  absl::StatusOr<Json> parsed = ParseVersionedJson(
+      text, {.what = "cost file",
+             .noun = "a Tandem cost file",
+             .format = "tandem-costs",
+             .version = kCostFileVersion,
+             .max_bytes = kMaxCostFileBytes});
+  if (!parsed.ok()) return parsed.status();
+  const Json& json = *parsed;
   CostFile costs;
   if (absl::Status status = ReadString(json, "model", "the file", costs.model); !status.ok()) return status;
   if (absl::Status status = ReadString(json, "device", "the file", costs.device); !status.ok()) return status;

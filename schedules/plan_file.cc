@@ -7,6 +7,7 @@
 #include "schedules/cost_file.h"
 #include "schedules/generators.h"
 #include "schedules/json_text.h"
+#include "schedules/versioned_json.h"
 #include "schedules/limits.h"
 #include "schedules/simulator.h"
 
@@ -85,21 +86,14 @@ std::vector<bool> Plan::RematByStage() const {
 }
 
 absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
-  if (text.size() > kMaxPlanFileBytes) {
-    return Problem("the file", absl::StrCat(text.size(), " bytes; at most ", kMaxPlanFileBytes));
-  }
-  const Json json = Json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return Problem("the file", "is not JSON");
-  if (!json.is_object()) return Problem("the file", "must be a JSON object");
-  auto format = json.find("format");
-  if (format == json.end() || *format != "tandem-plan") {
-    return Problem("the file", "is not a Tandem plan (\"format\": \"tandem-plan\" is missing)");
-  }
-  auto version = json.find("version");
-  if (version == json.end() || !version->is_number_integer() || *version != kPlanFileVersion) {
-    return Problem("the file", absl::StrCat("has version ", version == json.end() ? "(none)" : version->dump(),
-                                            "; this Tandem reads version ", kPlanFileVersion));
-  }
+  absl::StatusOr<Json> parsed = ParseVersionedJson(
+      text, {.what = "plan file",
+             .noun = "a Tandem plan",
+             .format = "tandem-plan",
+             .version = kPlanFileVersion,
+             .max_bytes = kMaxPlanFileBytes});
+  if (!parsed.ok()) return parsed.status();
+  const Json& json = *parsed;
   Plan plan;
   for (absl::Status s : {ReadString(json, "model", plan.model), ReadString(json, "device", plan.device),
                          ReadString(json, "schedule", plan.schedule),

@@ -15,32 +15,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schedules/cost_file.h"
+#include "tests/schedules/test_cost_files.h"
 
 namespace tandem::schedules {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Segments taking `seconds` each (F a third, B two thirds), each stashing
-// `stash` bytes and holding `state` bytes of parameters.
-CostFile Segments(const std::vector<double>& seconds, int64_t stash = 100, int64_t state = 10) {
-  CostFile costs{.model = "test", .device = "cpu"};
-  for (size_t i = 0; i < seconds.size(); ++i) {
-    costs.segments.push_back({.name = absl::StrCat("s", i),
-                              .forward_s = seconds[i] / 3,
-                              .backward_s = 2 * seconds[i] / 3,
-                              .backward_input_s = seconds[i] / 3,
-                              .backward_weight_s = seconds[i] / 3,
-                              .recompute_s = seconds[i] / 3,
-                              .activation_bytes = 8,
-                              .stash_bytes = stash,
-                              .remat_stash_bytes = 8,
-                              .parameter_bytes = state,
-                              .optimizer_bytes = state,
-                              .working_bytes = 5});
-  }
-  return costs;
-}
+using testing::Segments;
 
 std::vector<std::pair<int32_t, int32_t>> Ranges(const Partition& partition) {
   std::vector<std::pair<int32_t, int32_t>> ranges;

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schedules/cost_file.h"
+#include "tests/schedules/test_cost_files.h"
 #include "schedules/plan_file.h"
 
 namespace tandem::schedules {
@@ -20,26 +21,7 @@ using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-// Segments taking `seconds` each per microbatch of `size` (F a third, I
-// and W a third each), each stashing `stash` bytes.
-CostFile Segments(const std::vector<double>& seconds, int64_t stash = 100, int64_t size = 1) {
-  CostFile costs{.model = "test", .device = "cpu", .microbatch_size = size};
-  for (size_t i = 0; i < seconds.size(); ++i) {
-    costs.segments.push_back({.name = absl::StrCat("s", i),
-                              .forward_s = seconds[i] / 3,
-                              .backward_s = 2 * seconds[i] / 3,
-                              .backward_input_s = seconds[i] / 3,
-                              .backward_weight_s = seconds[i] / 3,
-                              .recompute_s = seconds[i] / 3,
-                              .activation_bytes = 8,
-                              .stash_bytes = stash,
-                              .remat_stash_bytes = 8,
-                              .parameter_bytes = 10,
-                              .optimizer_bytes = 20,
-                              .working_bytes = 5});
-  }
-  return costs;
-}
+using testing::Segments;
 
 std::vector<std::pair<int32_t, int32_t>> Ranges(const Candidate& candidate) {
   std::vector<std::pair<int32_t, int32_t>> ranges;
@@ -184,7 +166,8 @@ TEST(Planner, CompiledPeaksReplaceTheCostModelsForTheFastestCandidates) {
 TEST(Planner, EachMicrobatchSizeTakesTheCostsMeasuredAtIt) {
   // Per sequence, microbatches of 1 cost ten times those of 4 (overheads):
   // measured, the planner prefers M = 2 (size 4) to M = 8 (size 1).
-  std::vector<CostFile> measured = {Segments({4, 4}, 100, /*size=*/4), Segments({10, 10}, 100, /*size=*/1)};
+  std::vector<CostFile> measured = {Segments({4, 4}, 100, 10, /*microbatch_size=*/4),
+                                    Segments({10, 10}, 100, 10, /*microbatch_size=*/1)};
   PlannerOptions options{.actors = 2, .global_batch = 8, .schedules = {"1f1b"}};
   absl::StatusOr<PlanSearch> search = SearchPlans(measured, options);
   ASSERT_TRUE(search.ok()) << search.status();
@@ -203,7 +186,7 @@ TEST(Planner, EachMicrobatchSizeTakesTheCostsMeasuredAtIt) {
   ASSERT_TRUE(chosen.ok());
   EXPECT_NE(chosen->microbatches, 8);
   // Files of different segments do not mix.
-  measured.push_back(Segments({1, 1, 1}, 100, 2));
+  measured.push_back(Segments({1, 1, 1}, 100, 10, 2));
   EXPECT_THAT(SearchPlans(measured, options).status().message(), HasSubstr("must measure the same segments"));
 }
 
