@@ -68,18 +68,6 @@ absl::StatusOr<int64_t> ParseBytes(const std::string& text) {
   return static_cast<int64_t>(value * unit);
 }
 
-absl::StatusOr<schedules::CostFile> ReadCosts(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read cost file ", path));
-  std::string text;
-  text.resize(schedules::kMaxCostFileBytes + 1);
-  file.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(file.gcount()));
-  absl::StatusOr<schedules::CostFile> costs = schedules::ParseCostFile(text);
-  if (!costs.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", costs.status().message()));
-  return costs;
-}
-
 std::string Peaks(const std::vector<int64_t>& peaks) { return absl::StrJoin(peaks, " "); }
 
 nlohmann::ordered_json CandidateJson(const schedules::Candidate& c, const schedules::CostFile& costs) {
@@ -106,7 +94,7 @@ int RunPlan(const CLI::App& command, PlanCommandOptions& options, CommandStreams
   planner.max_microbatches = options.max_microbatches;
   std::vector<schedules::CostFile> measured;
   for (const std::string& path : options.costs) {
-    absl::StatusOr<schedules::CostFile> costs = ReadCosts(path);
+    absl::StatusOr<schedules::CostFile> costs = ReadCostFile(path);
     if (!costs.ok()) return Failure(streams.err, command, costs.status());
     measured.push_back(*std::move(costs));
   }

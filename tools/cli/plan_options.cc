@@ -12,21 +12,40 @@
 
 namespace tandem::cli {
 
-absl::StatusOr<schedules::Plan> ReadPlan(const std::string& path) {
+namespace {
+
+// The text of `path`, refused when longer than `max_bytes` before it is
+// read; `what` ("plan", "cost file") names it in errors.
+absl::StatusOr<std::string> ReadBoundedText(const std::string& path, size_t max_bytes, absl::string_view what) {
   std::error_code error;
   const uintmax_t size = std::filesystem::file_size(path, error);
-  if (error) return absl::NotFoundError(absl::StrCat("cannot read plan ", path, ": ", error.message()));
-  if (size > schedules::kMaxPlanFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan ", path, " is ", size, " bytes; a plan file is at most ", schedules::kMaxPlanFileBytes));
+  if (error) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path, ": ", error.message()));
+  if (size > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", size, " bytes; at most ", max_bytes));
   }
   std::ifstream file(path, std::ios::binary);
   std::stringstream text;
   text << file.rdbuf();
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read plan ", path));
-  absl::StatusOr<schedules::Plan> plan = schedules::ParsePlanFile(text.str());
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<schedules::Plan> ReadPlan(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadBoundedText(path, schedules::kMaxPlanFileBytes, "plan");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<schedules::Plan> plan = schedules::ParsePlanFile(*text);
   if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", plan.status().message()));
   return plan;
+}
+
+absl::StatusOr<schedules::CostFile> ReadCostFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadBoundedText(path, schedules::kMaxCostFileBytes, "cost file");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<schedules::CostFile> costs = schedules::ParseCostFile(*text);
+  if (!costs.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", costs.status().message()));
+  return costs;
 }
 
 absl::Status ApplyPlan(const CLI::App& command, const schedules::Plan& plan, examples::ExampleJobOptions& model,

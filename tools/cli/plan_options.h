@@ -21,6 +21,8 @@ namespace tandem::cli {
 
 // The plan in `path`; the file's size is bounded before it is read.
 absl::StatusOr<schedules::Plan> ReadPlan(const std::string& path);
+// The cost file in `path` (`tandem profile --out`), read the same way.
+absl::StatusOr<schedules::CostFile> ReadCostFile(const std::string& path);
 
 // Sets `model` and `schedule` as `plan` says. The plan's segments are the
 // example model's layers cut evenly (what `tandem profile` measured: with
