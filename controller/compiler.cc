@@ -21,25 +21,39 @@ namespace {
 using ir::Instruction;
 using ir::InstructionKind;
 
-// A forward value may only flow to the same or a later stage: say where one
-// flows back, naming the stages, their actors and tasks.
+// A forward value may only flow to its own stage or to one the schedule's
+// stage graph orders after it (a later stage of a chain): say where one
+// does not, naming the stages, their actors and tasks.
 absl::Status CheckForwardDataflow(const ir::TrainStep& step, const schedules::Schedule& schedule) {
   const ir::Graph& graph = step.microbatch;
+  const ir::StageGraph stages = schedule.stage_graph();
+  std::set<std::pair<int32_t, int32_t>> reachable;  // (from, to) pairs checked already
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
     if (node.phase != ir::Phase::kForward || node.op == ir::OpKind::kInput) continue;
     for (ir::ValueId operand : node.operands) {
       const ir::Node& producer = graph.node(operand);
       if (producer.op == ir::OpKind::kInput || producer.op == ir::OpKind::kConstant ||
-          producer.phase != ir::Phase::kForward || producer.stage <= node.stage) {
+          producer.phase != ir::Phase::kForward || producer.stage == node.stage ||
+          reachable.contains({producer.stage, node.stage})) {
+        continue;
+      }
+      if (stages.Reaches(producer.stage, node.stage)) {
+        reachable.insert({producer.stage, node.stage});
         continue;
       }
       auto actor = [&](int32_t stage) { return schedule.ActorOf(StageId(stage)).value; };
+      const std::string why =
+          producer.stage > node.stage
+              ? std::string("a forward value can only flow to the same or a later stage")
+              : absl::StrCat("the schedule's stage graph (", ir::FormatStageEdges(stages.Edges()), ") has no path ",
+                             producer.stage, "->...->", node.stage,
+                             ", so no task order it allows computes the value before it is read");
       return absl::InvalidArgumentError(absl::StrCat(
           "stage ", node.stage, " (actor ", actor(node.stage), ", task F", node.stage, ".m): %", id, " = ",
           ir::OpName(node.op), node.location.known() ? " at " + node.location.ToString() : "", " reads %", operand,
-          " of the later stage ", producer.stage, " (actor ", actor(producer.stage), ", task F", producer.stage,
-          ".m): a forward value can only flow to the same or a later stage"));
+          " of ", producer.stage > node.stage ? "the later " : "", "stage ", producer.stage, " (actor ",
+          actor(producer.stage), ", task F", producer.stage, ".m): ", why));
     }
   }
   return absl::OkStatus();

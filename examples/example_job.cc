@@ -8,9 +8,9 @@
 #include "examples/data/char_corpus.h"
 #include "examples/data/synthetic.h"
 #include "examples/limits.h"
-#include "ir/limits.h"
 #include "examples/models/gpt.h"
 #include "examples/models/mlp.h"
+#include "examples/models/two_tower.h"
 #include "ir/limits.h"
 #include "ir/trace.h"
 
@@ -61,6 +61,15 @@ absl::Status CheckSizes(const ExampleJobOptions& options) {
                         {"seq", options.seq, kMaxSequence},
                         {"batch", options.batch, kMaxBatch},
                         {"vocab", options.vocab, kMaxVocab}};
+  if (!options.towers.empty() && options.towers.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("towers lists ", options.towers.size(),
+                                                   " depths; two-tower has two towers (e.g. --towers 4,3)"));
+  }
+  for (int64_t depth : options.towers) {
+    if (depth < 1 || depth > kMaxLayers) {
+      return absl::InvalidArgumentError(absl::StrCat("a tower of ", depth, " layers is outside [1, ", kMaxLayers, "]"));
+    }
+  }
   for (const Size& size : sizes) {
     if (!size.value.has_value()) continue;
     if (*size.value < 1) {
@@ -216,7 +225,52 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     };
     return job;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown model '", options.model, "' (expected gpt or mlp)"));
+  if (options.model == "two-tower") {
+    TwoTowerConfig config;
+    config.num_stages = options.stages;
+    if (!options.towers.empty()) {
+      config.left_layers = options.towers[0];
+      config.right_layers = options.towers[1];
+    }
+    if (!options.layer_stages.empty()) {
+      return absl::InvalidArgumentError("two-tower places its layers itself: it takes no layer stages");
+    }
+    Override(options.layers, config.head_layers);
+    Override(options.dim, config.hidden_dim);
+    Override(options.batch, config.batch_size);
+    if (absl::Status s = ValidateTwoTowerConfig(config); !s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(options, 1e-2);
+    if (!optimizer.ok()) return optimizer.status();
+    absl::StatusOr<ir::TrainStep> step = TraceTrainStep("two-tower", TwoTowerModel(config), **optimizer, trace);
+    if (!step.ok()) return step.status();
+    const std::string sizes = absl::StrCat("two-tower: towers of ", config.left_layers, " and ", config.right_layers,
+                                           " layers, head ", config.head_layers, ", dim ", config.hidden_dim,
+                                           ", batch ", config.batch_size);
+    if (absl::Status s = CheckFootprint(*step, sizes); !s.ok()) return s;
+    const auto [left_stages, right_stages] = TowerStages(config);
+    job.step = *std::move(step);
+    job.description = absl::StrCat(
+        sizes, " x ", num_microbatches, " microbatches", replicas, ", ", config.num_stages, " stages",
+        config.num_stages >= 3 ? absl::StrCat(" (left ", left_stages, ", right ", right_stages, ", head 1; graph ",
+                                              ir::FormatStageEdges(job.step.stage_graph().Edges()), ")")
+                               : "",
+        "; data: synthetic teacher-labelled classes");
+    job.items_per_step = int64_t{config.batch_size} * num_microbatches;
+    job.item_name = "examples";
+    job.microbatch_size = config.batch_size;
+    auto batches = [config, num_microbatches, data_seed](uint64_t base) {
+      std::vector<ir::TensorMap> microbatches;
+      for (int32_t m = 0; m < num_microbatches; ++m) microbatches.push_back(TwoTowerBatch(config, data_seed, base + m));
+      return microbatches;
+    };
+    job.train_batch = [batches, num_microbatches](uint64_t index) { return batches(index * num_microbatches); };
+    job.validation_batch = [batches, num_microbatches](uint64_t index) {
+      return batches((uint64_t{1} << 40) + index * num_microbatches);
+    };
+    return job;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown model '", options.model, "' (expected gpt, mlp or two-tower)"));
 }
 
 }  // namespace tandem::examples

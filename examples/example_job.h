@@ -20,12 +20,14 @@ namespace tandem::examples {
 // MlpConfig), whatever the stage count: the stages split the layers
 // evenly, and a model with fewer layers than stages is InvalidArgument.
 struct ExampleJobOptions {
-  std::string model = "gpt";  // gpt or mlp
+  std::string model = "gpt";  // gpt, mlp or two-tower
   int32_t stages = 1;
   int32_t microbatches = 4;       // per replica
   int32_t replicas = 1;           // data-parallel replicas; a step's batch is replicas x microbatches
-  std::optional<int64_t> layers;  // decoder blocks (gpt) or hidden layers (mlp)
-  std::optional<int64_t> dim;     // gpt d_model, mlp hidden width
+  std::optional<int64_t> layers;  // decoder blocks (gpt), hidden layers (mlp) or the head's layers (two-tower)
+  std::optional<int64_t> dim;     // gpt d_model, mlp and two-tower hidden width
+  // two-tower: the layers of the left and right towers; empty: the defaults.
+  std::vector<int64_t> towers;
   std::optional<int64_t> heads;   // gpt
   std::optional<int64_t> seq;     // gpt sequence length
   std::optional<int64_t> batch;   // sequences or examples per microbatch

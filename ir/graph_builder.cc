@@ -1,5 +1,7 @@
 #include "ir/graph_builder.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "ir/limits.h"
 #include "ir/shape_rules.h"
@@ -18,6 +20,14 @@ ValueId GraphBuilder::Add(OpKind op, std::vector<ValueId> operands, Attributes a
   if (type.ok()) {
     if (absl::Status bytes = CheckedNumBytes(*type).status(); !bytes.ok()) {
       type = absl::InvalidArgumentError(absl::StrCat(OpName(op), ": ", bytes.message()));
+    }
+  }
+  if (type.ok() && phase_ == Phase::kForward) {
+    for (ValueId operand : operands) {
+      if (absl::Status read = CheckStageRead(op, operand); !read.ok()) {
+        type = read;
+        break;
+      }
     }
   }
   if (!type.ok()) {
@@ -41,6 +51,83 @@ ValueId GraphBuilder::AddConstant(double value, TensorType type, const SourceLoc
   return Append(OpKind::kConstant, {}, Attributes{{"value", value}}, std::move(type), location);
 }
 
+std::vector<StageEdge> GraphBuilder::StageEdges() const {
+  std::vector<StageEdge> edges;
+  for (int32_t to = 0; to < num_stages(); ++to) {
+    for (int32_t from : predecessors_[to]) edges.push_back({from, to});
+  }
+  std::sort(edges.begin(), edges.end());
+  return edges;
+}
+
+int32_t GraphBuilder::OpenStage(std::vector<int32_t> predecessors) {
+  std::sort(predecessors.begin(), predecessors.end());
+  predecessors.erase(std::unique(predecessors.begin(), predecessors.end()), predecessors.end());
+  predecessors_.push_back(std::move(predecessors));
+  const int32_t from = stage_;
+  stage_ = num_stages() - 1;
+  // A stage opened inside a branch belongs to it until told otherwise.
+  if (from >= 0 && static_cast<size_t>(from) < stage_labels_.size()) set_stage_label(stage_, stage_labels_[from]);
+  return stage_;
+}
+
+void GraphBuilder::SetPredecessors(std::vector<int32_t> predecessors) {
+  std::sort(predecessors.begin(), predecessors.end());
+  predecessors.erase(std::unique(predecessors.begin(), predecessors.end()), predecessors.end());
+  predecessors_.at(stage_) = std::move(predecessors);
+}
+
+bool GraphBuilder::StageHasOps(int32_t stage) const {
+  return stage >= 0 && stage < static_cast<int32_t>(ops_.size()) && ops_[stage] > 0;
+}
+
+void GraphBuilder::set_stage_label(int32_t stage, std::string label) {
+  if (stage < 0) return;
+  if (static_cast<size_t>(stage) >= stage_labels_.size()) stage_labels_.resize(stage + 1);
+  stage_labels_[stage] = std::move(label);
+}
+
+std::string GraphBuilder::StageName(int32_t stage) const {
+  const bool labelled = stage >= 0 && static_cast<size_t>(stage) < stage_labels_.size() &&
+                        !stage_labels_[stage].empty();
+  return labelled ? absl::StrCat("stage ", stage, " (", stage_labels_[stage], ")") : absl::StrCat("stage ", stage);
+}
+
+bool GraphBuilder::Reaches(int32_t from, int32_t to) const {
+  if (from == to) return true;
+  if (from > to) return false;
+  // Backwards from `to`: the graph is small and traced once.
+  std::vector<bool> seen(to + 1, false);
+  std::vector<int32_t> stack = {to};
+  while (!stack.empty()) {
+    const int32_t s = stack.back();
+    stack.pop_back();
+    for (int32_t before : predecessors_[s]) {
+      if (before == from) return true;
+      if (before > from && !seen[before]) {
+        seen[before] = true;
+        stack.push_back(before);
+      }
+    }
+  }
+  return false;
+}
+
+absl::Status GraphBuilder::CheckStageRead(OpKind op, ValueId operand) {
+  const Node& producer = graph_->node(operand);
+  const int32_t from = producer.stage;
+  if (producer.op == OpKind::kInput || producer.op == OpKind::kConstant || producer.phase != Phase::kForward ||
+      from == stage_ || from < 0 || stage_ < 0 || from >= num_stages() || stage_ >= num_stages() ||
+      Reaches(from, stage_)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      OpName(op), " in ", StageName(stage_), " reads a value of ", StageName(from), " (from ",
+      producer.location.ToString(), "), but ", StageName(from), " does not feed ", StageName(stage_),
+      ": a stage reads only values of the stages before it on a path of the stage graph (branches that "
+      "run side by side see each other's values only after they merge)"));
+}
+
 void GraphBuilder::Fail(const SourceLocation& location, absl::string_view message) {
   if (!status_.ok()) return;
   status_ = absl::InvalidArgumentError(absl::StrCat(location.ToString(), ": ", message));
@@ -55,6 +142,10 @@ ValueId GraphBuilder::Append(OpKind op, std::vector<ValueId> operands, Attribute
   node.type = std::move(type);
   node.stage = stage_;
   node.phase = phase_;
+  if (op != OpKind::kInput && op != OpKind::kConstant && stage_ >= 0 && stage_ < kMaxStages) {
+    if (static_cast<size_t>(stage_) >= ops_.size()) ops_.resize(stage_ + 1, 0);
+    ++ops_[stage_];
+  }
   node.location = location_override_ ? *location_override_ : location;
   return graph_->Append(std::move(node));
 }

@@ -6,6 +6,14 @@
 // returns kInvalidValue; any later op with an invalid operand also returns
 // kInvalidValue without a new error, so a trace stops at its first mistake.
 // The builder sets every new node's stage and phase from its current ones.
+//
+// It also keeps the stage graph of a forward trace (ir/stage_graph.h):
+// stage 0 exists from the start, and OpenStage adds a stage fed by given
+// ones (pipeline_yield feeds the new stage from the one it closes). A
+// forward op reading a forward value of another stage that does not reach
+// its own is an error at the op's location: the stage markers then do not
+// describe the model's dataflow. Stages set with set_stage() alone (the
+// backward, the update, hand-built graphs) are not checked.
 // Does not own the graph. Not thread-safe.
 #ifndef TANDEM_IR_GRAPH_BUILDER_H_
 #define TANDEM_IR_GRAPH_BUILDER_H_
@@ -16,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "ir/graph.h"
+#include "ir/stage_graph.h"
 
 namespace tandem::ir {
 
@@ -32,6 +41,21 @@ class GraphBuilder {
 
   int32_t stage() const { return stage_; }
   void set_stage(int32_t stage) { stage_ = stage; }
+
+  // The stages opened so far (at least 1) and the edges between them.
+  int32_t num_stages() const { return static_cast<int32_t>(predecessors_.size()); }
+  std::vector<StageEdge> StageEdges() const;
+  // Opens a stage fed by `predecessors` (earlier stages), makes it current
+  // and returns it.
+  int32_t OpenStage(std::vector<int32_t> predecessors);
+  const std::vector<int32_t>& predecessors(int32_t stage) const { return predecessors_.at(stage); }
+  // Gives the current stage other predecessors; only while it has no ops.
+  void SetPredecessors(std::vector<int32_t> predecessors);
+  // Whether an op other than an input or a constant was added to `stage`.
+  bool StageHasOps(int32_t stage) const;
+  // How errors name a stage: "stage 2" plus, when set, " (" label ")".
+  void set_stage_label(int32_t stage, std::string label);
+  std::string StageName(int32_t stage) const;
   Phase phase() const { return phase_; }
   void set_phase(Phase phase) { phase_ = phase; }
   // While set, new nodes get this location instead of the one passed in:
@@ -57,12 +81,18 @@ class GraphBuilder {
  private:
   ValueId Append(OpKind op, std::vector<ValueId> operands, Attributes attributes, TensorType type,
                  const SourceLocation& location);
+  // OK, or the error for a forward op of the current stage reading `operand`.
+  absl::Status CheckStageRead(OpKind op, ValueId operand);
+  bool Reaches(int32_t from, int32_t to) const;
 
   Graph* graph_;
   int32_t stage_ = 0;
   Phase phase_ = Phase::kForward;
   std::optional<SourceLocation> location_override_;
   absl::Status status_;
+  std::vector<std::vector<int32_t>> predecessors_ = {{}};  // by stage
+  std::vector<int64_t> ops_;                               // by stage: ops added
+  std::vector<std::string> stage_labels_;                  // by stage; may be shorter
 };
 
 }  // namespace tandem::ir

@@ -24,6 +24,10 @@ inline constexpr int64_t kMaxRank = 16;
 inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
 // Data-parallel replicas of one pipeline.
 inline constexpr int32_t kMaxReplicas = 4096;
+// Pipeline stages of one model (as schedules/limits.h allows).
+inline constexpr int32_t kMaxStages = 65536;
+// Edges of one model's stage graph (ir/stage_graph.h), as read from text.
+inline constexpr int64_t kMaxStageEdges = 65536;
 
 // The number of elements of `shape`, or InvalidArgument naming the shape
 // when an extent is negative, the rank is over kMaxRank, or the product

@@ -343,7 +343,20 @@ absl::StatusOr<TrainStep> Parser::ParseTrainStepFile() {
   TANDEM_PARSE_ASSIGN(step.name, ParseSymbol());
   TANDEM_PARSE_TRY(ExpectKeyword("stages"));
   TANDEM_PARSE_TRY(ExpectPunct('='));
-  TANDEM_PARSE_ASSIGN(step.num_stages, ParseInt32("number of stages"));
+  TANDEM_PARSE_ASSIGN(int64_t num_stages, ParseInteger("number of stages", 1, kMaxStages));
+  step.num_stages = static_cast<int32_t>(num_stages);
+  if (AtKeyword("stage_graph")) {
+    Take();
+    TANDEM_PARSE_TRY(ExpectPunct('='));
+    const Token edges_token = current_;
+    TANDEM_PARSE_ASSIGN(std::string edges_text, ParseString("the stage graph as a string, e.g. \"0->2 1->2\""));
+    absl::StatusOr<std::vector<StageEdge>> edges = ParseStageEdges(edges_text, kMaxStageEdges);
+    if (edges.ok()) {
+      if (absl::Status status = CheckStageEdges(step.num_stages, *edges); !status.ok()) edges = status;
+    }
+    if (!edges.ok()) return ErrorAt(edges_token, edges.status().message());
+    step.stage_edges = StageGraph(step.num_stages, *edges).StoredEdges();
+  }
   TANDEM_PARSE_TRY(ExpectKeyword("microbatches"));
   TANDEM_PARSE_TRY(ExpectPunct('='));
   TANDEM_PARSE_ASSIGN(step.num_microbatches, ParseInt32("number of microbatches"));

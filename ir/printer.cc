@@ -93,6 +93,9 @@ std::string PrintGraph(const Graph& graph) {
 
 std::string PrintTrainStep(const TrainStep& step) {
   std::string out = absl::StrCat("train_step @", NameText(step.name), " stages=", step.num_stages,
+                                 step.stage_edges.empty()
+                                     ? ""
+                                     : absl::StrCat(" stage_graph=", QuoteTextString(FormatStageEdges(step.stage_edges))),
                                  " microbatches=", step.num_microbatches,
                                  step.num_replicas == 1 ? "" : absl::StrCat(" replicas=", step.num_replicas), " {\n");
   for (const StateSpec& spec : step.state) {

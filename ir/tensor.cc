@@ -194,7 +194,7 @@ Tensor causal_mask(const Tensor& x, double fill, SourceLoc loc) {
 
 Tensor pipeline_yield(const Tensor& x, SourceLoc loc) {
   Tensor y = Unary(OpKind::kPipelineYield, x, loc);
-  if (y.valid()) y.builder()->set_stage(y.builder()->stage() + 1);
+  if (y.valid()) y.builder()->OpenStage({y.builder()->stage()});
   return y;
 }
 

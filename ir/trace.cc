@@ -24,17 +24,24 @@ absl::Status TraceModel(const ModelFunction& model, Tracer& tracer, const TraceO
   result = model(tracer);
   if (!tracer.status().ok()) return tracer.status();
   if (!result.valid()) return absl::InvalidArgumentError("the model returned no tensor");
-  // A pipeline_yield closing the last stage would leave an empty stage.
-  const ir::Graph& graph = tracer.graph();
-  std::vector<bool> has_ops(tracer.stage() + 1, false);
-  for (const ir::Node& node : graph.nodes()) {
-    if (node.op != ir::OpKind::kInput && node.op != ir::OpKind::kConstant) has_ops[node.stage] = true;
-  }
-  for (size_t stage = 0; stage < has_ops.size(); ++stage) {
-    if (!has_ops[stage]) {
+  // A pipeline_yield closing the last stage, or branches the model never
+  // merges, would leave an empty stage.
+  const ir::GraphBuilder& builder = tracer.builder();
+  for (int32_t stage = 0; stage < tracer.num_stages(); ++stage) {
+    if (!builder.StageHasOps(stage)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "stage ", stage, " has no ops: mark stage ends with pipeline_yield between stages, "
-          "not after the last one"));
+          builder.StageName(stage), " has no ops: mark stage ends with pipeline_yield between stages, not after "
+          "the last one, and merge branches with an op after the last one closes"));
+    }
+  }
+  // Every stage must feed the result, or its work would reach nothing.
+  const ir::StageGraph stages(tracer.num_stages(), tracer.StageEdges());
+  const int32_t result_stage = tracer.graph().node(result.id()).stage;
+  for (int32_t stage = 0; stage < tracer.num_stages(); ++stage) {
+    if (!stages.Reaches(stage, result_stage)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          builder.StageName(stage), " does not feed ", builder.StageName(result_stage),
+          ", where the model's result is computed: merge every branch before the result"));
     }
   }
   return absl::OkStatus();
@@ -97,7 +104,8 @@ absl::StatusOr<ir::TrainStep> TraceForwardGraph(const std::string& name, const M
   if (absl::Status status = TraceModel(model, tracer, options, result); !status.ok()) return status;
   ir::TrainStep step;
   step.name = name;
-  step.num_stages = tracer.stage() + 1;
+  step.num_stages = tracer.num_stages();
+  step.stage_edges = ir::StageGraph(step.num_stages, tracer.StageEdges()).StoredEdges();
   step.num_microbatches = options.num_microbatches;
   step.num_replicas = options.num_replicas;
   step.state = tracer.parameters();

@@ -33,6 +33,73 @@ Tracer::NameScope Tracer::Scope(const std::string& name, SourceLoc loc) {
   return NameScope(this, outer_length);
 }
 
+Tracer::BranchScope::~BranchScope() { tracer_->CloseBranch(); }
+
+Tracer::BranchScope Tracer::Branch(const std::string& name, SourceLoc loc) {
+  const std::string label = name.empty() ? std::string("(unnamed)") : name;
+  if (name.empty()) Fail("empty branch name", loc);
+  const int32_t current = builder_.stage();
+  const bool current_empty = !builder_.StageHasOps(current);
+  while (!forks_.empty() && forks_.back().depth > branches_.size()) forks_.pop_back();
+  const bool sibling = !forks_.empty() && forks_.back().depth == branches_.size() &&
+                       forks_.back().merge_stage == current && current_empty;
+  if (sibling) {
+    // The stage opened for the merge has no ops yet: it becomes this
+    // sibling's first stage instead.
+    builder_.SetPredecessors(forks_.back().feeds);
+    forks_.back().merge_stage = -1;
+  } else {
+    if (!forks_.empty() && forks_.back().depth == branches_.size()) forks_.pop_back();  // merged already
+    Fork fork;
+    fork.depth = branches_.size();
+    if (current_empty) {
+      fork.feeds = builder_.predecessors(current);  // what would have fed the empty stage
+    } else {
+      fork.feeds = {current};
+      builder_.OpenStage(fork.feeds);
+    }
+    forks_.push_back(std::move(fork));
+  }
+  branches_.push_back({label, ir::ToLocation(loc), builder_.stage()});
+  LabelStage();
+  return BranchScope(this);
+}
+
+void Tracer::CloseBranch() {
+  const OpenBranch branch = branches_.back();
+  branches_.pop_back();
+  const int32_t current = builder_.stage();
+  std::vector<int32_t> tails;
+  if (builder_.StageHasOps(current)) {
+    tails = {current};
+  } else if (!forks_.empty() && forks_.back().depth > branches_.size() && forks_.back().merge_stage == current) {
+    tails = forks_.back().tails;  // the branch ends in branches of its own, not merged inside it
+  } else {
+    builder_.Fail(branch.location, absl::StrCat("branch '", branch.name, "' ",
+                                                current == branch.first_stage
+                                                    ? "has no ops"
+                                                    : "ends with an empty stage (a pipeline_yield after its last op?)"));
+    return;
+  }
+  while (!forks_.empty() && forks_.back().depth > branches_.size()) forks_.pop_back();
+  if (forks_.empty()) return;  // only after an error
+  Fork& fork = forks_.back();
+  fork.tails.insert(fork.tails.end(), tails.begin(), tails.end());
+  if (builder_.StageHasOps(current)) {
+    builder_.OpenStage(fork.tails);
+  } else {
+    builder_.SetPredecessors(fork.tails);
+  }
+  fork.merge_stage = builder_.stage();
+  LabelStage();
+}
+
+void Tracer::LabelStage() {
+  std::string path;
+  for (const OpenBranch& open : branches_) absl::StrAppend(&path, path.empty() ? "" : "/", open.name);
+  builder_.set_stage_label(builder_.stage(), path.empty() ? "" : absl::StrCat("branch ", path));
+}
+
 std::string Tracer::ScopedName(const std::string& name) const {
   return scope_.empty() ? name : absl::StrCat(scope_, ".", name);
 }

@@ -21,6 +21,29 @@
 //
 // Scopes apply to the parameters a model declares; inputs, labels and the
 // lookup of an earlier parameter use the names as given.
+//
+// Stages: pipeline_yield(x) ends one stage and starts the next, fed by it (a
+// chain). Branches make stages that run side by side (GraphPipe's stage
+// DAG): branches opened one after another are siblings fed by the same
+// stage, and the first op after the last one closes starts the stage that
+// merges them:
+//
+//   Tensor a, b;
+//   {
+//     auto left = t.Branch("left");     // stage 0 (nothing before it)
+//     a = Tower(t, x, 4);
+//     a = pipeline_yield(a);            // stage 1, fed by 0
+//     a = Tower(t, a, 4);
+//   }
+//   {
+//     auto right = t.Branch("right");   // stage 2, a source like stage 0
+//     b = Tower(t, z, 2);
+//   }
+//   Tensor loss = Head(t, concat({a, b}, 1));   // stage 3, fed by 1 and 2
+//
+// A branch opened after ops of the current stage is fed by that stage.
+// Branches nest. An op that reads a value of a sibling branch before the
+// merge, or a branch without ops, is an error naming the call site.
 // Owns the graph it records. Not thread-safe.
 #ifndef TANDEM_IR_TRACER_H_
 #define TANDEM_IR_TRACER_H_
@@ -66,6 +89,23 @@ class Tracer {
     size_t outer_length_;  // the length of the scope prefix to restore
   };
 
+  // An open branch (see above); closing it (its destructor) ends the branch.
+  // Returned by Tracer::Branch and held as a local variable, so branches
+  // close in the reverse order they opened. Must not outlive its tracer.
+  // Neither copyable nor movable.
+  class [[nodiscard]] BranchScope {
+   public:
+    BranchScope(const BranchScope&) = delete;
+    BranchScope& operator=(const BranchScope&) = delete;
+    ~BranchScope();
+
+   private:
+    friend class Tracer;
+    explicit BranchScope(Tracer* tracer) : tracer_(tracer) {}
+
+    Tracer* tracer_;
+  };
+
   explicit Tracer(uint64_t seed = 0);
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
@@ -93,8 +133,16 @@ class Tracer {
   Tensor Input(const std::string& name, ir::TensorType type, SourceLoc loc = SourceLoc::current());
   Tensor Label(const std::string& name, ir::TensorType type, SourceLoc loc = SourceLoc::current());
 
-  // The stage being traced: 0, then one more after every pipeline_yield.
+  // Opens the branch `name` (see above); `name` labels its stages in errors.
+  // An empty name is an error naming the call site.
+  BranchScope Branch(const std::string& name, SourceLoc loc = SourceLoc::current());
+
+  // The stage being traced: 0, then a new one after every pipeline_yield
+  // and at every branch and merge.
   int32_t stage() const { return builder_.stage(); }
+  // The stages traced so far and the stage graph's edges between them.
+  int32_t num_stages() const { return builder_.num_stages(); }
+  std::vector<ir::StageEdge> StageEdges() const { return builder_.StageEdges(); }
   const absl::Status& status() const { return builder_.status(); }
   // Records a trace error at `loc` (the first error of a trace is the one
   // reported): for layers and models that check their own arguments.
@@ -107,6 +155,22 @@ class Tracer {
  private:
   Tensor DeclareInput(const std::string& name, const std::string& role, ir::TensorType type,
                       const SourceLoc& loc);
+  void CloseBranch();
+  // Labels the current stage with the open branches, e.g. "branch left/a".
+  void LabelStage();
+
+  // Sibling branches and where they start and end.
+  struct Fork {
+    size_t depth = 0;               // branches open around the fork
+    std::vector<int32_t> feeds;     // the predecessors of each sibling's first stage
+    std::vector<int32_t> tails;     // the last stages of the siblings closed so far
+    int32_t merge_stage = -1;       // opened when the last sibling closed
+  };
+  struct OpenBranch {
+    std::string name;
+    ir::SourceLocation location;
+    int32_t first_stage = 0;
+  };
 
   uint64_t seed_;
   ir::Graph graph_{"microbatch"};
@@ -114,6 +178,8 @@ class Tracer {
   std::vector<ir::StateSpec> parameters_;
   std::map<std::string, ir::ValueId> inputs_;
   std::string scope_;
+  std::vector<Fork> forks_;  // innermost last
+  std::vector<OpenBranch> branches_;
 };
 
 }  // namespace tandem

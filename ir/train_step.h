@@ -29,6 +29,7 @@
 
 #include "ir/dtype.h"
 #include "ir/graph.h"
+#include "ir/stage_graph.h"
 
 namespace tandem::ir {
 
@@ -66,6 +67,8 @@ struct Accumulator {
 struct TrainStep {
   std::string name;
   int32_t num_stages = 1;
+  // Which stages feed which (ir/stage_graph.h); empty: the chain.
+  std::vector<StageEdge> stage_edges;
   int32_t num_microbatches = 1;  // per replica
   int32_t num_replicas = 1;
   std::vector<StateSpec> state;
@@ -74,6 +77,7 @@ struct TrainStep {
   Graph update{"update"};
 
   const StateSpec* FindState(const std::string& state_name) const;
+  StageGraph stage_graph() const { return StageGraph(num_stages, stage_edges); }
   bool forward_only() const { return accumulators.empty(); }
   friend bool operator==(const TrainStep&, const TrainStep&) = default;
 };

@@ -100,6 +100,33 @@ absl::Status VerifyNode(const Graph& graph, ValueId id) {
   return absl::OkStatus();
 }
 
+// Every forward value read across stages flows along a path of the stage
+// graph, so that the stages' order in any valid schedule has it computed
+// before it is read.
+absl::Status VerifyStageDataflow(const TrainStep& step) {
+  if (step.stage_edges.empty()) return absl::OkStatus();  // a chain orders every pair of stages
+  const StageGraph stages = step.stage_graph();
+  std::set<std::pair<int32_t, int32_t>> checked;
+  const Graph& graph = step.microbatch;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.phase != Phase::kForward || node.op == OpKind::kInput) continue;
+    for (ValueId operand : node.operands) {
+      const Node& producer = graph.node(operand);
+      if (producer.op == OpKind::kInput || producer.op == OpKind::kConstant || producer.phase != Phase::kForward ||
+          producer.stage == node.stage || !checked.insert({producer.stage, node.stage}).second) {
+        continue;
+      }
+      if (!stages.Reaches(producer.stage, node.stage)) {
+        return Fail(graph, id, absl::StrCat("forward op of stage ", node.stage, " reads %", operand, " of stage ",
+                                            producer.stage, ", but the stage graph has no path ", producer.stage,
+                                            "->...->", node.stage));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status VerifyGraph(const Graph& graph) {
@@ -133,6 +160,13 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
   if (step.num_replicas < 1 || step.num_replicas > kMaxReplicas) {
     return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has ", step.num_replicas,
                                                    " replicas, outside [1, ", kMaxReplicas, "]"));
+  }
+  if (step.num_stages < 1 || step.num_stages > kMaxStages) {
+    return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has ", step.num_stages,
+                                                   " stages, outside [1, ", kMaxStages, "]"));
+  }
+  if (absl::Status status = CheckStageEdges(step.num_stages, step.stage_edges); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "': ", status.message()));
   }
   std::map<std::string, const StateSpec*> state;
   for (const StateSpec& spec : step.state) state.emplace(spec.name, &spec);
@@ -170,6 +204,7 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
                                                      "', which is not a parameter"));
     }
   }
+  if (absl::Status status = VerifyStageDataflow(step); !status.ok()) return status;
   std::set<std::string> outputs;
   for (const GraphOutput& output : step.microbatch.outputs()) outputs.insert(output.name);
   std::set<std::string> update_inputs;

@@ -351,10 +351,19 @@ absl::StatusOr<Schedule> GenerateDualPipeV(const GeneratorOptions& options) {
 }
 
 std::vector<std::string> GeneratorNames() {
-  return {"gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev"};
+  return {"gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev", "graph-gpipe", "graph-1f1b"};
 }
 
+bool TakesStageGraph(absl::string_view name) { return name == "graph-gpipe" || name == "graph-1f1b"; }
+
 absl::StatusOr<Schedule> Generate(absl::string_view name, const GeneratorOptions& options) {
+  if (name == "graph-gpipe") return GenerateGraphGPipe(options);
+  if (name == "graph-1f1b") return GenerateGraphOneFOneB(options);
+  if (!options.stage_edges.empty() || !options.stage_actors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("schedule '", name,
+                                                   "' runs a chain of stages: use graph-gpipe or graph-1f1b for a "
+                                                   "stage graph or a placement"));
+  }
   if (name == "gpipe") return GenerateGPipe(options);
   if (name == "1f1b") return GenerateOneFOneB(options);
   if (name == "interleaved") return GenerateInterleaved(options);

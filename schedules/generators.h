@@ -24,6 +24,12 @@ struct GeneratorOptions {
   // V, stages per actor. 0 picks the generator's default: 1 for GPipe, 1F1B
   // and ZB-H1; 2 for interleaved 1F1B, looped BFS, ZB-V and DualPipeV.
   int32_t virtual_stages = 0;
+  // graph-gpipe and graph-1f1b: the stage graph's edges (ir/stage_graph.h);
+  // empty: a chain. Other generators make chains and refuse edges.
+  std::vector<ir::StageEdge> stage_edges;
+  // graph-*: the actor of each stage; empty: stage s on actor s, with as
+  // many stages as actors.
+  std::vector<int32_t> stage_actors;
 };
 
 // GPipe: all forwards, then all backwards; one stage per actor.
@@ -46,9 +52,27 @@ absl::StatusOr<Schedule> GenerateZeroBubbleV(const GeneratorOptions& options);
 // (a group of two tasks); M >= 2P.
 absl::StatusOr<Schedule> GenerateDualPipeV(const GeneratorOptions& options);
 
+// Schedules over a stage DAG (GraphPipe), for any stage graph and
+// placement; on a chain they are plain GPipe and 1F1B.
+//
+// graph-gpipe: every actor runs all its forwards, in (microbatch, stage)
+// order, then all its backwards in (microbatch, reverse stage) order.
+absl::StatusOr<Schedule> GenerateGraphGPipe(const GeneratorOptions& options);
+// graph-1f1b: stage s keeps at most StagesToSink(s) microbatches in flight
+// (the longest path from it to the sink, p - s on a chain), and each actor
+// runs, whenever it is free, a ready backward before a ready forward (the
+// lowest microbatch first), as a list schedule with F = 1 and B = 2 time
+// units. The task order it records is the schedule.
+absl::StatusOr<Schedule> GenerateGraphOneFOneB(const GeneratorOptions& options);
+
 // The names accepted by Generate(), in a stable order: "gpipe", "1f1b",
-// "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev".
+// "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev", "graph-gpipe",
+// "graph-1f1b".
 std::vector<std::string> GeneratorNames();
+
+// Whether the generator called `name` takes GeneratorOptions::stage_edges
+// and stage_actors (the graph-* ones).
+bool TakesStageGraph(absl::string_view name);
 
 // Runs the generator called `name`; InvalidArgument listing the known names
 // when there is none.

@@ -1,9 +1,11 @@
 #include "schedules/happens_before.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "schedules/dataflow.h"
 
 namespace tandem::schedules::internal {
 namespace {
@@ -18,10 +20,6 @@ struct Transfer {
   int32_t to_actor = 0;
 };
 
-bool IsBackwardGradient(TaskKind kind) {
-  return kind == TaskKind::kBackward || kind == TaskKind::kBackwardInput;
-}
-
 // The task that produces the input gradient of stage `stage`: its B, or its
 // I when the backward is split. The schedule is complete, so one exists.
 Task GradientProducer(const SlotTable& table, int32_t stage, int32_t mb) {
@@ -29,42 +27,6 @@ Task GradientProducer(const SlotTable& table, int32_t stage, int32_t mb) {
                             ? TaskKind::kBackward
                             : TaskKind::kBackwardInput;
   return Task{kind, StageId(stage), Microbatch(mb)};
-}
-
-// The tasks whose outputs `task` reads; returns how many (0 to 2).
-int Producers(const SlotTable& table, const Task& task, Task out[2]) {
-  const int32_t s = task.stage.value, m = task.microbatch.value;
-  int n = 0;
-  switch (task.kind) {
-    case TaskKind::kForward:
-      if (s > 0) out[n++] = Task{TaskKind::kForward, StageId(s - 1), Microbatch(m)};
-      break;
-    case TaskKind::kBackward:
-    case TaskKind::kBackwardInput:
-      out[n++] = Task{TaskKind::kForward, StageId(s), Microbatch(m)};
-      if (s + 1 < table.num_stages) out[n++] = GradientProducer(table, s + 1, m);
-      break;
-    case TaskKind::kBackwardWeight:
-      out[n++] = Task{TaskKind::kBackwardInput, StageId(s), Microbatch(m)};
-      break;
-  }
-  return n;
-}
-
-// The consumer on another stage of `task`'s output, if any: F feeds the next
-// stage's F, a B or I feeds the previous stage's B or I.
-std::optional<Task> OtherStageConsumer(const SlotTable& table, const Task& task) {
-  const int32_t s = task.stage.value, m = task.microbatch.value;
-  if (task.kind == TaskKind::kForward && s + 1 < table.num_stages) {
-    return Task{TaskKind::kForward, StageId(s + 1), Microbatch(m)};
-  }
-  if (IsBackwardGradient(task.kind) && s > 0) {
-    const TaskKind kind = table.NodeOf(TaskKind::kBackward, s - 1, m) != kNone
-                              ? TaskKind::kBackward
-                              : TaskKind::kBackwardInput;
-    return Task{kind, StageId(s - 1), Microbatch(m)};
-  }
-  return std::nullopt;
 }
 
 int32_t NodeOf(const SlotTable& table, const Task& task) {
@@ -77,7 +39,10 @@ int32_t NodeOf(const SlotTable& table, const Task& task) {
 class Graph {
  public:
   Graph(const Schedule& schedule, const SlotTable& table, bool rendezvous)
-      : schedule_(schedule), table_(table), num_slots_(table.first_node.back()) {
+      : schedule_(schedule),
+        table_(table),
+        stages_(schedule.stage_graph()),
+        num_slots_(table.first_node.back()) {
     if (rendezvous) {
       BuildRendezvous();
     } else {
@@ -219,11 +184,38 @@ class Graph {
       const int32_t next = best[(i + 1) % best.size()].first;
       const int32_t waited = best[i].second;
       if (waited != head[next] && waited != head[best[i].first]) {
-        absl::StrAppend(&text, " waits for ", Describe(waited, next));
+        absl::StrAppend(&text, " waits for ", Describe(waited, next), EdgeNote(waited, head[best[i].first]));
+        absl::StrAppend(&text, " waits for ", Describe(head[next], next));
+      } else {
+        absl::StrAppend(&text, " waits for ", Describe(head[next], next), EdgeNote(waited, head[best[i].first]));
       }
-      absl::StrAppend(&text, " waits for ", Describe(head[next], next));
     }
     return text;
+  }
+
+  // Resolves a stage's input gradient to its B or I, for schedules/dataflow.h.
+  struct GradientOf {
+    const SlotTable* table;
+    Task operator()(int32_t stage, int32_t microbatch) const { return GradientProducer(*table, stage, microbatch); }
+  };
+  GradientOf gradient_producer() const { return GradientOf{&table_}; }
+
+  // On a stage graph that is not a chain, the stage edge along which slot
+  // node `to` reads an output of slot node `from`: " (stage edge 1->2)", or
+  // "" when the wait is not a cross-stage read.
+  std::string EdgeNote(int32_t from, int32_t to) const {
+    if (schedule_.stage_edges.empty() || from >= num_slots_ || to >= num_slots_) return "";
+    const int32_t actor = table_.ActorOfNode(to);
+    const Slot& slot = schedule_.programs[actor][to - table_.first_node[actor]];
+    std::string note;
+    for (const Task& task : slot.tasks) {
+      ForEachProducer(stages_, task, gradient_producer(), [&](const Task& producer, bool) {
+        if (note.empty() && NodeOf(table_, producer) == from && producer.stage != task.stage) {
+          note = absl::StrCat(" (stage edge ", ir::StageEdgeName(DataflowEdge(producer, task)), ")");
+        }
+      });
+    }
+    return note;
   }
 
   // A node as seen from `actor`'s program.
@@ -256,14 +248,14 @@ class Graph {
         sequence_actor_[n] = a;
       }
     }
-    Task producers[2];
     for (int32_t a = 0; a < num_actors(); ++a) {
       const std::vector<Slot>& program = schedule_.programs[a];
       for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
         const int32_t node = table_.first_node[a] + i;
         for (const Task& task : program[i].tasks) {
-          const int n = Producers(table_, task, producers);
-          for (int k = 0; k < n; ++k) direct_.emplace_back(NodeOf(table_, producers[k]), node);
+          ForEachProducer(stages_, task, gradient_producer(), [&](const Task& producer, bool) {
+            direct_.emplace_back(NodeOf(table_, producer), node);
+          });
         }
       }
     }
@@ -271,29 +263,36 @@ class Graph {
 
   void BuildRendezvous() {
     // Transfers in the producers' slot order, so that each slot's sends
-    // follow it in its tasks' order.
-    std::vector<int32_t> transfer_of_consumer(table_.node_of_task.size(), kNone);
+    // follow it in its tasks' order. Each is found again by its
+    // (consumer, producer) task indices.
+    std::vector<std::tuple<int64_t, int64_t, int32_t>> transfer_of_edge;
     std::vector<int32_t> sends_begin(num_slots_ + 1, 0);
     std::vector<int32_t> sends;
+    auto index = [&](const Task& t) { return table_.Index(t.kind, t.stage.value, t.microbatch.value); };
     for (int32_t a = 0; a < num_actors(); ++a) {
       const std::vector<Slot>& program = schedule_.programs[a];
       for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
         const int32_t node = table_.first_node[a] + i;
         for (const Task& task : program[i].tasks) {
-          const std::optional<Task> consumer = OtherStageConsumer(table_, task);
-          if (!consumer) continue;
-          const int32_t to = schedule_.stage_to_actor[consumer->stage.value].value;
-          if (to == a) continue;
-          const int32_t transfer = num_slots_ + static_cast<int32_t>(transfers_.size());
-          transfers_.push_back(Transfer{task, *consumer, a, to});
-          transfer_of_consumer[table_.Index(consumer->kind, consumer->stage.value,
-                                            consumer->microbatch.value)] = transfer;
-          sends.push_back(transfer);
+          ForEachConsumer(stages_, task, gradient_producer(), [&](const Task& consumer) {
+            if (consumer.stage == task.stage) return;
+            const int32_t to = schedule_.stage_to_actor[consumer.stage.value].value;
+            if (to == a) return;
+            const int32_t transfer = num_slots_ + static_cast<int32_t>(transfers_.size());
+            transfers_.push_back(Transfer{task, consumer, a, to});
+            transfer_of_edge.emplace_back(index(consumer), index(task), transfer);
+            sends.push_back(transfer);
+          });
         }
         sends_begin[node + 1] = static_cast<int32_t>(sends.size());
       }
     }
-    Task producers[2];
+    std::sort(transfer_of_edge.begin(), transfer_of_edge.end());
+    auto find_transfer = [&](const Task& consumer, const Task& producer) {
+      auto it = std::lower_bound(transfer_of_edge.begin(), transfer_of_edge.end(),
+                                 std::make_tuple(index(consumer), index(producer), int32_t{-1}));
+      return std::get<2>(*it);
+    };
     sequence_begin_.assign(num_actors() + 1, 0);
     for (int32_t a = 0; a < num_actors(); ++a) {
       sequence_begin_[a] = static_cast<int32_t>(sequence_.size());
@@ -301,15 +300,13 @@ class Graph {
       for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
         const int32_t node = table_.first_node[a] + i;
         for (const Task& task : program[i].tasks) {
-          const int n = Producers(table_, task, producers);
-          for (int k = 0; k < n; ++k) {
-            if (schedule_.stage_to_actor[producers[k].stage.value].value == a) {
-              direct_.emplace_back(NodeOf(table_, producers[k]), node);
+          ForEachProducer(stages_, task, gradient_producer(), [&](const Task& producer, bool) {
+            if (schedule_.stage_to_actor[producer.stage.value].value == a) {
+              direct_.emplace_back(NodeOf(table_, producer), node);
             } else {
-              sequence_.push_back(transfer_of_consumer[table_.Index(
-                  task.kind, task.stage.value, task.microbatch.value)]);
+              sequence_.push_back(find_transfer(task, producer));
             }
-          }
+          });
         }
         sequence_.push_back(node);
         sequence_.insert(sequence_.end(), sends.begin() + sends_begin[node],
@@ -326,6 +323,7 @@ class Graph {
 
   const Schedule& schedule_;
   const SlotTable& table_;
+  const ir::StageGraph stages_;
   const int32_t num_slots_;
   int32_t num_nodes_ = 0;
   std::vector<Transfer> transfers_;

@@ -23,6 +23,8 @@ namespace tandem::schedules {
 inline constexpr int64_t kMaxActors = 4096;
 // Stages of one schedule (its placement costs 4 B each: 256 KiB).
 inline constexpr int64_t kMaxStages = 65536;
+// Edges of a schedule's stage graph (`stage-graph` in a .sched file).
+inline constexpr int64_t kMaxStageEdges = 65536;
 // Microbatches per step.
 inline constexpr int64_t kMaxMicrobatches = 65536;
 // Stages per actor for the generators that take it (interleaved, looped

@@ -47,11 +47,13 @@ absl::StatusOr<Schedule> ReadScheduleFile(const std::string& path) {
 }
 
 absl::StatusOr<Schedule> ResolveSchedule(const std::string& name_or_file, int32_t actors, int32_t microbatches,
-                                         int32_t virtual_stages) {
+                                         int32_t virtual_stages, const std::vector<ir::StageEdge>& stage_edges) {
   const std::vector<std::string> names = GeneratorNames();
   absl::StatusOr<Schedule> schedule;
   if (std::find(names.begin(), names.end(), name_or_file) != names.end()) {
-    schedule = Generate(name_or_file, {.actors = actors, .microbatches = microbatches, .virtual_stages = virtual_stages});
+    GeneratorOptions options{.actors = actors, .microbatches = microbatches, .virtual_stages = virtual_stages};
+    if (TakesStageGraph(name_or_file)) options.stage_edges = stage_edges;
+    schedule = Generate(name_or_file, options);
   } else {
     schedule = ReadScheduleFile(name_or_file);
     if (schedule.ok() && (schedule->num_actors != actors || schedule->num_microbatches != microbatches)) {

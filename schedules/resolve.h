@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "schedules/schedule.h"
@@ -28,8 +29,14 @@ absl::StatusOr<Schedule> ReadScheduleFile(const std::string& path);
 // their default); anything else is read as a schedule file, which must then
 // have that many actors and microbatches. The result is validated
 // (InvalidArgument naming the file or generator and the problem).
+//
+// The graph generators (graph-gpipe, graph-1f1b) run over `stage_edges`,
+// the model's stage graph (TrainStep::stage_edges), one stage per actor;
+// the others ignore it: a chain schedule runs a branched model's stages one
+// after another.
 absl::StatusOr<Schedule> ResolveSchedule(const std::string& name_or_file, int32_t actors, int32_t microbatches,
-                                         int32_t virtual_stages = 0);
+                                         int32_t virtual_stages = 0,
+                                         const std::vector<ir::StageEdge>& stage_edges = {});
 
 }  // namespace tandem::schedules
 

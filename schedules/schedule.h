@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/ids.h"
+#include "ir/stage_graph.h"
 
 namespace tandem::schedules {
 
@@ -55,10 +56,16 @@ struct Schedule {
   int32_t num_microbatches = 0;
   // stage_to_actor[s] is the actor that holds stage s.
   std::vector<ActorId> stage_to_actor;
+  // Which stages feed which (ir/stage_graph.h): a stage's forward reads its
+  // predecessors' forwards, its backward its successors' backwards. Empty:
+  // the chain 0 -> 1 -> ... (every schedule before stage graphs).
+  std::vector<ir::StageEdge> stage_edges;
   // programs[a] is actor a's ordered program for one step.
   std::vector<std::vector<Slot>> programs;
 
   ActorId ActorOf(StageId stage) const { return stage_to_actor.at(stage.value); }
+  // The stage graph; build it once per pass, not per task.
+  ir::StageGraph stage_graph() const { return ir::StageGraph(num_stages, stage_edges); }
   // Whether the backward is split into I and W tasks anywhere.
   bool SplitsBackward() const;
   // Total number of tasks over all actors (a group counts each of its tasks).

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "schedules/dataflow.h"
 
 namespace tandem::schedules {
 
@@ -67,18 +68,17 @@ class Simulation {
   int32_t Find(TaskKind kind, int32_t stage, int32_t microbatch) const {
     return location_[Key(kind, stage, microbatch)];
   }
-  // The task that produces the gradient of (stage, microbatch): B, else I.
-  int32_t FindGradient(int32_t stage, int32_t microbatch) const {
-    int32_t task = Find(TaskKind::kBackward, stage, microbatch);
-    return task != kNone ? task : Find(TaskKind::kBackwardInput, stage, microbatch);
+  // The task producing the input gradient of (stage, microbatch): B, else I,
+  // else (neither is in the schedule) B.
+  Task GradientTask(int32_t stage, int32_t microbatch) const {
+    const bool split = Find(TaskKind::kBackward, stage, microbatch) == kNone &&
+                       Find(TaskKind::kBackwardInput, stage, microbatch) != kNone;
+    return Task{split ? TaskKind::kBackwardInput : TaskKind::kBackward, StageId(stage), Microbatch(microbatch)};
   }
-  // The producers of `task`'s inputs, kNone for one missing from the schedule.
-  // Returns how many were written to `out`.
-  int Inputs(const Task& task, std::array<int32_t, 2>& out) const;
-  // Like Inputs(), for the consumers of `task`'s outputs (missing ones skipped).
-  int Consumers(const Task& task, std::array<int32_t, 2>& out) const;
-  // A readable name of the i-th input of `task`, also when it is missing.
-  std::string InputName(const Task& task, int i) const;
+  int32_t FindTask(const Task& task) const { return Find(task.kind, task.stage.value, task.microbatch.value); }
+  // The producers of `task`'s inputs (schedules/dataflow.h) and readable
+  // names for them, also for those missing from the schedule (kNone).
+  void Inputs(const Task& task, std::vector<int32_t>& out, std::vector<std::string>* names = nullptr) const;
   // Fills edges_ and the slots' pending input counts.
   void LinkTasks();
 
@@ -99,12 +99,6 @@ class Simulation {
   int32_t num_stages_ = 0;
   int32_t num_microbatches_ = 0;
 
-  // The consumers of one task: global task and slot indices.
-  struct Edges {
-    std::array<int32_t, 2> consumers;
-    std::array<int32_t, 2> consumer_slots;
-    int32_t num_consumers = 0;
-  };
   // What a slot waits for, packed so that a producer updates it in one
   // cache line.
   struct SlotState {
@@ -117,7 +111,12 @@ class Simulation {
   std::vector<double> stage_cost_;            // [kind * stages + stage].
   std::vector<int32_t> location_;             // Key -> global task index.
   std::vector<Task> tasks_;                   // Global task index -> task.
-  std::vector<Edges> edges_;                  // [task].
+  ir::StageGraph stages_;
+  // The consumers of task t: global task and slot indices
+  // [consumers_begin_[t], consumers_begin_[t + 1]).
+  std::vector<int32_t> consumers_begin_;
+  std::vector<int32_t> consumers_;
+  std::vector<int32_t> consumer_slots_;
   std::vector<int32_t> task_slot_;            // Global task index -> global slot.
   std::vector<int32_t> slot_first_task_;      // [slot], plus one past the end.
   std::vector<int32_t> slot_actor_;           // [slot].
@@ -212,6 +211,8 @@ absl::Status Simulation::Index() {
         "the schedule lists ", num_tasks, " tasks, far fewer than its ", num_stages_,
         " stages x ", num_microbatches_, " microbatches need"));
   }
+  if (absl::Status status = ir::CheckStageEdges(num_stages_, schedule_.stage_edges); !status.ok()) return status;
+  stages_ = schedule_.stage_graph();
   location_.assign(grid, kNone);
   tasks_.reserve(num_tasks);
   task_slot_.reserve(num_tasks);
@@ -261,82 +262,44 @@ absl::Status Simulation::Index() {
   return absl::OkStatus();
 }
 
-int Simulation::Inputs(const Task& task, std::array<int32_t, 2>& out) const {
-  const int32_t stage = task.stage.value;
-  const int32_t microbatch = task.microbatch.value;
-  switch (task.kind) {
-    case TaskKind::kForward:
-      if (stage == 0) return 0;
-      out[0] = Find(TaskKind::kForward, stage - 1, microbatch);
-      return 1;
-    case TaskKind::kBackward:
-    case TaskKind::kBackwardInput:
-      out[0] = Find(TaskKind::kForward, stage, microbatch);
-      if (stage + 1 == num_stages_) return 1;
-      out[1] = FindGradient(stage + 1, microbatch);
-      return 2;
-    case TaskKind::kBackwardWeight:
-      out[0] = Find(TaskKind::kBackwardInput, stage, microbatch);
-      return 1;
-  }
-  return 0;
-}
-
-std::string Simulation::InputName(const Task& task, int i) const {
-  const int32_t stage = task.stage.value;
-  const Microbatch microbatch = task.microbatch;
-  if (task.kind == TaskKind::kForward) {
-    return TaskName({TaskKind::kForward, StageId(stage - 1), microbatch});
-  }
-  if (task.kind == TaskKind::kBackwardWeight) {
-    return TaskName({TaskKind::kBackwardInput, StageId(stage), microbatch});
-  }
-  if (i == 0) return TaskName({TaskKind::kForward, StageId(stage), microbatch});
-  return absl::StrCat(TaskName({TaskKind::kBackward, StageId(stage + 1), microbatch}), " or ",
-                      TaskName({TaskKind::kBackwardInput, StageId(stage + 1), microbatch}));
-}
-
-int Simulation::Consumers(const Task& task, std::array<int32_t, 2>& out) const {
-  const int32_t stage = task.stage.value;
-  const int32_t microbatch = task.microbatch.value;
-  int n = 0;
-  auto add = [&](int32_t consumer) {
-    if (consumer != kNone) out[n++] = consumer;
-  };
-  switch (task.kind) {
-    case TaskKind::kForward:
-      if (stage + 1 < num_stages_) add(Find(TaskKind::kForward, stage + 1, microbatch));
-      add(FindGradient(stage, microbatch));
-      break;
-    case TaskKind::kBackward:
-    case TaskKind::kBackwardInput:
-      if (stage > 0) add(FindGradient(stage - 1, microbatch));
-      if (task.kind == TaskKind::kBackwardInput) {
-        add(Find(TaskKind::kBackwardWeight, stage, microbatch));
-      }
-      break;
-    case TaskKind::kBackwardWeight:
-      break;
-  }
-  return n;
+void Simulation::Inputs(const Task& task, std::vector<int32_t>& out, std::vector<std::string>* names) const {
+  out.clear();
+  if (names != nullptr) names->clear();
+  ForEachProducer(
+      stages_, task, [&](int32_t stage, int32_t microbatch) { return GradientTask(stage, microbatch); },
+      [&](const Task& producer, bool is_gradient) {
+        out.push_back(FindTask(producer));
+        if (names == nullptr) return;
+        if (is_gradient && out.back() == kNone) {
+          names->push_back(absl::StrCat(TaskName(producer), " or ",
+                                        TaskName({TaskKind::kBackwardInput, producer.stage, producer.microbatch})));
+        } else {
+          names->push_back(TaskName(producer));
+        }
+      });
 }
 
 void Simulation::LinkTasks() {
   const size_t num_tasks = tasks_.size();
-  edges_.resize(num_tasks);
   slot_state_.resize(slot_actor_.size());
   for (size_t slot = 0; slot < slot_actor_.size(); ++slot) {
     slot_state_[slot].actor = slot_actor_[slot];
   }
-  std::array<int32_t, 2> inputs;
+  auto gradient = [&](int32_t stage, int32_t microbatch) { return GradientTask(stage, microbatch); };
+  consumers_begin_.assign(num_tasks + 1, 0);
+  consumers_.reserve(2 * num_tasks);
+  consumer_slots_.reserve(2 * num_tasks);
   for (size_t t = 0; t < num_tasks; ++t) {
-    Edges& edges = edges_[t];
-    edges.num_consumers = Consumers(tasks_[t], edges.consumers);
-    for (int i = 0; i < edges.num_consumers; ++i) {
-      edges.consumer_slots[i] = task_slot_[edges.consumers[i]];
-    }
-    slot_state_[task_slot_[t]].pending += Inputs(tasks_[t], inputs);
+    consumers_begin_[t] = static_cast<int32_t>(consumers_.size());
+    ForEachConsumer(stages_, tasks_[t], gradient, [&](const Task& consumer) {
+      const int32_t index = FindTask(consumer);
+      if (index == kNone) return;
+      consumers_.push_back(index);
+      consumer_slots_.push_back(task_slot_[index]);
+    });
+    ForEachProducer(stages_, tasks_[t], gradient, [&](const Task&, bool) { ++slot_state_[task_slot_[t]].pending; });
   }
+  consumers_begin_[num_tasks] = static_cast<int32_t>(consumers_.size());
 }
 
 void Simulation::RunSlot(int32_t actor, int32_t slot) {
@@ -367,12 +330,11 @@ void Simulation::RunSlot(int32_t actor, int32_t slot) {
 void Simulation::Complete(int32_t actor, int32_t task, std::vector<int32_t>& worklist) {
   const int32_t slot = task_slot_[task];
   const double end = slot_time_[slot].end;
-  const Edges& edges = edges_[task];
   int32_t previous_to = kNone;
   double arrival = end;
   Cause arrival_cause{Cause::Kind::kSlot, slot};
-  for (int i = 0; i < edges.num_consumers; ++i) {
-    const int32_t consumer_slot = edges.consumer_slots[i];
+  for (int32_t i = consumers_begin_[task]; i < consumers_begin_[task + 1]; ++i) {
+    const int32_t consumer_slot = consumer_slots_[i];
     SlotState& consumer = slot_state_[consumer_slot];
     const int32_t to = consumer.actor;
     if (to == actor) {
@@ -385,7 +347,7 @@ void Simulation::Complete(int32_t actor, int32_t task, std::vector<int32_t>& wor
       transfer.from = ActorId(actor);
       transfer.to = ActorId(to);
       transfer.producer = tasks_[task];
-      transfer.consumer = tasks_[edges.consumers[i]];
+      transfer.consumer = tasks_[consumers_[i]];
       transfer.bytes =
           IsGradient(transfer.producer.kind) ? costs_.gradient_bytes : costs_.activation_bytes;
       Cause cause{Cause::Kind::kSlot, slot};
@@ -420,7 +382,8 @@ absl::Status Simulation::StuckError() const {
   constexpr int kMaxListed = 8;
   std::vector<std::string> stuck;
   int num_stuck = 0;
-  std::array<int32_t, 2> inputs;
+  std::vector<int32_t> inputs;
+  std::vector<std::string> input_names;
   for (int32_t actor = 0; actor < num_actors_; ++actor) {
     const int32_t slot = next_slot_[actor];
     if (slot == actor_first_slot_[actor + 1]) continue;
@@ -430,10 +393,10 @@ absl::Status Simulation::StuckError() const {
     for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
       const Task& task = tasks_[t];
       names.push_back(TaskName(task));
-      const int n = Inputs(task, inputs);
-      for (int i = 0; i < n; ++i) {
+      Inputs(task, inputs, &input_names);
+      for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i] == kNone) {
-          waits.push_back(absl::StrCat(InputName(task, i), ", which is not in the schedule"));
+          waits.push_back(absl::StrCat(input_names[i], ", which is not in the schedule"));
         } else if (const int32_t input_slot = task_slot_[inputs[i]]; !slot_done_[input_slot]) {
           const int32_t input_actor = slot_actor_[input_slot];
           waits.push_back(absl::StrCat(

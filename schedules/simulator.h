@@ -13,8 +13,10 @@
 //   one send track: its outgoing transfers run one at a time, in the order
 //   their producers finished (FIFO). Receiving takes no extra resource.
 //   Edges within one actor cost nothing.
-// - Dependencies: F(s,m) after F(s-1,m); B or I (s,m) after F(s,m) and after
-//   B or I (s+1,m); W(s,m) after I(s,m).
+// - Dependencies (schedules/dataflow.h): F(s,m) after F(p,m) of every
+//   predecessor p of s in the stage graph; B or I (s,m) after F(s,m) and
+//   after B or I (c,m) of every successor c; W(s,m) after I(s,m). On a
+//   chain: F(s-1,m) -> F(s,m) and B(s+1,m) -> B(s,m).
 // - Activations: F(s,m) allocates 1 unit on its actor when it starts; B(s,m)
 //   frees the whole unit when it ends; with a split backward, I(s,m) frees
 //   `input_grad_frees` of it when it ends and W(s,m) the rest when it ends.

@@ -16,7 +16,7 @@
 namespace tandem::schedules {
 namespace {
 
-constexpr char kStatements[] = "schedule, actors, stages, microbatches, placement or actor";
+constexpr char kStatements[] = "schedule, actors, stages, microbatches, placement, stage-graph or actor";
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 // The longest schedule name accepted: it is quoted in reports.
@@ -40,6 +40,12 @@ std::optional<TaskKind> KindOf(char letter) {
 // One header value with the place it was written, for later errors.
 struct Located {
   int32_t value = 0;
+  int line = 0;
+  size_t column = 0;  // 0-based
+};
+
+struct LocatedEdge {
+  ir::StageEdge edge;
   int line = 0;
   size_t column = 0;  // 0-based
 };
@@ -95,11 +101,13 @@ class Parser {
   absl::Status ParseLine() {
     if (AtEnd()) return absl::OkStatus();
     const size_t start = pos_;
-    while (pos_ < line_.size() && std::isalpha(static_cast<unsigned char>(line_[pos_]))) ++pos_;
+    while (pos_ < line_.size() && (std::isalpha(static_cast<unsigned char>(line_[pos_])) || line_[pos_] == '-')) {
+      ++pos_;
+    }
     const absl::string_view keyword = line_.substr(start, pos_ - start);
     if (keyword == "actor") return ParseActorLine(start);
     if (keyword == "schedule" || keyword == "actors" || keyword == "stages" ||
-        keyword == "microbatches" || keyword == "placement") {
+        keyword == "microbatches" || keyword == "placement" || keyword == "stage-graph") {
       if (pos_ < line_.size() && !IsSpace(line_[pos_])) {
         return Error(pos_, absl::StrCat("expected a space after '", keyword, "'"));
       }
@@ -160,6 +168,25 @@ class Parser {
                                             " stages a schedule may have"));
         }
         explicit_placement_.push_back(Located{*actor, line_number_, column});
+      }
+      return absl::OkStatus();
+    }
+    if (keyword == "stage-graph") {
+      if (stage_graph_line_ != 0) return duplicate(stage_graph_line_);
+      stage_graph_line_ = line_number_;
+      if (AtEnd()) return Error(pos_, "expected stage edges after 'stage-graph', e.g. 'stage-graph 0->2 1->2'");
+      while (!AtEnd()) {
+        const size_t column = pos_;
+        const absl::string_view word = Word();
+        absl::StatusOr<std::vector<ir::StageEdge>> edge = ir::ParseStageEdges(word, 1);
+        if (!edge.ok() || edge->size() != 1) {
+          return Error(column, absl::StrCat("expected a stage edge FROM->TO, e.g. 0->2, got '", Excerpt(word), "'"));
+        }
+        if (static_cast<int64_t>(stage_edges_.size()) >= kMaxStageEdges) {
+          return Error(column, absl::StrCat("the stage graph has more than the ", kMaxStageEdges,
+                                            " edges a schedule may have"));
+        }
+        stage_edges_.push_back(LocatedEdge{edge->front(), line_number_, column});
       }
       return absl::OkStatus();
     }
@@ -227,6 +254,14 @@ class Parser {
       schedule_.stage_to_actor =
           placement_ == "v" ? VPlacement(actors, stages) : LoopPlacement(actors, stages);
     }
+    std::vector<ir::StageEdge> edges;
+    for (const LocatedEdge& located : stage_edges_) {
+      edges.push_back(located.edge);
+      if (absl::Status status = ir::CheckStageEdges(stages, edges); !status.ok()) {
+        return ErrorAt(located.line, located.column, status.message());
+      }
+    }
+    schedule_.stage_edges = ir::StageGraph(stages, edges).StoredEdges();
     schedule_.num_actors = actors;
     schedule_.num_stages = stages;
     schedule_.num_microbatches = microbatches_->value;
@@ -355,6 +390,8 @@ class Parser {
   std::string placement_ = "loop";
   int placement_line_ = 0;
   std::vector<Located> explicit_placement_;
+  int stage_graph_line_ = 0;
+  std::vector<LocatedEdge> stage_edges_;
   bool resolved_ = false;
   int64_t num_tasks_ = 0;
   Schedule schedule_;
@@ -380,6 +417,9 @@ std::string PrintScheduleText(const Schedule& schedule) {
   absl::StrAppend(&text, "microbatches ", schedule.num_microbatches, "\n");
   absl::StrAppend(&text, "placement ",
                   PlacementName(schedule.stage_to_actor, schedule.num_actors), "\n");
+  if (!schedule.stage_edges.empty()) {
+    absl::StrAppend(&text, "stage-graph ", ir::FormatStageEdges(schedule.stage_edges), "\n");
+  }
   for (size_t a = 0; a < schedule.programs.size(); ++a) {
     absl::StrAppend(&text, "actor ", a, ":");
     for (const Slot& slot : schedule.programs[a]) absl::StrAppend(&text, " ", SlotName(slot));

@@ -68,6 +68,9 @@ absl::Status CheckSizes(const Schedule& schedule) {
         absl::StrCat("placement has ", schedule.stage_to_actor.size(), " entries but the schedule has ",
                      schedule.num_stages, " stages"));
   }
+  if (absl::Status status = ir::CheckStageEdges(schedule.num_stages, schedule.stage_edges); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("stage-graph: ", status.message()));
+  }
   Problems problems;
   for (int32_t s = 0; s < schedule.num_stages; ++s) {
     const int32_t actor = schedule.stage_to_actor[s].value;

@@ -7,7 +7,7 @@ namespace tandem::cli {
 
 void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command.add_option("--model", options.model, "example model")
-      ->check(CLI::IsMember({"gpt", "mlp"}))
+      ->check(CLI::IsMember({"gpt", "mlp", "two-tower"}))
       ->capture_default_str();
   AddIntegerOption(command, "--stages", options.stages, "pipeline stages the model is split into (a schedule sets it)");
   AddIntegerOption(command, "--microbatches", options.microbatches, "microbatches per step (per replica)");
@@ -15,14 +15,20 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
                    "data-parallel replicas of the pipeline: D x P actors, a step's batch is D x M microbatches");
   command
       .add_option("--layers", options.layers,
-                  "decoder blocks (gpt, default 4) or hidden layers (mlp, default 4); at least the stage count")
+                  "decoder blocks (gpt, default 4), hidden layers (mlp, default 4; at least the stage count) or "
+                  "the head's layers (two-tower, default 3)")
       ->check(AtLeast(options.layers, 1));
-  command.add_option("--dim", options.dim, "model width (gpt d_model, default 64; mlp hidden width, default 64)")
+  command
+      .add_option("--towers", options.towers,
+                  "two-tower: the layers of its left and right towers, e.g. 4,3 (the default)")
+      ->delimiter(',')
+      ->expected(2);
+  command.add_option("--dim", options.dim, "model width (gpt d_model, default 64; mlp and two-tower hidden width, default 64)")
       ->check(AtLeast(options.dim, 1));
   command.add_option("--heads", options.heads, "attention heads (gpt, default 4)")->check(AtLeast(options.heads, 1));
   command.add_option("--seq", options.seq, "sequence length (gpt, default 32)")->check(AtLeast(options.seq, 1));
   command
-      .add_option("--batch", options.batch, "sequences (gpt, default 8) or examples (mlp, default 16) per microbatch")
+      .add_option("--batch", options.batch, "sequences (gpt, default 8) or examples (mlp and two-tower, default 16) per microbatch")
       ->check(AtLeast(options.batch, 1));
   command.add_option("--vocab", options.vocab, "gpt: the LM head's width (default: the corpus's characters)")
       ->check(AtLeast(options.vocab, 1));
@@ -30,7 +36,7 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command.add_option("--optimizer", options.optimizer, "adam, or sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
-  command.add_option("--lr", options.lr, "learning rate (default 3e-3 for gpt, 1e-2 for mlp)");
+  command.add_option("--lr", options.lr, "learning rate (default 3e-3 for gpt, 1e-2 for mlp and two-tower)");
   command.add_option("--seed", options.seed, "seed of parameter initialization and data sampling")
       ->capture_default_str();
   command.add_option("--data", options.data,

@@ -9,6 +9,7 @@
 #include "controller/local_launcher.h"
 #include "controller/session.h"
 #include "rpc/connection.h"
+#include "schedules/generators.h"
 #include "schedules/resolve.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/threads_launcher.h"
@@ -37,9 +38,13 @@ std::vector<bool> ScheduleOptions::RematByStage(int32_t stages) const {
   return controller::RematEveryStage(stages, remat == "stage");
 }
 
-absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches) {
-  return schedules::ResolveSchedule(options.schedule, options.actors, microbatches, options.virtual_stages);
+absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches,
+                                                    const std::vector<ir::StageEdge>& stage_edges) {
+  return schedules::ResolveSchedule(options.schedule, options.actors, microbatches, options.virtual_stages,
+                                    stage_edges);
 }
+
+bool FollowsModelGraph(const ScheduleOptions& options) { return schedules::TakesStageGraph(options.schedule); }
 
 void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::vector<std::string>& extra_launchers,
                         const std::string& extra_help) {

@@ -33,8 +33,15 @@ struct ScheduleOptions {
 // and --remat.
 void AddScheduleOptions(CLI::App& command, ScheduleOptions& options);
 
-// The validated schedule the options name, for `microbatches`.
-absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches);
+// The validated schedule the options name, for `microbatches`; a graph
+// generator (graph-1f1b, graph-gpipe) runs over `stage_edges`, the model's
+// stage graph.
+absl::StatusOr<schedules::Schedule> ResolveSchedule(const ScheduleOptions& options, int32_t microbatches,
+                                                    const std::vector<ir::StageEdge>& stage_edges = {});
+// Whether the schedule follows the model's stage graph (graph-1f1b,
+// graph-gpipe): the model is then traced first, one stage per actor, and
+// the schedule generated over its stage graph.
+bool FollowsModelGraph(const ScheduleOptions& options);
 
 struct LauncherOptions {
   std::string launcher = "local";  // local, threads, slurm (or what extra_launchers adds)

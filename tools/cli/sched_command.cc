@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "schedules/generators.h"
+#include "schedules/limits.h"
 #include "schedules/placement.h"
 #include "schedules/pytorch_csv.h"
 #include "schedules/resolve.h"
@@ -40,12 +41,16 @@ void AddGen(CommandLine& command_line, CLI::App& sched) {
     int32_t actors = 0;
     int32_t microbatches = 0;
     int32_t virtual_stages = 0;
+    std::string stage_graph;
+    std::vector<int32_t> placement;
     std::string to = "tandem";
   };
   const std::string names = absl::StrJoin(schedules::GeneratorNames(), "|");
-  CLI::App* gen =
-      command_line.Add(sched, "gen", "print a built-in schedule",
-                       absl::StrCat("<", names, "> --actors P --microbatches M [--virtual V] [--to FORMAT]"));
+  CLI::App* gen = command_line.Add(
+      sched, "gen", "print a built-in schedule",
+      absl::StrCat("<", names,
+                   "> --actors P --microbatches M [--virtual V] [--stage-graph EDGES] [--placement A,B,...] "
+                   "[--to FORMAT]"));
   auto options = std::make_shared<Options>();
   gen->add_option("name", options->name, "the generator")
       ->required()
@@ -57,11 +62,31 @@ void AddGen(CommandLine& command_line, CLI::App& sched) {
   gen->add_option("--virtual", options->virtual_stages,
                   "stages per actor V (interleaved, looped-bfs, zb-v; 0: the generator's default)")
       ->check(AtLeast(options->virtual_stages, 0));
+  gen->add_option("--stage-graph", options->stage_graph,
+                  "graph-*: the stage DAG as edges FROM->TO, e.g. \"0->2 1->2\" (default: a chain)");
+  gen->add_option("--placement", options->placement,
+                  "graph-*: the actor of each stage, e.g. 0,1,2,2 (default: stage s on actor s)")
+      ->delimiter(',');
   gen->add_option("--to", options->to, "output format")->check(CLI::IsMember(kFormats))->capture_default_str();
   command_line.OnRun(gen, [gen, options, &streams = command_line.streams()] {
+    absl::StatusOr<std::vector<ir::StageEdge>> edges =
+        ir::ParseStageEdges(options->stage_graph, schedules::kMaxStageEdges);
+    if (!edges.ok()) return UsageError(streams.err, *gen, absl::StrCat("--stage-graph: ", edges.status().message()));
+    if (static_cast<int64_t>(options->placement.size()) > schedules::kMaxStages) {
+      return UsageError(streams.err, *gen, absl::StrCat("--placement lists more than the ", schedules::kMaxStages,
+                                                        " stages a schedule may have"));
+    }
+    if (!schedules::TakesStageGraph(options->name) && (!edges->empty() || !options->placement.empty())) {
+      return UsageError(streams.err, *gen,
+                        absl::StrCat(options->name, " makes a chain with its own placement: --stage-graph and "
+                                                    "--placement are for graph-gpipe and graph-1f1b"));
+    }
     absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
-        options->name,
-        {.actors = options->actors, .microbatches = options->microbatches, .virtual_stages = options->virtual_stages});
+        options->name, {.actors = options->actors,
+                        .microbatches = options->microbatches,
+                        .virtual_stages = options->virtual_stages,
+                        .stage_edges = *edges,
+                        .stage_actors = options->placement});
     if (!schedule.ok()) return UsageError(streams.err, *gen, std::string(schedule.status().message()));
     streams.out << Format(*schedule, options->to);
     return 0;
@@ -93,7 +118,11 @@ void AddCheck(CommandLine& command_line, CLI::App& sched) {
     }
     streams.out << name << ": ok: " << (schedule->name.empty() ? "" : absl::StrCat(schedule->name, ", "))
                 << schedule->num_actors << " actors, " << schedule->num_stages << " stages (placement "
-                << schedules::PlacementName(schedule->stage_to_actor, schedule->num_actors) << "), "
+                << schedules::PlacementName(schedule->stage_to_actor, schedule->num_actors)
+                << (schedule->stage_edges.empty()
+                        ? ""
+                        : absl::StrCat(", stage graph ", ir::FormatStageEdges(schedule->stage_edges)))
+                << "), "
                 << schedule->num_microbatches << " microbatches, " << schedule->NumTasks() << " tasks, no deadlock"
                 << (options->rendezvous ? " under rendezvous transfers" : "") << "\n";
     return 0;
