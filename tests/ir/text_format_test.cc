@@ -369,7 +369,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "<input>:6:3: error: expected '}', got 'graph'"},
         ErrorCase{"train_step @t stages=3000000000 microbatches=1 {\n}\n",
                   "<input>:1:22: error: number of stages 3000000000 is out of range "
-                  "[-2147483648, 2147483647]"}));
+                  "[1, 65536]"}));
 
 TEST(TextFormat, EveryTruncationOrCorruptionFailsCleanly) {
   std::string text = PrintTrainStep(EverythingStep());

@@ -16,7 +16,9 @@ using ::testing::HasSubstr;
 
 // Whether `name` accepts (P, M, V) by its documented constraints.
 bool Accepts(const std::string& name, int p, int m, int v) {
-  if (name == "gpipe" || name == "1f1b" || name == "zb-h1") return v == 0 || v == 1;
+  if (name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "graph-gpipe" || name == "graph-1f1b") {
+    return v == 0 || v == 1;
+  }
   if (name == "interleaved") return m % p == 0;
   if (name == "looped-bfs") return true;
   if (name == "zb-v") return (v == 0 || v == 2) && m >= 2 * p - 1;

@@ -124,7 +124,7 @@ TEST(TextFormat, HeaderMistakes) {
             "pipe.sched:3:11: error: placement lists 3 stages but 'stages' is 2");
   EXPECT_THAT(ParseError("  actros 2\n"),
               HasSubstr("pipe.sched:1:3: error: unknown statement 'actros': expected schedule, "
-                        "actors, stages, microbatches, placement or actor"));
+                        "actors, stages, microbatches, placement, stage-graph or actor"));
 }
 
 TEST(TextFormat, GroupMistakes) {

@@ -43,6 +43,37 @@ TEST(SchedCommand, GenPrintsTheTextFormat) {
   EXPECT_EQ(run.out, schedules::PrintScheduleText(*expected));
 }
 
+TEST(SchedCommand, GenPrintsAScheduleOverAStageGraph) {
+  const Outcome run = Sched({"gen", "graph-1f1b", "--actors", "3", "--microbatches", "2", "--stage-graph", "0->2,1->2"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("stage-graph 0->2 1->2\nactor 0: F0.0 F0.1 B0.0 B0.1\n"));
+  EXPECT_THAT(run.out, HasSubstr("actor 2: F2.0 B2.0 F2.1 B2.1\n"));
+  const Outcome placed = Sched({"gen", "graph-gpipe", "--actors", "2", "--microbatches", "1", "--stage-graph",
+                                "0->2 1->2", "--placement", "0,1,0"});
+  EXPECT_EQ(placed.code, 0) << placed.err;
+  EXPECT_THAT(placed.out, HasSubstr("placement loop\nstage-graph 0->2 1->2\nactor 0: F0.0 F2.0 B2.0 B0.0\n"));
+  // The checker reads it back and names the graph.
+  const Outcome check = Sched({"check", "-"}, run.out);
+  EXPECT_EQ(check.code, 0) << check.err;
+  EXPECT_THAT(check.out, HasSubstr("(placement loop, stage graph 0->2 1->2)"));
+}
+
+TEST(SchedCommand, GenRefusesAMalformedOrMisplacedStageGraph) {
+  Outcome run = Sched({"gen", "graph-1f1b", "--actors", "3", "--microbatches", "2", "--stage-graph", "0=>2"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--stage-graph: '0=>2' is not a stage edge"));
+  run = Sched({"gen", "graph-1f1b", "--actors", "3", "--microbatches", "2", "--stage-graph", "2->0"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("stage edge 2->0 does not go from a lower stage to a higher one"));
+  run = Sched({"gen", "1f1b", "--actors", "3", "--microbatches", "2", "--stage-graph", "0->2"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--stage-graph and --placement are for graph-gpipe and graph-1f1b"));
+  run = Sched({"gen", "graph-1f1b", "--actors", "3", "--microbatches", "2", "--stage-graph", "0->2 1->2", "--to",
+               "pytorch-csv"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("PyTorch's pipelining CSV has no stage graph"));
+}
+
 TEST(SchedCommand, GenExplainsAViolatedConstraintAsAUsageError) {
   const Outcome run =
       Sched({"gen", "interleaved", "--actors", "4", "--microbatches", "6", "--virtual", "2"});

@@ -9,6 +9,11 @@
 // replica its own microbatches), so the controller's cost can be measured
 // as actors grow either way.
 //
+// graph: the two-tower model (examples/models/two_tower.h) on 3 actors,
+// its stage DAG under graph-1f1b and graph-gpipe against the same three
+// stages as a chain under 1F1B, GPipe and ZB-H1, each measured and predicted
+// like fidelity's; the ratio of the best of each.
+//
 // fidelity: an MLP whose layers are large matmuls, so that compute dominates.
 // Calibration: each schedule runs a few steps and the actors' instruction
 // timings give the mean duration of each (task kind, stage); the simulator
@@ -28,6 +33,7 @@
 #include "controller/pipeline.h"
 #include "controller/step_trace.h"
 #include "examples/models/mlp.h"
+#include "examples/models/two_tower.h"
 #include "ir/kernels.h"
 #include "schedules/generators.h"
 #include "schedules/json_text.h"
@@ -275,6 +281,120 @@ int RunFidelityBench(const FidelityBenchOptions& options, std::ostream& out, std
   return 0;
 }
 
+struct GraphBenchOptions {
+  LauncherOptions launcher;
+  int32_t microbatches = 16;
+  int64_t width = 384;
+  int64_t batch = 128;
+  std::vector<int64_t> towers = {4, 3};
+  int64_t head_layers = 3;
+  int64_t steps = 5;
+  std::string schedules = "graph-1f1b,graph-gpipe,1f1b,gpipe,zb-h1";
+  bool json = false;
+};
+
+// The two-tower model on 3 actors: its stage DAG (left tower, right tower,
+// head) under the graph schedules, against the same stages as a chain under
+// the sequential ones; each schedule measured and predicted as in fidelity.
+int RunGraphBench(const GraphBenchOptions& options, std::ostream& out, std::ostream& err) {
+  ir::SetBlasThreads(1);
+  if (options.towers.size() != 2) return Fail(err, "graph", absl::InvalidArgumentError("--towers takes two depths"));
+  examples::TwoTowerConfig config;
+  config.input_dim = options.width;
+  config.hidden_dim = options.width;
+  config.left_layers = options.towers[0];
+  config.right_layers = options.towers[1];
+  config.head_layers = options.head_layers;
+  config.batch_size = options.batch;
+  config.num_stages = 3;
+  if (absl::Status status = examples::ValidateTwoTowerConfig(config); !status.ok()) return Fail(err, "graph", status);
+  absl::StatusOr<ir::TrainStep> step = TraceTrainStep("two-tower", examples::TwoTowerModel(config),
+                                                      Sgd({.learning_rate = 1e-3}),
+                                                      {.num_microbatches = options.microbatches, .seed = 7});
+  if (!step.ok()) return Fail(err, "graph", step.status());
+  const std::vector<ir::TensorMap> batches = BenchBatches(*step);
+
+  struct Row {
+    std::string schedule;
+    bool graph = false;
+    double measured_ms = 0, predicted_ms = 0, bubble = 0;
+  };
+  std::vector<Row> rows;
+  std::string description;
+  for (absl::string_view name : absl::StrSplit(options.schedules, ',')) {
+    Row row;
+    row.schedule = std::string(name);
+    row.graph = schedules::TakesStageGraph(name);
+    schedules::GeneratorOptions generator{.actors = 3, .microbatches = options.microbatches};
+    if (row.graph) generator.stage_edges = step->stage_edges;
+    absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(name, generator);
+    if (!schedule.ok()) return Fail(err, "graph", schedule.status());
+    absl::StatusOr<Running> running = StartPipeline(options.launcher, *step, *schedule);
+    if (!running.ok()) return Fail(err, "graph", running.status());
+    description = running->description;
+    controller::StepTrace trace(running->pipeline->compiled());
+    std::vector<double> walls;
+    for (int64_t s = 0; s < options.steps + 2; ++s) {
+      const Clock::time_point start = Clock::now();
+      absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
+      const double wall = SecondsSince(start);
+      if (!report.ok()) return Fail(err, "graph", report.status());
+      if (s < 2) continue;  // warm-up
+      walls.push_back(wall);
+      trace.AddStep(*report);
+    }
+    absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(*schedule, trace.CalibratedCosts());
+    if (!simulated.ok()) return Fail(err, "graph", simulated.status());
+    const std::vector<double> update_us = trace.UpdateUs();
+    std::sort(walls.begin(), walls.end());
+    row.measured_ms = walls[walls.size() / 2] * 1e3;
+    row.predicted_ms = simulated->makespan * 1e-3 + *std::max_element(update_us.begin(), update_us.end()) * 1e-3;
+    row.bubble = simulated->bubble;
+    rows.push_back(row);
+  }
+  const Row* best_graph = nullptr;
+  const Row* best_chain = nullptr;
+  for (const Row& row : rows) {
+    const Row*& best = row.graph ? best_graph : best_chain;
+    if (best == nullptr || row.measured_ms < best->measured_ms) best = &row;
+  }
+  if (options.json) {
+    nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
+    for (const Row& row : rows) {
+      json_rows.push_back({{"schedule", row.schedule}, {"stage_graph", row.graph ? "dag" : "chain"},
+                           {"measured_ms", row.measured_ms}, {"predicted_ms", row.predicted_ms},
+                           {"simulated_bubble", row.bubble}});
+    }
+    nlohmann::ordered_json json = {{"actors", 3}, {"microbatches", options.microbatches}, {"width", options.width},
+                                   {"batch", options.batch}, {"rows", json_rows}};
+    if (best_graph != nullptr && best_chain != nullptr) {
+      json["graph_over_best_chain"] = best_graph->measured_ms / best_chain->measured_ms;
+    }
+    out << schedules::JsonText(json) << "\n";
+    return 0;
+  }
+  out << absl::StrFormat(
+      "graph: two-tower (towers of %d and %d layers, head %d, width %d, batch %d), 3 actors, %d microbatches; %s; "
+      "median of %d steps\n"
+      "stages: left tower, right tower, head. dag: %s; chain: the same stages as 0->1->2\n"
+      "predicted = simulated makespan from calibrated per-(kind, stage) costs + the slowest actor's update\n\n",
+      options.towers[0], options.towers[1], options.head_layers, options.width, options.batch, options.microbatches,
+      description, options.steps, ir::FormatStageEdges(step->stage_edges));
+  out << absl::StrFormat("  %-12s %-6s %13s %14s %18s\n", "schedule", "stages", "measured ms", "predicted ms",
+                         "simulated bubble");
+  for (const Row& row : rows) {
+    out << absl::StrFormat("  %-12s %-6s %13.2f %14.2f %17.1f%%\n", row.schedule, row.graph ? "dag" : "chain",
+                           row.measured_ms, row.predicted_ms, row.bubble * 100);
+  }
+  if (best_graph != nullptr && best_chain != nullptr) {
+    out << absl::StrFormat("\n  best dag (%s) / best chain (%s): measured %.3f, predicted %.3f\n",
+                           best_graph->schedule, best_chain->schedule,
+                           best_graph->measured_ms / best_chain->measured_ms,
+                           best_graph->predicted_ms / best_chain->predicted_ms);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
@@ -310,6 +430,30 @@ void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
   fidelity->add_flag("--json", fidelity_options->json, "print JSON");
   command_line.OnRun(fidelity, [fidelity_options, &streams = command_line.streams()] {
     return RunFidelityBench(*fidelity_options, streams.out, streams.err);
+  });
+
+  CLI::App* graph = command_line.Add(
+      bench, "graph",
+      "branch-parallel pipelines: the two-tower model on its stage DAG vs the same stages as a chain (3 actors)",
+      "[--microbatches M] [--width W] [--batch B] [--towers L,R] [--head-layers H] [--steps N] [--schedules A,B] "
+      "[launcher options] [--json]");
+  auto graph_options = std::make_shared<GraphBenchOptions>();
+  AddLauncherOptions(*graph, graph_options->launcher);
+  AddIntegerOption(*graph, "--microbatches", graph_options->microbatches, "microbatches per step");
+  AddIntegerOption(*graph, "--width", graph_options->width, "input and hidden width of every layer");
+  AddIntegerOption(*graph, "--batch", graph_options->batch, "examples per microbatch");
+  graph->add_option("--towers", graph_options->towers, "layers of the left and right towers")
+      ->delimiter(',')
+      ->expected(2)
+      ->capture_default_str();
+  AddIntegerOption(*graph, "--head-layers", graph_options->head_layers, "layers of the head that merges them");
+  AddIntegerOption(*graph, "--steps", graph_options->steps, "measured steps per schedule (after 2 warm-up steps)");
+  graph->add_option("--schedules", graph_options->schedules,
+                    "comma-separated built-in schedules; graph-* run the stage DAG, the others the chain")
+      ->capture_default_str();
+  graph->add_flag("--json", graph_options->json, "print JSON");
+  command_line.OnRun(graph, [graph_options, &streams = command_line.streams()] {
+    return RunGraphBench(*graph_options, streams.out, streams.err);
   });
 }
 

@@ -29,6 +29,14 @@ std::string Format(const schedules::Schedule& schedule, absl::string_view format
   return format == "pytorch-csv" ? schedules::PrintPytorchCsv(schedule) : schedules::PrintScheduleText(schedule);
 }
 
+// PyTorch's CSV has no stage graph: a DAG schedule would come back a chain.
+absl::Status CheckFormatHolds(const schedules::Schedule& schedule, absl::string_view format) {
+  if (format != "pytorch-csv" || schedule.stage_edges.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("PyTorch's pipelining CSV has no stage graph: this schedule's (",
+                                                 ir::FormatStageEdges(schedule.stage_edges),
+                                                 ") would be lost; keep it in the tandem format"));
+}
+
 // Prints a validation failure, one "NAME: error: ..." line per line.
 int PrintInvalid(std::ostream& err, const std::string& name, const absl::Status& status) {
   for (absl::string_view line : absl::StrSplit(status.message(), '\n')) err << name << ": error: " << line << "\n";
@@ -88,6 +96,9 @@ void AddGen(CommandLine& command_line, CLI::App& sched) {
                         .stage_edges = *edges,
                         .stage_actors = options->placement});
     if (!schedule.ok()) return UsageError(streams.err, *gen, std::string(schedule.status().message()));
+    if (absl::Status status = CheckFormatHolds(*schedule, options->to); !status.ok()) {
+      return UsageError(streams.err, *gen, std::string(status.message()));
+    }
     streams.out << Format(*schedule, options->to);
     return 0;
   });
@@ -145,6 +156,10 @@ void AddConvert(CommandLine& command_line, CLI::App& sched) {
     absl::StatusOr<schedules::Schedule> schedule = LoadSchedule(options->path, options->from, streams.in);
     if (!schedule.ok()) {
       streams.err << schedule.status().message() << "\n";
+      return 1;
+    }
+    if (absl::Status status = CheckFormatHolds(*schedule, options->to); !status.ok()) {
+      streams.err << options->path << ": error: " << status.message() << "\n";
       return 1;
     }
     streams.out << Format(*schedule, options->to);
