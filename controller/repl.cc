@@ -525,7 +525,7 @@ absl::Status Repl::Set(const std::vector<std::string>& words) {
   if (words[1] == "schedule") {
     absl::StatusOr<schedules::Schedule> schedule =
         schedules::ResolveSchedule(words[2], compiled.actors_per_replica, compiled.num_microbatches,
-                                   options_.virtual_stages);
+                                   options_.virtual_stages, session_->train_step().stage_edges);
     if (!schedule.ok()) return schedule.status();
     options_.schedule = words[2];
     return Recompile(std::nullopt, *std::move(schedule));
@@ -535,12 +535,12 @@ absl::Status Repl::Set(const std::vector<std::string>& words) {
     if (!absl::SimpleAtoi(words[2], &microbatches) || microbatches < 1) {
       return absl::InvalidArgumentError(absl::StrCat("'", words[2], "' is not a microbatch count"));
     }
-    absl::StatusOr<schedules::Schedule> schedule =
-        schedules::ResolveSchedule(options_.schedule, compiled.actors_per_replica, microbatches,
-                                   options_.virtual_stages);
-    if (!schedule.ok()) return schedule.status();
     absl::StatusOr<ir::TrainStep> step = model_.trace(microbatches);
     if (!step.ok()) return step.status();
+    absl::StatusOr<schedules::Schedule> schedule =
+        schedules::ResolveSchedule(options_.schedule, compiled.actors_per_replica, microbatches,
+                                   options_.virtual_stages, step->stage_edges);
+    if (!schedule.ok()) return schedule.status();
     return Recompile(*std::move(step), *std::move(schedule));
   }
   return absl::InvalidArgumentError("usage: set schedule NAME|FILE | set microbatches M");

@@ -19,13 +19,21 @@ struct CompileOptions {
 };
 
 int RunCompile(const CLI::App& command, CompileOptions& options, CommandStreams& streams) {
-  absl::StatusOr<schedules::Schedule> schedule = ResolveSchedule(options.schedule, options.model.microbatches);
-  if (!schedule.ok()) return Failure(streams.err, command, schedule.status());
-  if (absl::Status status = TakeScheduleStages(command, schedule->num_stages, options.model); !status.ok()) {
-    return UsageError(streams.err, command, std::string(status.message()));
+  std::optional<examples::ExampleJob> job;
+  bool usage_error = false;
+  absl::StatusOr<schedules::Schedule> schedule = ResolveModelSchedule(
+      command, options.schedule, options.model,
+      [&]() -> absl::StatusOr<const ir::TrainStep*> {
+        absl::StatusOr<examples::ExampleJob> made = examples::MakeExampleJob(options.model);
+        if (!made.ok()) return made.status();
+        job = *std::move(made);
+        return &job->step;
+      },
+      usage_error);
+  if (!schedule.ok()) {
+    return usage_error ? UsageError(streams.err, command, std::string(schedule.status().message()))
+                       : Failure(streams.err, command, schedule.status());
   }
-  absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(options.model);
-  if (!job.ok()) return Failure(streams.err, command, job.status());
   absl::StatusOr<controller::CompiledStep> compiled = controller::Compile(
       job->step, *schedule,
       {.remat = options.schedule.RematByStage(job->step.num_stages)});

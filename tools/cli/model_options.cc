@@ -52,4 +52,26 @@ absl::Status TakeScheduleStages(const CLI::App& command, int32_t stages, example
   return absl::OkStatus();
 }
 
+absl::StatusOr<schedules::Schedule> ResolveModelSchedule(
+    const CLI::App& command, const ScheduleOptions& schedule, examples::ExampleJobOptions& model,
+    const std::function<absl::StatusOr<const ir::TrainStep*>()>& trace, bool& usage_error) {
+  usage_error = false;
+  std::optional<schedules::Schedule> early;
+  int32_t stages = schedule.actors;  // a graph generator: one stage per actor
+  if (!FollowsModelGraph(schedule)) {
+    absl::StatusOr<schedules::Schedule> resolved = ResolveSchedule(schedule, model.microbatches);
+    if (!resolved.ok()) return resolved.status();
+    stages = resolved->num_stages;
+    early = *std::move(resolved);
+  }
+  if (absl::Status status = TakeScheduleStages(command, stages, model); !status.ok()) {
+    usage_error = true;
+    return status;
+  }
+  absl::StatusOr<const ir::TrainStep*> step = trace();
+  if (!step.ok()) return step.status();
+  if (early.has_value()) return *std::move(early);
+  return ResolveSchedule(schedule, model.microbatches, (*step)->stage_edges);
+}
+
 }  // namespace tandem::cli

@@ -7,11 +7,14 @@
 #define TANDEM_TOOLS_CLI_MODEL_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "examples/example_job.h"
+#include "schedules/schedule.h"
+#include "tools/cli/pipeline_options.h"
 
 namespace tandem::cli {
 
@@ -21,6 +24,17 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options);
 // Sets options.stages to a schedule's stage count; InvalidArgument when
 // --stages was given and says otherwise.
 absl::Status TakeScheduleStages(const CLI::App& command, int32_t stages, examples::ExampleJobOptions& options);
+
+// The validated schedule --schedule names, for the model `model` describes,
+// with model.stages set from it. A chain schedule fixes the stage count,
+// then `trace` runs; a graph generator (graph-1f1b, graph-gpipe) gives the
+// model one stage per actor, `trace` runs, and the schedule follows the
+// traced step's stage graph. `trace` returns the step (owned by the caller)
+// and runs exactly once when the result is OK. A --stages that disagrees
+// sets `usage_error`.
+absl::StatusOr<schedules::Schedule> ResolveModelSchedule(
+    const CLI::App& command, const ScheduleOptions& schedule, examples::ExampleJobOptions& model,
+    const std::function<absl::StatusOr<const ir::TrainStep*>()>& trace, bool& usage_error);
 
 }  // namespace tandem::cli
 

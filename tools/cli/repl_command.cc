@@ -54,27 +54,36 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
   if (options.script.has_value() && !std::ifstream(*options.script)) {
     return UsageError(streams.err, command, absl::StrCat("cannot open the script ", *options.script));
   }
-  absl::StatusOr<schedules::Schedule> schedule = ResolveSchedule(options.schedule, options.model.microbatches);
-  if (!schedule.ok()) return Failure(streams.err, command, schedule.status());
-  if (absl::Status status = TakeScheduleStages(command, schedule->num_stages, options.model); !status.ok()) {
-    return UsageError(streams.err, command, std::string(status.message()));
+  std::shared_ptr<ExampleModel> model;
+  const examples::ExampleJob* job = nullptr;
+  bool usage_error = false;
+  absl::StatusOr<schedules::Schedule> schedule = ResolveModelSchedule(
+      command, options.schedule, options.model,
+      [&]() -> absl::StatusOr<const ir::TrainStep*> {
+        model = std::make_shared<ExampleModel>(options.model);
+        absl::StatusOr<const examples::ExampleJob*> made = model->For(options.model.microbatches);
+        if (!made.ok()) return made.status();
+        job = *made;
+        return &job->step;
+      },
+      usage_error);
+  if (!schedule.ok()) {
+    return usage_error ? UsageError(streams.err, command, std::string(schedule.status().message()))
+                       : Failure(streams.err, command, schedule.status());
   }
-  auto model = std::make_shared<ExampleModel>(options.model);
-  absl::StatusOr<const examples::ExampleJob*> job = model->For(schedule->num_microbatches);
-  if (!job.ok()) return Failure(streams.err, command, job.status());
   absl::StatusOr<LauncherChoice> launcher = MakeLauncher(options.launcher);
   if (!launcher.ok()) return Failure(streams.err, command, launcher.status(), 2);
 
   ir::SetBlasThreads(1);
   SessionOptions session_options;
-  session_options.remat = options.schedule.RematByStage((*job)->step.num_stages);
+  session_options.remat = options.schedule.RematByStage(job->step.num_stages);
   // Every (re)start gets a fresh launcher of the kind the options name.
   session_options.launcher = [launcher_options = options.launcher]() -> std::unique_ptr<controller::Launcher> {
     absl::StatusOr<LauncherChoice> choice = MakeLauncher(launcher_options);
     return choice.ok() ? std::move(choice->launcher) : nullptr;
   };
   absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Start((*job)->step, *std::move(schedule), std::move(session_options));
+      Session::Start(job->step, *std::move(schedule), std::move(session_options));
   if (!session.ok()) return Failure(streams.err, command, session.status());
   const controller::CompiledStep& compiled = (*session)->compiled();
   const std::string replicas =
@@ -82,13 +91,13 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
           ? ""
           : absl::StrFormat(": %d replicas of %d, gradients all-reduced", compiled.num_replicas,
                             compiled.actors_per_replica);
-  streams.out << (*job)->description << "\n"
+  streams.out << job->description << "\n"
               << absl::StrFormat("%d actors (%s%s), schedule %s, %d microbatches%s. `help` lists the commands.\n",
                                  compiled.num_actors, launcher->description, replicas, compiled.schedule,
                                  compiled.num_microbatches, compiled.num_replicas == 1 ? "" : " per replica");
 
   ReplModel repl_model;
-  repl_model.description = (*job)->description;
+  repl_model.description = job->description;
   repl_model.trace = [model](int32_t m) -> absl::StatusOr<ir::TrainStep> {
     absl::StatusOr<const examples::ExampleJob*> job = model->For(m);
     if (!job.ok()) return job.status();

@@ -361,27 +361,25 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     absl::StatusOr<LauncherChoice> launcher = MakeLauncher(options.launcher);
     if (!launcher.ok()) return Failure(streams.err, train, launcher.status(), 2);
     launcher_description = launcher->description;
-    if (FollowsModelGraph(options.schedule)) {
-      // One stage per actor; the schedule follows the traced stage graph.
-      if (absl::Status status = TakeScheduleStages(train, options.schedule.actors, options.model); !status.ok()) {
-        return UsageError(streams.err, train, std::string(status.message()));
-      }
-    } else {
-      absl::StatusOr<schedules::Schedule> resolved = ResolveSchedule(options.schedule, options.model.microbatches);
-      if (!resolved.ok()) return Failure(streams.err, train, resolved.status());
-      schedule = *std::move(resolved);
-      if (absl::Status status = TakeScheduleStages(train, schedule->num_stages, options.model); !status.ok()) {
-        return UsageError(streams.err, train, std::string(status.message()));
-      }
-    }
   }
-  absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(options.model);
-  if (!job.ok()) return Failure(streams.err, train, job.status());
-  if (options.pipelined() && !schedule.has_value()) {
+  std::optional<examples::ExampleJob> job;
+  auto make_job = [&]() -> absl::StatusOr<const ir::TrainStep*> {
+    absl::StatusOr<examples::ExampleJob> made = examples::MakeExampleJob(options.model);
+    if (!made.ok()) return made.status();
+    job = *std::move(made);
+    return &job->step;
+  };
+  if (options.pipelined()) {
+    bool usage_error = false;
     absl::StatusOr<schedules::Schedule> resolved =
-        ResolveSchedule(options.schedule, options.model.microbatches, job->step.stage_edges);
-    if (!resolved.ok()) return Failure(streams.err, train, resolved.status());
+        ResolveModelSchedule(train, options.schedule, options.model, make_job, usage_error);
+    if (!resolved.ok()) {
+      return usage_error ? UsageError(streams.err, train, std::string(resolved.status().message()))
+                         : Failure(streams.err, train, resolved.status());
+    }
     schedule = *std::move(resolved);
+  } else if (absl::StatusOr<const ir::TrainStep*> made = make_job(); !made.ok()) {
+    return Failure(streams.err, train, made.status());
   }
   // One BLAS thread per actor: the reference is bitwise reproducible at a
   // fixed count, and the actors share this machine's cores.
