@@ -4,20 +4,18 @@
 
 namespace tandem::examples {
 
-ir::TensorMap ClassificationBatch(const MlpConfig& c, uint64_t seed, uint64_t index) {
-  using Kind = ir::Initializer::Kind;
-  // MakeExampleJob bounds the sizes: these are small.
-  ir::HostTensor x = *ir::MakeTensor({ir::DType::kF32, {c.batch_size, c.input_dim}},
-                                     {Kind::kNormal, 0.0, 1.0, seed * 7919 + index + 1});
-  ir::HostTensor teacher = *ir::MakeTensor({ir::DType::kF32, {c.input_dim, c.num_classes}},
-                                           {Kind::kNormal, 0.0, 1.0, seed});
-  std::vector<int32_t> labels(c.batch_size);
-  for (int64_t b = 0; b < c.batch_size; ++b) {
+std::vector<int32_t> TeacherLabels(const ir::HostTensor& x, int64_t classes, uint64_t teacher_seed) {
+  const int64_t batch = x.type().shape.at(0);
+  const int64_t dim = x.type().shape.at(1);
+  ir::HostTensor teacher = *ir::MakeTensor({ir::DType::kF32, {dim, classes}},
+                                           {ir::Initializer::Kind::kNormal, 0.0, 1.0, teacher_seed});
+  std::vector<int32_t> labels(batch);
+  for (int64_t b = 0; b < batch; ++b) {
     int32_t best = 0;
     float best_score = 0;
-    for (int64_t k = 0; k < c.num_classes; ++k) {
+    for (int64_t k = 0; k < classes; ++k) {
       float score = 0;
-      for (int64_t i = 0; i < c.input_dim; ++i) score += x.f32()[b * c.input_dim + i] * teacher.f32()[i * c.num_classes + k];
+      for (int64_t i = 0; i < dim; ++i) score += x.f32()[b * dim + i] * teacher.f32()[i * classes + k];
       if (k == 0 || score > best_score) {
         best = static_cast<int32_t>(k);
         best_score = score;
@@ -25,6 +23,14 @@ ir::TensorMap ClassificationBatch(const MlpConfig& c, uint64_t seed, uint64_t in
     }
     labels[b] = best;
   }
+  return labels;
+}
+
+ir::TensorMap ClassificationBatch(const MlpConfig& c, uint64_t seed, uint64_t index) {
+  // MakeExampleJob bounds the sizes: these are small.
+  ir::HostTensor x = *ir::MakeTensor({ir::DType::kF32, {c.batch_size, c.input_dim}},
+                                     {ir::Initializer::Kind::kNormal, 0.0, 1.0, seed * 7919 + index + 1});
+  const std::vector<int32_t> labels = TeacherLabels(x, c.num_classes, seed);
   return {{"x", x}, {"labels", ir::HostTensor::FromInts({c.batch_size}, labels)}};
 }
 

@@ -5,6 +5,7 @@
 #define TANDEM_EXAMPLES_DATA_SYNTHETIC_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "examples/models/mlp.h"
 #include "ir/interpreter.h"
@@ -14,6 +15,11 @@ namespace tandem::examples {
 // "x" f32 [batch_size, input_dim] and "labels" i32 [batch_size]; the same
 // (config, seed, index) gives the same batch.
 ir::TensorMap ClassificationBatch(const MlpConfig& config, uint64_t seed, uint64_t index);
+
+// The label of each row of `x` (f32 [batch, dim]): the argmax over
+// `classes` of x W, for the teacher W f32 [dim, classes] drawn from a
+// standard normal with `teacher_seed` (the first class on a tie).
+std::vector<int32_t> TeacherLabels(const ir::HostTensor& x, int64_t classes, uint64_t teacher_seed);
 
 }  // namespace tandem::examples
 

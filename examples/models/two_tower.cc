@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "examples/data/synthetic.h"
 #include "ir/layers.h"
 
 namespace tandem::examples {
@@ -90,25 +91,13 @@ ir::TensorMap TwoTowerBatch(const TwoTowerConfig& c, uint64_t seed, uint64_t ind
   const ir::TensorType input{ir::DType::kF32, {c.batch_size, c.input_dim}};
   ir::HostTensor left = *ir::MakeTensor(input, {Kind::kNormal, 0.0, 1.0, seed * 7919 + 2 * index + 1});
   ir::HostTensor right = *ir::MakeTensor(input, {Kind::kNormal, 0.0, 1.0, seed * 7919 + 2 * index + 2});
-  ir::HostTensor teacher = *ir::MakeTensor({ir::DType::kF32, {2 * c.input_dim, c.num_classes}},
-                                           {Kind::kNormal, 0.0, 1.0, seed + 17});
-  std::vector<int32_t> labels(c.batch_size);
+  // The teacher sees both inputs side by side.
+  ir::HostTensor both({ir::DType::kF32, {c.batch_size, 2 * c.input_dim}});
   for (int64_t b = 0; b < c.batch_size; ++b) {
-    int32_t best = 0;
-    float best_score = 0;
-    for (int64_t k = 0; k < c.num_classes; ++k) {
-      float score = 0;
-      for (int64_t i = 0; i < c.input_dim; ++i) {
-        score += left.f32()[b * c.input_dim + i] * teacher.f32()[i * c.num_classes + k];
-        score += right.f32()[b * c.input_dim + i] * teacher.f32()[(c.input_dim + i) * c.num_classes + k];
-      }
-      if (k == 0 || score > best_score) {
-        best = static_cast<int32_t>(k);
-        best_score = score;
-      }
-    }
-    labels[b] = best;
+    std::copy_n(left.f32() + b * c.input_dim, c.input_dim, both.f32() + b * 2 * c.input_dim);
+    std::copy_n(right.f32() + b * c.input_dim, c.input_dim, both.f32() + (b * 2 + 1) * c.input_dim);
   }
+  const std::vector<int32_t> labels = TeacherLabels(both, c.num_classes, seed + 17);
   return {{"left", left}, {"right", right}, {"labels", ir::HostTensor::FromInts({c.batch_size}, labels)}};
 }
 
