@@ -172,9 +172,7 @@ inline StageGraph::StageGraph(int32_t num_stages, const std::vector<StageEdge>& 
   } else {
     for (const StageEdge& edge : edges) {
       if (edge.from < 0 || edge.from >= edge.to || edge.to >= num_stages) continue;
-      std::vector<int32_t>& into = predecessors_[edge.to];
-      if (std::find(into.begin(), into.end(), edge.from) != into.end()) continue;
-      into.push_back(edge.from);
+      predecessors_[edge.to].push_back(edge.from);
       successors_[edge.from].push_back(edge.to);
     }
   }
@@ -182,8 +180,13 @@ inline StageGraph::StageGraph(int32_t num_stages, const std::vector<StageEdge>& 
 }
 
 inline void StageGraph::Finish() {
-  for (std::vector<int32_t>& list : predecessors_) std::sort(list.begin(), list.end());
-  for (std::vector<int32_t>& list : successors_) std::sort(list.begin(), list.end());
+  // Sorted, and a repeated edge kept once: O(E log E) however the edges fall.
+  for (std::vector<std::vector<int32_t>>* lists : {&predecessors_, &successors_}) {
+    for (std::vector<int32_t>& list : *lists) {
+      std::sort(list.begin(), list.end());
+      list.erase(std::unique(list.begin(), list.end()), list.end());
+    }
+  }
   stages_to_sink_.assign(predecessors_.size(), 1);
   for (int32_t s = num_stages() - 1; s >= 0; --s) {
     for (int32_t next : successors_[s]) stages_to_sink_[s] = std::max(stages_to_sink_[s], stages_to_sink_[next] + 1);

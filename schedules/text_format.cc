@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -255,11 +256,16 @@ class Parser {
           placement_ == "v" ? VPlacement(actors, stages) : LoopPlacement(actors, stages);
     }
     std::vector<ir::StageEdge> edges;
+    std::set<ir::StageEdge> seen;
     for (const LocatedEdge& located : stage_edges_) {
-      edges.push_back(located.edge);
-      if (absl::Status status = ir::CheckStageEdges(stages, edges); !status.ok()) {
+      if (absl::Status status = ir::CheckStageEdges(stages, {located.edge}); !status.ok()) {
         return ErrorAt(located.line, located.column, status.message());
       }
+      if (!seen.insert(located.edge).second) {
+        return ErrorAt(located.line, located.column,
+                       absl::StrCat("stage edge ", ir::StageEdgeName(located.edge), " appears twice"));
+      }
+      edges.push_back(located.edge);
     }
     schedule_.stage_edges = ir::StageGraph(stages, edges).StoredEdges();
     schedule_.num_actors = actors;

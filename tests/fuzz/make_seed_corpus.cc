@@ -89,6 +89,7 @@ std::vector<std::pair<std::string, schedules::Schedule>> SmallSchedules() {
       {"interleaved", {.actors = 2, .microbatches = 4}}, {"looped-bfs", {.actors = 2, .microbatches = 2}},
       {"zb-h1", {.actors = 2, .microbatches = 3}},       {"zb-v", {.actors = 2, .microbatches = 3}},
       {"dualpipev", {.actors = 2, .microbatches = 4}},
+      {"graph-1f1b", {.actors = 3, .microbatches = 3, .stage_edges = {{0, 2}, {1, 2}}}},
   };
   for (const auto& [name, options] : wanted) {
     result.emplace_back(name, Require(schedules::Generate(name, options), name));
@@ -114,11 +115,13 @@ void WriteScheduleSeeds(CorpusWriter& writer, const std::vector<std::pair<std::s
   writer.Write(target, "near-unknown-kind.sched", absl::StrReplaceAll(one, {{"B1.0", "X1.0"}}));
   writer.Write(target, "near-no-header.sched", "actor 0: F0.0 B0.0\n");
   writer.Write(target, "near-open-group.sched", "actors 1\nmicrobatches 1\nactor 0: (F0.0;B0.0\n");
+  writer.Write(target, "near-backward-stage-edge.sched", "actors 3\nmicrobatches 1\nstage-graph 0->2 2->1\n");
 }
 
 void WriteCsvSeeds(CorpusWriter& writer, const std::vector<std::pair<std::string, schedules::Schedule>>& all) {
   const std::string target = "pytorch_csv";
   for (const auto& [name, schedule] : all) {
+    if (!schedule.stage_edges.empty()) continue;  // the CSV has no stage graph
     const std::string text = schedules::PrintPytorchCsv(schedule);
     Require(schedules::ParsePytorchCsv(text), name);
     writer.Write(target, name + ".csv", text);
@@ -172,6 +175,8 @@ void WriteIrSeeds(CorpusWriter& writer, const examples::ExampleJob& job, const c
   writer.Write(target, "near-unknown-op.tir", absl::StrReplaceAll(step, {{"matmul", "matmil"}}));
   writer.Write(target, "near-bad-numbering.tir", absl::StrReplaceAll(step, {{"%1 =", "%7 ="}}));
   writer.Write(target, "near-bad-escape.tir", "graph @\"a\\x4\" {\n}\n");
+  writer.Write(target, "near-stage-graph.tir",
+               "train_step @t stages=3 stage_graph=\"0->2 1->2 2->9\" microbatches=1 {\n}\n");
   writer.Write(target, "near-huge-shape.tir",
                "graph @g {\n  %0 = input {name=\"x\", role=\"data\"} : f32[99999999999,99999999999]\n"
                "  output \"y\" = %0\n}\n");
