@@ -51,15 +51,6 @@ ValueId GraphBuilder::AddConstant(double value, TensorType type, const SourceLoc
   return Append(OpKind::kConstant, {}, Attributes{{"value", value}}, std::move(type), location);
 }
 
-std::vector<StageEdge> GraphBuilder::StageEdges() const {
-  std::vector<StageEdge> edges;
-  for (int32_t to = 0; to < num_stages(); ++to) {
-    for (int32_t from : predecessors_[to]) edges.push_back({from, to});
-  }
-  std::sort(edges.begin(), edges.end());
-  return edges;
-}
-
 int32_t GraphBuilder::OpenStage(std::vector<int32_t> predecessors) {
   std::sort(predecessors.begin(), predecessors.end());
   predecessors.erase(std::unique(predecessors.begin(), predecessors.end()), predecessors.end());
@@ -93,32 +84,12 @@ std::string GraphBuilder::StageName(int32_t stage) const {
   return labelled ? absl::StrCat("stage ", stage, " (", stage_labels_[stage], ")") : absl::StrCat("stage ", stage);
 }
 
-bool GraphBuilder::Reaches(int32_t from, int32_t to) const {
-  if (from == to) return true;
-  if (from > to) return false;
-  // Backwards from `to`: the graph is small and traced once.
-  std::vector<bool> seen(to + 1, false);
-  std::vector<int32_t> stack = {to};
-  while (!stack.empty()) {
-    const int32_t s = stack.back();
-    stack.pop_back();
-    for (int32_t before : predecessors_[s]) {
-      if (before == from) return true;
-      if (before > from && !seen[before]) {
-        seen[before] = true;
-        stack.push_back(before);
-      }
-    }
-  }
-  return false;
-}
-
 absl::Status GraphBuilder::CheckStageRead(OpKind op, ValueId operand) {
   const Node& producer = graph_->node(operand);
   const int32_t from = producer.stage;
   if (producer.op == OpKind::kInput || producer.op == OpKind::kConstant || producer.phase != Phase::kForward ||
       from == stage_ || from < 0 || stage_ < 0 || from >= num_stages() || stage_ >= num_stages() ||
-      Reaches(from, stage_)) {
+      stage_graph().Reaches(from, stage_)) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(

@@ -42,9 +42,9 @@ class GraphBuilder {
   int32_t stage() const { return stage_; }
   void set_stage(int32_t stage) { stage_ = stage; }
 
-  // The stages opened so far (at least 1) and the edges between them.
+  // The stages opened so far (at least 1) and the graph between them.
   int32_t num_stages() const { return static_cast<int32_t>(predecessors_.size()); }
-  std::vector<StageEdge> StageEdges() const;
+  StageGraph stage_graph() const { return StageGraph::FromPredecessors(predecessors_); }
   // Opens a stage fed by `predecessors` (earlier stages), makes it current
   // and returns it.
   int32_t OpenStage(std::vector<int32_t> predecessors);
@@ -83,7 +83,6 @@ class GraphBuilder {
                  const SourceLocation& location);
   // OK, or the error for a forward op of the current stage reading `operand`.
   absl::Status CheckStageRead(OpKind op, ValueId operand);
-  bool Reaches(int32_t from, int32_t to) const;
 
   Graph* graph_;
   int32_t stage_ = 0;

@@ -63,6 +63,10 @@ class StageGraph {
   // empty (the stored form). Edges that CheckStageEdges refuses are left
   // out, so callers check first.
   StageGraph(int32_t num_stages, const std::vector<StageEdge>& edges);
+  // The graph where predecessors[s] feed stage s, as a tracer builds it
+  // (no edges means no edges here, not the chain). Predecessors outside
+  // [0, s) are left out.
+  static StageGraph FromPredecessors(std::vector<std::vector<int32_t>> predecessors);
 
   int32_t num_stages() const { return static_cast<int32_t>(predecessors_.size()); }
   // In increasing stage order.
@@ -161,32 +165,32 @@ inline std::string FormatStageEdges(const std::vector<StageEdge>& edges) {
 inline StageGraph StageGraph::Chain(int32_t num_stages) { return StageGraph(num_stages, {}); }
 
 inline StageGraph::StageGraph(int32_t num_stages, const std::vector<StageEdge>& edges) {
-  num_stages = std::max(num_stages, 0);
-  predecessors_.resize(num_stages);
-  successors_.resize(num_stages);
-  if (edges.empty()) {
-    for (int32_t s = 1; s < num_stages; ++s) {
-      predecessors_[s].push_back(s - 1);
-      successors_[s - 1].push_back(s);
-    }
-  } else {
-    for (const StageEdge& edge : edges) {
-      if (edge.from < 0 || edge.from >= edge.to || edge.to >= num_stages) continue;
-      predecessors_[edge.to].push_back(edge.from);
-      successors_[edge.from].push_back(edge.to);
-    }
+  std::vector<std::vector<int32_t>> predecessors(std::max(num_stages, 0));
+  for (int32_t s = 1; s < num_stages && edges.empty(); ++s) predecessors[s].push_back(s - 1);
+  for (const StageEdge& edge : edges) {
+    if (edge.to >= 0 && edge.to < num_stages) predecessors[edge.to].push_back(edge.from);
   }
-  Finish();
+  *this = FromPredecessors(std::move(predecessors));
+}
+
+inline StageGraph StageGraph::FromPredecessors(std::vector<std::vector<int32_t>> predecessors) {
+  StageGraph graph;
+  graph.predecessors_ = std::move(predecessors);
+  graph.successors_.resize(graph.predecessors_.size());
+  for (int32_t s = 0; s < graph.num_stages(); ++s) {
+    std::vector<int32_t>& list = graph.predecessors_[s];
+    // Sorted, a repeated edge kept once, edges against id order left out:
+    // O(E log E) however the edges fall.
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    list.erase(std::remove_if(list.begin(), list.end(), [s](int32_t p) { return p < 0 || p >= s; }), list.end());
+    for (int32_t p : list) graph.successors_[p].push_back(s);  // in increasing s: sorted
+  }
+  graph.Finish();
+  return graph;
 }
 
 inline void StageGraph::Finish() {
-  // Sorted, and a repeated edge kept once: O(E log E) however the edges fall.
-  for (std::vector<std::vector<int32_t>>* lists : {&predecessors_, &successors_}) {
-    for (std::vector<int32_t>& list : *lists) {
-      std::sort(list.begin(), list.end());
-      list.erase(std::unique(list.begin(), list.end()), list.end());
-    }
-  }
   stages_to_sink_.assign(predecessors_.size(), 1);
   for (int32_t s = num_stages() - 1; s >= 0; --s) {
     for (int32_t next : successors_[s]) stages_to_sink_[s] = std::max(stages_to_sink_[s], stages_to_sink_[next] + 1);

@@ -35,7 +35,7 @@ absl::Status TraceModel(const ModelFunction& model, Tracer& tracer, const TraceO
     }
   }
   // Every stage must feed the result, or its work would reach nothing.
-  const ir::StageGraph stages(tracer.num_stages(), tracer.StageEdges());
+  const ir::StageGraph stages = tracer.stage_graph();
   const int32_t result_stage = tracer.graph().node(result.id()).stage;
   for (int32_t stage = 0; stage < tracer.num_stages(); ++stage) {
     if (!stages.Reaches(stage, result_stage)) {
@@ -105,7 +105,7 @@ absl::StatusOr<ir::TrainStep> TraceForwardGraph(const std::string& name, const M
   ir::TrainStep step;
   step.name = name;
   step.num_stages = tracer.num_stages();
-  step.stage_edges = ir::StageGraph(step.num_stages, tracer.StageEdges()).StoredEdges();
+  step.stage_edges = tracer.stage_graph().StoredEdges();
   step.num_microbatches = options.num_microbatches;
   step.num_replicas = options.num_replicas;
   step.state = tracer.parameters();

@@ -140,9 +140,9 @@ class Tracer {
   // The stage being traced: 0, then a new one after every pipeline_yield
   // and at every branch and merge.
   int32_t stage() const { return builder_.stage(); }
-  // The stages traced so far and the stage graph's edges between them.
+  // The stages traced so far and the stage graph between them.
   int32_t num_stages() const { return builder_.num_stages(); }
-  std::vector<ir::StageEdge> StageEdges() const { return builder_.StageEdges(); }
+  ir::StageGraph stage_graph() const { return builder_.stage_graph(); }
   const absl::Status& status() const { return builder_.status(); }
   // Records a trace error at `loc` (the first error of a trace is the one
   // reported): for layers and models that check their own arguments.
