@@ -116,7 +116,8 @@ absl::StatusOr<schedules::CostFile> ProfileSegments(
   const std::vector<int64_t> working = WorkingBytes(program, stages);
 
   schedules::CostFile costs{.model = options.model, .device = options.device,
-                            .microbatch_size = options.microbatch_size};
+                            .microbatch_size = options.microbatch_size,
+                            .segment_edges = step.stage_edges};
   for (int32_t stage = 0; stage < stages; ++stage) {
     schedules::SegmentCost segment;
     segment.name = absl::StrCat("seg", stage);

@@ -6,6 +6,7 @@
 // segment, what its backward keeps from its forward (with and without
 // rematerialisation), its parameters, optimizer state and gradient
 // accumulators, and the largest rise of live bytes within one of its tasks.
+// A step whose stages form a DAG gives the cost file its segment graph.
 #ifndef TANDEM_CONTROLLER_PROFILE_H_
 #define TANDEM_CONTROLLER_PROFILE_H_
 

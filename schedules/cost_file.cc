@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "schedules/json_text.h"
+#include "schedules/limits.h"
 #include "schedules/versioned_json.h"
 
 namespace tandem::schedules {
@@ -114,6 +115,17 @@ absl::StatusOr<CostFile> ParseCostFile(absl::string_view text) {
     if (!segment.ok()) return segment.status();
     costs.segments.push_back(*std::move(segment));
   }
+  if (auto graph = json.find("segment_graph"); graph != json.end()) {
+    if (!graph->is_string()) return Problem("the file", "'segment_graph' must be a string of edges, e.g. \"0->2 1->2\"");
+    absl::StatusOr<std::vector<ir::StageEdge>> edges =
+        ir::ParseStageEdges(graph->get_ref<const std::string&>(), kMaxStageEdges);
+    if (!edges.ok()) return Problem("segment_graph", edges.status().message());
+    if (absl::Status s = ir::CheckStageEdges(static_cast<int32_t>(costs.segments.size()), *edges); !s.ok()) {
+      return Problem("segment_graph", s.message());
+    }
+    // A chain written out is stored as the chain.
+    costs.segment_edges = ir::StageGraph(static_cast<int32_t>(costs.segments.size()), *edges).StoredEdges();
+  }
   return costs;
 }
 
@@ -142,6 +154,7 @@ std::string FormatCostFile(const CostFile& costs) {
     segments.push_back(std::move(entry));
   }
   json["segments"] = std::move(segments);
+  if (!costs.segment_edges.empty()) json["segment_graph"] = ir::FormatStageEdges(costs.segment_edges);
   return JsonText(json) + "\n";
 }
 

@@ -10,8 +10,14 @@
 //                  "recompute_s": 0.0012, "activation_bytes": 65536,
 //                  "stash_bytes": 524288, "remat_stash_bytes": 65536,
 //                  "parameter_bytes": 200704, "optimizer_bytes": 401408,
-//                  "working_bytes": 131072}, ...]}
+//                  "working_bytes": 131072}, ...],
+//    "segment_graph": "0->1 1->3 2->3"}
 //
+// "segment_graph" (optional) is the segments' dataflow when it is not the
+// chain 0 -> 1 -> ...: the traced model's stage graph when every stage is a
+// segment (ir/stage_graph.h; edges go from a lower segment to a higher one,
+// so the segments' order is a topological order). A model with branches
+// (Tracer::Branch) has one, and the planner cuts it as a DAG.
 // Times are seconds per microbatch of microbatch_size sequences (examples;
 // optional, default 1); bytes are per microbatch except the parameters' and
 // the optimizer's. Every number must be finite and
@@ -27,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ir/stage_graph.h"
 
 namespace tandem::schedules {
 
@@ -55,6 +62,11 @@ struct CostFile {
   std::string device;
   int64_t microbatch_size = 1;  // the sequences (examples) of the microbatches measured
   std::vector<SegmentCost> segments;
+  std::vector<ir::StageEdge> segment_edges;  // empty: the chain
+
+  ir::StageGraph segment_graph() const {
+    return ir::StageGraph(static_cast<int32_t>(segments.size()), segment_edges);
+  }
   friend bool operator==(const CostFile&, const CostFile&) = default;
 };
 
