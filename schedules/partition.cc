@@ -37,7 +37,7 @@ struct Sums {
 
 int64_t InFlightAt(const PartitionOptions& options, int32_t stage) {
   if (options.in_flight == InFlight::kAllMicrobatches) return options.microbatches;
-  return std::min<int64_t>(options.microbatches, options.stages - stage);
+  return std::min<int64_t>(options.microbatches, options.stages - stage + options.stages_after);
 }
 
 PlannedStage Evaluate(const CostFile& costs, const Sums& sums, const PartitionOptions& options, int32_t stage,
@@ -45,7 +45,7 @@ PlannedStage Evaluate(const CostFile& costs, const Sums& sums, const PartitionOp
   PlannedStage planned{first, end, remat, 0.0, 0};
   planned.seconds = sums.compute[end] - sums.compute[first];
   if (remat) planned.seconds += sums.recompute[end] - sums.recompute[first];
-  if (stage + 1 < options.stages) {
+  if (stage + 1 < options.stages + options.stages_after) {
     // Its output activation goes forward and that activation's gradient
     // comes back.
     const double bytes = static_cast<double>(costs.segments[end - 1].activation_bytes);
@@ -178,6 +178,10 @@ absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const Partiti
         absl::StrCat("cannot cut ", n, " segments into ", options.stages, " stages (each stage needs a segment)"));
   }
   if (options.microbatches < 1) return absl::InvalidArgumentError("a step needs at least one microbatch");
+  if (options.stages_after < 0 || options.stages_after > kMaxSegments) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stages after the run ", options.stages_after, " is outside [0, ", kMaxSegments, "]"));
+  }
   if (!(options.link_alpha >= 0.0) || !(options.link_beta >= 0.0) || std::isinf(options.link_alpha) ||
       std::isinf(options.link_beta)) {
     return absl::InvalidArgumentError("link costs must be finite and non-negative");

@@ -25,7 +25,8 @@
 // set of its segments (and, rematerialising, the recomputed stash, which
 // is live only then). in_flight(s) is the number of microbatches the
 // schedule holds at once at stage s: M for GPipe, min(M, P - s) for 1F1B
-// and the zero-bubble schedules that keep 1F1B's memory.
+// and the zero-bubble schedules that keep 1F1B's memory (P - s: the
+// stages from s to the last, which `stages_after` extends past a run).
 #ifndef TANDEM_SCHEDULES_PARTITION_H_
 #define TANDEM_SCHEDULES_PARTITION_H_
 
@@ -54,6 +55,12 @@ struct PartitionOptions {
   // activation forward and its gradient back, per stage boundary).
   double link_alpha = 0.0;
   double link_beta = 0.0;
+  // Stages after the last of these on the longest path to the pipeline's
+  // last stage: for a run of stages inside a stage DAG (a branch the
+  // planner cuts on its own), whose stage s then keeps
+  // min(M, stages - s + stages_after) in flight under 1F1B, and whose last
+  // stage hands its activation on when stages_after > 0.
+  int32_t stages_after = 0;
 };
 
 struct PlannedStage {
