@@ -131,6 +131,15 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
   if (covered != plan.segments) {
     return Problem("stages", absl::StrCat("cover ", covered, " of the ", plan.segments, " segments"));
   }
+  if (auto graph = json.find("stage_graph"); graph != json.end()) {
+    if (!graph->is_string()) return Problem("the file", "'stage_graph' must be a string of edges, e.g. \"0->2 1->2\"");
+    absl::StatusOr<std::vector<ir::StageEdge>> edges =
+        ir::ParseStageEdges(graph->get_ref<const std::string&>(), kMaxStageEdges);
+    if (!edges.ok()) return Problem("stage_graph", edges.status().message());
+    const int32_t num_stages = static_cast<int32_t>(plan.stages.size());
+    if (absl::Status s = ir::CheckStageEdges(num_stages, *edges); !s.ok()) return Problem("stage_graph", s.message());
+    plan.stage_edges = ir::StageGraph(num_stages, *edges).StoredEdges();
+  }
   if (auto predicted = json.find("predicted"); predicted != json.end() && predicted->is_object()) {
     if (auto step = predicted->find("step_s"); step != predicted->end() && step->is_number()) {
       plan.predicted_step_s = step->get<double>();
@@ -181,6 +190,7 @@ std::string FormatPlanFile(const Plan& plan) {
     stages.push_back(std::move(entry));
   }
   json["stages"] = std::move(stages);
+  if (!plan.stage_edges.empty()) json["stage_graph"] = ir::FormatStageEdges(plan.stage_edges);
   nlohmann::ordered_json predicted;
   predicted["step_s"] = JsonNumber(plan.predicted_step_s);
   predicted["bubble"] = JsonNumber(plan.predicted_bubble);
@@ -191,9 +201,12 @@ std::string FormatPlanFile(const Plan& plan) {
 }
 
 absl::StatusOr<Schedule> PlanSchedule(const Plan& plan) {
-  absl::StatusOr<Schedule> schedule =
-      Generate(plan.schedule, {.actors = plan.actors, .microbatches = plan.microbatches,
-                               .virtual_stages = plan.virtual_stages});
+  GeneratorOptions options{.actors = plan.actors, .microbatches = plan.microbatches,
+                           .virtual_stages = plan.virtual_stages, .stage_edges = plan.stage_edges};
+  if (TakesStageGraph(plan.schedule)) {
+    for (const PlanStage& stage : plan.stages) options.stage_actors.push_back(stage.actor);
+  }
+  absl::StatusOr<Schedule> schedule = Generate(plan.schedule, options);
   if (!schedule.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("plan file: schedule: ", schedule.status().message()));
   }

@@ -9,10 +9,13 @@
 //    "actors": 2, "data_parallel": 1, "schedule": "1f1b", "virtual_stages": 1,
 //    "microbatches": 8, "microbatch_size": 4, "segments": 8, "memory_cap": 0,
 //    "stages": [{"segments": [0, 5], "remat": false, "actor": 0}, ...],
+//    "stage_graph": "0->2 1->2",
 //    "predicted": {"step_s": 0.051, "bubble": 0.12, "peak_bytes": [1200, 1100],
 //                  "memory": "compiled program"}}
 //
 // "segments": [a, b) of stage s; the stages cover the segments in order.
+// "stage_graph" (graph-1f1b and graph-gpipe; optional) is the stages' DAG
+// (ir/stage_graph.h), absent for a chain.
 // Every count is bounded before anything is allocated from it; a file that
 // breaks a rule is InvalidArgument naming the field.
 #ifndef TANDEM_SCHEDULES_PLAN_FILE_H_
@@ -51,6 +54,7 @@ struct Plan {
   int32_t segments = 0;
   int64_t memory_cap = 0;  // bytes per actor it was planned under; 0: none
   std::vector<PlanStage> stages;
+  std::vector<ir::StageEdge> stage_edges;  // empty: the chain
   // The planner's prediction.
   double predicted_step_s = 0.0;
   double predicted_bubble = 0.0;
@@ -69,8 +73,9 @@ struct Plan {
 absl::StatusOr<Plan> ParsePlanFile(absl::string_view text);
 std::string FormatPlanFile(const Plan& plan);
 
-// The plan's schedule, generated (and validated), with its stages placed
-// where the plan says: InvalidArgument when the generator places them
+// The plan's schedule, generated (and validated) over the plan's stage
+// graph, with its stages placed where the plan says (a graph schedule is
+// given the placement): InvalidArgument when the generator places them
 // otherwise.
 absl::StatusOr<Schedule> PlanSchedule(const Plan& plan);
 

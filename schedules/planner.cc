@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/generators.h"
+#include "schedules/graph_partition.h"
 #include "schedules/limits.h"
 #include "schedules/simulator.h"
 
@@ -126,6 +127,7 @@ absl::StatusOr<Candidate> Evaluate(const CostFile& scaled, const PlannerOptions&
   candidate.virtual_stages = schedule.num_stages / schedule.num_actors;
   candidate.microbatches = microbatches;
   candidate.microbatch_size = size;
+  candidate.stage_edges = schedule.stage_edges;
   for (int32_t s = 0; s < schedule.num_stages; ++s) {
     const PlannedStage& stage = stages[s];
     candidate.stages.push_back(
@@ -141,9 +143,74 @@ absl::StatusOr<Candidate> Evaluate(const CostFile& scaled, const PlannerOptions&
   return candidate;
 }
 
+// `stages` as cut, and, when `also_all_remat` (the cut did not account for
+// the cap) and rematerialising may help fit it, with every stage
+// rematerialising, evaluated and added to `search`.
+absl::Status AddCandidates(const CostFile& scaled, const PlannerOptions& options, const std::string& name,
+                           const Schedule& schedule, int32_t microbatches, int64_t size,
+                           const std::vector<PlannedStage>& stages, bool also_all_remat, PlanSearch& search) {
+  std::vector<std::vector<PlannedStage>> variants = {stages};
+  if (also_all_remat && options.allow_remat && options.memory_cap > 0) {
+    variants.push_back(stages);
+    for (PlannedStage& stage : variants.back()) stage.remat = true;
+  }
+  for (const std::vector<PlannedStage>& variant : variants) {
+    absl::StatusOr<Candidate> candidate = Evaluate(scaled, options, name, schedule, microbatches, size, variant);
+    if (!candidate.ok()) return candidate.status();
+    search.candidates.push_back(*std::move(candidate));
+  }
+  return absl::OkStatus();
+}
+
+// graph-1f1b or graph-gpipe with `microbatches` microbatches over the
+// segment DAG, one stage per actor: a candidate for every split of the
+// actors among the DAG's series-parallel runs. What cannot be planned this
+// way (fewer actors than branches, say) is only `skipped`.
+absl::Status AddGraphCandidates(const std::vector<CostFile>& measured, const PlannerOptions& options,
+                                const std::string& name, int32_t microbatches, PlanSearch& search) {
+  const int64_t size = options.global_batch / microbatches;
+  const CostFile& nearest = NearestSize(measured, size);
+  const CostFile scaled = ScaledCosts(nearest, static_cast<double>(size) / nearest.microbatch_size);
+  const PartitionOptions cut{.stages = options.actors,
+                             .microbatches = microbatches,
+                             .in_flight = name == "graph-gpipe" ? InFlight::kAllMicrobatches : InFlight::kOneFOneB,
+                             .memory_cap = options.memory_cap,
+                             .allow_remat = options.allow_remat,
+                             .link_alpha = options.link_alpha,
+                             .link_beta = options.link_beta};
+  absl::StatusOr<GraphPartitions> partitions = PartitionSegmentGraph(scaled, cut);
+  if (!partitions.ok()) {
+    search.skipped.push_back(absl::StrCat(name, " M=", microbatches, ": ", partitions.status().message()));
+    return absl::OkStatus();
+  }
+  if (partitions->truncated) {
+    search.skipped.push_back(absl::StrCat(name, " M=", microbatches, ": only the first ", kMaxGraphAllocations,
+                                          " splits of the actors among the segment graph's runs were tried"));
+  }
+  for (const GraphPartition& partition : partitions->partitions) {
+    absl::StatusOr<Schedule> schedule =
+        Generate(name, {.actors = options.actors,
+                        .microbatches = microbatches,
+                        .stage_edges = ir::StageGraph(options.actors, partition.stage_edges).StoredEdges()});
+    if (!schedule.ok()) {
+      search.skipped.push_back(absl::StrCat(name, " M=", microbatches, " ", absl::StrJoin(partition.run_stages, "/"),
+                                            " stages per run: ", schedule.status().message()));
+      continue;
+    }
+    if (absl::Status s = AddCandidates(scaled, options, name, *schedule, microbatches, size, partition.stages,
+                                       partition.over_cap, search);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::vector<std::string> PlannerSchedules() { return {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"}; }
+std::vector<std::string> PlannerSchedules() {
+  return {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "graph-1f1b", "graph-gpipe"};
+}
 
 std::vector<int64_t> PlannerMicrobatchSizes(const PlannerOptions& options) {
   std::vector<int64_t> sizes;
@@ -170,7 +237,8 @@ std::string Candidate::Describe(const CostFile& costs) const {
     parts.push_back(absl::StrCat(first, stage.end_segment - stage.first_segment > 1 ? absl::StrCat("..", last) : "",
                                  stage.remat ? " (remat)" : ""));
   }
-  return absl::StrCat("[", absl::StrJoin(parts, " | "), "]");
+  return absl::StrCat("[", absl::StrJoin(parts, " | "), "]",
+                      stage_edges.empty() ? "" : absl::StrCat(" graph ", ir::FormatStageEdges(stage_edges)));
 }
 
 std::vector<int64_t> CostModelPeaks(const CostFile& costs, const Candidate& candidate, const Schedule& schedule,
@@ -278,6 +346,17 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
 
   PlanSearch search;
   for (const std::string& name : options.schedules) {
+    if (TakesStageGraph(name)) {
+      if (costs.segment_edges.empty()) {
+        search.skipped.push_back(absl::StrCat(name, ": the segments form a chain (the cost file has no segment "
+                                              "graph), which the chain schedules cover"));
+        continue;
+      }
+      for (int32_t microbatches : Divisors(options.global_batch, options.max_microbatches)) {
+        if (absl::Status s = AddGraphCandidates(measured, options, name, microbatches, search); !s.ok()) return s;
+      }
+      continue;
+    }
     const int32_t virtual_stages = VirtualStagesOf(name);
     const int32_t stages = virtual_stages * options.actors;
     if (stages > n) {
@@ -311,19 +390,12 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
         partition = PartitionSegments(scaled, cut);
       }
       if (!partition.ok()) return partition.status();
-      // Which stages rematerialise: as cut; for virtual placements (cut
-      // without the cap: an actor's two stages share it) also all of them.
-      std::vector<std::vector<bool>> variants = {{}};
-      if ((virtual_stages > 1 || over_cap) && options.allow_remat && options.memory_cap > 0) {
-        variants.push_back(std::vector<bool>(stages, true));
-      }
-      for (const std::vector<bool>& remat : variants) {
-        std::vector<PlannedStage> cut_stages = partition->stages;
-        for (int32_t s = 0; s < stages && !remat.empty(); ++s) cut_stages[s].remat = remat[s];
-        absl::StatusOr<Candidate> candidate =
-            Evaluate(scaled, options, name, *schedule, microbatches, size, cut_stages);
-        if (!candidate.ok()) return candidate.status();
-        search.candidates.push_back(*std::move(candidate));
+      // For virtual placements (cut without the cap: an actor's two stages
+      // share it) also every stage rematerialising.
+      if (absl::Status s = AddCandidates(scaled, options, name, *schedule, microbatches, size, partition->stages,
+                                         virtual_stages > 1 || over_cap, search);
+          !s.ok()) {
+        return s;
       }
     }
   }
@@ -340,10 +412,7 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
     int32_t fitting = 0;
     for (Candidate& candidate : search.candidates) {
       if (search.compiled >= options.compiled_limit || fitting >= 3) break;
-      absl::StatusOr<Schedule> schedule =
-          Generate(candidate.schedule, {.actors = options.actors,
-                                        .microbatches = candidate.microbatches,
-                                        .virtual_stages = candidate.virtual_stages});
+      absl::StatusOr<Schedule> schedule = PlanSchedule(ToPlan(candidate, costs, options));
       if (!schedule.ok()) return schedule.status();
       absl::StatusOr<std::vector<int64_t>> peaks = compiled(candidate, *schedule);
       if (!peaks.ok()) return peaks.status();
@@ -360,14 +429,16 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
 
 absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measured, const PlannerOptions& options,
                                             const std::string& schedule, int32_t microbatches,
-                                            const std::vector<PlannedStage>& stages) {
+                                            const std::vector<PlannedStage>& stages,
+                                            const std::vector<ir::StageEdge>& stage_edges) {
   if (measured.empty() || microbatches < 1 || options.global_batch % microbatches != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(microbatches, " microbatches do not divide the global batch of ", options.global_batch));
   }
   const int32_t virtual_stages = VirtualStagesOf(schedule);
-  absl::StatusOr<Schedule> generated =
-      Generate(schedule, {.actors = options.actors, .microbatches = microbatches, .virtual_stages = virtual_stages});
+  absl::StatusOr<Schedule> generated = Generate(
+      schedule, {.actors = options.actors, .microbatches = microbatches, .virtual_stages = virtual_stages,
+                 .stage_edges = stage_edges});
   if (!generated.ok()) return generated.status();
   const int32_t n = static_cast<int32_t>(measured.front().segments.size());
   int32_t covered = 0;
@@ -427,6 +498,7 @@ Plan ToPlan(const Candidate& candidate, const CostFile& costs, const PlannerOpti
     const PlannedStage& stage = candidate.stages[s];
     plan.stages.push_back({stage.first_segment, stage.end_segment, stage.remat, candidate.stage_actor[s]});
   }
+  plan.stage_edges = candidate.stage_edges;
   plan.predicted_step_s = candidate.step_seconds;
   plan.predicted_bubble = candidate.bubble;
   plan.predicted_peak_bytes = candidate.peak_bytes;

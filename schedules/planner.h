@@ -2,7 +2,9 @@
 // cost file) and P actors under a per-actor memory cap, it searches
 //
 //   schedule      gpipe, 1f1b, zb-h1 (one stage per actor), interleaved and
-//                 zb-v (two per actor, loop and V placement);
+//                 zb-v (two per actor, loop and V placement); and, when the
+//                 cost file's segments form a DAG, graph-1f1b and
+//                 graph-gpipe over a stage DAG, one stage per actor;
 //   microbatches  M, every divisor of the global batch up to a bound; a
 //                 microbatch of global_batch / M takes the costs measured
 //                 at that size, or those of the nearest size measured,
@@ -13,6 +15,9 @@
 //                 rule; one stage per actor is cut under the cap (a stage
 //                 rematerialises only to fit), virtual placements are cut
 //                 for time and tried with and without rematerialisation;
+//                 a DAG is cut per series-parallel run, for every split of
+//                 the actors among its branches (schedules/graph_partition.h),
+//                 while the chain schedules run its segments in order;
 //
 // simulates each candidate with the cost model (schedules/simulator.h) for
 // its step time and bubble, and finds each actor's peak bytes: from the
@@ -37,7 +42,8 @@
 
 namespace tandem::schedules {
 
-// "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v".
+// "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "graph-1f1b", "graph-gpipe"
+// (the last two only for a cost file with a segment graph).
 std::vector<std::string> PlannerSchedules();
 
 struct PlannerOptions {
@@ -70,6 +76,7 @@ struct Candidate {
   int64_t microbatch_size = 0;
   std::vector<PlannedStage> stages;  // in stage order, with the segments' scaled times
   std::vector<int32_t> stage_actor;  // where the schedule places each stage
+  std::vector<ir::StageEdge> stage_edges;  // graph-*: the stages' DAG; empty: the chain
   double step_seconds = 0.0;  // simulated
   double bubble = 0.0;
   std::vector<int64_t> peak_bytes;  // per actor
@@ -78,7 +85,8 @@ struct Candidate {
 
   int64_t LargestPeak() const;
   int32_t TightestActor() const;
-  std::string Describe(const CostFile& costs) const;  // "[h0..h4 | h5..h7 (remat)]"
+  // "[h0..h4 | h5..h7 (remat)]", and " graph 0->2 1->2" for a stage DAG.
+  std::string Describe(const CostFile& costs) const;
 };
 
 // Each actor's exact peak bytes for `candidate`, run as `schedule`.
@@ -111,11 +119,13 @@ std::vector<int64_t> PlannerMicrobatchSizes(const PlannerOptions& options);
 
 // One candidate evaluated as the search evaluates its own: `stages` (their
 // segments and remat; the rest is computed) run as `schedule` with
-// `microbatches` microbatches. For comparing a hand-picked plan with the
-// planner's. InvalidArgument when the stages do not fit the schedule.
+// `microbatches` microbatches (a graph schedule over `stage_edges`). For
+// comparing a hand-picked plan with the planner's. InvalidArgument when the
+// stages do not fit the schedule.
 absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measured, const PlannerOptions& options,
                                             const std::string& schedule, int32_t microbatches,
-                                            const std::vector<PlannedStage>& stages);
+                                            const std::vector<PlannedStage>& stages,
+                                            const std::vector<ir::StageEdge>& stage_edges = {});
 
 // The fastest candidate that fits; ResourceExhausted when none does, naming
 // the closest candidate, its tightest actor, by how many bytes it is over
