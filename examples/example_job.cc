@@ -232,9 +232,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
       config.left_layers = options.towers[0];
       config.right_layers = options.towers[1];
     }
-    if (!options.layer_stages.empty()) {
-      return absl::InvalidArgumentError("two-tower places its layers itself: it takes no layer stages");
-    }
+    config.layer_stages = options.layer_stages;
     Override(options.layers, config.head_layers);
     Override(options.dim, config.hidden_dim);
     Override(options.batch, config.batch_size);
@@ -247,13 +245,11 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
                                            " layers, head ", config.head_layers, ", dim ", config.hidden_dim,
                                            ", batch ", config.batch_size);
     if (absl::Status s = CheckFootprint(*step, sizes); !s.ok()) return s;
-    const auto [left_stages, right_stages] = TowerStages(config);
     job.step = *std::move(step);
+    const ir::StageGraph graph = job.step.stage_graph();
     job.description = absl::StrCat(
         sizes, " x ", num_microbatches, " microbatches", replicas, ", ", config.num_stages, " stages",
-        config.num_stages >= 3 ? absl::StrCat(" (left ", left_stages, ", right ", right_stages, ", head 1; graph ",
-                                              ir::FormatStageEdges(job.step.stage_graph().Edges()), ")")
-                               : "",
+        graph.IsChain() ? "" : absl::StrCat(" (graph ", ir::FormatStageEdges(graph.Edges()), ")"),
         "; data: synthetic teacher-labelled classes");
     job.items_per_step = int64_t{config.batch_size} * num_microbatches;
     job.item_name = "examples";

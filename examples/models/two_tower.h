@@ -5,15 +5,22 @@
 // traced as two branches (Tracer::Branch) whose stages run side by side,
 // and the head is the stage that merges them.
 //
-// Stages: with 1, everything is one stage; with 2, both towers are stage 0
-// and the head stage 1 (a chain); with S >= 3, the head is the last stage
-// and the towers share the other S - 1 by depth (each at least one, each
-// tower's layers spread evenly over its stages): left tower stages first,
-// then the right tower's, so the stage graph is two chains into the head.
+// Its layers, in order: the left tower's, the right tower's, the head's.
+// Each has a stage (TwoTowerLayerStages): by default, with 1 stage
+// everything is stage 0; with 2, both towers are stage 0 and the head stage
+// 1 (a chain); with S >= 3, the head is the last stage and the towers share
+// the other S - 1 by depth (each at least one, each tower's layers spread
+// evenly over its stages): left tower stages first, then the right tower's.
+// A planner gives its own assignment (examples/models/layer_stages.h).
+// When the towers hold stages of their own (the left's before the right's,
+// both before the head's), they are traced as two branches and the stage
+// graph is two chains into the head; otherwise the layers form a chain of
+// stages in the order above.
 #ifndef TANDEM_EXAMPLES_MODELS_TWO_TOWER_H_
 #define TANDEM_EXAMPLES_MODELS_TWO_TOWER_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "ir/interpreter.h"
@@ -30,15 +37,19 @@ struct TwoTowerConfig {
   int64_t num_classes = 10;
   int64_t batch_size = 16;  // examples per microbatch
   int32_t num_stages = 1;
+  // The stage of each layer (left, right, head); empty: the default above.
+  std::vector<int32_t> layer_stages;
 };
 
-// InvalidArgument naming the problem for a size below 1 or towers with
-// fewer layers than the stages they get.
+// InvalidArgument naming the problem for a size below 1, towers with fewer
+// layers than the stages they get by default, or layer stages that are not
+// an assignment of the model's layers to its stages.
 absl::Status ValidateTwoTowerConfig(const TwoTowerConfig& config);
 
-// The stages of the left and right towers for `config` (see above); both 0
-// with fewer than 3 stages.
-std::pair<int32_t, int32_t> TowerStages(const TwoTowerConfig& config);
+// The stage of each layer: config.layer_stages, or the default above.
+std::vector<int32_t> TwoTowerLayerStages(const TwoTowerConfig& config);
+// Whether those stages trace the towers as branches (see above).
+bool TwoTowerBranches(const TwoTowerConfig& config);
 
 // Inputs: "left" and "right", f32 [batch_size, input_dim] each, and
 // "labels", i32 [batch_size].

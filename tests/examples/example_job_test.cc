@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "examples/data/char_corpus.h"
+#include "ir/stage_graph.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/memory_limit.h"
@@ -199,6 +200,52 @@ TEST(ExampleJobStages, AnAssignmentThatIsNotContiguousOrMissesAStageIsRefused) {
   EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("names 2 layers, but the model has 4"));
   options.layer_stages = {1, 1, 1, 1};
   EXPECT_THAT(MakeExampleJob(options).status().message(), HasSubstr("layer 0 is assigned to stage 1"));
+}
+
+TEST(ExampleJobStages, ATwoTowersLayerAssignmentWithTowersOnStagesOfTheirOwnTracesBranches) {
+  ExampleJobOptions options;
+  options.model = "two-tower";
+  options.towers = {2, 2};
+  options.layers = 2;  // the head's
+  options.stages = 4;
+  // Left tower on stage 0, right on 1 and 2, head on 3.
+  options.layer_stages = {0, 0, 1, 2, 3, 3};
+  absl::StatusOr<ExampleJob> job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(ir::FormatStageEdges(job->step.stage_graph().Edges()), "0->3 1->2 2->3");
+  EXPECT_EQ(StageOfParameter(job->step, "right.fc1.w"), 2);
+  EXPECT_EQ(StageOfParameter(job->step, "head.fc1.w"), 3);
+  // Every layer a stage, as the planner profiles it.
+  options.stages = 6;
+  options.layer_stages = {0, 1, 2, 3, 4, 5};
+  job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(ir::FormatStageEdges(job->step.stage_graph().Edges()), "0->1 1->4 2->3 3->4 4->5");
+}
+
+TEST(ExampleJobStages, ATwoTowerAssignmentWhereTheTowersShareAStageIsAChain) {
+  ExampleJobOptions options;
+  options.model = "two-tower";
+  options.towers = {2, 2};
+  options.layers = 2;
+  options.stages = 3;
+  // The left tower's last layer shares stage 1 with the right tower.
+  options.layer_stages = {0, 1, 1, 1, 2, 2};
+  absl::StatusOr<ExampleJob> job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->step.stage_graph().IsChain());
+  EXPECT_EQ(StageOfParameter(job->step, "left.fc1.w"), 1);
+  EXPECT_EQ(StageOfParameter(job->step, "right.fc0.w"), 1);
+  // The head sharing the right tower's last stage: a chain too.
+  options.stages = 2;
+  options.layer_stages = {0, 0, 1, 1, 1, 1};
+  job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->step.stage_graph().IsChain());
+  EXPECT_EQ(StageOfParameter(job->step, "right.fc0.w"), 1);
+  options.layer_stages = {0, 0, 1, 1};
+  EXPECT_THAT(MakeExampleJob(options).status().message(),
+              HasSubstr("two-tower: the stage assignment names 4 layers, but the model has 6"));
 }
 
 TEST(ExampleJobStages, TheVocabularyWidensTheHeadButNeverBelowTheCorpus) {

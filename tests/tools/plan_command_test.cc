@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/stage_graph.h"
 #include "schedules/cost_file.h"
 #include "schedules/plan_file.h"
 #include "tests/tools/cli_process.h"
@@ -139,6 +140,41 @@ TEST_F(PlanCommand, APlannedGptWithAWideHeadTrainsBitIdenticalWithinTheCap) {
     // The plan's prediction is the compiled program's static peak: exact.
     EXPECT_EQ(peaks[actor], written->predicted_peak_bytes[actor]);
   }
+}
+
+TEST_F(PlanCommand, APlannedTwoTowerRunsItsTowersAsBranchesOnActorsOfTheirOwnBitIdentical) {
+  const std::string plan_path = dir_ + "/plan.json";
+  const std::vector<std::string> model = {"--model", "two-tower", "--towers", "3,2", "--layers", "1", "--dim", "32"};
+  std::vector<std::string> plan_args = {"plan", "--actors", "3", "--batch", "4", "--microbatches", "4",
+                                        "--max-microbatches", "4", "--schedules", "graph-1f1b", "--profile-steps",
+                                        "1", "--out", plan_path};
+  plan_args.insert(plan_args.end(), model.begin(), model.end());
+  CliProcess plan(plan_args);
+  ASSERT_EQ(ExitCode(plan, absl::Seconds(300)), 0) << plan.out() << plan.err();
+  // Profiled with every layer a segment: the towers' chains into the head.
+  EXPECT_THAT(plan.out(), HasSubstr("graph 0->1 1->2 2->5 3->4 4->5"));
+  EXPECT_THAT(plan.out(), HasSubstr("[seg0..seg2 | seg3..seg4 | seg5] graph 0->2 1->2"));
+  absl::StatusOr<schedules::Plan> written = schedules::ParsePlanFile(ReadFile(plan_path));
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->schedule, "graph-1f1b");
+  EXPECT_EQ(ir::FormatStageEdges(written->stage_edges), "0->2 1->2");
+  EXPECT_EQ(written->memory_source, "compiled program");
+
+  std::vector<std::string> train_args = {"train", "--plan", plan_path, "--steps", "2", "--verify", "--log-every", "1"};
+  train_args.insert(train_args.end(), model.begin(), model.end());
+  CliProcess train(train_args);
+  ASSERT_EQ(ExitCode(train, absl::Seconds(300)), 0) << train.out() << train.err();
+  EXPECT_THAT(train.out(), HasSubstr("3 stages (graph 0->2 1->2)"));
+  EXPECT_THAT(train.out(), HasSubstr("bit-identical to the reference"));
+  const std::vector<int64_t> peaks = MeasuredPeaks(train.out());
+  ASSERT_EQ(peaks.size(), 3u) << train.out();
+  for (size_t actor = 0; actor < peaks.size(); ++actor) EXPECT_EQ(peaks[actor], written->predicted_peak_bytes[actor]);
+
+  // Other towers than those planned are refused.
+  CliProcess other({"train", "--plan", plan_path, "--model", "two-tower", "--towers", "4,3", "--layers", "1",
+                    "--steps", "1"});
+  EXPECT_EQ(ExitCode(other), 2);
+  EXPECT_THAT(other.err(), HasSubstr("the plan cuts the model into 6 segments; this two-tower has 8 layers"));
 }
 
 TEST_F(PlanCommand, TrainRefusesOptionsThatContradictThePlan) {

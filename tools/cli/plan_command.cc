@@ -181,7 +181,7 @@ void AddPlanCommand(CommandLine& command_line) {
   CLI::App* plan = command_line.Add(
       command_line.root(), "plan",
       "choose stages, schedule, microbatches and rematerialisation under a memory cap, and write the plan",
-      "[--model gpt|mlp] [model options] --actors P [--data-parallel D] [--memory-cap BYTES] [--costs FILE] "
+      "[--model gpt|mlp|two-tower] [model options] --actors P [--data-parallel D] [--memory-cap BYTES] [--costs FILE] "
       "[--json] [--out FILE]",
       "Cuts the model's segments (from --costs, a `tandem profile --out` file, or measured here with every layer "
       "a segment) into stages with an exact dynamic program minimising the pipeline's step time, for each "

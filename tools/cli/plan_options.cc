@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "controller/compiler.h"
 #include "controller/profile.h"
+#include "examples/models/two_tower.h"
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::cli {
@@ -31,6 +32,26 @@ absl::StatusOr<std::string> ReadBoundedText(const std::string& path, size_t max_
 }
 
 }  // namespace
+
+int64_t TwoTowerLayerCount(const examples::ExampleJobOptions& model) {
+  const examples::TwoTowerConfig defaults;
+  const int64_t left = model.towers.size() == 2 ? model.towers[0] : defaults.left_layers;
+  const int64_t right = model.towers.size() == 2 ? model.towers[1] : defaults.right_layers;
+  return left + right + model.layers.value_or(defaults.head_layers);
+}
+
+absl::Status CutEveryLayer(examples::ExampleJobOptions& model) {
+  if (model.model != "two-tower") model.layers = model.layers.value_or(4);
+  const int64_t layers = model.model == "two-tower" ? TwoTowerLayerCount(model) : *model.layers;
+  if (layers < 1 || layers > schedules::kMaxSegments) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model has ", layers, " layers; a cost file holds 1 to ", schedules::kMaxSegments));
+  }
+  model.stages = static_cast<int32_t>(layers);
+  model.layer_stages.clear();
+  for (int32_t layer = 0; layer < model.stages; ++layer) model.layer_stages.push_back(layer);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<schedules::Plan> ReadPlan(const std::string& path) {
   absl::StatusOr<std::string> text = ReadBoundedText(path, schedules::kMaxPlanFileBytes, "plan");
@@ -67,16 +88,27 @@ absl::Status ApplyPlan(const CLI::App& command, const schedules::Plan& plan, exa
 }
 
 absl::Status ApplyPlan(const schedules::Plan& plan, examples::ExampleJobOptions& model, ScheduleOptions& schedule) {
-  const int64_t layers = model.layers.value_or(plan.segments);
-  if (layers < plan.segments) {
-    return absl::InvalidArgumentError(absl::StrCat("the plan cuts the model into ", plan.segments,
-                                                   " segments; --layers ", layers, " has fewer layers"));
-  }
   const std::vector<int32_t> segment_stages = plan.SegmentStages();
-  model.layers = layers;
-  model.layer_stages.clear();
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    model.layer_stages.push_back(segment_stages[layer * plan.segments / layers]);
+  if (model.model == "two-tower") {
+    // Its layers are the segments one for one: the towers' and the head's.
+    const int64_t layers = TwoTowerLayerCount(model);
+    if (layers != plan.segments) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the plan cuts the model into ", plan.segments, " segments; this two-tower has ", layers,
+          " layers (towers and head): give the --towers and --layers it was planned with"));
+    }
+    model.layer_stages = segment_stages;
+  } else {
+    const int64_t layers = model.layers.value_or(plan.segments);
+    if (layers < plan.segments) {
+      return absl::InvalidArgumentError(absl::StrCat("the plan cuts the model into ", plan.segments,
+                                                     " segments; --layers ", layers, " has fewer layers"));
+    }
+    model.layers = layers;
+    model.layer_stages.clear();
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      model.layer_stages.push_back(segment_stages[layer * plan.segments / layers]);
+    }
   }
   model.stages = static_cast<int32_t>(plan.stages.size());
   model.microbatches = plan.microbatches;
@@ -94,9 +126,7 @@ absl::Status ApplyPlan(const schedules::Plan& plan, examples::ExampleJobOptions&
 absl::StatusOr<std::vector<schedules::CostFile>> ProfileModelSegments(examples::ExampleJobOptions model,
                                                               const std::vector<int64_t>& sizes, int64_t steps,
                                                               std::ostream& out) {
-  model.layers = model.layers.value_or(4);
-  model.stages = static_cast<int32_t>(*model.layers);
-  model.layer_stages.clear();
+  if (absl::Status s = CutEveryLayer(model); !s.ok()) return s;
   model.replicas = 1;
   model.microbatches = 2;
   std::vector<schedules::CostFile> measured;

@@ -27,7 +27,10 @@ absl::StatusOr<schedules::CostFile> ReadCostFile(const std::string& path);
 // Sets `model` and `schedule` as `plan` says. The plan's segments are the
 // example model's layers cut evenly (what `tandem profile` measured: with
 // --cut-every-layer one layer each), so the model needs at least as many
-// layers as the plan has segments; --layers defaults to that count.
+// layers as the plan has segments; --layers defaults to that count. A
+// two-tower's segments are its layers one for one (the left tower's, the
+// right's, the head's), so it needs exactly as many; a plan whose stages
+// give the towers stages of their own runs them as branches.
 // InvalidArgument when an option `command` was given conflicts with the
 // plan (naming it), or the layers do not fit.
 absl::Status ApplyPlan(const CLI::App& command, const schedules::Plan& plan, examples::ExampleJobOptions& model,
@@ -35,7 +38,18 @@ absl::Status ApplyPlan(const CLI::App& command, const schedules::Plan& plan, exa
 // The same without the check of the command's options.
 absl::Status ApplyPlan(const schedules::Plan& plan, examples::ExampleJobOptions& model, ScheduleOptions& schedule);
 
-// Every layer of the example model one segment, measured on one actor (two
+// A two-tower's layers: both towers' and the head's (the defaults for what
+// `model` leaves unset).
+int64_t TwoTowerLayerCount(const examples::ExampleJobOptions& model);
+
+// Makes every layer of the example model a stage of its own (--layers
+// defaults to 4 for gpt and mlp): what `tandem profile --cut-every-layer`
+// and the planner measure. InvalidArgument for more layers than a cost file
+// holds.
+absl::Status CutEveryLayer(examples::ExampleJobOptions& model);
+
+// Every layer of the example model one segment (a two-tower's branches
+// give the cost files their segment graph), measured on one actor (two
 // microbatches a step, `steps` steps after a warm-up) at each microbatch
 // size in `sizes`; a line saying so goes to `out` first.
 absl::StatusOr<std::vector<schedules::CostFile>> ProfileModelSegments(examples::ExampleJobOptions model,

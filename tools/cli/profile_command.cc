@@ -12,6 +12,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/model_options.h"
 #include "tools/cli/pipeline_options.h"
+#include "tools/cli/plan_options.h"
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::cli {
@@ -27,8 +28,7 @@ struct ProfileCommandOptions {
 
 int RunProfile(const CLI::App& command, ProfileCommandOptions& options, CommandStreams& streams) {
   if (options.cut_every_layer) {
-    if (!options.model.layers.has_value()) options.model.layers = 4;
-    options.model.stages = static_cast<int32_t>(*options.model.layers);
+    if (absl::Status s = CutEveryLayer(options.model); !s.ok()) return UsageError(streams.err, command, std::string(s.message()));
   }
   absl::StatusOr<actor::DeviceSpec> device = actor::ParseDeviceSpec(options.device);
   if (!device.ok()) return UsageError(streams.err, command, absl::StrCat("--device: ", device.status().message()));
@@ -71,7 +71,7 @@ int RunProfile(const CLI::App& command, ProfileCommandOptions& options, CommandS
 void AddProfileCommand(CommandLine& command_line) {
   CLI::App* profile = command_line.Add(
       command_line.root(), "profile", "measure an example model's segments and write the planner's cost file",
-      "[--model gpt|mlp] [--layers L] [--stages S | --cut-every-layer] [--microbatches M] [--steps N] "
+      "[--model gpt|mlp|two-tower] [--layers L] [--stages S | --cut-every-layer] [--microbatches M] [--steps N] "
       "[--device cpu|cuda[:N]] [--out FILE]",
       "Runs every segment (a stage of the traced model; with --cut-every-layer, every block) on one actor with "
       "a split backward and prints, per segment, the medians of its F, I and W times and its bytes: the "
@@ -79,7 +79,7 @@ void AddProfileCommand(CommandLine& command_line) {
       "and optimizer state, and its working set. --out writes them as a cost file (JSON) for `tandem plan`.");
   auto options = std::make_shared<ProfileCommandOptions>();
   AddModelOptions(*profile, options->model);
-  profile->add_flag("--cut-every-layer", options->cut_every_layer, "every block boundary is a cut (--stages = --layers)");
+  profile->add_flag("--cut-every-layer", options->cut_every_layer, "every layer is a segment (a two-tower's towers and head too)");
   AddIntegerOption(*profile, "--steps", options->steps, "measured steps, after one warm-up step")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   profile->add_option("--device", options->device, "where the segments compute: cpu, cuda, cuda:N (+bf16)")
