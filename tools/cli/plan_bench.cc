@@ -4,7 +4,9 @@
 // predicted against the measured step of the chosen plan, of hand-picked
 // plans (the even split under each plain schedule at --microbatches) and
 // of the planner's top candidates, whose predicted and measured orders are
-// compared.
+// compared. A model with branches (--model two-tower) adds the fastest plan
+// of the other kind: the best chain against the chosen stage DAG, or the
+// other way round.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -180,6 +182,16 @@ int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::
       schedules::EvaluateCandidate(*measured, planner, chosen->schedule, chosen->microbatches, even);
   if (!uniform.ok()) return Failure(err, command, uniform.status());
   runs.push_back({"even split, chosen schedule and M", *uniform});
+  // A model with branches: the fastest plan of the other kind (a chain
+  // against a stage DAG), the comparison GraphPipe makes.
+  if (!costs.segment_edges.empty()) {
+    for (const schedules::Candidate& c : search->candidates) {
+      if (c.fits && c.stage_edges.empty() != chosen->stage_edges.empty()) {
+        runs.push_back({c.stage_edges.empty() ? "best chain plan" : "best graph plan", c});
+        break;
+      }
+    }
+  }
   // The planner's candidates for ranking: the chosen, then each next one
   // predicted at least 10% slower than the last taken.
   const size_t first_ranked = runs.size();
