@@ -17,7 +17,9 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/stage_graph.h"
 #include "ir/state_file.h"
+#include "schedules/limits.h"
 #include "tandem/examples.h"
 #include "tandem/tandem.h"
 
@@ -154,6 +156,8 @@ PYBIND11_MODULE(_tandem, m) {
       .def_readonly("num_stages", &ir::TrainStep::num_stages)
       .def_readonly("num_microbatches", &ir::TrainStep::num_microbatches)
       .def_readonly("num_replicas", &ir::TrainStep::num_replicas)
+      .def_property_readonly("stage_graph",
+                             [](const ir::TrainStep& step) { return ir::FormatStageEdges(step.stage_edges); })
       .def_property_readonly("state_names",
                              [](const ir::TrainStep& step) {
                                std::vector<std::string> names;
@@ -177,20 +181,22 @@ PYBIND11_MODULE(_tandem, m) {
       },
       py::arg("path"), "Reads a traced step from its IR text file (`tandem ir dump` writes one).");
 
-  py::class_<PyExampleJob>(m, "ExampleJob", "A built-in example model (gpt or mlp) with its data.")
+  py::class_<PyExampleJob>(m, "ExampleJob", "A built-in example model (gpt, mlp or two-tower) with its data.")
       .def(py::init([](const std::string& model, int32_t stages, int32_t microbatches, int32_t data_parallel,
-                       std::optional<int64_t> layers,
+                       std::optional<int64_t> layers, std::vector<int64_t> towers,
                        std::optional<int64_t> dim, std::optional<int64_t> heads, std::optional<int64_t> seq,
                        std::optional<int64_t> batch, const std::string& optimizer, std::optional<double> lr,
                        uint64_t seed, std::optional<std::string> data) {
              examples::ExampleJobOptions options{.model = model, .stages = stages, .microbatches = microbatches,
-                                                 .replicas = data_parallel, .layers = layers, .dim = dim, .heads = heads, .seq = seq,
+                                                 .replicas = data_parallel, .layers = layers, .dim = dim,
+                                                 .towers = std::move(towers), .heads = heads, .seq = seq,
                                                  .batch = batch, .optimizer = optimizer, .lr = lr, .seed = seed,
                                                  .data = data};
              return PyExampleJob{std::make_shared<examples::ExampleJob>(Value(examples::MakeExampleJob(options)))};
            }),
            py::kw_only(), py::arg("model") = "gpt", py::arg("stages") = 1, py::arg("microbatches") = 4,
-           py::arg("data_parallel") = 1, py::arg("layers") = py::none(), py::arg("dim") = py::none(), py::arg("heads") = py::none(),
+           py::arg("data_parallel") = 1, py::arg("layers") = py::none(), py::arg("towers") = std::vector<int64_t>{},
+           py::arg("dim") = py::none(), py::arg("heads") = py::none(),
            py::arg("seq") = py::none(), py::arg("batch") = py::none(), py::arg("optimizer") = "adam",
            py::arg("lr") = py::none(), py::arg("seed") = 1, py::arg("data") = py::none())
       .def_property_readonly("description", [](const PyExampleJob& self) { return self.job->description; })
@@ -202,11 +208,15 @@ PYBIND11_MODULE(_tandem, m) {
            py::arg("index"));
 
   py::class_<schedules::Schedule>(m, "Schedule", "A pipeline schedule: a task list per actor.")
-      .def(py::init([](const std::string& name_or_file, int32_t actors, int32_t microbatches, int32_t virtual_stages) {
-             return Value(schedules::ResolveSchedule(name_or_file, actors, microbatches, virtual_stages));
+      .def(py::init([](const std::string& name_or_file, int32_t actors, int32_t microbatches, int32_t virtual_stages,
+                       const std::string& stage_graph) {
+             const std::vector<ir::StageEdge> edges = Value(ir::ParseStageEdges(stage_graph, schedules::kMaxStageEdges));
+             return Value(schedules::ResolveSchedule(name_or_file, actors, microbatches, virtual_stages, edges));
            }),
            py::arg("name_or_file"), py::kw_only(), py::arg("actors"), py::arg("microbatches"),
-           py::arg("virtual_stages") = 0)
+           py::arg("virtual_stages") = 0, py::arg("stage_graph") = "")
+      .def_property_readonly("stage_graph",
+                             [](const schedules::Schedule& s) { return ir::FormatStageEdges(s.stage_edges); })
       .def_readonly("name", &schedules::Schedule::name)
       .def_readonly("num_actors", &schedules::Schedule::num_actors)
       .def_readonly("num_stages", &schedules::Schedule::num_stages)

@@ -1,5 +1,5 @@
 # Type stub of the tandem package (python_stub/module.cc).
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,10 @@ class TrainStep:
     def num_microbatches(self) -> int: ...
     @property
     def state_names(self) -> List[str]: ...
+    @property
+    def stage_graph(self) -> str:
+        """Its stages' DAG, e.g. "0->2 1->2"; "" for a chain."""
+        ...
     def to_text(self) -> str: ...
     def initial_state(self) -> Tensors: ...
 
@@ -23,7 +27,7 @@ def load_step(path: str) -> TrainStep:
     """Reads a traced step from its IR text file (`tandem ir dump` writes one)."""
 
 class ExampleJob:
-    """A built-in example model (gpt or mlp) with its data."""
+    """A built-in example model (gpt, mlp or two-tower) with its data."""
     def __init__(
         self,
         *,
@@ -31,6 +35,7 @@ class ExampleJob:
         stages: int = 1,
         microbatches: int = 4,
         layers: Optional[int] = None,
+        towers: Sequence[int] = (),
         dim: Optional[int] = None,
         heads: Optional[int] = None,
         seq: Optional[int] = None,
@@ -48,8 +53,14 @@ class ExampleJob:
     def validation_batch(self, index: int) -> List[Tensors]: ...
 
 class Schedule:
-    """A built-in schedule by name (gpipe, 1f1b, interleaved, looped-bfs, zb-h1, zb-v, dualpipev) or a .sched/.csv file; validated."""
-    def __init__(self, name_or_file: str, *, actors: int, microbatches: int, virtual_stages: int = 0) -> None: ...
+    """A built-in schedule by name (gpipe, 1f1b, interleaved, looped-bfs, zb-h1, zb-v, dualpipev, graph-1f1b,
+    graph-gpipe) or a .sched/.csv file; validated. The graph generators run over `stage_graph` (a traced
+    step's `stage_graph`), one stage per actor."""
+    def __init__(
+        self, name_or_file: str, *, actors: int, microbatches: int, virtual_stages: int = 0, stage_graph: str = ""
+    ) -> None: ...
+    @property
+    def stage_graph(self) -> str: ...
     @property
     def name(self) -> str: ...
     @property

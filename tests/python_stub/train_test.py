@@ -85,6 +85,21 @@ class TrainTest(unittest.TestCase):
             self.assertEqual([bits(x) for x in resumed.step(job.train_batch(1))], [bits(x) for x in expected])
         self.assertEqual(len(loss), 4)
 
+    def test_a_branched_model_runs_its_stage_graph_bit_identical_to_the_chain(self):
+        job = tandem.ExampleJob(model="two-tower", towers=[2, 1], layers=1, dim=16, stages=3, microbatches=4)
+        self.assertEqual(job.step.stage_graph, "0->2 1->2")
+        graph = tandem.Schedule("graph-1f1b", actors=3, microbatches=4, stage_graph=job.step.stage_graph)
+        self.assertEqual(graph.stage_graph, "0->2 1->2")
+        chain = tandem.Schedule("1f1b", actors=3, microbatches=4)
+        self.assertEqual(chain.stage_graph, "")
+        losses = []
+        for schedule in (graph, chain):
+            session = tandem.Session.start(job.step, schedule, transport="shm")
+            losses.append([bits(x) for x in session.step(job.train_batch(0))])
+        self.assertEqual(losses[0], losses[1])
+        with self.assertRaisesRegex(ValueError, "is not a stage edge"):
+            tandem.Schedule("graph-1f1b", actors=3, microbatches=4, stage_graph="0=>2")
+
     def test_errors_are_python_exceptions_with_the_status(self):
         with self.assertRaisesRegex(ValueError, "INVALID_ARGUMENT: unknown model 'rnn'"):
             tandem.ExampleJob(model="rnn")
