@@ -1,7 +1,7 @@
 // make_seed_corpus OUT_DIR: writes the fuzz targets' seed corpora,
 // OUT_DIR/<target>/<name>, from Tandem's own writers (the .sched printer,
 // the CSV exporter, the IR printer, the state-file encoder, the program and
-// tensor encoders) applied to small generated schedules and a small traced
+// tensor encoders, the planner's cost and plan files) applied to small generated schedules and a small traced
 // MLP, plus near-valid variants of each (truncated, one field out of range,
 // one token wrong) that reach the parsers' error paths. Deterministic: the
 // committed corpus under tests/fuzz/corpus/ is this program's output
@@ -32,7 +32,9 @@
 #include "ir/state_file.h"
 #include "rpc/program_codec.h"
 #include "rpc/step_codec.h"
+#include "schedules/cost_file.h"
 #include "schedules/generators.h"
+#include "schedules/plan_file.h"
 #include "schedules/pytorch_csv.h"
 #include "schedules/text_format.h"
 
@@ -317,6 +319,45 @@ void WriteManifestSeeds(CorpusWriter& writer, const examples::ExampleJob& job) {
   writer.Write(target, "near-actor-count", controller::PrintCheckpointManifest(three));
 }
 
+// Cost files and plans as the planner writes them, for a chain and for a
+// two-tower DAG (segment_graph, stage_graph), and near misses: a backward
+// edge, an edge past the last segment, a stage that skips a segment.
+void WritePlannerSeeds(CorpusWriter& writer) {
+  const std::string target = "planner_files";
+  schedules::CostFile costs{.model = "seed", .device = "cpu", .microbatch_size = 4};
+  for (int i = 0; i < 6; ++i) {
+    costs.segments.push_back({.name = absl::StrCat("seg", i), .forward_s = 0.001 * (i + 1), .backward_s = 0.002,
+                              .backward_input_s = 0.001, .backward_weight_s = 0.001, .recompute_s = 0.001,
+                              .activation_bytes = 4096, .stash_bytes = 8192, .remat_stash_bytes = 4096,
+                              .parameter_bytes = 1024, .optimizer_bytes = 2048, .working_bytes = 512});
+  }
+  const std::string chain_costs = schedules::FormatCostFile(costs);
+  Require(schedules::ParseCostFile(chain_costs), "chain cost file");
+  writer.Write(target, "costs-chain", chain_costs);
+  costs.segment_edges = {{0, 1}, {1, 4}, {2, 3}, {3, 4}, {4, 5}};
+  const std::string dag_costs = schedules::FormatCostFile(costs);
+  Require(schedules::ParseCostFile(dag_costs), "dag cost file");
+  writer.Write(target, "costs-two-tower", dag_costs);
+  writer.Write(target, "near-costs-backward-edge", absl::StrReplaceAll(dag_costs, {{"3->4", "4->3"}}));
+  writer.Write(target, "near-costs-edge-past-the-end", absl::StrReplaceAll(dag_costs, {{"4->5", "4->6"}}));
+
+  schedules::Plan plan{.model = "seed", .device = "cpu", .actors = 3, .schedule = "graph-1f1b", .microbatches = 4,
+                       .microbatch_size = 2, .segments = 6};
+  plan.stages = {{0, 2, false, 0}, {2, 4, false, 1}, {4, 6, true, 2}};
+  plan.stage_edges = {{0, 2}, {1, 2}};
+  plan.predicted_peak_bytes = {100, 200, 300};
+  const std::string dag_plan = schedules::FormatPlanFile(plan);
+  Require(schedules::ParsePlanFile(dag_plan), "dag plan");
+  writer.Write(target, "plan-two-tower", dag_plan);
+  plan.schedule = "1f1b";
+  plan.stage_edges.clear();
+  const std::string chain_plan = schedules::FormatPlanFile(plan);
+  Require(schedules::ParsePlanFile(chain_plan), "chain plan");
+  writer.Write(target, "plan-chain", chain_plan);
+  writer.Write(target, "near-plan-stage-edge-out-of-range", absl::StrReplaceAll(dag_plan, {{"1->2", "1->3"}}));
+  writer.Write(target, "near-plan-skipped-segment", absl::StrReplaceAll(dag_plan, {{"[2,4]", "[3,4]"}}));
+}
+
 }  // namespace
 }  // namespace tandem::fuzz
 
@@ -339,6 +380,7 @@ int main(int argc, char** argv) {
   fuzz::WriteProgramSeeds(writer, compiled);
   fuzz::WriteTensorSeeds(writer, job);
   fuzz::WriteManifestSeeds(writer, job);
+  fuzz::WritePlannerSeeds(writer);
   writer.Report();
   return 0;
 }
