@@ -194,7 +194,9 @@ std::string FormatPlanFile(const Plan& plan) {
   nlohmann::ordered_json predicted;
   predicted["step_s"] = JsonNumber(plan.predicted_step_s);
   predicted["bubble"] = JsonNumber(plan.predicted_bubble);
-  predicted["peak_bytes"] = plan.predicted_peak_bytes;
+  // Unknown (a plan written by hand, say): left out, not an empty list the
+  // parser would refuse for its actor count.
+  if (!plan.predicted_peak_bytes.empty()) predicted["peak_bytes"] = plan.predicted_peak_bytes;
   predicted["memory"] = plan.memory_source;
   json["predicted"] = std::move(predicted);
   return JsonText(json) + "\n";
