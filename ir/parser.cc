@@ -350,12 +350,9 @@ absl::StatusOr<TrainStep> Parser::ParseTrainStepFile() {
     TANDEM_PARSE_TRY(ExpectPunct('='));
     const Token edges_token = current_;
     TANDEM_PARSE_ASSIGN(std::string edges_text, ParseString("the stage graph as a string, e.g. \"0->2 1->2\""));
-    absl::StatusOr<std::vector<StageEdge>> edges = ParseStageEdges(edges_text, kMaxStageEdges);
-    if (edges.ok()) {
-      if (absl::Status status = CheckStageEdges(step.num_stages, *edges); !status.ok()) edges = status;
-    }
+    absl::StatusOr<std::vector<StageEdge>> edges = ParseStoredStageEdges(edges_text, step.num_stages, kMaxStageEdges);
     if (!edges.ok()) return ErrorAt(edges_token, edges.status().message());
-    step.stage_edges = StageGraph(step.num_stages, *edges).StoredEdges();
+    step.stage_edges = *std::move(edges);
   }
   TANDEM_PARSE_TRY(ExpectKeyword("microbatches"));
   TANDEM_PARSE_TRY(ExpectPunct('='));

@@ -53,6 +53,11 @@ absl::Status CheckStageEdges(int32_t num_stages, const std::vector<StageEdge>& e
 absl::StatusOr<std::vector<StageEdge>> ParseStageEdges(absl::string_view text, int64_t max_edges);
 // "0->2 1->2": the edges in the order given, separated by one space.
 std::string FormatStageEdges(const std::vector<StageEdge>& edges);
+// What a file holding a stage graph as text reads: ParseStageEdges, then
+// CheckStageEdges against `num_stages`, then the stored form (empty for a
+// chain written out). Their errors, unchanged.
+absl::StatusOr<std::vector<StageEdge>> ParseStoredStageEdges(absl::string_view text, int32_t num_stages,
+                                                             int64_t max_edges);
 
 class StageGraph {
  public:
@@ -160,6 +165,14 @@ inline std::string FormatStageEdges(const std::vector<StageEdge>& edges) {
   std::string out;
   for (const StageEdge& edge : edges) absl::StrAppend(&out, out.empty() ? "" : " ", StageEdgeName(edge));
   return out;
+}
+
+inline absl::StatusOr<std::vector<StageEdge>> ParseStoredStageEdges(absl::string_view text, int32_t num_stages,
+                                                                    int64_t max_edges) {
+  absl::StatusOr<std::vector<StageEdge>> edges = ParseStageEdges(text, max_edges);
+  if (!edges.ok()) return edges.status();
+  if (absl::Status status = CheckStageEdges(num_stages, *edges); !status.ok()) return status;
+  return StageGraph(num_stages, *edges).StoredEdges();
 }
 
 inline StageGraph StageGraph::Chain(int32_t num_stages) { return StageGraph(num_stages, {}); }

@@ -117,14 +117,10 @@ absl::StatusOr<CostFile> ParseCostFile(absl::string_view text) {
   }
   if (auto graph = json.find("segment_graph"); graph != json.end()) {
     if (!graph->is_string()) return Problem("the file", "'segment_graph' must be a string of edges, e.g. \"0->2 1->2\"");
-    absl::StatusOr<std::vector<ir::StageEdge>> edges =
-        ir::ParseStageEdges(graph->get_ref<const std::string&>(), kMaxStageEdges);
+    absl::StatusOr<std::vector<ir::StageEdge>> edges = ir::ParseStoredStageEdges(
+        graph->get_ref<const std::string&>(), static_cast<int32_t>(costs.segments.size()), kMaxStageEdges);
     if (!edges.ok()) return Problem("segment_graph", edges.status().message());
-    if (absl::Status s = ir::CheckStageEdges(static_cast<int32_t>(costs.segments.size()), *edges); !s.ok()) {
-      return Problem("segment_graph", s.message());
-    }
-    // A chain written out is stored as the chain.
-    costs.segment_edges = ir::StageGraph(static_cast<int32_t>(costs.segments.size()), *edges).StoredEdges();
+    costs.segment_edges = *std::move(edges);
   }
   return costs;
 }

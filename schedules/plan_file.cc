@@ -133,12 +133,10 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
   }
   if (auto graph = json.find("stage_graph"); graph != json.end()) {
     if (!graph->is_string()) return Problem("the file", "'stage_graph' must be a string of edges, e.g. \"0->2 1->2\"");
-    absl::StatusOr<std::vector<ir::StageEdge>> edges =
-        ir::ParseStageEdges(graph->get_ref<const std::string&>(), kMaxStageEdges);
+    absl::StatusOr<std::vector<ir::StageEdge>> edges = ir::ParseStoredStageEdges(
+        graph->get_ref<const std::string&>(), static_cast<int32_t>(plan.stages.size()), kMaxStageEdges);
     if (!edges.ok()) return Problem("stage_graph", edges.status().message());
-    const int32_t num_stages = static_cast<int32_t>(plan.stages.size());
-    if (absl::Status s = ir::CheckStageEdges(num_stages, *edges); !s.ok()) return Problem("stage_graph", s.message());
-    plan.stage_edges = ir::StageGraph(num_stages, *edges).StoredEdges();
+    plan.stage_edges = *std::move(edges);
   }
   if (auto predicted = json.find("predicted"); predicted != json.end() && predicted->is_object()) {
     if (auto step = predicted->find("step_s"); step != predicted->end() && step->is_number()) {
