@@ -119,7 +119,27 @@ void Override(const std::optional<int64_t>& value, T& field) {
   if (value.has_value()) field = static_cast<T>(*value);
 }
 
+// The two-tower `options` describe: the defaults for what they leave unset.
+TwoTowerConfig TwoTowerConfigOf(const ExampleJobOptions& options) {
+  TwoTowerConfig config;
+  config.num_stages = options.stages;
+  if (options.towers.size() == 2) {
+    config.left_layers = options.towers[0];
+    config.right_layers = options.towers[1];
+  }
+  config.layer_stages = options.layer_stages;
+  Override(options.layers, config.head_layers);
+  Override(options.dim, config.hidden_dim);
+  Override(options.batch, config.batch_size);
+  return config;
+}
+
 }  // namespace
+
+int64_t TwoTowerLayerCount(const ExampleJobOptions& options) {
+  const TwoTowerConfig config = TwoTowerConfigOf(options);
+  return config.left_layers + config.right_layers + config.head_layers;
+}
 
 absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   if (absl::Status s = CheckSizes(options); !s.ok()) return s;
@@ -226,16 +246,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     return job;
   }
   if (options.model == "two-tower") {
-    TwoTowerConfig config;
-    config.num_stages = options.stages;
-    if (!options.towers.empty()) {
-      config.left_layers = options.towers[0];
-      config.right_layers = options.towers[1];
-    }
-    config.layer_stages = options.layer_stages;
-    Override(options.layers, config.head_layers);
-    Override(options.dim, config.hidden_dim);
-    Override(options.batch, config.batch_size);
+    const TwoTowerConfig config = TwoTowerConfigOf(options);
     if (absl::Status s = ValidateTwoTowerConfig(config); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(options, 1e-2);
     if (!optimizer.ok()) return optimizer.status();

@@ -65,6 +65,10 @@ struct ExampleJob {
 // before anything is allocated.
 absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options);
 
+// A two-tower's layers, both towers' and the head's, as `options` (and the
+// defaults for what they leave unset) make it.
+int64_t TwoTowerLayerCount(const ExampleJobOptions& options);
+
 }  // namespace tandem::examples
 
 #endif  // TANDEM_EXAMPLES_EXAMPLE_JOB_H_

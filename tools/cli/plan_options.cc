@@ -8,7 +8,6 @@
 #include "absl/strings/str_join.h"
 #include "controller/compiler.h"
 #include "controller/profile.h"
-#include "examples/models/two_tower.h"
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::cli {
@@ -33,16 +32,9 @@ absl::StatusOr<std::string> ReadBoundedText(const std::string& path, size_t max_
 
 }  // namespace
 
-int64_t TwoTowerLayerCount(const examples::ExampleJobOptions& model) {
-  const examples::TwoTowerConfig defaults;
-  const int64_t left = model.towers.size() == 2 ? model.towers[0] : defaults.left_layers;
-  const int64_t right = model.towers.size() == 2 ? model.towers[1] : defaults.right_layers;
-  return left + right + model.layers.value_or(defaults.head_layers);
-}
-
 absl::Status CutEveryLayer(examples::ExampleJobOptions& model) {
   if (model.model != "two-tower") model.layers = model.layers.value_or(4);
-  const int64_t layers = model.model == "two-tower" ? TwoTowerLayerCount(model) : *model.layers;
+  const int64_t layers = model.model == "two-tower" ? examples::TwoTowerLayerCount(model) : *model.layers;
   if (layers < 1 || layers > schedules::kMaxSegments) {
     return absl::InvalidArgumentError(
         absl::StrCat("the model has ", layers, " layers; a cost file holds 1 to ", schedules::kMaxSegments));
@@ -91,7 +83,7 @@ absl::Status ApplyPlan(const schedules::Plan& plan, examples::ExampleJobOptions&
   const std::vector<int32_t> segment_stages = plan.SegmentStages();
   if (model.model == "two-tower") {
     // Its layers are the segments one for one: the towers' and the head's.
-    const int64_t layers = TwoTowerLayerCount(model);
+    const int64_t layers = examples::TwoTowerLayerCount(model);
     if (layers != plan.segments) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the plan cuts the model into ", plan.segments, " segments; this two-tower has ", layers,

@@ -38,10 +38,6 @@ absl::Status ApplyPlan(const CLI::App& command, const schedules::Plan& plan, exa
 // The same without the check of the command's options.
 absl::Status ApplyPlan(const schedules::Plan& plan, examples::ExampleJobOptions& model, ScheduleOptions& schedule);
 
-// A two-tower's layers: both towers' and the head's (the defaults for what
-// `model` leaves unset).
-int64_t TwoTowerLayerCount(const examples::ExampleJobOptions& model);
-
 // Makes every layer of the example model a stage of its own (--layers
 // defaults to 4 for gpt and mlp): what `tandem profile --cut-every-layer`
 // and the planner measure. InvalidArgument for more layers than a cost file
