@@ -189,6 +189,7 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   step_ = step;
   outputs_ = ir::StepOutputs();
   reducing_.clear();
+  claimed_.clear();
   outputs_.origin_ns = SteadyNowNs();
   outputs_.timings.reserve(program_.instructions.size());
   outputs_.peak_live_bytes = live_bytes_;
@@ -221,6 +222,9 @@ std::string Executor::InstructionContext(int32_t index) const {
       absl::StrAppend(&what, " tag ", instruction.tag, ", replica ", replica_, " of ", DescribeGroup(instruction.group));
       break;
     }
+    case InstructionKind::kFill:
+      absl::StrAppend(&what, " ", program_.functions[instruction.function].name);
+      break;
   }
   return absl::StrCat("actor ", actor(), ", step ", step_, ", instruction ", index, " (", what, "): ");
 }
@@ -231,6 +235,7 @@ absl::Status Executor::Fail(absl::Status status) {
   for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
     if (program_.buffers[id].kind != BufferKind::kState) Release(id);
   }
+  claimed_.clear();
   phase_ = Phase::kNeedsState;
   return status;
 }
@@ -289,6 +294,8 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
       return AllReduceStart(index, receive_timeout);
     case InstructionKind::kAllReduceWait:
       return AllReduceWait(instruction, receive_timeout);
+    case InstructionKind::kFill:
+      return Fill(instruction, transport);
   }
   return absl::InternalError("unknown instruction kind");
 }
@@ -317,8 +324,14 @@ absl::Status Executor::Run(const Instruction& instruction) {
 
 absl::Status Executor::Receive(const Instruction& instruction, Transport& transport,
                                absl::Duration receive_timeout) {
-  absl::StatusOr<std::vector<HostTensor>> tensors =
-      transport.Receive(Peer(instruction), instruction.tag, absl::Now() + receive_timeout);
+  absl::StatusOr<std::vector<HostTensor>> tensors;
+  auto claimed = claimed_.find({Peer(instruction), instruction.tag});
+  if (claimed != claimed_.end()) {
+    tensors = std::move(claimed->second);
+    claimed_.erase(claimed);
+  } else {
+    tensors = transport.Receive(Peer(instruction), instruction.tag, absl::Now() + receive_timeout);
+  }
   if (!tensors.ok()) return tensors.status();
   if (tensors->size() != instruction.buffers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the message from actor ", Peer(instruction), " with tag ",
@@ -367,6 +380,39 @@ absl::Status Executor::Emit(const Instruction& instruction) {
     return absl::InternalError(
         absl::StrCat("result '", instruction.result, "' of microbatch ", instruction.microbatch, " emitted twice"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Fill(const Instruction& instruction, Transport& transport) {
+  bool skip = false;
+  if (instruction.peer >= 0) {
+    const std::pair<int32_t, uint64_t> key{Peer(instruction), instruction.tag};
+    if (claimed_.count(key) > 0) {
+      skip = true;
+    } else {
+      // A deadline already past: the message if it is there, at once.
+      absl::StatusOr<std::vector<HostTensor>> arrived =
+          transport.Receive(key.first, key.second, absl::InfinitePast());
+      if (arrived.ok()) {
+        claimed_.emplace(key, *std::move(arrived));
+        skip = true;
+      } else if (!absl::IsDeadlineExceeded(arrived.status())) {
+        return arrived.status();
+      }
+    }
+  }
+  if (!skip) {
+    if (absl::Status status = Run(instruction); !status.ok()) return status;
+    outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
+    auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch,
+                                                                       buffers_[instruction.outputs[0]]);
+    if (!inserted) {
+      return absl::InternalError(absl::StrCat("fill slot ", instruction.microbatch, " of '", instruction.result,
+                                              "' reported twice"));
+    }
+    for (BufferId id : instruction.outputs) Release(id);
+  }
+  for (BufferId id : instruction.buffers) Release(id);
   return absl::OkStatus();
 }
 
@@ -448,6 +494,12 @@ absl::StatusOr<ir::StepOutputs> Executor::FinishStep() {
                                                    ": temporary ", BufferName(id), " still holds a tensor at the end of the step")));
     }
     if (program_.buffers[id].kind == BufferKind::kInput) Release(id);
+  }
+  if (!claimed_.empty()) {
+    return Fail(absl::InternalError(absl::StrCat("actor ", actor(), ", step ", step_, ": the message from actor ",
+                                                 claimed_.begin()->first.first, " with tag ",
+                                                 claimed_.begin()->first.second,
+                                                 " was claimed for a receive that never came")));
   }
   phase_ = Phase::kIdle;
   return std::move(outputs_);

@@ -6,7 +6,10 @@
 // inputs at BeginStep and dropped at FinishStep; temporaries live between
 // the instructions that fill and free them, and must all be empty again
 // when the step ends. Instructions run strictly in program order; a Receive
-// waits (up to its deadline) only when its instruction is reached.
+// waits (up to its deadline) only when its instruction is reached. A fill
+// piece (ir::InstructionKind::kFill) first asks the transport, without
+// waiting, for the message the pipeline waits on next: when it is there the
+// piece is skipped and the message kept for its receive.
 //
 // Phases: a new executor needs LoadState; then every step is BeginStep,
 // RunRange over consecutive ranges that together cover the program, and
@@ -28,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -127,6 +131,7 @@ class Executor {
   absl::Status Receive(const ir::Instruction& instruction, Transport& transport, absl::Duration receive_timeout);
   absl::Status Accumulate(const ir::Instruction& instruction);
   absl::Status Emit(const ir::Instruction& instruction);
+  absl::Status Fill(const ir::Instruction& instruction, Transport& transport);
   absl::Status AllReduceStart(int32_t index, absl::Duration receive_timeout);
   absl::Status AllReduceWait(const ir::Instruction& instruction, absl::Duration receive_timeout);
   // The staging bytes of an all-reduce instruction (ir::AllReduceStagingBytes).
@@ -156,6 +161,9 @@ class Executor {
   int64_t step_ = 0;         // the step in progress, or the last one
   ir::StepOutputs outputs_;  // of the step in progress
   Reducer* reducer_ = nullptr;
+  // Messages a fill piece found already there, claimed from the transport
+  // for the receive that waits on them: (global peer, tag) -> tensors.
+  std::map<std::pair<int32_t, uint64_t>, std::vector<ir::HostTensor>> claimed_;
   // All-reduces started and not yet waited for in this step: tag -> the
   // index in outputs_.timings of their start instruction.
   std::map<uint64_t, size_t> reducing_;

@@ -328,8 +328,7 @@ void AssignLifetimes(ir::ActorProgram& program) {
   program.instructions = std::move(lowered);
 
   // The static peak, by the rule of ir/actor_program.h.
-  const std::vector<int64_t> live = ir::LiveBytesBefore(program);
-  program.static_peak_bytes = *std::max_element(live.begin(), live.end());
+  program.static_peak_bytes = ir::StaticPeakBytes(program);
 }
 
 }  // namespace tandem::controller

@@ -57,6 +57,14 @@ std::string InstructionText(const ActorProgram& program, const Instruction& inst
     case InstructionKind::kAllReduceWait:
       return absl::StrCat(InstructionKindName(instruction.kind), " tag ", instruction.tag, " group (",
                           absl::StrJoin(instruction.group, ", "), ") ", BufferList(program, buffers));
+    case InstructionKind::kFill:
+      return absl::StrCat("fill ", FunctionLabel(program, instruction.function), " ",
+                          BufferList(program, instruction.inputs), " -> ", instruction.result, "[",
+                          instruction.microbatch, "] ", BufferList(program, instruction.outputs),
+                          instruction.peer < 0 ? ""
+                                               : absl::StrCat(" unless actor ", instruction.peer, " tag ",
+                                                              instruction.tag, " arrived"),
+                          ", then free ", BufferList(program, buffers));
   }
   return "?";
 }
@@ -180,6 +188,9 @@ std::vector<int64_t> LiveBytesBefore(const ActorProgram& program) {
       case InstructionKind::kAllReduceWait:
         bytes -= staging(instruction);
         break;
+      case InstructionKind::kFill:
+        for (BufferId id : instruction.buffers) empty(id);
+        break;
       case InstructionKind::kSend:
       case InstructionKind::kEmit:
         break;
@@ -187,6 +198,19 @@ std::vector<int64_t> LiveBytesBefore(const ActorProgram& program) {
   }
   before.push_back(bytes);
   return before;
+}
+
+int64_t StaticPeakBytes(const ActorProgram& program) {
+  const std::vector<int64_t> before = LiveBytesBefore(program);
+  int64_t peak = *std::max_element(before.begin(), before.end());
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.kind != InstructionKind::kFill) continue;
+    int64_t running = before[i];
+    for (BufferId id : instruction.outputs) running += program.buffers[id].type.num_bytes();
+    peak = std::max(peak, running);
+  }
+  return peak;
 }
 
 std::string BufferLabel(const ActorProgram& program, BufferId id) {
@@ -213,12 +237,15 @@ const char* InstructionKindName(InstructionKind kind) {
       return "allreduce.start";
     case InstructionKind::kAllReduceWait:
       return "allreduce.wait";
+    case InstructionKind::kFill:
+      return "fill";
   }
   return "?";
 }
 
 std::string TaskLabel::ToString() const {
   if (kind == 'U' && stage < 0) return "update";
+  if (kind == 'X') return absl::StrCat("fill.", microbatch);
   std::string label(1, kind);
   absl::StrAppend(&label, stage);
   if (microbatch >= 0) absl::StrAppend(&label, ".", microbatch);

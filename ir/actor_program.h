@@ -71,6 +71,16 @@ enum class InstructionKind : uint8_t {
   // started, on the same `buffers` and `group`; each buffer then holds the
   // sum of the group's buffers, added in replica order in f32.
   kAllReduceWait,
+  // A piece of a fill job (controller/fill.h) in a bubble of this actor's
+  // pipeline. Unless the message `tag` from actor `peer` has already arrived
+  // (the receive the pipeline waits on next; `peer` -1: no such receive),
+  // runs functions[function] on `inputs` into `outputs`, reports outputs[0]
+  // as the result `result` of fill slot `microbatch`, and releases
+  // `outputs`. When that message is there, the pipeline's own work takes
+  // precedence and the piece is skipped: nothing runs or is reported. Either
+  // way it then releases `buffers`, the piece's own inputs. Its outputs
+  // count as live bytes while the piece runs (ir::StaticPeakBytes).
+  kFill,
 };
 
 const char* InstructionKindName(InstructionKind kind);
@@ -79,10 +89,11 @@ const char* InstructionKindName(InstructionKind kind);
 // kind letter 'F', 'B', 'I', 'W', or 'U' for the update; stage -1 for the
 // update.
 struct TaskLabel {
+  // 'X' for a fill piece, whose microbatch is its fill slot.
   char kind = 'U';
   int32_t stage = -1;
   int32_t microbatch = -1;
-  std::string ToString() const;  // "F1.3", "update"
+  std::string ToString() const;  // "F1.3", "update", "fill.2"
   friend bool operator==(const TaskLabel&, const TaskLabel&) = default;
 };
 
@@ -92,11 +103,11 @@ struct Instruction {
   int32_t function = -1;            // kRun
   std::vector<BufferId> inputs;     // kRun
   std::vector<BufferId> outputs;    // kRun
-  std::vector<BufferId> buffers;    // kSend, kReceive, kAccumulate, kFree, kEmit
-  int32_t peer = -1;                // kSend, kReceive
-  uint64_t tag = 0;                 // kSend, kReceive: unique per (sender, receiver) in a step
-  std::string result;               // kEmit
-  int32_t microbatch = -1;          // kEmit
+  std::vector<BufferId> buffers;    // kSend, kReceive, kAccumulate, kFree, kEmit, kFill
+  int32_t peer = -1;                // kSend, kReceive, kFill (-1: none)
+  uint64_t tag = 0;                 // kSend, kReceive: unique per (sender, receiver) in a step; kFill
+  std::string result;               // kEmit, kFill
+  int32_t microbatch = -1;          // kEmit, kFill (the fill slot)
   std::vector<int32_t> group;       // kAllReduceStart, kAllReduceWait: actors in replica order
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
@@ -136,10 +147,12 @@ struct ActorProgram {
   // the staging of the all-reduces in flight. State and input buffers hold
   // one from the start; kRun, kReceive and kAccumulate fill buffers, kFree
   // and kAccumulate empty them; kAllReduceStart adds its staging bytes
-  // (AllReduceStagingBytes) and kAllReduceWait removes them. This is the
-  // maximum of live bytes at the start and after every instruction, computed
-  // by the compiler from the types; an executor measuring its real buffers
-  // the same way must find exactly this.
+  // (AllReduceStagingBytes) and kAllReduceWait removes them; kFill holds its
+  // outputs while it runs, then empties its buffers. This is the maximum of
+  // live bytes at the start, after every instruction and while every kFill
+  // runs (StaticPeakBytes), computed by the compiler from the types; an
+  // executor measuring its real buffers the same way finds exactly this when
+  // no fill piece is skipped, and less when one is.
   int64_t static_peak_bytes = 0;
   friend bool operator==(const ActorProgram&, const ActorProgram&) = default;
 };
@@ -149,6 +162,11 @@ struct ActorProgram {
 // maximum is the static peak. The program's buffer ids must be in range
 // (VerifyActorProgram).
 std::vector<int64_t> LiveBytesBefore(const ActorProgram& program);
+
+// The static peak of `program`'s stream by the rule of static_peak_bytes:
+// the most of LiveBytesBefore, and of the live bytes while each kFill runs
+// (before it, plus its outputs). The program's buffer ids must be in range.
+int64_t StaticPeakBytes(const ActorProgram& program);
 
 // A buffer's name for dumps and messages ("#7" when it has none); the index
 // when out of range, so that printing never fails on a program the verifier

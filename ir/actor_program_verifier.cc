@@ -101,8 +101,9 @@ class ProgramVerifier {
         }
       }
     }
-    if (in.kind != InstructionKind::kRun && (!in.inputs.empty() || !in.outputs.empty())) {
-      return Error("only run has inputs and outputs");
+    if (in.kind != InstructionKind::kRun && in.kind != InstructionKind::kFill &&
+        (!in.inputs.empty() || !in.outputs.empty())) {
+      return Error("only run and fill have inputs and outputs");
     }
     const bool is_reduction = in.kind == InstructionKind::kAllReduceStart || in.kind == InstructionKind::kAllReduceWait;
     if (!is_reduction && !in.group.empty()) return Error("only all-reduces have a group");
@@ -141,6 +142,9 @@ class ProgramVerifier {
         break;
       case InstructionKind::kAllReduceWait:
         status = AllReduceWait(in);
+        break;
+      case InstructionKind::kFill:
+        status = FillPiece(in);
         break;
       default:
         status = Error(absl::StrCat("unknown instruction kind ", static_cast<int>(in.kind)));
@@ -181,6 +185,47 @@ class ProgramVerifier {
  private:
   absl::Status Run(const Instruction& in) {
     if (!in.buffers.empty()) return Error("run takes inputs and outputs, not buffers");
+    return CheckCall(in);
+  }
+
+  // A run's checks, then: a result and a slot to report it under; a guard
+  // that is a receive from another actor (or none); outputs that are
+  // temporaries, empty until the piece runs and again after it; and buffers
+  // to release that are the piece's own inputs, each once, none of them
+  // state. The outputs count while the piece runs.
+  absl::Status FillPiece(const Instruction& in) {
+    if (in.result.empty()) return Error("has no result name");
+    if (in.microbatch < 0) return Error(absl::StrCat("fill slot ", in.microbatch, " is negative"));
+    if (in.peer < -1 || in.peer >= program_.num_actors || in.peer == program_.actor) {
+      return Error(absl::StrCat("waits on peer ", in.peer, ", which is neither -1 nor another actor in [0, ",
+                                program_.num_actors, ")"));
+    }
+    if (in.outputs.empty()) return Error("a fill piece reports its first output, and has none");
+    for (BufferId id : in.outputs) {
+      if (program_.buffers[id].kind != BufferKind::kTemporary || full_[id]) {
+        return Error(absl::StrCat("output buffer ", id, " (", BufferLabel(program_, id),
+                                  ") is not an empty temporary"));
+      }
+    }
+    std::set<BufferId> released;
+    for (BufferId id : in.buffers) {
+      if (program_.buffers[id].kind == BufferKind::kState ||
+          std::find(in.inputs.begin(), in.inputs.end(), id) == in.inputs.end() || !released.insert(id).second) {
+        return Error(absl::StrCat("releases buffer ", id, " (", BufferLabel(program_, id),
+                                  "), which is not one of its own non-state inputs, once"));
+      }
+    }
+    if (absl::Status status = CheckCall(in); !status.ok()) return status;
+    peak_ = std::max(peak_, live_);
+    for (BufferId id : in.outputs) Empty(id);
+    for (BufferId id : in.buffers) Empty(id);
+    return absl::OkStatus();
+  }
+
+  // A call of functions[in.function] on in.inputs into in.outputs: the
+  // function exists, the arities and types match, the inputs hold tensors
+  // and no output is written twice. Fills the outputs.
+  absl::Status CheckCall(const Instruction& in) {
     if (in.function < 0 || in.function >= static_cast<int32_t>(program_.functions.size())) {
       return Error(absl::StrCat("function ", in.function, " is outside [0, ", program_.functions.size(), ")"));
     }

@@ -68,6 +68,7 @@ wire::InstructionKind ToWire(ir::InstructionKind kind) {
     case ir::InstructionKind::kEmit: return wire::InstructionKind::EMIT;
     case ir::InstructionKind::kAllReduceStart: return wire::InstructionKind::ALL_REDUCE_START;
     case ir::InstructionKind::kAllReduceWait: return wire::InstructionKind::ALL_REDUCE_WAIT;
+    case ir::InstructionKind::kFill: return wire::InstructionKind::FILL;
   }
   return wire::InstructionKind::RUN;
 }
@@ -82,6 +83,7 @@ absl::StatusOr<ir::InstructionKind> FromWire(wire::InstructionKind kind, absl::s
     case wire::InstructionKind::EMIT: return ir::InstructionKind::kEmit;
     case wire::InstructionKind::ALL_REDUCE_START: return ir::InstructionKind::kAllReduceStart;
     case wire::InstructionKind::ALL_REDUCE_WAIT: return ir::InstructionKind::kAllReduceWait;
+    case wire::InstructionKind::FILL: return ir::InstructionKind::kFill;
   }
   return absl::InvalidArgumentError(
       absl::StrCat(what, ": unknown instruction kind ", static_cast<int>(kind)));

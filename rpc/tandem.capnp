@@ -89,10 +89,11 @@ enum InstructionKind {
   emit @5;
   allReduceStart @6;
   allReduceWait @7;
+  fill @8;
 }
 
 struct TaskLabel {
-  kind @0 :UInt8;  # ASCII 'F', 'B', 'I', 'W' or 'U'
+  kind @0 :UInt8;  # ASCII 'F', 'B', 'I', 'W', 'U' or 'X' (fill)
   stage @1 :Int32;
   microbatch @2 :Int32;
 }

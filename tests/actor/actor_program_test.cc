@@ -1,6 +1,7 @@
 // ActorProgram's printer, hash and verifier on small hand-built programs.
 #include "ir/actor_program.h"
 
+#include <functional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -125,6 +126,43 @@ TEST(VerifyActorProgram, RejectsStaticPeakThatDiffersFromTheStream) {
   ir::ActorProgram program = Actor0();
   program.static_peak_bytes += 4;
   EXPECT_THAT(Verify(program).message(), HasSubstr("static_peak_bytes is 132 but the stream peaks at 128"));
+}
+
+TEST(VerifyFill, AcceptsAGuardedPieceAndCountsItsOutputInThePeak) {
+  FillPair pair = MakeFillPair();
+  EXPECT_TRUE(VerifyActorProgram(pair.filler).ok()) << VerifyActorProgram(pair.filler);
+  // Without the piece's output the stream would peak at 12 bytes.
+  EXPECT_EQ(pair.filler.static_peak_bytes, 24);
+  pair.filler.static_peak_bytes = 12;
+  EXPECT_THAT(VerifyActorProgram(pair.filler).message(), HasSubstr("static_peak_bytes is 12 but the stream peaks at 24"));
+  EXPECT_EQ(ir::TaskLabel({'X', -1, 3}).ToString(), "fill.3");
+  EXPECT_THAT(PrintActorProgram(pair.filler), HasSubstr("fill fill (fill/x@0) -> fill[0] (fill.y@0) unless actor 0 tag 7 arrived, then free (fill/x@0)"));
+}
+
+TEST(VerifyFill, RejectsPiecesThatReleaseWhatIsNotTheirsOrWaitOnThemselves) {
+  const struct {
+    std::function<void(ir::Instruction&, ir::ActorProgram&)> change;
+    std::string message;
+  } cases[] = {
+      {[](ir::Instruction& fill, ir::ActorProgram&) { fill.peer = 1; }, "waits on peer 1"},
+      {[](ir::Instruction& fill, ir::ActorProgram&) { fill.peer = 5; }, "waits on peer 5"},
+      {[](ir::Instruction& fill, ir::ActorProgram&) { fill.buffers = {2}; }, "not one of its own non-state inputs"},
+      {[](ir::Instruction& fill, ir::ActorProgram&) { fill.buffers = {0, 0}; }, "not one of its own non-state inputs"},
+      {[](ir::Instruction& fill, ir::ActorProgram&) { fill.result.clear(); }, "has no result name"},
+      {[](ir::Instruction& fill, ir::ActorProgram&) { fill.microbatch = -1; }, "fill slot -1 is negative"},
+      {[](ir::Instruction& fill, ir::ActorProgram& program) {
+         program.buffers[1].kind = ir::BufferKind::kState;
+         program.buffers[1].binding = "y";
+       },
+       "is not an empty temporary"},
+  };
+  for (const auto& c : cases) {
+    FillPair pair = MakeFillPair();
+    c.change(pair.filler.instructions[0], pair.filler);
+    const absl::Status status = VerifyActorProgram(pair.filler);
+    EXPECT_FALSE(status.ok()) << c.message;
+    EXPECT_THAT(status.message(), HasSubstr(c.message));
+  }
 }
 
 TEST(PrintActorProgram, ShowsHeaderBuffersAndOneLinePerInstruction) {

@@ -90,6 +90,41 @@ ir::HostTensor Iota(const ir::TensorType& type, float start, float step) {
   return tensor;
 }
 
+FillPair MakeFillPair(bool guarded) {
+  FillPair pair;
+  ir::ActorProgram& sender = pair.sender;
+  sender.actor = 0;
+  sender.num_actors = 2;
+  sender.buffers.push_back(InputBuffer("h@0", "h", 0, F32({3})));
+  sender.task_starts.push_back(0);
+  sender.instructions.push_back(SendInstruction({'F', 0, 0}, 1, 7, {0}));
+  sender.static_peak_bytes = ir::StaticPeakBytes(sender);
+
+  ir::ActorProgram& filler = pair.filler;
+  filler.actor = 1;
+  filler.num_actors = 2;
+  filler.functions.push_back(TraceFunction("fill", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor x = t.Input("x", F32({3}));
+    return {{"y", x * 2.0}};
+  }));
+  filler.buffers.push_back(InputBuffer("fill/x@0", "fill/x", 0, F32({3})));
+  filler.buffers.push_back(TemporaryBuffer("fill.y@0", F32({3})));
+  filler.buffers.push_back(TemporaryBuffer("h@0", F32({3})));
+  ir::Instruction fill{.kind = ir::InstructionKind::kFill, .task = {'X', -1, 0}, .function = 0, .inputs = {0},
+                       .outputs = {1}, .buffers = {0}, .result = "fill", .microbatch = 0};
+  if (guarded) {
+    fill.peer = 0;
+    fill.tag = 7;
+  }
+  filler.task_starts.push_back(0);
+  filler.instructions.push_back(fill);
+  filler.instructions.push_back(ReceiveInstruction({'F', 1, 0}, 0, 7, {2}));
+  filler.instructions.push_back(EmitInstruction({'F', 1, 0}, "h", 0, 2));
+  filler.instructions.push_back(FreeInstruction({'F', 1, 0}, {2}));
+  filler.static_peak_bytes = ir::StaticPeakBytes(filler);
+  return pair;
+}
+
 TwoStageForward MakeTwoStageForward(int32_t num_microbatches) {
   TwoStageForward result;
   ir::ActorProgram& a0 = result.actor0;

@@ -55,6 +55,18 @@ struct TwoStageForward {
 };
 TwoStageForward MakeTwoStageForward(int32_t num_microbatches);
 
+// A fill piece (ir::InstructionKind::kFill) between two actors: actor 0
+// sends its input "h" (f32[3], microbatch 0) to actor 1 under tag 7; actor 1
+// first runs the piece "fill" (y = x * 2 on its input "fill/x" of fill slot
+// 0, reported as "fill"[0]), guarded by that message unless `guarded` is
+// false, then receives it and emits it as "h"[0]. Static peaks by
+// ir::StaticPeakBytes: actor 1's counts the piece's output.
+struct FillPair {
+  ir::ActorProgram sender;
+  ir::ActorProgram filler;
+};
+FillPair MakeFillPair(bool guarded = true);
+
 // One actor looking up ids i32[3] ("ids", microbatch 0) in a zero table f32[5, 2]
 // ("table"): an id outside [0, 5) makes the kernel fail.
 ir::ActorProgram MakeEmbeddingLookup();

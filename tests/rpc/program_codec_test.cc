@@ -20,7 +20,8 @@ using ::testing::HasSubstr;
 
 TEST(ProgramCodec, RoundTripsEveryFieldAndTheHash) {
   actor::testing::TwoStageForward programs = actor::testing::MakeTwoStageForward(3);
-  for (const ir::ActorProgram* original : {&programs.actor0, &programs.actor1}) {
+  actor::testing::FillPair fill = actor::testing::MakeFillPair();
+  for (const ir::ActorProgram* original : {&programs.actor0, &programs.actor1, &fill.filler}) {
     capnp::MallocMessageBuilder message;
     EncodeProgram(*original, message.initRoot<wire::ActorProgram>());
     uint64_t hash = ir::HashActorProgram(*original);
