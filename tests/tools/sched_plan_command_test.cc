@@ -123,6 +123,41 @@ TEST(SchedSim, JsonHasMakespanBubbleAndPerActorStats) {
   EXPECT_FALSE(json.contains("memory_timeline"));
 }
 
+TEST(SchedSim, BubblesListEachActorsSlotsAndFillPacksThem) {
+  const std::string path = GeneratedFile("1f1b", 2, 4);
+  const CommandRun table = Sim({path, "--bubbles"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("bubble slots (4):"));
+  EXPECT_THAT(table.out, Not(HasSubstr("utilisation")));
+  const CommandRun filled = Sim({path, "--fill-piece", "0.5"});
+  ASSERT_EQ(filled.code, 0) << filled.err;
+  EXPECT_THAT(filled.out, HasSubstr("fill: 12 pieces of cost 0.5"));
+  EXPECT_THAT(filled.out, HasSubstr("utilisation: 80.00% without fill, 100.00% with fill"));
+  const CommandRun json = Sim({path, "--fill-piece", "1", "--fill-memory", "1", "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const Json parsed = ParseJsonOrFail(json.out);
+  EXPECT_EQ(parsed.at("makespan").get<double>(), 15.0);
+  ASSERT_EQ(parsed.at("bubbles").size(), 4u);
+  // Actor 0 holds its peak before B0.0: a piece of one unit does not fit.
+  EXPECT_EQ(parsed.at("bubbles").at(0).at("before").get<std::string>(), "B0.0");
+  EXPECT_EQ(parsed.at("bubbles").at(0).at("pieces").get<int>(), 0);
+  EXPECT_EQ(parsed.at("fill").at("pieces").get<int>(), 4);
+}
+
+TEST(SchedSim, FillOptionsWithoutAPieceOrOutOfRangeAreUsageErrors) {
+  const std::string path = GeneratedFile("1f1b", 2, 4);
+  CommandRun run = Sim({path, "--fill-share", "0.5"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("need --fill-piece COST"));
+  run = Sim({path, "--fill-piece", "0"});
+  EXPECT_EQ(run.code, 2);
+  run = Sim({path, "--fill-piece", "1e-9"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("use larger pieces"));
+  run = Sim({path, "--fill-piece", "1", "--fill-share", "2"});
+  EXPECT_EQ(run.code, 2);
+}
+
 TEST(SchedSim, CostAndLinkOptionsChangeTheModel) {
   const std::string path = GeneratedFile("gpipe", 2, 1);
   const CommandRun run = Sim({path, "--cost", "F=2,B=3", "--link=alpha=0.5,beta=0.25", "--json",

@@ -11,7 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "schedules/bubbles.h"
 #include "schedules/drawing.h"
+#include "schedules/json_text.h"
 #include "schedules/simulation_report.h"
 #include "schedules/simulator.h"
 #include "schedules/validator.h"
@@ -220,22 +223,69 @@ void AddSchedSimCommand(CommandLine& command_line, CLI::App& sched) {
     CostOptions costs;
     bool json = false;
     bool timeline = false;
+    bool bubbles = false;
+    std::optional<double> fill_piece;
+    double fill_memory = 0.0;
+    double fill_share = 1.0;
+    std::optional<int64_t> fill_pieces;
   };
-  CLI::App* sim = command_line.Add(sched, "sim", "simulate a schedule with a cost model",
-                                   "FILE [--cost F=1,B=2,I=1,W=1] [--link alpha=A,beta=B] [--data-parallel D] [--json]",
-                                   "Simulates one step (see schedules/SIMULATION.md for the model).");
+  CLI::App* sim = command_line.Add(
+      sched, "sim", "simulate a schedule with a cost model",
+      "FILE [--cost F=1,B=2,I=1,W=1] [--link alpha=A,beta=B] [--data-parallel D] [--bubbles] [--fill-piece COST] "
+      "[--json]",
+      "Simulates one step (see schedules/SIMULATION.md for the model). --bubbles lists every actor's bubble slots "
+      "with their predicted length and free activation memory; --fill-piece packs a fill job's pieces of that cost "
+      "into them (PipeFill's greedy packing) and reports the filled time and the utilisation with and without it.");
   auto options = std::make_shared<Options>();
   AddCostOptions(*sim, options->costs);
   sim->add_flag("--json", options->json, "print JSON instead of a table");
   sim->add_flag("--timeline", options->timeline, "with --json, add each actor's memory timeline");
+  sim->add_flag("--bubbles", options->bubbles, "list the bubble slots of every actor");
+  sim->add_option("--fill-piece", options->fill_piece, "pack fill pieces of this cost into the bubbles (implies --bubbles)")
+      ->check(CLI::PositiveNumber);
+  sim->add_option("--fill-memory", options->fill_memory,
+                  "activation units a fill piece holds; it goes only where that much is free (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sim->add_option("--fill-share", options->fill_share, "the share of each bubble fill may take, in (0, 1] (default 1)")
+      ->check(CLI::Range(0.0, 1.0));
+  sim->add_option("--fill-pieces", options->fill_pieces, "the fill job's pieces in all (default: as many as fit)")
+      ->check(CLI::NonNegativeNumber);
   command_line.OnRun(sim, [sim, options, &streams = command_line.streams()] {
+    if (!options->fill_piece.has_value() &&
+        (sim->count("--fill-memory") + sim->count("--fill-share") + sim->count("--fill-pieces")) > 0) {
+      return UsageError(streams.err, *sim, "--fill-memory, --fill-share and --fill-pieces need --fill-piece COST");
+    }
     int exit_code = 0;
     std::optional<Simulated> run = LoadAndSimulate(*sim, options->costs, streams, exit_code);
     if (!run.has_value()) return exit_code;
     schedules::SimulationReportOptions report;
     report.memory_timeline = options->timeline;
-    streams.out << (options->json ? schedules::SimulationJson(run->schedule, run->result, report)
-                                  : schedules::SimulationTable(run->schedule, run->result, report));
+    std::string text = options->json ? schedules::SimulationJson(run->schedule, run->result, report)
+                                     : schedules::SimulationTable(run->schedule, run->result, report);
+    if (options->bubbles || options->fill_piece.has_value()) {
+      absl::StatusOr<std::vector<schedules::BubbleSlot>> bubbles = schedules::FindBubbles(run->schedule, run->result);
+      if (!bubbles.ok()) return Failure(streams.err, *sim, bubbles.status());
+      std::optional<schedules::PackedFill> fill;
+      if (options->fill_piece.has_value()) {
+        fill.emplace();
+        fill->packing = {.piece_cost = *options->fill_piece, .piece_memory = options->fill_memory,
+                         .share = options->fill_share, .max_pieces = options->fill_pieces.value_or(-1)};
+        absl::StatusOr<std::vector<int64_t>> packed = schedules::PackFill(*bubbles, fill->packing);
+        if (!packed.ok()) return UsageError(streams.err, *sim, std::string(packed.status().message()));
+        fill->pieces = *std::move(packed);
+      }
+      const schedules::PackedFill* packed = fill.has_value() ? &*fill : nullptr;
+      if (options->json) {
+        nlohmann::ordered_json json = nlohmann::ordered_json::parse(text);
+        nlohmann::ordered_json extra =
+            nlohmann::ordered_json::parse(schedules::BubbleJson(run->schedule, run->result, *bubbles, packed));
+        for (auto& [key, value] : extra.items()) json[key] = value;
+        text = schedules::JsonText(json) + "\n";
+      } else {
+        text += schedules::BubbleTable(run->schedule, run->result, *bubbles, packed);
+      }
+    }
+    streams.out << text;
     return 0;
   });
 }
