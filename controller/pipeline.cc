@@ -1,16 +1,40 @@
 #include "controller/pipeline.h"
 
+#include <optional>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace tandem::controller {
+namespace {
+
+// The fill job's name of a binding kFillPrefix + name, or nullopt.
+std::optional<std::string> FillName(const std::string& binding) {
+  if (!absl::StartsWith(binding, kFillPrefix)) return std::nullopt;
+  return binding.substr(sizeof(kFillPrefix) - 1);
+}
+
+}  // namespace
+
+int64_t PipelineFill::pieces() const {
+  int64_t total = 0;
+  for (const FillSlot& slot : slots) total += slot.pieces;
+  return total;
+}
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, const schedules::Schedule& schedule,
                                                            const ir::TensorMap& state,
                                                            std::unique_ptr<Launcher> launcher,
-                                                           int64_t steps_done, const CompileOptions& options) {
+                                                           int64_t steps_done, const CompileOptions& options,
+                                                           PipelineFill fill) {
   if (steps_done < 0) return absl::InvalidArgumentError("steps_done must not be negative");
   absl::StatusOr<CompiledStep> compiled = Compile(step, schedule, options);
   if (!compiled.ok()) return compiled.status();
+  if (fill.job != nullptr) {
+    if (absl::Status status = AddFill(schedule, *fill.job, fill.slots, *compiled); !status.ok()) return status;
+  } else if (!fill.slots.empty()) {
+    return absl::InvalidArgumentError("fill slots without a fill job");
+  }
   // Every actor's program and state; replicas share their position's
   // program (CompiledStep::ProgramOf).
   std::vector<ir::ActorProgram> programs;
@@ -21,8 +45,10 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
     ir::TensorMap actor_state;
     for (const ir::Buffer& buffer : program.buffers) {
       if (buffer.kind != ir::BufferKind::kState) continue;
-      auto it = state.find(buffer.binding);
-      if (it == state.end()) {
+      const std::optional<std::string> fill_name = FillName(buffer.binding);
+      const ir::TensorMap& source = fill_name.has_value() ? fill.job->state : state;
+      auto it = source.find(fill_name.value_or(buffer.binding));
+      if (it == source.end()) {
         return absl::InvalidArgumentError(absl::StrCat("no value for state '", buffer.binding, "' of actor ",
                                                        actor));
       }
@@ -31,18 +57,25 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
     states.push_back(std::move(actor_state));
   }
   if (absl::Status status = launcher->Start(programs, states); !status.ok()) return status;
-  return std::unique_ptr<Pipeline>(new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done));
+  return std::unique_ptr<Pipeline>(
+      new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done, std::move(fill)));
 }
 
-absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch) {
-  absl::StatusOr<std::vector<ir::StepInputs>> inputs = NextInputs(microbatches);
+absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch,
+                                          const std::vector<ir::TensorMap>& fill_inputs) {
+  absl::StatusOr<std::vector<ir::StepInputs>> inputs = NextInputs(microbatches, fill_inputs);
   if (!inputs.ok()) return inputs.status();
   absl::StatusOr<std::vector<ir::StepOutputs>> results = launcher_->RunStep(steps_run_ + 1, *inputs, dispatch);
   if (!results.ok()) return results.status();
   return FinishStep(*std::move(results));
 }
 
-absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vector<ir::TensorMap>& microbatches) const {
+absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vector<ir::TensorMap>& microbatches,
+                                                                 const std::vector<ir::TensorMap>& fill_inputs) const {
+  if (static_cast<int64_t>(fill_inputs.size()) != fill_.pieces()) {
+    return absl::InvalidArgumentError(absl::StrCat("the step runs ", fill_.pieces(), " fill pieces, got inputs for ",
+                                                   fill_inputs.size()));
+  }
   if (static_cast<int32_t>(microbatches.size()) != compiled_.global_microbatches()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the step is compiled for ", compiled_.global_microbatches(), " microbatches",
@@ -56,6 +89,16 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
   for (int32_t actor = 0; actor < compiled_.num_actors; ++actor) {
     for (const ir::Buffer& buffer : compiled_.ProgramOf(actor).buffers) {
       if (buffer.kind != ir::BufferKind::kInput) continue;
+      if (std::optional<std::string> name = FillName(buffer.binding); name.has_value()) {
+        const ir::TensorMap& data = fill_inputs[buffer.microbatch];
+        auto it = data.find(*name);
+        if (it == data.end() || it->second.type() != buffer.type) {
+          return absl::InvalidArgumentError(absl::StrCat("fill slot ", buffer.microbatch, " needs input '", *name,
+                                                         "' of type ", ir::TypeToString(buffer.type)));
+        }
+        inputs[actor][{buffer.binding, buffer.microbatch}] = it->second;
+        continue;
+      }
       if (buffer.microbatch < 0) {  // the step number
         inputs[actor][{buffer.binding, -1}] = ir::HostTensor::Scalar(static_cast<float>(step_number));
         continue;
@@ -114,14 +157,19 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
   for (size_t actor = 0; actor < results.size(); ++actor) {
     ir::StepOutputs& result = results[actor];
     const std::vector<ir::Instruction>& instructions = compiled_.ProgramOf(static_cast<int32_t>(actor)).instructions;
-    int64_t busy = 0;
+    int64_t busy = 0, fill_busy = 0;
     for (const ir::InstructionTiming& time : result.timings) {
-      const bool run = time.instruction >= 0 && time.instruction < static_cast<int32_t>(instructions.size()) &&
-                       instructions[time.instruction].kind == ir::InstructionKind::kRun;
-      if (run) busy += time.duration_ns;
+      if (time.instruction < 0 || time.instruction >= static_cast<int32_t>(instructions.size())) continue;
+      const ir::InstructionKind kind = instructions[time.instruction].kind;
+      if (kind == ir::InstructionKind::kRun) busy += time.duration_ns;
+      if (kind == ir::InstructionKind::kFill) fill_busy += time.duration_ns;
+    }
+    if (auto fill = result.results.find(kFillResult); fill != result.results.end()) {
+      for (auto& [slot, tensor] : fill->second) report.fill_outputs.emplace(slot, tensor);
     }
     report.peak_live_bytes.push_back(result.peak_live_bytes);
     report.busy_ns.push_back(busy);
+    report.fill_busy_ns.push_back(fill_busy);
     report.timings.push_back(std::move(result.timings));
     report.origin_ns.push_back(result.origin_ns);
   }
@@ -134,6 +182,7 @@ absl::StatusOr<ir::TensorMap> Pipeline::State() {
   ir::TensorMap merged;
   for (size_t actor = 0; actor < states->size(); ++actor) {
     for (const auto& [name, tensor] : (*states)[actor]) {
+      if (FillName(name).has_value()) continue;
       auto [it, inserted] = merged.emplace(name, tensor);
       if (!inserted && !it->second.BitwiseEquals(tensor)) {
         return absl::InternalError(absl::StrCat("state '", name, "' differs between its holders (actor ", actor,

@@ -7,11 +7,13 @@
 #ifndef TANDEM_CONTROLLER_PIPELINE_H_
 #define TANDEM_CONTROLLER_PIPELINE_H_
 
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "controller/compiler.h"
+#include "controller/fill.h"
 #include "controller/launcher.h"
 #include "ir/interpreter.h"
 #include "ir/train_step.h"
@@ -32,6 +34,21 @@ struct StepReport {
   // Dispatch calls (RPCs to actor processes) the step took, over all actors:
   // one per actor when fused.
   int64_t rpcs = 0;
+  // With a fill job (controller/fill.h): per actor, time spent in fill
+  // pieces; the output of every fill slot whose piece ran, by slot.
+  std::vector<int64_t> fill_busy_ns;
+  std::map<int32_t, ir::HostTensor> fill_outputs;
+  // Set by a Session's fill: the job's items finished in this step with
+  // their outputs, and the pieces that gave way to the pipeline.
+  std::map<int64_t, ir::HostTensor> fill_done;
+  int64_t fill_skipped = 0;
+};
+
+// A fill job and where its pieces go (controller/fill.h).
+struct PipelineFill {
+  std::shared_ptr<const FillJob> job;
+  std::vector<FillSlot> slots;
+  int64_t pieces() const;
 };
 
 class Pipeline {
@@ -39,25 +56,33 @@ class Pipeline {
   // Compiles `step` for `schedule` and starts the actors from `state` (e.g.
   // ir::InitialState(step), or a checkpoint's state after `steps_done`
   // steps: numbering then goes on from there, as the optimizer needs).
+  // With `fill`, the programs also run the fill job's pieces (AddFill) and
+  // the actors start with its parameters too.
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(ir::TrainStep step, const schedules::Schedule& schedule,
                                                           const ir::TensorMap& state,
                                                           std::unique_ptr<Launcher> launcher,
                                                           int64_t steps_done = 0,
-                                                          const CompileOptions& options = {});
+                                                          const CompileOptions& options = {},
+                                                          PipelineFill fill = {});
 
   // Runs the next step (numbered from 1, or from steps_done + 1) on
   // `microbatches`, each holding that microbatch's data and labels by name.
-  absl::StatusOr<StepReport> Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch = Dispatch::kFused);
+  // With a fill job, `fill_inputs[slot]` holds the data of each fill slot
+  // (fill_pieces() of them).
+  absl::StatusOr<StepReport> Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch = Dispatch::kFused,
+                                  const std::vector<ir::TensorMap>& fill_inputs = {});
 
   // The pieces of Step(), for drivers that run a step another way (the
   // debugger, task by task): the inputs of the next step per actor, and the
   // report of that step from every actor's results, which counts it as run.
-  absl::StatusOr<std::vector<ir::StepInputs>> NextInputs(const std::vector<ir::TensorMap>& microbatches) const;
+  absl::StatusOr<std::vector<ir::StepInputs>> NextInputs(const std::vector<ir::TensorMap>& microbatches,
+                                                         const std::vector<ir::TensorMap>& fill_inputs = {}) const;
   absl::StatusOr<StepReport> FinishStep(std::vector<ir::StepOutputs> results);
   Launcher& launcher() { return *launcher_; }
 
-  // The state gathered from the actors. A parameter held by several actors
-  // must be bit-identical on all of them (Internal error otherwise).
+  // The state gathered from the actors (the fill job's not included). A
+  // parameter held by several actors must be bit-identical on all of them
+  // (Internal error otherwise).
   absl::StatusOr<ir::TensorMap> State();
   // Has each actor write its state to paths[actor] (Launcher::SaveState).
   absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) {
@@ -69,16 +94,20 @@ class Pipeline {
 
   const CompiledStep& compiled() const { return compiled_; }
   const ir::TrainStep& step() const { return step_; }
+  const PipelineFill& fill() const { return fill_; }
+  int64_t fill_pieces() const { return fill_.pieces(); }
 
  private:
-  Pipeline(ir::TrainStep step, CompiledStep compiled, std::unique_ptr<Launcher> launcher, int64_t steps_done)
+  Pipeline(ir::TrainStep step, CompiledStep compiled, std::unique_ptr<Launcher> launcher, int64_t steps_done,
+           PipelineFill fill)
       : step_(std::move(step)), compiled_(std::move(compiled)), launcher_(std::move(launcher)),
-        steps_run_(steps_done) {}
+        steps_run_(steps_done), fill_(std::move(fill)) {}
 
   ir::TrainStep step_;
   CompiledStep compiled_;
   std::unique_ptr<Launcher> launcher_;
   int64_t steps_run_ = 0;
+  PipelineFill fill_;
 };
 
 }  // namespace tandem::controller

@@ -118,7 +118,32 @@ Session::~Session() = default;
 controller::CompileOptions Session::CompileOptionsFor() const { return {.remat = options_.remat}; }
 
 absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::TensorMap>& microbatches) {
-  return pipeline_->Step(microbatches, options_.dispatch);
+  if (fill_queue_ == nullptr) return pipeline_->Step(microbatches, options_.dispatch);
+  const std::vector<int64_t> items = fill_queue_->Take(pipeline_->fill_pieces());
+  absl::StatusOr<controller::StepReport> report =
+      pipeline_->Step(microbatches, options_.dispatch, fill_queue_->Inputs(items));
+  if (!report.ok()) return report.status();
+  const int64_t skipped_before = fill_queue_->skipped();
+  report->fill_done = fill_queue_->Finish(items, report->fill_outputs);
+  report->fill_skipped = fill_queue_->skipped() - skipped_before;
+  return report;
+}
+
+absl::Status Session::StartFill(std::shared_ptr<const controller::FillJob> job,
+                                std::vector<controller::FillSlot> slots) {
+  if (job == nullptr) return absl::InvalidArgumentError("StartFill: no fill job");
+  absl::StatusOr<ir::TensorMap> state = pipeline_->State();
+  if (!state.ok()) return state.status();
+  absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
+  if (!launcher.ok()) return launcher.status();
+  absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline = controller::Pipeline::Create(
+      pipeline_->step(), schedule_, *state, *std::move(launcher), pipeline_->steps_done(), CompileOptionsFor(),
+      controller::PipelineFill{std::move(job), std::move(slots)});
+  if (!pipeline.ok()) return pipeline.status();
+  pipeline_ = *std::move(pipeline);
+  debugger_->Reset(pipeline_.get());
+  fill_queue_ = std::make_unique<controller::FillQueue>(pipeline_->fill().job.get());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ir::TensorMap> Session::State() { return pipeline_->State(); }
@@ -150,6 +175,7 @@ absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
   debugger_->Reset(pipeline_.get());
+  fill_queue_.reset();
   schedule_ = std::move(schedule);
   return absl::OkStatus();
 }

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "controller/compiler.h"
 #include "controller/debugger.h"
+#include "controller/fill.h"
 #include "controller/launcher.h"
 #include "controller/pipeline.h"
 #include "ir/data_plane_kind.h"
@@ -94,8 +95,20 @@ class Session {
 
   // Runs the next step on `microbatches` (one TensorMap of inputs and labels
   // per microbatch, by the names the model declared). The report holds each
-  // microbatch's loss, or its output for a forward-only step.
+  // microbatch's loss, or its output for a forward-only step; with a fill
+  // job, also the items it finished (StepReport::fill_done).
   absl::StatusOr<controller::StepReport> Step(const std::vector<ir::TensorMap>& microbatches);
+
+  // Fill jobs (controller/fill.h): from the next step on, the actors also
+  // run `job`'s pieces where `slots` put them (e.g. controller::PlanFill's,
+  // packed into the bubbles of this session's compiled() step under costs
+  // calibrated on its steps). Restarts the actors from the current state,
+  // as Recompile does; the pipeline's results stay bit-identical. On
+  // failure the session keeps running as before. SetSchedule and Recompile
+  // drop the fill job (its slots belong to the old programs).
+  absl::Status StartFill(std::shared_ptr<const controller::FillJob> job, std::vector<controller::FillSlot> slots);
+  // The running fill job's queue, or null.
+  const controller::FillQueue* fill_queue() const { return fill_queue_.get(); }
 
   // Every parameter and optimizer slot, gathered from the actors.
   absl::StatusOr<ir::TensorMap> State();
@@ -142,6 +155,7 @@ class Session {
   std::string launcher_description_;
   std::unique_ptr<controller::Pipeline> pipeline_;
   std::unique_ptr<controller::Debugger> debugger_;  // borrows *pipeline_
+  std::unique_ptr<controller::FillQueue> fill_queue_;  // borrows pipeline_->fill().job
 };
 
 // Where `tandem-actor` is: $TANDEM_ACTOR_BINARY if set; else beside the

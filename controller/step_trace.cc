@@ -24,6 +24,11 @@ StepTrace::StepTrace(const CompiledStep& compiled)
       builder_.NameProcess(actor, absl::StrCat("actor ", actor, " (replica ", compiled.Replica(actor), ")"));
       builder_.NameThread(actor, static_cast<int32_t>(schedules::TraceTrack::kReduce), "reduce");
     }
+    const std::vector<ir::Instruction>& instructions = compiled.ProgramOf(actor).instructions;
+    const bool fills = std::any_of(instructions.begin(), instructions.end(), [](const ir::Instruction& instruction) {
+      return instruction.kind == ir::InstructionKind::kFill;
+    });
+    if (fills) builder_.NameThread(actor, static_cast<int32_t>(schedules::TraceTrack::kFill), "fill");
   }
   builder_.SetMetadata("source", "measured");
   builder_.SetMetadata("schedule", compiled.schedule);
@@ -61,9 +66,11 @@ void StepTrace::AddStep(const StepReport& report) {
       const double duration_us = static_cast<double>(time.duration_ns) * 1e-3;
       // Waits (receives, a reduction's wait) and the reduction itself, which
       // runs beside the compute, are not the task's work.
+      // A fill piece is another job's work.
       const bool waits = instruction.kind == ir::InstructionKind::kReceive ||
                          instruction.kind == ir::InstructionKind::kAllReduceStart ||
-                         instruction.kind == ir::InstructionKind::kAllReduceWait;
+                         instruction.kind == ir::InstructionKind::kAllReduceWait ||
+                         instruction.kind == ir::InstructionKind::kFill;
       if (!waits) {
         if (instruction.task.kind == 'U') {
           update_us_[a] += duration_us;
@@ -104,6 +111,16 @@ void StepTrace::AddStep(const StepReport& report) {
           slice.category = "reduce";
           slice.args.push_back({"replicas", static_cast<double>(instruction.group.size())});
           break;
+        case ir::InstructionKind::kFill: {
+          const auto& done = report.fill_outputs;
+          const bool ran = done.count(instruction.microbatch) > 0;
+          slice.thread = static_cast<int32_t>(schedules::TraceTrack::kFill);
+          slice.name = ran ? absl::StrCat("fill ", instruction.microbatch)
+                           : absl::StrCat("fill ", instruction.microbatch, " (gave way)");
+          slice.category = "fill";
+          slice.args.push_back({"function", program.functions[instruction.function].name});
+          break;
+        }
         default:
           continue;  // accumulate, free, emit, the reduction's wait: bookkeeping, not drawn
       }

@@ -24,6 +24,7 @@ enum class TraceTrack : int32_t {
   kSend = 1,
   kRecv = 2,
   kReduce = 3,  // Gradient reductions across data-parallel replicas.
+  kFill = 4,    // A fill job's pieces in the pipeline's bubbles (controller/fill.h).
 };
 
 struct TraceArg {

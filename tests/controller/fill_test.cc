@@ -1,0 +1,201 @@
+// Fill jobs (controller/fill.h): pieces packed into the bubbles of a 1F1B
+// pipeline run beside it on the same actors; the pipeline's losses and
+// state stay bit-identical to the reference, every piece either runs or
+// gives way, and every output equals the fill job's own reference.
+#include "controller/fill.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/casts.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "controller/session.h"
+#include "controller/step_trace.h"
+#include "examples/fill_job.h"
+#include "tests/controller/parity_harness.h"
+
+namespace tandem::controller {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_harness::Batches;
+using testing_harness::MustGenerate;
+using testing_harness::TinyMlp;
+
+std::shared_ptr<FillJob> MlpFillJob(const std::string& spec = "infer:mlp,batch=4,layers=2,dim=8") {
+  absl::StatusOr<examples::ExampleFillJob> example = examples::MakeExampleFillJob(spec);
+  EXPECT_TRUE(example.ok()) << example.status();
+  auto job = std::make_shared<FillJob>();
+  job->name = example->name;
+  job->step = example->step;
+  job->state = example->state;
+  job->input = example->input;
+  job->items = example->items;
+  return job;
+}
+
+// Costs in microseconds as a calibration would give them: forwards 100,
+// backwards 200, pieces 40 (so five fit in a 200 us bubble at share 1).
+FillCalibration Calibration(int32_t actors) {
+  FillCalibration calibration;
+  calibration.costs.KindCost(schedules::TaskKind::kForward) = 100;
+  calibration.costs.KindCost(schedules::TaskKind::kBackward) = 200;
+  calibration.update_us.assign(actors, 0.0);
+  calibration.piece_us = 40;
+  calibration.share = 1.0;
+  return calibration;
+}
+
+TEST(FillPlan, PacksTheBubblesOfOneFOneB) {
+  absl::StatusOr<ir::TrainStep> step = TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const schedules::Schedule schedule = MustGenerate("1f1b", 2, 4);
+  absl::StatusOr<CompiledStep> compiled = Compile(*step, schedule);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  absl::StatusOr<FillPlan> plan = PlanFill(schedule, *compiled, *MlpFillJob(), Calibration(2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // The bubbles of schedules/bubbles_test.cc, in microseconds: actor 0
+  // before B0.0 (200) and B0.3 (100); actor 1 before F1.0 (100) and at the
+  // tail (200). Whatever memory allows of 5, 2, 2 and 5 pieces.
+  ASSERT_EQ(plan->bubbles.size(), 4u);
+  EXPECT_EQ(plan->predicted_step_us, 1500);
+  EXPECT_GT(plan->piece_bytes, 0);
+  EXPECT_FALSE(plan->slots.empty());
+  for (const FillSlot& slot : plan->slots) {
+    EXPECT_GT(slot.pieces, 0);
+    EXPECT_LE(slot.pieces, 5);
+  }
+  // Actor 1's tail takes all five: nothing else is live there.
+  EXPECT_EQ(plan->slots.back(), (FillSlot{1, 8, 5}));
+}
+
+TEST(FillPipeline, TheMainJobStaysBitIdenticalAndEveryFillOutputIsRight) {
+  absl::StatusOr<ir::TrainStep> step = TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const schedules::Schedule schedule = MustGenerate("1f1b", 2, 4);
+  SessionOptions options;
+  options.launcher = testing_harness::ThreadsLauncher;
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(*step, schedule, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<ir::TensorMap> reference = ir::InitialState(*step);
+  ASSERT_TRUE(reference.ok());
+
+  std::shared_ptr<FillJob> job = MlpFillJob();
+  absl::StatusOr<FillPlan> plan = PlanFill(schedule, (*session)->compiled(), *job, Calibration(2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int64_t done = 0;
+  for (int64_t number = 1; number <= 4; ++number) {
+    if (number == 2) {
+      ASSERT_TRUE((*session)->StartFill(job, plan->slots).ok());
+      ASSERT_NE((*session)->fill_queue(), nullptr);
+    }
+    const std::vector<ir::TensorMap> batch = Batches(*step, number);
+    absl::StatusOr<StepReport> report = (*session)->Step(batch);
+    ASSERT_TRUE(report.ok()) << report.status();
+    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(*step, *reference, batch, number);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ASSERT_EQ(report->losses.size(), expected->losses.size());
+    for (size_t m = 0; m < expected->losses.size(); ++m) {
+      EXPECT_EQ(absl::bit_cast<uint32_t>(report->losses[m]), absl::bit_cast<uint32_t>(expected->losses[m]))
+          << "step " << number << " microbatch " << m;
+    }
+    if (number == 1) {
+      EXPECT_TRUE(report->fill_done.empty());
+      continue;
+    }
+    // Every piece ran or gave way.
+    EXPECT_EQ(static_cast<int64_t>(report->fill_done.size()) + report->fill_skipped, plan->total_pieces());
+    for (const auto& [item, output] : report->fill_done) {
+      absl::StatusOr<std::vector<ir::HostTensor>> want = ir::RunReferenceForward(job->step, job->state, {job->input(item)});
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_TRUE((*want)[0].BitwiseEquals(output)) << "fill item " << item;
+    }
+    done += static_cast<int64_t>(report->fill_done.size());
+    // The measured peak never passes the static one, which counts the pieces.
+    for (int32_t actor = 0; actor < 2; ++actor) {
+      EXPECT_LE(report->peak_live_bytes[actor], (*session)->compiled().programs[actor].static_peak_bytes);
+    }
+  }
+  EXPECT_GT(done, 0);
+  EXPECT_EQ((*session)->fill_queue()->done(), done);
+  absl::StatusOr<ir::TensorMap> state = (*session)->State();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->size(), reference->size());  // the fill job's parameters are not the model's
+  for (const auto& [name, tensor] : *reference) EXPECT_TRUE(state->at(name).BitwiseEquals(tensor)) << name;
+}
+
+TEST(FillPipeline, TheTraceDrawsFillOnItsOwnTrack) {
+  absl::StatusOr<ir::TrainStep> step = TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const schedules::Schedule schedule = MustGenerate("1f1b", 2, 4);
+  SessionOptions options;
+  options.launcher = testing_harness::ThreadsLauncher;
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(*step, schedule, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::shared_ptr<FillJob> job = MlpFillJob();
+  absl::StatusOr<FillPlan> plan = PlanFill(schedule, (*session)->compiled(), *job, Calibration(2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE((*session)->StartFill(job, plan->slots).ok());
+  absl::StatusOr<StepReport> report = (*session)->Step(Batches(*step, 1));
+  ASSERT_TRUE(report.ok()) << report.status();
+  StepTrace trace((*session)->compiled());
+  trace.AddStep(*report);
+  const std::string json = trace.ToJson();
+  EXPECT_THAT(json, HasSubstr("\"fill\""));
+  EXPECT_THAT(json, HasSubstr("\"name\":\"fill 0"));
+}
+
+TEST(AddFill, RefusesASlotBeforeATaskThatReceivesNothing) {
+  absl::StatusOr<ir::TrainStep> step = TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const schedules::Schedule schedule = MustGenerate("1f1b", 2, 4);
+  absl::StatusOr<CompiledStep> compiled = Compile(*step, schedule);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  // Actor 0's F0.0 reads only the step's data.
+  absl::Status status = AddFill(schedule, *MlpFillJob(), {{0, 0, 1}}, *compiled);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("fill slot before F0.0 on actor 0: that task receives nothing"));
+  status = AddFill(schedule, *MlpFillJob(), {{2, 0, 1}}, *compiled);
+  EXPECT_THAT(status.message(), HasSubstr("is out of range"));
+  status = AddFill(schedule, *MlpFillJob(), {{1, 9, 1}}, *compiled);
+  EXPECT_THAT(status.message(), HasSubstr("is out of range"));
+}
+
+TEST(CheckFillJob, RefusesATrainingStepAndMissingState) {
+  std::shared_ptr<FillJob> job = MlpFillJob();
+  absl::StatusOr<ir::TrainStep> training = TinyMlp(1, 1);
+  ASSERT_TRUE(training.ok());
+  FillJob trains = *job;
+  trains.step = *training;
+  EXPECT_THAT(CheckFillJob(trains).message(), HasSubstr("not forward-only"));
+  FillJob stateless = *job;
+  stateless.state.clear();
+  EXPECT_THAT(CheckFillJob(stateless).message(), HasSubstr("no state of type"));
+  FillJob sourceless = *job;
+  sourceless.input = nullptr;
+  EXPECT_THAT(CheckFillJob(sourceless).message(), HasSubstr("no input source"));
+}
+
+TEST(FillQueue, RetriesSkippedItemsFirstAndPadsAFinishedJob) {
+  std::shared_ptr<FillJob> job = MlpFillJob("infer:mlp,batch=2,layers=1,dim=4,items=3");
+  FillQueue queue(job.get());
+  std::vector<int64_t> items = queue.Take(2);
+  EXPECT_EQ(items, (std::vector<int64_t>{0, 1}));
+  // Slot 1 gave way: item 1 comes back first.
+  std::map<int64_t, ir::HostTensor> done = queue.Finish(items, {{0, ir::HostTensor::Scalar(1)}});
+  EXPECT_EQ(done.size(), 1u);
+  EXPECT_EQ(queue.skipped(), 1);
+  items = queue.Take(3);
+  EXPECT_EQ(items, (std::vector<int64_t>{1, 2, -1}));
+  const std::vector<ir::TensorMap> inputs = queue.Inputs(items);
+  ASSERT_EQ(inputs.size(), 3u);
+  EXPECT_EQ(inputs[2].at("x").type(), inputs[0].at("x").type());
+  queue.Finish(items, {{0, ir::HostTensor::Scalar(1)}, {1, ir::HostTensor::Scalar(2)}, {2, ir::HostTensor::Scalar(3)}});
+  EXPECT_EQ(queue.done(), 3);
+  EXPECT_TRUE(queue.finished());
+}
+
+}  // namespace
+}  // namespace tandem::controller
