@@ -21,7 +21,16 @@ absl::Status ValidateMlpConfig(const MlpConfig& c) {
   return CheckLayerStages("mlp", c.layer_stages, c.num_layers, c.num_stages);
 }
 
-Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
+namespace {
+
+// The hidden layers' output and the output layer's parameters.
+struct MlpBody {
+  Tensor hidden;
+  Tensor w;
+  Tensor b;
+};
+
+MlpBody TraceBody(Tracer& t, const MlpConfig& c) {
   Tensor h = t.Input("x", {ir::DType::kF32, {c.batch_size, c.input_dim}});
   int64_t width = c.input_dim;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -33,12 +42,28 @@ Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
   }
   Tensor w = t.Parameter("out.w", {width, c.num_classes}, init::Normal(1.0 / std::sqrt(width)));
   Tensor b = t.Parameter("out.b", {c.num_classes}, init::Zeros());
+  return MlpBody{h, w, b};
+}
+
+}  // namespace
+
+Tensor MlpLogits(Tracer& t, const MlpConfig& c) {
+  const MlpBody body = TraceBody(t, c);
+  return matmul(body.hidden, body.w) + body.b;
+}
+
+Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
+  const MlpBody body = TraceBody(t, c);
   Tensor labels = t.Label("labels", {ir::DType::kI32, {c.batch_size}});
-  return mean(cross_entropy(matmul(h, w) + b, labels));
+  return mean(cross_entropy(matmul(body.hidden, body.w) + body.b, labels));
 }
 
 ModelFunction MlpModel(const MlpConfig& config) {
   return [config](Tracer& tracer) { return MlpLoss(tracer, config); };
+}
+
+ModelFunction MlpInferenceModel(const MlpConfig& config) {
+  return [config](Tracer& tracer) { return MlpLogits(tracer, config); };
 }
 
 }  // namespace tandem::examples

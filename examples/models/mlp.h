@@ -29,6 +29,10 @@ absl::Status ValidateMlpConfig(const MlpConfig& config);
 // Inputs: "x", f32 [batch_size, input_dim], and "labels", i32 [batch_size].
 Tensor MlpLoss(Tracer& tracer, const MlpConfig& config);
 ModelFunction MlpModel(const MlpConfig& config);
+// The classifier's logits, f32 [batch_size, num_classes], from input "x":
+// the model MlpLoss trains, for inference (TraceForwardStep).
+Tensor MlpLogits(Tracer& tracer, const MlpConfig& config);
+ModelFunction MlpInferenceModel(const MlpConfig& config);
 
 }  // namespace tandem::examples
 

@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "schedules/json_text.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/fill_run.h"
 #include "tools/cli/model_options.h"
 #include "tools/cli/pipeline_options.h"
 #include "tools/cli/plan_options.h"
@@ -51,6 +52,7 @@ struct TrainOptions {
   std::optional<std::string> resume;
   int64_t eval_batches = 4;
   std::optional<std::string> plan;
+  std::optional<std::string> fill;
 
   bool pipelined() const { return launcher.launcher != "reference"; }
 };
@@ -80,6 +82,9 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
                    "validation steps' worth of batches for the final loss", 0);
+  train.add_option("--fill", options.fill,
+                   "run a fill job in the pipeline's bubbles, e.g. infer:mlp[,batch=N,layers=N,dim=N,items=N]; "
+                   "the same pipeline without fill runs beside it for comparison");
   train.add_option("--plan", options.plan,
                    "run a plan from `tandem plan`: its schedule, actors, stages, microbatches and rematerialisation");
 }
@@ -104,6 +109,13 @@ std::string CheckOptions(const CLI::App& train, const TrainOptions& options) {
   }
   if (train.count("--checkpoint-every") > 0 && !options.checkpoint_dir.has_value() && !options.resume.has_value()) {
     return "--checkpoint-every needs --checkpoint-dir DIR";
+  }
+  if (options.fill.has_value()) {
+    if (!options.pipelined()) return "--fill needs a pipeline (--launcher local or threads)";
+    if (options.checkpoint_dir.has_value() || options.resume.has_value()) {
+      return "--fill does not go with checkpoints yet";
+    }
+    if (options.model.replicas > 1) return "--fill does not go with data-parallel replicas yet";
   }
   return "";
 }
@@ -204,7 +216,7 @@ struct RunTotals {
 // The step loop: runs steps_done + 1 .. --steps, verifying, checkpointing
 // and tracing as asked. Returns the exit code, 0 when every step ran.
 int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples::ExampleJob& job, int64_t steps_done,
-              Trainer& trainer, Trainer* reference, std::optional<controller::StepTrace>& trace,
+              Trainer& trainer, Trainer* reference, FillRun* fill, std::optional<controller::StepTrace>& trace,
               const std::optional<std::string>& checkpoint_dir, RunTotals& totals, CommandStreams& streams) {
   using Clock = std::chrono::steady_clock;
   Progress progress(streams.out, &streams.out == &std::cout && isatty(STDOUT_FILENO) != 0);
@@ -251,6 +263,18 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
       totals.bubble_sum += bubble;
       totals.rpcs += report->rpcs;
       absl::StrAppendFormat(&line, "  bubble %4.1f%%", 100 * bubble);
+      if (fill != nullptr) {
+        const bool was_started = fill->started();
+        absl::StatusOr<std::string> note = fill->AfterStep(step - steps_done, batch, *losses, seconds, *report);
+        if (!note.ok()) {
+          progress.Clear();
+          return Failure(streams.err, train,
+                         absl::Status(note.status().code(), absl::StrFormat("step %d: %s", step, note.status().message())));
+        }
+        line += *note;
+        // The programs changed: trace the steps with fill from here on.
+        if (trace.has_value() && fill->started() && !was_started) trace.emplace(*trainer.compiled());
+      }
     }
     const bool save = checkpoint_dir.has_value() &&
                       (step == options.steps || (options.checkpoint_every > 0 && step % options.checkpoint_every == 0));
@@ -274,7 +298,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
 // Writes --losses, checks the final state against the reference, and
 // prints the summary. Returns the exit code.
 int Report(const CLI::App& train, const TrainOptions& options, const examples::ExampleJob& job, int64_t steps_done,
-           Trainer& trainer, Trainer* reference, const std::optional<controller::StepTrace>& trace,
+           Trainer& trainer, Trainer* reference, const FillRun* fill, const std::optional<controller::StepTrace>& trace,
            const std::optional<schedules::Schedule>& schedule, const RunTotals& totals, CommandStreams& streams) {
   std::ostream& out = streams.out;
   if (options.losses.has_value()) {
@@ -329,6 +353,7 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
       return Failure(streams.err, train, status);
     }
   }
+  if (fill != nullptr) fill->Report(out);
   out << "actor  bytes sent/step  static peak bytes  measured peak bytes\n";
   for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
     out << absl::StrFormat("%5d  %15d  %17d  %19d\n", actor, compiled->stats[actor].bytes_sent,
@@ -401,6 +426,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   streams.out << job->description << "\n";
   std::unique_ptr<Trainer> trainer;
   std::optional<controller::StepTrace> trace;
+  std::optional<FillRun> fill_run;
   if (options.pipelined()) {
     SessionOptions session_options;
     session_options.dispatch =
@@ -410,6 +436,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
       absl::StatusOr<LauncherChoice> made = MakeLauncher(launcher);
       return made.ok() ? std::move(made->launcher) : nullptr;
     };
+    const SessionOptions baseline_options = session_options;
     absl::StatusOr<std::unique_ptr<Session>> session =
         Session::StartFrom(job->step, *schedule, start->state, start->steps_done, std::move(session_options));
     if (!session.ok()) return Failure(streams.err, train, session.status());
@@ -419,6 +446,17 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
                                    RematNote(compiled.remat),
                                    options.dispatch, compiled.hash);
     if (options.trace.has_value()) trace.emplace(compiled);
+    if (options.fill.has_value()) {
+      absl::StatusOr<examples::ExampleFillJob> fill_job = examples::MakeExampleFillJob(*options.fill, options.model.seed);
+      if (!fill_job.ok()) return UsageError(streams.err, train, std::string(fill_job.status().message()));
+      absl::StatusOr<std::unique_ptr<Session>> baseline =
+          Session::StartFrom(job->step, *schedule, start->state, start->steps_done, baseline_options);
+      if (!baseline.ok()) return Failure(streams.err, train, baseline.status());
+      streams.out << absl::StrFormat("fill: %s (%s), packed into the bubbles after %d calibration steps; the same "
+                                     "pipeline without fill runs beside it\n",
+                                     fill_job->name, fill_job->description, FillRun::kCalibrationSteps);
+      fill_run.emplace(*std::move(fill_job), session->get(), *std::move(baseline), options.verify);
+    }
     trainer = std::make_unique<PipelineTrainer>(*std::move(session));
   } else {
     absl::StatusOr<std::unique_ptr<Trainer>> reference = ReferenceTrainer::Open(job->step, start->state, *device);
@@ -435,10 +473,12 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   streams.out.flush();
 
   RunTotals totals;
-  int code = TrainLoop(train, options, *job, start->steps_done, *trainer, reference.get(), trace, checkpoint_dir,
-                       totals, streams);
+  FillRun* fill = fill_run.has_value() ? &*fill_run : nullptr;
+  int code = TrainLoop(train, options, *job, start->steps_done, *trainer, reference.get(), fill, trace,
+                       checkpoint_dir, totals, streams);
   if (code == 0) {
-    code = Report(train, options, *job, start->steps_done, *trainer, reference.get(), trace, schedule, totals, streams);
+    code = Report(train, options, *job, start->steps_done, *trainer, reference.get(), fill, trace, schedule, totals,
+                  streams);
   }
   // However the run ended: strangers who knocked are worth knowing about.
   if (const controller::RefusalCounts refused = trainer->Refusals(); refused.total() > 0) {

@@ -1,0 +1,143 @@
+#include "tools/cli/fill_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ir/interpreter.h"
+
+namespace tandem::cli {
+namespace {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+double Seconds(const std::vector<int64_t>& ns) {
+  return static_cast<double>(std::accumulate(ns.begin(), ns.end(), int64_t{0})) * 1e-9;
+}
+
+}  // namespace
+
+FillRun::FillRun(examples::ExampleFillJob job, Session* main, std::unique_ptr<Session> baseline, bool verify)
+    : example_(std::move(job)), main_(main), baseline_(std::move(baseline)), verify_(verify) {
+  auto fill = std::make_shared<controller::FillJob>();
+  fill->name = example_.name;
+  fill->step = example_.step;
+  fill->state = example_.state;
+  fill->input = example_.input;
+  fill->items = example_.items;
+  job_ = std::move(fill);
+  calibration_.emplace(baseline_->compiled());
+}
+
+absl::StatusOr<std::string> FillRun::AfterStep(int64_t index, const std::vector<ir::TensorMap>& batch,
+                                               const std::vector<float>& losses, double seconds,
+                                               const controller::StepReport& report) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<controller::StepReport> baseline = baseline_->Step(batch);
+  const double baseline_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!baseline.ok()) return baseline.status();
+  const bool same = baseline->losses.size() == losses.size() &&
+                    (losses.empty() ||
+                     std::memcmp(baseline->losses.data(), losses.data(), losses.size() * sizeof(float)) == 0);
+  if (!same) {
+    return absl::InternalError(absl::StrCat("the pipeline's losses with fill differ from its losses without fill at step ",
+                                            report.step));
+  }
+  std::string note;
+  if (started_) {
+    main_seconds_.push_back(seconds);
+    baseline_seconds_.push_back(baseline_seconds);
+    main_busy_s_ += Seconds(report.busy_ns);
+    main_fill_s_ += Seconds(report.fill_busy_ns);
+    baseline_busy_s_ += Seconds(baseline->busy_ns);
+    pieces_done_ += static_cast<int64_t>(report.fill_done.size());
+    pieces_skipped_ += report.fill_skipped;
+    note = absl::StrFormat("  fill %d/%d", report.fill_done.size(), plan_.total_pieces());
+    if (verify_) {
+      if (absl::Status status = Verify(report); !status.ok()) return status;
+    }
+  } else {
+    calibration_->AddStep(*baseline);
+    if (index >= kCalibrationSteps) {
+      if (absl::Status status = Start(); !status.ok()) return status;
+      note = absl::StrFormat("  fill starts: %d pieces per step", plan_.total_pieces());
+    }
+  }
+  return note;
+}
+
+absl::Status FillRun::Start() {
+  absl::StatusOr<double> piece_us = controller::MeasureFillPiece(*job_);
+  if (!piece_us.ok()) return piece_us.status();
+  piece_us_ = *piece_us;
+  const controller::FillCalibration calibration{.costs = calibration_->CalibratedCosts(),
+                                                .update_us = calibration_->UpdateUs(),
+                                                .piece_us = piece_us_};
+  absl::StatusOr<controller::FillPlan> plan =
+      controller::PlanFill(main_->schedule(), main_->compiled(), *job_, calibration);
+  if (!plan.ok()) return plan.status();
+  plan_ = *std::move(plan);
+  if (absl::Status status = main_->StartFill(job_, plan_.slots); !status.ok()) return status;
+  started_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status FillRun::Verify(const controller::StepReport& report) {
+  for (const auto& [item, output] : report.fill_done) {
+    absl::StatusOr<std::vector<ir::HostTensor>> expected =
+        ir::RunReferenceForward(job_->step, job_->state, {job_->input(item)});
+    if (!expected.ok()) return expected.status();
+    if (expected->size() != 1 || !(*expected)[0].BitwiseEquals(output)) {
+      return absl::InternalError(absl::StrCat("--verify failed: fill item ", item, " of ", job_->name,
+                                              " differs from the fill job's reference"));
+    }
+    ++verified_;
+  }
+  return absl::OkStatus();
+}
+
+void FillRun::Report(std::ostream& out) const {
+  out << absl::StrFormat("fill %s (%s): %d pieces per step in %d bubble slots (a piece %.0f us, predicted step %.2f ms)\n",
+                         job_->name, example_.description, plan_.total_pieces(), plan_.slots.size(), piece_us_,
+                         plan_.predicted_step_us * 1e-3);
+  if (!started_) {
+    out << absl::StrFormat("fill: never started (it starts after %d calibration steps)\n", kCalibrationSteps);
+    return;
+  }
+  for (const controller::FillSlot& slot : plan_.slots) {
+    const std::vector<schedules::Slot>& program = main_->schedule().programs[slot.actor];
+    out << absl::StrFormat("  actor %d before %s: %d pieces\n", slot.actor,
+                           slot.before_slot < static_cast<int32_t>(program.size())
+                               ? schedules::SlotName(program[slot.before_slot])
+                               : std::string("the end"),
+                           slot.pieces);
+  }
+  const auto steps = static_cast<double>(main_seconds_.size());
+  if (steps == 0) return;
+  out << absl::StrFormat("fill: %d pieces done in %d steps (%.1f per step, %.0f rows per step), %d gave way to the pipeline\n",
+                         pieces_done_, main_seconds_.size(), static_cast<double>(pieces_done_) / steps,
+                         static_cast<double>(pieces_done_ * example_.rows_per_item) / steps, pieces_skipped_);
+  const double with = Median(main_seconds_);
+  const double without = Median(baseline_seconds_);
+  out << absl::StrFormat(
+      "fill: main step %.2f ms with fill, %.2f ms without (medians over %d steps side by side): slowdown %+.1f%%\n",
+      with * 1e3, without * 1e3, main_seconds_.size(), 100 * (with / without - 1));
+  const double actors = static_cast<double>(main_->compiled().num_actors);
+  const double main_wall = std::accumulate(main_seconds_.begin(), main_seconds_.end(), 0.0) * actors;
+  const double baseline_wall = std::accumulate(baseline_seconds_.begin(), baseline_seconds_.end(), 0.0) * actors;
+  out << absl::StrFormat("fill: utilisation (busy / wall) %.1f%% with fill (%.1f%% of it fill), %.1f%% without\n",
+                         100 * (main_busy_s_ + main_fill_s_) / main_wall, 100 * main_fill_s_ / main_wall,
+                         100 * baseline_busy_s_ / baseline_wall);
+  if (verify_) out << absl::StrFormat("verify: %d fill outputs bit-identical to the fill job's reference\n", verified_);
+}
+
+}  // namespace tandem::cli
