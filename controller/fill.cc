@@ -89,7 +89,7 @@ absl::Status CheckFillJob(const FillJob& job) {
   return absl::OkStatus();
 }
 
-int64_t FillPlan::total_pieces() const {
+int64_t TotalPieces(const std::vector<FillSlot>& slots) {
   int64_t total = 0;
   for (const FillSlot& slot : slots) total += slot.pieces;
   return total;
@@ -121,12 +121,14 @@ absl::StatusOr<FillPlan> PlanFill(const schedules::Schedule& schedule, const Com
   }
   // The packer's memory is the actor's bytes below its static peak there;
   // a bubble with no receive to give way to takes nothing.
+  std::vector<std::vector<int64_t>> live_before;
+  for (const ir::ActorProgram& program : compiled.programs) live_before.push_back(ir::LiveBytesBefore(program));
   for (schedules::BubbleSlot& bubble : *bubbles) {
     const int32_t actor = bubble.actor.value;
     const ir::ActorProgram& program = compiled.programs[actor];
     absl::StatusOr<Position> position = PositionOf(schedule, program, actor, bubble.before_slot);
     if (!position.ok()) return position.status();
-    const std::vector<int64_t> live = ir::LiveBytesBefore(program);
+    const std::vector<int64_t>& live = live_before[actor];
     bubble.free = static_cast<double>(program.static_peak_bytes - live[position->instruction]);
     if (bubble.tail(schedule)) {
       const double update = calibration.update_us.empty() ? 0.0 : calibration.update_us[actor];

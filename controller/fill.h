@@ -70,6 +70,9 @@ struct FillSlot {
   friend bool operator==(const FillSlot&, const FillSlot&) = default;
 };
 
+// The pieces of `slots` in all.
+int64_t TotalPieces(const std::vector<FillSlot>& slots);
+
 // What PlanFill packs by: the pipeline's costs and the pieces'.
 struct FillCalibration {
   // Calibrated on the pipeline's steps, in microseconds
@@ -88,7 +91,7 @@ struct FillPlan {
   std::vector<int64_t> pieces;                 // by bubble
   int64_t piece_bytes = 0;                     // a piece's outputs
   double predicted_step_us = 0.0;              // the simulated makespan
-  int64_t total_pieces() const;
+  int64_t total_pieces() const { return TotalPieces(slots); }
 };
 
 // Packs the job's pieces into the bubbles of `compiled` (built from

@@ -16,12 +16,6 @@ std::optional<std::string> FillName(const std::string& binding) {
 
 }  // namespace
 
-int64_t PipelineFill::pieces() const {
-  int64_t total = 0;
-  for (const FillSlot& slot : slots) total += slot.pieces;
-  return total;
-}
-
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, const schedules::Schedule& schedule,
                                                            const ir::TensorMap& state,
                                                            std::unique_ptr<Launcher> launcher,

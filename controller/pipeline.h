@@ -48,7 +48,7 @@ struct StepReport {
 struct PipelineFill {
   std::shared_ptr<const FillJob> job;
   std::vector<FillSlot> slots;
-  int64_t pieces() const;
+  int64_t pieces() const { return TotalPieces(slots); }
 };
 
 class Pipeline {
