@@ -375,7 +375,11 @@ absl::Status Executor::Accumulate(const Instruction& instruction) {
 absl::Status Executor::Emit(const Instruction& instruction) {
   absl::StatusOr<const HostTensor*> tensor = Read(instruction.buffers[0]);
   if (!tensor.ok()) return tensor.status();
-  auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch, **tensor);
+  return Report(instruction, **tensor);
+}
+
+absl::Status Executor::Report(const Instruction& instruction, const HostTensor& tensor) {
+  auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch, tensor);
   if (!inserted) {
     return absl::InternalError(
         absl::StrCat("result '", instruction.result, "' of microbatch ", instruction.microbatch, " emitted twice"));
@@ -404,12 +408,7 @@ absl::Status Executor::Fill(const Instruction& instruction, Transport& transport
   if (!skip) {
     if (absl::Status status = Run(instruction); !status.ok()) return status;
     outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
-    auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch,
-                                                                       buffers_[instruction.outputs[0]]);
-    if (!inserted) {
-      return absl::InternalError(absl::StrCat("fill slot ", instruction.microbatch, " of '", instruction.result,
-                                              "' reported twice"));
-    }
+    if (absl::Status status = Report(instruction, buffers_[instruction.outputs[0]]); !status.ok()) return status;
     for (BufferId id : instruction.outputs) Release(id);
   }
   for (BufferId id : instruction.buffers) Release(id);

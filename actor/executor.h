@@ -131,6 +131,9 @@ class Executor {
   absl::Status Receive(const ir::Instruction& instruction, Transport& transport, absl::Duration receive_timeout);
   absl::Status Accumulate(const ir::Instruction& instruction);
   absl::Status Emit(const ir::Instruction& instruction);
+  // Records `tensor` as the step's result instruction.result for
+  // instruction.microbatch (kEmit, kFill); Internal when it already is.
+  absl::Status Report(const ir::Instruction& instruction, const ir::HostTensor& tensor);
   absl::Status Fill(const ir::Instruction& instruction, Transport& transport);
   absl::Status AllReduceStart(int32_t index, absl::Duration receive_timeout);
   absl::Status AllReduceWait(const ir::Instruction& instruction, absl::Duration receive_timeout);

@@ -71,30 +71,43 @@ TEST(FillPlan, PacksTheBubblesOfOneFOneB) {
   EXPECT_EQ(plan->slots.back(), (FillSlot{1, 8, 5}));
 }
 
-TEST(FillPipeline, TheMainJobStaysBitIdenticalAndEveryFillOutputIsRight) {
-  absl::StatusOr<ir::TrainStep> step = TinyMlp(2, 4);
-  ASSERT_TRUE(step.ok()) << step.status();
-  const schedules::Schedule schedule = MustGenerate("1f1b", 2, 4);
-  SessionOptions options;
-  options.launcher = testing_harness::ThreadsLauncher;
-  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(*step, schedule, options);
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<ir::TensorMap> reference = ir::InitialState(*step);
-  ASSERT_TRUE(reference.ok());
+// A tiny MLP's 1F1B pipeline on actor threads, and a fill job's plan for it.
+class FillPipeline : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<ir::TrainStep> traced = TinyMlp(2, 4);
+    ASSERT_TRUE(traced.ok()) << traced.status();
+    step_ = *std::move(traced);
+    SessionOptions options;
+    options.launcher = testing_harness::ThreadsLauncher;
+    absl::StatusOr<std::unique_ptr<Session>> started = Session::Start(step_, schedule_, options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    session_ = *std::move(started);
+    absl::StatusOr<FillPlan> planned = PlanFill(schedule_, session_->compiled(), *job_, Calibration(2));
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    plan_ = *std::move(planned);
+  }
 
-  std::shared_ptr<FillJob> job = MlpFillJob();
-  absl::StatusOr<FillPlan> plan = PlanFill(schedule, (*session)->compiled(), *job, Calibration(2));
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ir::TrainStep step_;
+  const schedules::Schedule schedule_ = MustGenerate("1f1b", 2, 4);
+  std::unique_ptr<Session> session_;
+  const std::shared_ptr<FillJob> job_ = MlpFillJob();
+  FillPlan plan_;
+};
+
+TEST_F(FillPipeline, TheMainJobStaysBitIdenticalAndEveryFillOutputIsRight) {
+  absl::StatusOr<ir::TensorMap> reference = ir::InitialState(step_);
+  ASSERT_TRUE(reference.ok());
   int64_t done = 0;
   for (int64_t number = 1; number <= 4; ++number) {
     if (number == 2) {
-      ASSERT_TRUE((*session)->StartFill(job, plan->slots).ok());
-      ASSERT_NE((*session)->fill_queue(), nullptr);
+      ASSERT_TRUE(session_->StartFill(job_, plan_.slots).ok());
+      ASSERT_NE(session_->fill_queue(), nullptr);
     }
-    const std::vector<ir::TensorMap> batch = Batches(*step, number);
-    absl::StatusOr<StepReport> report = (*session)->Step(batch);
+    const std::vector<ir::TensorMap> batch = Batches(step_, number);
+    absl::StatusOr<StepReport> report = session_->Step(batch);
     ASSERT_TRUE(report.ok()) << report.status();
-    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(*step, *reference, batch, number);
+    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(step_, *reference, batch, number);
     ASSERT_TRUE(expected.ok()) << expected.status();
     ASSERT_EQ(report->losses.size(), expected->losses.size());
     for (size_t m = 0; m < expected->losses.size(); ++m) {
@@ -106,41 +119,32 @@ TEST(FillPipeline, TheMainJobStaysBitIdenticalAndEveryFillOutputIsRight) {
       continue;
     }
     // Every piece ran or gave way.
-    EXPECT_EQ(static_cast<int64_t>(report->fill_done.size()) + report->fill_skipped, plan->total_pieces());
+    EXPECT_EQ(static_cast<int64_t>(report->fill_done.size()) + report->fill_skipped, plan_.total_pieces());
     for (const auto& [item, output] : report->fill_done) {
-      absl::StatusOr<std::vector<ir::HostTensor>> want = ir::RunReferenceForward(job->step, job->state, {job->input(item)});
+      absl::StatusOr<std::vector<ir::HostTensor>> want =
+          ir::RunReferenceForward(job_->step, job_->state, {job_->input(item)});
       ASSERT_TRUE(want.ok()) << want.status();
       EXPECT_TRUE((*want)[0].BitwiseEquals(output)) << "fill item " << item;
     }
     done += static_cast<int64_t>(report->fill_done.size());
     // The measured peak never passes the static one, which counts the pieces.
     for (int32_t actor = 0; actor < 2; ++actor) {
-      EXPECT_LE(report->peak_live_bytes[actor], (*session)->compiled().programs[actor].static_peak_bytes);
+      EXPECT_LE(report->peak_live_bytes[actor], session_->compiled().programs[actor].static_peak_bytes);
     }
   }
   EXPECT_GT(done, 0);
-  EXPECT_EQ((*session)->fill_queue()->done(), done);
-  absl::StatusOr<ir::TensorMap> state = (*session)->State();
+  EXPECT_EQ(session_->fill_queue()->done(), done);
+  absl::StatusOr<ir::TensorMap> state = session_->State();
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(state->size(), reference->size());  // the fill job's parameters are not the model's
   for (const auto& [name, tensor] : *reference) EXPECT_TRUE(state->at(name).BitwiseEquals(tensor)) << name;
 }
 
-TEST(FillPipeline, TheTraceDrawsFillOnItsOwnTrack) {
-  absl::StatusOr<ir::TrainStep> step = TinyMlp(2, 4);
-  ASSERT_TRUE(step.ok()) << step.status();
-  const schedules::Schedule schedule = MustGenerate("1f1b", 2, 4);
-  SessionOptions options;
-  options.launcher = testing_harness::ThreadsLauncher;
-  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(*step, schedule, options);
-  ASSERT_TRUE(session.ok()) << session.status();
-  std::shared_ptr<FillJob> job = MlpFillJob();
-  absl::StatusOr<FillPlan> plan = PlanFill(schedule, (*session)->compiled(), *job, Calibration(2));
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_TRUE((*session)->StartFill(job, plan->slots).ok());
-  absl::StatusOr<StepReport> report = (*session)->Step(Batches(*step, 1));
+TEST_F(FillPipeline, TheTraceDrawsFillOnItsOwnTrack) {
+  ASSERT_TRUE(session_->StartFill(job_, plan_.slots).ok());
+  absl::StatusOr<StepReport> report = session_->Step(Batches(step_, 1));
   ASSERT_TRUE(report.ok()) << report.status();
-  StepTrace trace((*session)->compiled());
+  StepTrace trace(session_->compiled());
   trace.AddStep(*report);
   const std::string json = trace.ToJson();
   EXPECT_THAT(json, HasSubstr("\"fill\""));

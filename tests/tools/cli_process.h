@@ -155,6 +155,18 @@ class CliProcess {
   std::optional<int> exit_status_;
 };
 
+// Runs `tandem train args...` to completion (at most 120 s): its exit code,
+// or -1, with its output in `out` and `err`.
+inline int RunTrain(const std::vector<std::string>& args, std::string& out, std::string& err) {
+  std::vector<std::string> command = {"train"};
+  command.insert(command.end(), args.begin(), args.end());
+  CliProcess train(command);
+  const int code = ExitCode(train, absl::Seconds(120));
+  out = train.out();
+  err = train.err();
+  return code;
+}
+
 }  // namespace tandem::cli
 
 #endif  // TANDEM_TESTS_TOOLS_CLI_PROCESS_H_

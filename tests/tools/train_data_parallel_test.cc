@@ -30,18 +30,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-// Runs `tandem train` with `args` to completion (at most 120 s); its exit
-// code, or -1.
-int RunTrain(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::vector<std::string> command = {"train"};
-  command.insert(command.end(), args.begin(), args.end());
-  CliProcess train(command);
-  const int code = ExitCode(train, absl::Seconds(120));
-  out = train.out();
-  err = train.err();
-  return code;
-}
-
 struct Case {
   std::string launcher;   // threads, or local over `transport`
   std::string transport;

@@ -20,16 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-int RunTrain(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::vector<std::string> command = {"train"};
-  command.insert(command.end(), args.begin(), args.end());
-  CliProcess train(command);
-  const int code = ExitCode(train, absl::Seconds(120));
-  out = train.out();
-  err = train.err();
-  return code;
-}
-
 class TrainFill : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainFill, IsBitIdenticalAndReportsTheFillWork) {
