@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "ir/all_reduce.h"
@@ -21,6 +22,9 @@ class Lowering {
     program_.actor = actor;
     program_.num_actors = plan.schedule().num_actors;
     program_.num_replicas = step_.num_replicas;
+    for (const ir::Accumulator& acc : step_.accumulators) {
+      if (plan_.Accumulator(acc.name).actor == actor_) ++own_accumulators_;
+    }
     if (step_.num_replicas < 2) return;
     for (int32_t r = 0; r < step_.num_replicas; ++r) group_.push_back(ir::GlobalActor(program_, r));
     for (const ir::Accumulator& acc : step_.accumulators) {
@@ -33,14 +37,14 @@ class Lowering {
     for (int32_t task : plan_.actor_tasks(actor_)) {
       if (absl::Status status = LowerTask(task); !status.ok()) return status;
     }
-    if (absl::Status status = LowerUpdate(); !status.ok()) return status;
+    if (absl::Status status = step_.asynchronous() ? CheckUpdates() : LowerUpdate(); !status.ok()) return status;
     AssignLifetimes(program_);
     return std::move(program_);
   }
 
  private:
   struct AccumulatorState {
-    BufferId buffer = -1;
+    BufferId buffer = -1;  // the sum of the current group (of the step, unless it is asynchronous)
     int32_t next_microbatch = 0;
     std::map<int32_t, BufferId> held;  // gradients waiting for their turn
   };
@@ -115,8 +119,13 @@ class Lowering {
       const ir::Node& node = step_.microbatch.node(value);
       if (node.op == ir::OpKind::kInput) {
         const std::string& name = node.attributes.GetString("name");
-        run.inputs.push_back(node.attributes.GetString("role") == "parameter" ? StateBuffer(name)
-                                                                               : InputBuffer(name, m, node.type));
+        if (node.attributes.GetString("role") != "parameter") {
+          run.inputs.push_back(InputBuffer(name, m, node.type));
+          continue;
+        }
+        absl::StatusOr<BufferId> weights = WeightVersion(name, task);
+        if (!weights.ok()) return weights.status();
+        run.inputs.push_back(*weights);
         continue;
       }
       auto it = value_buffers_.find({value, m});
@@ -153,20 +162,64 @@ class Lowering {
     return absl::OkStatus();
   }
 
+  // The state buffer holding the weights `parameter` has for `task`: in an
+  // asynchronous step, the version of its group's stage delay, which the
+  // actor's updates so far have shifted into stash<k> (ir/train_step.h).
+  absl::StatusOr<BufferId> WeightVersion(const std::string& parameter, const PlannedTask& task) {
+    const int32_t delay = step_.VersionDelay(task.stage);
+    if (!step_.asynchronous()) return StateBuffer(parameter);
+    const int32_t group = task.microbatch / step_.group_size();
+    const int32_t k = updates_done_ - group + delay;
+    if (k < 0 || k > delay) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          task.Describe(), " computes microbatch ", task.microbatch, " on stage ", task.stage,
+          "'s weights after the step's update ", group - delay, " (update group ", group, ", version delay ", delay,
+          "), but its actor has made ", updates_done_, " update(s) by then: ",
+          k < 0 ? "that version does not exist yet; run the backward that completes it earlier, or update less often"
+                : absl::StrCat("the actor keeps only ", delay, " older version(s)")));
+    }
+    return StateBuffer(ir::StashName(parameter, k));
+  }
+
   // Adds a microbatch's gradient to its accumulator in microbatch order,
-  // holding it if earlier microbatches have not been added yet.
+  // holding it if earlier microbatches have not been added yet. In an
+  // asynchronous step each group has its own sum, and the update of a group
+  // follows the last of the actor's sums of it.
   void Accumulate(const std::string& gradient, int32_t microbatch, BufferId buffer, const ir::TaskLabel& label) {
     AccumulatorState& acc = accumulators_[gradient];
-    if (acc.buffer < 0) {
-      acc.buffer = AddBuffer(plan_.AccumulatorOf(gradient), program_.buffers[buffer].type, ir::BufferKind::kTemporary);
-    }
     acc.held[microbatch] = buffer;
+    const int32_t group_size = step_.group_size();
     for (auto it = acc.held.find(acc.next_microbatch); it != acc.held.end(); it = acc.held.find(acc.next_microbatch)) {
+      const int32_t group = acc.next_microbatch / group_size;
+      if (acc.buffer < 0) {
+        const std::string& name = plan_.AccumulatorOf(gradient);
+        acc.buffer = AddBuffer(step_.asynchronous() ? absl::StrCat(name, "#", group) : name,
+                               program_.buffers[buffer].type, ir::BufferKind::kTemporary);
+      }
       Emit(Instruction{.kind = InstructionKind::kAccumulate, .task = label, .buffers = {acc.buffer, it->second}});
       acc.held.erase(it);
       ++acc.next_microbatch;
-      if (acc.next_microbatch == step_.num_microbatches) FinishAccumulator(gradient, label);
+      if (!step_.asynchronous()) {
+        if (acc.next_microbatch == step_.num_microbatches) FinishAccumulator(gradient, label);
+      } else if (acc.next_microbatch % group_size == 0) {
+        std::map<std::string, BufferId>& sums = group_sums_[group];
+        sums[plan_.AccumulatorOf(gradient)] = acc.buffer;
+        acc.buffer = -1;
+        if (static_cast<int32_t>(sums.size()) == own_accumulators_) {
+          EmitUpdate(ir::TaskLabel{'U', -1, group}, group, sums);
+          group_sums_.erase(group);
+        }
+      }
     }
+  }
+
+  // After an asynchronous step's tasks: every update ran, in group order.
+  absl::Status CheckUpdates() const {
+    if (step_.forward_only() || own_accumulators_ == 0 || updates_done_ == step_.updates_per_step()) {
+      return absl::OkStatus();
+    }
+    return absl::InternalError(absl::StrCat("actor ", actor_, " made ", updates_done_, " of the step's ",
+                                            step_.updates_per_step(), " updates"));
   }
 
   // With replicas: once every accumulator of a stage is final, starts the
@@ -216,26 +269,11 @@ class Lowering {
                          .peer = holder, .tag = plan_.first_update_tag() + i});
       }
     }
-    // The update outputs this actor computes: its parameters and their slots.
-    std::vector<bool> wanted(step_.update.size(), false);
-    std::vector<ir::ValueId> exports;
-    std::vector<std::string> export_names;
-    for (const ir::GraphOutput& output : step_.update.outputs()) {
-      const ir::StateSpec* spec = plan_.State(output.name);
-      const std::string& parameter = spec->parameter.empty() ? spec->name : spec->parameter;
-      if (!plan_.Holders(parameter).count(actor_)) continue;
-      exports.push_back(output.value);
-      export_names.push_back(output.name);
-      wanted[output.value] = true;
-    }
-    if (exports.empty()) return absl::OkStatus();
-    for (ir::ValueId id = step_.update.size() - 1; id >= 0; --id) {
-      if (!wanted[id]) continue;
-      for (ir::ValueId operand : step_.update.node(id).operands) wanted[operand] = true;
-    }
-    for (ir::ValueId id = 0; id < step_.update.size(); ++id) {
-      const ir::Node& node = step_.update.node(id);
-      if (!wanted[id] || node.op != ir::OpKind::kInput || node.attributes.GetString("role") != "accumulator") continue;
+    const UpdateFunction& update = Update();
+    if (update.function.function.name.empty()) return absl::OkStatus();
+    for (ir::ValueId value : update.function.inputs) {
+      const ir::Node& node = step_.update.node(value);
+      if (node.attributes.GetString("role") != "accumulator") continue;
       const std::string& name = node.attributes.GetString("name");
       if (accumulator_buffers.count(name)) continue;
       const StepPlan::AccumulatorInfo& info = plan_.Accumulator(name);
@@ -244,10 +282,48 @@ class Lowering {
                        .tag = plan_.first_update_tag() + static_cast<uint64_t>(info.index)});
       accumulator_buffers[name] = buffer;
     }
-    ExtractedFunction update = ExtractFunction(step_.update, "update", MembersOf(wanted), exports);
+    EmitUpdate(label, -1, accumulator_buffers);
+    return absl::OkStatus();
+  }
+
+  // The update outputs this actor computes (its parameters, their slots and
+  // stashed versions) and the function computing them; an unnamed function
+  // when the actor updates nothing. Extracted once per program.
+  struct UpdateFunction {
+    ExtractedFunction function;
+    std::vector<std::string> export_names;
+  };
+  const UpdateFunction& Update() {
+    if (update_.has_value()) return *update_;
+    update_.emplace();
+    std::vector<bool> wanted(step_.update.size(), false);
+    std::vector<ir::ValueId> exports;
+    for (const ir::GraphOutput& output : step_.update.outputs()) {
+      const ir::StateSpec* spec = plan_.State(output.name);
+      const std::string& parameter = spec->parameter.empty() ? spec->name : spec->parameter;
+      if (!plan_.Holders(parameter).count(actor_)) continue;
+      exports.push_back(output.value);
+      update_->export_names.push_back(output.name);
+      wanted[output.value] = true;
+    }
+    if (exports.empty()) return *update_;
+    for (ir::ValueId id = step_.update.size() - 1; id >= 0; --id) {
+      if (!wanted[id]) continue;
+      for (ir::ValueId operand : step_.update.node(id).operands) wanted[operand] = true;
+    }
+    update_->function = ExtractFunction(step_.update, "update", MembersOf(wanted), exports);
+    return *update_;
+  }
+
+  // Runs the update of `group` (-1: the step's one update) on the
+  // accumulators in `accumulator_buffers`, into the state buffers.
+  void EmitUpdate(const ir::TaskLabel& label, int32_t group, const std::map<std::string, BufferId>& accumulator_buffers) {
+    const UpdateFunction& update = Update();
+    ++updates_done_;
+    if (update.function.function.name.empty()) return;
     Instruction run{.kind = InstructionKind::kRun, .task = label};
-    run.function = FunctionIndex(update);
-    for (ir::ValueId value : update.inputs) {
+    run.function = FunctionIndex(update.function);
+    for (ir::ValueId value : update.function.inputs) {
       const ir::Node& node = step_.update.node(value);
       const std::string& name = node.attributes.GetString("name");
       const std::string& role = node.attributes.GetString("role");
@@ -256,12 +332,11 @@ class Lowering {
       } else if (role == "accumulator") {
         run.inputs.push_back(accumulator_buffers.at(name));
       } else {
-        run.inputs.push_back(InputBuffer(name, -1, node.type));
+        run.inputs.push_back(InputBuffer(name, group, node.type));
       }
     }
-    for (const std::string& name : export_names) run.outputs.push_back(StateBuffer(name));
+    for (const std::string& name : update.export_names) run.outputs.push_back(StateBuffer(name));
     Emit(std::move(run));
-    return absl::OkStatus();
   }
 
   std::vector<bool> MembersOf(const std::vector<bool>& wanted) const {
@@ -285,6 +360,11 @@ class Lowering {
   std::map<std::pair<ir::ValueId, int32_t>, BufferId> value_buffers_;
   std::map<std::string, int32_t> function_index_;
   std::map<std::string, AccumulatorState> accumulators_;  // by gradient output name
+  int32_t own_accumulators_ = 0;                          // summed on this actor
+  // Asynchronous steps: the finished sums of each group not yet updated on.
+  std::map<int32_t, std::map<std::string, BufferId>> group_sums_;
+  int32_t updates_done_ = 0;
+  std::optional<UpdateFunction> update_;
 };
 
 

@@ -178,6 +178,28 @@ ActorStats Count(const ir::ActorProgram& program, int32_t replica, std::vector<i
 
 }  // namespace
 
+namespace {
+
+// An asynchronous step updates each parameter on the one actor that holds
+// it, right after the group that completes its gradient.
+absl::Status CheckAsynchronous(const StepPlan& plan) {
+  const ir::TrainStep& step = plan.step();
+  if (!step.asynchronous() || step.forward_only()) return absl::OkStatus();
+  for (const ir::StateSpec& spec : step.state) {
+    if (spec.role != ir::StateRole::kParameter) continue;
+    const std::set<int32_t> holders = plan.Holders(spec.name);
+    if (holders.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter '", spec.name, "' is used on actors ", absl::StrJoin(holders, " and "), "; ",
+          step.microbatches_per_update == 1 ? "pipedream" : "2bw",
+          " updates each parameter where it lives, mid-step, so it must live on one actor (untie it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 std::vector<bool> RematEveryStage(int32_t num_stages, bool remat) {
   return remat ? std::vector<bool>(num_stages, true) : std::vector<bool>();
 }
@@ -187,6 +209,7 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
   if (absl::Status status = CheckFits(step, schedule); !status.ok()) return status;
   absl::StatusOr<StepPlan> plan = StepPlan::Build(step, schedule, options.remat);
   if (!plan.ok()) return plan.status();
+  if (absl::Status status = CheckAsynchronous(*plan); !status.ok()) return status;
   CompiledStep compiled;
   for (int32_t stage = 0; stage < step.num_stages; ++stage) compiled.remat.push_back(plan->Remat(stage));
   compiled.model = step.name;

@@ -43,6 +43,11 @@ ExtractedFunction ExtractFunction(const ir::Graph& graph, const std::string& nam
       if (!member[operand] && graph.node(operand).op != ir::OpKind::kConstant) bind_input(operand);
     }
   }
+  // An exported input passes through (e.g. a weight version shifted into
+  // the next stash).
+  for (ir::ValueId value : exports) {
+    if (!member[value] && graph.node(value).op == ir::OpKind::kInput) bind_input(value);
+  }
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     if (!member[id] || graph.node(id).op == ir::OpKind::kInput) continue;
     ir::Node node = graph.node(id);

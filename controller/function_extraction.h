@@ -26,7 +26,8 @@ struct ExtractedFunction {
 // Extracts the nodes of `graph` for which member[id] is true, in program
 // order. Operands from outside become inputs, except constants, which are
 // recomputed inside (a scalar fill costs less than a transfer). `exports`
-// lists the member values to output, in order.
+// lists the values to output, in order: members, or inputs of `graph`,
+// which pass through.
 ExtractedFunction ExtractFunction(const ir::Graph& graph, const std::string& name,
                                   const std::vector<bool>& member, const std::vector<ir::ValueId>& exports);
 

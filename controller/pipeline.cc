@@ -93,8 +93,11 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
         inputs[actor][{buffer.binding, buffer.microbatch}] = it->second;
         continue;
       }
-      if (buffer.microbatch < 0) {  // the step number
-        inputs[actor][{buffer.binding, -1}] = ir::HostTensor::Scalar(static_cast<float>(step_number));
+      if (buffer.binding == "step") {  // the number of the step's update (of its group's, when it has several)
+        const int64_t update = buffer.microbatch < 0
+                                   ? step_number
+                                   : (step_number - 1) * step_.updates_per_step() + buffer.microbatch + 1;
+        inputs[actor][{buffer.binding, buffer.microbatch}] = ir::HostTensor::Scalar(static_cast<float>(update));
         continue;
       }
       // Replica r's microbatch m is the global batch's r * M + m.

@@ -147,6 +147,7 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   trace.num_microbatches = options.microbatches;
   trace.num_replicas = options.replicas;
   trace.seed = options.seed;
+  trace.updates = options.updates;
   const uint64_t data_seed = options.seed;
   // A step's batch: every replica's microbatches, replica after replica.
   const int32_t num_microbatches = options.microbatches * options.replicas;

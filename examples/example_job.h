@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/interpreter.h"
+#include "ir/trace.h"
 #include "ir/train_step.h"
 
 namespace tandem::examples {
@@ -40,6 +41,8 @@ struct ExampleJobOptions {
   std::optional<double> lr;        // default 3e-3 for gpt, 1e-2 for mlp
   uint64_t seed = 1;               // parameter initialization and data sampling
   std::optional<std::string> data;  // gpt: a text file or directory (default: /usr/share/common-licenses)
+  // Asynchronous pipelines (pipedream, 2bw): how the loop updates.
+  WeightUpdates updates;
 };
 
 // A traced example model and where its batches come from. Owns everything

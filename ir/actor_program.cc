@@ -244,7 +244,7 @@ const char* InstructionKindName(InstructionKind kind) {
 }
 
 std::string TaskLabel::ToString() const {
-  if (kind == 'U' && stage < 0) return "update";
+  if (kind == 'U' && stage < 0) return microbatch < 0 ? "update" : absl::StrCat("update.", microbatch);
   if (kind == 'X') return absl::StrCat("fill.", microbatch);
   std::string label(1, kind);
   absl::StrAppend(&label, stage);

@@ -87,7 +87,8 @@ const char* InstructionKindName(InstructionKind kind);
 
 // The schedule task an instruction belongs to, for messages and timings:
 // kind letter 'F', 'B', 'I', 'W', or 'U' for the update; stage -1 for the
-// update.
+// update, whose microbatch is -1, or the update's group in an asynchronous
+// step that updates several times ("update.2").
 struct TaskLabel {
   // 'X' for a fill piece, whose microbatch is its fill slot.
   char kind = 'U';
@@ -121,7 +122,9 @@ struct Buffer {
   // kState: the state tensor's name; kInput: the step input's name (a data
   // input of the microbatch graph, or "step").
   std::string binding;
-  int32_t microbatch = -1;  // kInput: which microbatch's data; -1 for "step"
+  // kInput: which microbatch's data; for "step", -1, or which of an
+  // asynchronous step's updates it numbers.
+  int32_t microbatch = -1;
   friend bool operator==(const Buffer&, const Buffer&) = default;
 };
 

@@ -186,6 +186,52 @@ TensorMap MicrobatchInputs(const TensorMap& state, const TensorMap& data) {
   return inputs;
 }
 
+// Runs the update graph on `accumulators` as update `update_number`
+// (1-based) and replaces `state` by its outputs.
+template <typename Run>
+absl::Status Update(const TrainStep& step, TensorMap& state, const TensorMap& accumulators, int64_t update_number,
+                    const Run& run) {
+  TensorMap update_inputs = state;
+  for (const auto& [name, tensor] : accumulators) update_inputs[name] = tensor;
+  update_inputs["step"] = HostTensor::Scalar(static_cast<float>(update_number));
+  absl::StatusOr<TensorMap> updated = run(step.update, update_inputs);
+  if (!updated.ok()) return updated.status();
+  for (auto& [name, tensor] : *updated) state[name] = std::move(tensor);
+  return absl::OkStatus();
+}
+
+// An asynchronous step (PipeDream, 2BW; ir/train_step.h): group after
+// group, each microbatch on its stages' stashed weight versions, and an
+// update after each group.
+template <typename Run>
+absl::StatusOr<StepResult> RunAsynchronousStep(const TrainStep& step, TensorMap& state,
+                                               const std::vector<TensorMap>& microbatches, int64_t step_number,
+                                               const Run& run) {
+  const std::map<std::string, int32_t> delays = ParameterVersionDelays(step);
+  const int32_t group_size = step.group_size();
+  StepResult result;
+  for (int32_t group = 0; group < step.updates_per_step(); ++group) {
+    TensorMap weights = state;
+    for (const auto& [parameter, delay] : delays) weights[parameter] = state.at(StashName(parameter, delay));
+    TensorMap accumulators;
+    for (int32_t m = group * group_size; m < (group + 1) * group_size; ++m) {
+      absl::StatusOr<TensorMap> outputs = run(step.microbatch, MicrobatchInputs(weights, microbatches[m]));
+      if (!outputs.ok()) {
+        return absl::Status(outputs.status().code(), absl::StrCat("microbatch ", m, ": ", outputs.status().message()));
+      }
+      result.losses.push_back(outputs->at("loss").f32()[0]);
+      TensorMap gradients;
+      for (const Accumulator& acc : step.accumulators) gradients[acc.name] = outputs->at(acc.source);
+      if (absl::Status status = AddInto(accumulators, gradients, absl::StrCat("microbatch ", m)); !status.ok()) {
+        return status;
+      }
+    }
+    const int64_t update_number = (step_number - 1) * step.updates_per_step() + group + 1;
+    if (absl::Status status = Update(step, state, accumulators, update_number, run); !status.ok()) return status;
+  }
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& state,
@@ -195,6 +241,9 @@ absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& st
   auto run = [&runner](const Graph& graph, const TensorMap& inputs) {
     return runner ? runner(graph, inputs) : RunGraph(graph, inputs);
   };
+  if (step.asynchronous() && !step.forward_only()) {
+    return RunAsynchronousStep(step, state, microbatches, step_number, run);
+  }
   // Each replica sums its microbatches in order; then the replicas' sums
   // are added in replica order (ir/all_reduce.h).
   StepResult result;
@@ -220,12 +269,7 @@ absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& st
     }
   }
   if (step.forward_only()) return result;
-  TensorMap update_inputs = state;
-  for (auto& [name, tensor] : accumulators) update_inputs[name] = tensor;
-  update_inputs["step"] = HostTensor::Scalar(static_cast<float>(step_number));
-  absl::StatusOr<TensorMap> updated = run(step.update, update_inputs);
-  if (!updated.ok()) return updated.status();
-  for (auto& [name, tensor] : *updated) state[name] = std::move(tensor);
+  if (absl::Status status = Update(step, state, accumulators, step_number, run); !status.ok()) return status;
   return result;
 }
 

@@ -57,6 +57,10 @@ using GraphRunner = std::function<absl::StatusOr<TensorMap>(const Graph& graph, 
 // replica accumulates its own microbatches, and the replicas' sums are added
 // in replica order (the two levels of ir/all_reduce.h); losses come back in
 // global microbatch order.
+// An asynchronous step (PipeDream, 2BW) updates after each group of
+// step.group_size() microbatches instead, as update (step_number-1)*K + g + 1
+// for group g of K, each microbatch computing on the weight version its
+// stage's delay names (ir/train_step.h).
 // Graphs run on `runner` (RunGraph when empty); accumulation is always
 // AccumulateGradient, as in every executor.
 absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& state,

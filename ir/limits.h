@@ -26,6 +26,9 @@ inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
 inline constexpr int32_t kMaxReplicas = 4096;
 // Pipeline stages of one model (as schedules/limits.h allows).
 inline constexpr int32_t kMaxStages = 65536;
+// Weight versions a stage of an asynchronous pipeline keeps beyond its
+// latest (ir/train_step.h): PipeDream's stage s of p keeps p-1-s.
+inline constexpr int32_t kMaxVersionDelay = 1024;
 // Edges of one model's stage graph (ir/stage_graph.h), as read from text.
 inline constexpr int64_t kMaxStageEdges = 65536;
 

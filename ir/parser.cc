@@ -362,6 +362,26 @@ absl::StatusOr<TrainStep> Parser::ParseTrainStepFile() {
     TANDEM_PARSE_TRY(ExpectPunct('='));
     TANDEM_PARSE_ASSIGN(step.num_replicas, ParseInt32("number of replicas"));
   }
+  if (AtKeyword("update_every")) {
+    Take();
+    TANDEM_PARSE_TRY(ExpectPunct('='));
+    TANDEM_PARSE_ASSIGN(step.microbatches_per_update, ParseInt32("microbatches per update"));
+  }
+  if (AtKeyword("version_delays")) {
+    Take();
+    TANDEM_PARSE_TRY(ExpectPunct('='));
+    TANDEM_PARSE_TRY(ExpectPunct('['));
+    while (true) {
+      if (static_cast<int64_t>(step.version_delay.size()) >= step.num_stages) {
+        return Expected(absl::StrCat("']' after ", step.num_stages, " version delays, one per stage"));
+      }
+      TANDEM_PARSE_ASSIGN(int64_t delay, ParseInteger("version delay", 0, kMaxVersionDelay));
+      step.version_delay.push_back(static_cast<int32_t>(delay));
+      if (AtPunct(']')) break;
+      TANDEM_PARSE_TRY(ExpectPunct(','));
+    }
+    Take();
+  }
   Token open = current_;
   TANDEM_PARSE_TRY(ExpectPunct('{'));
   std::string block = absl::StrCat("train_step @", Excerpt(step.name));

@@ -97,7 +97,14 @@ std::string PrintTrainStep(const TrainStep& step) {
                                      ? ""
                                      : absl::StrCat(" stage_graph=", QuoteTextString(FormatStageEdges(step.stage_edges))),
                                  " microbatches=", step.num_microbatches,
-                                 step.num_replicas == 1 ? "" : absl::StrCat(" replicas=", step.num_replicas), " {\n");
+                                 step.num_replicas == 1 ? "" : absl::StrCat(" replicas=", step.num_replicas),
+                                 step.microbatches_per_update == 0
+                                     ? ""
+                                     : absl::StrCat(" update_every=", step.microbatches_per_update),
+                                 step.version_delay.empty()
+                                     ? ""
+                                     : absl::StrCat(" version_delays=[", absl::StrJoin(step.version_delay, ","), "]"),
+                                 " {\n");
   for (const StateSpec& spec : step.state) {
     absl::StrAppend(&out, "  state ", QuoteTextString(spec.name), " : ", TypeToString(spec.type),
                     spec.role == StateRole::kParameter ? " parameter " : " optimizer_state ");

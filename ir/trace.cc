@@ -47,8 +47,44 @@ absl::Status TraceModel(const ModelFunction& model, Tracer& tracer, const TraceO
   return absl::OkStatus();
 }
 
+// Sets the step's update groups and version delays for `updates`, or says
+// why the model cannot train that way.
+absl::Status SetWeightUpdates(ir::TrainStep& step, const WeightUpdates& updates) {
+  using Mode = WeightUpdates::Mode;
+  if (updates.mode == Mode::kFlush) return absl::OkStatus();
+  const char* name = updates.mode == Mode::kPipeDream ? "pipedream" : "2bw";
+  if (step.num_replicas != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " runs one pipeline: data-parallel replicas (",
+                                                   step.num_replicas, ") are not supported with it"));
+  }
+  if (!step.stage_edges.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " needs a chain of stages; the model's stages form a DAG"));
+  }
+  if (updates.mode == Mode::kPipeDream) {
+    if (step.num_stages - 1 > ir::kMaxVersionDelay) {
+      return absl::InvalidArgumentError(absl::StrCat("pipedream: ", step.num_stages, " stages would keep up to ",
+                                                     step.num_stages, " weight versions; at most ",
+                                                     ir::kMaxVersionDelay + 1, " are supported"));
+    }
+    step.microbatches_per_update = 1;
+    for (int32_t stage = 0; stage < step.num_stages; ++stage) step.version_delay.push_back(step.num_stages - 1 - stage);
+    return absl::OkStatus();
+  }
+  if (updates.every < 1 || step.num_microbatches % updates.every != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("2bw updates every ", updates.every,
+                                                   " microbatches, which must be at least 1 and divide the step's ",
+                                                   step.num_microbatches));
+  }
+  step.microbatches_per_update = updates.every;
+  step.version_delay.assign(static_cast<size_t>(step.num_stages), 1);
+  return absl::OkStatus();
+}
+
 // Traces the update graph: per parameter, sum its accumulators in stage
-// order, average over the global batch's microbatches, and apply the optimizer.
+// order, average over the microbatches of one update (the global batch's,
+// unless the step is asynchronous), and apply the optimizer. A parameter
+// with a version delay d also shifts its stashed versions: stash<k> takes
+// stash<k-1> (stash0 being the parameter as it was), and the oldest drops.
 absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGradient>& gradients,
                          const Optimizer& optimizer) {
   ir::GraphBuilder builder(&step.update);
@@ -67,6 +103,14 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
     auto found = by_parameter.find(parameter.name);
     if (found == by_parameter.end()) continue;  // unused by the loss: not updated
     const std::vector<const ir::ParameterGradient*>& parts = found->second;
+    const int32_t delay = step.VersionDelay(parts.front()->stage);
+    for (const ir::ParameterGradient* part : parts) {
+      if (step.VersionDelay(part->stage) != delay) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter '", parameter.name, "' is used by stages ", parts.front()->stage, " and ", part->stage,
+            ", which compute on different weight versions under pipedream; untie it, or use 2bw"));
+      }
+    }
     builder.set_stage(parts.front()->stage);
     const ir::SourceLocation location = declared_at[parameter.name];
     builder.set_location_override(location);
@@ -77,7 +121,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
                                             "accumulator", parameter.type, location));
       gradient = gradient.valid() ? gradient + acc : acc;
     }
-    gradient = gradient * (1.0 / (static_cast<double>(step.num_microbatches) * step.num_replicas));
+    gradient = gradient * (1.0 / (static_cast<double>(step.group_size()) * step.num_replicas));
     std::vector<Tensor> slot_values;
     std::vector<std::string> slot_names;
     for (const std::string& slot : optimizer.SlotNames()) {
@@ -90,6 +134,14 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
     if (!builder.ok()) return builder.status();
     step.update.AddOutput(parameter.name, updated[0].id());
     for (size_t i = 0; i < slot_names.size(); ++i) step.update.AddOutput(slot_names[i], updated[i + 1].id());
+    Tensor newer = p;
+    for (int32_t k = 1; k <= delay; ++k) {
+      const std::string name = ir::StashName(parameter.name, k);
+      slots.push_back({name, parameter.type, ir::StateRole::kOptimizerState, parameter.init, parameter.name});
+      Tensor older(&builder, builder.AddInput(name, "optimizer_state", parameter.type, location));
+      step.update.AddOutput(name, newer.id());
+      newer = older;
+    }
   }
   step.state.insert(step.state.end(), slots.begin(), slots.end());
   return builder.status();
@@ -129,6 +181,7 @@ absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const Mode
     step.microbatch.AddOutput(output, g.value);
     step.accumulators.push_back({ir::AccumulatorName(g.parameter, g.stage), output});
   }
+  if (absl::Status status = SetWeightUpdates(step, options.updates); !status.ok()) return status;
   if (absl::Status status = TraceUpdate(step, *gradients, optimizer); !status.ok()) return status;
   if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;
   return traced;

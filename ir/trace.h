@@ -17,18 +17,33 @@ namespace tandem {
 // microbatch's scalar loss (or, for a forward-only step, its output).
 using ModelFunction = std::function<Tensor(Tracer&)>;
 
+// How the microbatch loop updates the weights (ir/train_step.h,
+// schedules/FORMAT.md "Asynchronous pipelines").
+struct WeightUpdates {
+  enum class Mode : uint8_t {
+    kFlush,      // one update after all microbatches: synchronous training
+    kPipeDream,  // an update per microbatch; stage s of p computes on the weights of p-1-s updates ago
+    kTwoBuffer,  // PipeDream-2BW: an update every `every` microbatches, on gradients of the previous version
+  };
+  Mode mode = Mode::kFlush;
+  int32_t every = 0;  // kTwoBuffer: microbatches per update, dividing num_microbatches
+};
+
 struct TraceOptions {
   int32_t num_microbatches = 1;  // per replica
   // Data-parallel replicas of the pipeline: the update averages over all
   // num_replicas * num_microbatches microbatches of the global batch.
   int32_t num_replicas = 1;
   uint64_t seed = 0;  // mixed into every parameter initializer's seed
+  WeightUpdates updates;
 };
 
 // Traces `model` once, differentiates it, and traces `optimizer`'s update
 // (see ir/train_step.h for the structure). Errors from the model (shape and
 // dtype mismatches, parameters declared twice or never declared) come back
-// as InvalidArgument naming the op and the model's file:line.
+// as InvalidArgument naming the op and the model's file:line. Asynchronous
+// `updates` need one replica, a chain of stages and, under PipeDream, each
+// parameter on one stage; InvalidArgument says which is missing.
 absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const ModelFunction& model,
                                              const Optimizer& optimizer,
                                              const TraceOptions& options = {});

@@ -1,5 +1,7 @@
 #include "ir/train_step.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace tandem::ir {
@@ -17,6 +19,28 @@ std::string GradientName(const std::string& parameter, int32_t stage) {
 
 std::string AccumulatorName(const std::string& parameter, int32_t stage) {
   return absl::StrCat("acc.", parameter, ".s", stage);
+}
+
+std::string StashName(const std::string& parameter, int32_t k) {
+  return k == 0 ? parameter : absl::StrCat("stash", k, ".", parameter);
+}
+
+int32_t TrainStep::MaxVersionDelay() const {
+  int32_t most = 0;
+  for (int32_t delay : version_delay) most = std::max(most, delay);
+  return most;
+}
+
+std::map<std::string, int32_t> ParameterVersionDelays(const TrainStep& step) {
+  std::map<std::string, int32_t> delays;
+  if (step.MaxVersionDelay() == 0) return delays;
+  for (ValueId id : step.microbatch.Inputs()) {
+    const Node& node = step.microbatch.node(id);
+    if (node.attributes.GetString("role") != "parameter") continue;
+    const int32_t delay = step.VersionDelay(node.stage);
+    if (delay > 0) delays[node.attributes.GetString("name")] = delay;
+  }
+  return delays;
 }
 
 }  // namespace tandem::ir

@@ -19,11 +19,23 @@
 //    stage order, scales by 1/(D*M) and applies the optimizer; each output is the
 //    new value of the state tensor with the same name.
 // A forward-only step has no gradients, accumulators or update ops.
+//
+// Asynchronous pipelines (PipeDream, PipeDream-2BW; schedules/FORMAT.md)
+// relax the loop: the microbatches form groups of `microbatches_per_update`
+// in order, and the update runs after each group on that group's
+// accumulators (scaled by 1/group), with step number (s-1)*K + g + 1 for
+// group g of step s, K groups per step. A stage with `version_delay` d > 0
+// computes group g's forward and backward on the weights of d updates
+// before the latest: its parameters keep d older versions as state
+// ("stash<k>.<parameter>" holds the version of k updates ago, initialized
+// like the parameter), and each update shifts them by one. The result does
+// not depend on how many groups a step holds.
 // Value type; not synchronized.
 #ifndef TANDEM_IR_TRAIN_STEP_H_
 #define TANDEM_IR_TRAIN_STEP_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,6 +83,10 @@ struct TrainStep {
   std::vector<StageEdge> stage_edges;
   int32_t num_microbatches = 1;  // per replica
   int32_t num_replicas = 1;
+  // Asynchronous pipelines: microbatches per update (0: all of the step's)
+  // and the version delay of each stage (empty: none).
+  int32_t microbatches_per_update = 0;
+  std::vector<int32_t> version_delay;
   std::vector<StateSpec> state;
   Graph microbatch{"microbatch"};
   std::vector<Accumulator> accumulators;
@@ -79,6 +95,15 @@ struct TrainStep {
   const StateSpec* FindState(const std::string& state_name) const;
   StageGraph stage_graph() const { return StageGraph(num_stages, stage_edges); }
   bool forward_only() const { return accumulators.empty(); }
+  int32_t group_size() const { return microbatches_per_update > 0 ? microbatches_per_update : num_microbatches; }
+  int32_t updates_per_step() const { return num_microbatches / group_size(); }
+  int32_t VersionDelay(int32_t stage) const {
+    return version_delay.empty() ? 0 : version_delay[static_cast<size_t>(stage)];
+  }
+  // Whether the loop updates more than once a step or computes on stashed
+  // weights: a PipeDream or 2BW step.
+  bool asynchronous() const { return updates_per_step() > 1 || MaxVersionDelay() > 0; }
+  int32_t MaxVersionDelay() const;
   friend bool operator==(const TrainStep&, const TrainStep&) = default;
 };
 
@@ -86,6 +111,12 @@ struct TrainStep {
 // gradient from one stage, and "acc.<parameter>.s<stage>" its accumulator.
 std::string GradientName(const std::string& parameter, int32_t stage);
 std::string AccumulatorName(const std::string& parameter, int32_t stage);
+// "stash<k>.<parameter>": the parameter's version of k >= 1 updates ago;
+// k == 0 is the parameter itself.
+std::string StashName(const std::string& parameter, int32_t k);
+// The version delay of every parameter the microbatch graph reads on a
+// stage with a delay above 0, by name.
+std::map<std::string, int32_t> ParameterVersionDelays(const TrainStep& step);
 
 }  // namespace tandem::ir
 

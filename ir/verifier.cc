@@ -165,6 +165,22 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
     return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has ", step.num_stages,
                                                    " stages, outside [1, ", kMaxStages, "]"));
   }
+  if (step.microbatches_per_update < 0 || step.microbatches_per_update > step.num_microbatches ||
+      (step.microbatches_per_update > 0 && step.num_microbatches % step.microbatches_per_update != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' updates every ",
+                                                   step.microbatches_per_update,
+                                                   " microbatches, which must divide its ", step.num_microbatches));
+  }
+  if (!step.version_delay.empty() && step.version_delay.size() != static_cast<size_t>(step.num_stages)) {
+    return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has ", step.version_delay.size(),
+                                                   " version delays for ", step.num_stages, " stages"));
+  }
+  for (int32_t delay : step.version_delay) {
+    if (delay < 0 || delay > kMaxVersionDelay) {
+      return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has a version delay of ", delay,
+                                                     ", outside [0, ", kMaxVersionDelay, "]"));
+    }
+  }
   if (absl::Status status = CheckStageEdges(step.num_stages, step.stage_edges); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "': ", status.message()));
   }
@@ -184,6 +200,9 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
       if (node.op != OpKind::kInput) continue;
       const std::string& role = node.attributes.GetString("role");
       const std::string& name = node.attributes.GetString("name");
+      if (graph == &step.microbatch && name == "step") {
+        return Fail(*graph, id, "a microbatch input may not be called 'step': that is the update's step number");
+      }
       if (role != "parameter" && role != "optimizer_state") continue;
       const StateSpec* spec = find_state(name);
       StateRole expected = role == "parameter" ? StateRole::kParameter : StateRole::kOptimizerState;
@@ -202,6 +221,17 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
     if (spec.role != StateRole::kOptimizerState || owner == nullptr || owner->role != StateRole::kParameter) {
       return absl::InvalidArgumentError(absl::StrCat("state '", spec.name, "' belongs to '", spec.parameter,
                                                      "', which is not a parameter"));
+    }
+  }
+  if (!step.forward_only()) {
+    for (const auto& [parameter, delay] : ParameterVersionDelays(step)) {
+      for (int32_t k = 1; k <= delay; ++k) {
+        const StateSpec* stash = find_state(StashName(parameter, k));
+        if (stash == nullptr || stash->parameter != parameter) {
+          return absl::InvalidArgumentError(absl::StrCat("parameter '", parameter, "' has a version delay of ", delay,
+                                                         " but no state '", StashName(parameter, k), "' of it"));
+        }
+      }
     }
   }
   if (absl::Status status = VerifyStageDataflow(step); !status.ok()) return status;

@@ -100,12 +100,17 @@ absl::StatusOr<Schedule> GenerateGPipe(const GeneratorOptions& options) {
 // Pipeline-Parallel DNN Training", ICML 2021. Actor r runs min(P-1-r, M)
 // warm-up forwards, then alternates one forward and one backward, then
 // drains the remaining backwards; at most min(P-r, M) microbatches are live.
-absl::StatusOr<Schedule> GenerateOneFOneB(const GeneratorOptions& options) {
-  absl::StatusOr<int32_t> v = FixedVirtual("1f1b", options, 1);
+//
+// PipeDream (Narayanan et al., SOSP 2019) and PipeDream-2BW (ICML 2021) run
+// the same order within a step; what differs is when the weights are
+// updated and which version each task computes on, which the traced step
+// says (ir/train_step.h; FORMAT.md, "Asynchronous pipelines").
+static absl::StatusOr<Schedule> OneFOneBNamed(const GeneratorOptions& options, const char* name) {
+  absl::StatusOr<int32_t> v = FixedVirtual(name, options, 1);
   if (!v.ok()) return v.status();
-  if (absl::Status s = CheckSizes("1f1b", options, *v); !s.ok()) return s;
+  if (absl::Status s = CheckSizes(name, options, *v); !s.ok()) return s;
   const int32_t p = options.actors, m = options.microbatches;
-  Schedule schedule = MakeSchedule("1f1b", p, p, m, LoopPlacement(p, p));
+  Schedule schedule = MakeSchedule(name, p, p, m, LoopPlacement(p, p));
   for (int32_t r = 0; r < p; ++r) {
     std::vector<Slot>& program = schedule.programs[r];
     const int32_t warmup = std::min(p - 1 - r, m);
@@ -118,6 +123,8 @@ absl::StatusOr<Schedule> GenerateOneFOneB(const GeneratorOptions& options) {
   }
   return schedule;
 }
+
+absl::StatusOr<Schedule> GenerateOneFOneB(const GeneratorOptions& options) { return OneFOneBNamed(options, "1f1b"); }
 
 // Interleaved 1F1B: Narayanan et al., "Efficient Large-Scale Language Model
 // Training on GPU Clusters Using Megatron-LM", SC 2021, in the order of
@@ -351,8 +358,11 @@ absl::StatusOr<Schedule> GenerateDualPipeV(const GeneratorOptions& options) {
 }
 
 std::vector<std::string> GeneratorNames() {
-  return {"gpipe", "1f1b", "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev", "graph-gpipe", "graph-1f1b"};
+  return {"gpipe",     "1f1b",        "interleaved", "looped-bfs", "zb-h1",    "zb-v",
+          "dualpipev", "graph-gpipe", "graph-1f1b",  "pipedream",  "2bw"};
 }
+
+bool IsAsynchronous(absl::string_view name) { return name == "pipedream" || name == "2bw"; }
 
 bool TakesStageGraph(absl::string_view name) { return name == "graph-gpipe" || name == "graph-1f1b"; }
 
@@ -366,6 +376,8 @@ absl::StatusOr<Schedule> Generate(absl::string_view name, const GeneratorOptions
   }
   if (name == "gpipe") return GenerateGPipe(options);
   if (name == "1f1b") return GenerateOneFOneB(options);
+  if (name == "pipedream") return OneFOneBNamed(options, "pipedream");
+  if (name == "2bw") return OneFOneBNamed(options, "2bw");
   if (name == "interleaved") return GenerateInterleaved(options);
   if (name == "looped-bfs") return GenerateLoopedBfs(options);
   if (name == "zb-h1") return GenerateZeroBubbleH1(options);

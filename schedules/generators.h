@@ -67,8 +67,13 @@ absl::StatusOr<Schedule> GenerateGraphOneFOneB(const GeneratorOptions& options);
 
 // The names accepted by Generate(), in a stable order: "gpipe", "1f1b",
 // "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev", "graph-gpipe",
-// "graph-1f1b".
+// "graph-1f1b", "pipedream", "2bw".
 std::vector<std::string> GeneratorNames();
+
+// pipedream and 2bw: 1F1B's order within a step, for a model traced to
+// update asynchronously (ir/trace.h WeightUpdates; FORMAT.md, "Asynchronous
+// pipelines"). The order is 1f1b's; the step is what differs.
+bool IsAsynchronous(absl::string_view name);
 
 // Whether the generator called `name` takes GeneratorOptions::stage_edges
 // and stage_actors (the graph-* ones).

@@ -13,7 +13,7 @@
 
 namespace tandem::controller::testing_harness {
 
-absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool tied) {
+absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool tied, WeightUpdates updates) {
   examples::GptConfig config;
   config.vocab_size = 11;
   config.sequence_length = 6;
@@ -24,10 +24,11 @@ absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool
   config.num_stages = stages;
   config.tied_head = tied;
   return TraceTrainStep("gpt", examples::GptModel(config), Adam({.learning_rate = 1e-2}),
-                        {.num_microbatches = microbatches, .seed = 5});
+                        {.num_microbatches = microbatches, .seed = 5, .updates = updates});
 }
 
-absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int32_t replicas) {
+absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int32_t replicas,
+                                      WeightUpdates updates) {
   examples::MlpConfig config;
   config.input_dim = 8;
   config.hidden_dim = 12;
@@ -35,7 +36,7 @@ absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int3
   config.batch_size = 4;
   config.num_stages = stages;
   return TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 0.1, .momentum = 0.9}),
-                        {.num_microbatches = microbatches, .num_replicas = replicas, .seed = 5});
+                        {.num_microbatches = microbatches, .num_replicas = replicas, .seed = 5, .updates = updates});
 }
 
 absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches) {

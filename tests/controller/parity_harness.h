@@ -13,13 +13,17 @@
 #include "controller/launcher.h"
 #include "examples/models/mlp.h"
 #include "ir/interpreter.h"
+#include "ir/trace.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"
 
 namespace tandem::controller::testing_harness {
 
-absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool tied = false);
-absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int32_t replicas = 1);
+// `updates`: how the loop updates (asynchronous pipelines; ir/trace.h).
+absl::StatusOr<ir::TrainStep> TinyGpt(int32_t stages, int32_t microbatches, bool tied = false,
+                                      WeightUpdates updates = {});
+absl::StatusOr<ir::TrainStep> TinyMlp(int32_t stages, int32_t microbatches, int32_t replicas = 1,
+                                      WeightUpdates updates = {});
 // Three stages; a value of stage 0 is also read by stage 2.
 absl::StatusOr<ir::TrainStep> SkipModel(int32_t microbatches);
 

@@ -39,6 +39,8 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command.add_option("--lr", options.lr, "learning rate (default 3e-3 for gpt, 1e-2 for mlp and two-tower)");
   command.add_option("--seed", options.seed, "seed of parameter initialization and data sampling")
       ->capture_default_str();
+  AddIntegerOption(command, "--update-every", options.updates.every,
+                   "2bw: microbatches per weight update, dividing --microbatches (default: the pipeline's stages)");
   command.add_option("--data", options.data,
                      "gpt: a UTF-8 text file or directory (default: /usr/share/common-licenses)");
 }
@@ -49,6 +51,29 @@ absl::Status TakeScheduleStages(const CLI::App& command, int32_t stages, example
         absl::StrCat("--stages ", options.stages, " does not match the schedule's ", stages, " stages"));
   }
   options.stages = stages;
+  return absl::OkStatus();
+}
+
+absl::Status TakeWeightUpdates(const CLI::App& command, const std::string& schedule,
+                               examples::ExampleJobOptions& options) {
+  const bool every_given = command.count("--update-every") > 0;
+  if (schedule == "pipedream") {
+    if (every_given && options.updates.every != 1) {
+      return absl::InvalidArgumentError("--update-every: pipedream updates after every microbatch; use 2bw to update "
+                                        "every N");
+    }
+    options.updates = {WeightUpdates::Mode::kPipeDream, 1};
+  } else if (schedule == "2bw") {
+    const int32_t every = every_given ? options.updates.every : options.stages;
+    if (every < 1 || options.microbatches % every != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "2bw updates every ", every, " microbatches", every_given ? "" : " (the stage count, by default)",
+          ", which must divide --microbatches ", options.microbatches, ": set --update-every"));
+    }
+    options.updates = {WeightUpdates::Mode::kTwoBuffer, every};
+  } else if (every_given) {
+    return absl::InvalidArgumentError(absl::StrCat("--update-every applies to --schedule 2bw, not '", schedule, "'"));
+  }
   return absl::OkStatus();
 }
 
@@ -65,6 +90,10 @@ absl::StatusOr<schedules::Schedule> ResolveModelSchedule(
     early = *std::move(resolved);
   }
   if (absl::Status status = TakeScheduleStages(command, stages, model); !status.ok()) {
+    usage_error = true;
+    return status;
+  }
+  if (absl::Status status = TakeWeightUpdates(command, schedule.schedule, model); !status.ok()) {
     usage_error = true;
     return status;
   }

@@ -1,6 +1,6 @@
 // The options that choose and size an example model (examples/): --model,
 // --microbatches, --data-parallel, --layers, --dim, --heads, --seq, --batch, --vocab, --tied,
-// --optimizer, --lr, --seed, --data, and --stages where no schedule says
+// --optimizer, --lr, --seed, --data, --update-every, and --stages where no schedule says
 // how many stages there are. Shared by `tandem ir`, `compile`, `train`,
 // `repl` and the benchmarks that run the example models.
 #ifndef TANDEM_TOOLS_CLI_MODEL_OPTIONS_H_
@@ -24,6 +24,12 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options);
 // Sets options.stages to a schedule's stage count; InvalidArgument when
 // --stages was given and says otherwise.
 absl::Status TakeScheduleStages(const CLI::App& command, int32_t stages, examples::ExampleJobOptions& options);
+
+// Sets options.updates for the schedule called `schedule`: pipedream
+// updates per microbatch, 2bw every --update-every microbatches (default:
+// options.stages); InvalidArgument when --update-every does not fit.
+absl::Status TakeWeightUpdates(const CLI::App& command, const std::string& schedule,
+                               examples::ExampleJobOptions& options);
 
 // The validated schedule --schedule names, for the model `model` describes,
 // with model.stages set from it. A chain schedule fixes the stage count,
