@@ -160,6 +160,49 @@ TEST(AsynchronousStep, TwoBufferAveragesEachUpdateOverItsGroup) {
   }
 }
 
+TEST(AsynchronousStep, TwoBufferIsTheDelayedUpdateWrittenOutByHand) {
+  // 2BW by its formula, from a synchronous step's graphs: W(g+1) is the
+  // update of W(g) with the mean gradient of group g taken at W(g-1).
+  const ir::TrainStep synchronous = Trace(2, 2, {}, Adam({}));
+  const ir::TrainStep two_buffer = Trace(2, 6, {Mode::kTwoBuffer, 2}, Adam({}));
+  const Trained pipelined = Train(two_buffer, 2);
+
+  ir::TensorMap state = *ir::InitialState(synchronous);
+  ir::TensorMap previous = state;  // W(g-1); W(-1) = W(0)
+  std::vector<float> losses;
+  for (int32_t g = 0; g < 6; ++g) {
+    ir::TensorMap accumulators;
+    for (const ir::TensorMap& batch : Batches(2, int64_t{g} * 2, 2)) {
+      ir::TensorMap inputs = previous;
+      for (const auto& [name, tensor] : batch) inputs[name] = tensor;
+      absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(synchronous.microbatch, inputs);
+      ASSERT_TRUE(outputs.ok()) << outputs.status();
+      losses.push_back(outputs->at("loss").f32()[0]);
+      for (const ir::Accumulator& acc : synchronous.accumulators) {
+        auto it = accumulators.find(acc.name);
+        accumulators[acc.name] = it == accumulators.end()
+                                     ? outputs->at(acc.source)
+                                     : *ir::AccumulateGradient(it->second, outputs->at(acc.source));
+      }
+    }
+    ir::TensorMap inputs = state;
+    for (const auto& [name, tensor] : accumulators) inputs[name] = tensor;
+    inputs["step"] = ir::HostTensor::Scalar(static_cast<float>(g + 1));
+    absl::StatusOr<ir::TensorMap> updated = ir::RunGraph(synchronous.update, inputs);
+    ASSERT_TRUE(updated.ok()) << updated.status();
+    previous = state;
+    for (auto& [name, tensor] : *updated) state[name] = tensor;
+  }
+  EXPECT_EQ(pipelined.losses, losses);
+  for (const auto& [name, tensor] : state) {
+    EXPECT_TRUE(tensor.BitwiseEquals(pipelined.state.at(name))) << name;
+    const ir::StateSpec* spec = synchronous.FindState(name);
+    if (spec->role == ir::StateRole::kParameter) {
+      EXPECT_TRUE(previous.at(name).BitwiseEquals(pipelined.state.at(ir::StashName(name, 1)))) << name;
+    }
+  }
+}
+
 TEST(AsynchronousStep, TextRoundTripKeepsTheUpdateGroupsAndDelays) {
   const ir::TrainStep step = Trace(2, 4, {Mode::kTwoBuffer, 2}, Adam({}));
   const std::string text = ir::PrintTrainStep(step);

@@ -16,7 +16,8 @@ using ::testing::HasSubstr;
 
 // Whether `name` accepts (P, M, V) by its documented constraints.
 bool Accepts(const std::string& name, int p, int m, int v) {
-  if (name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "graph-gpipe" || name == "graph-1f1b") {
+  if (name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "graph-gpipe" || name == "graph-1f1b" ||
+      name == "pipedream" || name == "2bw") {
     return v == 0 || v == 1;
   }
   if (name == "interleaved") return m % p == 0;
@@ -52,6 +53,18 @@ TEST(Generators, EveryBuiltInValidatesAcrossSizes) {
     }
   }
   EXPECT_GT(validated, 500);
+}
+
+TEST(Generators, PipeDreamAnd2bwRun1f1bsOrderUnderTheirOwnName) {
+  for (const char* name : {"pipedream", "2bw"}) {
+    absl::StatusOr<Schedule> schedule = Generate(name, {3, 6, 0});
+    absl::StatusOr<Schedule> one_f_one_b = Generate("1f1b", {3, 6, 0});
+    ASSERT_TRUE(schedule.ok() && one_f_one_b.ok());
+    EXPECT_EQ(schedule->name, name);
+    EXPECT_EQ(schedule->programs, one_f_one_b->programs);
+    EXPECT_TRUE(IsAsynchronous(name));
+  }
+  EXPECT_FALSE(IsAsynchronous("1f1b"));
 }
 
 TEST(Generators, UnknownNameListsTheKnownOnes) {

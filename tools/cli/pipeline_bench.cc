@@ -14,6 +14,9 @@
 // stages as a chain under 1F1B, GPipe and ZB-H1, each measured and predicted
 // like fidelity's; the ratio of the best of each.
 //
+// async: the same MLP under 1F1B, 2BW and PipeDream with the same
+// microbatches per update: step time, throughput and measured bubble.
+//
 // fidelity: an MLP whose layers are large matmuls, so that compute dominates.
 // Calibration: each schedule runs a few steps and the actors' instruction
 // timings give the mean duration of each (task kind, stage); the simulator
@@ -26,6 +29,7 @@
 #include <chrono>
 #include <memory>
 #include <ostream>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -60,7 +64,7 @@ double ProcessCpuMicros() {
 // `width`, trained with plain SGD (its update is a few elementwise ops), on
 // `replicas` data-parallel replicas of `microbatches` microbatches each.
 absl::StatusOr<ir::TrainStep> BenchMlp(int32_t stages, int32_t microbatches, int64_t width, int64_t batch,
-                                       int64_t layers_per_stage, int32_t replicas = 1) {
+                                       int64_t layers_per_stage, int32_t replicas = 1, WeightUpdates updates = {}) {
   examples::MlpConfig config;
   config.input_dim = width;
   config.hidden_dim = width;
@@ -70,7 +74,7 @@ absl::StatusOr<ir::TrainStep> BenchMlp(int32_t stages, int32_t microbatches, int
   config.num_stages = stages;
   if (absl::Status status = examples::ValidateMlpConfig(config); !status.ok()) return status;
   return TraceTrainStep("mlp", examples::MlpModel(config), Sgd({.learning_rate = 1e-3}),
-                        {.num_microbatches = microbatches, .num_replicas = replicas, .seed = 7});
+                        {.num_microbatches = microbatches, .num_replicas = replicas, .seed = 7, .updates = updates});
 }
 
 // Deterministic inputs for every microbatch of every replica.
@@ -397,6 +401,96 @@ int RunGraphBench(const GraphBenchOptions& options, std::ostream& out, std::ostr
 
 }  // namespace
 
+struct AsyncBenchOptions {
+  LauncherOptions launcher;
+  int32_t actors = 4;
+  int32_t microbatches = 8;  // per update, under every schedule
+  int32_t updates = 4;       // per step, under 2bw and pipedream's window
+  int64_t width = 512;
+  int64_t batch = 64;
+  int64_t steps = 5;
+  bool json = false;
+};
+
+// The same MLP on the same actors, the same microbatches per update: 1F1B
+// flushes after every update; 2BW runs `updates` of them per step without a
+// flush between them; PipeDream runs as many microbatches per step as 2BW
+// with an update after each. Measured: the median step, microbatches per
+// second, and the measured bubble (the fraction of actor time not in run
+// instructions).
+int RunAsyncBench(const AsyncBenchOptions& options, std::ostream& out, std::ostream& err) {
+  ir::SetBlasThreads(1);
+  struct Row {
+    std::string schedule;
+    int32_t microbatches = 0, updates = 0;
+    double step_ms = 0, microbatches_per_s = 0, bubble = 0;
+  };
+  const int32_t window = options.microbatches * options.updates;
+  const std::vector<std::tuple<std::string, int32_t, WeightUpdates>> cases = {
+      {"1f1b", options.microbatches, {}},
+      {"2bw", window, {WeightUpdates::Mode::kTwoBuffer, options.microbatches}},
+      {"pipedream", window, {WeightUpdates::Mode::kPipeDream, 1}}};
+  std::vector<Row> rows;
+  std::string description;
+  for (const auto& [name, microbatches, updates] : cases) {
+    absl::StatusOr<ir::TrainStep> step =
+        BenchMlp(options.actors, microbatches, options.width, options.batch, /*layers_per_stage=*/2, 1, updates);
+    if (!step.ok()) return Fail(err, "async", step.status());
+    absl::StatusOr<schedules::Schedule> schedule =
+        schedules::Generate(name, {.actors = options.actors, .microbatches = microbatches});
+    if (!schedule.ok()) return Fail(err, "async", schedule.status());
+    absl::StatusOr<Running> running = StartPipeline(options.launcher, *step, *schedule);
+    if (!running.ok()) return Fail(err, "async", running.status());
+    description = running->description;
+    const std::vector<ir::TensorMap> batches = BenchBatches(*step);
+    controller::StepTrace trace(running->pipeline->compiled());
+    std::vector<double> walls;
+    for (int64_t s = 0; s < options.steps + 2; ++s) {
+      const Clock::time_point start = Clock::now();
+      absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
+      const double wall = SecondsSince(start);
+      if (!report.ok()) return Fail(err, "async", report.status());
+      if (s < 2) continue;  // warm-up
+      walls.push_back(wall);
+      trace.AddStep(*report);
+    }
+    std::sort(walls.begin(), walls.end());
+    Row row{name, microbatches, step->updates_per_step()};
+    row.step_ms = walls[walls.size() / 2] * 1e3;
+    row.microbatches_per_s = microbatches / walls[walls.size() / 2];
+    const std::vector<double> bubble = trace.MeasuredBubble();
+    for (double b : bubble) row.bubble += b / static_cast<double>(bubble.size());
+    rows.push_back(row);
+  }
+  const double base = rows.front().microbatches_per_s;
+  if (options.json) {
+    nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
+    for (const Row& row : rows) {
+      json_rows.push_back({{"schedule", row.schedule}, {"microbatches_per_step", row.microbatches},
+                           {"updates_per_step", row.updates}, {"step_ms", row.step_ms},
+                           {"microbatches_per_s", row.microbatches_per_s}, {"measured_bubble", row.bubble},
+                           {"throughput_vs_1f1b", row.microbatches_per_s / base}});
+    }
+    const nlohmann::ordered_json json = {{"actors", options.actors},        {"microbatches_per_update", options.microbatches},
+                                         {"width", options.width},          {"batch", options.batch},
+                                         {"rows", json_rows}};
+    out << schedules::JsonText(json) << "\n";
+    return 0;
+  }
+  out << absl::StrFormat(
+      "async: MLP, %d actors, 2 layers of %d x %d per stage (batch %d), %d microbatches per update; %s; median of "
+      "%d steps\n\n",
+      options.actors, options.width, options.width, options.batch, options.microbatches, description, options.steps);
+  out << absl::StrFormat("  %-10s %12s %12s %10s %16s %16s %10s\n", "schedule", "mb/step", "updates/step", "step ms",
+                         "microbatches/s", "measured bubble", "vs 1f1b");
+  for (const Row& row : rows) {
+    out << absl::StrFormat("  %-10s %12d %12d %10.2f %16.1f %15.1f%% %9.2fx\n", row.schedule, row.microbatches,
+                           row.updates, row.step_ms, row.microbatches_per_s, 100 * row.bubble,
+                           row.microbatches_per_s / base);
+  }
+  return 0;
+}
+
 void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
   CLI::App* dispatch =
       command_line.Add(bench, "dispatch", "fused vs per-task dispatch: RPCs and controller CPU per step (P=4, M=64)",
@@ -454,6 +548,22 @@ void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
   graph->add_flag("--json", graph_options->json, "print JSON");
   command_line.OnRun(graph, [graph_options, &streams = command_line.streams()] {
     return RunGraphBench(*graph_options, streams.out, streams.err);
+  });
+
+  CLI::App* async = command_line.Add(
+      bench, "async", "asynchronous pipelines: 2BW and PipeDream against 1F1B, the same microbatches per update",
+      "[--actors P] [--microbatches M] [--updates K] [--width W] [--batch B] [--steps N] [launcher options] [--json]");
+  auto async_options = std::make_shared<AsyncBenchOptions>();
+  AddLauncherOptions(*async, async_options->launcher);
+  AddIntegerOption(*async, "--actors", async_options->actors, "pipeline actors");
+  AddIntegerOption(*async, "--microbatches", async_options->microbatches, "microbatches per update (2bw's m)");
+  AddIntegerOption(*async, "--updates", async_options->updates, "updates per step under 2bw (pipedream: as many microbatches)");
+  AddIntegerOption(*async, "--width", async_options->width, "hidden width of every layer");
+  AddIntegerOption(*async, "--batch", async_options->batch, "examples per microbatch");
+  AddIntegerOption(*async, "--steps", async_options->steps, "measured steps per schedule (after 2 warm-up steps)");
+  async->add_flag("--json", async_options->json, "print JSON");
+  command_line.OnRun(async, [async_options, &streams = command_line.streams()] {
+    return RunAsyncBench(*async_options, streams.out, streams.err);
   });
 }
 
