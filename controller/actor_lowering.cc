@@ -172,11 +172,12 @@ class Lowering {
     const int32_t k = updates_done_ - group + delay;
     if (k < 0 || k > delay) {
       return absl::InvalidArgumentError(absl::StrCat(
-          task.Describe(), " computes microbatch ", task.microbatch, " on stage ", task.stage,
-          "'s weights after the step's update ", group - delay, " (update group ", group, ", version delay ", delay,
-          "), but its actor has made ", updates_done_, " update(s) by then: ",
-          k < 0 ? "that version does not exist yet; run the backward that completes it earlier, or update less often"
-                : absl::StrCat("the actor keeps only ", delay, " older version(s)")));
+          task.Describe(), " needs stage ", task.stage, "'s weights after the step's first ", group - delay,
+          " update(s) (microbatch ", task.microbatch, " is in update group ", group, ", version delay ", delay,
+          "), but its actor has made ", k < 0 ? "only " : "", updates_done_, " by then: ",
+          k < 0 ? "run the backwards that complete those groups before it, or update less often (2bw: a larger "
+                  "--update-every)"
+                : absl::StrCat("it keeps only ", delay, " older version(s)")));
     }
     return StateBuffer(ir::StashName(parameter, k));
   }
