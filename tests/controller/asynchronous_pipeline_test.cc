@@ -39,12 +39,7 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << " " << c.schedule << (c.processes ? " processes" : " threads") << (c.remat ? " remat" : "");
 }
 
-std::unique_ptr<Launcher> ProcessLauncher() {
-  LocalLauncherOptions options;
-  options.actor_binary = TANDEM_ACTOR_BINARY;
-  options.shm_ring_bytes = int64_t{16} << 20;
-  return std::make_unique<LocalLauncher>(std::move(options));
-}
+std::unique_ptr<Launcher> ProcessLauncher() { return testing_harness::ProcessLauncher(TANDEM_ACTOR_BINARY); }
 
 class AsynchronousParity : public ::testing::TestWithParam<Case> {};
 

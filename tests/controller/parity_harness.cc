@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "controller/local_launcher.h"
 #include "controller/pipeline.h"
 #include "examples/models/gpt.h"
 #include "gtest/gtest.h"
@@ -89,6 +90,13 @@ namespace {
 bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 }  // namespace
+
+std::unique_ptr<Launcher> ProcessLauncher(const std::string& actor_binary) {
+  LocalLauncherOptions options;
+  options.actor_binary = actor_binary;
+  options.shm_ring_bytes = int64_t{16} << 20;
+  return std::make_unique<LocalLauncher>(std::move(options));
+}
 
 std::unique_ptr<Launcher> ThreadsLauncher() { return std::make_unique<cli::ThreadsLauncher>(absl::Seconds(20)); }
 

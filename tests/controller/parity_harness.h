@@ -38,6 +38,8 @@ std::vector<ir::TensorMap> Batches(const ir::TrainStep& step, int64_t step_numbe
 using LauncherFactory = std::function<std::unique_ptr<Launcher>()>;
 // The threads launcher (actor threads, in-memory data plane).
 std::unique_ptr<Launcher> ThreadsLauncher();
+// The local launcher: one `actor_binary` process per actor, shm data plane.
+std::unique_ptr<Launcher> ProcessLauncher(const std::string& actor_binary);
 
 // Runs `steps` steps on the launcher's actors and on the reference
 // interpreter and expects bit-identical losses and state, and measured

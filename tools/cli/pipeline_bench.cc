@@ -121,6 +121,24 @@ int Fail(std::ostream& err, absl::string_view bench, const absl::Status& status,
   return code;
 }
 
+// Runs two warm-up steps, then `steps` measured ones whose reports go to
+// `trace`; the median wall time of the measured steps, in seconds.
+absl::StatusOr<double> MedianStepSeconds(controller::Pipeline& pipeline, const std::vector<ir::TensorMap>& batches,
+                                         int64_t steps, controller::StepTrace& trace) {
+  std::vector<double> walls;
+  for (int64_t s = 0; s < steps + 2; ++s) {
+    const Clock::time_point start = Clock::now();
+    absl::StatusOr<controller::StepReport> report = pipeline.Step(batches);
+    const double wall = SecondsSince(start);
+    if (!report.ok()) return report.status();
+    if (s < 2) continue;  // warm-up
+    walls.push_back(wall);
+    trace.AddStep(*report);
+  }
+  std::sort(walls.begin(), walls.end());
+  return walls[walls.size() / 2];
+}
+
 struct DispatchBenchOptions {
   LauncherOptions launcher;
   int32_t actors = 4;
@@ -235,24 +253,15 @@ int RunFidelityBench(const FidelityBenchOptions& options, std::ostream& out, std
 
     // Calibration and measurement: the steps after two warm-up steps.
     controller::StepTrace trace(compiled);
-    std::vector<double> walls;
-    for (int64_t s = 0; s < options.steps + 2; ++s) {
-      const Clock::time_point start = Clock::now();
-      absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
-      const double wall = SecondsSince(start);
-      if (!report.ok()) return Fail(err, "fidelity", report.status());
-      if (s < 2) continue;
-      walls.push_back(wall);
-      trace.AddStep(*report);
-    }
+    absl::StatusOr<double> median = MedianStepSeconds(*running->pipeline, batches, options.steps, trace);
+    if (!median.ok()) return Fail(err, "fidelity", median.status());
     const schedules::CostModel costs = trace.CalibratedCosts();
     const std::vector<double> update_us = trace.UpdateUs();
     absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(*schedule, costs);
     if (!simulated.ok()) return Fail(err, "fidelity", simulated.status());
     Row row;
     row.schedule = std::string(name);
-    std::sort(walls.begin(), walls.end());
-    row.measured_ms = walls[walls.size() / 2] * 1e3;
+    row.measured_ms = *median * 1e3;
     row.update_ms = *std::max_element(update_us.begin(), update_us.end()) * 1e-3;
     row.simulated_ms = simulated->makespan * 1e-3;
     row.predicted_ms = row.simulated_ms + row.update_ms;
@@ -337,21 +346,12 @@ int RunGraphBench(const GraphBenchOptions& options, std::ostream& out, std::ostr
     if (!running.ok()) return Fail(err, "graph", running.status());
     description = running->description;
     controller::StepTrace trace(running->pipeline->compiled());
-    std::vector<double> walls;
-    for (int64_t s = 0; s < options.steps + 2; ++s) {
-      const Clock::time_point start = Clock::now();
-      absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
-      const double wall = SecondsSince(start);
-      if (!report.ok()) return Fail(err, "graph", report.status());
-      if (s < 2) continue;  // warm-up
-      walls.push_back(wall);
-      trace.AddStep(*report);
-    }
+    absl::StatusOr<double> median = MedianStepSeconds(*running->pipeline, batches, options.steps, trace);
+    if (!median.ok()) return Fail(err, "graph", median.status());
     absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(*schedule, trace.CalibratedCosts());
     if (!simulated.ok()) return Fail(err, "graph", simulated.status());
     const std::vector<double> update_us = trace.UpdateUs();
-    std::sort(walls.begin(), walls.end());
-    row.measured_ms = walls[walls.size() / 2] * 1e3;
+    row.measured_ms = *median * 1e3;
     row.predicted_ms = simulated->makespan * 1e-3 + *std::max_element(update_us.begin(), update_us.end()) * 1e-3;
     row.bubble = simulated->bubble;
     rows.push_back(row);
@@ -399,8 +399,6 @@ int RunGraphBench(const GraphBenchOptions& options, std::ostream& out, std::ostr
   return 0;
 }
 
-}  // namespace
-
 struct AsyncBenchOptions {
   LauncherOptions launcher;
   int32_t actors = 4;
@@ -444,20 +442,11 @@ int RunAsyncBench(const AsyncBenchOptions& options, std::ostream& out, std::ostr
     description = running->description;
     const std::vector<ir::TensorMap> batches = BenchBatches(*step);
     controller::StepTrace trace(running->pipeline->compiled());
-    std::vector<double> walls;
-    for (int64_t s = 0; s < options.steps + 2; ++s) {
-      const Clock::time_point start = Clock::now();
-      absl::StatusOr<controller::StepReport> report = running->pipeline->Step(batches);
-      const double wall = SecondsSince(start);
-      if (!report.ok()) return Fail(err, "async", report.status());
-      if (s < 2) continue;  // warm-up
-      walls.push_back(wall);
-      trace.AddStep(*report);
-    }
-    std::sort(walls.begin(), walls.end());
+    absl::StatusOr<double> median = MedianStepSeconds(*running->pipeline, batches, options.steps, trace);
+    if (!median.ok()) return Fail(err, "async", median.status());
     Row row{name, microbatches, step->updates_per_step()};
-    row.step_ms = walls[walls.size() / 2] * 1e3;
-    row.microbatches_per_s = microbatches / walls[walls.size() / 2];
+    row.step_ms = *median * 1e3;
+    row.microbatches_per_s = microbatches / *median;
     const std::vector<double> bubble = trace.MeasuredBubble();
     for (double b : bubble) row.bubble += b / static_cast<double>(bubble.size());
     rows.push_back(row);
@@ -490,6 +479,8 @@ int RunAsyncBench(const AsyncBenchOptions& options, std::ostream& out, std::ostr
   }
   return 0;
 }
+
+}  // namespace
 
 void AddPipelineBenches(CommandLine& command_line, CLI::App& bench) {
   CLI::App* dispatch =
