@@ -23,13 +23,13 @@ class Lowering {
     program_.num_actors = plan.schedule().num_actors;
     program_.num_replicas = step_.num_replicas;
     for (const ir::Accumulator& acc : step_.accumulators) {
-      if (plan_.Accumulator(acc.name).actor == actor_) ++own_accumulators_;
-    }
-    if (step_.num_replicas < 2) return;
-    for (int32_t r = 0; r < step_.num_replicas; ++r) group_.push_back(ir::GlobalActor(program_, r));
-    for (const ir::Accumulator& acc : step_.accumulators) {
       const StepPlan::AccumulatorInfo& info = plan_.Accumulator(acc.name);
-      if (info.actor == actor_) ++unfinished_[info.stage];
+      if (info.actor != actor_) continue;
+      ++own_accumulators_;
+      if (step_.num_replicas > 1) ++unfinished_[info.stage];
+    }
+    for (int32_t r = 0; step_.num_replicas > 1 && r < step_.num_replicas; ++r) {
+      group_.push_back(ir::GlobalActor(program_, r));
     }
   }
 
@@ -166,8 +166,8 @@ class Lowering {
   // asynchronous step, the version of its group's stage delay, which the
   // actor's updates so far have shifted into stash<k> (ir/train_step.h).
   absl::StatusOr<BufferId> WeightVersion(const std::string& parameter, const PlannedTask& task) {
-    const int32_t delay = step_.VersionDelay(task.stage);
     if (!step_.asynchronous()) return StateBuffer(parameter);
+    const int32_t delay = step_.VersionDelay(task.stage);
     const int32_t group = task.microbatch / step_.group_size();
     const int32_t k = updates_done_ - group + delay;
     if (k < 0 || k > delay) {
