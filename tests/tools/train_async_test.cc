@@ -50,6 +50,25 @@ INSTANTIATE_TEST_SUITE_P(SchedulesLaunchers, TrainAsync,
                            return (info.param.schedule == "2bw" ? "twobw_" : "pipedream_") + info.param.launcher;
                          });
 
+// --launcher reference trains what the pipeline trains: the same stages and
+// the same weight versions, not a synchronous step under an asynchronous
+// schedule's name.
+TEST(TrainAsyncReference, TheReferenceLauncherKeepsTheScheduleWeightVersions) {
+  const auto losses_of = [](const std::string& schedule, const std::string& launcher) {
+    const std::string path = ::testing::TempDir() + "/tandem-async-losses-" + schedule + "-" + launcher;
+    std::string out, err;
+    const int code = RunTrain({"--model", "mlp", "--actors", "2", "--schedule", schedule, "--microbatches", "4",
+                               "--steps", "4", "--eval-batches", "0", "--launcher", launcher, "--losses", path},
+                              out, err);
+    EXPECT_EQ(code, 0) << schedule << " on " << launcher << "\n" << out << err;
+    return ReadFile(path);
+  };
+  const std::string reference = losses_of("2bw", "reference");
+  ASSERT_THAT(reference, HasSubstr("\"losses\""));
+  EXPECT_EQ(reference, losses_of("2bw", "threads"));
+  EXPECT_NE(reference, losses_of("1f1b", "reference")) << "2bw ran without its stale weights";
+}
+
 TEST(TrainAsyncOptions, AnUpdateCadenceThatDoesNotFitIsAUsageError) {
   const struct {
     std::vector<std::string> args;
@@ -64,11 +83,13 @@ TEST(TrainAsyncOptions, AnUpdateCadenceThatDoesNotFitIsAUsageError) {
       {{"--schedule", "2bw", "--microbatches", "3"}, "(the stage count, by default)"},
   };
   for (const auto& c : cases) {
-    std::vector<std::string> args = {"--model", "mlp", "--actors", "2", "--steps", "1"};
-    args.insert(args.end(), c.args.begin(), c.args.end());
-    std::string out, err;
-    EXPECT_EQ(RunTrain(args, out, err), 2) << c.message << "\n" << out << err;
-    EXPECT_THAT(err, HasSubstr(c.message));
+    for (const std::string launcher : {"local", "reference"}) {
+      std::vector<std::string> args = {"--model", "mlp", "--actors", "2", "--steps", "1", "--launcher", launcher};
+      args.insert(args.end(), c.args.begin(), c.args.end());
+      std::string out, err;
+      EXPECT_EQ(RunTrain(args, out, err), 2) << c.message << " on " << launcher << "\n" << out << err;
+      EXPECT_THAT(err, HasSubstr(c.message)) << launcher;
+    }
   }
 }
 

@@ -394,18 +394,17 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     job = *std::move(made);
     return &job->step;
   };
-  if (options.pipelined()) {
-    bool usage_error = false;
-    absl::StatusOr<schedules::Schedule> resolved =
-        ResolveModelSchedule(train, options.schedule, options.model, make_job, usage_error);
-    if (!resolved.ok()) {
-      return usage_error ? UsageError(streams.err, train, std::string(resolved.status().message()))
-                         : Failure(streams.err, train, resolved.status());
-    }
-    schedule = *std::move(resolved);
-  } else if (absl::StatusOr<const ir::TrainStep*> made = make_job(); !made.ok()) {
-    return Failure(streams.err, train, made.status());
+  // The reference launcher resolves the schedule too: its stages and its
+  // weight-update semantics (pipedream, 2bw) shape the traced step, so the
+  // reference trains exactly what the pipeline would.
+  bool usage_error = false;
+  absl::StatusOr<schedules::Schedule> resolved =
+      ResolveModelSchedule(train, options.schedule, options.model, make_job, usage_error);
+  if (!resolved.ok()) {
+    return usage_error ? UsageError(streams.err, train, std::string(resolved.status().message()))
+                       : Failure(streams.err, train, resolved.status());
   }
+  schedule = *std::move(resolved);
   // One BLAS thread per actor: the reference is bitwise reproducible at a
   // fixed count, and the actors share this machine's cores.
   ir::SetBlasThreads(1);
