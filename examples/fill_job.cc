@@ -1,5 +1,6 @@
 #include "examples/fill_job.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
@@ -15,7 +16,9 @@ namespace tandem::examples {
 
 namespace {
 
-constexpr int64_t kFillPoolItems = 256;
+// The dataset: up to 256 batches, and at most 64 MiB of them.
+constexpr int64_t kDatasetBatches = 256;
+constexpr int64_t kDatasetBytes = int64_t{64} << 20;
 
 }  // namespace
 
@@ -58,32 +61,30 @@ absl::StatusOr<ExampleFillJob> MakeExampleFillJob(const std::string& spec, uint6
   config.num_layers = values["layers"];
   config.hidden_dim = values["dim"];
   if (absl::Status status = ValidateMlpConfig(config); !status.ok()) return status;
-  absl::StatusOr<ir::TrainStep> step = TraceForwardStep("fill.mlp", MlpInferenceModel(config), {.seed = seed});
+  const int64_t batch_bytes = config.batch_size * config.input_dim * static_cast<int64_t>(sizeof(float));
+  const int64_t batches = std::clamp<int64_t>(kDatasetBytes / batch_bytes, 1, kDatasetBatches);
+  // The requests: a dataset of `batches` batches drawn once, like the
+  // mlp's training inputs, and cycled through; inference needs no labels.
+  // It is the model's state "data", so it goes to the filling actors once,
+  // with the parameters, and stays there: a piece's input is the index of
+  // its batch, not the batch (PipeFill's fill jobs load their own data).
+  absl::StatusOr<ir::TrainStep> step =
+      TraceForwardStep("fill.mlp", MlpDatasetInferenceModel(config, batches), {.seed = seed});
   if (!step.ok()) return step.status();
   absl::StatusOr<ir::TensorMap> state = ir::InitialState(*step);
   if (!state.ok()) return state.status();
   ExampleFillJob job;
   job.name = spec;
   job.description = absl::StrCat("mlp inference: ", config.num_layers, " hidden layers of ", config.hidden_dim, ", ",
-                                 config.batch_size, " rows per piece");
+                                 config.batch_size, " rows per piece, a dataset of ", batches,
+                                 " batches on the actors");
   job.step = *std::move(step);
   job.state = *std::move(state);
   job.items = values["items"];
   job.rows_per_item = config.batch_size;
-  // The requests: a dataset of kFillPoolItems batches held in memory, drawn
-  // like the mlp's training inputs (examples/data/synthetic.h) from a seed
-  // range training never reaches, and cycled through; inference needs no
-  // labels. Drawing them is the dataset's loading, not the fill's work, so
-  // it happens once, here.
-  auto pool = std::make_shared<std::vector<ir::TensorMap>>();
-  for (int64_t item = 0; item < kFillPoolItems; ++item) {
-    const uint64_t stream = (uint64_t{1} << 41) + static_cast<uint64_t>(item);
-    absl::StatusOr<ir::HostTensor> x = ir::MakeTensor({ir::DType::kF32, {config.batch_size, config.input_dim}},
-                                                      {ir::Initializer::Kind::kNormal, 0.0, 1.0, seed * 7919 + stream + 1});
-    if (!x.ok()) return x.status();
-    pool->push_back({{"x", *std::move(x)}});
-  }
-  job.input = [pool](int64_t item) { return (*pool)[static_cast<size_t>(item % kFillPoolItems)]; };
+  job.input = [batches](int64_t item) {
+    return ir::TensorMap{{"item", ir::HostTensor::FromInts({1}, {static_cast<int32_t>(item % batches)})}};
+  };
   return job;
 }
 

@@ -5,8 +5,9 @@
 // SPEC is "infer:MODEL[,key=value...]": MODEL is mlp; keys batch (rows per
 // piece, default 256), layers, dim (default: the model's) and items (pieces'
 // worth of inputs in all; default 0, as many as the steps take). The
-// requests cycle through 256 distinct batches held in memory (the dataset),
-// so that feeding the pieces costs no more than handing over tensors.
+// requests cycle through a dataset of up to 256 distinct batches (64 MiB at
+// most) that is part of the model's state: it goes to the filling actors
+// once, and a piece's input is only the index of its batch.
 #ifndef TANDEM_EXAMPLES_FILL_JOB_H_
 #define TANDEM_EXAMPLES_FILL_JOB_H_
 
@@ -25,7 +26,8 @@ struct ExampleFillJob {
   std::string description;  // e.g. "mlp inference: 4 hidden layers of 64, 16 rows per piece"
   ir::TrainStep step;       // forward-only, one stage, one microbatch
   ir::TensorMap state;      // the model's parameters (its initializers, seeded)
-  // The inputs of item `item`: a batch of rows like the mlp's data.
+  // The inputs of item `item`: "item", the index of its batch in the
+  // dataset (state "data").
   std::function<ir::TensorMap(int64_t item)> input;
   int64_t items = 0;        // 0: endless
   int64_t rows_per_item = 0;

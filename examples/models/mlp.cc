@@ -30,8 +30,7 @@ struct MlpBody {
   Tensor b;
 };
 
-MlpBody TraceBody(Tracer& t, const MlpConfig& c) {
-  Tensor h = t.Input("x", {ir::DType::kF32, {c.batch_size, c.input_dim}});
+MlpBody TraceBody(Tracer& t, const MlpConfig& c, Tensor h) {
   int64_t width = c.input_dim;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     if (LayerStage(c.layer_stages, layer, c.num_layers, c.num_stages) > t.stage()) h = pipeline_yield(h);
@@ -45,15 +44,19 @@ MlpBody TraceBody(Tracer& t, const MlpConfig& c) {
   return MlpBody{h, w, b};
 }
 
-}  // namespace
-
-Tensor MlpLogits(Tracer& t, const MlpConfig& c) {
-  const MlpBody body = TraceBody(t, c);
+Tensor LogitsOf(Tracer& t, const MlpConfig& c, Tensor x) {
+  const MlpBody body = TraceBody(t, c, x);
   return matmul(body.hidden, body.w) + body.b;
 }
 
+Tensor InputX(Tracer& t, const MlpConfig& c) { return t.Input("x", {ir::DType::kF32, {c.batch_size, c.input_dim}}); }
+
+}  // namespace
+
+Tensor MlpLogits(Tracer& t, const MlpConfig& c) { return LogitsOf(t, c, InputX(t, c)); }
+
 Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
-  const MlpBody body = TraceBody(t, c);
+  const MlpBody body = TraceBody(t, c, InputX(t, c));
   Tensor labels = t.Label("labels", {ir::DType::kI32, {c.batch_size}});
   return mean(cross_entropy(matmul(body.hidden, body.w) + body.b, labels));
 }
@@ -64,6 +67,15 @@ ModelFunction MlpModel(const MlpConfig& config) {
 
 ModelFunction MlpInferenceModel(const MlpConfig& config) {
   return [config](Tracer& tracer) { return MlpLogits(tracer, config); };
+}
+
+ModelFunction MlpDatasetInferenceModel(const MlpConfig& config, int64_t dataset_batches) {
+  return [config, dataset_batches](Tracer& t) {
+    const int64_t row = config.batch_size * config.input_dim;
+    Tensor data = t.Parameter("data", {dataset_batches, row}, init::Normal(1.0));
+    Tensor item = t.Input("item", {ir::DType::kI32, {1}});
+    return LogitsOf(t, config, reshape(embedding(data, item), {config.batch_size, config.input_dim}));
+  };
 }
 
 }  // namespace tandem::examples

@@ -33,6 +33,12 @@ ModelFunction MlpModel(const MlpConfig& config);
 // the model MlpLoss trains, for inference (TraceForwardStep).
 Tensor MlpLogits(Tracer& tracer, const MlpConfig& config);
 ModelFunction MlpInferenceModel(const MlpConfig& config);
+// Inference over a dataset that lives with the model: state "data", f32
+// [dataset_batches, batch_size * input_dim] drawn from N(0, 1), holds
+// dataset_batches input batches, and input "item", i32 [1], picks the one
+// to classify. A fill job's data then stays on its actors, and a piece is
+// told only which batch to take.
+ModelFunction MlpDatasetInferenceModel(const MlpConfig& config, int64_t dataset_batches);
 
 }  // namespace tandem::examples
 

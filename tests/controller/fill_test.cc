@@ -36,6 +36,33 @@ std::shared_ptr<FillJob> MlpFillJob(const std::string& spec = "infer:mlp,batch=4
   return job;
 }
 
+// The example job's dataset is state, shipped to the actors once with the
+// model: a piece's input is the index of its batch, four bytes, and the
+// index picks the batch (items cycle through the dataset).
+TEST(FillExample, APieceIsSentTheIndexOfABatchOfTheDatasetItsActorHolds) {
+  absl::StatusOr<examples::ExampleFillJob> job = examples::MakeExampleFillJob("infer:mlp,batch=4,layers=1,dim=8");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const ir::HostTensor& data = job->state.at("data");
+  ASSERT_EQ(data.shape().size(), 2u);
+  const int64_t batches = data.shape()[0];
+  EXPECT_EQ(batches, 256);
+  const ir::TensorMap input = job->input(batches + 3);
+  ASSERT_EQ(input.size(), 1u);
+  EXPECT_EQ(input.at("item").type(), (ir::TensorType{ir::DType::kI32, {1}}));
+  EXPECT_EQ(input.at("item").i32()[0], 3);
+  const auto outputs = [&](int64_t item) {
+    absl::StatusOr<std::vector<ir::HostTensor>> out = ir::RunReferenceForward(job->step, job->state, {job->input(item)});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? (*out)[0] : ir::HostTensor();
+  };
+  EXPECT_TRUE(outputs(3).BitwiseEquals(outputs(batches + 3)));
+  EXPECT_FALSE(outputs(3).BitwiseEquals(outputs(4)));
+  // A batch too large for 256 of them in 64 MiB: fewer batches.
+  absl::StatusOr<examples::ExampleFillJob> wide = examples::MakeExampleFillJob("infer:mlp,batch=65536,layers=1,dim=8");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->state.at("data").shape()[0], 8);
+}
+
 // Costs in microseconds as a calibration would give them: forwards 100,
 // backwards 200, pieces 40 (so five fit in a 200 us bubble at share 1).
 FillCalibration Calibration(int32_t actors) {
@@ -195,7 +222,7 @@ TEST(FillQueue, RetriesSkippedItemsFirstAndPadsAFinishedJob) {
   EXPECT_EQ(items, (std::vector<int64_t>{1, 2, -1}));
   const std::vector<ir::TensorMap> inputs = queue.Inputs(items);
   ASSERT_EQ(inputs.size(), 3u);
-  EXPECT_EQ(inputs[2].at("x").type(), inputs[0].at("x").type());
+  EXPECT_EQ(inputs[2].at("item").type(), inputs[0].at("item").type());
   queue.Finish(items, {{0, ir::HostTensor::Scalar(1)}, {1, ir::HostTensor::Scalar(2)}, {2, ir::HostTensor::Scalar(3)}});
   EXPECT_EQ(queue.done(), 3);
   EXPECT_TRUE(queue.finished());
