@@ -23,7 +23,7 @@ namespace tandem::examples {
 
 struct ExampleFillJob {
   std::string name;         // the spec as given, e.g. "infer:mlp"
-  std::string description;  // e.g. "mlp inference: 4 hidden layers of 64, 16 rows per piece"
+  std::string description;  // e.g. "mlp inference: 4 hidden layers of 64, 16 rows per piece, ..."
   ir::TrainStep step;       // forward-only, one stage, one microbatch
   ir::TensorMap state;      // the model's parameters (its initializers, seeded)
   // The inputs of item `item`: "item", the index of its batch in the

@@ -23,14 +23,9 @@ absl::Status ValidateMlpConfig(const MlpConfig& c) {
 
 namespace {
 
-// The hidden layers' output and the output layer's parameters.
-struct MlpBody {
-  Tensor hidden;
-  Tensor w;
-  Tensor b;
-};
-
-MlpBody TraceBody(Tracer& t, const MlpConfig& c, Tensor h) {
+// The logits of input `h`: the hidden layers, each on its stage, then the
+// output layer.
+Tensor LogitsOf(Tracer& t, const MlpConfig& c, Tensor h) {
   int64_t width = c.input_dim;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     if (LayerStage(c.layer_stages, layer, c.num_layers, c.num_stages) > t.stage()) h = pipeline_yield(h);
@@ -41,12 +36,7 @@ MlpBody TraceBody(Tracer& t, const MlpConfig& c, Tensor h) {
   }
   Tensor w = t.Parameter("out.w", {width, c.num_classes}, init::Normal(1.0 / std::sqrt(width)));
   Tensor b = t.Parameter("out.b", {c.num_classes}, init::Zeros());
-  return MlpBody{h, w, b};
-}
-
-Tensor LogitsOf(Tracer& t, const MlpConfig& c, Tensor x) {
-  const MlpBody body = TraceBody(t, c, x);
-  return matmul(body.hidden, body.w) + body.b;
+  return matmul(h, w) + b;
 }
 
 Tensor InputX(Tracer& t, const MlpConfig& c) { return t.Input("x", {ir::DType::kF32, {c.batch_size, c.input_dim}}); }
@@ -56,9 +46,9 @@ Tensor InputX(Tracer& t, const MlpConfig& c) { return t.Input("x", {ir::DType::k
 Tensor MlpLogits(Tracer& t, const MlpConfig& c) { return LogitsOf(t, c, InputX(t, c)); }
 
 Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
-  const MlpBody body = TraceBody(t, c, InputX(t, c));
+  Tensor logits = LogitsOf(t, c, InputX(t, c));
   Tensor labels = t.Label("labels", {ir::DType::kI32, {c.batch_size}});
-  return mean(cross_entropy(matmul(body.hidden, body.w) + body.b, labels));
+  return mean(cross_entropy(logits, labels));
 }
 
 ModelFunction MlpModel(const MlpConfig& config) {

@@ -299,7 +299,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
 // prints the summary. Returns the exit code.
 int Report(const CLI::App& train, const TrainOptions& options, const examples::ExampleJob& job, int64_t steps_done,
            Trainer& trainer, Trainer* reference, const FillRun* fill, const std::optional<controller::StepTrace>& trace,
-           const std::optional<schedules::Schedule>& schedule, const RunTotals& totals, CommandStreams& streams) {
+           const schedules::Schedule& schedule, const RunTotals& totals, CommandStreams& streams) {
   std::ostream& out = streams.out;
   if (options.losses.has_value()) {
     std::ofstream file(*options.losses);
@@ -349,7 +349,7 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   out << absl::StrFormat("control plane: %.1f step RPCs per step (%s dispatch, %d actors)\n",
                          static_cast<double>(totals.rpcs) / steps_run, options.dispatch, compiled->num_actors);
   if (trace.has_value()) {
-    if (absl::Status status = WriteTrace(*trace, *schedule, *options.trace, out); !status.ok()) {
+    if (absl::Status status = WriteTrace(*trace, schedule, *options.trace, out); !status.ok()) {
       return Failure(streams.err, train, status);
     }
   }
@@ -380,7 +380,6 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   // yardstick) computes on the device the actors use.
   absl::StatusOr<actor::DeviceSpec> device = DeviceFrom(options.launcher);
   if (!device.ok()) return Failure(streams.err, train, device.status(), 2);
-  std::optional<schedules::Schedule> schedule;
   std::string launcher_description;
   if (options.pipelined()) {
     absl::StatusOr<LauncherChoice> launcher = MakeLauncher(options.launcher);
@@ -404,7 +403,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     return usage_error ? UsageError(streams.err, train, std::string(resolved.status().message()))
                        : Failure(streams.err, train, resolved.status());
   }
-  schedule = *std::move(resolved);
+  const schedules::Schedule schedule = *std::move(resolved);
   // One BLAS thread per actor: the reference is bitwise reproducible at a
   // fixed count, and the actors share this machine's cores.
   ir::SetBlasThreads(1);
@@ -437,7 +436,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     };
     const SessionOptions baseline_options = session_options;
     absl::StatusOr<std::unique_ptr<Session>> session =
-        Session::StartFrom(job->step, *schedule, start->state, start->steps_done, std::move(session_options));
+        Session::StartFrom(job->step, schedule, start->state, start->steps_done, std::move(session_options));
     if (!session.ok()) return Failure(streams.err, train, session.status());
     const controller::CompiledStep& compiled = (*session)->compiled();
     streams.out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages%s), %s dispatch, step %016x\n",
@@ -449,7 +448,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
       absl::StatusOr<examples::ExampleFillJob> fill_job = examples::MakeExampleFillJob(*options.fill, options.model.seed);
       if (!fill_job.ok()) return UsageError(streams.err, train, std::string(fill_job.status().message()));
       absl::StatusOr<std::unique_ptr<Session>> baseline =
-          Session::StartFrom(job->step, *schedule, start->state, start->steps_done, baseline_options);
+          Session::StartFrom(job->step, schedule, start->state, start->steps_done, baseline_options);
       if (!baseline.ok()) return Failure(streams.err, train, baseline.status());
       streams.out << absl::StrFormat("fill: %s (%s), packed into the bubbles after %d calibration steps; the same "
                                      "pipeline without fill runs beside it\n",
