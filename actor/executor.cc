@@ -409,7 +409,10 @@ absl::Status Executor::Fill(const Instruction& instruction, Transport& transport
     if (absl::Status status = Run(instruction); !status.ok()) return status;
     outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
     if (absl::Status status = Report(instruction, buffers_[instruction.outputs[0]]); !status.ok()) return status;
-    for (BufferId id : instruction.outputs) Release(id);
+    // Its state outputs (a training piece's) stay: they are the job's state.
+    for (BufferId id : instruction.outputs) {
+      if (program_.buffers[id].kind != BufferKind::kState) Release(id);
+    }
   }
   for (BufferId id : instruction.buffers) Release(id);
   return absl::OkStatus();

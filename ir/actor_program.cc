@@ -207,7 +207,9 @@ int64_t StaticPeakBytes(const ActorProgram& program) {
     const Instruction& instruction = program.instructions[i];
     if (instruction.kind != InstructionKind::kFill) continue;
     int64_t running = before[i];
-    for (BufferId id : instruction.outputs) running += program.buffers[id].type.num_bytes();
+    for (BufferId id : instruction.outputs) {
+      if (program.buffers[id].kind != BufferKind::kState) running += program.buffers[id].type.num_bytes();
+    }
     peak = std::max(peak, running);
   }
   return peak;

@@ -75,11 +75,13 @@ enum class InstructionKind : uint8_t {
   // pipeline. Unless the message `tag` from actor `peer` has already arrived
   // (the receive the pipeline waits on next; `peer` -1: no such receive),
   // runs functions[function] on `inputs` into `outputs`, reports outputs[0]
-  // as the result `result` of fill slot `microbatch`, and releases
-  // `outputs`. When that message is there, the pipeline's own work takes
-  // precedence and the piece is skipped: nothing runs or is reported. Either
-  // way it then releases `buffers`, the piece's own inputs. Its outputs
-  // count as live bytes while the piece runs (ir::StaticPeakBytes).
+  // as the result `result` of fill slot `microbatch`, and releases its
+  // temporary outputs; an output that is a state buffer (a training piece's
+  // new weights) keeps its new value. When that message is there, the
+  // pipeline's own work takes precedence and the piece is skipped: nothing
+  // runs or is reported. Either way it then releases `buffers`, the piece's
+  // own inputs. Its temporary outputs count as live bytes while the piece
+  // runs (ir::StaticPeakBytes).
   kFill,
 };
 
@@ -151,11 +153,11 @@ struct ActorProgram {
   // one from the start; kRun, kReceive and kAccumulate fill buffers, kFree
   // and kAccumulate empty them; kAllReduceStart adds its staging bytes
   // (AllReduceStagingBytes) and kAllReduceWait removes them; kFill holds its
-  // outputs while it runs, then empties its buffers. This is the maximum of
-  // live bytes at the start, after every instruction and while every kFill
-  // runs (StaticPeakBytes), computed by the compiler from the types; an
-  // executor measuring its real buffers the same way finds exactly this when
-  // no fill piece is skipped, and less when one is.
+  // temporary outputs while it runs, then empties its buffers. This is the
+  // maximum of live bytes at the start, after every instruction and while
+  // every kFill runs (StaticPeakBytes), computed by the compiler from the
+  // types; an executor measuring its real buffers the same way finds
+  // exactly this when no fill piece is skipped, and less when one is.
   int64_t static_peak_bytes = 0;
   friend bool operator==(const ActorProgram&, const ActorProgram&) = default;
 };
@@ -168,7 +170,8 @@ std::vector<int64_t> LiveBytesBefore(const ActorProgram& program);
 
 // The static peak of `program`'s stream by the rule of static_peak_bytes:
 // the most of LiveBytesBefore, and of the live bytes while each kFill runs
-// (before it, plus its outputs). The program's buffer ids must be in range.
+// (before it, plus its temporary outputs). The program's buffer ids must be
+// in range.
 int64_t StaticPeakBytes(const ActorProgram& program);
 
 // A buffer's name for dumps and messages ("#7" when it has none); the index

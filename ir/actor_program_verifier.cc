@@ -201,10 +201,14 @@ class ProgramVerifier {
                                 program_.num_actors, ")"));
     }
     if (in.outputs.empty()) return Error("a fill piece reports its first output, and has none");
-    for (BufferId id : in.outputs) {
-      if (program_.buffers[id].kind != BufferKind::kTemporary || full_[id]) {
-        return Error(absl::StrCat("output buffer ", id, " (", BufferLabel(program_, id),
-                                  ") is not an empty temporary"));
+    // Its result and other outputs are temporaries; a training piece also
+    // writes state.
+    for (size_t k = 0; k < in.outputs.size(); ++k) {
+      const BufferId id = in.outputs[k];
+      const bool state = program_.buffers[id].kind == BufferKind::kState;
+      if ((state && k == 0) || (!state && (program_.buffers[id].kind != BufferKind::kTemporary || full_[id]))) {
+        return Error(absl::StrCat("output buffer ", id, " (", BufferLabel(program_, id), ") is not an empty temporary",
+                                  k == 0 ? "" : " or state"));
       }
     }
     std::set<BufferId> released;
@@ -217,7 +221,9 @@ class ProgramVerifier {
     }
     if (absl::Status status = CheckCall(in); !status.ok()) return status;
     peak_ = std::max(peak_, live_);
-    for (BufferId id : in.outputs) Empty(id);
+    for (BufferId id : in.outputs) {
+      if (program_.buffers[id].kind != BufferKind::kState) Empty(id);
+    }
     for (BufferId id : in.buffers) Empty(id);
     return absl::OkStatus();
   }

@@ -372,5 +372,44 @@ TEST(ExecutorFill, AnUnguardedPieceAlwaysRuns) {
   EXPECT_EQ(out->results.at("fill").at(0).f32()[2], 6.0f);
 }
 
+// A training piece also writes state: its new value stays, step after
+// step, and only its temporary result counts toward the peak.
+TEST(ExecutorFill, ATrainingPieceKeepsTheStateItWritesAcrossSteps) {
+  FillPair pair = MakeFillPair(/*guarded=*/false);
+  ir::ActorProgram& program = pair.filler;
+  program.functions[0] = TraceFunction("fill", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
+    Tensor x = t.Input("x", F32({3}));
+    Tensor s = t.Parameter("s", {3}, init::Zeros());
+    return {{"y", x * 2.0}, {"s", s + x}};
+  });
+  const auto state = static_cast<ir::BufferId>(program.buffers.size());
+  program.buffers.push_back(StateBuffer("fill/s", F32({3})));
+  program.instructions[0].inputs = {0, state};
+  program.instructions[0].outputs = {1, state};
+  program.static_peak_bytes = ir::StaticPeakBytes(program);
+  ASSERT_TRUE(VerifyActorProgram(program).ok()) << VerifyActorProgram(program);
+  // s and x, then y while the piece runs; s's new value replaces the old.
+  EXPECT_EQ(program.static_peak_bytes, 36);
+
+  std::unique_ptr<Executor> sender = MakeExecutor(pair.sender);
+  std::unique_ptr<Executor> filler = MakeExecutor(program);
+  ASSERT_TRUE(sender->LoadState({}).ok());
+  ASSERT_TRUE(filler->LoadState({{"fill/s", Iota(F32({3}), 1, 0)}}).ok());
+  for (int64_t step = 1; step <= 2; ++step) {
+    InMemoryNetwork network(2);
+    absl::StatusOr<ir::StepOutputs> sent =
+        sender->RunStep(step, {{{"h", 0}, Iota(F32({3}), 0, 1)}}, network.Endpoint(0), kTimeout);
+    ASSERT_TRUE(sent.ok()) << sent.status();
+    absl::StatusOr<ir::StepOutputs> out =
+        filler->RunStep(step, {{{"fill/x", 0}, Iota(F32({3}), 1, 1)}}, network.Endpoint(1), kTimeout);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->peak_live_bytes, 36);
+  }
+  // 1 + 2 * (1, 2, 3)
+  const ir::TensorMap kept = filler->State();
+  EXPECT_EQ(kept.at("fill/s").f32()[0], 3.0f);
+  EXPECT_EQ(kept.at("fill/s").f32()[2], 7.0f);
+}
+
 }  // namespace
 }  // namespace tandem::actor::testing
