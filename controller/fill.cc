@@ -62,31 +62,78 @@ absl::StatusOr<Position> PositionOf(const schedules::Schedule& schedule, const i
   return position;
 }
 
-bool IsState(const FillJob& job, const std::string& name) { return job.step.FindState(name) != nullptr; }
+bool IsState(const FillJob& job, const std::string& name) { return job.state.count(name) > 0; }
+
+std::string InputName(const ir::Graph& graph, ir::ValueId id) { return graph.node(id).attributes.GetString("name"); }
 
 }  // namespace
 
+bool FillJob::trains() const {
+  for (const ir::GraphOutput& output : piece.outputs()) {
+    if (IsState(*this, output.name)) return true;
+  }
+  return false;
+}
+
 absl::Status CheckFillJob(const FillJob& job) {
-  const ir::TrainStep& step = job.step;
-  if (!step.forward_only()) return absl::InvalidArgumentError(absl::StrCat("fill job ", job.name, ": not forward-only"));
-  if (step.num_stages != 1 || step.num_microbatches != 1 || step.num_replicas != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("fill job ", job.name, ": traced with ", step.num_stages,
-                                                   " stages, ", step.num_microbatches, " microbatches and ",
-                                                   step.num_replicas, " replicas; a piece is one of each"));
+  const ir::Graph& graph = job.piece;
+  const auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("fill job ", job.name, ": ", what));
+  };
+  if (graph.outputs().empty()) return fail("its piece has no output");
+  if (IsState(job, graph.outputs().front().name)) {
+    return fail(absl::StrCat("its piece's first output, its result, is state '", graph.outputs().front().name, "'"));
   }
-  if (step.microbatch.outputs().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("fill job ", job.name, ": its graph has no output"));
-  }
-  for (const ir::StateSpec& spec : step.state) {
-    auto it = job.state.find(spec.name);
-    if (it == job.state.end() || it->second.type() != spec.type) {
-      return absl::InvalidArgumentError(absl::StrCat("fill job ", job.name, ": no state of type ",
-                                                     ir::TypeToString(spec.type), " for '", spec.name, "'"));
+  const auto check_type = [&](const std::string& name, const ir::TensorType& type) -> absl::Status {
+    const ir::HostTensor& tensor = job.state.at(name);
+    if (!tensor.defined() || tensor.type() != type) {
+      return fail(absl::StrCat("state '", name, "' is ",
+                               tensor.defined() ? ir::TypeToString(tensor.type()) : std::string("empty"),
+                               " but its piece uses ", ir::TypeToString(type)));
     }
+    return absl::OkStatus();
+  };
+  for (ir::ValueId id : graph.Inputs()) {
+    const std::string name = InputName(graph, id);
+    if (!IsState(job, name)) {
+      const std::string& role = graph.node(id).attributes.GetString("role");
+      if (role == "parameter" || role == "optimizer_state" || role == "step") {
+        return fail(absl::StrCat("no state for its ", role, " '", name, "'"));
+      }
+      continue;
+    }
+    if (absl::Status status = check_type(name, graph.type(id)); !status.ok()) return status;
   }
-  if (!job.input) return absl::InvalidArgumentError(absl::StrCat("fill job ", job.name, ": no input source"));
-  if (job.items < 0) return absl::InvalidArgumentError(absl::StrCat("fill job ", job.name, ": negative item count"));
+  for (const ir::GraphOutput& output : graph.outputs()) {
+    if (!IsState(job, output.name)) continue;
+    if (!graph.FindInput(output.name).has_value()) {
+      return fail(absl::StrCat("its piece writes state '", output.name, "' but never reads it"));
+    }
+    if (absl::Status status = check_type(output.name, graph.type(output.value)); !status.ok()) return status;
+  }
+  if (!job.input) return fail("no input source");
+  if (job.items < 0) return fail("negative item count");
+  // A slot left without an item runs on zeros: harmless for inference, an
+  // update for training.
+  if (job.items > 0 && job.trains()) {
+    return fail("a training job runs as long as the pipeline does: its items must be 0 (endless)");
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ir::HostTensor> RunFillPiece(const FillJob& job, ir::TensorMap& state, const ir::TensorMap& inputs) {
+  ir::TensorMap all = inputs;
+  for (ir::ValueId id : job.piece.Inputs()) {
+    const std::string name = InputName(job.piece, id);
+    auto it = state.find(name);
+    if (it != state.end()) all[name] = it->second;
+  }
+  absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(job.piece, all);
+  if (!outputs.ok()) return outputs.status();
+  for (const ir::GraphOutput& output : job.piece.outputs()) {
+    if (IsState(job, output.name)) state[output.name] = outputs->at(output.name);
+  }
+  return outputs->at(job.piece.outputs().front().name);
 }
 
 int64_t TotalPieces(const std::vector<FillSlot>& slots) {
@@ -116,8 +163,8 @@ absl::StatusOr<FillPlan> PlanFill(const schedules::Schedule& schedule, const Com
 
   FillPlan plan;
   plan.predicted_step_us = simulated->makespan;
-  for (const ir::GraphOutput& output : job.step.microbatch.outputs()) {
-    plan.piece_bytes += job.step.microbatch.type(output.value).num_bytes();
+  for (const ir::GraphOutput& output : job.piece.outputs()) {
+    if (!IsState(job, output.name)) plan.piece_bytes += job.piece.type(output.value).num_bytes();
   }
   // The packer's memory is the actor's bytes below its static peak there;
   // a bubble with no receive to give way to takes nothing.
@@ -162,7 +209,7 @@ absl::Status AddFill(const schedules::Schedule& schedule, const FillJob& job, co
     return absl::InvalidArgumentError(absl::StrCat("the schedule has ", schedule.num_actors,
                                                    " actors, the compiled step ", compiled.programs.size()));
   }
-  const ir::Graph& graph = job.step.microbatch;
+  const ir::Graph& graph = job.piece;
   const std::vector<ir::ValueId> graph_inputs = graph.Inputs();
   // Per actor: insertion point -> the pieces there, in slot order.
   std::vector<std::map<int32_t, std::vector<Instruction>>> inserts(compiled.programs.size());
@@ -190,7 +237,7 @@ absl::Status AddFill(const schedules::Schedule& schedule, const FillJob& job, co
       function_of[slot.actor] = static_cast<int32_t>(program.functions.size());
       program.functions.push_back(ir::Function{absl::StrCat(kFillResult, ".", job.name), graph});
       for (ir::ValueId id : graph_inputs) {
-        const std::string name = graph.node(id).attributes.GetString("name");
+        const std::string name = InputName(graph, id);
         if (!IsState(job, name)) continue;
         state_of[slot.actor][name] = static_cast<BufferId>(program.buffers.size());
         program.buffers.push_back(ir::Buffer{.name = absl::StrCat(kFillPrefix, name),
@@ -203,7 +250,7 @@ absl::Status AddFill(const schedules::Schedule& schedule, const FillJob& job, co
       Instruction fill{.kind = InstructionKind::kFill, .task = ir::TaskLabel{'X', -1, fill_slot}};
       fill.function = function_of[slot.actor];
       for (ir::ValueId id : graph_inputs) {
-        const std::string name = graph.node(id).attributes.GetString("name");
+        const std::string name = InputName(graph, id);
         if (IsState(job, name)) {
           fill.inputs.push_back(state_of[slot.actor][name]);
           continue;
@@ -218,6 +265,10 @@ absl::Status AddFill(const schedules::Schedule& schedule, const FillJob& job, co
         fill.buffers.push_back(buffer);
       }
       for (const ir::GraphOutput& output : graph.outputs()) {
+        if (IsState(job, output.name)) {
+          fill.outputs.push_back(state_of[slot.actor][output.name]);
+          continue;
+        }
         fill.outputs.push_back(static_cast<BufferId>(program.buffers.size()));
         program.buffers.push_back(ir::Buffer{.name = absl::StrCat(kFillResult, ".", output.name, "@", fill_slot),
                                              .type = graph.type(output.value)});
@@ -267,11 +318,12 @@ absl::Status AddFill(const schedules::Schedule& schedule, const FillJob& job, co
 absl::StatusOr<double> MeasureFillPiece(const FillJob& job, int32_t runs) {
   if (absl::Status status = CheckFillJob(job); !status.ok()) return status;
   if (runs < 1) return absl::InvalidArgumentError("MeasureFillPiece needs at least one run");
-  const std::vector<ir::TensorMap> batch = {job.input(0)};
+  const ir::TensorMap inputs = job.input(0);
+  ir::TensorMap state = job.state;
   std::vector<double> times;
   for (int32_t run = 0; run <= runs; ++run) {
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<ir::HostTensor>> outputs = ir::RunReferenceForward(job.step, job.state, batch);
+    absl::StatusOr<ir::HostTensor> outputs = RunFillPiece(job, state, inputs);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     if (!outputs.ok()) return outputs.status();
     if (run > 0) times.push_back(us);  // run 0 warms up
@@ -305,10 +357,10 @@ std::vector<ir::TensorMap> FillQueue::Inputs(const std::vector<int64_t>& items) 
       continue;
     }
     ir::TensorMap zeros;
-    for (ir::ValueId id : job_->step.microbatch.Inputs()) {
-      const std::string name = job_->step.microbatch.node(id).attributes.GetString("name");
-      if (job_->step.FindState(name) != nullptr) continue;
-      absl::StatusOr<ir::HostTensor> tensor = ir::HostTensor::Allocate(job_->step.microbatch.type(id));
+    for (ir::ValueId id : job_->piece.Inputs()) {
+      const std::string name = InputName(job_->piece, id);
+      if (IsState(*job_, name)) continue;
+      absl::StatusOr<ir::HostTensor> tensor = ir::HostTensor::Allocate(job_->piece.type(id));
       if (tensor.ok()) zeros[name] = *std::move(tensor);
     }
     inputs.push_back(std::move(zeros));

@@ -2,10 +2,14 @@
 // actors run in the bubbles of its schedule, never in the way of its own
 // work.
 //
-// A fill job is a forward-only traced step of one stage (inference of
-// another model). Its work comes in items, each one input of its microbatch
-// graph; a piece runs one item on one actor, which holds the fill model's
-// parameters beside its own. Where the pieces go is fixed before a step
+// A fill job's work comes in items; a piece runs one item on one actor as
+// one graph (FillJob::piece), which reads the job's state that the actor
+// holds beside its own. An inference piece only reads it (the forward of
+// another model). A training piece also writes it back: it is one
+// optimizer update of another model on its item (ir/single_update.h), so
+// every filling actor trains its own copy of that model, update after
+// update in the order its pieces run (PipeFill's fill jobs are one-device
+// jobs). Where the pieces go is fixed before a step
 // runs (PlanFill): the simulator predicts every actor's bubbles under costs
 // calibrated on the pipeline's measured steps (schedules/bubbles.h), and
 // each bubble takes as many pieces as fit in its predicted length (less the
@@ -32,8 +36,8 @@
 
 #include "absl/status/statusor.h"
 #include "controller/compiler.h"
+#include "ir/graph.h"
 #include "ir/interpreter.h"
-#include "ir/train_step.h"
 #include "schedules/bubbles.h"
 #include "schedules/schedule.h"
 #include "schedules/simulator.h"
@@ -47,18 +51,30 @@ inline constexpr char kFillResult[] = "fill";
 
 struct FillJob {
   std::string name;  // e.g. "infer:mlp", for reports
-  // Forward-only, one stage, one microbatch: its microbatch graph is a piece.
-  ir::TrainStep step;
-  ir::TensorMap state;  // the fill model's parameters
+  // One piece. Its inputs named in `state` read the job's state on the
+  // actor, the others are the item's data. Its first output is the piece's
+  // result; an output named like a state entry is that entry's new value,
+  // which the piece writes back.
+  ir::Graph piece;
+  ir::TensorMap state;  // the job's state as every filling actor starts it
   // The inputs of item `item` (0-based) by the graph's input names.
   std::function<ir::TensorMap(int64_t item)> input;
   int64_t items = 0;  // items in all; 0: as many as the steps take
+
+  // Whether a piece writes state: a training job.
+  bool trains() const;
 };
 
-// Checks the job's shape: forward-only, one stage and microbatch, a state
-// entry of the right type for every parameter. InvalidArgument naming what
-// is wrong.
+// Checks the job's shape: a result first; state of the graph's type for
+// every parameter, optimizer slot and step counter it reads; every state
+// output also an input.
+// InvalidArgument naming what is wrong.
 absl::Status CheckFillJob(const FillJob& job);
+
+// Runs one piece on the reference interpreter for `inputs` (the item's
+// data): returns its result and, for a training job, writes the new state
+// into `state`.
+absl::StatusOr<ir::HostTensor> RunFillPiece(const FillJob& job, ir::TensorMap& state, const ir::TensorMap& inputs);
 
 // `pieces` pieces on `actor` before the task that begins slot `before_slot`
 // of its schedule program (the program's slot count: after its last
@@ -101,19 +117,21 @@ absl::StatusOr<FillPlan> PlanFill(const schedules::Schedule& schedule, const Com
                                   const FillJob& job, const FillCalibration& calibration);
 
 // Adds the pieces of `slots` to `compiled`'s programs (compiled from
-// `schedule`): the fill model's
-// parameters as state buffers (kFillPrefix + name) on every actor with a
+// `schedule`): the fill job's
+// state as state buffers (kFillPrefix + name) on every actor with a
 // piece, and per piece an input buffer for each data input (kFillPrefix +
 // name, its fill slot as the microbatch: pieces are numbered in the order of
-// `slots`), temporaries for its outputs, and one kFill instruction guarded
-// by the first receive of the task it precedes. Recomputes the static peaks,
+// `slots`), temporaries for its result and other outputs (its state outputs
+// write the state buffers), and one kFill instruction guarded by the first
+// receive of the task it precedes. Recomputes the static peaks,
 // the stats and the hash. InvalidArgument for a slot out of range or one
 // before a task without a receive (nothing to give precedence to).
 absl::Status AddFill(const schedules::Schedule& schedule, const FillJob& job, const std::vector<FillSlot>& slots,
                      CompiledStep& compiled);
 
-// The median time of one piece on this process's reference kernels, over
-// `runs` runs after a warm-up, in microseconds.
+// The median time of one piece (item 0, on a copy of the job's state) on
+// this process's reference kernels, over `runs` runs after a warm-up, in
+// microseconds.
 absl::StatusOr<double> MeasureFillPiece(const FillJob& job, int32_t runs = 5);
 
 // The job's items as the steps take them. Not thread-safe.

@@ -190,4 +190,16 @@ absl::StatusOr<ir::TensorMap> Pipeline::State() {
   return merged;
 }
 
+absl::StatusOr<std::vector<ir::TensorMap>> Pipeline::FillState() {
+  absl::StatusOr<std::vector<ir::TensorMap>> states = launcher_->ReadState();
+  if (!states.ok()) return states.status();
+  std::vector<ir::TensorMap> fill(states->size());
+  for (size_t actor = 0; actor < states->size(); ++actor) {
+    for (const auto& [name, tensor] : (*states)[actor]) {
+      if (std::optional<std::string> job_name = FillName(name); job_name.has_value()) fill[actor][*job_name] = tensor;
+    }
+  }
+  return fill;
+}
+
 }  // namespace tandem::controller

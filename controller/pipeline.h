@@ -38,8 +38,10 @@ struct StepReport {
   // pieces; the output of every fill slot whose piece ran, by slot.
   std::vector<int64_t> fill_busy_ns;
   std::map<int32_t, ir::HostTensor> fill_outputs;
-  // Set by a Session's fill: the job's items finished in this step with
-  // their outputs, and the pieces that gave way to the pipeline.
+  // Set by a Session's fill: the item each fill slot was given (-1: none
+  // left), the job's items finished in this step with their outputs, and
+  // the pieces that gave way to the pipeline.
+  std::vector<int64_t> fill_items;
   std::map<int64_t, ir::HostTensor> fill_done;
   int64_t fill_skipped = 0;
 };
@@ -84,6 +86,9 @@ class Pipeline {
   // parameter held by several actors must be bit-identical on all of them
   // (Internal error otherwise).
   absl::StatusOr<ir::TensorMap> State();
+  // The fill job's state on each actor, by the job's names (empty for an
+  // actor without pieces): a training job's model as its pieces left it.
+  absl::StatusOr<std::vector<ir::TensorMap>> FillState();
   // Has each actor write its state to paths[actor] (Launcher::SaveState).
   absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) {
     return launcher_->SaveState(paths);

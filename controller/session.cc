@@ -125,6 +125,7 @@ absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::Tenso
   if (!report.ok()) return report.status();
   const int64_t skipped_before = fill_queue_->skipped();
   report->fill_done = fill_queue_->Finish(items, report->fill_outputs);
+  report->fill_items = items;
   report->fill_skipped = fill_queue_->skipped() - skipped_before;
   return report;
 }

@@ -109,6 +109,8 @@ class Session {
   absl::Status StartFill(std::shared_ptr<const controller::FillJob> job, std::vector<controller::FillSlot> slots);
   // The running fill job's queue, or null.
   const controller::FillQueue* fill_queue() const { return fill_queue_.get(); }
+  // The fill job's state on each actor (controller::Pipeline::FillState).
+  absl::StatusOr<std::vector<ir::TensorMap>> FillState() { return pipeline_->FillState(); }
 
   // Every parameter and optimizer slot, gathered from the actors.
   absl::StatusOr<ir::TensorMap> State();

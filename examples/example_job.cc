@@ -83,8 +83,28 @@ absl::Status CheckSizes(const ExampleJobOptions& options) {
   return absl::OkStatus();
 }
 
-// What the traced step would allocate, from its shapes, before anything is:
-// its state (parameters and optimizer slots) and its largest value.
+template <typename T>
+void Override(const std::optional<int64_t>& value, T& field) {
+  if (value.has_value()) field = static_cast<T>(*value);
+}
+
+// The two-tower `options` describe: the defaults for what they leave unset.
+TwoTowerConfig TwoTowerConfigOf(const ExampleJobOptions& options) {
+  TwoTowerConfig config;
+  config.num_stages = options.stages;
+  if (options.towers.size() == 2) {
+    config.left_layers = options.towers[0];
+    config.right_layers = options.towers[1];
+  }
+  config.layer_stages = options.layer_stages;
+  Override(options.layers, config.head_layers);
+  Override(options.dim, config.hidden_dim);
+  Override(options.batch, config.batch_size);
+  return config;
+}
+
+}  // namespace
+
 absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes) {
   int64_t state_bytes = 0;
   for (const ir::StateSpec& spec : step.state) {
@@ -113,28 +133,6 @@ absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes) 
   }
   return absl::OkStatus();
 }
-
-template <typename T>
-void Override(const std::optional<int64_t>& value, T& field) {
-  if (value.has_value()) field = static_cast<T>(*value);
-}
-
-// The two-tower `options` describe: the defaults for what they leave unset.
-TwoTowerConfig TwoTowerConfigOf(const ExampleJobOptions& options) {
-  TwoTowerConfig config;
-  config.num_stages = options.stages;
-  if (options.towers.size() == 2) {
-    config.left_layers = options.towers[0];
-    config.right_layers = options.towers[1];
-  }
-  config.layer_stages = options.layer_stages;
-  Override(options.layers, config.head_layers);
-  Override(options.dim, config.hidden_dim);
-  Override(options.batch, config.batch_size);
-  return config;
-}
-
-}  // namespace
 
 int64_t TwoTowerLayerCount(const ExampleJobOptions& options) {
   const TwoTowerConfig config = TwoTowerConfigOf(options);

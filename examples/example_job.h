@@ -17,6 +17,12 @@
 
 namespace tandem::examples {
 
+// What `step` would allocate, from its shapes, before anything is: its
+// state (parameters and optimizer slots) within kMaxStateBytes and every
+// value within kMaxValueBytes (examples/limits.h). InvalidArgument naming
+// `sizes` (e.g. "mlp: 4 layers, dim 64") otherwise.
+absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes);
+
 // What to build. Unset sizes take the model's defaults (GptConfig,
 // MlpConfig), whatever the stage count: the stages split the layers
 // evenly, and a model with fewer layers than stages is InvalidArgument.

@@ -1,13 +1,18 @@
-// The example fill jobs behind `tandem train --fill SPEC`: inference of an
-// example model, run by a pipeline's actors in its bubbles
+// The example fill jobs behind `tandem train --fill SPEC`: inference or
+// training of an example model, run by a pipeline's actors in its bubbles
 // (controller/fill.h).
 //
-// SPEC is "infer:MODEL[,key=value...]": MODEL is mlp; keys batch (rows per
-// piece, default 256), layers, dim (default: the model's) and items (pieces'
-// worth of inputs in all; default 0, as many as the steps take). The
-// requests cycle through a dataset of up to 256 distinct batches (64 MiB at
-// most) that is part of the model's state: it goes to the filling actors
-// once, and a piece's input is only the index of its batch.
+// SPEC is "infer:MODEL[,key=value...]" or "train:MODEL[,key=value...]":
+// MODEL is mlp; keys batch (rows per piece, default 256), layers, dim
+// (default: the model's), items (pieces' worth of work in all; default 0,
+// as many as the steps take) and, to train, lr (Adam's learning rate,
+// default 1e-3). Every piece takes one batch of a dataset of up to 256
+// distinct batches (64 MiB at most; examples/data/synthetic.h's
+// classification task) that is part of the job's state: it goes to the
+// filling actors once, and a piece's input is only the index of its batch.
+// An inference piece classifies its batch; a training piece is one Adam
+// update on it (ir/single_update.h), so each filling actor trains its own
+// copy of the model.
 #ifndef TANDEM_EXAMPLES_FILL_JOB_H_
 #define TANDEM_EXAMPLES_FILL_JOB_H_
 
@@ -16,21 +21,25 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ir/graph.h"
 #include "ir/interpreter.h"
-#include "ir/train_step.h"
 
 namespace tandem::examples {
 
 struct ExampleFillJob {
   std::string name;         // the spec as given, e.g. "infer:mlp"
   std::string description;  // e.g. "mlp inference: 4 hidden layers of 64, 16 rows per piece, ..."
-  ir::TrainStep step;       // forward-only, one stage, one microbatch
-  ir::TensorMap state;      // the model's parameters (its initializers, seeded)
-  // The inputs of item `item`: "item", the index of its batch in the
-  // dataset (state "data").
+  // A piece (controller::FillJob::piece): its result is the logits, or the
+  // loss before its update.
+  ir::Graph piece;
+  // The dataset ("data", and "targets" to train), the parameters and, to
+  // train, Adam's moments and the update counter.
+  ir::TensorMap state;
+  // The inputs of item `item`: "item", the index of its batch.
   std::function<ir::TensorMap(int64_t item)> input;
   int64_t items = 0;        // 0: endless
   int64_t rows_per_item = 0;
+  bool trains = false;
 };
 
 // InvalidArgument for a spec that does not parse (naming the piece), an

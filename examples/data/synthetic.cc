@@ -34,4 +34,20 @@ ir::TensorMap ClassificationBatch(const MlpConfig& c, uint64_t seed, uint64_t in
   return {{"x", x}, {"labels", ir::HostTensor::FromInts({c.batch_size}, labels)}};
 }
 
+ir::TensorMap ClassificationDataset(const MlpConfig& c, uint64_t seed, int64_t batches) {
+  const int64_t row = c.batch_size * c.input_dim;
+  std::vector<float> data, targets;
+  data.reserve(static_cast<size_t>(batches * row));
+  targets.reserve(static_cast<size_t>(batches * c.batch_size));
+  for (int64_t b = 0; b < batches; ++b) {
+    const ir::TensorMap batch = ClassificationBatch(c, seed, static_cast<uint64_t>(b));
+    const ir::HostTensor& x = batch.at("x");
+    data.insert(data.end(), x.f32(), x.f32() + row);
+    const ir::HostTensor& labels = batch.at("labels");
+    for (int64_t k = 0; k < c.batch_size; ++k) targets.push_back(static_cast<float>(labels.i32()[k]));
+  }
+  return {{"data", ir::HostTensor::FromFloats({batches, row}, std::move(data))},
+          {"targets", ir::HostTensor::FromFloats({batches, c.batch_size}, std::move(targets))}};
+}
+
 }  // namespace tandem::examples

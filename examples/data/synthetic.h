@@ -16,6 +16,11 @@ namespace tandem::examples {
 // (config, seed, index) gives the same batch.
 ir::TensorMap ClassificationBatch(const MlpConfig& config, uint64_t seed, uint64_t index);
 
+// Batches 0 .. batches-1 of ClassificationBatch(config, seed, index) as one
+// dataset (MlpDatasetModel's inputs): "data" f32 [batches, batch_size *
+// input_dim] and "targets" f32 [batches, batch_size], the labels as floats.
+ir::TensorMap ClassificationDataset(const MlpConfig& config, uint64_t seed, int64_t batches);
+
 // The label of each row of `x` (f32 [batch, dim]): the argmax over
 // `classes` of x W, for the teacher W f32 [dim, classes] drawn from a
 // standard normal with `teacher_seed` (the first class on a tie).

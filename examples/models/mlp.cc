@@ -41,6 +41,13 @@ Tensor LogitsOf(Tracer& t, const MlpConfig& c, Tensor h) {
 
 Tensor InputX(Tracer& t, const MlpConfig& c) { return t.Input("x", {ir::DType::kF32, {c.batch_size, c.input_dim}}); }
 
+Tensor CrossEntropyLoss(const Tensor& logits, const Tensor& labels) { return mean(cross_entropy(logits, labels)); }
+
+// Row `item` of the dataset input `name`, f32 [batches, width].
+Tensor DatasetRow(Tracer& t, const char* name, int64_t batches, int64_t width, const Tensor& item) {
+  return embedding(t.Input(name, {ir::DType::kF32, {batches, width}}), item);
+}
+
 }  // namespace
 
 Tensor MlpLogits(Tracer& t, const MlpConfig& c) { return LogitsOf(t, c, InputX(t, c)); }
@@ -48,7 +55,7 @@ Tensor MlpLogits(Tracer& t, const MlpConfig& c) { return LogitsOf(t, c, InputX(t
 Tensor MlpLoss(Tracer& t, const MlpConfig& c) {
   Tensor logits = LogitsOf(t, c, InputX(t, c));
   Tensor labels = t.Label("labels", {ir::DType::kI32, {c.batch_size}});
-  return mean(cross_entropy(logits, labels));
+  return CrossEntropyLoss(logits, labels);
 }
 
 ModelFunction MlpModel(const MlpConfig& config) {
@@ -61,10 +68,19 @@ ModelFunction MlpInferenceModel(const MlpConfig& config) {
 
 ModelFunction MlpDatasetInferenceModel(const MlpConfig& config, int64_t dataset_batches) {
   return [config, dataset_batches](Tracer& t) {
-    const int64_t row = config.batch_size * config.input_dim;
-    Tensor data = t.Parameter("data", {dataset_batches, row}, init::Normal(1.0));
     Tensor item = t.Input("item", {ir::DType::kI32, {1}});
-    return LogitsOf(t, config, reshape(embedding(data, item), {config.batch_size, config.input_dim}));
+    Tensor x = DatasetRow(t, "data", dataset_batches, config.batch_size * config.input_dim, item);
+    return LogitsOf(t, config, reshape(x, {config.batch_size, config.input_dim}));
+  };
+}
+
+ModelFunction MlpDatasetModel(const MlpConfig& config, int64_t dataset_batches) {
+  return [config, dataset_batches](Tracer& t) {
+    Tensor item = t.Input("item", {ir::DType::kI32, {1}});
+    Tensor x = DatasetRow(t, "data", dataset_batches, config.batch_size * config.input_dim, item);
+    Tensor targets = DatasetRow(t, "targets", dataset_batches, config.batch_size, item);
+    Tensor logits = LogitsOf(t, config, reshape(x, {config.batch_size, config.input_dim}));
+    return CrossEntropyLoss(logits, convert(reshape(targets, {config.batch_size}), ir::DType::kI32));
   };
 }
 

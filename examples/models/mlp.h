@@ -33,12 +33,16 @@ ModelFunction MlpModel(const MlpConfig& config);
 // the model MlpLoss trains, for inference (TraceForwardStep).
 Tensor MlpLogits(Tracer& tracer, const MlpConfig& config);
 ModelFunction MlpInferenceModel(const MlpConfig& config);
-// Inference over a dataset that lives with the model: state "data", f32
-// [dataset_batches, batch_size * input_dim] drawn from N(0, 1), holds
-// dataset_batches input batches, and input "item", i32 [1], picks the one
-// to classify. A fill job's data then stays on its actors, and a piece is
-// told only which batch to take.
+// The model over a dataset that travels with it, for fill jobs: input
+// "data", f32 [dataset_batches, batch_size * input_dim], holds
+// dataset_batches input batches, "targets", f32 [dataset_batches,
+// batch_size], their labels as floats, and input "item", i32 [1], picks the
+// batch (ClassificationDataset makes the first two). A fill job keeps the
+// dataset on its actors (controller/fill.h), so a piece is told only which
+// batch to take. The inference model's output is the batch's logits and
+// reads no targets; the training model's loss is MlpLoss's.
 ModelFunction MlpDatasetInferenceModel(const MlpConfig& config, int64_t dataset_batches);
+ModelFunction MlpDatasetModel(const MlpConfig& config, int64_t dataset_batches);
 
 }  // namespace tandem::examples
 

@@ -24,16 +24,15 @@ using testing_harness::Batches;
 using testing_harness::MustGenerate;
 using testing_harness::TinyMlp;
 
+FillJob ToFillJob(const examples::ExampleFillJob& example) {
+  return FillJob{.name = example.name, .piece = example.piece, .state = example.state, .input = example.input,
+                 .items = example.items};
+}
+
 std::shared_ptr<FillJob> MlpFillJob(const std::string& spec = "infer:mlp,batch=4,layers=2,dim=8") {
   absl::StatusOr<examples::ExampleFillJob> example = examples::MakeExampleFillJob(spec);
   EXPECT_TRUE(example.ok()) << example.status();
-  auto job = std::make_shared<FillJob>();
-  job->name = example->name;
-  job->step = example->step;
-  job->state = example->state;
-  job->input = example->input;
-  job->items = example->items;
-  return job;
+  return std::make_shared<FillJob>(ToFillJob(*example));
 }
 
 // The example job's dataset is state, shipped to the actors once with the
@@ -51,9 +50,10 @@ TEST(FillExample, APieceIsSentTheIndexOfABatchOfTheDatasetItsActorHolds) {
   EXPECT_EQ(input.at("item").type(), (ir::TensorType{ir::DType::kI32, {1}}));
   EXPECT_EQ(input.at("item").i32()[0], 3);
   const auto outputs = [&](int64_t item) {
-    absl::StatusOr<std::vector<ir::HostTensor>> out = ir::RunReferenceForward(job->step, job->state, {job->input(item)});
+    ir::TensorMap state = job->state;
+    absl::StatusOr<ir::HostTensor> out = RunFillPiece(ToFillJob(*job), state, job->input(item));
     EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? (*out)[0] : ir::HostTensor();
+    return out.ok() ? *out : ir::HostTensor();
   };
   EXPECT_TRUE(outputs(3).BitwiseEquals(outputs(batches + 3)));
   EXPECT_FALSE(outputs(3).BitwiseEquals(outputs(4)));
@@ -148,10 +148,10 @@ TEST_F(FillPipeline, TheMainJobStaysBitIdenticalAndEveryFillOutputIsRight) {
     // Every piece ran or gave way.
     EXPECT_EQ(static_cast<int64_t>(report->fill_done.size()) + report->fill_skipped, plan_.total_pieces());
     for (const auto& [item, output] : report->fill_done) {
-      absl::StatusOr<std::vector<ir::HostTensor>> want =
-          ir::RunReferenceForward(job_->step, job_->state, {job_->input(item)});
+      ir::TensorMap state = job_->state;
+      absl::StatusOr<ir::HostTensor> want = RunFillPiece(*job_, state, job_->input(item));
       ASSERT_TRUE(want.ok()) << want.status();
-      EXPECT_TRUE((*want)[0].BitwiseEquals(output)) << "fill item " << item;
+      EXPECT_TRUE(want->BitwiseEquals(output)) << "fill item " << item;
     }
     done += static_cast<int64_t>(report->fill_done.size());
     // The measured peak never passes the static one, which counts the pieces.
@@ -165,6 +165,62 @@ TEST_F(FillPipeline, TheMainJobStaysBitIdenticalAndEveryFillOutputIsRight) {
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(state->size(), reference->size());  // the fill job's parameters are not the model's
   for (const auto& [name, tensor] : *reference) EXPECT_TRUE(state->at(name).BitwiseEquals(tensor)) << name;
+}
+
+// A training job: each filling actor trains its own copy of the model, one
+// update per piece that ran, in its program's order; the pipeline is
+// untouched.
+TEST(FillTraining, EachActorTrainsItsOwnCopyPieceByPieceAsTheReferenceReplaysIt) {
+  absl::StatusOr<ir::TrainStep> step = TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const schedules::Schedule schedule = MustGenerate("1f1b", 2, 4);
+  SessionOptions options;
+  options.launcher = testing_harness::ThreadsLauncher;
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(*step, schedule, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::shared_ptr<FillJob> job = MlpFillJob("train:mlp,batch=4,layers=2,dim=8,lr=0.01");
+  absl::StatusOr<FillPlan> plan = PlanFill(schedule, (*session)->compiled(), *job, Calibration(2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<int32_t> actor_of_slot;
+  for (const FillSlot& slot : plan->slots) actor_of_slot.insert(actor_of_slot.end(), slot.pieces, slot.actor);
+  ASSERT_TRUE((*session)->StartFill(job, plan->slots).ok());
+
+  ir::TensorMap main_reference = *ir::InitialState(*step);
+  std::vector<ir::TensorMap> reference(2, job->state);
+  std::vector<int64_t> updates(2, 0);
+  for (int64_t number = 1; number <= 3; ++number) {
+    const std::vector<ir::TensorMap> batch = Batches(*step, number);
+    absl::StatusOr<StepReport> report = (*session)->Step(batch);
+    ASSERT_TRUE(report.ok()) << report.status();
+    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(*step, main_reference, batch, number);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_EQ(report->losses, expected->losses) << "step " << number;
+    ASSERT_EQ(report->fill_items.size(), actor_of_slot.size());
+    for (const auto& [slot, loss] : report->fill_outputs) {
+      const int32_t actor = actor_of_slot[slot];
+      absl::StatusOr<ir::HostTensor> want = RunFillPiece(*job, reference[actor], job->input(report->fill_items[slot]));
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_TRUE(want->BitwiseEquals(loss)) << "step " << number << " slot " << slot;
+      ++updates[actor];
+    }
+  }
+  absl::StatusOr<std::vector<ir::TensorMap>> trained = (*session)->FillState();
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  ASSERT_EQ(trained->size(), 2u);
+  for (int32_t actor = 0; actor < 2; ++actor) {
+    if (updates[actor] == 0) continue;
+    const ir::TensorMap& state = (*trained)[actor];
+    ASSERT_EQ(state.size(), job->state.size()) << "actor " << actor;
+    EXPECT_EQ(state.at("step").f32()[0], static_cast<float>(updates[actor])) << "actor " << actor;
+    EXPECT_FALSE(state.at("fc0.w").BitwiseEquals(job->state.at("fc0.w"))) << "actor " << actor << " never trained";
+    for (const auto& [name, tensor] : reference[actor]) {
+      EXPECT_TRUE(state.at(name).BitwiseEquals(tensor)) << "actor " << actor << " " << name;
+    }
+  }
+  EXPECT_GT(updates[0] + updates[1], 0);
+  absl::StatusOr<ir::TensorMap> state = (*session)->State();
+  ASSERT_TRUE(state.ok()) << state.status();
+  for (const auto& [name, tensor] : main_reference) EXPECT_TRUE(state->at(name).BitwiseEquals(tensor)) << name;
 }
 
 TEST_F(FillPipeline, TheTraceDrawsFillOnItsOwnTrack) {
@@ -194,16 +250,24 @@ TEST(AddFill, RefusesASlotBeforeATaskThatReceivesNothing) {
   EXPECT_THAT(status.message(), HasSubstr("is out of range"));
 }
 
-TEST(CheckFillJob, RefusesATrainingStepAndMissingState) {
+TEST(CheckFillJob, RefusesMissingOrMistypedStateAndAnEndOfTraining) {
   std::shared_ptr<FillJob> job = MlpFillJob();
-  absl::StatusOr<ir::TrainStep> training = TinyMlp(1, 1);
-  ASSERT_TRUE(training.ok());
-  FillJob trains = *job;
-  trains.step = *training;
-  EXPECT_THAT(CheckFillJob(trains).message(), HasSubstr("not forward-only"));
+  EXPECT_TRUE(CheckFillJob(*job).ok());
   FillJob stateless = *job;
-  stateless.state.clear();
-  EXPECT_THAT(CheckFillJob(stateless).message(), HasSubstr("no state of type"));
+  stateless.state.erase("fc0.w");
+  EXPECT_THAT(CheckFillJob(stateless).message(), HasSubstr("no state for its parameter 'fc0.w'"));
+  FillJob mistyped = *job;
+  mistyped.state["fc0.w"] = ir::HostTensor::Scalar(0);
+  EXPECT_THAT(CheckFillJob(mistyped).message(), HasSubstr("state 'fc0.w' is f32[] but its piece uses f32[32,8]"));
+  std::shared_ptr<FillJob> training = MlpFillJob("train:mlp,batch=4,layers=1,dim=8");
+  EXPECT_TRUE(training->trains());
+  EXPECT_TRUE(CheckFillJob(*training).ok());
+  FillJob counted = *training;
+  counted.items = 5;
+  EXPECT_THAT(CheckFillJob(counted).message(), HasSubstr("its items must be 0 (endless)"));
+  FillJob result_is_state = *training;
+  result_is_state.state["loss"] = ir::HostTensor::Scalar(0);
+  EXPECT_THAT(CheckFillJob(result_is_state).message(), HasSubstr("its result, is state 'loss'"));
   FillJob sourceless = *job;
   sourceless.input = nullptr;
   EXPECT_THAT(CheckFillJob(sourceless).message(), HasSubstr("no input source"));

@@ -51,6 +51,23 @@ TEST_P(TrainFill, IsBitIdenticalAndReportsTheFillWork) {
 
 INSTANTIATE_TEST_SUITE_P(Launchers, TrainFill, ::testing::Values("local", "threads"));
 
+// A training fill job: each filling actor's copy of the model learns, and
+// --verify replays every actor's updates and checks the trained state.
+TEST(TrainFillTraining, EachFillingActorTrainsACopyThatTheReferenceReproduces) {
+  std::string out, err;
+  const int code = RunTrain({"--model", "gpt", "--layers", "4", "--actors", "2", "--schedule", "1f1b",
+                             "--microbatches", "8", "--steps", "6", "--fill", "train:mlp,batch=64,lr=0.01", "--verify",
+                             "--eval-batches", "0"},
+                            out, err);
+  ASSERT_EQ(code, 0) << out << err;
+  EXPECT_THAT(out, HasSubstr("verify: losses of 6 steps and all"));
+  EXPECT_THAT(out, HasSubstr("mlp training (Adam, lr 0.01)"));
+  EXPECT_THAT(out, MatchesRegex("(.|\n)*fill: actor [01] trained [1-9][0-9]* updates, loss [0-9.]+ -> [0-9.]+(.|\n)*"));
+  EXPECT_THAT(out, MatchesRegex("(.|\n)*verify: [1-9][0-9]* fill outputs bit-identical to the fill job's reference(.|\n)*"));
+  EXPECT_THAT(out, MatchesRegex("(.|\n)*verify: the fill job's final state, [1-9][0-9]* tensors on [12] actors, "
+                                "bit-identical to its reference(.|\n)*"));
+}
+
 TEST(TrainFillOptions, WhatDoesNotGoWithFillIsAUsageError) {
   const struct {
     std::vector<std::string> args;
@@ -59,7 +76,10 @@ TEST(TrainFillOptions, WhatDoesNotGoWithFillIsAUsageError) {
       {{"--fill", "infer:mlp", "--launcher", "reference"}, "--fill needs a pipeline"},
       {{"--fill", "infer:mlp", "--checkpoint-dir", ::testing::TempDir() + "fill_ck"}, "--fill does not go with checkpoints"},
       {{"--fill", "infer:mlp", "--data-parallel", "2"}, "--fill does not go with data-parallel replicas"},
-      {{"--fill", "train:mlp"}, "expected infer:MODEL"},
+      {{"--fill", "serve:mlp"}, "expected infer:MODEL or train:MODEL"},
+      {{"--fill", "train:mlp,items=4"}, "items= is for infer:"},
+      {{"--fill", "train:mlp,lr=2"}, "'lr=2' is not one of batch=N, layers=N, dim=N, items=N, lr=X (in (0, 1])"},
+      {{"--fill", "infer:mlp,lr=0.1"}, "'lr=0.1' is not one of batch=N, layers=N, dim=N, items=N"},
       {{"--fill", "infer:gpt"}, "unknown model 'gpt'"},
       {{"--fill", "infer:mlp,rows=3"}, "'rows=3' is not one of batch=N"},
       {{"--fill", "infer:mlp,batch=0"}, "batch=0 is outside [1, 65536]"},

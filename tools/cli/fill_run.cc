@@ -30,7 +30,7 @@ FillRun::FillRun(examples::ExampleFillJob job, Session* main, std::unique_ptr<Se
     : example_(std::move(job)), main_(main), baseline_(std::move(baseline)), verify_(verify) {
   auto fill = std::make_shared<controller::FillJob>();
   fill->name = example_.name;
-  fill->step = example_.step;
+  fill->piece = example_.piece;
   fill->state = example_.state;
   fill->input = example_.input;
   fill->items = example_.items;
@@ -61,6 +61,9 @@ absl::StatusOr<std::string> FillRun::AfterStep(int64_t index, const std::vector<
     baseline_busy_s_ += Seconds(baseline->busy_ns);
     pieces_done_ += static_cast<int64_t>(report.fill_done.size());
     pieces_skipped_ += report.fill_skipped;
+    if (job_->trains()) {
+      for (const auto& [slot, loss] : report.fill_outputs) losses_[actor_of_slot_.at(slot)].push_back(loss.f32()[0]);
+    }
     note = absl::StrFormat("  fill %d/%d", report.fill_done.size(), plan_.total_pieces());
     if (verify_) {
       if (absl::Status status = Verify(report); !status.ok()) return status;
@@ -87,31 +90,39 @@ absl::Status FillRun::Start() {
   if (!plan.ok()) return plan.status();
   plan_ = *std::move(plan);
   if (absl::Status status = main_->StartFill(job_, plan_.slots); !status.ok()) return status;
+  const auto actors = static_cast<size_t>(main_->compiled().num_actors);
+  for (const controller::FillSlot& slot : plan_.slots) actor_of_slot_.insert(actor_of_slot_.end(), slot.pieces, slot.actor);
+  reference_state_.assign(verify_ ? actors : 0, job_->state);
+  losses_.assign(actors, {});
   started_ = true;
   return absl::OkStatus();
 }
 
 absl::Status FillRun::Verify(const controller::StepReport& report) {
-  for (const auto& [item, output] : report.fill_done) {
-    absl::StatusOr<std::vector<ir::HostTensor>> expected =
-        ir::RunReferenceForward(job_->step, job_->state, {job_->input(item)});
+  // Slots are numbered in each actor's program order, so this replays every
+  // actor's pieces in the order they ran.
+  for (const auto& [slot, output] : report.fill_outputs) {
+    const int64_t item = report.fill_items.at(slot);
+    if (item < 0) continue;  // ran on zeros, nothing to check
+    const int32_t actor = actor_of_slot_.at(slot);
+    absl::StatusOr<ir::HostTensor> expected = controller::RunFillPiece(*job_, reference_state_[actor], job_->input(item));
     if (!expected.ok()) return expected.status();
-    if (expected->size() != 1 || !(*expected)[0].BitwiseEquals(output)) {
-      return absl::InternalError(absl::StrCat("--verify failed: fill item ", item, " of ", job_->name,
-                                              " differs from the fill job's reference"));
+    if (!expected->BitwiseEquals(output)) {
+      return absl::InternalError(absl::StrCat("--verify failed: fill item ", item, " of ", job_->name, " on actor ",
+                                              actor, " differs from the fill job's reference"));
     }
     ++verified_;
   }
   return absl::OkStatus();
 }
 
-void FillRun::Report(std::ostream& out) const {
+absl::Status FillRun::Report(std::ostream& out) {
   out << absl::StrFormat("fill %s (%s): %d pieces per step in %d bubble slots (a piece %.0f us, predicted step %.2f ms)\n",
                          job_->name, example_.description, plan_.total_pieces(), plan_.slots.size(), piece_us_,
                          plan_.predicted_step_us * 1e-3);
   if (!started_) {
     out << absl::StrFormat("fill: never started (it starts after %d calibration steps)\n", kCalibrationSteps);
-    return;
+    return absl::OkStatus();
   }
   for (const controller::FillSlot& slot : plan_.slots) {
     const std::vector<schedules::Slot>& program = main_->schedule().programs[slot.actor];
@@ -122,7 +133,7 @@ void FillRun::Report(std::ostream& out) const {
                            slot.pieces);
   }
   const auto steps = static_cast<double>(main_seconds_.size());
-  if (steps == 0) return;
+  if (steps == 0) return absl::OkStatus();
   out << absl::StrFormat("fill: %d pieces done in %d steps (%.1f per step, %.0f rows per step), %d gave way to the pipeline\n",
                          pieces_done_, main_seconds_.size(), static_cast<double>(pieces_done_) / steps,
                          static_cast<double>(pieces_done_ * example_.rows_per_item) / steps, pieces_skipped_);
@@ -137,7 +148,37 @@ void FillRun::Report(std::ostream& out) const {
   out << absl::StrFormat("fill: utilisation (busy / wall) %.1f%% with fill (%.1f%% of it fill), %.1f%% without\n",
                          100 * (main_busy_s_ + main_fill_s_) / main_wall, 100 * main_fill_s_ / main_wall,
                          100 * baseline_busy_s_ / baseline_wall);
-  if (verify_) out << absl::StrFormat("verify: %d fill outputs bit-identical to the fill job's reference\n", verified_);
+  for (size_t actor = 0; actor < losses_.size(); ++actor) {
+    const std::vector<float>& losses = losses_[actor];
+    if (losses.empty()) continue;
+    // The mean of the first and of the last (up to) 16 updates' losses.
+    const size_t window = std::min<size_t>(16, losses.size());
+    const double first = std::accumulate(losses.begin(), losses.begin() + window, 0.0) / window;
+    const double last = std::accumulate(losses.end() - window, losses.end(), 0.0) / window;
+    out << absl::StrFormat("fill: actor %d trained %d updates, loss %.4f -> %.4f (means of the first and last %d)\n",
+                           actor, losses.size(), first, last, window);
+  }
+  if (!verify_) return absl::OkStatus();
+  out << absl::StrFormat("verify: %d fill outputs bit-identical to the fill job's reference\n", verified_);
+  if (!job_->trains()) return absl::OkStatus();
+  absl::StatusOr<std::vector<ir::TensorMap>> states = main_->FillState();
+  if (!states.ok()) return states.status();
+  int64_t tensors = 0, holders = 0;
+  for (size_t actor = 0; actor < states->size(); ++actor) {
+    if ((*states)[actor].empty()) continue;
+    ++holders;
+    for (const auto& [name, expected] : reference_state_[actor]) {
+      auto it = (*states)[actor].find(name);
+      if (it == (*states)[actor].end() || !it->second.BitwiseEquals(expected)) {
+        return absl::InternalError(absl::StrCat("--verify failed: the fill job's state '", name, "' on actor ", actor,
+                                                " differs from the fill job's reference"));
+      }
+      ++tensors;
+    }
+  }
+  out << absl::StrFormat("verify: the fill job's final state, %d tensors on %d actors, bit-identical to its reference\n",
+                         tensors, holders);
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::cli

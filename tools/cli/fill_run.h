@@ -9,9 +9,12 @@
 // packed into the predicted bubbles (controller::PlanFill) and the main
 // session starts the fill job (Session::StartFill). From then on each step
 // reports the pieces done, and the summary the main job's step time with and
-// without fill side by side, and the utilisation (compute / wall) of both.
-// With --verify every fill output is checked against the fill job's
-// reference (ir::RunReferenceForward). Not thread-safe.
+// without fill side by side, and the utilisation (compute / wall) of both;
+// for a training job, each actor's updates and its loss at their start and
+// end. With --verify the fill job's reference (controller::RunFillPiece)
+// replays every actor's pieces in the order they ran: each output must
+// equal it, and a training job's state on each actor at the end too.
+// Not thread-safe.
 #ifndef TANDEM_TOOLS_CLI_FILL_RUN_H_
 #define TANDEM_TOOLS_CLI_FILL_RUN_H_
 
@@ -49,8 +52,9 @@ class FillRun {
   // True once the main session runs the fill job: its compiled step changed.
   bool started() const { return started_; }
 
-  // The summary lines.
-  void Report(std::ostream& out) const;
+  // The summary lines; with --verify, checks a training job's final state
+  // first (Internal when it differs from the reference's).
+  absl::Status Report(std::ostream& out);
 
  private:
   absl::Status Start();
@@ -65,6 +69,9 @@ class FillRun {
   std::optional<controller::StepTrace> calibration_;
   controller::FillPlan plan_;
   double piece_us_ = 0.0;
+  std::vector<int32_t> actor_of_slot_;              // by fill slot
+  std::vector<ir::TensorMap> reference_state_;      // by actor, with --verify
+  std::vector<std::vector<float>> losses_;          // by actor: a training job's, in order
   // Filled steps, side by side.
   std::vector<double> main_seconds_, baseline_seconds_;
   double main_busy_s_ = 0.0, main_fill_s_ = 0.0, baseline_busy_s_ = 0.0;

@@ -83,7 +83,8 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
                    "validation steps' worth of batches for the final loss", 0);
   train.add_option("--fill", options.fill,
-                   "run a fill job in the pipeline's bubbles, e.g. infer:mlp[,batch=N,layers=N,dim=N,items=N]; "
+                   "run a fill job in the pipeline's bubbles: infer:mlp[,batch=N,layers=N,dim=N,items=N] or "
+                   "train:mlp[,batch=N,layers=N,dim=N,lr=X] (a copy of the model trained on each filling actor); "
                    "the same pipeline without fill runs beside it for comparison");
   train.add_option("--plan", options.plan,
                    "run a plan from `tandem plan`: its schedule, actors, stages, microbatches and rematerialisation");
@@ -298,7 +299,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
 // Writes --losses, checks the final state against the reference, and
 // prints the summary. Returns the exit code.
 int Report(const CLI::App& train, const TrainOptions& options, const examples::ExampleJob& job, int64_t steps_done,
-           Trainer& trainer, Trainer* reference, const FillRun* fill, const std::optional<controller::StepTrace>& trace,
+           Trainer& trainer, Trainer* reference, FillRun* fill, const std::optional<controller::StepTrace>& trace,
            const schedules::Schedule& schedule, const RunTotals& totals, CommandStreams& streams) {
   std::ostream& out = streams.out;
   if (options.losses.has_value()) {
@@ -353,7 +354,9 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
       return Failure(streams.err, train, status);
     }
   }
-  if (fill != nullptr) fill->Report(out);
+  if (fill != nullptr) {
+    if (absl::Status status = fill->Report(out); !status.ok()) return Failure(streams.err, train, status);
+  }
   out << "actor  bytes sent/step  static peak bytes  measured peak bytes\n";
   for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
     out << absl::StrFormat("%5d  %15d  %17d  %19d\n", actor, compiled->stats[actor].bytes_sent,
