@@ -129,6 +129,43 @@ struct PyExampleJob {
   std::shared_ptr<examples::ExampleJob> job;
 };
 
+// The weight updates `updates` names ("flush", "pipedream" or "2bw", as
+// the schedules of those names need), every `update_every` microbatches
+// for 2bw (0: the stage count).
+WeightUpdates MakeUpdates(const std::string& updates, int32_t update_every, int32_t stages, int32_t microbatches) {
+  if (updates == "pipedream") {
+    if (update_every > 1) throw py::value_error("pipedream updates after every microbatch; use updates='2bw' for N");
+    return {WeightUpdates::Mode::kPipeDream, 1};
+  }
+  if (updates == "2bw") {
+    const int32_t every = update_every > 0 ? update_every : stages;
+    if (microbatches % every != 0) {
+      throw py::value_error("2bw updates every " + std::to_string(every) + " microbatches" +
+                            (update_every > 0 ? "" : " (the stage count, by default)") +
+                            ", which must divide microbatches " + std::to_string(microbatches) + ": set update_every");
+    }
+    return {WeightUpdates::Mode::kTwoBuffer, every};
+  }
+  if (updates != "flush") throw py::value_error("updates is 'flush', 'pipedream' or '2bw', not '" + updates + "'");
+  if (update_every != 0) throw py::value_error("update_every applies to updates='2bw'");
+  return {};
+}
+
+// A schedule named for an asynchronous pipeline runs only a step traced for
+// it: its order alone is 1F1B's, so a synchronous step would run silently.
+void CheckScheduleUpdates(const ir::TrainStep& step, const schedules::Schedule& schedule) {
+  // Their delays (ir/trace.cc): p-1-s under pipedream, 1 under 2bw.
+  bool pipedream = !step.version_delay.empty(), two_buffer = !step.version_delay.empty();
+  for (int32_t s = 0; s < static_cast<int32_t>(step.version_delay.size()); ++s) {
+    pipedream = pipedream && step.version_delay[s] == step.num_stages - 1 - s;
+    two_buffer = two_buffer && step.version_delay[s] == 1;
+  }
+  if ((schedule.name == "pipedream" && !pipedream) || (schedule.name == "2bw" && !two_buffer)) {
+    throw py::value_error("schedule '" + schedule.name + "' needs a step traced for it: ExampleJob(updates='" +
+                          schedule.name + "', ...)");
+  }
+}
+
 SessionOptions MakeOptions(const std::string& transport, const std::string& dispatch, double receive_timeout_s) {
   SessionOptions options;
   absl::StatusOr<ir::DataPlaneKind> data_plane = ir::ParseDataPlaneKind(transport);
@@ -156,6 +193,13 @@ PYBIND11_MODULE(_tandem, m) {
       .def_readonly("num_stages", &ir::TrainStep::num_stages)
       .def_readonly("num_microbatches", &ir::TrainStep::num_microbatches)
       .def_readonly("num_replicas", &ir::TrainStep::num_replicas)
+      .def_property_readonly("microbatches_per_update", &ir::TrainStep::group_size)
+      .def_property_readonly("version_delays",
+                             [](const ir::TrainStep& step) {
+                               std::vector<int32_t> delays;
+                               for (int32_t s = 0; s < step.num_stages; ++s) delays.push_back(step.VersionDelay(s));
+                               return delays;
+                             })
       .def_property_readonly("stage_graph",
                              [](const ir::TrainStep& step) { return ir::FormatStageEdges(step.stage_edges); })
       .def_property_readonly("state_names",
@@ -186,19 +230,22 @@ PYBIND11_MODULE(_tandem, m) {
                        std::optional<int64_t> layers, std::vector<int64_t> towers,
                        std::optional<int64_t> dim, std::optional<int64_t> heads, std::optional<int64_t> seq,
                        std::optional<int64_t> batch, const std::string& optimizer, std::optional<double> lr,
-                       uint64_t seed, std::optional<std::string> data) {
+                       uint64_t seed, std::optional<std::string> data, const std::string& updates,
+                       int32_t update_every) {
              examples::ExampleJobOptions options{.model = model, .stages = stages, .microbatches = microbatches,
                                                  .replicas = data_parallel, .layers = layers, .dim = dim,
                                                  .towers = std::move(towers), .heads = heads, .seq = seq,
                                                  .batch = batch, .optimizer = optimizer, .lr = lr, .seed = seed,
                                                  .data = data};
+             options.updates = MakeUpdates(updates, update_every, stages, microbatches);
              return PyExampleJob{std::make_shared<examples::ExampleJob>(Value(examples::MakeExampleJob(options)))};
            }),
            py::kw_only(), py::arg("model") = "gpt", py::arg("stages") = 1, py::arg("microbatches") = 4,
            py::arg("data_parallel") = 1, py::arg("layers") = py::none(), py::arg("towers") = std::vector<int64_t>{},
            py::arg("dim") = py::none(), py::arg("heads") = py::none(),
            py::arg("seq") = py::none(), py::arg("batch") = py::none(), py::arg("optimizer") = "adam",
-           py::arg("lr") = py::none(), py::arg("seed") = 1, py::arg("data") = py::none())
+           py::arg("lr") = py::none(), py::arg("seed") = 1, py::arg("data") = py::none(),
+           py::arg("updates") = "flush", py::arg("update_every") = 0)
       .def_property_readonly("description", [](const PyExampleJob& self) { return self.job->description; })
       .def_property_readonly("step", [](const PyExampleJob& self) { return self.job->step; })
       .def("train_batch", [](const PyExampleJob& self, uint64_t index) { return ToPython(self.job->train_batch(index)); },
@@ -227,6 +274,7 @@ PYBIND11_MODULE(_tandem, m) {
           "start",
           [](const ir::TrainStep& step, const schedules::Schedule& schedule, const std::string& transport,
              const std::string& dispatch, double receive_timeout_s) {
+            CheckScheduleUpdates(step, schedule);
             SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s);
             return Value(WithoutGil([&] { return Session::Start(step, schedule, std::move(options)); }));
           },
@@ -236,6 +284,7 @@ PYBIND11_MODULE(_tandem, m) {
           "resume",
           [](const ir::TrainStep& step, const schedules::Schedule& schedule, const std::string& checkpoint,
              const std::string& transport, const std::string& dispatch, double receive_timeout_s) {
+            CheckScheduleUpdates(step, schedule);
             SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s);
             return Value(
                 WithoutGil([&] { return Session::Resume(step, schedule, checkpoint, std::move(options)); }));

@@ -15,6 +15,14 @@ class TrainStep:
     @property
     def num_microbatches(self) -> int: ...
     @property
+    def microbatches_per_update(self) -> int:
+        """Microbatches per weight update: num_microbatches unless pipedream (1) or 2bw (update_every)."""
+        ...
+    @property
+    def version_delays(self) -> List[int]:
+        """Per stage, how many updates old the weights its microbatches compute on are (pipedream, 2bw)."""
+        ...
+    @property
     def state_names(self) -> List[str]: ...
     @property
     def stage_graph(self) -> str:
@@ -44,7 +52,12 @@ class ExampleJob:
         lr: Optional[float] = None,
         seed: int = 1,
         data: Optional[str] = None,
-    ) -> None: ...
+        updates: str = "flush",
+        update_every: int = 0,
+    ) -> None:
+        """updates: "flush" (synchronous), "pipedream" or "2bw" (schedules/FORMAT.md), for the schedule of that
+        name; update_every: 2bw's microbatches per update (0: the stage count)."""
+        ...
     @property
     def description(self) -> str: ...
     @property

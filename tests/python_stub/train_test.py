@@ -67,6 +67,37 @@ class TrainTest(unittest.TestCase):
         for step, (ours, theirs) in enumerate(zip(got, expected), start=1):
             self.assertEqual([bits(x) for x in ours], [bits(x) for x in theirs], f"step {step}")
 
+    def test_asynchronous_pipelines_equal_the_cpp_runs(self):
+        for updates, every in (("pipedream", 0), ("2bw", 2)):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "losses.json")
+                subprocess.run(
+                    [os.environ["TANDEM_BINARY"], "train", "--model", "mlp", "--actors", "2", "--schedule", updates,
+                     "--microbatches", "4", "--steps", str(STEPS), "--eval-batches", "0", "--losses", path],
+                    check=True, capture_output=True, timeout=120)
+                with open(path) as f:
+                    expected = [step["losses"] for step in json.load(f)["steps"]]
+            job = tandem.ExampleJob(**MODEL, updates=updates)
+            self.assertEqual(job.step.microbatches_per_update, 1 if updates == "pipedream" else every)
+            self.assertEqual(job.step.version_delays, [1, 0] if updates == "pipedream" else [1, 1])
+            session = tandem.Session.start(job.step, tandem.Schedule(updates, actors=2, microbatches=4))
+            got = [session.step(job.train_batch(i)) for i in range(STEPS)]
+            for step, (ours, theirs) in enumerate(zip(got, expected), start=1):
+                self.assertEqual([bits(x) for x in ours], [bits(x) for x in theirs], f"{updates} step {step}")
+            self.assertIn("stash1.fc0.w", session.state())  # stage 0 computes one update late
+
+    def test_an_asynchronous_schedule_needs_a_step_traced_for_it(self):
+        job = tandem.ExampleJob(**MODEL)
+        self.assertEqual(job.step.version_delays, [0, 0])
+        with self.assertRaisesRegex(ValueError, r"schedule '2bw' needs a step traced for it: ExampleJob\(updates='2bw'"):
+            tandem.Session.start(job.step, tandem.Schedule("2bw", actors=2, microbatches=4))
+        with self.assertRaisesRegex(ValueError, "which must divide microbatches 4: set update_every"):
+            tandem.ExampleJob(**MODEL, updates="2bw", update_every=3)
+        with self.assertRaisesRegex(ValueError, "updates is 'flush', 'pipedream' or '2bw', not 'async'"):
+            tandem.ExampleJob(**MODEL, updates="async")
+        with self.assertRaisesRegex(ValueError, "update_every applies to updates='2bw'"):
+            tandem.ExampleJob(**MODEL, update_every=2)
+
     def test_numpy_microbatches_and_checkpoints(self):
         job = tandem.ExampleJob(**MODEL)
         schedule = tandem.Schedule("gpipe", actors=2, microbatches=4)
