@@ -46,7 +46,8 @@ TEST(SingleUpdate, ThreeRunsGiveTheReferenceStepsLossesAndStateBitForBit) {
   joined[ir::kSingleUpdateStep] = ir::HostTensor::Scalar(0.0f);
   for (uint64_t s = 0; s < 3; ++s) {
     const ir::TensorMap batch = examples::ClassificationBatch(SmallMlp(), 7, s);
-    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(step, reference, {batch}, static_cast<int64_t>(s + 1));
+    absl::StatusOr<ir::StepResult> expected =
+        ir::RunReferenceStep(step, reference, {batch}, static_cast<int64_t>(s + 1));
     ASSERT_TRUE(expected.ok()) << expected.status();
 
     ir::TensorMap inputs = joined;

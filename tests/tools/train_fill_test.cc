@@ -63,7 +63,8 @@ TEST(TrainFillTraining, EachFillingActorTrainsACopyThatTheReferenceReproduces) {
   EXPECT_THAT(out, HasSubstr("verify: losses of 6 steps and all"));
   EXPECT_THAT(out, HasSubstr("mlp training (Adam, lr 0.01)"));
   EXPECT_THAT(out, MatchesRegex("(.|\n)*fill: actor [01] trained [1-9][0-9]* updates, loss [0-9.]+ -> [0-9.]+(.|\n)*"));
-  EXPECT_THAT(out, MatchesRegex("(.|\n)*verify: [1-9][0-9]* fill outputs bit-identical to the fill job's reference(.|\n)*"));
+  EXPECT_THAT(out,
+              MatchesRegex("(.|\n)*verify: [1-9][0-9]* fill outputs bit-identical to the fill job's reference(.|\n)*"));
   EXPECT_THAT(out, MatchesRegex("(.|\n)*verify: the fill job's final state, [1-9][0-9]* tensors on [12] actors, "
                                 "bit-identical to its reference(.|\n)*"));
 }

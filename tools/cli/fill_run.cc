@@ -91,7 +91,9 @@ absl::Status FillRun::Start() {
   plan_ = *std::move(plan);
   if (absl::Status status = main_->StartFill(job_, plan_.slots); !status.ok()) return status;
   const auto actors = static_cast<size_t>(main_->compiled().num_actors);
-  for (const controller::FillSlot& slot : plan_.slots) actor_of_slot_.insert(actor_of_slot_.end(), slot.pieces, slot.actor);
+  for (const controller::FillSlot& slot : plan_.slots) {
+    actor_of_slot_.insert(actor_of_slot_.end(), slot.pieces, slot.actor);
+  }
   reference_state_.assign(verify_ ? actors : 0, job_->state);
   losses_.assign(actors, {});
   started_ = true;
@@ -105,7 +107,8 @@ absl::Status FillRun::Verify(const controller::StepReport& report) {
     const int64_t item = report.fill_items.at(slot);
     if (item < 0) continue;  // ran on zeros, nothing to check
     const int32_t actor = actor_of_slot_.at(slot);
-    absl::StatusOr<ir::HostTensor> expected = controller::RunFillPiece(*job_, reference_state_[actor], job_->input(item));
+    absl::StatusOr<ir::HostTensor> expected =
+        controller::RunFillPiece(*job_, reference_state_[actor], job_->input(item));
     if (!expected.ok()) return expected.status();
     if (!expected->BitwiseEquals(output)) {
       return absl::InternalError(absl::StrCat("--verify failed: fill item ", item, " of ", job_->name, " on actor ",
@@ -176,8 +179,9 @@ absl::Status FillRun::Report(std::ostream& out) {
       ++tensors;
     }
   }
-  out << absl::StrFormat("verify: the fill job's final state, %d tensors on %d actors, bit-identical to its reference\n",
-                         tensors, holders);
+  out << absl::StrFormat(
+      "verify: the fill job's final state, %d tensors on %d actors, bit-identical to its reference\n", tensors,
+      holders);
   return absl::OkStatus();
 }
 
