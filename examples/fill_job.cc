@@ -111,7 +111,6 @@ absl::StatusOr<ExampleFillJob> MakeExampleFillJob(const std::string& spec, uint6
   job.state = *std::move(state);
   job.items = values["items"];
   job.rows_per_item = config.batch_size;
-  job.trains = trains;
   job.input = [batches](int64_t item) {
     return ir::TensorMap{{"item", ir::HostTensor::FromInts({1}, {static_cast<int32_t>(item % batches)})}};
   };

@@ -39,7 +39,6 @@ struct ExampleFillJob {
   std::function<ir::TensorMap(int64_t item)> input;
   int64_t items = 0;        // 0: endless
   int64_t rows_per_item = 0;
-  bool trains = false;
 };
 
 // InvalidArgument for a spec that does not parse (naming the piece), an
