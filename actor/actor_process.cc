@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
+#include "actor/fake_cuda_device.h"
 #include "ir/kernels.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
@@ -78,13 +80,22 @@ int RunActorProcess(const ActorProcessOptions& options) {
   // One BLAS thread: the bits of matmul depend on OpenBLAS's thread count,
   // and the reference runs with one; the actors of a host share its cores.
   ir::SetBlasThreads(1);
-  absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(options.device, actor);
+  const char* fault = std::getenv("TANDEM_FAULT");
+  OpenDeviceOptions device_options;
+  device_options.wait_timeout = options.receive_timeout;
+  device_options.fault = fault != nullptr ? fault : "";
+  absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(options.device, actor, device_options);
   if (!device.ok()) {
     Log(actor, absl::StrCat("cannot open its device: ", device.status().ToString()));
     return kActorExitSetupFailed;
   }
+  absl::StatusOr<FakeCudaFaults> faults = ParseFakeCudaFaults(device_options.fault, actor);
   DataPlaneOptions data_plane_options = options.data_plane_options;
   data_plane_options.token = options.token;
+  data_plane_options.device_memory = (*device)->memory();
+  if (options.device.kind == DeviceSpec::Kind::kFakeCuda && faults.ok()) {
+    data_plane_options.die_at_device_send = faults->die_at_send;
+  }
   data_plane_options.log = [](absl::string_view line) {  // lines that name the actor already
     const std::string text = absl::StrCat(line, "\n");
     fwrite(text.data(), 1, text.size(), stderr);

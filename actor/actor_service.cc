@@ -205,7 +205,9 @@ absl::Status ActorService::UseProgram(uint64_t hash, const std::shared_ptr<const
   // by the steps the previous program ran.
   ir::TensorMap state = loaded_state_;
   if (executor_ != nullptr) {
-    for (auto& [name, tensor] : executor_->State()) {
+    absl::StatusOr<ir::TensorMap> current = executor_->State();
+    if (!current.ok()) return current.status();
+    for (auto& [name, tensor] : *current) {
       if (tensor.defined()) state[name] = tensor;
     }
   }
@@ -365,8 +367,9 @@ kj::Promise<void> ActorService::saveState(SaveStateContext context) {
   };
   auto written = std::make_shared<Written>();
   return OnCompute([this, path, written]() -> absl::Status {
-           const ir::TensorMap state = executor_ != nullptr ? executor_->State() : loaded_state_;
-           const std::string bytes = ir::EncodeStateFile(state);
+           absl::StatusOr<ir::TensorMap> state = executor_ != nullptr ? executor_->State() : loaded_state_;
+           if (!state.ok()) return state.status();
+           const std::string bytes = ir::EncodeStateFile(*state);
            if (absl::Status status = ir::WriteFileAtomically(path, bytes); !status.ok()) {
              return absl::Status(status.code(), absl::StrCat(Name(), ": ", status.message()));
            }
@@ -517,7 +520,7 @@ kj::Promise<void> ActorService::connectDataPlane(ConnectDataPlaneContext context
   kj::Vector<kj::Promise<void>> descriptors;
   for (wire::DataPlanePeer::Reader entry : params.getPeers()) {
     const size_t index = peers->size();
-    peers->push_back({entry.getActor(), ToString(entry.getTcpAddress()), -1});
+    peers->push_back({entry.getActor(), ToString(entry.getTcpAddress()), -1, entry.getSharesDevice()});
     if (entry.hasRegionPath()) {
       absl::StatusOr<int> fd = OpenRegionPath(ToString(entry.getRegionPath()));
       if (!fd.ok()) {

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "actor/device_transport.h"
 #include "actor/shm_transport.h"
 #include "actor/tcp_transport.h"
 
@@ -219,10 +221,38 @@ class PlacedDataPlane final : public DataPlane {
   std::string host_;
 };
 
-}  // namespace
+// A host data plane with a DeviceTransport on top, for a device-resident
+// actor.
+class DevicePlane final : public DataPlane {
+ public:
+  DevicePlane(std::unique_ptr<DataPlane> host, std::unique_ptr<DeviceTransport> device)
+      : host_(std::move(host)), device_(std::move(device)) {}
 
-absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kind, int32_t actor, int32_t num_actors,
-                                                           const DataPlaneOptions& options) {
+  ir::DataPlaneKind kind() const override { return host_->kind(); }
+  Transport& transport() override { return *device_; }
+  Offer GetOffer() const override { return host_->GetOffer(); }
+  absl::Status Connect(std::vector<Peer> peers, absl::Duration timeout) override {
+    const absl::Time deadline = absl::Now() + timeout;
+    std::vector<int32_t> ipc_peers;
+    for (const Peer& peer : peers) {
+      if (peer.shares_device) ipc_peers.push_back(peer.actor);
+    }
+    if (absl::Status status = host_->Connect(std::move(peers), timeout); !status.ok()) return status;
+    return device_->Connect(std::move(ipc_peers), deadline);
+  }
+  absl::Status Flush(absl::Time deadline) override {
+    if (absl::Status status = device_->Flush(deadline); !status.ok()) return status;
+    return host_->Flush(deadline);
+  }
+  int64_t refused_connections() const override { return host_->refused_connections(); }
+
+ private:
+  std::unique_ptr<DataPlane> host_;
+  std::unique_ptr<DeviceTransport> device_;  // on host_'s transport
+};
+
+absl::StatusOr<std::unique_ptr<DataPlane>> CreateHostDataPlane(ir::DataPlaneKind kind, int32_t actor,
+                                                               int32_t num_actors, const DataPlaneOptions& options) {
   std::unique_ptr<ShmTransport> shm;
   if (kind != ir::DataPlaneKind::kTcp) {
     ShmTransport::Options shm_options;
@@ -242,6 +272,21 @@ absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kin
     return std::make_unique<PlacedDataPlane>(std::move(shm), *std::move(tcp), num_actors, options.tcp_bind_host);
   }
   return std::make_unique<TcpDataPlane>(*std::move(tcp), num_actors, options.tcp_bind_host);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kind, int32_t actor, int32_t num_actors,
+                                                           const DataPlaneOptions& options) {
+  absl::StatusOr<std::unique_ptr<DataPlane>> host = CreateHostDataPlane(kind, actor, num_actors, options);
+  if (!host.ok() || options.device_memory == nullptr) return host;
+  DeviceTransport::Options device_options;
+  device_options.ipc.ring_bytes = options.ipc_ring_bytes;
+  device_options.die_at_send = options.die_at_device_send;
+  absl::StatusOr<std::unique_ptr<DeviceTransport>> device =
+      DeviceTransport::Create((*host)->transport(), *options.device_memory, num_actors, device_options);
+  if (!device.ok()) return device.status();
+  return std::make_unique<DevicePlane>(*std::move(host), *std::move(device));
 }
 
 }  // namespace tandem::actor

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "actor/device_memory.h"
 #include "actor/transport.h"
 #include "ir/data_plane_kind.h"
 
@@ -50,6 +51,7 @@ class DataPlane {
     int32_t actor = 0;
     std::string tcp_address;  // where `actor` accepts (TCP)
     int region_fd = -1;       // the ring `actor` writes to us (shared memory)
+    bool shares_device = false;  // device tensors to and from `actor` go by CUDA IPC
   };
 
   virtual ~DataPlane() = default;
@@ -80,6 +82,14 @@ struct DataPlaneOptions {
   // where refused strangers are logged (default: stderr).
   std::string token;
   std::function<void(absl::string_view line)> log;
+  // A device-resident actor's device memory (borrowed: it must outlive the
+  // data plane); null for a host-resident actor.
+  DeviceMemory* device_memory = nullptr;
+  // Per ordered pair of actors sharing the device: the IPC staging ring.
+  int64_t ipc_ring_bytes = int64_t{64} << 20;
+  // Injected fault (fake_cuda_device.h): the device send that kills the
+  // process; -1: none.
+  int64_t die_at_device_send = -1;
 };
 
 absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kind, int32_t actor, int32_t num_actors,

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "actor/fake_cuda_device.h"
 
 #ifdef TANDEM_WITH_CUDA
 #include "actor/cuda/cuda_graph_runner.h"
@@ -15,26 +16,51 @@
 namespace tandem::actor {
 namespace {
 
-class ReferenceDevice final : public Device {
+// A device whose buffers are host tensors: Run unwraps them for RunOnHost.
+class HostResidentDevice : public Device {
+ public:
+  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) final {
+    ir::TensorMap host_inputs;
+    for (const auto& [input, handle] : inputs) {
+      if (handle.on_device()) {
+        return absl::InvalidArgumentError(absl::StrCat(name(), ": input '", input, "' is a device tensor"));
+      }
+      host_inputs.emplace(input, handle.host());
+    }
+    absl::StatusOr<ir::TensorMap> results = RunOnHost(graph, host_inputs);
+    if (!results.ok()) return results.status();
+    HandleMap outputs;
+    for (auto& [output, tensor] : *results) outputs.emplace(output, std::move(tensor));
+    return outputs;
+  }
+
+ protected:
+  virtual absl::StatusOr<ir::TensorMap> RunOnHost(const ir::Graph& graph, const ir::TensorMap& inputs) = 0;
+};
+
+class ReferenceDevice final : public HostResidentDevice {
  public:
   std::string name() const override { return "cpu"; }
-  absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) override {
+
+ private:
+  absl::StatusOr<ir::TensorMap> RunOnHost(const ir::Graph& graph, const ir::TensorMap& inputs) override {
     return ir::RunGraph(graph, inputs);
   }
 };
 
 #ifdef TANDEM_WITH_CUDA
-class CudaDevice final : public Device {
+class CudaDevice final : public HostResidentDevice {
  public:
   CudaDevice(DeviceSpec spec, std::unique_ptr<cuda::CudaGraphRunner> runner)
       : spec_(spec), runner_(std::move(runner)) {}
   std::string name() const override { return DeviceSpecName(spec_); }
-  absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) override {
-    return runner_->Run(graph, inputs);
-  }
   int cuda_ordinal() const override { return spec_.index; }
 
  private:
+  absl::StatusOr<ir::TensorMap> RunOnHost(const ir::Graph& graph, const ir::TensorMap& inputs) override {
+    return runner_->Run(graph, inputs);
+  }
+
   const DeviceSpec spec_;  // with the resolved index
   std::unique_ptr<cuda::CudaGraphRunner> runner_;
 };
@@ -42,14 +68,43 @@ class CudaDevice final : public Device {
 
 absl::Status BadSpec(absl::string_view text) {
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown device '", text, "': expected cpu, cuda, cuda:N, cuda+bf16 or cuda:N+bf16"));
+      absl::StrCat("unknown device '", text, "': expected cpu, cuda, cuda:N, cuda+bf16, cuda:N+bf16 or fake-cuda"));
 }
 
 }  // namespace
 
+absl::StatusOr<ir::HostTensor> Device::Download(const TensorHandle& handle) {
+  if (handle.on_device()) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": cannot download a device tensor it does not hold"));
+  }
+  return handle.host();
+}
+
+absl::StatusOr<ir::TensorMap> Device::RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) {
+  HandleMap handles;
+  for (const auto& [input, tensor] : inputs) {
+    absl::StatusOr<TensorHandle> uploaded = Upload(tensor);
+    if (!uploaded.ok()) return uploaded.status();
+    handles.emplace(input, *std::move(uploaded));
+  }
+  absl::StatusOr<HandleMap> results = Run(graph, handles);
+  if (!results.ok()) return results.status();
+  ir::TensorMap outputs;
+  for (const auto& [output, handle] : *results) {
+    absl::StatusOr<ir::HostTensor> downloaded = Download(handle);
+    if (!downloaded.ok()) return downloaded.status();
+    outputs.emplace(output, *std::move(downloaded));
+  }
+  return outputs;
+}
+
 absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
   DeviceSpec spec;
   if (text == "cpu") return spec;
+  if (text == "fake-cuda") {
+    spec.kind = DeviceSpec::Kind::kFakeCuda;
+    return spec;
+  }
   absl::string_view rest = text;
   if (!absl::ConsumePrefix(&rest, "cuda")) return BadSpec(text);
   spec.kind = DeviceSpec::Kind::kCuda;
@@ -66,6 +121,7 @@ absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
 
 std::string DeviceSpecName(const DeviceSpec& spec) {
   if (spec.kind == DeviceSpec::Kind::kCpu) return "cpu";
+  if (spec.kind == DeviceSpec::Kind::kFakeCuda) return "fake-cuda";
   std::string name = spec.index < 0 ? "cuda" : absl::StrCat("cuda:", spec.index);
   if (spec.bf16_matmul) absl::StrAppend(&name, "+bf16");
   return name;
@@ -77,7 +133,7 @@ std::shared_ptr<Device> CpuDevice() {
 }
 
 absl::Status CheckDeviceVisible(const DeviceSpec& spec) {
-  if (spec.kind == DeviceSpec::Kind::kCpu) return absl::OkStatus();
+  if (spec.kind != DeviceSpec::Kind::kCuda) return absl::OkStatus();
 #ifdef TANDEM_WITH_CUDA
   const cuda::DeviceProbe probe = cuda::ProbeDevices();
   if (probe.count == 0) {
@@ -93,8 +149,20 @@ absl::Status CheckDeviceVisible(const DeviceSpec& spec) {
 #endif
 }
 
-absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor) {
+absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor,
+                                                   const OpenDeviceOptions& options) {
   if (spec.kind == DeviceSpec::Kind::kCpu) return CpuDevice();
+  if (spec.kind == DeviceSpec::Kind::kFakeCuda) {
+    absl::StatusOr<FakeCudaFaults> faults = ParseFakeCudaFaults(options.fault, actor);
+    if (!faults.ok()) return faults.status();
+    absl::StatusOr<std::shared_ptr<FakeCudaDevice>> device =
+        FakeCudaDevice::Create({.wait_timeout = options.wait_timeout, .poison_at_run = faults->poison_at_run});
+    if (!device.ok()) {
+      return absl::Status(device.status().code(),
+                          absl::StrCat("device fake-cuda for actor ", actor, ": ", device.status().message()));
+    }
+    return std::shared_ptr<Device>(*std::move(device));
+  }
   const absl::Status visible = CheckDeviceVisible(spec);
 #ifdef TANDEM_WITH_CUDA
   // (Without CUDA, a CUDA device is never visible: the error below.)

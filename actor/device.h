@@ -1,19 +1,28 @@
-// Device: where an actor's stage functions compute.
+// Device: where an actor's stage functions compute, and where its buffers
+// live.
 //
 // The executor (actor/executor.h) runs every `run` instruction through its
-// Device. Two kinds:
+// Device. Three kinds:
 //   - cpu: the reference kernels (ir::RunGraph); the default, and what every
 //     pipelined CPU run is compared with bitwise.
 //   - cuda: CudaGraphRunner (actor/cuda/cuda_graph_runner.h), a CUDA kernel
 //     for every op and cuBLAS for matmul; only in builds with
-//     TANDEM_WITH_CUDA. Tensors cross the host boundary at each function
-//     call; the executor's buffers stay host tensors, so every transport
-//     works unchanged.
+//     TANDEM_WITH_CUDA. Not yet device-resident: tensors cross the host
+//     boundary at each function call and the executor keeps host tensors.
+//   - fake-cuda: the emulated device (fake_cuda_device.h). Device-resident:
+//     the executor keeps every buffer in FakeDeviceMemory, and the reference
+//     kernels compute on that memory, so that pipelines exercise the code
+//     paths of a device-resident GPU actor (device buffers and lifetimes,
+//     the CUDA IPC data plane) on any machine, with the reference's bits.
+// A device-resident Device says so with memory(): the executor then holds
+// DeviceTensors of that memory, uploads what arrives from the controller
+// (state, inputs) and downloads only what leaves for it (losses, state,
+// ReadBuffer).
 //
 // Naming a device: "cpu"; "cuda" (the actor's own GPU: actor id modulo the
 // visible devices, so several actors may share one GPU); "cuda:N"; either
 // CUDA form with "+bf16" (matmul operands rounded to bf16, f32
-// accumulation).
+// accumulation); "fake-cuda".
 //
 // Ownership and threading: a Device is shared (shared_ptr) by the
 // executors of one actor and used from that actor's compute thread only.
@@ -26,20 +35,23 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "actor/device_memory.h"
+#include "actor/tensor_handle.h"
 #include "ir/graph.h"
 #include "ir/interpreter.h"
 
 namespace tandem::actor {
 
 struct DeviceSpec {
-  enum class Kind : uint8_t { kCpu, kCuda };
+  enum class Kind : uint8_t { kCpu, kCuda, kFakeCuda };
   Kind kind = Kind::kCpu;
   int index = -1;  // CUDA: the device ordinal; -1 picks actor % visible devices
   bool bf16_matmul = false;
   friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 };
 
-// "cpu", "cuda", "cuda:1", "cuda+bf16", "cuda:1+bf16". InvalidArgument
+// "cpu", "cuda", "cuda:1", "cuda+bf16", "cuda:1+bf16", "fake-cuda". InvalidArgument
 // naming the accepted forms for anything else.
 absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text);
 // The inverse of ParseDeviceSpec.
@@ -48,13 +60,25 @@ std::string DeviceSpecName(const DeviceSpec& spec);
 class Device {
  public:
   virtual ~Device() = default;
-  // "cpu", "cuda:0", "cuda:0+bf16".
+  // "cpu", "cuda:0", "cuda:0+bf16", "fake-cuda".
   virtual std::string name() const = 0;
+  // The memory an executor on this device keeps its buffers in; null when
+  // they are host tensors.
+  virtual DeviceMemory* memory() const { return nullptr; }
   // `graph`'s outputs by name, computed from `inputs` by input name, with the
-  // errors of ir::RunGraph.
-  virtual absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) = 0;
+  // errors of ir::RunGraph and the device's own. Inputs and outputs are
+  // where memory() says (host tensors when it is null).
+  virtual absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) = 0;
+  // A host tensor as this device keeps it (the tensor itself on a host
+  // device), and back.
+  virtual absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) { return TensorHandle(tensor); }
+  virtual absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle);
   // The CUDA device ordinal this device computes on; -1 when it is no GPU.
   virtual int cuda_ordinal() const { return -1; }
+
+  // Run from host tensors to host tensors (Upload, Run, Download): for
+  // callers outside an executor (the reference trainer, benchmarks).
+  absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs);
 };
 
 // The reference-kernel device (stateless; shared by everyone).
@@ -68,9 +92,19 @@ std::shared_ptr<Device> CpuDevice();
 // CUDA device(s) visible".
 absl::Status CheckDeviceVisible(const DeviceSpec& spec);
 
+struct OpenDeviceOptions {
+  // How long a device-resident device's host waits (on its stream) may take.
+  absl::Duration wait_timeout = absl::Minutes(1);
+  // TANDEM_FAULT's value: faults the fake device injects for tests
+  // (fake_cuda_device.h); the other devices ignore it.
+  std::string fault;
+};
+
 // Opens the device `spec` names for actor `actor`: CheckDeviceVisible's
-// errors as "device cuda for actor 1: no CUDA device is visible (...)".
-absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor);
+// errors as "device cuda for actor 1: no CUDA device is visible (...)";
+// InvalidArgument for a malformed fake-device fault.
+absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor,
+                                                   const OpenDeviceOptions& options = {});
 
 }  // namespace tandem::actor
 

@@ -99,6 +99,10 @@ class DeviceMemory {
   // address is this process's own. Close with CloseImported.
   virtual absl::StatusOr<DeviceAddress> ImportMemory(const IpcMemHandle& handle) = 0;
   virtual absl::Status CloseImported(DeviceAddress address) = 0;
+  // Bytes in this object's live allocations, as Allocate was asked for them
+  // (imports are another process's memory and do not count). An allocation
+  // counts until Free, even while its release waits for the stream.
+  virtual int64_t allocated_bytes() const = 0;
 
   // ---- Stream work, asynchronous: enqueued now, run in order later.
   // Copies `bytes` device-to-device (allocations or imports).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "ir/all_reduce.h"
+#include "ir/graph_builder.h"
 
 namespace tandem::actor {
 namespace {
@@ -36,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram prog
 }
 
 Executor::Executor(ir::ActorProgram program, std::shared_ptr<Device> device, int32_t replica)
-    : program_(std::move(program)), device_(std::move(device)), replica_(replica),
+    : program_(std::move(program)), device_(std::move(device)), replica_(replica), memory_(device_->memory()),
       buffers_(program_.buffers.size()) {
   for (const ir::Function& function : program_.functions) {
     std::vector<std::string>& names = input_names_.emplace_back();
@@ -84,21 +85,25 @@ absl::StatusOr<HostTensor> Executor::ReadBuffer(const std::string& name) const {
       return absl::FailedPreconditionError(absl::StrCat("actor ", program_.actor, ": buffer ", name,
                                                         " holds nothing now: ", when, "; ", where));
     }
-    return buffers_[id];
+    return device_->Download(buffers_[id]);
   }
   return absl::NotFoundError(absl::StrCat("actor ", program_.actor, " has no buffer named ", name));
 }
 
-absl::StatusOr<const HostTensor*> Executor::Read(BufferId id) const {
+absl::StatusOr<const TensorHandle*> Executor::Read(BufferId id) const {
   if (!buffers_[id].defined()) return absl::InternalError(absl::StrCat(BufferName(id), " is empty"));
   return &buffers_[id];
 }
 
-absl::Status Executor::Write(BufferId id, HostTensor tensor) {
+absl::Status Executor::Write(BufferId id, TensorHandle tensor) {
   const ir::TensorType& type = program_.buffers[id].type;
   if (!tensor.defined() || tensor.type() != type) {
     return absl::InternalError(absl::StrCat(BufferName(id), " is ", ir::TypeToString(type), " but got ",
                                             tensor.defined() ? ir::TypeToString(tensor.type()) : "no tensor"));
+  }
+  if (tensor.on_device() != (memory_ != nullptr)) {
+    return absl::InternalError(absl::StrCat(BufferName(id), " got a ", tensor.on_device() ? "device" : "host",
+                                            " tensor on ", device_->name()));
   }
   Release(id);
   live_bytes_ += tensor.num_bytes();
@@ -109,7 +114,7 @@ absl::Status Executor::Write(BufferId id, HostTensor tensor) {
 void Executor::Release(BufferId id) {
   if (!buffers_[id].defined()) return;
   live_bytes_ -= buffers_[id].num_bytes();
-  buffers_[id] = HostTensor();
+  buffers_[id] = TensorHandle();
 }
 
 void Executor::ReleaseAll() {
@@ -135,18 +140,30 @@ absl::Status Executor::LoadState(const ir::TensorMap& state) {
                                                      "' is ", ir::TypeToString(it->second.type()), " but ",
                                                      BufferName(id), " is ", ir::TypeToString(buffer.type)));
     }
+    absl::StatusOr<TensorHandle> uploaded = device_->Upload(it->second);
+    if (!uploaded.ok()) {
+      ReleaseAll();
+      return absl::Status(uploaded.status().code(), absl::StrCat("actor ", actor(), ": uploading state tensor '",
+                                                                 buffer.binding, "': ", uploaded.status().message()));
+    }
     live_bytes_ += it->second.num_bytes();
-    buffers_[id] = it->second;
+    buffers_[id] = *std::move(uploaded);
   }
   phase_ = Phase::kIdle;
   return absl::OkStatus();
 }
 
-ir::TensorMap Executor::State() const {
+absl::StatusOr<ir::TensorMap> Executor::State() const {
   ir::TensorMap state;
   for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
     if (program_.buffers[id].kind == BufferKind::kState && buffers_[id].defined()) {
-      state[program_.buffers[id].binding] = buffers_[id];
+      absl::StatusOr<HostTensor> tensor = device_->Download(buffers_[id]);
+      if (!tensor.ok()) {
+        return absl::Status(tensor.status().code(), absl::StrCat("actor ", actor(), ": downloading state tensor '",
+                                                                 program_.buffers[id].binding,
+                                                                 "': ", tensor.status().message()));
+      }
+      state[program_.buffers[id].binding] = *std::move(tensor);
     }
   }
   return state;
@@ -175,6 +192,15 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
           "actor ", actor(), ", step ", step, ": input '", buffer.binding, "' of microbatch ", buffer.microbatch,
           " is ", ir::TypeToString(it->second.type()), " but ", BufferName(id), " is ", ir::TypeToString(buffer.type)));
     }
+    absl::StatusOr<TensorHandle> uploaded;
+    if (error.ok()) {
+      uploaded = device_->Upload(it->second);
+      if (!uploaded.ok()) {
+        error = absl::Status(uploaded.status().code(), absl::StrCat("actor ", actor(), ", step ", step,
+                                                                    ": uploading input '", buffer.binding, "': ",
+                                                                    uploaded.status().message()));
+      }
+    }
     if (!error.ok()) {
       for (BufferId b = 0; b < id; ++b) {
         if (program_.buffers[b].kind == BufferKind::kInput) Release(b);
@@ -182,7 +208,7 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
       return error;
     }
     live_bytes_ += it->second.num_bytes();
-    buffers_[id] = it->second;
+    buffers_[id] = *std::move(uploaded);
   }
   phase_ = Phase::kInStep;
   next_instruction_ = 0;
@@ -193,7 +219,16 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   outputs_.origin_ns = SteadyNowNs();
   outputs_.timings.reserve(program_.instructions.size());
   outputs_.peak_live_bytes = live_bytes_;
+  if (memory_ != nullptr) {
+    device_baseline_ = memory_->allocated_bytes() - live_bytes_;
+    outputs_.device_peak_bytes = live_bytes_;
+  }
   return absl::OkStatus();
+}
+
+void Executor::SampleDevicePeak() {
+  if (memory_ == nullptr) return;
+  outputs_.device_peak_bytes = std::max(outputs_.device_peak_bytes, memory_->allocated_bytes() - device_baseline_);
 }
 
 std::string Executor::InstructionContext(int32_t index) const {
@@ -258,6 +293,7 @@ absl::Status Executor::RunRange(int32_t begin, int32_t end, Transport& transport
       return Fail(absl::Status(status.code(), absl::StrCat(InstructionContext(index), status.message())));
     }
     outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
+    SampleDevicePeak();
     next_instruction_ = index + 1;
   }
   return absl::OkStatus();
@@ -269,14 +305,14 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
     case InstructionKind::kRun:
       return Run(instruction);
     case InstructionKind::kSend: {
-      std::vector<HostTensor> tensors;
+      std::vector<TensorHandle> tensors;
       tensors.reserve(instruction.buffers.size());
       for (BufferId id : instruction.buffers) {
-        absl::StatusOr<const HostTensor*> tensor = Read(id);
+        absl::StatusOr<const TensorHandle*> tensor = Read(id);
         if (!tensor.ok()) return tensor.status();
         tensors.push_back(**tensor);
       }
-      return transport.Send(Peer(instruction), instruction.tag, std::move(tensors));
+      return SendHandles(transport, Peer(instruction), instruction.tag, std::move(tensors));
     }
     case InstructionKind::kReceive:
       return Receive(instruction, transport, receive_timeout);
@@ -303,13 +339,13 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
 absl::Status Executor::Run(const Instruction& instruction) {
   const ir::Function& function = program_.functions[instruction.function];
   const std::vector<std::string>& names = input_names_[instruction.function];
-  ir::TensorMap inputs;
+  HandleMap inputs;
   for (size_t k = 0; k < names.size(); ++k) {
-    absl::StatusOr<const HostTensor*> tensor = Read(instruction.inputs[k]);
+    absl::StatusOr<const TensorHandle*> tensor = Read(instruction.inputs[k]);
     if (!tensor.ok()) return tensor.status();
     inputs.emplace(names[k], **tensor);
   }
-  absl::StatusOr<ir::TensorMap> results = device_->RunGraph(function.graph, inputs);
+  absl::StatusOr<HandleMap> results = device_->Run(function.graph, inputs);
   if (!results.ok()) return results.status();
   const std::vector<ir::GraphOutput>& outputs = function.graph.outputs();
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -324,13 +360,13 @@ absl::Status Executor::Run(const Instruction& instruction) {
 
 absl::Status Executor::Receive(const Instruction& instruction, Transport& transport,
                                absl::Duration receive_timeout) {
-  absl::StatusOr<std::vector<HostTensor>> tensors;
+  absl::StatusOr<std::vector<TensorHandle>> tensors;
   auto claimed = claimed_.find({Peer(instruction), instruction.tag});
   if (claimed != claimed_.end()) {
     tensors = std::move(claimed->second);
     claimed_.erase(claimed);
   } else {
-    tensors = transport.Receive(Peer(instruction), instruction.tag, absl::Now() + receive_timeout);
+    tensors = ReceiveHandles(transport, Peer(instruction), instruction.tag, absl::Now() + receive_timeout);
   }
   if (!tensors.ok()) return tensors.status();
   if (tensors->size() != instruction.buffers.size()) {
@@ -340,7 +376,7 @@ absl::Status Executor::Receive(const Instruction& instruction, Transport& transp
   }
   for (size_t k = 0; k < tensors->size(); ++k) {
     const BufferId id = instruction.buffers[k];
-    const HostTensor& tensor = (*tensors)[k];
+    const TensorHandle& tensor = (*tensors)[k];
     if (!tensor.defined() || tensor.type() != program_.buffers[id].type) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor ", k, " of the message from actor ", Peer(instruction), " with tag ", instruction.tag, " is ",
@@ -357,11 +393,29 @@ absl::Status Executor::Receive(const Instruction& instruction, Transport& transp
 absl::Status Executor::Accumulate(const Instruction& instruction) {
   const BufferId acc = instruction.buffers[0];
   const BufferId grad = instruction.buffers[1];
-  absl::StatusOr<const HostTensor*> gradient = Read(grad);
+  absl::StatusOr<const TensorHandle*> gradient = Read(grad);
   if (!gradient.ok()) return gradient.status();
-  HostTensor sum = **gradient;
+  TensorHandle sum = **gradient;
   if (buffers_[acc].defined()) {
-    absl::StatusOr<HostTensor> added = ir::AccumulateGradient(buffers_[acc], **gradient);
+    absl::StatusOr<TensorHandle> added;
+    if (memory_ == nullptr) {
+      absl::StatusOr<HostTensor> host = ir::AccumulateGradient(buffers_[acc].host(), (*gradient)->host());
+      if (host.ok()) added = TensorHandle(*std::move(host));
+      else added = host.status();
+    } else {
+      // On the device: the graph acc + grad, whose add is AccumulateGradient's.
+      const ir::TensorType& type = program_.buffers[acc].type;
+      auto [graph, built] = accumulate_graphs_.try_emplace(ir::TypeToString(type));
+      if (built) {
+        ir::GraphBuilder builder(&graph->second);
+        const ir::ValueId a = builder.AddInput("acc", "accumulator", type, {});
+        const ir::ValueId g = builder.AddInput("grad", "gradient", type, {});
+        graph->second.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
+      }
+      absl::StatusOr<HandleMap> results = device_->Run(graph->second, {{"acc", buffers_[acc]}, {"grad", **gradient}});
+      if (results.ok()) added = results->at("sum");
+      else added = results.status();
+    }
     if (!added.ok()) {
       return absl::Status(added.status().code(),
                           absl::StrCat("accumulating into ", BufferName(acc), ": ", added.status().message()));
@@ -372,14 +426,45 @@ absl::Status Executor::Accumulate(const Instruction& instruction) {
   return Write(acc, std::move(sum));
 }
 
+absl::Status Executor::SendHandles(Transport& transport, int32_t peer, uint64_t tag,
+                                   std::vector<TensorHandle> tensors) {
+  if (memory_ == nullptr) {
+    std::vector<HostTensor> host;
+    host.reserve(tensors.size());
+    for (const TensorHandle& tensor : tensors) host.push_back(tensor.host());
+    return transport.Send(peer, tag, std::move(host));
+  }
+  std::vector<DeviceTensor> device;
+  device.reserve(tensors.size());
+  for (const TensorHandle& tensor : tensors) device.push_back(tensor.device());
+  return transport.SendDevice(peer, tag, std::move(device));
+}
+
+absl::StatusOr<std::vector<TensorHandle>> Executor::ReceiveHandles(Transport& transport, int32_t peer, uint64_t tag,
+                                                                   absl::Time deadline) {
+  std::vector<TensorHandle> handles;
+  if (memory_ == nullptr) {
+    absl::StatusOr<std::vector<HostTensor>> host = transport.Receive(peer, tag, deadline);
+    if (!host.ok()) return host.status();
+    for (HostTensor& tensor : *host) handles.emplace_back(std::move(tensor));
+  } else {
+    absl::StatusOr<std::vector<DeviceTensor>> device = transport.ReceiveDevice(peer, tag, deadline);
+    if (!device.ok()) return device.status();
+    for (DeviceTensor& tensor : *device) handles.emplace_back(std::move(tensor));
+  }
+  return handles;
+}
+
 absl::Status Executor::Emit(const Instruction& instruction) {
-  absl::StatusOr<const HostTensor*> tensor = Read(instruction.buffers[0]);
+  absl::StatusOr<const TensorHandle*> tensor = Read(instruction.buffers[0]);
   if (!tensor.ok()) return tensor.status();
   return Report(instruction, **tensor);
 }
 
-absl::Status Executor::Report(const Instruction& instruction, const HostTensor& tensor) {
-  auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch, tensor);
+absl::Status Executor::Report(const Instruction& instruction, const TensorHandle& tensor) {
+  absl::StatusOr<HostTensor> host = device_->Download(tensor);
+  if (!host.ok()) return host.status();
+  auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch, *std::move(host));
   if (!inserted) {
     return absl::InternalError(
         absl::StrCat("result '", instruction.result, "' of microbatch ", instruction.microbatch, " emitted twice"));
@@ -395,8 +480,8 @@ absl::Status Executor::Fill(const Instruction& instruction, Transport& transport
       skip = true;
     } else {
       // A deadline already past: the message if it is there, at once.
-      absl::StatusOr<std::vector<HostTensor>> arrived =
-          transport.Receive(key.first, key.second, absl::InfinitePast());
+      absl::StatusOr<std::vector<TensorHandle>> arrived =
+          ReceiveHandles(transport, key.first, key.second, absl::InfinitePast());
       if (arrived.ok()) {
         claimed_.emplace(key, *std::move(arrived));
         skip = true;
@@ -408,6 +493,7 @@ absl::Status Executor::Fill(const Instruction& instruction, Transport& transport
   if (!skip) {
     if (absl::Status status = Run(instruction); !status.ok()) return status;
     outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
+    SampleDevicePeak();
     if (absl::Status status = Report(instruction, buffers_[instruction.outputs[0]]); !status.ok()) return status;
     // Its state outputs (a training piece's) stay: they are the job's state.
     for (BufferId id : instruction.outputs) {
@@ -440,10 +526,12 @@ absl::Status Executor::AllReduceStart(int32_t index, absl::Duration receive_time
   std::vector<float> bucket;
   bucket.reserve(static_cast<size_t>(elements));
   for (BufferId id : instruction.buffers) {
-    absl::StatusOr<const HostTensor*> tensor = Read(id);
+    absl::StatusOr<const TensorHandle*> handle = Read(id);
+    if (!handle.ok()) return handle.status();
+    absl::StatusOr<HostTensor> tensor = device_->Download(**handle);
     if (!tensor.ok()) return tensor.status();
-    const float* data = (*tensor)->f32();
-    bucket.insert(bucket.end(), data, data + (*tensor)->num_elements());
+    const float* data = tensor->f32();
+    bucket.insert(bucket.end(), data, data + tensor->num_elements());
   }
   if (absl::Status status = reducer_->Start(instruction.tag, std::move(bucket), receive_timeout); !status.ok()) {
     return status;
@@ -465,7 +553,9 @@ absl::Status Executor::AllReduceWait(const Instruction& instruction, absl::Durat
     const auto count = static_cast<size_t>(tensor->num_elements());
     std::copy_n(result->bucket.data() + offset, count, tensor->f32());
     offset += count;
-    if (absl::Status status = Write(id, *std::move(tensor)); !status.ok()) return status;
+    absl::StatusOr<TensorHandle> uploaded = device_->Upload(*tensor);
+    if (!uploaded.ok()) return uploaded.status();
+    if (absl::Status status = Write(id, *std::move(uploaded)); !status.ok()) return status;
   }
   live_bytes_ -= StagingBytes(instruction);
   auto started = reducing_.find(instruction.tag);

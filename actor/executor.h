@@ -1,6 +1,15 @@
 // Executor: runs one actor's instruction stream (an ir::ActorProgram) on its
 // Device (actor/device.h: the reference kernels by default), step after step.
 //
+// Its buffers hold TensorHandles (tensor_handle.h): host tensors, or device
+// tensors when the Device is device-resident (Device::memory()). A resident
+// executor uploads the state (LoadState) and the step's inputs (BeginStep),
+// keeps everything else on the device (sends and receives device tensors
+// through Transport::SendDevice/ReceiveDevice, accumulates with the device),
+// and downloads only what leaves for the controller: emitted results,
+// State(), ReadBuffer, and the buckets of an all-reduce (whose collective
+// group reduces host memory).
+//
 // It owns the actor's buffer table: state buffers (parameters, optimizer
 // slots) persist across steps; input buffers are filled from the step's
 // inputs at BeginStep and dropped at FinishStep; temporaries live between
@@ -39,6 +48,7 @@
 #include "absl/time/time.h"
 #include "actor/collective.h"
 #include "actor/device.h"
+#include "actor/tensor_handle.h"
 #include "actor/transport.h"
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
@@ -73,9 +83,10 @@ class Executor {
   // A missing or mistyped entry is InvalidArgument naming the buffer.
   absl::Status LoadState(const ir::TensorMap& state);
 
-  // The state buffers' current tensors by binding (they share storage with
-  // the executor's; no one writes tensors in place).
-  ir::TensorMap State() const;
+  // The state buffers' current tensors by binding (on a host device they
+  // share storage with the executor's; no one writes tensors in place). A
+  // resident executor downloads them: the device's errors.
+  absl::StatusOr<ir::TensorMap> State() const;
 
   // Starts step `step` (used in messages): fills every input buffer with
   // inputs[{binding, microbatch}]. A missing or mistyped entry is
@@ -92,7 +103,10 @@ class Executor {
   // Ends the step once every instruction ran: checks that every temporary
   // is empty (Internal naming the buffer if not), drops the inputs, and
   // returns what the step emitted and measured (timings from BeginStep, on
-  // steady_clock).
+  // steady_clock; on a resident device, the device bytes the step's buffers
+  // took at most, sampled after each instruction: the allocations of the
+  // device memory beyond those it held at BeginStep besides the state and
+  // inputs, e.g. the data plane's rings).
   absl::StatusOr<ir::StepOutputs> FinishStep();
 
   // BeginStep, RunRange over the whole program, FinishStep.
@@ -133,7 +147,7 @@ class Executor {
   absl::Status Emit(const ir::Instruction& instruction);
   // Records `tensor` as the step's result instruction.result for
   // instruction.microbatch (kEmit, kFill); Internal when it already is.
-  absl::Status Report(const ir::Instruction& instruction, const ir::HostTensor& tensor);
+  absl::Status Report(const ir::Instruction& instruction, const TensorHandle& tensor);
   absl::Status Fill(const ir::Instruction& instruction, Transport& transport);
   absl::Status AllReduceStart(int32_t index, absl::Duration receive_timeout);
   absl::Status AllReduceWait(const ir::Instruction& instruction, absl::Duration receive_timeout);
@@ -141,9 +155,16 @@ class Executor {
   int64_t StagingBytes(const ir::Instruction& instruction) const;
 
   // The tensor of a buffer that must hold one; Internal if it is empty.
-  absl::StatusOr<const ir::HostTensor*> Read(ir::BufferId id) const;
-  // Stores `tensor` (of the buffer's type, or Internal) into the buffer.
-  absl::Status Write(ir::BufferId id, ir::HostTensor tensor);
+  absl::StatusOr<const TensorHandle*> Read(ir::BufferId id) const;
+  // Stores `tensor` (of the buffer's type and where this device keeps
+  // buffers, or Internal) into the buffer.
+  absl::Status Write(ir::BufferId id, TensorHandle tensor);
+  // Sends or receives a message of handles, on the device when resident.
+  absl::Status SendHandles(Transport& transport, int32_t peer, uint64_t tag, std::vector<TensorHandle> tensors);
+  absl::StatusOr<std::vector<TensorHandle>> ReceiveHandles(Transport& transport, int32_t peer, uint64_t tag,
+                                                           absl::Time deadline);
+  // Samples the device memory for the step's device peak (resident only).
+  void SampleDevicePeak();
   void Release(ir::BufferId id);
   void ReleaseAll();
   std::string BufferName(ir::BufferId id) const;
@@ -158,7 +179,11 @@ class Executor {
   std::vector<std::vector<std::string>> input_names_;
 
   Phase phase_ = Phase::kNeedsState;
-  std::vector<ir::HostTensor> buffers_;  // by BufferId; undefined = empty
+  DeviceMemory* const memory_;  // device_->memory(): null when buffers are host tensors
+  // The accumulate graph (acc + grad) by type, built on first use (resident).
+  std::map<std::string, ir::Graph> accumulate_graphs_;
+  std::vector<TensorHandle> buffers_;  // by BufferId; undefined = empty
+  int64_t device_baseline_ = 0;       // allocated device bytes not the step's (resident)
   int64_t live_bytes_ = 0;
   int32_t next_instruction_ = 0;
   int64_t step_ = 0;         // the step in progress, or the last one
@@ -166,7 +191,7 @@ class Executor {
   Reducer* reducer_ = nullptr;
   // Messages a fill piece found already there, claimed from the transport
   // for the receive that waits on them: (global peer, tag) -> tensors.
-  std::map<std::pair<int32_t, uint64_t>, std::vector<ir::HostTensor>> claimed_;
+  std::map<std::pair<int32_t, uint64_t>, std::vector<TensorHandle>> claimed_;
   // All-reduces started and not yet waited for in this step: tag -> the
   // index in outputs_.timings of their start instruction.
   std::map<uint64_t, size_t> reducing_;

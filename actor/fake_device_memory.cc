@@ -204,13 +204,31 @@ int64_t FakeDeviceMemory::LiveObjectsForTesting() const {
   return static_cast<int64_t>(allocations_.size() + imports_.size() + events_.size());
 }
 
+int64_t FakeDeviceMemory::allocated_bytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return allocated_bytes_;
+}
+
+void FakeDeviceMemory::Poison(absl::Status why) {
+  std::deque<StreamOp> dropped;  // released outside the lock
+  absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return;
+  poison_ = absl::InternalError(absl::StrCat("fake device: the stream is poisoned: ", why.message()));
+  dropped.swap(queue_);
+}
+
 absl::StatusOr<DeviceAddress> FakeDeviceMemory::Allocate(int64_t bytes) {
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: cannot allocate ", bytes, " bytes"));
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (!poison_.ok()) return poison_;
+  }
   absl::StatusOr<std::shared_ptr<Mapping>> mapping = CreateShared("tandem-fake-device", static_cast<uint64_t>(bytes));
   if (!mapping.ok()) return mapping.status();
   const DeviceAddress address = reinterpret_cast<DeviceAddress>((*mapping)->base());
   absl::MutexLock lock(&mu_);
   allocations_.emplace(address, *std::move(mapping));
+  allocated_bytes_ += bytes;
   return address;
 }
 
@@ -222,6 +240,7 @@ absl::Status FakeDeviceMemory::Free(DeviceAddress base) {
   }
   // Unmapped once the stream has run the work enqueued before, as cudaFree
   // waits for the device.
+  allocated_bytes_ -= static_cast<int64_t>(it->second->bytes());
   Enqueue({.kind = StreamOp::Kind::kRelease, .mapping = std::move(it->second)});
   allocations_.erase(it);
   return absl::OkStatus();
@@ -279,12 +298,17 @@ absl::StatusOr<std::shared_ptr<Mapping>> FakeDeviceMemory::FindEvent(DeviceEvent
   return it->second.page;
 }
 
-void FakeDeviceMemory::Enqueue(StreamOp op) { queue_.push_back(std::move(op)); }
+void FakeDeviceMemory::Enqueue(StreamOp op) {
+  // A poisoned stream runs nothing: a release happens at once (when `op`
+  // goes), other work is dropped (its caller returned the poison).
+  if (poison_.ok()) queue_.push_back(std::move(op));
+}
 
 absl::Status FakeDeviceMemory::CopyAsync(DeviceAddress destination, DeviceAddress source, int64_t bytes) {
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: copy of ", bytes, " bytes"));
   if (bytes == 0) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return poison_;
   if (absl::Status status = CheckRange(destination, bytes, "destination"); !status.ok()) return status;
   if (absl::Status status = CheckRange(source, bytes, "source"); !status.ok()) return status;
   Enqueue({.kind = StreamOp::Kind::kCopy,
@@ -296,6 +320,7 @@ absl::Status FakeDeviceMemory::CopyAsync(DeviceAddress destination, DeviceAddres
 
 absl::Status FakeDeviceMemory::RecordEvent(DeviceEvent event) {
   absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return poison_;
   absl::StatusOr<std::shared_ptr<Mapping>> page = FindEvent(event);
   if (!page.ok()) return page.status();
   const uint64_t generation = (*page)->event().recorded.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -305,6 +330,7 @@ absl::Status FakeDeviceMemory::RecordEvent(DeviceEvent event) {
 
 absl::Status FakeDeviceMemory::StreamWaitEvent(DeviceEvent event) {
   absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return poison_;
   absl::StatusOr<std::shared_ptr<Mapping>> page = FindEvent(event);
   if (!page.ok()) return page.status();
   const uint64_t target = (*page)->event().recorded.load(std::memory_order_acquire);
@@ -313,13 +339,15 @@ absl::Status FakeDeviceMemory::StreamWaitEvent(DeviceEvent event) {
 }
 
 absl::Status FakeDeviceMemory::AwaitIdleLocked(absl::Time deadline, const char* why) {
-  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return queue_.empty() && !running_op_; };
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !poison_.ok() || (queue_.empty() && !running_op_);
+  };
   if (!mu_.AwaitWithDeadline(absl::Condition(&idle), deadline)) {
     return absl::DeadlineExceededError(absl::StrCat("fake device: ", why, ": the stream still has ",
                                                     queue_.size() + (running_op_ ? 1 : 0),
                                                     " operations pending at the deadline"));
   }
-  return absl::OkStatus();
+  return poison_;
 }
 
 absl::Status FakeDeviceMemory::SynchronizeStream(absl::Time deadline) {
@@ -441,6 +469,7 @@ void FakeDeviceMemory::WorkerLoop() {
           {
             absl::MutexLock lock(&mu_);
             if (stopping_) return;
+            if (!poison_.ok()) break;
           }
           FutexWait(event.wake_seq, seen, kWaitSlice);
         }

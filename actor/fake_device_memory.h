@@ -27,6 +27,12 @@
 // CUDA's rule: a wait or query concerns the most recent record made before
 // it. Event handles work like memory handles.
 //
+// Faults: Poison() plays a kernel that faulted (CUDA's sticky errors, such
+// as an illegal address): the work still queued is dropped, and from then on
+// every stream call and Allocate fails with Internal "fake device: the
+// stream is poisoned: <why>" (Free, imports' closing and the destructor still
+// release what they hold).
+//
 // Ownership and threading: owns its worker thread, allocations, imports and
 // events; the destructor drops stream work not yet run (a wait on an event
 // that never completes does not keep it), joins the worker and unmaps
@@ -69,6 +75,7 @@ class FakeDeviceMemory final : public DeviceMemory {
   absl::StatusOr<IpcMemHandle> ExportMemory(DeviceAddress base) override;
   absl::StatusOr<DeviceAddress> ImportMemory(const IpcMemHandle& handle) override;
   absl::Status CloseImported(DeviceAddress address) override;
+  int64_t allocated_bytes() const override;
 
   absl::Status CopyAsync(DeviceAddress destination, DeviceAddress source, int64_t bytes) override;
   absl::Status RecordEvent(DeviceEvent event) override;
@@ -84,6 +91,9 @@ class FakeDeviceMemory final : public DeviceMemory {
   absl::StatusOr<DeviceEvent> ImportEvent(const IpcEventHandle& handle) override;
   absl::Status DestroyEvent(DeviceEvent event) override;
   absl::StatusOr<bool> QueryEvent(DeviceEvent event) override;
+
+  // Poisons the stream with `why` (see above); the first poison wins.
+  void Poison(absl::Status why);
 
   // For tests: live allocations, imports and events of this object.
   int64_t LiveObjectsForTesting() const;
@@ -112,7 +122,7 @@ class FakeDeviceMemory final : public DeviceMemory {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<Mapping>> FindEvent(DeviceEvent event) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Enqueue(StreamOp op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits until the stream is idle (no queued or running work).
+  // Waits until the stream is idle (no queued or running work) or poisoned.
   absl::Status AwaitIdleLocked(absl::Time deadline, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();
 
@@ -121,6 +131,8 @@ class FakeDeviceMemory final : public DeviceMemory {
   std::map<DeviceAddress, std::shared_ptr<Mapping>> allocations_ ABSL_GUARDED_BY(mu_);  // by base
   std::map<DeviceAddress, std::shared_ptr<Mapping>> imports_ ABSL_GUARDED_BY(mu_);      // by address
   std::map<uint64_t, Event> events_ ABSL_GUARDED_BY(mu_);                               // by id
+  int64_t allocated_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // as asked, of allocations_
+  absl::Status poison_ ABSL_GUARDED_BY(mu_);
   uint64_t next_event_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<StreamOp> queue_ ABSL_GUARDED_BY(mu_);
   bool running_op_ ABSL_GUARDED_BY(mu_) = false;  // the worker is executing one op

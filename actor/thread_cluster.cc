@@ -76,7 +76,9 @@ absl::StatusOr<ir::TensorMap> ThreadCluster::State() const {
   ir::TensorMap state;
   std::map<std::string, int32_t> owner;
   for (int32_t a = 0; a < num_actors(); ++a) {
-    for (auto& [name, tensor] : executors_[a]->State()) {
+    absl::StatusOr<ir::TensorMap> actor_state = executors_[a]->State();
+    if (!actor_state.ok()) return actor_state.status();
+    for (auto& [name, tensor] : *actor_state) {
       auto [it, inserted] = state.emplace(name, tensor);
       if (inserted) {
         owner[name] = a;

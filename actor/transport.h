@@ -23,6 +23,11 @@
 //    DeadlineExceeded naming the peer and the tag when `deadline` passes
 //    first; or the abort status once the cluster has been aborted. The
 //    caller adds its own context (actor, step, instruction).
+//  - SendDevice and ReceiveDevice are Send and Receive for the device
+//    tensors of a device-resident actor (device.h), with the same
+//    semantics. Only a transport between actors that share a device carries
+//    them (DeviceTransport, device_transport.h); the others answer
+//    FailedPrecondition.
 //  - Abort may be called from any thread. It wakes every waiting Receive of
 //    the whole cluster (not only this actor's), which then return `status`;
 //    later Sends and Receives return it too. The first Abort wins.
@@ -45,7 +50,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "actor/device_memory.h"
 #include "ir/host_tensor.h"
 
 namespace tandem::actor {
@@ -70,10 +77,24 @@ class Transport {
   virtual absl::StatusOr<std::vector<ir::HostTensor>> Receive(int32_t peer, uint64_t tag,
                                                               absl::Time deadline) = 0;
 
+  // Device tensors (see above).
+  virtual absl::Status SendDevice(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors);
+  virtual absl::StatusOr<std::vector<DeviceTensor>> ReceiveDevice(int32_t peer, uint64_t tag, absl::Time deadline);
+
   // Fails the whole cluster's step with `status` (which should name the
   // failed actor): wakes every waiter. Thread-safe; the first call wins.
   virtual void Abort(absl::Status status) = 0;
 };
+
+inline absl::Status Transport::SendDevice(int32_t peer, uint64_t, std::vector<DeviceTensor>) {
+  return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), " cannot send device tensors to actor ", peer,
+                                                    ": this data plane carries host tensors only"));
+}
+
+inline absl::StatusOr<std::vector<DeviceTensor>> Transport::ReceiveDevice(int32_t peer, uint64_t, absl::Time) {
+  return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), " cannot receive device tensors from actor ",
+                                                    peer, ": this data plane carries host tensors only"));
+}
 
 }  // namespace tandem::actor
 

@@ -105,6 +105,10 @@ class Launcher {
   virtual absl::StatusOr<ir::HostTensor> ReadBuffer(ActorId actor, const std::string& name);
   // Where an actor runs, for people: "pid 1234", "thread".
   virtual std::string DescribeActor(ActorId actor) const = 0;
+  // How tensors travel between each pair of actors, for people, once
+  // started: "0-1 ipc, 0-2 shm, 1-2 tcp" (the medium of every pair a < b).
+  // Empty when the launcher has one medium it names elsewhere.
+  virtual std::string DescribeDataPlane() const { return ""; }
   // Each actor's state tensors by name.
   virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
   // Writes each actor's state to paths[actor] as a state file

@@ -276,6 +276,24 @@ bool LocalLauncher::SharedMemoryBetween(int32_t actor, int32_t peer) const {
   return false;
 }
 
+bool LocalLauncher::SharesDevice(int32_t actor, int32_t peer) const {
+  // The one device-resident kind so far; all its actors on a host share the
+  // one emulated device.
+  return options_.device == "fake-cuda" && nodes_[actor] == nodes_[peer];
+}
+
+std::string LocalLauncher::DescribeDataPlane() const {
+  if (static_cast<int32_t>(nodes_.size()) != num_actors_) return "";  // not started
+  std::vector<std::string> pairs;
+  for (int32_t a = 0; a < num_actors_; ++a) {
+    for (int32_t b = a + 1; b < num_actors_; ++b) {
+      const char* medium = SharesDevice(a, b) ? "ipc" : SharedMemoryBetween(a, b) ? "shm" : "tcp";
+      pairs.push_back(absl::StrCat(a, "-", b, " ", medium));
+    }
+  }
+  return absl::StrJoin(pairs, ", ");
+}
+
 absl::Status LocalLauncher::SetUpDataPlane() {
   absl::Status opened = CallAll("data-plane setup (openDataPlane)", options_.start_timeout, [&](int32_t actor) {
     loop_->Track(actor, loop_->actor(actor).openDataPlaneRequest().send().then([this, actor](auto&& response) {
@@ -301,6 +319,7 @@ absl::Status LocalLauncher::SetUpDataPlane() {
       if (peer == actor) continue;
       wire::DataPlanePeer::Builder entry = peers[index++];
       entry.setActor(peer);
+      entry.setSharesDevice(SharesDevice(actor, peer));
       if (!SharedMemoryBetween(actor, peer)) {
         entry.setTcpAddress(loop_->tcp_addresses[peer]);
         continue;

@@ -146,6 +146,9 @@ class LocalLauncher final : public Launcher {
                                                                const std::vector<ir::StepInputs>& inputs) override;
   absl::StatusOr<ir::HostTensor> ReadBuffer(ActorId actor, const std::string& name) override;
   std::string DescribeActor(ActorId actor) const override;
+  // "ipc" between device-resident actors on one device (fake-cuda on one
+  // host), else "shm" or "tcp" as the data plane places them.
+  std::string DescribeDataPlane() const override;
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
   // Each actor process writes its own file (saveState).
   absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) override;
@@ -199,6 +202,9 @@ class LocalLauncher final : public Launcher {
   std::vector<bool> Answering(const std::vector<int32_t>& actors, absl::Duration timeout);
   // Whether `actor` reaches `peer` through shared memory (else TCP).
   bool SharedMemoryBetween(int32_t actor, int32_t peer) const;
+  // Whether device tensors between the two go by CUDA IPC: both are
+  // device-resident on one device.
+  bool SharesDevice(int32_t actor, int32_t peer) const;
   // Data parallelism: openReplicaGroup on every actor that all-reduces,
   // then connectReplicaGroup with its group's offers.
   absl::Status SetUpReplicaGroups();

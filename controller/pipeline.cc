@@ -165,6 +165,7 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
       for (auto& [slot, tensor] : fill->second) report.fill_outputs.emplace(slot, tensor);
     }
     report.peak_live_bytes.push_back(result.peak_live_bytes);
+    report.device_peak_bytes.push_back(result.device_peak_bytes);
     report.busy_ns.push_back(busy);
     report.fill_busy_ns.push_back(fill_busy);
     report.timings.push_back(std::move(result.timings));

@@ -26,6 +26,7 @@ struct StepReport {
   std::vector<float> losses;            // per microbatch (empty for forward-only)
   std::vector<ir::HostTensor> outputs;  // per microbatch, forward-only steps
   std::vector<int64_t> peak_live_bytes; // measured, per actor
+  std::vector<int64_t> device_peak_bytes;  // measured on device memory, per actor (0: host-resident)
   // Per actor: time spent in run instructions (compute), and every
   // instruction's timing as the actor reported it.
   std::vector<int64_t> busy_ns;

@@ -141,6 +141,8 @@ class Session {
   // Peers the current launcher refused because they could not prove they
   // belong to the job (controller/launcher.h).
   controller::RefusalCounts Refusals() { return pipeline_->launcher().Refusals(); }
+  // Launcher::DescribeDataPlane.
+  std::string DescribeDataPlane() { return pipeline_->launcher().DescribeDataPlane(); }
   // "local launcher (one process per actor, shm data plane)", or "custom launcher".
   const std::string& launcher_description() const { return launcher_description_; }
 

@@ -48,6 +48,9 @@ struct StepOutputs {
   // The most bytes its buffers held at once, measured on the real tensors:
   // the rule of ActorProgram::static_peak_bytes.
   int64_t peak_live_bytes = 0;
+  // On a device-resident actor, the device bytes its buffers took at most,
+  // measured on the device memory's allocations; 0 elsewhere.
+  int64_t device_peak_bytes = 0;
   // Every instruction that ran, in program order.
   std::vector<InstructionTiming> timings;
   // The zero of `timings`: when the step began on the actor, on its

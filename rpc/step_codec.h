@@ -42,6 +42,7 @@ template <typename ReplyBuilder>
 void EncodeStepOutputs(const ir::StepOutputs& outputs, ReplyBuilder reply) {
   EncodeStepResults(outputs.results, reply.initResults(CountStepResults(outputs.results)));
   reply.setPeakLiveBytes(outputs.peak_live_bytes);
+  reply.setDevicePeakBytes(outputs.device_peak_bytes);
   reply.setStartNanos(outputs.origin_ns);
   auto timings = reply.initTimings(static_cast<unsigned>(outputs.timings.size()));
   for (unsigned i = 0; i < outputs.timings.size(); ++i) {
@@ -59,6 +60,7 @@ absl::StatusOr<ir::StepOutputs> DecodeStepOutputs(const ReplyReader& reply, absl
     if (!results.ok()) return results.status();
     outputs.results = *std::move(results);
     outputs.peak_live_bytes = reply.getPeakLiveBytes();
+    outputs.device_peak_bytes = reply.getDevicePeakBytes();
     outputs.origin_ns = reply.getStartNanos();
     outputs.timings.reserve(reply.getTimings().size());
     for (wire::InstructionTiming::Reader timing : reply.getTimings()) {

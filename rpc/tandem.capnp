@@ -149,6 +149,7 @@ struct DataPlanePeer {
   tcpAddress @1 :Text;       # "host:port" where `actor` accepts (TCP)
   region @2 :SharedRegion;   # the ring `actor` writes to the callee (shared memory)
   regionPath @3 :Text;       # that ring as a path (a TCP control connection)
+  sharesDevice @4 :Bool;     # device-resident actors on one device: device tensors go by CUDA IPC
 }
 
 enum HealthState {
@@ -169,7 +170,7 @@ interface Actor {
   # `programHash` for step `stepId`: ONE call per actor per step.
   runStep @1 (stepId :UInt64, programHash :UInt64, inputs :List(NamedTensor))
       -> (results :List(NamedResult), peakLiveBytes :Int64,
-          timings :List(InstructionTiming), startNanos :Int64);
+          timings :List(InstructionTiming), startNanos :Int64, devicePeakBytes :Int64);
 
   # Runs instructions [begin, end) of the cached program within step
   # `stepId` (per-task dispatch, for measurement). The first range of a step
@@ -177,7 +178,7 @@ interface Actor {
   runRange @2 (stepId :UInt64, programHash :UInt64, begin :Int32, end :Int32,
                inputs :List(NamedTensor))
       -> (results :List(NamedResult), timings :List(InstructionTiming),
-          peakLiveBytes :Int64, startNanos :Int64);
+          peakLiveBytes :Int64, startNanos :Int64, devicePeakBytes :Int64);
 
   # The current tensor of buffer `name`: a state binding, or any buffer of
   # the program by its name (e.g. "%26@0"): NOT_FOUND if there is none,

@@ -41,6 +41,7 @@ struct CudaDeviceMemory::Impl {
 
   absl::Mutex mu;
   std::map<DeviceAddress, int64_t> allocations ABSL_GUARDED_BY(mu);  // base -> bytes
+  int64_t allocated_bytes ABSL_GUARDED_BY(mu) = 0;                  // their sum
   std::map<DeviceAddress, int> imports ABSL_GUARDED_BY(mu);          // address -> times opened
   struct Event {
     cudaEvent_t event = nullptr;
@@ -162,6 +163,7 @@ absl::StatusOr<DeviceAddress> CudaDeviceMemory::Allocate(int64_t bytes) {
   }
   absl::MutexLock lock(&m.mu);
   m.allocations.emplace(Address(pointer), bytes);
+  m.allocated_bytes += bytes;
   return Address(pointer);
 }
 
@@ -170,13 +172,21 @@ absl::Status CudaDeviceMemory::Free(DeviceAddress base) {
   if (absl::Status status = m.Use(); !status.ok()) return status;
   {
     absl::MutexLock lock(&m.mu);
-    if (m.allocations.erase(base) == 0) {
+    auto it = m.allocations.find(base);
+    if (it == m.allocations.end()) {
       return absl::InvalidArgumentError(absl::StrCat(m.name, ": free of ", absl::Hex(base), ", not an allocation"));
     }
+    m.allocated_bytes -= it->second;
+    m.allocations.erase(it);
   }
   // cudaFree waits for the device, so pending work on the memory finishes.
   const cudaError_t error = cudaFree(Pointer(base));
   return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaFree");
+}
+
+int64_t CudaDeviceMemory::allocated_bytes() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->allocated_bytes;
 }
 
 absl::StatusOr<IpcMemHandle> CudaDeviceMemory::ExportMemory(DeviceAddress base) {

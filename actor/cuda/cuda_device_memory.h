@@ -52,6 +52,7 @@ class CudaDeviceMemory final : public DeviceMemory {
 
   absl::StatusOr<DeviceAddress> Allocate(int64_t bytes) override;
   absl::Status Free(DeviceAddress base) override;
+  int64_t allocated_bytes() const override;
   absl::StatusOr<IpcMemHandle> ExportMemory(DeviceAddress base) override;
   absl::StatusOr<DeviceAddress> ImportMemory(const IpcMemHandle& handle) override;
   absl::Status CloseImported(DeviceAddress address) override;

@@ -77,10 +77,16 @@ TEST(Device, ACudaDeviceThatIsNotThereIsAClearError) {
 class RecordingDevice final : public Device {
  public:
   std::string name() const override { return "recording"; }
-  absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) override {
+  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override {
     ran.push_back(graph.name());
     if (fail) return absl::ResourceExhaustedError("out of device memory");
-    return ir::RunGraph(graph, inputs);
+    ir::TensorMap host;
+    for (const auto& [input, handle] : inputs) host.emplace(input, handle.host());
+    absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph, host);
+    if (!results.ok()) return results.status();
+    HandleMap outputs;
+    for (auto& [output, tensor] : *results) outputs.emplace(output, std::move(tensor));
+    return outputs;
   }
   std::vector<std::string> ran;
   bool fail = false;

@@ -151,7 +151,9 @@ TEST(Executor, StateCarriesOverFromOneStepToTheNext) {
     ASSERT_TRUE(out.ok()) << out.status();
     expected = RunOne(program.functions[0], {{"w", expected}, {"step", step_tensor}}, "w");
   }
-  const ir::TensorMap state = executor->State();
+  absl::StatusOr<ir::TensorMap> read = executor->State();
+  ASSERT_TRUE(read.ok()) << read.status();
+  const ir::TensorMap& state = *read;
   ASSERT_EQ(state.size(), 1u);
   EXPECT_TRUE(state.at("w").BitwiseEquals(expected)) << ir::DescribeTensor(state.at("w"));
   EXPECT_EQ(state.at("w").f32()[0], (0.3f * 0.5f + 1.0f) * 0.5f + 2.0f);
@@ -406,7 +408,9 @@ TEST(ExecutorFill, ATrainingPieceKeepsTheStateItWritesAcrossSteps) {
     EXPECT_EQ(out->peak_live_bytes, 36);
   }
   // 1 + 2 * (1, 2, 3)
-  const ir::TensorMap kept = filler->State();
+  absl::StatusOr<ir::TensorMap> read = filler->State();
+  ASSERT_TRUE(read.ok()) << read.status();
+  const ir::TensorMap& kept = *read;
   EXPECT_EQ(kept.at("fill/s").f32()[0], 3.0f);
   EXPECT_EQ(kept.at("fill/s").f32()[2], 7.0f);
 }

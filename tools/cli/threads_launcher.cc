@@ -96,7 +96,11 @@ absl::StatusOr<ir::HostTensor> ThreadsLauncher::ReadBuffer(ActorId actor_id, con
 absl::StatusOr<std::vector<ir::TensorMap>> ThreadsLauncher::ReadState() {
   if (cluster_ == nullptr) return absl::FailedPreconditionError("the threads launcher has not been started");
   std::vector<ir::TensorMap> states;
-  for (int32_t actor = 0; actor < cluster_->num_actors(); ++actor) states.push_back(cluster_->executor(actor).State());
+  for (int32_t actor = 0; actor < cluster_->num_actors(); ++actor) {
+    absl::StatusOr<ir::TensorMap> state = cluster_->executor(actor).State();
+    if (!state.ok()) return state.status();
+    states.push_back(*std::move(state));
+  }
   return states;
 }
 

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -357,10 +358,17 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   if (fill != nullptr) {
     if (absl::Status status = fill->Report(out); !status.ok()) return Failure(streams.err, train, status);
   }
-  out << "actor  bytes sent/step  static peak bytes  measured peak bytes\n";
+  // A device-resident run also measures its device memory.
+  const controller::StepReport& last = *trainer.last_report();
+  const bool resident = std::any_of(last.device_peak_bytes.begin(), last.device_peak_bytes.end(),
+                                    [](int64_t bytes) { return bytes > 0; });
+  out << "actor  bytes sent/step  static peak bytes  measured peak bytes" << (resident ? "  device peak bytes" : "")
+      << "\n";
   for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
-    out << absl::StrFormat("%5d  %15d  %17d  %19d\n", actor, compiled->stats[actor].bytes_sent,
-                           compiled->ProgramOf(actor).static_peak_bytes, trainer.last_report()->peak_live_bytes[actor]);
+    out << absl::StrFormat("%5d  %15d  %17d  %19d", actor, compiled->stats[actor].bytes_sent,
+                           compiled->ProgramOf(actor).static_peak_bytes, last.peak_live_bytes[actor]);
+    if (resident) out << absl::StrFormat("  %17d", last.device_peak_bytes[actor]);
+    out << "\n";
   }
   return 0;
 }
@@ -446,6 +454,9 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
                                    launcher_description, compiled.num_actors, compiled.schedule, compiled.num_stages,
                                    RematNote(compiled.remat),
                                    options.dispatch, compiled.hash);
+    if (const std::string routes = (*session)->DescribeDataPlane(); !routes.empty()) {
+      streams.out << "data plane: " << routes << "\n";
+    }
     if (options.trace.has_value()) trace.emplace(compiled);
     if (options.fill.has_value()) {
       absl::StatusOr<examples::ExampleFillJob> fill_job = examples::MakeExampleFillJob(*options.fill, options.model.seed);

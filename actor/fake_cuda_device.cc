@@ -1,0 +1,89 @@
+#include "actor/fake_cuda_device.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace tandem::actor {
+
+absl::StatusOr<FakeCudaFaults> ParseFakeCudaFaults(absl::string_view fault, int32_t actor) {
+  FakeCudaFaults faults;
+  absl::string_view rest = fault;
+  int64_t* target = nullptr;
+  if (absl::ConsumePrefix(&rest, "fake-cuda-poison:")) {
+    target = &faults.poison_at_run;
+  } else if (absl::ConsumePrefix(&rest, "fake-cuda-die:")) {
+    target = &faults.die_at_send;
+  } else {
+    return faults;
+  }
+  const std::vector<absl::string_view> fields = absl::StrSplit(rest, ':');
+  int32_t faulty_actor = -1;
+  int64_t count = 0;
+  if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &faulty_actor) || !absl::SimpleAtoi(fields[1], &count) ||
+      faulty_actor < 0 || count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("TANDEM_FAULT=", fault,
+                                                   ": expected fake-cuda-poison:ACTOR:N or fake-cuda-die:ACTOR:N "
+                                                   "with ACTOR >= 0 and N >= 1"));
+  }
+  if (faulty_actor == actor) *target = count;
+  return faults;
+}
+
+absl::StatusOr<std::shared_ptr<FakeCudaDevice>> FakeCudaDevice::Create(Options options) {
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create(options.memory);
+  if (!memory.ok()) return memory.status();
+  return std::shared_ptr<FakeCudaDevice>(new FakeCudaDevice(options, *std::move(memory)));
+}
+
+absl::StatusOr<HandleMap> FakeCudaDevice::Run(const ir::Graph& graph, const HandleMap& inputs) {
+  ++runs_;
+  if (runs_ == options_.poison_at_run) {
+    memory_->Poison(absl::InternalError(
+        absl::StrCat("injected fault (TANDEM_FAULT): the kernel of function call ", runs_, " faulted")));
+  }
+  // The inputs' bytes are those of the stream's earlier work (a receive's
+  // copies, the producer's uploads): the kernels run after it, as a kernel
+  // launched on the stream would.
+  if (absl::Status status = memory_->SynchronizeStream(absl::Now() + options_.wait_timeout); !status.ok()) {
+    return status;
+  }
+  ir::TensorMap host_inputs;
+  for (const auto& [name, handle] : inputs) {
+    if (!handle.on_device() || &handle.device().storage->memory() != memory_.get()) {
+      return absl::InvalidArgumentError(absl::StrCat("fake-cuda: input '", name, "' is not in this device's memory"));
+    }
+    // The kernels read the device memory in place: a host view that keeps
+    // the allocation alive.
+    const DeviceTensor& tensor = handle.device();
+    std::shared_ptr<std::byte[]> view(tensor.storage, reinterpret_cast<std::byte*>(tensor.address()));
+    host_inputs.emplace(name, ir::HostTensor::Borrow(tensor.type, std::move(view)));
+  }
+  absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph, host_inputs);
+  if (!results.ok()) return results.status();
+  HandleMap outputs;
+  for (auto& [name, tensor] : *results) {
+    absl::StatusOr<TensorHandle> uploaded = Upload(tensor);
+    if (!uploaded.ok()) return uploaded.status();
+    outputs.emplace(name, *std::move(uploaded));
+  }
+  return outputs;
+}
+
+absl::StatusOr<TensorHandle> FakeCudaDevice::Upload(const ir::HostTensor& tensor) {
+  absl::StatusOr<DeviceTensor> device = CopyToDevice(*memory_, tensor, absl::Now() + options_.wait_timeout);
+  if (!device.ok()) return device.status();
+  return TensorHandle(*std::move(device));
+}
+
+absl::StatusOr<ir::HostTensor> FakeCudaDevice::Download(const TensorHandle& handle) {
+  if (!handle.on_device()) return Device::Download(handle);
+  return CopyToHost(*memory_, handle.device(), absl::Now() + options_.wait_timeout);
+}
+
+}  // namespace tandem::actor

@@ -1,0 +1,83 @@
+// FakeCudaDevice: the emulated GPU behind `--device fake-cuda`, a
+// device-resident Device (device.h) whose memory is FakeDeviceMemory
+// (memfd "device memory", an asynchronous stream, interprocess events).
+//
+// An executor on it keeps every buffer in that memory, and actors that share
+// it exchange device tensors over the CUDA IPC data plane
+// (ipc_transport.h), exactly as device-resident GPU actors do. Run computes
+// with the CPU reference kernels on the device memory itself: it waits for
+// the stream (so copies a receive enqueued have landed), reads the inputs in
+// place, runs ir::RunGraph and uploads each output into an allocation of its
+// own. The bits are therefore the reference's.
+//
+// Injected faults, for the tests of how a failing device is reported
+// (TANDEM_FAULT, parsed by ParseFakeCudaFaults):
+//   - "fake-cuda-poison:A:N": actor A's N-th Run (from 1) poisons the stream
+//     (FakeDeviceMemory::Poison), as a kernel that faulted; that Run and
+//     every later device call fail.
+//   - "fake-cuda-die:A:N": actor A's process kills itself (SIGKILL) right
+//     after its N-th device send was handed to the data plane, with the copy
+//     into the peer's ring still on its stream: a peer dying mid-transfer.
+//     The data plane (device_transport.h) carries it out.
+// Any other TANDEM_FAULT value belongs to someone else and means no fault.
+//
+// Errors: inputs that are not tensors of this device's memory are
+// InvalidArgument; waits on the stream end at Options::wait_timeout
+// (DeadlineExceeded); the memory's errors otherwise.
+//
+// Ownership and threading: owns its FakeDeviceMemory. Used from one compute
+// thread (device.h); its memory may be used from any thread.
+#ifndef TANDEM_ACTOR_FAKE_CUDA_DEVICE_H_
+#define TANDEM_ACTOR_FAKE_CUDA_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "actor/device.h"
+#include "actor/fake_device_memory.h"
+
+namespace tandem::actor {
+
+struct FakeCudaFaults {
+  int64_t poison_at_run = -1;  // the Run that poisons the stream; -1: none
+  int64_t die_at_send = -1;    // the device send that kills the process; -1: none
+};
+
+// The faults `fault` (TANDEM_FAULT's value) injects into actor `actor`.
+// InvalidArgument for a fake-cuda-* value that is malformed.
+absl::StatusOr<FakeCudaFaults> ParseFakeCudaFaults(absl::string_view fault, int32_t actor);
+
+class FakeCudaDevice final : public Device {
+ public:
+  struct Options {
+    absl::Duration wait_timeout = absl::Minutes(1);
+    int64_t poison_at_run = -1;
+    FakeDeviceMemory::Options memory;
+  };
+
+  static absl::StatusOr<std::shared_ptr<FakeCudaDevice>> Create(Options options);
+
+  std::string name() const override { return "fake-cuda"; }
+  DeviceMemory* memory() const override { return memory_.get(); }
+  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override;
+  absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override;
+  absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override;
+
+  FakeDeviceMemory& fake_memory() { return *memory_; }
+
+ private:
+  FakeCudaDevice(Options options, std::unique_ptr<FakeDeviceMemory> memory)
+      : options_(options), memory_(std::move(memory)) {}
+
+  const Options options_;
+  std::unique_ptr<FakeDeviceMemory> memory_;
+  int64_t runs_ = 0;
+};
+
+}  // namespace tandem::actor
+
+#endif  // TANDEM_ACTOR_FAKE_CUDA_DEVICE_H_
