@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -51,8 +52,10 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-LocalLauncherOptions TestOptions(ir::DataPlaneKind transport = ir::DataPlaneKind::kShm) {
+LocalLauncherOptions TestOptions(ir::DataPlaneKind transport = ir::DataPlaneKind::kShm,
+                                 const std::string& device = "cpu") {
   LocalLauncherOptions options;
+  options.device = device;
   options.actor_binary = TANDEM_ACTOR_BINARY;
   options.data_plane = transport;
   options.shm_ring_bytes = int64_t{16} << 20;
@@ -72,11 +75,13 @@ struct ProcessCase {
   int32_t actors = 2;
   int32_t virtual_stages = 1;
   ir::DataPlaneKind transport = ir::DataPlaneKind::kShm;
+  std::string device = "cpu";
 
   // Enough microbatches for every schedule (ZB-V needs 2P - 1).
   int32_t microbatches() const { return actors == 2 ? 4 : 8; }
   std::string Name() const {
-    std::string name = absl::StrCat(model, "_", schedule, "_P", actors, "_", ir::DataPlaneKindName(transport));
+    std::string name = absl::StrCat(model, "_", schedule, "_P", actors, "_", ir::DataPlaneKindName(transport),
+                                    device == "cpu" ? "" : absl::StrCat("_", device));
     for (char& c : name) {
       if (c == '-') c = '_';
     }
@@ -100,6 +105,12 @@ std::vector<ProcessCase> Cases() {
       }
     }
   }
+  // Device-resident actors on the emulated GPU: device buffers, CUDA IPC.
+  for (int32_t actors : {2, 4}) {
+    cases.push_back({"gpt", "1f1b", actors, 1, ir::DataPlaneKind::kShm, "fake-cuda"});
+    cases.push_back({"gpt", "zb-h1", actors, 1, ir::DataPlaneKind::kShm, "fake-cuda"});
+    cases.push_back({"gpt", "interleaved", actors, 2, ir::DataPlaneKind::kShm, "fake-cuda"});
+  }
   return cases;
 }
 
@@ -115,7 +126,7 @@ TEST_P(ProcessParity, ThreeStepsMatchTheReferenceBitwise) {
       c.schedule, {.actors = c.actors, .microbatches = c.microbatches(), .virtual_stages = c.virtual_stages});
   ASSERT_TRUE(schedule.ok()) << schedule.status();
   testing_harness::ExpectParity(*step, *schedule, /*steps=*/3,
-                                [&] { return std::make_unique<LocalLauncher>(TestOptions(c.transport)); });
+                                [&] { return std::make_unique<LocalLauncher>(TestOptions(c.transport, c.device)); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, ProcessParity, ::testing::ValuesIn(Cases()),
@@ -224,6 +235,71 @@ TEST(LocalLauncherFailure, KilledActorIsUnavailableNamingActorStageAndStepWithin
   EXPECT_FALSE(job.pipeline->Step(testing_harness::Batches(job.step, 99)).ok());
   job.pipeline.reset();
   for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "pid " << pid;
+}
+
+// --- The emulated GPU (--device fake-cuda) ------------------------------------
+
+TEST(LocalLauncherFakeCuda, EveryPairGoesByIpcAndTheDevicePeakIsTheStaticPeak) {
+  Job job;
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 3, 4, 12, 4, TestOptions(ir::DataPlaneKind::kShm, "fake-cuda")));
+  EXPECT_EQ(job.launcher->DescribeDataPlane(), "0-1 ipc, 0-2 ipc, 1-2 ipc");
+  for (int64_t s = 1; s <= 2; ++s) {
+    absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, s));
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_EQ(report->device_peak_bytes.size(), 3u);
+    for (int32_t actor = 0; actor < 3; ++actor) {
+      const int64_t static_peak = job.pipeline->compiled().ProgramOf(actor).static_peak_bytes;
+      EXPECT_EQ(report->device_peak_bytes[actor], static_peak) << "actor " << actor;
+      EXPECT_EQ(report->peak_live_bytes[actor], static_peak) << "actor " << actor;
+    }
+  }
+  // A CPU job keeps host tensors: no device memory, shared-memory pairs.
+  Job cpu;
+  ASSERT_NO_FATAL_FAILURE(StartJob(cpu, 2, 2));
+  EXPECT_EQ(cpu.launcher->DescribeDataPlane(), "0-1 shm");
+  absl::StatusOr<StepReport> report = cpu.pipeline->Step(testing_harness::Batches(cpu.step, 1));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->device_peak_bytes, std::vector<int64_t>(2, 0));
+}
+
+// Runs steps of a fake-cuda job started under TANDEM_FAULT=`fault` until one
+// fails; returns that failure after checking that no actor is left.
+absl::Status FailingFakeCudaJob(const std::string& fault) {
+  Job job;
+  setenv("TANDEM_FAULT", fault.c_str(), 1);  // the actors inherit it
+  StartJob(job, 2, 4, 64, 16, TestOptions(ir::DataPlaneKind::kShm, "fake-cuda"));
+  unsetenv("TANDEM_FAULT");
+  if (job.pipeline == nullptr) return absl::InternalError("the job did not start");
+  const std::vector<pid_t> pids = ActorPids(job, 2);
+  absl::Status failure;
+  for (int64_t s = 1; s <= 5 && failure.ok(); ++s) {
+    failure = job.pipeline->Step(testing_harness::Batches(job.step, s)).status();
+  }
+  EXPECT_FALSE(job.pipeline->Step(testing_harness::Batches(job.step, 99)).ok());
+  job.pipeline.reset();
+  for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "pid " << pid;
+  return failure;
+}
+
+TEST(LocalLauncherFakeCuda, APoisonedStreamIsAnErrorNamingActorInstructionAndStep) {
+  const absl::Time start = absl::Now();
+  const absl::Status failure = FailingFakeCudaJob("fake-cuda-poison:1:3");
+  ASSERT_FALSE(failure.ok()) << "no step failed";
+  EXPECT_EQ(failure.code(), absl::StatusCode::kInternal) << failure;
+  EXPECT_THAT(std::string(failure.message()),
+              AllOf(HasSubstr("actor 1, step 1, instruction "), HasSubstr("the stream is poisoned"),
+                    HasSubstr("function call 3 faulted")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+TEST(LocalLauncherFakeCuda, APeerDyingMidTransferIsUnavailableNamingItAndNothingIsLeft) {
+  const absl::Time start = absl::Now();
+  const absl::Status failure = FailingFakeCudaJob("fake-cuda-die:0:2");
+  ASSERT_FALSE(failure.ok()) << "no step failed";
+  EXPECT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  EXPECT_THAT(std::string(failure.message()),
+              AllOf(HasSubstr("actor 0 (stage 0)"), HasSubstr("during step 1"), HasSubstr("signal 9")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 TEST(LocalLauncherFailure, StoppedActorIsDeadlineExceededNamingIt) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,32 @@ TEST(TrainProcess, BadTransportIsAUsageError) {
   ASSERT_TRUE(WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 2);
   EXPECT_THAT(train.err(), HasSubstr("--transport: carrier-pigeon not in {shm,tcp,auto}"));
+}
+
+// Issue 16's acceptance run on the emulated GPU, at the smallest size: the
+// run is bit-identical, every pair goes by CUDA IPC, and each actor's device
+// peak is its static peak.
+TEST(TrainProcess, FakeCudaVerifiesBitIdenticalOverIpcWithTheDevicePeakAtTheStaticPeak) {
+  TrainProcess train({"--device", "fake-cuda", "--model", "gpt", "--layers", "4", "--actors", "2", "--schedule",
+                      "zb-h1", "--microbatches", "8", "--steps", "3", "--verify"});
+  std::optional<int> status = train.Wait(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value());
+  ASSERT_TRUE(WIFEXITED(*status));
+  ASSERT_EQ(WEXITSTATUS(*status), 0) << train.err();
+  EXPECT_THAT(train.out(), AllOf(HasSubstr("fake-cuda"), HasSubstr("data plane: 0-1 ipc\n"),
+                                 HasSubstr("bit-identical to the reference"), HasSubstr("device peak bytes")));
+  // Each actor's row: actor, bytes sent, static peak, measured peak, device peak.
+  int rows = 0;
+  std::istringstream lines(train.out());
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    int64_t actor, sent, static_peak, measured, device;
+    if (!(fields >> actor >> sent >> static_peak >> measured >> device)) continue;
+    ++rows;
+    EXPECT_EQ(device, static_peak) << line;
+    EXPECT_EQ(measured, static_peak) << line;
+  }
+  EXPECT_EQ(rows, 2) << train.out();
 }
 
 // Checkpoints. A small GPT on 2 actors; each run is a few seconds.

@@ -1,0 +1,260 @@
+// The emulated GPU (--device fake-cuda): reference bits computed on device
+// memory, a poisoned stream as a sticky error, the fault specs, and an
+// executor pair that keeps every buffer on its device and exchanges device
+// tensors over CUDA IPC (DeviceTransport), compared bitwise with the CPU
+// executors and with its device peak measured on the device's allocations.
+#include "actor/fake_cuda_device.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "actor/device_transport.h"
+#include "actor/executor.h"
+#include "actor/in_memory_transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/graph_builder.h"
+#include "tests/actor/test_programs.h"
+
+namespace tandem::actor::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<FakeCudaDevice> OpenFake(FakeCudaDevice::Options options = {}) {
+  absl::StatusOr<std::shared_ptr<FakeCudaDevice>> device = FakeCudaDevice::Create(options);
+  EXPECT_TRUE(device.ok()) << device.status();
+  return device.ok() ? *device : nullptr;
+}
+
+// y = relu(x @ w) + x @ w
+ir::Graph SmallGraph() {
+  ir::Graph graph;
+  ir::GraphBuilder builder(&graph);
+  const ir::ValueId x = builder.AddInput("x", "data", F32({2, 3}), {});
+  const ir::ValueId w = builder.AddInput("w", "parameter", F32({3, 4}), {});
+  const ir::ValueId h = builder.Add(ir::OpKind::kMatMul, {x, w}, {}, {});
+  const ir::ValueId r = builder.Add(ir::OpKind::kRelu, {h}, {}, {});
+  graph.AddOutput("y", builder.Add(ir::OpKind::kAdd, {r, h}, {}, {}));
+  EXPECT_TRUE(builder.ok()) << builder.status();
+  return graph;
+}
+
+TEST(FakeCudaDevice, RunComputesTheReferenceBitsOnDeviceMemory) {
+  std::shared_ptr<FakeCudaDevice> device = OpenFake();
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->name(), "fake-cuda");
+  ASSERT_NE(device->memory(), nullptr);
+  const ir::TensorMap inputs = {{"x", Iota(F32({2, 3}), -0.4f, 0.3f)}, {"w", Iota(F32({3, 4}), 0.7f, -0.11f)}};
+  const ir::Graph graph = SmallGraph();
+  HandleMap handles;
+  for (const auto& [name, tensor] : inputs) {
+    absl::StatusOr<TensorHandle> uploaded = device->Upload(tensor);
+    ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+    EXPECT_TRUE(uploaded->on_device());
+    handles.emplace(name, *std::move(uploaded));
+  }
+  const int64_t before = device->memory()->allocated_bytes();
+  EXPECT_EQ(before, (2 * 3 + 3 * 4) * 4);
+  absl::StatusOr<HandleMap> outputs = device->Run(graph, handles);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const TensorHandle& y = outputs->at("y");
+  ASSERT_TRUE(y.on_device());
+  EXPECT_EQ(device->memory()->allocated_bytes(), before + 2 * 4 * 4);  // only the output stays
+  absl::StatusOr<ir::HostTensor> downloaded = device->Download(y);
+  ASSERT_TRUE(downloaded.ok()) << downloaded.status();
+  absl::StatusOr<ir::TensorMap> expected = ir::RunGraph(graph, inputs);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_TRUE(downloaded->BitwiseEquals(expected->at("y")));
+  // The host convenience gives the same.
+  absl::StatusOr<ir::TensorMap> direct = device->RunGraph(graph, inputs);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_TRUE(direct->at("y").BitwiseEquals(expected->at("y")));
+  outputs->clear();
+  handles.clear();
+  EXPECT_EQ(device->memory()->allocated_bytes(), 0);
+}
+
+TEST(FakeCudaDevice, HostTensorsAndAnotherDevicesTensorsAreRefusedAsInputs) {
+  std::shared_ptr<FakeCudaDevice> device = OpenFake();
+  std::shared_ptr<FakeCudaDevice> other = OpenFake();
+  ASSERT_NE(device, nullptr);
+  ASSERT_NE(other, nullptr);
+  const ir::Graph graph = SmallGraph();
+  absl::StatusOr<TensorHandle> w = device->Upload(Iota(F32({3, 4}), 0, 1));
+  absl::StatusOr<TensorHandle> foreign = other->Upload(Iota(F32({2, 3}), 0, 1));
+  ASSERT_TRUE(w.ok() && foreign.ok());
+  for (const TensorHandle& x : {TensorHandle(Iota(F32({2, 3}), 0, 1)), *foreign}) {
+    absl::StatusOr<HandleMap> outputs = device->Run(graph, {{"x", x}, {"w", *w}});
+    ASSERT_FALSE(outputs.ok());
+    EXPECT_EQ(outputs.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(outputs.status().message(), HasSubstr("input 'x' is not in this device's memory"));
+  }
+}
+
+TEST(FakeCudaDevice, APoisonedStreamFailsThatRunAndEveryLaterCall) {
+  std::shared_ptr<FakeCudaDevice> device = OpenFake({.poison_at_run = 2});
+  ASSERT_NE(device, nullptr);
+  const ir::Graph graph = SmallGraph();
+  const ir::TensorMap inputs = {{"x", Iota(F32({2, 3}), 0, 1)}, {"w", Iota(F32({3, 4}), 0, 1)}};
+  ASSERT_TRUE(device->RunGraph(graph, inputs).ok());
+  absl::StatusOr<ir::TensorMap> second = device->RunGraph(graph, inputs);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(second.status().message(), HasSubstr("the stream is poisoned"));
+  EXPECT_THAT(second.status().message(), HasSubstr("function call 2 faulted"));
+  // Sticky, as a CUDA context after a faulting kernel.
+  absl::StatusOr<TensorHandle> upload = device->Upload(Iota(F32({2}), 0, 1));
+  ASSERT_FALSE(upload.ok());
+  EXPECT_THAT(upload.status().message(), HasSubstr("poisoned"));
+  EXPECT_FALSE(device->memory()->SynchronizeStream(absl::Now() + absl::Seconds(5)).ok());
+}
+
+TEST(FakeCudaFaults, ParsesItsOwnFaultsForTheirActorAndIgnoresOthers) {
+  absl::StatusOr<FakeCudaFaults> poison = ParseFakeCudaFaults("fake-cuda-poison:1:7", 1);
+  ASSERT_TRUE(poison.ok()) << poison.status();
+  EXPECT_EQ(poison->poison_at_run, 7);
+  EXPECT_EQ(poison->die_at_send, -1);
+  absl::StatusOr<FakeCudaFaults> die = ParseFakeCudaFaults("fake-cuda-die:0:3", 0);
+  ASSERT_TRUE(die.ok());
+  EXPECT_EQ(die->die_at_send, 3);
+  absl::StatusOr<FakeCudaFaults> elsewhere = ParseFakeCudaFaults("fake-cuda-die:0:3", 1);
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_EQ(elsewhere->die_at_send, -1);
+  absl::StatusOr<FakeCudaFaults> unrelated = ParseFakeCudaFaults("checkpoint-before-manifest", 0);
+  ASSERT_TRUE(unrelated.ok());
+  EXPECT_EQ(unrelated->poison_at_run, -1);
+  for (const char* bad : {"fake-cuda-poison:1", "fake-cuda-poison:x:2", "fake-cuda-die:0:0", "fake-cuda-die:-1:2"}) {
+    absl::StatusOr<FakeCudaFaults> parsed = ParseFakeCudaFaults(bad, 0);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), HasSubstr("expected fake-cuda-poison:ACTOR:N"));
+  }
+  absl::StatusOr<std::shared_ptr<Device>> opened =
+      OpenDevice({.kind = DeviceSpec::Kind::kFakeCuda}, 0, {.fault = "fake-cuda-die:zero:1"});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FakeCudaDevice, NamedAsADeviceSpec) {
+  absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec("fake-cuda");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kind, DeviceSpec::Kind::kFakeCuda);
+  EXPECT_EQ(DeviceSpecName(*spec), "fake-cuda");
+  EXPECT_TRUE(CheckDeviceVisible(*spec).ok());
+  EXPECT_FALSE(ParseDeviceSpec("fake-cuda:1").ok());
+}
+
+// One actor of a device-resident pair: its device, its DeviceTransport over
+// the in-memory network, its executor.
+struct ResidentActor {
+  std::shared_ptr<FakeCudaDevice> device;
+  std::unique_ptr<DeviceTransport> transport;
+  std::unique_ptr<Executor> executor;
+};
+
+TEST(FakeCudaExecutor, ATwoActorPipelineKeepsItsBuffersOnTheDeviceAndMatchesTheCpuBitwise) {
+  constexpr int32_t kMicrobatches = 3;
+  TwoStageForward programs = MakeTwoStageForward(kMicrobatches);
+  const ir::TensorMap state = {{"w0", Iota(F32({3, 4}), -0.7f, 0.13f)}, {"w1", Iota(F32({4, 1}), 0.3f, -0.21f)}};
+  ir::StepInputs inputs;
+  for (int32_t m = 0; m < kMicrobatches; ++m) inputs[{"x", m}] = Iota(F32({2, 3}), 0.1f * m - 0.2f, 0.37f);
+  constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+  // The CPU executors, for the bits.
+  InMemoryNetwork cpu_network(2);
+  absl::StatusOr<std::unique_ptr<Executor>> cpu0 = Executor::Create(programs.actor0);
+  absl::StatusOr<std::unique_ptr<Executor>> cpu1 = Executor::Create(programs.actor1);
+  ASSERT_TRUE(cpu0.ok() && cpu1.ok());
+  ASSERT_TRUE((*cpu0)->LoadState(state).ok() && (*cpu1)->LoadState(state).ok());
+  ASSERT_TRUE((*cpu0)->RunStep(1, inputs, cpu_network.Endpoint(0), kTimeout).ok());
+  absl::StatusOr<ir::StepOutputs> expected = (*cpu1)->RunStep(1, inputs, cpu_network.Endpoint(1), kTimeout);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+
+  InMemoryNetwork network(2);
+  ResidentActor actors[2];
+  const ir::ActorProgram* program[2] = {&programs.actor0, &programs.actor1};
+  for (int32_t a = 0; a < 2; ++a) {
+    actors[a].device = OpenFake();
+    ASSERT_NE(actors[a].device, nullptr);
+    DeviceTransport::Options options;
+    options.ipc.ring_bytes = 1 << 20;
+    absl::StatusOr<std::unique_ptr<DeviceTransport>> transport =
+        DeviceTransport::Create(network.Endpoint(a), *actors[a].device->memory(), 2, options);
+    ASSERT_TRUE(transport.ok()) << transport.status();
+    actors[a].transport = *std::move(transport);
+    absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program[a], actors[a].device);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    actors[a].executor = *std::move(executor);
+    ASSERT_TRUE(actors[a].executor->LoadState(state).ok());
+  }
+  // The state lives on the devices now.
+  EXPECT_EQ(actors[0].device->memory()->allocated_bytes() > 0, true);
+
+  absl::StatusOr<ir::StepOutputs> outputs[2];
+  absl::Status connected[2];
+  {
+    std::vector<std::thread> threads;
+    for (int32_t a = 0; a < 2; ++a) {
+      threads.emplace_back([&, a] {
+        connected[a] = actors[a].transport->Connect({1 - a}, absl::Now() + kTimeout);
+        if (connected[a].ok()) {
+          outputs[a] = actors[a].executor->RunStep(1, inputs, *actors[a].transport, kTimeout);
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  for (int32_t a = 0; a < 2; ++a) {
+    ASSERT_TRUE(connected[a].ok()) << connected[a];
+    ASSERT_TRUE(outputs[a].ok()) << outputs[a].status();
+    // Measured on the device's allocations, it is the static peak.
+    EXPECT_EQ(outputs[a]->device_peak_bytes, program[a]->static_peak_bytes) << "actor " << a;
+    EXPECT_EQ(outputs[a]->peak_live_bytes, program[a]->static_peak_bytes) << "actor " << a;
+  }
+  ASSERT_EQ(outputs[1]->results.at("loss").size(), kMicrobatches);
+  for (int32_t m = 0; m < kMicrobatches; ++m) {
+    EXPECT_TRUE(outputs[1]->results.at("loss").at(m).BitwiseEquals(expected->results.at("loss").at(m)))
+        << "microbatch " << m;
+  }
+  // Buffers are read back from the device.
+  absl::StatusOr<ir::HostTensor> w1 = actors[1].executor->ReadBuffer("w1");
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  EXPECT_TRUE(w1->BitwiseEquals(state.at("w1")));
+  absl::StatusOr<ir::TensorMap> read = actors[0].executor->State();
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->at("w0").BitwiseEquals(state.at("w0")));
+}
+
+TEST(FakeCudaExecutor, ADeviceTensorForAPeerOffTheDeviceIsAClearError) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  std::shared_ptr<FakeCudaDevice> device = OpenFake();
+  ASSERT_NE(device, nullptr);
+  InMemoryNetwork network(2);
+  absl::StatusOr<std::unique_ptr<DeviceTransport>> transport =
+      DeviceTransport::Create(network.Endpoint(0), *device->memory(), 2, {});
+  ASSERT_TRUE(transport.ok());
+  ASSERT_TRUE((*transport)->Connect({}, absl::Now() + absl::Seconds(5)).ok());  // actor 1 is not on this device
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(programs.actor0, device);
+  ASSERT_TRUE(executor.ok());
+  ASSERT_TRUE((*executor)->LoadState({{"w0", Iota(F32({3, 4}), 0, 1)}}).ok());
+  absl::StatusOr<ir::StepOutputs> out =
+      (*executor)->RunStep(4, {{{"x", 0}, Iota(F32({2, 3}), 0, 1)}}, **transport, absl::Seconds(5));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(out.status().message(), HasSubstr("actor 0, step 4, instruction"));
+  EXPECT_THAT(out.status().message(), HasSubstr("cannot send device tensors to actor 1: they share no device"));
+  // And a host transport carries no device tensors at all.
+  ASSERT_TRUE((*executor)->LoadState({{"w0", Iota(F32({3, 4}), 0, 1)}}).ok());
+  InMemoryNetwork host_only(2);
+  out = (*executor)->RunStep(5, {{{"x", 0}, Iota(F32({2, 3}), 0, 1)}}, host_only.Endpoint(0), absl::Seconds(5));
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("this data plane carries host tensors only"));
+}
+
+}  // namespace
+}  // namespace tandem::actor::testing
