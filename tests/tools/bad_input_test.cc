@@ -136,6 +136,21 @@ TEST_F(BadInput, HugeModelSizesAreRefusedQuicklyInBoundedMemory) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
+TEST_F(BadInput, DevicesThatCannotRunAreRefusedBeforeAnyActorStarts) {
+  Finished run = RunCapped({"train", "--model", "mlp", "--steps", "1", "--device", "fake-gpu"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("unknown device 'fake-gpu'"));
+  EXPECT_THAT(run.err, HasSubstr("fake-cuda"));
+  run = RunCapped({"train", "--model", "mlp", "--steps", "1", "--device", "fake-cuda", "--launcher", "threads"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("--device fake-cuda needs actor processes"));
+  run = RunCapped({"train", "--model", "mlp", "--steps", "1", "--device", "fake-cuda"},  absl::Seconds(30),
+                  {"TANDEM_FAULT=fake-cuda-poison:0"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(run.signal, 0);
+  EXPECT_THAT(run.err, HasSubstr("expected fake-cuda-poison:ACTOR:N"));
+}
+
 TEST_F(BadInput, LearningRatesThatAreNotNumbersAboveZeroAreRefused) {
   for (const char* lr : {"nan", "inf", "0", "-1"}) {
     Finished run = RunCapped({"train", "--model", "mlp", "--lr", lr, "--steps", "1", "--launcher", "reference"});

@@ -77,7 +77,8 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
   command
       .add_option("--device", options.device,
                   "where the actors compute: cpu, cuda (actor a on GPU a mod the visible GPUs), cuda:N; "
-                  "+bf16 for bf16 matmul operands with f32 accumulation")
+                  "+bf16 for bf16 matmul operands with f32 accumulation; fake-cuda: an emulated GPU (device-resident "
+                  "buffers, CUDA IPC between actors) computing with the CPU reference kernels")
       ->capture_default_str();
 }
 
@@ -110,6 +111,11 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   const std::string device_name = actor::DeviceSpecName(*device);
   LauncherChoice choice;
   if (options.launcher == "threads") {
+    if (device->kind == actor::DeviceSpec::Kind::kFakeCuda) {
+      return absl::InvalidArgumentError(
+          "--device fake-cuda needs actor processes (--launcher local or slurm): its data plane is CUDA IPC "
+          "between processes, which the threads launcher's in-memory data plane is not");
+    }
     choice.launcher = std::make_unique<ThreadsLauncher>(absl::Seconds(30), *device);
     choice.description =
         absl::StrCat("threads launcher (one thread per actor, in-memory data plane, ", device_name, ")");
