@@ -400,8 +400,7 @@ absl::Status Executor::Accumulate(const Instruction& instruction) {
     absl::StatusOr<TensorHandle> added;
     if (memory_ == nullptr) {
       absl::StatusOr<HostTensor> host = ir::AccumulateGradient(buffers_[acc].host(), (*gradient)->host());
-      if (host.ok()) added = TensorHandle(*std::move(host));
-      else added = host.status();
+      added = host.ok() ? absl::StatusOr<TensorHandle>(*std::move(host)) : host.status();
     } else {
       // On the device: the graph acc + grad, whose add is AccumulateGradient's.
       const ir::TensorType& type = program_.buffers[acc].type;
@@ -413,8 +412,7 @@ absl::Status Executor::Accumulate(const Instruction& instruction) {
         graph->second.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
       }
       absl::StatusOr<HandleMap> results = device_->Run(graph->second, {{"acc", buffers_[acc]}, {"grad", **gradient}});
-      if (results.ok()) added = results->at("sum");
-      else added = results.status();
+      added = results.ok() ? absl::StatusOr<TensorHandle>(results->at("sum")) : results.status();
     }
     if (!added.ok()) {
       return absl::Status(added.status().code(),
