@@ -80,6 +80,15 @@ absl::StatusOr<ir::HostTensor> Device::Download(const TensorHandle& handle) {
   return handle.host();
 }
 
+absl::StatusOr<TensorHandle> Device::Accumulate(const TensorHandle& acc, const TensorHandle& grad) {
+  if (acc.on_device() || grad.on_device()) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": cannot accumulate device tensors it does not hold"));
+  }
+  absl::StatusOr<ir::HostTensor> sum = ir::AccumulateGradient(acc.host(), grad.host());
+  if (!sum.ok()) return sum.status();
+  return TensorHandle(*std::move(sum));
+}
+
 absl::StatusOr<ir::TensorMap> Device::RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) {
   HandleMap handles;
   for (const auto& [input, tensor] : inputs) {

@@ -73,6 +73,10 @@ class Device {
   // device), and back.
   virtual absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) { return TensorHandle(tensor); }
   virtual absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle);
+  // acc + grad (f32, of one type), with ir::AccumulateGradient's bits, where
+  // memory() says: the executor's kAccumulate. On a host device, that
+  // function itself.
+  virtual absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad);
   // The CUDA device ordinal this device computes on; -1 when it is no GPU.
   virtual int cuda_ordinal() const { return -1; }
 

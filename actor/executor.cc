@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "ir/all_reduce.h"
-#include "ir/graph_builder.h"
 
 namespace tandem::actor {
 namespace {
@@ -397,23 +396,7 @@ absl::Status Executor::Accumulate(const Instruction& instruction) {
   if (!gradient.ok()) return gradient.status();
   TensorHandle sum = **gradient;
   if (buffers_[acc].defined()) {
-    absl::StatusOr<TensorHandle> added;
-    if (memory_ == nullptr) {
-      absl::StatusOr<HostTensor> host = ir::AccumulateGradient(buffers_[acc].host(), (*gradient)->host());
-      added = host.ok() ? absl::StatusOr<TensorHandle>(*std::move(host)) : host.status();
-    } else {
-      // On the device: the graph acc + grad, whose add is AccumulateGradient's.
-      const ir::TensorType& type = program_.buffers[acc].type;
-      auto [graph, built] = accumulate_graphs_.try_emplace(ir::TypeToString(type));
-      if (built) {
-        ir::GraphBuilder builder(&graph->second);
-        const ir::ValueId a = builder.AddInput("acc", "accumulator", type, {});
-        const ir::ValueId g = builder.AddInput("grad", "gradient", type, {});
-        graph->second.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
-      }
-      absl::StatusOr<HandleMap> results = device_->Run(graph->second, {{"acc", buffers_[acc]}, {"grad", **gradient}});
-      added = results.ok() ? absl::StatusOr<TensorHandle>(results->at("sum")) : results.status();
-    }
+    absl::StatusOr<TensorHandle> added = device_->Accumulate(buffers_[acc], **gradient);
     if (!added.ok()) {
       return absl::Status(added.status().code(),
                           absl::StrCat("accumulating into ", BufferName(acc), ": ", added.status().message()));

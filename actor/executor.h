@@ -5,7 +5,8 @@
 // tensors when the Device is device-resident (Device::memory()). A resident
 // executor uploads the state (LoadState) and the step's inputs (BeginStep),
 // keeps everything else on the device (sends and receives device tensors
-// through Transport::SendDevice/ReceiveDevice, accumulates with the device),
+// through Transport::SendDevice/ReceiveDevice, accumulates with
+// Device::Accumulate),
 // and downloads only what leaves for the controller: emitted results,
 // State(), ReadBuffer, and the buckets of an all-reduce (whose collective
 // group reduces host memory).
@@ -180,8 +181,6 @@ class Executor {
 
   Phase phase_ = Phase::kNeedsState;
   DeviceMemory* const memory_;  // device_->memory(): null when buffers are host tensors
-  // The accumulate graph (acc + grad) by type, built on first use (resident).
-  std::map<std::string, ir::Graph> accumulate_graphs_;
   std::vector<TensorHandle> buffers_;  // by BufferId; undefined = empty
   int64_t device_baseline_ = 0;       // allocated device bytes not the step's (resident)
   int64_t live_bytes_ = 0;

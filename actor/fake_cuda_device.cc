@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "ir/graph_builder.h"
 
 namespace tandem::actor {
 
@@ -73,6 +74,23 @@ absl::StatusOr<HandleMap> FakeCudaDevice::Run(const ir::Graph& graph, const Hand
     outputs.emplace(name, *std::move(uploaded));
   }
   return outputs;
+}
+
+absl::StatusOr<TensorHandle> FakeCudaDevice::Accumulate(const TensorHandle& acc, const TensorHandle& grad) {
+  if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
+    return absl::InvalidArgumentError("fake-cuda: accumulating tensors of different types");
+  }
+  const ir::TensorType& type = acc.type();
+  auto [graph, built] = accumulate_graphs_.try_emplace(ir::TypeToString(type));
+  if (built) {
+    ir::GraphBuilder builder(&graph->second);
+    const ir::ValueId a = builder.AddInput("acc", "accumulator", type, {});
+    const ir::ValueId g = builder.AddInput("grad", "gradient", type, {});
+    graph->second.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
+  }
+  absl::StatusOr<HandleMap> results = Run(graph->second, {{"acc", acc}, {"grad", grad}});
+  if (!results.ok()) return results.status();
+  return results->at("sum");
 }
 
 absl::StatusOr<TensorHandle> FakeCudaDevice::Upload(const ir::HostTensor& tensor) {

@@ -31,6 +31,7 @@
 #define TANDEM_ACTOR_FAKE_CUDA_DEVICE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,7 @@
 #include "absl/time/time.h"
 #include "actor/device.h"
 #include "actor/fake_device_memory.h"
+#include "ir/graph.h"
 
 namespace tandem::actor {
 
@@ -66,6 +68,9 @@ class FakeCudaDevice final : public Device {
   absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override;
   absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override;
   absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override;
+  // Runs the graph acc + grad (a kAdd, whose reference kernel is
+  // AccumulateGradient's add), built once per type.
+  absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) override;
 
   FakeDeviceMemory& fake_memory() { return *memory_; }
 
@@ -76,6 +81,7 @@ class FakeCudaDevice final : public Device {
   const Options options_;
   std::unique_ptr<FakeDeviceMemory> memory_;
   int64_t runs_ = 0;
+  std::map<std::string, ir::Graph> accumulate_graphs_;  // by type
 };
 
 }  // namespace tandem::actor

@@ -79,6 +79,26 @@ TEST(FakeCudaDevice, RunComputesTheReferenceBitsOnDeviceMemory) {
   EXPECT_EQ(device->memory()->allocated_bytes(), 0);
 }
 
+TEST(FakeCudaDevice, AccumulateOnTheDeviceGivesAccumulateGradientsBits) {
+  std::shared_ptr<FakeCudaDevice> device = OpenFake();
+  ASSERT_NE(device, nullptr);
+  const ir::HostTensor acc = Iota(F32({5, 3}), 0.1f, 0.37f);
+  const ir::HostTensor grad = Iota(F32({5, 3}), -2.3f, 0.291f);
+  absl::StatusOr<TensorHandle> device_acc = device->Upload(acc);
+  absl::StatusOr<TensorHandle> device_grad = device->Upload(grad);
+  ASSERT_TRUE(device_acc.ok() && device_grad.ok());
+  absl::StatusOr<TensorHandle> sum = device->Accumulate(*device_acc, *device_grad);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  ASSERT_TRUE(sum->on_device());
+  absl::StatusOr<ir::HostTensor> downloaded = device->Download(*sum);
+  absl::StatusOr<ir::HostTensor> expected = ir::AccumulateGradient(acc, grad);
+  ASSERT_TRUE(downloaded.ok() && expected.ok());
+  EXPECT_TRUE(downloaded->BitwiseEquals(*expected));
+  absl::StatusOr<TensorHandle> other = device->Upload(Iota(F32({3, 5}), 0, 1));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(device->Accumulate(*device_acc, *other).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(FakeCudaDevice, HostTensorsAndAnotherDevicesTensorsAreRefusedAsInputs) {
   std::shared_ptr<FakeCudaDevice> device = OpenFake();
   std::shared_ptr<FakeCudaDevice> other = OpenFake();
