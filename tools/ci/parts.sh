@@ -1,0 +1,43 @@
+# CI's parts, for .ci/run to source: each part runs whatever the others did,
+# every failure counts, and each part's time is printed as it ends and in
+# the closing table.
+#
+#   source tools/ci/parts.sh
+#   run_part NAME COMMAND...   run COMMAND as part NAME; its exit status is
+#                              the part's result
+#   finish_parts               print the table; exit status 1 naming the
+#                              failed parts, 0 when every part passed
+#
+# A part that is a chain of commands must fail when any link fails: give it
+# as `bash -ec 'a && b'` (a failed `a` ends the chain with its status), never
+# as a bare `a && b` under the caller's `set -e`, which ignores a failure
+# left of `&&`.
+
+ci_failed_parts=()
+ci_part_rows=()
+
+run_part() {
+  local name=$1
+  shift
+  local start=$SECONDS status=0
+  echo "ci: part $name: $*"
+  "$@" || status=$?
+  local took=$((SECONDS - start)) result=ok
+  if ((status != 0)); then
+    result="FAILED (exit $status)"
+    ci_failed_parts+=("$name")
+  fi
+  echo "ci: part $name: $result in $took s"
+  ci_part_rows+=("$(printf '%-10s %6d s  %s' "$name" "$took" "$result")")
+}
+
+finish_parts() {
+  printf '\nci: %-10s %8s  %s\n' part time result
+  printf 'ci: %s\n' "${ci_part_rows[@]}"
+  echo "ci: total $((SECONDS / 60)) min $((SECONDS % 60)) s"
+  if ((${#ci_failed_parts[@]})); then
+    echo "ci: FAILED: ${ci_failed_parts[*]}" >&2
+    return 1
+  fi
+  return 0
+}
