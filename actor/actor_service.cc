@@ -9,6 +9,7 @@
 #include <cstring>
 #include <chrono>
 #include <memory>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -16,8 +17,10 @@
 #include "absl/strings/str_format.h"
 #include "ir/limits.h"
 #include "ir/state_file.h"
+#include "ir/state_source.h"
 #include "kj/vector.h"
 #include "rpc/program_codec.h"
+#include "rpc/state_codec.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
 
@@ -237,11 +240,45 @@ kj::Promise<void> ActorService::loadProgram(LoadProgramContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> ActorService::stageState(StageStateContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  wire::Actor::StageStateParams::Reader params = context.getParams();
+  const std::string binding = ToString(params.getBinding());
+  auto [it, inserted] = staged_.try_emplace(binding, absl::StrCat(Name(), ": staged state '", binding, "'"));
+  rpc::ThrowIfError(it->second.Add(params.getPiece()));
+  return kj::READY_NOW;
+}
+
 kj::Promise<void> ActorService::loadState(LoadStateContext context) {
   rpc::ThrowIfError(CheckOpen());
-  absl::StatusOr<ir::TensorMap> decoded = rpc::DecodeTensorMap(context.getParams().getTensors(), "state");
-  rpc::ThrowIfError(decoded.status());
-  return OnCompute([this, state = *std::move(decoded)]() mutable -> absl::Status {
+  // Whatever happens, the staged tensors are for this call alone.
+  std::map<std::string, rpc::TensorAssembler> staged = std::exchange(staged_, {});
+  absl::StatusOr<ir::StateSources> sources = rpc::DecodeStateSources(context.getParams().getSources(), "state");
+  rpc::ThrowIfError(sources.status());
+  for (auto& [binding, source] : *sources) {
+    auto* held = std::get_if<ir::HostTensor>(&source.origin);
+    if (held == nullptr) continue;
+    auto it = staged.find(binding);
+    if (it == staged.end()) {
+      rpc::ThrowIfError(absl::FailedPreconditionError(
+          absl::StrCat(Name(), ": state '", binding, "' was to be staged, but no piece of it arrived")));
+    }
+    absl::StatusOr<ir::HostTensor> tensor = it->second.Take();
+    rpc::ThrowIfError(tensor.status());
+    *held = *std::move(tensor);
+  }
+  return OnCompute([this, sources = *std::move(sources)]() mutable -> absl::Status {
+           // Generated and read here, on the compute thread: state never
+           // crosses the control plane whole.
+           ir::TensorMap state;
+           for (const auto& [binding, source] : sources) {
+             absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(binding, source);
+             if (!tensor.ok()) {
+               return absl::Status(tensor.status().code(), absl::StrCat(Name(), ": ", tensor.status().message()));
+             }
+             state[binding] = *std::move(tensor);
+           }
+           read_cache_ = {};
            absl::Status status = executor_ != nullptr ? executor_->LoadState(state) : absl::OkStatus();
            have_state_ = status.ok();
            if (!status.ok()) return status;
@@ -339,23 +376,39 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
 
 kj::Promise<void> ActorService::readBuffer(ReadBufferContext context) {
   rpc::ThrowIfError(CheckOpen());
-  std::string name = ToString(context.getParams().getName());
+  wire::Actor::ReadBufferParams::Reader params = context.getParams();
+  std::string name = ToString(params.getName());
+  const uint64_t offset = params.getOffset();
+  const uint64_t max_bytes = params.getMaxBytes();
   auto slot = std::make_shared<ir::HostTensor>();
-  return OnCompute([this, name, slot]() -> absl::Status {
-           if (executor_ != nullptr) {
-             absl::StatusOr<ir::HostTensor> tensor = executor_->ReadBuffer(name);
+  return OnCompute([this, name, offset, max_bytes, slot]() -> absl::Status {
+           // A reader takes a tensor piece by piece from offset 0: the first
+           // piece fetches it (a device-resident one is downloaded once), the
+           // last lets it go.
+           if (offset == 0 || read_cache_.first != name) {
+             read_cache_ = {};
+             absl::StatusOr<ir::HostTensor> tensor = CurrentBuffer(name);
              if (!tensor.ok()) return tensor.status();
-             *slot = *std::move(tensor);
-             return absl::OkStatus();
+             read_cache_ = {name, *std::move(tensor)};
            }
-           auto found = loaded_state_.find(name);
-           if (found == loaded_state_.end() || !found->second.defined()) {
-             return absl::NotFoundError(absl::StrCat(Name(), ": no state buffer bound to \"", name, "\""));
+           *slot = read_cache_.second;
+           if (offset + std::min<uint64_t>(max_bytes, ir::kStatePieceBytes) >= static_cast<uint64_t>(slot->num_bytes())) {
+             read_cache_ = {};
            }
-           *slot = found->second;
            return absl::OkStatus();
          })
-      .then([context, slot]() mutable { rpc::EncodeTensor(*slot, context.getResults().initTensor()); });
+      .then([context, slot, offset, max_bytes]() mutable {
+        rpc::ThrowIfError(rpc::EncodeTensorPiece(*slot, offset, max_bytes, context.getResults().initPiece()));
+      });
+}
+
+absl::StatusOr<ir::HostTensor> ActorService::CurrentBuffer(const std::string& name) {
+  if (executor_ != nullptr) return executor_->ReadBuffer(name);
+  auto found = loaded_state_.find(name);
+  if (found == loaded_state_.end() || !found->second.defined()) {
+    return absl::NotFoundError(absl::StrCat(Name(), ": no state buffer bound to \"", name, "\""));
+  }
+  return found->second;
 }
 
 kj::Promise<void> ActorService::saveState(SaveStateContext context) {
@@ -369,12 +422,10 @@ kj::Promise<void> ActorService::saveState(SaveStateContext context) {
   return OnCompute([this, path, written]() -> absl::Status {
            absl::StatusOr<ir::TensorMap> state = executor_ != nullptr ? executor_->State() : loaded_state_;
            if (!state.ok()) return state.status();
-           const std::string bytes = ir::EncodeStateFile(*state);
-           if (absl::Status status = ir::WriteFileAtomically(path, bytes); !status.ok()) {
-             return absl::Status(status.code(), absl::StrCat(Name(), ": ", status.message()));
-           }
-           written->bytes = bytes.size();
-           written->checksum = ir::StateChecksum(bytes);
+           absl::StatusOr<ir::WrittenFile> file = ir::WriteStateFile(path, *state);
+           if (!file.ok()) return absl::Status(file.status().code(), absl::StrCat(Name(), ": ", file.status().message()));
+           written->bytes = file->bytes;
+           written->checksum = file->checksum;
            return absl::OkStatus();
          })
       .then([context, written]() mutable {

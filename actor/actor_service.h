@@ -38,8 +38,12 @@
 //    loop thread; it reads the request). InvalidArgument for a program that
 //    does not decode, verify or hash to `hash`, or that is not for this
 //    transport's actor.
-//  - loadState: completed when the compute thread has applied it to the
-//    current Executor (or stored it for the first one). Clears a failure.
+//  - stageState: completed before the handler returns: one piece of a
+//    tensor for the next loadState, assembled on the loop thread.
+//  - loadState: completed when the compute thread has made or read each
+//    source's tensor (generated from its seed, read from its state file,
+//    or taken from what stageState assembled) and applied them to the
+//    current Executor (or stored them for the first one). Clears a failure.
 //  - runStep / runRange: completed when the compute thread has run the
 //    step (or range); one runStep computes the whole step. Refused with
 //    FailedPrecondition: under a hash never loaded, before loadState, after a
@@ -51,13 +55,14 @@
 //    Reset before the next step). runRange: the range that begins at 0
 //    carries the step's inputs; only the range that ends the program
 //    returns results and timings (all of the step's).
-//  - readBuffer: a buffer's current tensor, by state binding or by the
+//  - readBuffer: a piece of a buffer's current tensor (the first piece
+//    fetches it, the last releases it), by state binding or by the
 //    program's buffer name ("%26@0"), read on the compute thread after any
 //    job posted before it (between steps, or between runRange calls of a
 //    step: the debugger's inspect). NotFound for no such buffer,
 //    FailedPrecondition for one that holds nothing now.
 //  - saveState: writes the state readBuffer reads to a state file at the
-//    given path (ir::WriteFileAtomically), on the compute thread after any
+//    given path (ir::WriteStateFile), on the compute thread after any
 //    job posted before it; replies with its size and checksum.
 //  - openDataPlane: completed before the handler returns, with the
 //    DataPlane's offer (a SharedRegion capability per ring, carrying its
@@ -96,8 +101,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -116,6 +123,7 @@
 #include "ir/interpreter.h"
 #include "kj/async.h"
 #include "kj/function.h"
+#include "rpc/state_codec.h"
 #include "rpc/tandem.capnp.h"
 
 namespace tandem::actor {
@@ -151,6 +159,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
  protected:
   kj::Promise<void> loadProgram(LoadProgramContext context) override;
   kj::Promise<void> loadState(LoadStateContext context) override;
+  kj::Promise<void> stageState(StageStateContext context) override;
   kj::Promise<void> runStep(RunStepContext context) override;
   kj::Promise<void> runRange(RunRangeContext context) override;
   kj::Promise<void> readBuffer(ReadBufferContext context) override;
@@ -191,6 +200,8 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   // cancelled; a cancelled or failed one requires loadState.
   kj::Promise<void> TrackStep(uint64_t step, kj::Promise<void> done);
 
+  // Compute thread: the current tensor of buffer `name` (readBuffer).
+  absl::StatusOr<ir::HostTensor> CurrentBuffer(const std::string& name);
   // Compute thread: makes `program` (cached under `hash`) the current one.
   absl::Status UseProgram(uint64_t hash, const std::shared_ptr<const ir::ActorProgram>& program);
   // Compute thread: health around one step or range. BeginRunning is false
@@ -223,6 +234,8 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   bool shutting_down_ = false;
   enum class DataPlaneSetup { kNone, kOpened, kConnecting, kConnected } data_plane_setup_ = DataPlaneSetup::kNone;
   std::string needs_state_;     // non-empty: why runStep needs loadState first
+  // Tensors stageState is assembling for the next loadState, by binding.
+  std::map<std::string, rpc::TensorAssembler> staged_;
 
   // Compute thread only (after construction). The reducer is declared
   // before the executor, which borrows it.
@@ -230,6 +243,8 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   std::unique_ptr<Executor> executor_;
   uint64_t executor_hash_ = 0;
   ir::TensorMap loaded_state_;
+  // The tensor readBuffer is handing out piece by piece, by name.
+  std::pair<std::string, ir::HostTensor> read_cache_;
   bool have_state_ = false;
   int64_t range_step_ = -1;  // the step a runRange sequence is in, or -1
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <system_error>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -285,7 +286,7 @@ absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir:
     return absl::DataLossError(absl::StrCat(manifest_path, " has ", manifest_size, " bytes, more than the ",
                                             kMaxManifestBytes, " a manifest may have (the checkpoint is corrupt)"));
   }
-  absl::StatusOr<std::string> text = ir::ReadWholeFile(manifest_path);
+  absl::StatusOr<std::string> text = ir::ReadWholeFile(manifest_path, kMaxManifestBytes);
   if (!text.ok()) return absl::DataLossError(absl::StrCat(text.status().message(), " (the checkpoint is incomplete)"));
   absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(*text, manifest_path);
   if (!manifest.ok()) return manifest.status();
@@ -333,35 +334,40 @@ absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir:
                                               ": it does not belong to this checkpoint, changed or copied from "
                                               "another one (the checkpoint is corrupt)"));
     }
-    absl::StatusOr<std::string> bytes = ir::ReadWholeFile(file_path);
-    if (!bytes.ok()) {
-      return absl::DataLossError(absl::StrCat(bytes.status().message(), " (the checkpoint is incomplete)"));
+    absl::StatusOr<ir::WrittenFile> read = ir::ChecksumFile(file_path);
+    if (!read.ok()) {
+      return absl::DataLossError(absl::StrCat(read.status().message(), " (the checkpoint is incomplete)"));
     }
-    if (bytes->size() != file.bytes) {
-      return absl::DataLossError(absl::StrCat(file_path, " has ", bytes->size(), " bytes, the manifest says ",
+    if (read->bytes != file.bytes) {
+      return absl::DataLossError(absl::StrCat(file_path, " has ", read->bytes, " bytes, the manifest says ",
                                               file.bytes, " (the checkpoint is corrupt)"));
     }
-    const std::string checksum = ir::StateChecksum(*bytes);
-    if (checksum != file.checksum) {
-      return absl::DataLossError(absl::StrCat(file_path, " has CRC-32 ", checksum, ", the manifest says ",
+    if (read->checksum != file.checksum) {
+      return absl::DataLossError(absl::StrCat(file_path, " has CRC-32 ", read->checksum, ", the manifest says ",
                                               ir::Excerpt(file.checksum),
                                               ": it does not belong to this checkpoint, changed or copied from "
                                               "another one (the checkpoint is corrupt)"));
     }
-    absl::StatusOr<ir::TensorMap> tensors = ir::DecodeStateFile(*bytes, file_path);
-    if (!tensors.ok()) {
-      if (absl::IsResourceExhausted(tensors.status())) return tensors.status();
-      return absl::DataLossError(tensors.status().message());
+    absl::StatusOr<std::vector<ir::StateFileEntry>> index = ir::IndexStateFile(file_path);
+    if (!index.ok()) {
+      if (absl::IsInvalidArgument(index.status())) return absl::DataLossError(index.status().message());
+      return absl::DataLossError(absl::StrCat(index.status().message(), " (the checkpoint is incomplete)"));
     }
-    for (auto& [name, tensor] : *tensors) {
-      auto listed = manifest->state.find(name);
-      if (listed == manifest->state.end() || listed->second != ir::TypeToString(tensor.type())) {
-        return absl::DataLossError(absl::StrCat(file_path, " holds ", ir::Excerpt(name), " ",
-                                                ir::TypeToString(tensor.type()), ", which the manifest does not list"));
+    for (const ir::StateFileEntry& entry : *index) {
+      auto listed = manifest->state.find(entry.name);
+      if (listed == manifest->state.end() || listed->second != ir::TypeToString(entry.type)) {
+        return absl::DataLossError(absl::StrCat(file_path, " holds ", ir::Excerpt(entry.name), " ",
+                                                ir::TypeToString(entry.type), ", which the manifest does not list"));
       }
-      auto [it, inserted] = loaded.state.emplace(name, tensor);
-      if (!inserted && !it->second.BitwiseEquals(tensor)) {
-        return absl::DataLossError(absl::StrCat("state '", name, "' differs between the actor files of ", directory));
+      ir::StateSource source{entry.type, ir::StateFileSlice{file_path, entry.offset}};
+      auto [it, inserted] = loaded.state.emplace(entry.name, source);
+      if (inserted) continue;
+      const auto& first = std::get<ir::StateFileSlice>(it->second.origin);
+      absl::StatusOr<bool> same =
+          ir::StateBytesEqual(first.path, first.offset, file_path, entry.offset, entry.type.num_bytes());
+      if (!same.ok()) return absl::DataLossError(absl::StrCat(same.status().message(), " (the checkpoint is incomplete)"));
+      if (!*same) {
+        return absl::DataLossError(absl::StrCat("state '", entry.name, "' differs between the actor files of ", directory));
       }
     }
   }

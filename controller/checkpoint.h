@@ -34,7 +34,9 @@
 // the job's TrainStep (FailedPrecondition naming the difference); every
 // file's size and CRC-32 (DataLoss naming the file); that the files decode
 // and hold exactly the manifest's state; and that a tensor held by several
-// actors (a tied parameter) is bit-identical in all of them.
+// actors (a tied parameter) is bit-identical in all of them. The files are
+// read in pieces, never held: the loader's memory does not grow with the
+// model. The actors then read their own tensors from the files.
 #ifndef TANDEM_CONTROLLER_CHECKPOINT_H_
 #define TANDEM_CONTROLLER_CHECKPOINT_H_
 
@@ -48,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "controller/pipeline.h"
 #include "ir/interpreter.h"
+#include "ir/state_source.h"
 #include "ir/train_step.h"
 
 namespace tandem::controller {
@@ -90,7 +93,9 @@ struct LoadedCheckpoint {
   int64_t step = 0;  // steps done when it was written
   std::string schedule;
   int32_t actors = 0;
-  ir::TensorMap state;  // every state tensor of the model
+  // Every state tensor of the model, as a slice of the actor file that
+  // holds it (checked; read by whoever starts from it, piece by piece).
+  ir::StateSources state;
   // Newer checkpoints under the root that could not be loaded (corrupt or
   // incomplete), newest first, with why: resuming from an older checkpoint
   // than the newest is never silent.

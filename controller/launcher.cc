@@ -1,5 +1,7 @@
 #include "controller/launcher.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/state_file.h"
@@ -36,6 +38,14 @@ absl::StatusOr<ir::HostTensor> Launcher::ReadBuffer(ActorId, const std::string&)
   return absl::UnimplementedError("this launcher cannot read an actor's buffers");
 }
 
+std::vector<MemoryPool> Launcher::MemoryPools(int32_t num_actors) const {
+  std::optional<int64_t> available = HostAvailableBytes();
+  if (!available.has_value()) return {};
+  MemoryPool pool{"this host's available memory (MemAvailable)", *available, {}};
+  for (int32_t actor = 0; actor < num_actors; ++actor) pool.actors.push_back(actor);
+  return {pool};
+}
+
 absl::StatusOr<std::vector<SavedStateFile>> Launcher::SaveState(const std::vector<std::string>& paths) {
   absl::StatusOr<std::vector<ir::TensorMap>> states = ReadState();
   if (!states.ok()) return states.status();
@@ -44,9 +54,9 @@ absl::StatusOr<std::vector<SavedStateFile>> Launcher::SaveState(const std::vecto
   }
   std::vector<SavedStateFile> saved;
   for (size_t actor = 0; actor < paths.size(); ++actor) {
-    const std::string bytes = ir::EncodeStateFile((*states)[actor]);
-    if (absl::Status status = ir::WriteFileAtomically(paths[actor], bytes); !status.ok()) return status;
-    saved.push_back({paths[actor], bytes.size(), ir::StateChecksum(bytes)});
+    absl::StatusOr<ir::WrittenFile> file = ir::WriteStateFile(paths[actor], (*states)[actor]);
+    if (!file.ok()) return file.status();
+    saved.push_back({paths[actor], file->bytes, file->checksum});
   }
   return saved;
 }

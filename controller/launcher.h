@@ -32,9 +32,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/memory_fit.h"
 #include "ir/actor_program.h"
 #include "ir/ids.h"
 #include "ir/interpreter.h"
+#include "ir/state_source.h"
 #include "ir/step_io.h"
 
 namespace tandem::controller {
@@ -80,9 +82,11 @@ enum class Dispatch : uint8_t { kFused, kPerTask };
 class Launcher {
  public:
   virtual ~Launcher() = default;
-  // Hands each actor its program (cached under its hash) and first state.
+  // Hands each actor its program (cached under its hash) and where its
+  // first state comes from (ir/state_source.h): an actor generates or
+  // reads its own state; held tensors move in bounded pieces.
   virtual absl::Status Start(const std::vector<ir::ActorProgram>& programs,
-                             const std::vector<ir::TensorMap>& states) = 0;
+                             const std::vector<ir::StateSources>& states) = 0;
   // Runs one step on every actor; returns when all are done, or the first
   // error naming the actor, the instruction and the step.
   virtual absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
@@ -109,13 +113,21 @@ class Launcher {
   // started: "0-1 ipc, 0-2 shm, 1-2 tcp" (the medium of every pair a < b).
   // Empty when the launcher has one medium it names elsewhere.
   virtual std::string DescribeDataPlane() const { return ""; }
-  // Each actor's state tensors by name.
+  // Each actor's state tensors by name: the whole model, for those who need
+  // it all (verification against the reference, a script's State()). A
+  // launcher over a control plane moves it in bounded pieces.
   virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
   // Writes each actor's state to paths[actor] as a state file
   // (ir/state_file.h), atomically. Launchers whose actors can reach the
   // files write them there (no state crosses the control plane); this
   // default reads the state and writes the files from the controller.
   virtual absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths);
+  // The memories the actors draw on, for the check before they start
+  // (controller/memory_fit.h): by default this host's available memory,
+  // shared by every actor (actors that compute on its CPU). Empty where the
+  // launcher cannot tell (actors on other hosts); such actors find out when
+  // they allocate.
+  virtual std::vector<MemoryPool> MemoryPools(int32_t num_actors) const;
   // The peers refused so far. A launcher whose actors count refusals of
   // their own asks them first (bounded, and skipped once the launcher
   // failed: then it reports what it heard last). None by default (a

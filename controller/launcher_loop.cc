@@ -67,7 +67,6 @@ LauncherLoop::LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num
       replica_offers(num_actors),
       hashes(num_actors, 0),
       results(num_actors),
-      states(num_actors),
       calls(num_actors, 0),
       board_(board),
       actors_(num_actors),

@@ -96,7 +96,6 @@ class LauncherLoop final : private kj::TaskSet::ErrorHandler {
   std::vector<std::vector<std::string>> replica_offers;  // per group member, what it needs to reach this actor
   std::vector<uint64_t> hashes;
   std::vector<ir::StepOutputs> results;
-  std::vector<ir::TensorMap> states;
   // runStep and runRange calls sent to each actor since its results were
   // last collected.
   std::vector<int32_t> calls;

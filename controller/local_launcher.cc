@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <utility>
+#include <variant>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
@@ -16,8 +17,10 @@
 #include "absl/synchronization/notification.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
+#include "ir/state_file.h"
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
+#include "rpc/state_codec.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
 #include "rpc/tandem.capnp.h"
@@ -75,7 +78,7 @@ std::string LocalLauncher::Describe(int32_t actor) const {
 }
 
 absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
-                                  const std::vector<ir::TensorMap>& states) {
+                                  const std::vector<ir::StateSources>& states) {
   if (board_ != nullptr) return absl::FailedPreconditionError("the local launcher was started already");
   num_actors_ = static_cast<int32_t>(programs.size());
   if (num_actors_ == 0 || states.size() != programs.size()) {
@@ -137,12 +140,49 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
     loop_->Track(actor, request.send().ignoreResult());
   });
   if (!loaded.ok()) return loaded;
-  return CallAll("loadState", options_.start_timeout, [&](int32_t actor) {
-    const ir::TensorMap& state = states[actor];
-    auto request = loop_->actor(actor).loadStateRequest();
-    rpc::EncodeTensorMap(state, request.initTensors(static_cast<unsigned>(state.size())));
-    loop_->Track(actor, request.send().ignoreResult());
+  return CallAll("loadState", options_.start_timeout,
+                 [&](int32_t actor) { loop_->Track(actor, SendState(actor, states[actor])); });
+}
+
+namespace {
+
+// Sends bytes [offset, end) of `tensor` to `actor` as stageState pieces
+// under `binding`, each after the last was taken.
+kj::Promise<void> StagePieces(rpc::wire::Actor::Client actor, std::string binding, ir::HostTensor tensor,
+                              uint64_t offset) {
+  auto request = actor.stageStateRequest();
+  request.setBinding(binding);
+  rpc::ThrowIfError(rpc::EncodeTensorPiece(tensor, offset, ir::kStatePieceBytes, request.initPiece()));
+  const uint64_t next = offset + request.getPiece().getData().size();
+  return request.send().then([actor, binding = std::move(binding), tensor = std::move(tensor),
+                              next](auto&&) mutable -> kj::Promise<void> {
+    if (next >= static_cast<uint64_t>(tensor.num_bytes())) return kj::READY_NOW;
+    return StagePieces(kj::mv(actor), std::move(binding), std::move(tensor), next);
   });
+}
+
+}  // namespace
+
+kj::Promise<void> LocalLauncher::SendState(int32_t actor, const ir::StateSources& sources) {
+  rpc::wire::Actor::Client client = loop_->actor(actor);
+  kj::Promise<void> staged = kj::READY_NOW;
+  for (const auto& [binding, source] : sources) {
+    const auto* held = std::get_if<ir::HostTensor>(&source.origin);
+    if (held == nullptr) continue;
+    staged = staged.then([client, binding = binding, tensor = *held]() mutable {
+      return StagePieces(kj::mv(client), std::move(binding), std::move(tensor), 0);
+    });
+  }
+  auto request = client.loadStateRequest();
+  rpc::EncodeStateSources(sources, request.initSources(static_cast<unsigned>(sources.size())));
+  return staged.then([request = kj::mv(request)]() mutable { return request.send().ignoreResult(); });
+}
+
+std::vector<MemoryPool> LocalLauncher::MemoryPools(int32_t num_actors) const {
+  const bool on_this_host = options_.start == ActorStart::kFork;
+  const bool host_memory = options_.device == "cpu" || absl::StartsWith(options_.device, "fake-cuda");
+  if (!on_this_host || !host_memory) return {};
+  return Launcher::MemoryPools(num_actors);
 }
 
 absl::Status LocalLauncher::StartActors() {
@@ -486,41 +526,45 @@ absl::StatusOr<ir::HostTensor> LocalLauncher::ReadBuffer(ActorId actor_id, const
   if (actor < 0 || actor >= num_actors_) {
     return absl::InvalidArgumentError(absl::StrCat("no actor ", actor, " (the job has ", num_actors_, ")"));
   }
-  // A refused read (no such buffer, or an empty one) is the answer, not a
-  // failure of the job: it is not recorded as one.
-  auto answer = std::make_shared<absl::StatusOr<ir::HostTensor>>();
-  absl::Status status = CallSome(absl::StrCat("reading ", name), options_.step_timeout, {actor}, [&](int32_t) {
-    auto request = loop_->actor(actor).readBufferRequest();
-    request.setName(name);
-    loop_->Track(actor, request.send().then(
-                            [answer, name](auto&& reply) { *answer = rpc::DecodeTensor(reply.getTensor(), name); },
-                            [answer](kj::Exception&& exception) { *answer = rpc::FromKjException(exception); }));
-  });
-  if (!status.ok()) return status;
-  absl::StatusOr<ir::HostTensor> tensor;
-  loop_->executor.executeSync([&] { tensor = *answer; });
-  return tensor;
+  // Piece by piece, each a call of its own: no control message carries
+  // more than a piece, whatever the tensor's size. A refused read (no such
+  // buffer, or an empty one) is the answer, not a failure of the job: it is
+  // not recorded as one.
+  auto assembler = std::make_shared<rpc::TensorAssembler>(absl::StrCat("actor ", actor, ": buffer ", name));
+  auto refused = std::make_shared<absl::Status>();
+  do {
+    const uint64_t offset = assembler->received();
+    absl::Status status = CallSome(absl::StrCat("reading ", name), options_.step_timeout, {actor}, [&](int32_t) {
+      auto request = loop_->actor(actor).readBufferRequest();
+      request.setName(name);
+      request.setOffset(offset);
+      request.setMaxBytes(ir::kStatePieceBytes);
+      loop_->Track(actor, request.send().then(
+                              [assembler, refused](auto&& reply) { *refused = assembler->Add(reply.getPiece()); },
+                              [refused](kj::Exception&& exception) { *refused = rpc::FromKjException(exception); }));
+    });
+    if (!status.ok()) return status;
+    absl::Status answer;
+    loop_->executor.executeSync([&] { answer = *refused; });
+    if (!answer.ok()) return answer;
+    if (assembler->received() == offset && !assembler->complete()) {
+      return absl::InternalError(absl::StrCat("actor ", actor, ": reading ", name, " made no progress at byte ",
+                                              offset));
+    }
+  } while (!assembler->complete());
+  return assembler->Take();
 }
 
 absl::StatusOr<std::vector<ir::TensorMap>> LocalLauncher::ReadState() {
   if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
-  absl::Status status = CallAll("reading the state", options_.step_timeout, [&](int32_t actor) {
-    kj::Vector<kj::Promise<void>> reads;
-    loop_->states[actor].clear();
+  std::vector<ir::TensorMap> states(num_actors_);
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
     for (const std::string& name : state_bindings_[actor]) {
-      auto request = loop_->actor(actor).readBufferRequest();
-      request.setName(name);
-      reads.add(request.send().then([this, actor, name](auto&& response) {
-        absl::StatusOr<ir::HostTensor> tensor = rpc::DecodeTensor(response.getTensor(), absl::StrCat("state ", name));
-        rpc::ThrowIfError(tensor.status());
-        loop_->states[actor][name] = *std::move(tensor);
-      }));
+      absl::StatusOr<ir::HostTensor> tensor = ReadBuffer(ActorId(actor), name);
+      if (!tensor.ok()) return tensor.status();
+      states[actor][name] = *std::move(tensor);
     }
-    loop_->Track(actor, kj::joinPromises(reads.releaseAsArray()));
-  });
-  if (!status.ok()) return status;
-  std::vector<ir::TensorMap> states;
-  loop_->executor.executeSync([&] { states = std::move(loop_->states); loop_->states.assign(num_actors_, {}); });
+  }
   return states;
 }
 

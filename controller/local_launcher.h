@@ -25,12 +25,15 @@
 //     of the other members (the controller is the collective library's
 //     rendezvous);
 //  5. ships each program once under its content hash (loadProgram), then
-//     each actor's state (loadState).
+//     where each actor's state comes from (loadState: seeds and checkpoint
+//     files, which the actor generates or reads itself), after the tensors
+//     held here, if any, in pieces of at most 4 MiB (stageState).
 // RunStep(): one runStep RPC per actor per step (Dispatch::kFused), or one
 // runRange RPC per task (kPerTask, for measurement). RunRanges(): one
-// runRange per listed actor (the debugger's task-by-task stepping). ReadState(): readBuffer
-// per state buffer. SaveState(): saveState per actor (the actors write the
-// files; no state crosses the control plane).
+// runRange per listed actor (the debugger's task-by-task stepping).
+// ReadBuffer(): readBuffer piece by piece; ReadState(): that per state
+// buffer. SaveState(): saveState per actor (the actors write the files; no
+// state crosses the control plane).
 //
 // Failure handling. Every wait is bounded, and while it waits the launcher
 // watches the processes and their heartbeats (a health call to every actor
@@ -138,7 +141,11 @@ class LocalLauncher final : public Launcher {
   ~LocalLauncher() override;
 
   absl::Status Start(const std::vector<ir::ActorProgram>& programs,
-                     const std::vector<ir::TensorMap>& states) override;
+                     const std::vector<ir::StateSources>& states) override;
+  // This host's memory for actors forked here on a host-resident device
+  // (cpu, fake-cuda); none for actors srun places or that compute on a GPU
+  // (checked by each actor as it allocates).
+  std::vector<MemoryPool> MemoryPools(int32_t num_actors) const override;
   absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,
                                                        Dispatch dispatch) override;
   absl::StatusOr<std::map<ActorId, ir::StepOutputs>> RunRanges(int64_t step,
@@ -196,6 +203,9 @@ class LocalLauncher final : public Launcher {
   // What actors dial to reach `address` (options_.dial_address).
   std::string Dial(const std::string& address) const;
   absl::Status StartActors();
+  // On the loop thread: stages the tensors `sources` hold on `actor`, one
+  // piece after another, then sends loadState.
+  kj::Promise<void> SendState(int32_t actor, const ir::StateSources& sources);
   absl::Status SetUpDataPlane();
   // Per actor, whether each of `actors` answers a health call within
   // `timeout` (the others true).

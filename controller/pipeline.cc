@@ -17,7 +17,7 @@ std::optional<std::string> FillName(const std::string& binding) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, const schedules::Schedule& schedule,
-                                                           const ir::TensorMap& state,
+                                                           const ir::StateSources& state,
                                                            std::unique_ptr<Launcher> launcher,
                                                            int64_t steps_done, const CompileOptions& options,
                                                            PipelineFill fill) {
@@ -32,23 +32,32 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
   // Every actor's program and state; replicas share their position's
   // program (CompiledStep::ProgramOf).
   std::vector<ir::ActorProgram> programs;
-  std::vector<ir::TensorMap> states;
+  const ir::StateSources fill_state = fill.job != nullptr ? ir::TensorSources(fill.job->state) : ir::StateSources();
+  std::vector<ir::StateSources> states;
   for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
     const ir::ActorProgram& program = compiled->ProgramOf(actor);
     programs.push_back(program);
-    ir::TensorMap actor_state;
+    ir::StateSources actor_state;
     for (const ir::Buffer& buffer : program.buffers) {
       if (buffer.kind != ir::BufferKind::kState) continue;
       const std::optional<std::string> fill_name = FillName(buffer.binding);
-      const ir::TensorMap& source = fill_name.has_value() ? fill.job->state : state;
-      auto it = source.find(fill_name.value_or(buffer.binding));
-      if (it == source.end()) {
+      const ir::StateSources& sources = fill_name.has_value() ? fill_state : state;
+      auto it = sources.find(fill_name.value_or(buffer.binding));
+      if (it == sources.end()) {
         return absl::InvalidArgumentError(absl::StrCat("no value for state '", buffer.binding, "' of actor ",
                                                        actor));
+      }
+      if (it->second.type != buffer.type) {
+        return absl::InvalidArgumentError(absl::StrCat("state '", buffer.binding, "' of actor ", actor, " is ",
+                                                       ir::TypeToString(buffer.type), ", its source gives ",
+                                                       ir::TypeToString(it->second.type)));
       }
       actor_state[buffer.binding] = it->second;
     }
     states.push_back(std::move(actor_state));
+  }
+  if (absl::Status status = CheckMemoryFit(programs, launcher->MemoryPools(compiled->num_actors)); !status.ok()) {
+    return status;
   }
   if (absl::Status status = launcher->Start(programs, states); !status.ok()) return status;
   return std::unique_ptr<Pipeline>(

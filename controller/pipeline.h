@@ -16,6 +16,7 @@
 #include "controller/fill.h"
 #include "controller/launcher.h"
 #include "ir/interpreter.h"
+#include "ir/state_source.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"
 
@@ -56,13 +57,16 @@ struct PipelineFill {
 
 class Pipeline {
  public:
-  // Compiles `step` for `schedule` and starts the actors from `state` (e.g.
-  // ir::InitialState(step), or a checkpoint's state after `steps_done`
-  // steps: numbering then goes on from there, as the optimizer needs).
+  // Compiles `step` for `schedule` and starts the actors from `state`, the
+  // source of every state tensor (ir/state_source.h): ir::SeedSources(step)
+  // to start afresh (each actor generates its share), a checkpoint's files
+  // after `steps_done` steps (numbering then goes on from there, as the
+  // optimizer needs; each actor reads its share), or tensors held here
+  // (ir::TensorSources).
   // With `fill`, the programs also run the fill job's pieces (AddFill) and
   // the actors start with its parameters too.
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(ir::TrainStep step, const schedules::Schedule& schedule,
-                                                          const ir::TensorMap& state,
+                                                          const ir::StateSources& state,
                                                           std::unique_ptr<Launcher> launcher,
                                                           int64_t steps_done = 0,
                                                           const CompileOptions& options = {},

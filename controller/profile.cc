@@ -88,9 +88,8 @@ absl::StatusOr<schedules::CostFile> ProfileSegments(
   if (options.steps < 1) return absl::InvalidArgumentError("profiling needs at least one measured step");
   const int32_t stages = step.num_stages;
   const schedules::Schedule schedule = ProfileSchedule(stages, step.num_microbatches);
-  absl::StatusOr<ir::TensorMap> state = ir::InitialState(step);
-  if (!state.ok()) return state.status();
-  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(step, schedule, *state, std::move(launcher));
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(step, schedule, ir::SeedSources(step), std::move(launcher));
   if (!pipeline.ok()) return pipeline.status();
   const ir::ActorProgram& program = (*pipeline)->compiled().programs[0];
 

@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<controller::Launcher>> Session::MakeLauncher() {
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, schedules::Schedule schedule,
-                                                            const ir::TensorMap& state, int64_t steps_done,
+                                                            const ir::StateSources& state, int64_t steps_done,
                                                             SessionOptions options) {
   if (!options.checkpoint_root.empty()) {
     if (absl::Status status = controller::PrepareCheckpointRoot(options.checkpoint_root); !status.ok()) return status;
@@ -88,9 +88,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, 
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(ir::TrainStep step, schedules::Schedule schedule,
                                                         SessionOptions options) {
-  absl::StatusOr<ir::TensorMap> state = ir::InitialState(step);
-  if (!state.ok()) return state.status();
-  return StartFrom(std::move(step), std::move(schedule), *state, 0, std::move(options));
+  const ir::StateSources state = ir::SeedSources(step);
+  return StartFrom(std::move(step), std::move(schedule), state, 0, std::move(options));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Start(ir::TrainStep step, const schedules::Plan& plan,
@@ -138,7 +137,8 @@ absl::Status Session::StartFill(std::shared_ptr<const controller::FillJob> job,
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
   if (!launcher.ok()) return launcher.status();
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline = controller::Pipeline::Create(
-      pipeline_->step(), schedule_, *state, *std::move(launcher), pipeline_->steps_done(), CompileOptionsFor(),
+      pipeline_->step(), schedule_, ir::TensorSources(*state), *std::move(launcher), pipeline_->steps_done(),
+      CompileOptionsFor(),
       controller::PipelineFill{std::move(job), std::move(slots)});
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
@@ -171,8 +171,8 @@ absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
   if (!launcher.ok()) return launcher.status();
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
-      controller::Pipeline::Create(std::move(step), schedule, *state, *std::move(launcher), pipeline_->steps_done(),
-                                   CompileOptionsFor());
+      controller::Pipeline::Create(std::move(step), schedule, ir::TensorSources(*state), *std::move(launcher),
+                                   pipeline_->steps_done(), CompileOptionsFor());
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
   debugger_->Reset(pipeline_.get());

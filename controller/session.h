@@ -70,7 +70,7 @@ struct SessionOptions {
 class Session {
  public:
   // Compiles `step` for `schedule` and starts its actors from the step's
-  // initial parameters (ir::InitialState).
+  // initial parameters (ir::SeedSources: each actor generates its own).
   static absl::StatusOr<std::unique_ptr<Session>> Start(ir::TrainStep step, schedules::Schedule schedule,
                                                         SessionOptions options = {});
   // The same, from a checkpoint: a checkpoint directory or a root holding
@@ -85,11 +85,12 @@ class Session {
   // each stage (plan.SegmentStages()); InvalidArgument otherwise.
   static absl::StatusOr<std::unique_ptr<Session>> Start(ir::TrainStep step, const schedules::Plan& plan,
                                                         SessionOptions options = {});
-  // The same from `state`, the parameters and optimizer slots after
-  // `steps_done` steps (e.g. a checkpoint loaded with
-  // controller::LoadCheckpoint): step numbering goes on from there.
+  // The same from `state`, the sources of the parameters and optimizer
+  // slots after `steps_done` steps (a checkpoint loaded with
+  // controller::LoadCheckpoint, whose files the actors read; tensors held
+  // here as ir::TensorSources(map)): step numbering goes on from there.
   static absl::StatusOr<std::unique_ptr<Session>> StartFrom(ir::TrainStep step, schedules::Schedule schedule,
-                                                            const ir::TensorMap& state, int64_t steps_done,
+                                                            const ir::StateSources& state, int64_t steps_done,
                                                             SessionOptions options = {});
   ~Session();
 

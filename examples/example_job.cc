@@ -141,6 +141,10 @@ int64_t TwoTowerLayerCount(const ExampleJobOptions& options) {
 
 absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   if (absl::Status s = CheckSizes(options); !s.ok()) return s;
+  if (!options.preset.empty() && options.model != "gpt") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("preset '", options.preset, "' is a gpt's shape; the model is ", options.model));
+  }
   TraceOptions trace;
   trace.num_microbatches = options.microbatches;
   trace.num_replicas = options.replicas;
@@ -158,16 +162,18 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
     if (!corpus.ok()) return corpus.status();
     GptConfig config;
     config.vocab_size = corpus->vocab_size();
-    if (options.vocab.has_value()) {
-      if (*options.vocab < config.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("vocab ", *options.vocab, " is smaller than the ",
-                                                       config.vocab_size, " characters of ", corpus->source()));
-      }
-      config.vocab_size = *options.vocab;  // ids past the corpus's never occur; the head is as wide
+    if (!options.preset.empty()) {
+      if (absl::Status s = ApplyGptPreset(options.preset, config); !s.ok()) return s;
+    }
+    // Ids past the corpus's never occur; the head is as wide as asked.
+    Override(options.vocab, config.vocab_size);
+    if (config.vocab_size < corpus->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("vocab ", config.vocab_size, " is smaller than the ",
+                                                     corpus->vocab_size(), " characters of ", corpus->source()));
     }
     config.num_stages = options.stages;
     config.block_stages = options.layer_stages;
-    config.tied_head = options.tied;
+    config.tied_head = config.tied_head || options.tied;
     Override(options.layers, config.num_layers);
     Override(options.dim, config.model_dim);
     Override(options.heads, config.num_heads);

@@ -28,6 +28,9 @@ absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes);
 // evenly, and a model with fewer layers than stages is InvalidArgument.
 struct ExampleJobOptions {
   std::string model = "gpt";  // gpt, mlp or two-tower
+  // gpt: a preset's shapes (ApplyGptPreset, examples/models/gpt.h); the
+  // sizes set below override it. Empty: none.
+  std::string preset;
   int32_t stages = 1;
   int32_t microbatches = 4;       // per replica
   int32_t replicas = 1;           // data-parallel replicas; a step's batch is replicas x microbatches

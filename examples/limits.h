@@ -5,8 +5,9 @@
 // minutes of tracing or a machine out of memory.
 //
 // The bounds leave room for models far larger than these examples train
-// on a CPU (e.g. a 300 M-parameter GPT with Adam) while keeping a job to a
-// few GiB. Constants; thread-safe.
+// on a CPU; whether a model fits the memory of the actors that run it is
+// the launcher's check (controller/memory_fit.h), not a bound here.
+// Constants; thread-safe.
 #ifndef TANDEM_EXAMPLES_LIMITS_H_
 #define TANDEM_EXAMPLES_LIMITS_H_
 
@@ -29,10 +30,11 @@ inline constexpr int64_t kMaxVocab = int64_t{1} << 20;
 inline constexpr int64_t kMaxBatch = 65536;
 // Microbatches per step (the schedules' own bound).
 inline constexpr int64_t kMaxMicrobatches = 65536;
-// Parameters and optimizer state together: 4 GiB (about 340 M parameters
-// with Adam's two slots), held once by the controller and once over the
-// actors.
-inline constexpr int64_t kMaxStateBytes = int64_t{4} << 30;
+// Parameters and optimizer state together: 1 TiB (some 90 B parameters
+// with Adam's two slots), past any machine's memory: a size over it is a
+// mistyped flag. The controller holds none of it; the actors generate or
+// read their shares.
+inline constexpr int64_t kMaxStateBytes = int64_t{1} << 40;
 // Any one value of the traced step (an activation, a gradient): 1 GiB.
 inline constexpr int64_t kMaxValueBytes = int64_t{1} << 30;
 // Text a character corpus reads (--data): 256 MiB, held as 1 GiB of ids.

@@ -103,6 +103,7 @@ std::string DescribeTensor(const HostTensor& tensor, int max_values) {
 }
 
 std::string FormatBytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
   if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   if (bytes >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
   return absl::StrCat(bytes, " B");

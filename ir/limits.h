@@ -31,6 +31,13 @@ inline constexpr int32_t kMaxStages = 65536;
 inline constexpr int32_t kMaxVersionDelay = 1024;
 // Edges of one model's stage graph (ir/stage_graph.h), as read from text.
 inline constexpr int64_t kMaxStageEdges = 65536;
+// The most bytes of state that move as one piece: through a file read or
+// write, or across the control plane (rpc/tandem.capnp's TensorPiece).
+// State of any size moves as many pieces, never refused for its size.
+inline constexpr int64_t kStatePieceBytes = int64_t{4} << 20;
+// Bytes of an IR text file read whole (a traced step, `tandem ir dump`):
+// a 1.3B-parameter GPT's step prints to a few MiB.
+inline constexpr int64_t kMaxIrTextBytes = int64_t{256} << 20;
 
 // The number of elements of `shape`, or InvalidArgument naming the shape
 // when an extent is negative, the rank is over kMaxRank, or the product

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/limits.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/stage_graph.h"
@@ -220,7 +221,7 @@ PYBIND11_MODULE(_tandem, m) {
   m.def(
       "load_step",
       [](const std::string& path) {
-        std::string text = Value(ir::ReadWholeFile(path));
+        std::string text = Value(ir::ReadWholeFile(path, ir::kMaxIrTextBytes));
         return Value(ir::ParseTrainStep(text, path));
       },
       py::arg("path"), "Reads a traced step from its IR text file (`tandem ir dump` writes one).");

@@ -3,9 +3,11 @@
 # (one host), or TCP (across hosts). Nothing here carries the job's token:
 # actors prove they hold it by answering a challenge (rpc/auth.h).
 #
-# Only small tensors travel here (step inputs, losses, debugging reads);
-# bulk tensors move on the data plane. Every call is bounded by the
-# connection's message-size limit (rpc/connection.h).
+# Only small tensors travel here whole (step inputs, losses); activations
+# and gradients move on the data plane, and state, whatever its size, is
+# generated or read by the actors themselves or moves in pieces of at most
+# 4 MiB (TensorPiece). Every call is bounded by the connection's
+# message-size limit (rpc/connection.h).
 #
 # Errors: a server method fails with a FAILED exception whose text starts
 # with "tandem:<ABSL_CODE>: " (rpc/status_convert.h); clients map it back to
@@ -31,6 +33,48 @@ struct TensorType {
 struct Tensor {
   type @0 :TensorType;
   data @1 :Data;
+}
+
+# Bytes [offset, offset + data.size) of a tensor of `type`'s row-major
+# bytes: how a tensor larger than a control message crosses the control
+# plane, one piece of at most ir::kStatePieceBytes (4 MiB) per call, in
+# order (rpc/tensor_pieces.h).
+struct TensorPiece {
+  type @0 :TensorType;
+  offset @1 :UInt64;
+  data @2 :Data;
+}
+
+# A seeded initializer (ir/train_step.h's Initializer).
+struct Initializer {
+  kind @0 :Kind;
+  a @1 :Float64;
+  b @2 :Float64;
+  seed @3 :UInt64;
+  enum Kind {
+    zeros @0;
+    ones @1;
+    normal @2;
+    uniform @3;
+  }
+}
+
+# Where an actor gets one state tensor (ir/state_source.h): it generates it,
+# reads it from a state file it can reach (the bytes of `type` at `offset`),
+# or takes the tensor staged under its binding by stageState.
+struct StateSource {
+  binding @0 :Text;
+  type @1 :TensorType;
+  union {
+    initializer @2 :Initializer;
+    file @3 :StateFileSlice;
+    staged @4 :Void;
+  }
+}
+
+struct StateFileSlice {
+  path @0 :Text;
+  offset @1 :UInt64;
 }
 
 # A step input: the ActorProgram's input binding ("tokens", "step", ...) and
@@ -180,10 +224,12 @@ interface Actor {
       -> (results :List(NamedResult), timings :List(InstructionTiming),
           peakLiveBytes :Int64, startNanos :Int64, devicePeakBytes :Int64);
 
-  # The current tensor of buffer `name`: a state binding, or any buffer of
-  # the program by its name (e.g. "%26@0"): NOT_FOUND if there is none,
-  # FAILED_PRECONDITION if it holds nothing now.
-  readBuffer @3 (name :Text) -> (tensor :Tensor);
+  # Bytes [offset, offset + min(maxBytes, 4 MiB)) of the current tensor of
+  # buffer `name`: a state binding, or any buffer of the program by its name
+  # (e.g. "%26@0"); the piece says the tensor's type, so the reader learns
+  # its size from the first. NOT_FOUND if there is none, FAILED_PRECONDITION
+  # if it holds nothing now, OUT_OF_RANGE for an offset past its end.
+  readBuffer @3 (name :Text, offset :UInt64, maxBytes :UInt64) -> (piece :TensorPiece);
 
   # `refusedConnections`: how many strangers this actor's TCP data plane
   # has refused so far (a wrong or missing answer to its challenge).
@@ -192,11 +238,21 @@ interface Actor {
   # Asks the actor to exit after replying.
   shutdown @5 () -> ();
 
-  # Replaces the actor's state (parameters, optimizer slots) with `tensors`,
-  # by binding (microbatch ignored; entries the program does not bind are
-  # ignored): the initial state, a checkpoint, or recovery after a failed
-  # step. Fails (INVALID_ARGUMENT) for a missing or mistyped state buffer.
-  loadState @6 (tensors :List(NamedTensor)) -> ();
+  # Replaces the actor's state (parameters, optimizer slots) with the
+  # tensors `sources` name, by binding (entries the program does not bind
+  # are ignored): the initial state (generated here from seeds), a
+  # checkpoint (read here from its files), or recovery after a failed step.
+  # A `staged` source takes the tensor stageState assembled; every staged
+  # tensor is dropped afterwards, used or not. Fails (INVALID_ARGUMENT) for a
+  # missing or mistyped state buffer, FAILED_PRECONDITION for a staged source
+  # whose tensor did not arrive whole; the state is unchanged then.
+  loadState @6 (sources :List(StateSource)) -> ();
+
+  # Adds one piece to the tensor staged under `binding` for the next
+  # loadState. Pieces of one tensor come in order, the first at offset 0
+  # (it allocates the tensor of the piece's type); INVALID_ARGUMENT for a
+  # piece that does not continue the tensor or changes its type.
+  stageState @12 (binding :Text, piece :TensorPiece) -> ();
 
   # Data-plane setup, once, before the first step. openDataPlane returns
   # what peers need: the TCP address this actor accepts on, or the rings it

@@ -1,10 +1,45 @@
 #include "examples/models/gpt.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "examples/models/layer_stages.h"
 #include "ir/layers.h"
 
 namespace tandem::examples {
+
+namespace {
+
+struct GptPreset {
+  const char* name;
+  int64_t layers, dim, heads, sequence, vocab;
+};
+constexpr GptPreset kGptPresets[] = {
+    {"gpt2-small", 12, 768, 12, 1024, 50257},
+    {"gpt-1.3b", 24, 2048, 16, 2048, 50257},
+};
+
+}  // namespace
+
+std::vector<std::string> GptPresetNames() {
+  std::vector<std::string> names;
+  for (const GptPreset& preset : kGptPresets) names.push_back(preset.name);
+  return names;
+}
+
+absl::Status ApplyGptPreset(const std::string& name, GptConfig& config) {
+  for (const GptPreset& preset : kGptPresets) {
+    if (name != preset.name) continue;
+    config.num_layers = preset.layers;
+    config.model_dim = preset.dim;
+    config.num_heads = preset.heads;
+    config.sequence_length = preset.sequence;
+    config.vocab_size = preset.vocab;
+    config.tied_head = true;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("no gpt preset '", name, "' (there are ", absl::StrJoin(GptPresetNames(), ", "), ")"));
+}
 
 absl::Status ValidateGptConfig(const GptConfig& c) {
   if (c.vocab_size < 1 || c.sequence_length < 1 || c.model_dim < 1 || c.num_heads < 1 || c.num_layers < 1 ||

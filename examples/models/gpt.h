@@ -11,6 +11,7 @@
 #define TANDEM_EXAMPLES_MODELS_GPT_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,6 +32,15 @@ struct GptConfig {
   std::vector<int32_t> block_stages;  // the stage of each block; empty: an even split
   double init_std = 0.02;
 };
+
+// Well-known shapes, by name: "gpt2-small" (GPT-2's 124M: 12 layers,
+// d=768, 12 heads, seq 1024, vocab 50257, tied head) and "gpt-1.3b"
+// (GPT-3 XL's: 24 layers, d=2048, 16 heads, seq 2048, vocab 50257, tied
+// head). Sets those fields of `config`; InvalidArgument naming the presets
+// for any other name.
+absl::Status ApplyGptPreset(const std::string& name, GptConfig& config);
+// The names ApplyGptPreset knows, in order.
+std::vector<std::string> GptPresetNames();
 
 // InvalidArgument when the sizes do not fit (heads must divide model_dim,
 // every stage needs at least one block, a block_stages that is not an

@@ -20,10 +20,14 @@
 #include "gtest/gtest.h"
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
+#include "ir/interpreter.h"
+#include "ir/state_source.h"
+#include "ir/limits.h"
 #include "kj/async-io.h"
 #include "rpc/async_status.h"
 #include "rpc/connection.h"
 #include "rpc/program_codec.h"
+#include "rpc/state_codec.h"
 #include "rpc/step_codec.h"
 #include "rpc/status_convert.h"
 #include "tests/actor/test_programs.h"
@@ -122,9 +126,30 @@ class ActorServiceTest : public ::testing::Test {
     return LoadProgram(actor, program, ir::HashActorProgram(program));
   }
 
-  absl::Status LoadState(wire::Actor::Client& actor, const ir::TensorMap& state) {
+  // As the launcher does: every tensor staged in pieces of at most
+  // `piece_bytes`, then loadState naming them staged.
+  absl::Status LoadState(wire::Actor::Client& actor, const ir::TensorMap& state,
+                         uint64_t piece_bytes = ir::kStatePieceBytes) {
+    for (const auto& [name, tensor] : state) {
+      uint64_t offset = 0;
+      do {
+        auto request = actor.stageStateRequest();
+        request.setBinding(name);
+        if (absl::Status status = rpc::EncodeTensorPiece(tensor, offset, piece_bytes, request.initPiece());
+            !status.ok()) {
+          return status;
+        }
+        offset += request.getPiece().getData().size();
+        if (absl::Status status = rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope); !status.ok()) {
+          return status;
+        }
+      } while (offset < static_cast<uint64_t>(tensor.num_bytes()));
+    }
+    return LoadSources(actor, ir::TensorSources(state));
+  }
+  absl::Status LoadSources(wire::Actor::Client& actor, const ir::StateSources& sources) {
     auto request = actor.loadStateRequest();
-    rpc::EncodeTensorMap(state, request.initTensors(static_cast<unsigned>(state.size())));
+    rpc::EncodeStateSources(sources, request.initSources(static_cast<unsigned>(sources.size())));
     return rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
   }
 
@@ -171,12 +196,20 @@ class ActorServiceTest : public ::testing::Test {
     return response.getState();
   }
 
-  absl::StatusOr<ir::HostTensor> ReadBuffer(wire::Actor::Client& actor, const std::string& name) {
-    auto request = actor.readBufferRequest();
-    request.setName(name);
-    auto response = rpc::ToStatusOr(request.send()).wait(io_.waitScope);
-    if (!response.ok()) return response.status();
-    return rpc::DecodeTensor(response->getTensor(), name);
+  // Piece by piece, as the launcher reads, in pieces of at most `piece_bytes`.
+  absl::StatusOr<ir::HostTensor> ReadBuffer(wire::Actor::Client& actor, const std::string& name,
+                                            uint64_t piece_bytes = ir::kStatePieceBytes) {
+    rpc::TensorAssembler assembler(name);
+    do {
+      auto request = actor.readBufferRequest();
+      request.setName(name);
+      request.setOffset(assembler.received());
+      request.setMaxBytes(piece_bytes);
+      auto response = rpc::ToStatusOr(request.send()).wait(io_.waitScope);
+      if (!response.ok()) return response.status();
+      if (absl::Status status = assembler.Add(response->getPiece()); !status.ok()) return status;
+    } while (!assembler.complete());
+    return assembler.Take();
   }
 
   kj::AsyncIoContext io_ = kj::setupAsyncIo();
@@ -312,6 +345,75 @@ TEST_F(ActorServiceTest, WrongOrUnknownHashKeepsItsCode) {
 
   ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
   EXPECT_TRUE(RunStep(actor, 0, hash, TwoStageInputs(1, 0)).ok());
+}
+
+TEST_F(ActorServiceTest, StateMovesInPiecesAndReadsBackBitForBit) {
+  // A state tensor of 5 MiB staged and read in pieces of 1 MiB and of the
+  // largest size: no control message carries more than one piece.
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  ir::TensorMap state = TwoStageState();
+  state["big"] = Iota(F32({5, 1 << 18}), -1.0f, 1e-5f);
+  ASSERT_TRUE(LoadState(actor, state, /*piece_bytes=*/1 << 20).ok());
+  for (uint64_t piece : {uint64_t{1} << 20, static_cast<uint64_t>(ir::kStatePieceBytes), uint64_t{1} << 30}) {
+    for (const auto& [name, tensor] : state) {
+      absl::StatusOr<ir::HostTensor> read = ReadBuffer(actor, name, piece);
+      ASSERT_TRUE(read.ok()) << name << ": " << read.status();
+      EXPECT_TRUE(read->BitwiseEquals(tensor)) << name << " in pieces of " << piece;
+    }
+  }
+  // A piece asked for past the end is refused.
+  auto request = actor.readBufferRequest();
+  request.setName("w0");
+  request.setOffset(1 << 20);
+  request.setMaxBytes(16);
+  absl::Status past = rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+}
+
+TEST_F(ActorServiceTest, SeedSourcesAreGeneratedOnTheActorWithTheReferenceBits) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  const ir::TensorType type = F32({3, 4});
+  const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.0, 0.02, 7};
+  const ir::Initializer uniform{ir::Initializer::Kind::kUniform, -0.5, 0.5, 9};
+  ASSERT_TRUE(LoadSources(actor, {{"w0", {type, normal}}, {"w1", {F32({4, 1}), uniform}}}).ok());
+  absl::StatusOr<ir::HostTensor> w0 = ReadBuffer(actor, "w0");
+  absl::StatusOr<ir::HostTensor> w1 = ReadBuffer(actor, "w1");
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  EXPECT_TRUE(w0->BitwiseEquals(*ir::MakeTensor(type, normal)));
+  EXPECT_TRUE(w1->BitwiseEquals(*ir::MakeTensor(F32({4, 1}), uniform)));
+}
+
+TEST_F(ActorServiceTest, AStagedTensorThatDidNotArriveWholeLeavesTheStateAsItWas) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  ASSERT_TRUE(LoadState(actor, TwoStageState()).ok());
+  const ir::HostTensor replacement = Iota(F32({3, 4}), 5.0f, 1.0f);
+  // Half of w0 staged, then loadState naming it staged.
+  auto stage = actor.stageStateRequest();
+  stage.setBinding("w0");
+  ASSERT_TRUE(rpc::EncodeTensorPiece(replacement, 0, 24, stage.initPiece()).ok());
+  ASSERT_TRUE(rpc::ToStatus(stage.send().ignoreResult()).wait(io_.waitScope).ok());
+  absl::Status half = LoadSources(actor, ir::TensorSources({{"w0", replacement}}));
+  EXPECT_EQ(half.code(), absl::StatusCode::kFailedPrecondition) << half;
+  EXPECT_THAT(half.message(), HasSubstr("24 of the 48 bytes of a f32[3,4] arrived"));
+  // A staged source with no piece at all.
+  absl::Status none = LoadSources(actor, ir::TensorSources({{"w0", replacement}}));
+  EXPECT_THAT(none.message(), HasSubstr("state 'w0' was to be staged, but no piece of it arrived"));
+  // A piece that does not continue its tensor is refused as it arrives.
+  auto skip = actor.stageStateRequest();
+  skip.setBinding("w0");
+  ASSERT_TRUE(rpc::EncodeTensorPiece(replacement, 24, 24, skip.initPiece()).ok());
+  absl::Status skipped = rpc::ToStatus(skip.send().ignoreResult()).wait(io_.waitScope);
+  EXPECT_EQ(skipped.code(), absl::StatusCode::kInvalidArgument) << skipped;
+  EXPECT_THAT(skipped.message(), HasSubstr("the first piece is at offset 24, not 0"));
+  absl::StatusOr<ir::HostTensor> w0 = ReadBuffer(actor, "w0");
+  ASSERT_TRUE(w0.ok());
+  EXPECT_TRUE(w0->BitwiseEquals(TwoStageState().at("w0")));
 }
 
 TEST_F(ActorServiceTest, StepBeforeLoadStateIsFailedPrecondition) {

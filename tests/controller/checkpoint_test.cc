@@ -60,7 +60,7 @@ class CheckpointTest : public ::testing::Test {
     absl::StatusOr<schedules::Schedule> schedule = schedules::Generate("1f1b", {.actors = 2, .microbatches = 2});
     ASSERT_TRUE(schedule.ok());
     absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-        Pipeline::Create(step_, *schedule, *ir::InitialState(step_), testing_harness::ThreadsLauncher());
+        Pipeline::Create(step_, *schedule, ir::SeedSources(step_), testing_harness::ThreadsLauncher());
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     for (int64_t s = 1; s <= 2; ++s) {
       ASSERT_TRUE((*pipeline)->Step(testing_harness::Batches(step_, s)).ok());

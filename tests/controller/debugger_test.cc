@@ -67,7 +67,7 @@ std::unique_ptr<Pipeline> Start(const ir::TrainStep& step, absl::Duration receiv
       schedules::Generate("1f1b", {.actors = pipeline_actors, .microbatches = kMicrobatches});
   EXPECT_TRUE(schedule.ok()) << schedule.status();
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(step, *schedule, *ir::InitialState(step), std::move(launcher));
+      Pipeline::Create(step, *schedule, ir::SeedSources(step), std::move(launcher));
   EXPECT_TRUE(pipeline.ok()) << pipeline.status();
   return pipeline.ok() ? *std::move(pipeline) : nullptr;
 }

@@ -163,7 +163,7 @@ void StartJob(Job& job, int32_t actors, int32_t microbatches, int64_t width = 12
   auto launcher = std::make_unique<LocalLauncher>(std::move(options));
   job.launcher = launcher.get();
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(job.step, *schedule, *ir::InitialState(job.step), std::move(launcher));
+      Pipeline::Create(job.step, *schedule, ir::SeedSources(job.step), std::move(launcher));
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   job.pipeline = *std::move(pipeline);
 }
@@ -339,7 +339,7 @@ TEST(LocalLauncherFailure, ActorStoppedBeforeRegisteringIsDeadlineExceededWithin
   ASSERT_TRUE(schedule.ok());
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(*step, *schedule, *ir::InitialState(*step), std::make_unique<LocalLauncher>(options));
+      Pipeline::Create(*step, *schedule, ir::SeedSources(*step), std::make_unique<LocalLauncher>(options));
   ASSERT_FALSE(pipeline.ok());
   EXPECT_EQ(pipeline.status().code(), absl::StatusCode::kDeadlineExceeded) << pipeline.status();
   EXPECT_THAT(std::string(pipeline.status().message()),
@@ -357,7 +357,7 @@ TEST(LocalLauncherFailure, MissingActorBinaryIsNotFound) {
   absl::StatusOr<schedules::Schedule> schedule = schedules::Generate("1f1b", {.actors = 2, .microbatches = 2});
   ASSERT_TRUE(schedule.ok());
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(*step, *schedule, *ir::InitialState(*step), std::make_unique<LocalLauncher>(options));
+      Pipeline::Create(*step, *schedule, ir::SeedSources(*step), std::make_unique<LocalLauncher>(options));
   ASSERT_FALSE(pipeline.ok());
   EXPECT_EQ(pipeline.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(pipeline.status().message()), HasSubstr("/nonexistent/tandem-actor"));

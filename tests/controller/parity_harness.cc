@@ -104,7 +104,7 @@ void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule
                   const LauncherFactory& make_launcher, const CompileOptions& options) {
   ir::SetBlasThreads(1);
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(step, schedule, *ir::InitialState(step), make_launcher(), 0, options);
+      Pipeline::Create(step, schedule, ir::SeedSources(step), make_launcher(), 0, options);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ir::TensorMap reference = *ir::InitialState(step);
   for (int s = 1; s <= steps; ++s) {
@@ -139,7 +139,7 @@ void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& s
                          const examples::MlpConfig& config) {
   ir::SetBlasThreads(1);
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
-      Pipeline::Create(step, schedule, *ir::InitialState(step), ThreadsLauncher());
+      Pipeline::Create(step, schedule, ir::SeedSources(step), ThreadsLauncher());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   std::vector<ir::TensorMap> batches = Batches(step, 1);
   absl::StatusOr<StepReport> report = (*pipeline)->Step(batches);

@@ -31,7 +31,7 @@ TEST(StepTraceTest, MeasuredTraceHasEveryInstructionSliceAndOneFlowPairPerTransf
   options.actor_binary = TANDEM_ACTOR_BINARY;
   options.shm_ring_bytes = int64_t{4} << 20;
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
-      *step, *schedule, *ir::InitialState(*step), std::make_unique<LocalLauncher>(std::move(options)));
+      *step, *schedule, ir::SeedSources(*step), std::make_unique<LocalLauncher>(std::move(options)));
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   const CompiledStep& compiled = (*pipeline)->compiled();
   StepTrace trace(compiled);

@@ -75,13 +75,14 @@ TEST(ExampleJobLimits, EachSizeIsRefusedPastItsBoundBeforeTracing) {
 TEST(ExampleJobLimits, AModelTooLargeToHoldIsRefusedBeforeItsStateIsAllocated) {
   ExpectWithinMemory([] {
     ExampleJobOptions wide = Mlp();
-    wide.dim = 65536;  // 4 layers of 65536 x 65536 f32 with Adam: 192 GiB
+    wide.dim = 65536;  // 1024 layers of 65536 x 65536 f32 with Adam: 48 TiB
+    wide.layers = 1024;
     ExampleJobOptions long_sequences;
     long_sequences.seq = 65536;  // attention scores of 8 x 4 x 65536 x 65536 f32
     long_sequences.layers = 1;
     return Refused(wide,
-                   "the model's parameters and optimizer state need more than the 4294967296 bytes an "
-                   "example job may use (mlp: 4 layers, dim 65536, batch 16)") &&
+                   "the model's parameters and optimizer state need more than the 1099511627776 bytes an "
+                   "example job may use (mlp: 1024 layers, dim 65536, batch 16)") &&
            Refused(long_sequences, "more than the 1073741824 bytes one value of an example job may have");
   });
 }

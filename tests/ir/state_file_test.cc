@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -77,13 +78,90 @@ TEST(StateFile, AtomicWriteReplacesTheFileAndLeavesNoTemporary) {
   const std::string path = (dir / "a.state").string();
   ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
   ASSERT_TRUE(WriteFileAtomically(path, "new contents").ok());
-  EXPECT_EQ(*ReadWholeFile(path), "new contents");
+  EXPECT_EQ(*ReadWholeFile(path, 1 << 20), "new contents");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
   absl::Status missing_dir = WriteFileAtomically((dir / "no/such/dir/file").string(), "x");
   EXPECT_EQ(missing_dir.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(missing_dir.message(), HasSubstr("cannot create"));
-  EXPECT_EQ(ReadWholeFile((dir / "absent").string()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadWholeFile((dir / "absent").string(), 1 << 20).status().code(), absl::StatusCode::kNotFound);
   std::filesystem::remove_all(dir);
+}
+
+// A scratch directory, removed with its files.
+struct ScratchDirectory {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("tandem_state_file_test." + std::to_string(getpid()));
+  ScratchDirectory() { std::filesystem::create_directories(path); }
+  ~ScratchDirectory() { std::filesystem::remove_all(path); }
+};
+
+TEST(StateFile, WrittenPieceByPieceItIsIndexedAndReadBackTensorByTensor) {
+  ScratchDirectory dir;
+  const std::string path = (dir.path / "actor-0.state").string();
+  TensorMap tensors = Sample();
+  // Larger than a piece: written, checksummed and read in several.
+  absl::StatusOr<HostTensor> big = HostTensor::Allocate(TensorType{DType::kF32, {3, (kStatePieceBytes / 4) + 5}});
+  ASSERT_TRUE(big.ok());
+  for (int64_t i = 0; i < big->num_elements(); ++i) big->f32()[i] = static_cast<float>(i % 1021) * 0.5f;
+  tensors["big"] = *big;
+  absl::StatusOr<WrittenFile> written = WriteStateFile(path, tensors);
+  ASSERT_TRUE(written.ok()) << written.status();
+  // The same bytes as the in-memory form, and the checksum of what is on disk.
+  const std::string encoded = EncodeStateFile(tensors);
+  EXPECT_EQ(written->bytes, encoded.size());
+  EXPECT_EQ(written->checksum, StateChecksum(encoded));
+  absl::StatusOr<WrittenFile> read = ChecksumFile(path);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->bytes, written->bytes);
+  EXPECT_EQ(read->checksum, written->checksum);
+
+  absl::StatusOr<std::vector<StateFileEntry>> index = IndexStateFile(path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_EQ(index->size(), tensors.size());
+  for (const StateFileEntry& entry : *index) {
+    ASSERT_TRUE(tensors.contains(entry.name)) << entry.name;
+    EXPECT_EQ(entry.type, tensors.at(entry.name).type());
+    absl::StatusOr<HostTensor> tensor = ReadStateTensor(path, entry.offset, entry.type);
+    ASSERT_TRUE(tensor.ok()) << tensor.status();
+    EXPECT_TRUE(tensor->BitwiseEquals(tensors.at(entry.name))) << entry.name;
+  }
+  // The same tensor in another file compares equal, a changed one does not.
+  const std::string other = (dir.path / "actor-1.state").string();
+  TensorMap changed = {{"big", *big}};
+  ASSERT_TRUE(WriteStateFile(other, changed).ok());
+  absl::StatusOr<std::vector<StateFileEntry>> other_index = IndexStateFile(other);
+  ASSERT_TRUE(other_index.ok());
+  auto big_entry = std::find_if(index->begin(), index->end(), [](const StateFileEntry& e) { return e.name == "big"; });
+  const int64_t bytes = big->num_bytes();
+  EXPECT_TRUE(*StateBytesEqual(path, big_entry->offset, other, other_index->at(0).offset, bytes));
+  big->f32()[big->num_elements() - 1] += 1.0f;  // the last piece differs
+  ASSERT_TRUE(WriteStateFile(other, {{"big", *big}}).ok());
+  EXPECT_FALSE(*StateBytesEqual(path, big_entry->offset, other, other_index->at(0).offset, bytes));
+}
+
+TEST(StateFile, TheIndexRefusesWhatTheDecoderRefusesAndAShortReadIsAnError) {
+  ScratchDirectory dir;
+  const std::string path = (dir.path / "cut.state").string();
+  const std::string encoded = EncodeStateFile(Sample());
+  ASSERT_TRUE(WriteFileAtomically(path, encoded.substr(0, encoded.size() - 3)).ok());
+  absl::StatusOr<std::vector<StateFileEntry>> index = IndexStateFile(path);
+  EXPECT_EQ(index.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(index.status().message(), HasSubstr("is not a valid state file"));
+  absl::StatusOr<HostTensor> past = ReadStateTensor(path, static_cast<int64_t>(encoded.size()) - 8,
+                                                    TensorType{DType::kF32, {4}});
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(past.status().message(), HasSubstr("it ends before the f32[4]"));
+  EXPECT_EQ(IndexStateFile((dir.path / "absent").string()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(StateFile, AFileOverTheBoundOfAWholeReadIsRefusedBeforeReading) {
+  ScratchDirectory dir;
+  const std::string path = (dir.path / "text").string();
+  ASSERT_TRUE(WriteFileAtomically(path, std::string(100, 'x')).ok());
+  absl::StatusOr<std::string> read = ReadWholeFile(path, 99);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr("has 100 bytes, more than the 99 it may have"));
+  EXPECT_EQ(ReadWholeFile(path, 100)->size(), 100u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tools/cli/model_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "examples/models/gpt.h"
 #include "tools/cli/command_line.h"
 
 namespace tandem::cli {
@@ -9,6 +10,12 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command.add_option("--model", options.model, "example model")
       ->check(CLI::IsMember({"gpt", "mlp", "two-tower"}))
       ->capture_default_str();
+  command
+      .add_option("--preset", options.preset,
+                  "gpt: a well-known model's shapes (gpt2-small: 12 layers, d=768, 12 heads, seq 1024, vocab 50257; "
+                  "gpt-1.3b: 24 layers, d=2048, 16 heads, seq 2048, vocab 50257; both with a tied head); the "
+                  "sizes given beside it override it")
+      ->check(CLI::IsMember(examples::GptPresetNames()));
   AddIntegerOption(command, "--stages", options.stages, "pipeline stages the model is split into (a schedule sets it)");
   AddIntegerOption(command, "--microbatches", options.microbatches, "microbatches per step (per replica)");
   AddIntegerOption(command, "--data-parallel", options.replicas,

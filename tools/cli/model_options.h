@@ -1,4 +1,4 @@
-// The options that choose and size an example model (examples/): --model,
+// The options that choose and size an example model (examples/): --model, --preset,
 // --microbatches, --data-parallel, --layers, --dim, --heads, --seq, --batch, --vocab, --tied,
 // --optimizer, --lr, --seed, --data, --update-every, and --stages where no schedule says
 // how many stages there are. Shared by `tandem ir`, `compile`, `train`,

@@ -110,7 +110,7 @@ absl::StatusOr<Running> StartPipeline(const LauncherOptions& launcher, const ir:
   Running running;
   running.description = choice->description;
   absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline =
-      controller::Pipeline::Create(step, schedule, *ir::InitialState(step), std::move(choice->launcher));
+      controller::Pipeline::Create(step, schedule, ir::SeedSources(step), std::move(choice->launcher));
   if (!pipeline.ok()) return pipeline.status();
   running.pipeline = *std::move(pipeline);
   return running;

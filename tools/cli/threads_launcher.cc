@@ -9,12 +9,21 @@
 namespace tandem::cli {
 
 absl::Status ThreadsLauncher::Start(const std::vector<ir::ActorProgram>& programs,
-                                    const std::vector<ir::TensorMap>& states) {
+                                    const std::vector<ir::StateSources>& states) {
   absl::StatusOr<std::unique_ptr<actor::ThreadCluster>> cluster = actor::ThreadCluster::Create(programs, device_);
   if (!cluster.ok()) return cluster.status();
   cluster_ = *std::move(cluster);
+  // One process: each tensor is made once, and the actors that hold it
+  // share it.
   ir::TensorMap all;
-  for (const ir::TensorMap& state : states) all.insert(state.begin(), state.end());
+  for (const ir::StateSources& sources : states) {
+    for (const auto& [binding, source] : sources) {
+      if (all.contains(binding)) continue;
+      absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(binding, source);
+      if (!tensor.ok()) return tensor.status();
+      all[binding] = *std::move(tensor);
+    }
+  }
   return cluster_->LoadState(all);
 }
 

@@ -26,7 +26,7 @@ class ThreadsLauncher : public controller::Launcher {
   explicit ThreadsLauncher(absl::Duration receive_timeout = absl::Seconds(30), actor::DeviceSpec device = {})
       : receive_timeout_(receive_timeout), device_(device) {}
 
-  absl::Status Start(const std::vector<ir::ActorProgram>& programs, const std::vector<ir::TensorMap>& states) override;
+  absl::Status Start(const std::vector<ir::ActorProgram>& programs, const std::vector<ir::StateSources>& states) override;
   absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step,
                                                                    const std::vector<ir::StepInputs>& inputs,
                                                                    controller::Dispatch dispatch) override;

@@ -125,7 +125,7 @@ std::string CheckOptions(const CLI::App& train, const TrainOptions& options) {
 // Where training starts: step 1 from the initial state, or after a
 // checkpoint's step from its state (checked against this job's model).
 struct Start {
-  ir::TensorMap state;
+  ir::StateSources state;
   int64_t steps_done = 0;
   std::string checkpoint;  // the checkpoint resumed from, if any
 };
@@ -134,9 +134,7 @@ struct Start {
 absl::StatusOr<Start> StartingPoint(const TrainOptions& options, const ir::TrainStep& step, std::ostream& out,
                                     std::ostream& err) {
   if (!options.resume.has_value()) {
-    absl::StatusOr<ir::TensorMap> state = ir::InitialState(step);
-    if (!state.ok()) return state.status();
-    return Start{*std::move(state), 0, ""};
+    return Start{ir::SeedSources(step), 0, ""};
   }
   absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*options.resume, step);
   if (!loaded.ok()) return loaded.status();

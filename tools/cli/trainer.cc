@@ -13,11 +13,14 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string&) {
   return absl::UnimplementedError("checkpoints need a pipeline (--launcher local or threads)");
 }
 
-absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step, ir::TensorMap state,
+absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step,
+                                                                const ir::StateSources& state,
                                                                 const actor::DeviceSpec& device) {
   absl::StatusOr<std::shared_ptr<actor::Device>> opened = actor::OpenDevice(device, 0);
   if (!opened.ok()) return opened.status();
-  return std::make_unique<ReferenceTrainer>(step, std::move(state), *std::move(opened));
+  absl::StatusOr<ir::TensorMap> tensors = ir::MaterializeStates(state);
+  if (!tensors.ok()) return tensors.status();
+  return std::make_unique<ReferenceTrainer>(step, *std::move(tensors), *std::move(opened));
 }
 
 absl::StatusOr<std::vector<float>> ReferenceTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t step) {

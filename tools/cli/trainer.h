@@ -15,6 +15,7 @@
 #include "controller/session.h"
 #include "controller/step_trace.h"
 #include "ir/interpreter.h"
+#include "ir/state_source.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"
 
@@ -47,7 +48,7 @@ class Trainer {
 class ReferenceTrainer : public Trainer {
  public:
   // Opens `device` (as actor 0 would) and starts from `state`.
-  static absl::StatusOr<std::unique_ptr<Trainer>> Open(const ir::TrainStep& step, ir::TensorMap state,
+  static absl::StatusOr<std::unique_ptr<Trainer>> Open(const ir::TrainStep& step, const ir::StateSources& state,
                                                        const actor::DeviceSpec& device);
   ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state, std::shared_ptr<actor::Device> device)
       : step_(step), state_(std::move(state)), device_(std::move(device)) {}

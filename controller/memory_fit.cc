@@ -1,0 +1,54 @@
+#include "controller/memory_fit.h"
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "ir/host_tensor.h"
+
+namespace tandem::controller {
+
+absl::Status CheckMemoryFit(const std::vector<ir::ActorProgram>& programs, const std::vector<MemoryPool>& pools) {
+  for (const MemoryPool& pool : pools) {
+    int64_t total = 0;
+    int32_t largest = -1;
+    for (int32_t actor : pool.actors) {
+      if (actor < 0 || actor >= static_cast<int32_t>(programs.size())) continue;
+      const int64_t peak = programs[actor].static_peak_bytes;
+      total += peak;
+      if (largest < 0 || peak > programs[largest].static_peak_bytes) largest = actor;
+    }
+    if (largest < 0 || total <= pool.free_bytes) continue;
+    const int64_t peak = programs[largest].static_peak_bytes;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the step does not fit: its ", pool.actors.size(), pool.actors.size() == 1 ? " actor needs " : " actors need ",
+        ir::FormatBytes(total), " at their static peaks (state included), and ", pool.name, " is ",
+        ir::FormatBytes(pool.free_bytes), "; actor ", largest, " needs the most, ", ir::FormatBytes(peak),
+        ". To fit, use more actors (each holds less of the model), fewer microbatches in flight (--microbatches, "
+        "or a schedule that keeps fewer: 1f1b over gpipe), --remat stage (keep no activations), or let "
+        "`tandem plan --memory-cap ", pool.free_bytes / std::max<int64_t>(1, static_cast<int64_t>(pool.actors.size())),
+        "` (bytes per actor) choose a plan"));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<int64_t> HostAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, "MemAvailable:")) continue;
+    rest = absl::StripAsciiWhitespace(rest);
+    if (!absl::ConsumeSuffix(&rest, "kB")) return std::nullopt;
+    int64_t kilobytes = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &kilobytes)) return std::nullopt;
+    return kilobytes * 1024;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tandem::controller
