@@ -6,7 +6,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "ir/host_tensor.h"
 
@@ -36,12 +35,15 @@ absl::Status CheckMemoryFit(const std::vector<ir::ActorProgram>& programs, const
   return absl::OkStatus();
 }
 
-std::optional<int64_t> HostAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
+namespace {
+
+// The "Key:   N kB" line of a /proc file, in bytes.
+std::optional<int64_t> ProcKilobytes(const char* path, absl::string_view key) {
+  std::ifstream file(path);
   std::string line;
-  while (std::getline(meminfo, line)) {
+  while (std::getline(file, line)) {
     absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, "MemAvailable:")) continue;
+    if (!absl::ConsumePrefix(&rest, key) || !absl::ConsumePrefix(&rest, ":")) continue;
     rest = absl::StripAsciiWhitespace(rest);
     if (!absl::ConsumeSuffix(&rest, "kB")) return std::nullopt;
     int64_t kilobytes = 0;
@@ -50,5 +52,11 @@ std::optional<int64_t> HostAvailableBytes() {
   }
   return std::nullopt;
 }
+
+}  // namespace
+
+std::optional<int64_t> HostAvailableBytes() { return ProcKilobytes("/proc/meminfo", "MemAvailable"); }
+
+std::optional<int64_t> PeakResidentBytes() { return ProcKilobytes("/proc/self/status", "VmHWM"); }
 
 }  // namespace tandem::controller

@@ -4,7 +4,8 @@
 // the bytes and what would fit, instead of an actor killed for memory
 // minutes into loading its state.
 //
-// Pure functions, except HostAvailableBytes (reads /proc/meminfo);
+// Pure functions, except HostAvailableBytes and PeakResidentBytes (read
+// /proc);
 // thread-safe.
 #ifndef TANDEM_CONTROLLER_MEMORY_FIT_H_
 #define TANDEM_CONTROLLER_MEMORY_FIT_H_
@@ -37,6 +38,10 @@ absl::Status CheckMemoryFit(const std::vector<ir::ActorProgram>& programs, const
 // This host's available memory (MemAvailable in /proc/meminfo), or nullopt
 // when it cannot be read.
 std::optional<int64_t> HostAvailableBytes();
+
+// This process's peak resident memory so far (VmHWM in /proc/self/status),
+// or nullopt when it cannot be read.
+std::optional<int64_t> PeakResidentBytes();
 
 }  // namespace tandem::controller
 

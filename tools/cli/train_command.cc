@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "controller/checkpoint.h"
+#include "controller/memory_fit.h"
 #include "controller/session.h"
 #include "controller/step_trace.h"
 #include "ir/kernels.h"
@@ -82,7 +83,8 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
       ->capture_default_str();
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
-                   "validation steps' worth of batches for the final loss", 0);
+                   "validation steps' worth of batches for the final loss, evaluated in the controller on the "
+                   "whole model (0 for models of real size)", 0);
   train.add_option("--fill", options.fill,
                    "run a fill job in the pipeline's bubbles: infer:mlp[,batch=N,layers=N,dim=N,items=N] or "
                    "train:mlp[,batch=N,layers=N,dim=N,lr=X] (a copy of the model trained on each filling actor); "
@@ -310,7 +312,10 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
                      absl::UnavailableError(absl::StrCat("cannot write the losses to ", *options.losses)));
     }
   }
-  absl::StatusOr<ir::TensorMap> state = trainer.State();
+  // The whole model comes to the controller only to be checked or
+  // evaluated here.
+  absl::StatusOr<ir::TensorMap> state = ir::TensorMap();
+  if (reference != nullptr || options.eval_batches > 0) state = trainer.State();
   if (!state.ok()) return Failure(streams.err, train, state.status());
   if (reference != nullptr) {
     absl::StatusOr<ir::TensorMap> expected = reference->State();
@@ -367,6 +372,9 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
                            compiled->ProgramOf(actor).static_peak_bytes, last.peak_live_bytes[actor]);
     if (resident) out << absl::StrFormat("  %17d", last.device_peak_bytes[actor]);
     out << "\n";
+  }
+  if (std::optional<int64_t> peak = controller::PeakResidentBytes(); peak.has_value()) {
+    out << absl::StrFormat("controller: peak resident memory %d bytes (%s)\n", *peak, ir::FormatBytes(*peak));
   }
   return 0;
 }
