@@ -42,6 +42,10 @@ inline constexpr int64_t kMaxStageMicrobatches = kMaxTasks / 2;
 // Bytes of a schedule file read whole (.sched or CSV): 16 M tasks of at
 // least 5 characters each fit.
 inline constexpr int64_t kMaxScheduleFileBytes = int64_t{256} << 20;
+// The partitioner's table of every (stage, first segment, end, remat)
+// candidate (schedules/partition.h): 64 MiB, e.g. 128 segments over 16
+// stages.
+inline constexpr int64_t kMaxPlanTableBytes = int64_t{64} << 20;
 
 // InvalidArgument naming the first size over its bound, e.g. "actors
 // 999999999 is more than the 4096 a schedule may have"; OK when all fit.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "schedules/limits.h"
 
 namespace tandem::schedules {
 namespace {
@@ -186,10 +187,15 @@ absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const Partiti
       std::isinf(options.link_beta)) {
     return absl::InvalidArgumentError("link costs must be finite and non-negative");
   }
-  // The table holds stages * n^2 * 2 entries: bound it before allocating.
-  if (static_cast<int64_t>(options.stages) * n * (n + 1) * 2 > (int64_t{1} << 26)) {
-    return absl::InvalidArgumentError(absl::StrCat(n, " segments over ", options.stages,
-                                                   " stages are too many to plan at once (merge segments)"));
+  // The table holds stages * n * (n + 1) * 2 stages: bound its bytes before
+  // allocating.
+  const int64_t table_bytes =
+      static_cast<int64_t>(options.stages) * n * (n + 1) * 2 * static_cast<int64_t>(sizeof(PlannedStage));
+  if (table_bytes > kMaxPlanTableBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        n, " segments over ", options.stages, " stages are too many to plan at once: the planner's table would take ",
+        table_bytes >> 20, " MiB, above its bound of ", kMaxPlanTableBytes >> 20,
+        " MiB (merge segments, or plan fewer stages)"));
   }
   const StageTable table(costs, options);
   const int32_t stages = options.stages;

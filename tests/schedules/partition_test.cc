@@ -55,6 +55,19 @@ double BruteForce(const CostFile& costs, const PartitionOptions& options) {
   return best;
 }
 
+TEST(PartitionSegments, ATableTooLargeToPlanIsRefusedBeforeItIsAllocated) {
+  // 4096 segments over 64 stages would be a table of 64 GiB; it was 2 GiB
+  // at the old entry bound. Refused at once, naming the sizes and the bound.
+  const CostFile costs = Segments(std::vector<double>(4096, 1.0));
+  absl::StatusOr<Partition> partition = PartitionSegments(costs, {.stages = 64, .microbatches = 8});
+  EXPECT_EQ(partition.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(partition.status().message(),
+              HasSubstr("4096 segments over 64 stages are too many to plan at once: the planner's table would take "
+                        "65552 MiB, above its bound of 64 MiB"));
+  // 128 segments over 16 stages still plan.
+  EXPECT_TRUE(PartitionSegments(Segments(std::vector<double>(128, 1.0)), {.stages = 16, .microbatches = 8}).ok());
+}
+
 TEST(PartitionSegments, BalancedLayersSplitEvenly) {
   absl::StatusOr<Partition> partition =
       PartitionSegments(Segments(std::vector<double>(8, 1.0)), {.stages = 4, .microbatches = 8});
