@@ -13,6 +13,7 @@
 #include "ir/all_reduce.h"
 #include "ir/hash.h"
 #include "ir/verifier.h"
+#include "schedules/generators.h"
 #include "schedules/validator.h"
 
 namespace tandem::controller {
@@ -180,10 +181,30 @@ ActorStats Count(const ir::ActorProgram& program, int32_t replica, std::vector<i
 
 namespace {
 
-// An asynchronous step updates each parameter on the one actor that holds
-// it, right after the group that completes its gradient.
-absl::Status CheckAsynchronous(const StepPlan& plan) {
+// Whether `step`'s weight versions are the ones the asynchronous `mode`
+// runs: PipeDream's stage s p-1-s updates behind, 2BW's every stage one.
+bool TracedFor(const ir::TrainStep& step, schedules::WeightUpdateMode mode) {
+  if (step.version_delay.empty()) return false;
+  for (int32_t s = 0; s < static_cast<int32_t>(step.version_delay.size()); ++s) {
+    const int32_t expected = mode == schedules::WeightUpdateMode::kPipeDream ? step.num_stages - 1 - s : 1;
+    if (step.version_delay[s] != expected) return false;
+  }
+  return true;
+}
+
+// A schedule named for an asynchronous pipeline runs only a step traced for
+// it (its order alone is 1F1B's: a synchronous step would run silently as
+// synchronous). An asynchronous step updates each parameter on the one
+// actor that holds it, right after the group that completes its gradient.
+absl::Status CheckAsynchronous(const StepPlan& plan, const schedules::Schedule& schedule) {
   const ir::TrainStep& step = plan.step();
+  const schedules::WeightUpdateMode mode = schedules::WeightUpdateModeOf(schedule.name);
+  if (mode != schedules::WeightUpdateMode::kFlush && !step.forward_only() && !TracedFor(step, mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule '", schedule.name, "' needs a step traced for it (`tandem train --schedule ", schedule.name,
+        "` traces one, as ExampleJob(updates='", schedule.name, "') does in Python); step '", step.name,
+        "' is traced ", step.asynchronous() ? "for the other asynchronous mode" : "to update after the whole step"));
+  }
   if (!step.asynchronous() || step.forward_only()) return absl::OkStatus();
   for (const ir::StateSpec& spec : step.state) {
     if (spec.role != ir::StateRole::kParameter) continue;
@@ -209,7 +230,7 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
   if (absl::Status status = CheckFits(step, schedule); !status.ok()) return status;
   absl::StatusOr<StepPlan> plan = StepPlan::Build(step, schedule, options.remat);
   if (!plan.ok()) return plan.status();
-  if (absl::Status status = CheckAsynchronous(*plan); !status.ok()) return status;
+  if (absl::Status status = CheckAsynchronous(*plan, schedule); !status.ok()) return status;
   CompiledStep compiled;
   for (int32_t stage = 0; stage < step.num_stages; ++stage) compiled.remat.push_back(plan->Remat(stage));
   compiled.model = step.name;

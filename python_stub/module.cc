@@ -152,21 +152,6 @@ WeightUpdates MakeUpdates(const std::string& updates, int32_t update_every, int3
   return {};
 }
 
-// A schedule named for an asynchronous pipeline runs only a step traced for
-// it: its order alone is 1F1B's, so a synchronous step would run silently.
-void CheckScheduleUpdates(const ir::TrainStep& step, const schedules::Schedule& schedule) {
-  // Their delays (ir/trace.cc): p-1-s under pipedream, 1 under 2bw.
-  bool pipedream = !step.version_delay.empty(), two_buffer = !step.version_delay.empty();
-  for (int32_t s = 0; s < static_cast<int32_t>(step.version_delay.size()); ++s) {
-    pipedream = pipedream && step.version_delay[s] == step.num_stages - 1 - s;
-    two_buffer = two_buffer && step.version_delay[s] == 1;
-  }
-  if ((schedule.name == "pipedream" && !pipedream) || (schedule.name == "2bw" && !two_buffer)) {
-    throw py::value_error("schedule '" + schedule.name + "' needs a step traced for it: ExampleJob(updates='" +
-                          schedule.name + "', ...)");
-  }
-}
-
 SessionOptions MakeOptions(const std::string& transport, const std::string& dispatch, double receive_timeout_s) {
   SessionOptions options;
   absl::StatusOr<ir::DataPlaneKind> data_plane = ir::ParseDataPlaneKind(transport);
@@ -275,7 +260,6 @@ PYBIND11_MODULE(_tandem, m) {
           "start",
           [](const ir::TrainStep& step, const schedules::Schedule& schedule, const std::string& transport,
              const std::string& dispatch, double receive_timeout_s) {
-            CheckScheduleUpdates(step, schedule);
             SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s);
             return Value(WithoutGil([&] { return Session::Start(step, schedule, std::move(options)); }));
           },
@@ -285,7 +269,6 @@ PYBIND11_MODULE(_tandem, m) {
           "resume",
           [](const ir::TrainStep& step, const schedules::Schedule& schedule, const std::string& checkpoint,
              const std::string& transport, const std::string& dispatch, double receive_timeout_s) {
-            CheckScheduleUpdates(step, schedule);
             SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s);
             return Value(
                 WithoutGil([&] { return Session::Resume(step, schedule, checkpoint, std::move(options)); }));

@@ -362,7 +362,13 @@ std::vector<std::string> GeneratorNames() {
           "dualpipev", "graph-gpipe", "graph-1f1b",  "pipedream",  "2bw"};
 }
 
-bool IsAsynchronous(absl::string_view name) { return name == "pipedream" || name == "2bw"; }
+WeightUpdateMode WeightUpdateModeOf(absl::string_view name) {
+  if (name == "pipedream") return WeightUpdateMode::kPipeDream;
+  if (name == "2bw") return WeightUpdateMode::kTwoBuffer;
+  return WeightUpdateMode::kFlush;
+}
+
+bool IsAsynchronous(absl::string_view name) { return WeightUpdateModeOf(name) != WeightUpdateMode::kFlush; }
 
 bool TakesStageGraph(absl::string_view name) { return name == "graph-gpipe" || name == "graph-1f1b"; }
 

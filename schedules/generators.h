@@ -75,6 +75,14 @@ std::vector<std::string> GeneratorNames();
 // pipelines"). The order is 1f1b's; the step is what differs.
 bool IsAsynchronous(absl::string_view name);
 
+// How the step a schedule called `name` runs must update the weights:
+// after the whole step (every schedule but two), or asynchronously as
+// PipeDream (after every microbatch, stage s on the weights of p-1-s
+// updates ago) or 2BW (every few microbatches, every stage one update
+// behind) do. The compiler refuses a step traced for another mode.
+enum class WeightUpdateMode : uint8_t { kFlush, kPipeDream, kTwoBuffer };
+WeightUpdateMode WeightUpdateModeOf(absl::string_view name);
+
 // Whether the generator called `name` takes GeneratorOptions::stage_edges
 // and stage_actors (the graph-* ones).
 bool TakesStageGraph(absl::string_view name);

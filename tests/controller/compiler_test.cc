@@ -2,6 +2,7 @@
 // for what cannot run, stable hashes and a readable dump.
 #include "controller/compiler.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schedules/generators.h"
@@ -76,6 +77,21 @@ TEST(CompilerErrors, ModelWithMoreStagesThanTheSchedulePlaces) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("model 'mlp' has 4 stages but schedule '1f1b' places 2 on 2 actors"));
   EXPECT_THAT(status.message(), HasSubstr("stages 2..3 of the model have no actor"));
+}
+
+TEST(CompilerErrors, AnAsynchronousScheduleRefusesAStepNotTracedForIt) {
+  // pipedream's and 2bw's order is 1F1B's: a synchronous step would run
+  // silently as synchronous. The compiler, which every driver (C++ Session,
+  // tandem train, the Python stub) goes through, refuses it.
+  absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok());
+  for (const char* name : {"pipedream", "2bw"}) {
+    absl::Status status = Compile(*step, MustGenerate(name, 2, 4)).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("schedule '", name, "' needs a step traced for it")));
+    EXPECT_THAT(status.message(), HasSubstr("is traced to update after the whole step"));
+  }
+  EXPECT_TRUE(Compile(*step, MustGenerate("1f1b", 2, 4)).ok());
 }
 
 TEST(CompilerErrors, ScheduleOrderViolatingTheDataflowNamesActorAndTasks) {

@@ -89,7 +89,7 @@ class TrainTest(unittest.TestCase):
     def test_an_asynchronous_schedule_needs_a_step_traced_for_it(self):
         job = tandem.ExampleJob(**MODEL)
         self.assertEqual(job.step.version_delays, [0, 0])
-        with self.assertRaisesRegex(ValueError, r"schedule '2bw' needs a step traced for it: ExampleJob\(updates='2bw'"):
+        with self.assertRaisesRegex(ValueError, r"schedule '2bw' needs a step traced for it .*ExampleJob\(updates='2bw'\)"):
             tandem.Session.start(job.step, tandem.Schedule("2bw", actors=2, microbatches=4))
         with self.assertRaisesRegex(ValueError, "which must divide microbatches 4: set update_every"):
             tandem.ExampleJob(**MODEL, updates="2bw", update_every=3)
