@@ -84,6 +84,7 @@ int RunActorProcess(const ActorProcessOptions& options) {
   OpenDeviceOptions device_options;
   device_options.wait_timeout = options.receive_timeout;
   device_options.fault = fault != nullptr ? fault : "";
+  device_options.local_rank = options.local_rank;
   absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(options.device, actor, device_options);
   if (!device.ok()) {
     Log(actor, absl::StrCat("cannot open its device: ", device.status().ToString()));
@@ -127,6 +128,7 @@ int RunActorProcess(const ActorProcessOptions& options) {
     ActorServiceOptions service_options;
     service_options.receive_timeout = options.receive_timeout;
     service_options.device = *device;
+    service_options.threads = options.threads;
     // Replica groups and the data plane listen on the same interface.
     service_options.collective_host = options.data_plane_options.tcp_bind_host;
     service_options.regions_by_path = options.control_plane == rpc::ControlPlaneKind::kTcp;

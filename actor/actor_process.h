@@ -47,6 +47,10 @@ struct ActorProcessOptions {
   ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   DataPlaneOptions data_plane_options;
   DeviceSpec device;  // opened before registering; a device that cannot open is exit code 1
+  int threads = 1;    // the kernels' threads (ActorServiceOptions::threads)
+  // Among the actors of its node (Slurm's SLURM_LOCALID): picks the GPU of a
+  // `cuda` device without an index (GpuForRank); -1: the actor id.
+  int32_t local_rank = -1;
   absl::Duration receive_timeout = absl::Seconds(30);
   absl::Duration register_timeout = absl::Seconds(30);
   absl::Duration exit_grace = absl::Seconds(2);

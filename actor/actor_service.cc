@@ -79,6 +79,7 @@ ActorService::ActorService(Transport& transport, DataPlane* data_plane, ActorSer
       on_shutdown_(kj::mv(on_shutdown)),
       tasks_(*this),
       needs_state_("no state loaded yet"),
+      kernel_threads_(options.threads),
       compute_thread_([this] { ComputeLoop(); }) {}
 
 ActorService::~ActorService() {
@@ -127,7 +128,7 @@ void ActorService::ComputeLoop() {
       job.emplace(kj::mv(jobs_.front()));
       jobs_.pop_front();
     }
-    (*job)();
+    kernel_threads_.Run([&job] { (*job)(); });
   }
 }
 

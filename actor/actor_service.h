@@ -121,6 +121,7 @@
 #include "actor/transport.h"
 #include "ir/actor_program.h"
 #include "ir/interpreter.h"
+#include "ir/kernel_threads.h"
 #include "kj/async.h"
 #include "kj/function.h"
 #include "rpc/state_codec.h"
@@ -133,6 +134,10 @@ struct ActorServiceOptions {
   absl::Duration receive_timeout = absl::Seconds(30);
   // Where the programs' functions compute.
   std::shared_ptr<Device> device = CpuDevice();
+  // Threads the kernels of a host device use (ir/kernel_threads.h): the
+  // compute thread runs every job inside an arena of this many; 0: every
+  // core of the host. The bits do not depend on it.
+  int threads = 1;
   // The interface the replica group's collective library binds to.
   std::string collective_host = "127.0.0.1";
   // openDataPlane hands out shared-memory rings as paths (RegionPath,
@@ -240,6 +245,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   // Compute thread only (after construction). The reducer is declared
   // before the executor, which borrows it.
   std::unique_ptr<Reducer> reducer_;
+  ir::KernelThreads kernel_threads_;
   std::unique_ptr<Executor> executor_;
   uint64_t executor_hash_ = 0;
   ir::TensorMap loaded_state_;

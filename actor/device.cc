@@ -1,5 +1,6 @@
 #include "actor/device.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -158,6 +159,8 @@ absl::Status CheckDeviceVisible(const DeviceSpec& spec) {
 #endif
 }
 
+int GpuForRank(int32_t rank, int visible) { return visible > 0 ? std::max(rank, 0) % visible : 0; }
+
 absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor,
                                                    const OpenDeviceOptions& options) {
   if (spec.kind == DeviceSpec::Kind::kCpu) return CpuDevice();
@@ -177,7 +180,9 @@ absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32
   // (Without CUDA, a CUDA device is never visible: the error below.)
   if (visible.ok()) {
     DeviceSpec resolved = spec;
-    if (resolved.index < 0) resolved.index = actor % cuda::ProbeDevices().count;
+    if (resolved.index < 0) {
+      resolved.index = GpuForRank(options.local_rank >= 0 ? options.local_rank : actor, cuda::ProbeDevices().count);
+    }
     absl::StatusOr<std::unique_ptr<cuda::CudaGraphRunner>> runner =
         cuda::CudaGraphRunner::Create({.device = resolved.index, .bf16_matmul = resolved.bf16_matmul});
     if (!runner.ok()) {

@@ -102,7 +102,15 @@ struct OpenDeviceOptions {
   // TANDEM_FAULT's value: faults the fake device injects for tests
   // (fake_cuda_device.h); the other devices ignore it.
   std::string fault;
+  // Which GPU a `cuda` spec without an index takes: GpuForRank of this rank
+  // among the actors of the node (Slurm's SLURM_LOCALID); -1: the actor id.
+  int32_t local_rank = -1;
 };
+
+// The GPU of the actor of node-local rank `rank` among `visible` GPUs: the
+// rank modulo what the process sees. Under Slurm's GPU binding
+// (--gpus-per-task) every task sees just its own GPU, which is then 0.
+int GpuForRank(int32_t rank, int visible);
 
 // Opens the device `spec` names for actor `actor`: CheckDeviceVisible's
 // errors as "device cuda for actor 1: no CUDA device is visible (...)";

@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
+#include "ir/kernel_threads.h"
 #include "ir/state_file.h"
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
@@ -248,7 +249,11 @@ absl::Status LocalLauncher::StartActors() {
                  "--shm-ring-mib",
                  absl::StrCat(std::max<int64_t>(1, options_.shm_ring_bytes >> 20)),
                  "--device",
-                 options_.device};
+                 options_.device,
+                 "--threads",
+                 absl::StrCat(options_.actor_threads > 0 ? options_.actor_threads
+                              : srun                      ? 0
+                                                          : ir::SharedCoreThreads(num_actors_))};
     // Its identity: given here, or taken from Slurm by each task.
     if (srun) {
       spec.args.push_back("--slurm");

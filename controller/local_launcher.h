@@ -116,6 +116,10 @@ struct LocalLauncherOptions {
   // Where the actors compute: tandem-actor's --device (cpu, cuda, cuda:N,
   // with +bf16); the actor checks it and exits at once if it cannot open it.
   std::string device = "cpu";
+  // Each actor's kernel threads (tandem-actor --threads). 0: forked actors
+  // share this host's cores evenly (ir::SharedCoreThreads); an srun task
+  // takes the CPUs Slurm gave it.
+  int actor_threads = 0;
   // Bound on starting: spawning, registering, data plane, programs, state.
   absl::Duration start_timeout = absl::Seconds(60);
   // Bound on one step (or one ReadState).

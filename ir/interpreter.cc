@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/kernels.h"
+#include "ir/kernels/parallel.h"
 
 namespace tandem::ir {
 namespace {
@@ -144,7 +145,9 @@ absl::StatusOr<HostTensor> AccumulateGradient(const HostTensor& acc, const HostT
   const float* a = acc.f32();
   const float* b = g.f32();
   float* out = sum.f32();
-  for (int64_t i = 0, n = acc.num_elements(); i < n; ++i) out[i] = a[i] + b[i];
+  internal::ParallelFor(acc.num_elements(), internal::kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
+  });
   return sum;
 }
 

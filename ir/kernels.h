@@ -7,9 +7,12 @@
 //     given machine and build. Sums run in index order over the summed
 //     elements, accumulating in f32 in a plain loop (no pairwise or Kahan
 //     summation, no reassociation), so the order is part of the contract.
-//   - Single-threaded: no kernel starts threads of its own. matmul calls
-//     OpenBLAS's cblas_sgemm, whose thread count is OpenBLAS's setting (see
-//     SetBlasThreads); pin it to 1 wherever bits must match another process.
+//   - Threaded without changing a bit: a kernel splits its work over the
+//     threads of the oneTBB arena it is called in (ir/kernel_threads.h) by
+//     independent outputs only (elements, rows, tiles of a matmul's result),
+//     never a sum (kernels/parallel.h). matmul computes fixed-size tiles of
+//     its result, each one cblas_sgemm over the whole contraction on one
+//     OpenBLAS thread: pin OpenBLAS to 1 (SetBlasThreads) in every process.
 //   - f32 math: f32 ops compute in f32. exp and tanh (also inside gelu,
 //     gelu_grad and the softmax family) are the kernels' own f32 routines
 //     (kernels/float_math.h: IEEE adds, multiplies and divides only, within
@@ -65,10 +68,9 @@ namespace tandem::ir {
 absl::StatusOr<HostTensor> EvaluateNode(const Node& node,
                                         absl::Span<const HostTensor* const> operands);
 
-// Sets the number of threads OpenBLAS uses for matmul (process-wide: it is
-// OpenBLAS's own setting). Results are bitwise reproducible for a fixed
-// thread count; use 1 for the reference interpreter and for benchmarks
-// against one-thread baselines.
+// Sets the number of threads OpenBLAS uses inside one GEMM call
+// (process-wide: it is OpenBLAS's own setting). matmul's tiles assume 1: the
+// kernels' own threads come from the arena (ir/kernel_threads.h).
 void SetBlasThreads(int num_threads);
 
 }  // namespace tandem::ir

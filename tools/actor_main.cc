@@ -3,7 +3,7 @@
 //
 //   TANDEM_JOB_TOKEN=... tandem-actor [--control unix|tcp] --controller SOCKET|HOST:PORT
 //       --actor A --actors P [--transport shm|tcp|auto] [--receive-timeout-ms N]
-//       [--shm-ring-mib N] [--bind HOST] [--device cpu|cuda|cuda:N[+bf16]]
+//       [--shm-ring-mib N] [--bind HOST] [--device cpu|cuda|cuda:N[+bf16]] [--threads N]
 //   TANDEM_JOB_TOKEN=... srun ... tandem-actor --slurm --control tcp --controller HOST:PORT --actors P ...
 //
 // With --slurm (a task of the Slurm launcher's one srun step), the actor
@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   std::string transport = "shm";
   int64_t receive_timeout_ms = 30000;
   int64_t ring_mib = 256;
+  int threads = 1;
   std::string bind = "127.0.0.1";
   std::string device = "cpu";
   app.add_option("--control", control, "how to reach the controller: unix (a socket path) or tcp (host:port)")
@@ -107,9 +108,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--slurm", slurm,
                "a task of an srun step: the id from SLURM_PROCID, the node from SLURMD_NODENAME, the GPU of "
-               "--device cuda from SLURM_LOCALID")
+               "--device cuda from SLURM_LOCALID among the GPUs the task sees")
       ->excludes(actor_option);
   app.add_option("--device", device, "where the functions compute: cpu, cuda, cuda:N (+bf16)")->capture_default_str();
+  app.add_option("--threads", threads, "threads of the CPU kernels (0: every core); the bits do not depend on it")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& help) {
@@ -136,6 +140,7 @@ int main(int argc, char** argv) {
     }
   }
   std::string node;
+  int32_t local_rank = -1;
   if (slurm) {
     absl::StatusOr<SlurmTask> task = SlurmTaskFromEnvironment(actors);
     if (!task.ok()) {
@@ -144,7 +149,7 @@ int main(int argc, char** argv) {
     }
     actor = task->procid;
     node = task->node;
-    if (spec->kind == tandem::actor::DeviceSpec::Kind::kCuda && spec->index < 0) spec->index = task->localid;
+    local_rank = task->localid;  // the GPU among those the task sees (GpuForRank)
   } else if (actor_option->count() == 0) {
     std::cerr << "tandem-actor: --actor is required (or --slurm, to take it from SLURM_PROCID)\n";
     return tandem::actor::kActorExitSetupFailed;
@@ -169,6 +174,8 @@ int main(int argc, char** argv) {
   options.num_actors = actors;
   options.data_plane = *kind;
   options.device = *spec;
+  options.threads = threads;
+  options.local_rank = local_rank;
   options.data_plane_options.shm_ring_bytes = ring_mib << 20;
   options.data_plane_options.tcp_bind_host = bind;
   options.receive_timeout = absl::Milliseconds(receive_timeout_ms);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/kernels/float_math.h"
 #include "ir/kernels/kernel_support.h"
+#include "ir/kernels/parallel.h"
 
 namespace tandem::ir::internal {
 namespace {
@@ -101,8 +102,9 @@ absl::StatusOr<HostTensor> MapUnary(const Node& node, Operands operands) {
   HostTensor out = *std::move(allocated);
   const float* __restrict in = operands[0]->f32();
   float* __restrict result = out.f32();
-  const int64_t n = out.num_elements();
-  for (int64_t i = 0; i < n; ++i) result[i] = Op::Apply(in[i]);
+  ParallelFor(out.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) result[i] = Op::Apply(in[i]);
+  });
   return out;
 }
 
@@ -134,7 +136,11 @@ absl::StatusOr<HostTensor> MapBinary(const Node& node, Operands operands) {
   HostTensor out = *std::move(allocated);
   float* result = out.f32();
   if (x.shape() == node.type.shape && y.shape() == node.type.shape) {
-    BinaryRow<Op>(x.f32(), 1, y.f32(), 1, result, out.num_elements());
+    const float* x_data = x.f32();
+    const float* y_data = y.f32();
+    ParallelFor(out.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
+      BinaryRow<Op>(x_data + begin, 1, y_data + begin, 1, result + begin, end - begin);
+    });
     return out;
   }
   const Shape* shapes[] = {&x.shape(), &y.shape()};

@@ -1,34 +1,70 @@
 // The matmul kernel: cblas_sgemm from OpenBLAS, row-major, with the
 // transpose flags passed to BLAS (no transposed copies are made).
 //
+// Threads: each product is cut into tiles of C (kTileRows x kTileCols, the
+// last ones smaller), and each tile is its own single-threaded sgemm over
+// the whole contraction, on the enclosing arena's threads (parallel.h).
+// The tiles depend on the shape alone, so the bits do not depend on the
+// thread count. OpenBLAS must be pinned to one thread (SetBlasThreads).
+//
 // Batch modes: equal batch axes on both sides (one gemm per batch entry), or
 // one rank-2 operand reused for every batch entry of the other. When b is the
 // rank-2 operand and a is not transposed, a's batch axes fold into M and the
 // whole product is ONE gemm: a[B..., M, K] is a row-major [B*M, K] matrix.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "ir/kernels.h"
 #include "ir/kernels/kernel_support.h"
+#include "ir/kernels/parallel.h"
 
 namespace tandem::ir {
 namespace internal {
 namespace {
 
-// One row-major product c[m, n] = op(a) op(b), op a transpose where flagged.
+// The tiles of C: rows and columns per tile. Tall-skinny and short-wide
+// products still cut into several tiles; a product below kMinTiledFlops is
+// one tile.
+constexpr int64_t kTileRows = 128;
+constexpr int64_t kTileCols = 256;
+constexpr int64_t kMinTiledFlops = int64_t{1} << 21;
+
+// c[rows, cols] of one tile = op(a) op(b) restricted to them; leading
+// dimensions are the whole operands'.
+void GemmTile(bool transpose_a, bool transpose_b, int64_t rows, int64_t cols, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(k), 1.0f, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(ldc));
+}
+
+// One row-major product c[m, n] = op(a) op(b), op a transpose where flagged,
+// tile by tile.
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a,
           const float* b, float* c) {
   if (m == 0 || n == 0) return;
   if (k == 0) return;  // c is already zero
   const int64_t lda = transpose_a ? m : k;
   const int64_t ldb = transpose_b ? k : n;
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
-              static_cast<blasint>(n));
+  const bool tiled = 2 * m * n * k >= kMinTiledFlops;
+  const int64_t tile_rows = tiled ? kTileRows : m;
+  const int64_t tile_cols = tiled ? kTileCols : n;
+  const int64_t row_tiles = (m + tile_rows - 1) / tile_rows;
+  const int64_t col_tiles = (n + tile_cols - 1) / tile_cols;
+  ParallelFor(row_tiles * col_tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t row = (tile / col_tiles) * tile_rows;
+      const int64_t col = (tile % col_tiles) * tile_cols;
+      // op(a)'s rows [row, row + rows) and op(b)'s columns [col, col + cols).
+      const float* a_tile = transpose_a ? a + row : a + row * k;
+      const float* b_tile = transpose_b ? b + col * k : b + col;
+      GemmTile(transpose_a, transpose_b, std::min(tile_rows, m - row), std::min(tile_cols, n - col), k, a_tile,
+               lda, b_tile, ldb, c + row * n + col, n);
+    }
+  });
 }
 
 Shape BatchOf(const Shape& shape) { return Shape(shape.begin(), shape.end() - 2); }
@@ -84,10 +120,14 @@ absl::StatusOr<HostTensor> MatMul(const Node& node, Operands operands) {
   }
   const int64_t a_step = ra == 2 ? 0 : m * k;
   const int64_t b_step = rb == 2 ? 0 : k * n;
-  for (int64_t entry = 0; entry < batch_count; ++entry) {
-    Gemm(transpose_a, transpose_b, m, n, k, a_data + entry * a_step, b_data + entry * b_step,
-         c_data + entry * m * n);
-  }
+  // Batch entries are independent products: one piece each (and each may
+  // cut into tiles of its own).
+  ParallelFor(batch_count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t entry = begin; entry < end; ++entry) {
+      Gemm(transpose_a, transpose_b, m, n, k, a_data + entry * a_step, b_data + entry * b_step,
+           c_data + entry * m * n);
+    }
+  });
   return out;
 }
 

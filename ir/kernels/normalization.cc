@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/kernels/kernel_support.h"
+#include "ir/kernels/parallel.h"
 
 namespace tandem::ir::internal {
 namespace {
@@ -51,9 +52,11 @@ absl::StatusOr<HostTensor> Normalize(const Node& node, Operands operands) {
   const RowView rows = RowsOf(node.type.shape);
   const float* x = operands[0]->f32();
   float* result = out.f32();
-  for (int64_t r = 0; r < rows.count; ++r) {
-    NormalizeRow(x + r * rows.length, rows.length, eps, result + r * rows.length);
-  }
+  ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      NormalizeRow(x + r * rows.length, rows.length, eps, result + r * rows.length);
+    }
+  });
   return out;
 }
 
@@ -73,14 +76,16 @@ absl::StatusOr<HostTensor> LayerNorm(const Node& node, Operands operands) {
   const float* __restrict gamma = operands[1]->f32();
   const float* __restrict beta = operands[2]->f32();
   float* result = out.f32();
-  for (int64_t r = 0; r < rows.count; ++r) {
-    float* __restrict row = result + r * rows.length;
-    NormalizeRow(x + r * rows.length, rows.length, eps, row);
-    for (int64_t i = 0; i < rows.length; ++i) {
-      const float scaled = row[i] * gamma[i];
-      row[i] = scaled + beta[i];
+  ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      float* __restrict row = result + r * rows.length;
+      NormalizeRow(x + r * rows.length, rows.length, eps, row);
+      for (int64_t i = 0; i < rows.length; ++i) {
+        const float scaled = row[i] * gamma[i];
+        row[i] = scaled + beta[i];
+      }
     }
-  }
+  });
   return out;
 }
 
@@ -97,24 +102,26 @@ absl::StatusOr<HostTensor> NormalizeGrad(const Node& node, Operands operands) {
   const float* x = operands[0]->f32();
   const float* dy = operands[1]->f32();
   float* result = out.f32();
-  for (int64_t r = 0; r < rows.count; ++r) {
-    const int64_t offset = r * rows.length;
-    // The output row holds xhat until it is overwritten with dx.
-    float* __restrict row = result + offset;
-    const float* __restrict dy_row = dy + offset;
-    const float rstd = NormalizeRow(x + offset, rows.length, eps, row);
-    float dy_sum = 0.0f;
-    float dy_xhat_sum = 0.0f;
-    for (int64_t i = 0; i < rows.length; ++i) {
-      dy_sum += dy_row[i];
-      dy_xhat_sum += dy_row[i] * row[i];
+  ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t offset = r * rows.length;
+      // The output row holds xhat until it is overwritten with dx.
+      float* __restrict row = result + offset;
+      const float* __restrict dy_row = dy + offset;
+      const float rstd = NormalizeRow(x + offset, rows.length, eps, row);
+      float dy_sum = 0.0f;
+      float dy_xhat_sum = 0.0f;
+      for (int64_t i = 0; i < rows.length; ++i) {
+        dy_sum += dy_row[i];
+        dy_xhat_sum += dy_row[i] * row[i];
+      }
+      const float dy_mean = dy_sum / count;
+      const float dy_xhat_mean = dy_xhat_sum / count;
+      for (int64_t i = 0; i < rows.length; ++i) {
+        row[i] = rstd * ((dy_row[i] - dy_mean) - row[i] * dy_xhat_mean);
+      }
     }
-    const float dy_mean = dy_sum / count;
-    const float dy_xhat_mean = dy_xhat_sum / count;
-    for (int64_t i = 0; i < rows.length; ++i) {
-      row[i] = rstd * ((dy_row[i] - dy_mean) - row[i] * dy_xhat_mean);
-    }
-  }
+  });
   return out;
 }
 

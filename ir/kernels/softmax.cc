@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/kernels/float_math.h"
 #include "ir/kernels/kernel_support.h"
+#include "ir/kernels/parallel.h"
 
 namespace tandem::ir::internal {
 namespace {
@@ -77,25 +78,27 @@ absl::StatusOr<HostTensor> RowWise(const Node& node, Operands operands) {
   const float* x = operands[0]->f32();
   const float* dy = operands.size() > 1 ? operands[1]->f32() : nullptr;
   float* result = out.f32();
-  for (int64_t r = 0; r < rows.count; ++r) {
-    const int64_t offset = r * rows.length;
-    switch (node.op) {
-      case OpKind::kSoftmax:
-        SoftmaxRow(x + offset, rows.length, result + offset);
-        break;
-      case OpKind::kLogSoftmax:
-        LogSoftmaxRow(x + offset, rows.length, result + offset);
-        break;
-      case OpKind::kSoftmaxGrad:
-        SoftmaxGradRow(x + offset, dy + offset, rows.length, result + offset);
-        break;
-      case OpKind::kLogSoftmaxGrad:
-        LogSoftmaxGradRow(x + offset, dy + offset, rows.length, result + offset);
-        break;
-      default:
-        KernelBug(absl::StrCat("softmax family: unexpected ", OpName(node.op)));
+  ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t offset = r * rows.length;
+      switch (node.op) {
+        case OpKind::kSoftmax:
+          SoftmaxRow(x + offset, rows.length, result + offset);
+          break;
+        case OpKind::kLogSoftmax:
+          LogSoftmaxRow(x + offset, rows.length, result + offset);
+          break;
+        case OpKind::kSoftmaxGrad:
+          SoftmaxGradRow(x + offset, dy + offset, rows.length, result + offset);
+          break;
+        case OpKind::kLogSoftmaxGrad:
+          LogSoftmaxGradRow(x + offset, dy + offset, rows.length, result + offset);
+          break;
+        default:
+          KernelBug(absl::StrCat("softmax family: unexpected ", OpName(node.op)));
+      }
     }
-  }
+  });
   return out;
 }
 

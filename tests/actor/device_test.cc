@@ -46,6 +46,22 @@ TEST(DeviceSpec, RejectsMalformedNamesListingTheAcceptedForms) {
   }
 }
 
+// Under Slurm's GPU binding a task sees only its own GPU: node-local rank 1
+// must then take device 0, not ask for device 1 of 1. Without binding, each
+// rank takes its own GPU, wrapping around the visible ones.
+TEST(GpuForRank, EveryRankTakesAGpuThisProcessSees) {
+  EXPECT_EQ(GpuForRank(1, 1), 0);
+  EXPECT_EQ(GpuForRank(7, 1), 0);
+  EXPECT_EQ(GpuForRank(1, 8), 1);
+  EXPECT_EQ(GpuForRank(9, 8), 1);
+  for (int visible = 1; visible <= 8; ++visible) {
+    for (int32_t rank = 0; rank < 32; ++rank) {
+      EXPECT_LT(GpuForRank(rank, visible), visible) << rank << " of " << visible;
+      EXPECT_GE(GpuForRank(rank, visible), 0);
+    }
+  }
+}
+
 TEST(Device, CpuIsTheReferenceKernels) {
   absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice({}, 3);
   ASSERT_TRUE(device.ok());

@@ -21,10 +21,11 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import statistics
 import sys
 import time
+
+from torch_common import blas_kind, blas_libraries, pin_threads
 
 
 def parse_args():
@@ -40,35 +41,9 @@ def parse_args():
     return parser.parse_args()
 
 
-def blas_libraries():
-    """Real paths of the BLAS libraries mapped into this process."""
-    found = set()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "blas" in os.path.basename(path):
-                found.add(os.path.realpath(path))
-    return sorted(found)
-
-
-def blas_kind(libraries):
-    if any("openblas" in path for path in libraries):
-        return "openblas"
-    if any("blis" in path for path in libraries):
-        return "blis"
-    if any("mkl" in path for path in libraries):
-        return "mkl"
-    if any("blas" in path for path in libraries):
-        return "reference"  # netlib's libblas: the slow fallback
-    return "unknown"
-
-
 def main():
     args = parse_args()
-    # OpenBLAS reads its thread count when it loads, and torch.set_num_threads
-    # does not reach it in a generic-BLAS build: pin both before importing.
-    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    pin_threads(args.threads)
     try:
         import torch
         import torch.nn.functional as F

@@ -13,6 +13,7 @@ void AddBenchCommand(CommandLine& command_line) {
   AddPipelineBenches(command_line, *bench);
   AddPlanBench(command_line, *bench);
   AddSchedBench(command_line, *bench);
+  AddStepBench(command_line, *bench);
 }
 
 }  // namespace tandem::cli

@@ -27,6 +27,7 @@
 #include "actor/device.h"
 #include "ir/graph.h"
 #include "ir/interpreter.h"
+#include "ir/kernel_threads.h"
 #include "ir/kernels.h"
 #include "ir/layers.h"
 #include "ir/op.h"
@@ -34,12 +35,9 @@
 #include "ir/trace.h"
 #include "actor/device.h"
 #include "schedules/json_text.h"
+#include "tools/cli/bench_support.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/pipeline_options.h"
-
-#ifndef TANDEM_SOURCE_DIR
-#define TANDEM_SOURCE_DIR "."
-#endif
 
 namespace tandem::cli {
 namespace {
@@ -50,18 +48,6 @@ struct BlockConfig {
   int64_t batch = 8;
   int64_t heads = 4;
 };
-
-using Clock = std::chrono::steady_clock;
-
-double MillisecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // ---- The block: examples/models/gpt.cc's decoder block, on the same layers.
 
@@ -153,67 +139,13 @@ absl::Status Profile(const ir::Graph& graph, const ir::TensorMap& inputs, int64_
 
 // ---- PyTorch, in a child process.
 
-struct TorchResult {
-  std::optional<double> ms;  // unset when torch could not run
-  std::string blas;          // "openblas", "reference", ...
-  nlohmann::ordered_json blas_libraries = nlohmann::ordered_json::array();
-  std::string version;
-  std::string error;
-};
-
-std::string ShellQuote(const std::string& text) {
-  std::string quoted = "'";
-  for (char ch : text) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return quoted + "'";
-}
-
 TorchResult RunTorch(const std::string& python, const std::string& script, const BlockConfig& c, int64_t threads,
                      int64_t repeats, const actor::DeviceSpec& device) {
-  TorchResult result;
-  std::string command = absl::StrCat(ShellQuote(python), " ", ShellQuote(script), " --dim ", c.dim, " --seq ", c.seq,
-                                     " --batch ", c.batch, " --heads ", c.heads, " --threads ", threads, " --repeats ",
-                                     repeats, device.kind == actor::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
-                                     device.bf16_matmul ? " --bf16" : "", " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    result.error = absl::StrCat("cannot start ", python);
-    return result;
-  }
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t got = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), got);
-  int status = pclose(pipe);
-  // The JSON is the last line that opens an object; anything else is noise
-  // or an error message.
-  std::string json_line;
-  size_t start = 0;
-  std::string last_line;
-  while (start < output.size()) {
-    size_t end = output.find('\n', start);
-    if (end == std::string::npos) end = output.size();
-    std::string line = output.substr(start, end - start);
-    if (!line.empty() && line[0] == '{') json_line = line;
-    if (!line.empty()) last_line = line;
-    start = end + 1;
-  }
-  using Json = nlohmann::ordered_json;
-  const Json json = Json::parse(json_line, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  // A member of the script's reply; null when there is none.
-  const auto member = [&](const char* key) { return json.is_object() && json.contains(key) ? json[key] : Json(); };
-  const auto text = [&](const char* key, const std::string& otherwise) {
-    const Json value = member(key);
-    return value.is_string() ? value.get<std::string>() : otherwise;
-  };
-  const Json ms = member("torch_ms");
-  if (status != 0 || !ms.is_number()) {
-    result.error = text("error", last_line.empty() ? absl::StrCat(python, " exited with status ", status) : last_line);
-    return result;
-  }
-  result.ms = ms.get<double>();
-  result.blas = text("blas", "unknown");
-  if (const Json libraries = member("blas_libraries"); libraries.is_array()) result.blas_libraries = libraries;
-  result.version = text("torch_version", "?");
-  return result;
+  return RunTorchScript(python, script,
+                        absl::StrCat(" --dim ", c.dim, " --seq ", c.seq, " --batch ", c.batch, " --heads ", c.heads,
+                                     " --threads ", threads, " --repeats ", repeats,
+                                     device.kind == actor::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
+                                     device.bf16_matmul ? " --bf16" : ""));
 }
 
 struct BlockBenchOptions {
@@ -221,7 +153,7 @@ struct BlockBenchOptions {
   int64_t threads = 1;
   int64_t repeats = 10;
   std::string python = "/usr/bin/python3";
-  std::string torch_script = absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench/torch_block.py");
+  std::string torch_script = TorchScriptDirectory() + "/torch_block.py";
   LauncherOptions device;  // only --device
   bool no_torch = false;
   bool profile = false;
@@ -260,12 +192,16 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
   ir::TensorMap inputs = *ir::InitialState(*step);
   inputs["probe"] = *ir::MakeTensor({ir::DType::kF32, {config.batch, config.seq, config.dim}},
                                    ir::Initializer{.kind = ir::Initializer::Kind::kNormal, .b = 1.0, .seed = 7});
-  ir::SetBlasThreads(static_cast<int>(threads));
+  // The kernels' threads, with GEMM tiles on one BLAS thread each
+  // (ir/kernel_threads.h).
+  ir::SetBlasThreads(1);
+  ir::KernelThreads kernel_threads(static_cast<int>(threads));
   std::vector<double> tandem_times;
   for (int64_t r = 0; r <= repeats; ++r) {  // run 0 is the warm-up
     Clock::time_point start = Clock::now();
     // On a GPU, the time includes the host boundary: inputs up, outputs down.
-    absl::StatusOr<ir::TensorMap> outputs = (*device)->RunGraph(step->microbatch, inputs);
+    absl::StatusOr<ir::TensorMap> outputs =
+        kernel_threads.Run([&] { return (*device)->RunGraph(step->microbatch, inputs); });
     double ms = MillisecondsSince(start);
     if (!outputs.ok()) {
       err << "tandem bench block: " << outputs.status().message() << "\n";
@@ -350,7 +286,7 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
   AddIntegerOption(*command, "--seq", options->config.seq, "sequence length");
   AddIntegerOption(*command, "--batch", options->config.batch, "sequences per batch");
   AddIntegerOption(*command, "--heads", options->config.heads, "attention heads (must divide --dim)");
-  command->add_option("--threads", options->threads, "BLAS threads on both sides (torch: intra-op and OpenBLAS)")
+  command->add_option("--threads", options->threads, "threads on both sides (Tandem: its kernels' threads; torch: intra-op and OpenBLAS)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   AddIntegerOption(*command, "--repeats", options->repeats, "timed runs after one warm-up; the median is reported");

@@ -40,6 +40,9 @@ void AddBenchCommand(CommandLine& command_line);
 // The benchmarks, each a subcommand of `bench`:
 // `block`: one GPT block's forward+backward, Tandem's device vs PyTorch.
 void AddBlockBench(CommandLine& command_line, CLI::App& bench);
+// `step`: one GPT training step on the reference at several kernel thread
+// counts, vs PyTorch.
+void AddStepBench(CommandLine& command_line, CLI::App& bench);
 // `compile`: trace + compile a large GPT, timed by phase.
 void AddCompileBench(CommandLine& command_line, CLI::App& bench);
 // `dataplane`: shm and TCP throughput between two processes next to memcpy

@@ -80,6 +80,11 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
                   "+bf16 for bf16 matmul operands with f32 accumulation; fake-cuda: an emulated GPU (device-resident "
                   "buffers, CUDA IPC between actors) computing with the CPU reference kernels")
       ->capture_default_str();
+  AddIntegerOption(command, "--threads", options.threads,
+                   "CPU kernel threads of each actor process and of the reference (default 0: the actors of this "
+                   "host share its cores evenly, the reference uses them all; actors as threads share them all); "
+                   "the bits do not depend on it",
+                   0);
 }
 
 absl::StatusOr<actor::DeviceSpec> DeviceFrom(const LauncherOptions& options) {
@@ -140,6 +145,7 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
     local.bind_host = *here;
   }
   local.device = device_name;
+  local.actor_threads = options.threads;
   if (slurm) local.start = controller::ActorStart::kSrun;
   choice.launcher = std::make_unique<controller::LocalLauncher>(std::move(local));
   if (slurm) {

@@ -50,11 +50,14 @@ struct LauncherOptions {
   std::string bind;                // where the TCP control plane listens; empty: 127.0.0.1 (slurm: this host's address)
   std::string actor_binary;        // empty: FindActorBinary()
   std::string device = "cpu";      // cpu, cuda, cuda:N, with +bf16
+  // Kernel threads per actor process and of the reference (ir/kernel_threads.h);
+  // 0: the actors of this host share its cores, the reference takes them all.
+  int threads = 0;
 };
 
 // Declares --launcher (accepting local, threads and `extra_launchers`, each
-// described in `extra_help`), --control, --transport, --actor-binary and
-// --device.
+// described in `extra_help`), --control, --transport, --actor-binary,
+// --device and --threads.
 void AddLauncherOptions(CLI::App& command, LauncherOptions& options,
                         const std::vector<std::string>& extra_launchers = {}, const std::string& extra_help = "");
 

@@ -477,14 +477,16 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     }
     trainer = std::make_unique<PipelineTrainer>(*std::move(session));
   } else {
-    absl::StatusOr<std::unique_ptr<Trainer>> reference = ReferenceTrainer::Open(job->step, start->state, *device);
+    absl::StatusOr<std::unique_ptr<Trainer>> reference =
+        ReferenceTrainer::Open(job->step, start->state, *device, options.launcher.threads);
     if (!reference.ok()) return Failure(streams.err, train, reference.status(), 2);
     streams.out << "executor: single-process reference interpreter (" << (*reference)->description() << ")\n";
     trainer = *std::move(reference);
   }
   std::unique_ptr<Trainer> reference;
   if (options.verify) {
-    absl::StatusOr<std::unique_ptr<Trainer>> opened = ReferenceTrainer::Open(job->step, start->state, *device);
+    absl::StatusOr<std::unique_ptr<Trainer>> opened =
+        ReferenceTrainer::Open(job->step, start->state, *device, options.launcher.threads);
     if (!opened.ok()) return Failure(streams.err, train, opened.status(), 2);
     reference = *std::move(opened);
   }

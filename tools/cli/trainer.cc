@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/kernels.h"
 #include "schedules/simulator.h"
 
 namespace tandem::cli {
@@ -15,19 +16,22 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string&) {
 
 absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step,
                                                                 const ir::StateSources& state,
-                                                                const actor::DeviceSpec& device) {
+                                                                const actor::DeviceSpec& device, int threads) {
   absl::StatusOr<std::shared_ptr<actor::Device>> opened = actor::OpenDevice(device, 0);
   if (!opened.ok()) return opened.status();
+  // GEMM tiles on one BLAS thread each, as in every actor (ir/kernel_threads.h).
+  ir::SetBlasThreads(1);
   absl::StatusOr<ir::TensorMap> tensors = ir::MaterializeStates(state);
   if (!tensors.ok()) return tensors.status();
-  return std::make_unique<ReferenceTrainer>(step, *std::move(tensors), *std::move(opened));
+  return std::make_unique<ReferenceTrainer>(step, *std::move(tensors), *std::move(opened), threads);
 }
 
 absl::StatusOr<std::vector<float>> ReferenceTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t step) {
   ir::GraphRunner runner = [this](const ir::Graph& graph, const ir::TensorMap& inputs) {
     return device_->RunGraph(graph, inputs);
   };
-  absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(step_, state_, batch, step, runner);
+  absl::StatusOr<ir::StepResult> result =
+      threads_.Run([&] { return ir::RunReferenceStep(step_, state_, batch, step, runner); });
   if (!result.ok()) return result.status();
   return result->losses;
 }

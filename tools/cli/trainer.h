@@ -15,6 +15,7 @@
 #include "controller/session.h"
 #include "controller/step_trace.h"
 #include "ir/interpreter.h"
+#include "ir/kernel_threads.h"
 #include "ir/state_source.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"
@@ -47,11 +48,13 @@ class Trainer {
 // GPU (the reference a pipelined --device cuda run is compared with).
 class ReferenceTrainer : public Trainer {
  public:
-  // Opens `device` (as actor 0 would) and starts from `state`.
+  // Opens `device` (as actor 0 would) and starts from `state`; the CPU
+  // kernels run on `threads` threads (0: every core).
   static absl::StatusOr<std::unique_ptr<Trainer>> Open(const ir::TrainStep& step, const ir::StateSources& state,
-                                                       const actor::DeviceSpec& device);
-  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state, std::shared_ptr<actor::Device> device)
-      : step_(step), state_(std::move(state)), device_(std::move(device)) {}
+                                                       const actor::DeviceSpec& device, int threads = 0);
+  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state, std::shared_ptr<actor::Device> device,
+                   int threads)
+      : step_(step), state_(std::move(state)), device_(std::move(device)), threads_(threads) {}
 
   absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
   absl::StatusOr<ir::TensorMap> State() override { return state_; }
@@ -61,6 +64,7 @@ class ReferenceTrainer : public Trainer {
   const ir::TrainStep& step_;
   ir::TensorMap state_;
   std::shared_ptr<actor::Device> device_;
+  ir::KernelThreads threads_;
 };
 
 // A pipeline: one Session over its actors.

@@ -1,0 +1,36 @@
+"""What the PyTorch sides of `tandem bench` share: pinning the thread count
+before torch loads, and naming the BLAS library the process really uses
+(Debian's torch is built against the generic BLAS interface and uses whatever
+the system's alternative points to: OpenBLAS, or the ~12x slower reference
+BLAS)."""
+import os
+
+
+def pin_threads(threads):
+    """OpenBLAS reads its thread count when it loads, and torch.set_num_threads
+    does not reach it in a generic-BLAS build: call before importing torch."""
+    os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def blas_libraries():
+    """Real paths of the BLAS libraries mapped into this process."""
+    found = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "blas" in os.path.basename(path):
+                found.add(os.path.realpath(path))
+    return sorted(found)
+
+
+def blas_kind(libraries):
+    if any("openblas" in path for path in libraries):
+        return "openblas"
+    if any("blis" in path for path in libraries):
+        return "blis"
+    if any("mkl" in path for path in libraries):
+        return "mkl"
+    if any("blas" in path for path in libraries):
+        return "reference"  # netlib's libblas: the slow fallback
+    return "unknown"

@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""PyTorch side of `tandem bench step`: one training step of the example GPT.
+
+    /usr/bin/python3 tools/bench/torch_gpt_step.py --dim 256 --heads 8 --seq 64 \
+        --batch 4 --layers 4 --microbatches 4 --vocab 86 --threads 2 --repeats 5
+
+The model of examples/models/gpt.cc, op for op: token and position
+embeddings, pre-norm blocks (x + attn(ln1(x)), then x + mlp(ln2(x)); causal
+multi-head attention; tanh-GELU MLP of width 4*dim), a final layer norm and
+an untied LM head, cross-entropy. One step is what Tandem's reference step
+is: forward and backward of each microbatch with the gradients summed over
+them, then one Adam update. Warms up once and reports the median of
+--repeats in one JSON line on stdout, with the BLAS library the process
+actually loaded.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+from torch_common import blas_kind, blas_libraries, pin_threads
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name, default in [("dim", 256), ("heads", 8), ("seq", 64), ("batch", 4), ("layers", 4),
+                          ("microbatches", 4), ("vocab", 86), ("threads", 1), ("repeats", 5)]:
+        parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    pin_threads(args.threads)
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as error:
+        print(json.dumps({"error": f"{sys.executable} cannot import torch: {error}"}))
+        return 1
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    d, h, t, b, v = args.dim, args.heads, args.seq, args.batch, args.vocab
+    if d % h:
+        print(json.dumps({"error": f"--dim {d} is not divisible by --heads {h}"}))
+        return 2
+    hd = d // h
+
+    def param(*shape, std=0.02):
+        return (torch.randn(*shape) * std).requires_grad_()
+
+    params = {"wte": param(v, d), "wpe": param(t, d), "lnf.g": torch.ones(d, requires_grad=True),
+              "lnf.b": torch.zeros(d, requires_grad=True), "head.w": param(d, v)}
+    for layer in range(args.layers):
+        for name, shape in [("ln1.g", (d,)), ("ln1.b", (d,)), ("qkv.w", (d, 3 * d)), ("qkv.b", (3 * d,)),
+                            ("proj.w", (d, d)), ("proj.b", (d,)), ("ln2.g", (d,)), ("ln2.b", (d,)),
+                            ("fc.w", (d, 4 * d)), ("fc.b", (4 * d,)), ("mlp.w", (4 * d, d)), ("mlp.b", (d,))]:
+            if name.endswith(".g"):
+                tensor = torch.ones(*shape, requires_grad=True)
+            elif name.endswith(".b"):
+                tensor = torch.zeros(*shape, requires_grad=True)
+            else:
+                tensor = param(*shape)
+            params[f"h{layer}.{name}"] = tensor
+    causal = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+
+    def split_heads(y):
+        return y.reshape(b, t, h, hd).permute(0, 2, 1, 3)
+
+    def loss_of(tokens, labels):
+        p = params
+        x = F.embedding(tokens, p["wte"]) + p["wpe"]
+        for layer in range(args.layers):
+            q_ = f"h{layer}."
+            qkv = F.layer_norm(x, (d,), p[q_ + "ln1.g"], p[q_ + "ln1.b"], eps=1e-5) @ p[q_ + "qkv.w"] + p[q_ + "qkv.b"]
+            q, k, w = (split_heads(qkv[..., i * d:(i + 1) * d]) for i in range(3))
+            scores = ((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))).masked_fill(causal, float("-inf"))
+            heads = (torch.softmax(scores, dim=-1) @ w).permute(0, 2, 1, 3).reshape(b, t, d)
+            x = x + (heads @ p[q_ + "proj.w"] + p[q_ + "proj.b"])
+            fc = F.layer_norm(x, (d,), p[q_ + "ln2.g"], p[q_ + "ln2.b"], eps=1e-5) @ p[q_ + "fc.w"] + p[q_ + "fc.b"]
+            x = x + (F.gelu(fc, approximate="tanh") @ p[q_ + "mlp.w"] + p[q_ + "mlp.b"])
+        x = F.layer_norm(x, (d,), p["lnf.g"], p["lnf.b"], eps=1e-5)
+        return F.cross_entropy((x @ p["head.w"]).reshape(b * t, v), labels.reshape(b * t))
+
+    optimizer = torch.optim.Adam(params.values(), lr=args.lr)
+    generator = torch.Generator().manual_seed(1)
+    batches = [(torch.randint(0, v, (b, t), generator=generator), torch.randint(0, v, (b, t), generator=generator))
+               for _ in range(args.microbatches)]
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        for tokens, labels in batches:
+            loss_of(tokens, labels).backward()  # gradients add up over the microbatches
+        optimizer.step()
+
+    step()  # warm-up
+    times_ms = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        step()
+        times_ms.append((time.perf_counter() - start) * 1e3)
+    libraries = blas_libraries()
+    print(json.dumps({
+        "torch_ms": statistics.median(times_ms),
+        "min_ms": min(times_ms),
+        "times_ms": times_ms,
+        "threads": args.threads,
+        "torch_version": torch.__version__,
+        "blas": blas_kind(libraries),
+        "blas_libraries": libraries,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

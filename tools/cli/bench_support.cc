@@ -1,0 +1,81 @@
+#include "tools/cli/bench_support.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+#ifndef TANDEM_SOURCE_DIR
+#define TANDEM_SOURCE_DIR "."
+#endif
+
+namespace tandem::cli {
+namespace {
+
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char ch : text) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
+}  // namespace
+
+double MillisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string TorchScriptDirectory() { return absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench"); }
+
+TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args) {
+  TorchResult result;
+  const std::string command = absl::StrCat(ShellQuote(python), " ", ShellQuote(script), " ", args, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    result.error = absl::StrCat("cannot start ", python);
+    return result;
+  }
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t got = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), got);
+  const int status = pclose(pipe);
+  // The JSON is the last line that opens an object; anything else is noise
+  // or an error message.
+  std::string json_line;
+  std::string last_line;
+  for (size_t start = 0; start < output.size();) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    const std::string line = output.substr(start, end - start);
+    if (!line.empty() && line[0] == '{') json_line = line;
+    if (!line.empty()) last_line = line;
+    start = end + 1;
+  }
+  using Json = nlohmann::ordered_json;
+  const Json json = Json::parse(json_line, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  // A member of the script's reply; null when there is none.
+  const auto member = [&](const char* key) { return json.is_object() && json.contains(key) ? json[key] : Json(); };
+  const auto text = [&](const char* key, const std::string& otherwise) {
+    const Json value = member(key);
+    return value.is_string() ? value.get<std::string>() : otherwise;
+  };
+  const Json ms = member("torch_ms");
+  if (status != 0 || !ms.is_number()) {
+    result.error = text("error", last_line.empty() ? absl::StrCat(python, " exited with status ", status) : last_line);
+    return result;
+  }
+  result.ms = ms.get<double>();
+  result.blas = text("blas", "unknown");
+  if (const Json libraries = member("blas_libraries"); libraries.is_array()) result.blas_libraries = libraries;
+  result.version = text("torch_version", "?");
+  return result;
+}
+
+}  // namespace tandem::cli

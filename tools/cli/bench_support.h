@@ -1,0 +1,41 @@
+// What the benchmarks that compare with PyTorch share: wall-clock timing,
+// the median, and running a PyTorch script of tools/bench/ in a child
+// process (Debian's /usr/bin/python3) that answers with one JSON line.
+#ifndef TANDEM_TOOLS_CLI_BENCH_SUPPORT_H_
+#define TANDEM_TOOLS_CLI_BENCH_SUPPORT_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace tandem::cli {
+
+using Clock = std::chrono::steady_clock;
+
+double MillisecondsSince(Clock::time_point start);
+
+// The middle value; for an even count, the mean of the two middle ones.
+// 0 for none.
+double Median(std::vector<double> values);
+
+// What a PyTorch script reported.
+struct TorchResult {
+  std::optional<double> ms;  // its "torch_ms"; unset when torch could not run
+  std::string blas;          // "openblas", "reference", ...
+  nlohmann::ordered_json blas_libraries = nlohmann::ordered_json::array();
+  std::string version;
+  std::string error;  // why `ms` is unset
+};
+
+// Runs `python script args...` and reads the last JSON object it printed.
+TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args);
+
+// The directory of the PyTorch scripts: tools/bench/ of the source tree.
+std::string TorchScriptDirectory();
+
+}  // namespace tandem::cli
+
+#endif  // TANDEM_TOOLS_CLI_BENCH_SUPPORT_H_
