@@ -109,12 +109,17 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
   groups_.assign(num_actors_, {});
   bounds_.assign(num_actors_, {});
   state_bindings_.assign(num_actors_, {});
+  ring_bytes_.assign(num_actors_, 0);
   for (int32_t index = 0; index < num_actors_; ++index) {
     const ir::ActorProgram& program = programs[index];
     if (absl::StatusOr<int32_t> replica = ir::ReplicaOf(program, index, num_actors_); !replica.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("program ", index, " ", replica.status().message()));
     }
     bounds_[index] = ir::DispatchBounds(program);
+    // Twice what a step sends one peer (a frame that does not fit before
+    // the ring's end skips to its start), and at least 1 MiB.
+    ring_bytes_[index] = std::clamp<int64_t>(2 * ir::MostBytesToOnePeer(program), int64_t{1} << 20,
+                                             std::max<int64_t>(options_.shm_ring_bytes, int64_t{1} << 20));
     groups_[index] = ir::ReplicaGroupOf(program);
     for (const ir::Buffer& buffer : program.buffers) {
       if (buffer.kind == ir::BufferKind::kState) state_bindings_[index].push_back(buffer.binding);
@@ -247,7 +252,10 @@ absl::Status LocalLauncher::StartActors() {
                  "--receive-timeout-ms",
                  absl::StrCat(absl::ToInt64Milliseconds(options_.receive_timeout)),
                  "--shm-ring-mib",
-                 absl::StrCat(std::max<int64_t>(1, options_.shm_ring_bytes >> 20)),
+                 // srun starts every task with the same arguments: the largest ring.
+                 absl::StrCat(((srun ? *std::max_element(ring_bytes_.begin(), ring_bytes_.end()) : ring_bytes_[actor]) +
+                               (int64_t{1} << 20) - 1) >>
+                              20),
                  "--device",
                  options_.device,
                  "--threads",

@@ -112,7 +112,10 @@ struct LocalLauncherOptions {
   // them, such as a forwarded port or a relay (the tests record every byte
   // that crosses the sockets this way).
   std::function<std::string(const std::string& address)> dial_address;
-  int64_t shm_ring_bytes = int64_t{256} << 20;  // per ordered pair of actors
+  // The most a shared-memory ring (per ordered pair of actors) may take.
+  // Each actor's rings are sized from its program (ShmRingBytes): what it
+  // sends one peer in a step, doubled for the slots a ring wraps around.
+  int64_t shm_ring_bytes = int64_t{256} << 20;
   // Where the actors compute: tandem-actor's --device (cpu, cuda, cuda:N,
   // with +bf16); the actor checks it and exits at once if it cannot open it.
   std::string device = "cpu";
@@ -229,6 +232,7 @@ class LocalLauncher final : public Launcher {
   std::vector<std::vector<int32_t>> groups_;          // by actor: its replica group, or empty
   std::vector<std::vector<int32_t>> bounds_;          // by actor: per-task dispatch ranges
   std::vector<std::vector<std::string>> state_bindings_;  // by actor
+  std::vector<int64_t> ring_bytes_;                       // by actor: its outbound shared-memory rings
   std::unique_ptr<RunDirectory> run_directory_;  // removed by Shutdown()
   std::string controller_address_;
   std::unique_ptr<ActorProcesses> processes_;

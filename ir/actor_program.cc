@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -198,6 +199,21 @@ std::vector<int64_t> LiveBytesBefore(const ActorProgram& program) {
   }
   before.push_back(bytes);
   return before;
+}
+
+int64_t MostBytesToOnePeer(const ActorProgram& program) {
+  constexpr int64_t kAlignment = 64;
+  const auto aligned = [](int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; };
+  std::map<int32_t, int64_t> to_peer;
+  for (const Instruction& instruction : program.instructions) {
+    if (instruction.kind != InstructionKind::kSend) continue;
+    int64_t frame = aligned(64 + 96 * static_cast<int64_t>(instruction.buffers.size()));
+    for (BufferId id : instruction.buffers) frame += aligned(program.buffers[id].type.num_bytes());
+    to_peer[instruction.peer] += frame;
+  }
+  int64_t most = 0;
+  for (const auto& [peer, bytes] : to_peer) most = std::max(most, bytes);
+  return most;
 }
 
 int64_t StaticPeakBytes(const ActorProgram& program) {

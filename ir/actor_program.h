@@ -174,6 +174,13 @@ std::vector<int64_t> LiveBytesBefore(const ActorProgram& program);
 // in range.
 int64_t StaticPeakBytes(const ActorProgram& program);
 
+// The most bytes `program` sends to any one peer in a step, each message
+// counted as the data plane frames it (a 64-byte header, 96 bytes per
+// tensor, every part padded to 64 bytes): what a ring from this actor must
+// hold when its peer keeps every message of the step at once. The program's
+// buffer ids must be in range.
+int64_t MostBytesToOnePeer(const ActorProgram& program);
+
 // A buffer's name for dumps and messages ("#7" when it has none); the index
 // when out of range, so that printing never fails on a program the verifier
 // would reject.

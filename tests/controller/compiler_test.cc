@@ -34,6 +34,26 @@ TEST(Compiler, OneFOneBTransfersWhatTheScheduleImplies) {
   }
 }
 
+TEST(Compiler, WhatAStepSendsOnePeerIsCountedAsTheDataPlaneFramesIt) {
+  // 1F1B, P=2, M=4: actor 0 sends actor 1 four activations of f32[4,12]
+  // (192 B), actor 1 sends actor 0 four gradients of the same size. Each
+  // frame: a 64 B header and one 96 B descriptor (padded to 192), then the
+  // tensor's 192 B: 384 B a message. The shared-memory rings are sized
+  // from this (controller/local_launcher.h).
+  absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok());
+  absl::StatusOr<CompiledStep> compiled = Compile(*step, MustGenerate("1f1b", 2, 4));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(ir::MostBytesToOnePeer(compiled->programs[0]), 4 * 384);
+  EXPECT_EQ(ir::MostBytesToOnePeer(compiled->programs[1]), 4 * 384);
+  // A single actor sends nothing.
+  absl::StatusOr<ir::TrainStep> one = testing_harness::TinyMlp(1, 4);
+  ASSERT_TRUE(one.ok());
+  absl::StatusOr<CompiledStep> alone = Compile(*one, MustGenerate("1f1b", 1, 4));
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(ir::MostBytesToOnePeer(alone->programs[0]), 0);
+}
+
 TEST(Compiler, StagesOnOneActorHandOverInPlace) {
   // Interleaved on 2 actors with 4 stages: stages 0 and 2 share actor 0, so
   // only edges between actors become transfers.

@@ -83,7 +83,7 @@ TEST(ExampleJobLimits, AModelTooLargeToHoldIsRefusedBeforeItsStateIsAllocated) {
     return Refused(wide,
                    "the model's parameters and optimizer state need more than the 1099511627776 bytes an "
                    "example job may use (mlp: 1024 layers, dim 65536, batch 16)") &&
-           Refused(long_sequences, "more than the 1073741824 bytes one value of an example job may have");
+           Refused(long_sequences, "more than the 68719476736 bytes one value of an example job may have");
   });
 }
 
