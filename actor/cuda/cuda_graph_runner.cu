@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "actor/cuda/cublas_library.h"
 #include "actor/cuda/cuda_kernels.cuh"
 #include "actor/cuda/cuda_runtime.h"
 #include "ir/shape_rules.h"
@@ -60,9 +61,9 @@ absl::Status CudaStatus(cudaError_t error, const char* call) {
       absl::StrCat(call, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
 }
 
-absl::Status CublasStatus(cublasStatus_t status, const char* call) {
+absl::Status CublasStatus(const CublasLibrary& library, cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(call, ": ", cublasGetStatusString(status)));
+  return absl::InternalError(absl::StrCat(call, ": ", library.status_string(status)));
 }
 
 // "%12 = embedding at examples/gpt.cc:40", as ir::RunGraph names a value.
@@ -282,6 +283,7 @@ struct CudaGraphRunner::Impl {
 
   const RunnerOptions options;
   cudaStream_t stream = nullptr;
+  std::unique_ptr<CublasLibrary> blas;  // loaded by Init (cublas_library.h)
   cublasHandle_t cublas = nullptr;
   void* workspace = nullptr;
   cudaMemPool_t pool = nullptr;
@@ -295,7 +297,7 @@ CudaGraphRunner::Impl::~Impl() {
   // runner down either way.
   cudaSetDevice(options.device);
   if (stream != nullptr) cudaStreamSynchronize(stream);
-  if (cublas != nullptr) cublasDestroy(cublas);
+  if (cublas != nullptr) blas->destroy(cublas);
   if (workspace != nullptr) cudaFree(workspace);
   if (pool != nullptr) cudaMemPoolDestroy(pool);
   if (stream != nullptr) cudaStreamDestroy(stream);
@@ -308,19 +310,21 @@ absl::Status CudaGraphRunner::Impl::Init() {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CublasStatus(cublasCreate(&cublas), "cublasCreate"); !s.ok()) return s;
-  if (absl::Status s = CublasStatus(cublasSetStream(cublas, stream), "cublasSetStream"); !s.ok()) {
+  absl::StatusOr<std::unique_ptr<CublasLibrary>> loaded = LoadCublas();
+  if (!loaded.ok()) return loaded.status();
+  blas = *std::move(loaded);
+  if (absl::Status s = CublasStatus(*blas, blas->create(&cublas), "cublasCreate"); !s.ok()) return s;
+  if (absl::Status s = CublasStatus(*blas, blas->set_stream(cublas, stream), "cublasSetStream"); !s.ok()) {
     return s;
   }
-  if (absl::Status s = CublasStatus(cublasSetAtomicsMode(cublas, CUBLAS_ATOMICS_NOT_ALLOWED),
+  if (absl::Status s = CublasStatus(*blas, blas->set_atomics_mode(cublas, CUBLAS_ATOMICS_NOT_ALLOWED),
                                     "cublasSetAtomicsMode");
       !s.ok()) {
     return s;
   }
   // The default math mode keeps f32 GEMMs in f32 (TF32 needs
   // CUBLAS_TF32_TENSOR_OP_MATH); bf16 GEMMs still use tensor cores.
-  if (absl::Status s = CublasStatus(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH),
-                                    "cublasSetMathMode");
+  if (absl::Status s = CublasStatus(*blas, blas->set_math_mode(cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
       !s.ok()) {
     return s;
   }
@@ -329,8 +333,8 @@ absl::Status CudaGraphRunner::Impl::Init() {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CublasStatus(cublasSetWorkspace(cublas, workspace, kCublasWorkspaceBytes),
-                                    "cublasSetWorkspace");
+  if (absl::Status s =
+          CublasStatus(*blas, blas->set_workspace(cublas, workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
       !s.ok()) {
     return s;
   }
@@ -715,7 +719,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
   const float beta = 0.0f;
   if (!options.bf16_matmul) {
     if (absl::Status s = CublasStatus(
-            cublasSgemmStridedBatched(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+            *blas,
+            blas->sgemm_strided_batched(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
                                       static_cast<int>(k), &alpha, b.f32(), static_cast<int>(ldb),
                                       b_step, a.f32(), static_cast<int>(lda), a_step, &beta,
                                       out->mutable_f32(), static_cast<int>(n), m * n,
@@ -744,7 +749,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
     return s;
   }
   if (absl::Status s = CublasStatus(
-          cublasGemmStridedBatchedEx(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+          *blas,
+          blas->gemm_strided_batched_ex(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
                                      static_cast<int>(k), &alpha, (*b16)->data(), CUDA_R_16BF,
                                      static_cast<int>(ldb), b_step, (*a16)->data(), CUDA_R_16BF,
                                      static_cast<int>(lda), a_step, &beta, out->data(),
