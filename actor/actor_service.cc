@@ -252,6 +252,7 @@ kj::Promise<void> ActorService::stageState(StageStateContext context) {
 
 kj::Promise<void> ActorService::loadState(LoadStateContext context) {
   rpc::ThrowIfError(CheckOpen());
+  rpc::ThrowIfError(CheckDeviceFits());
   // Whatever happens, the staged tensors are for this call alone.
   std::map<std::string, rpc::TensorAssembler> staged = std::exchange(staged_, {});
   absl::StatusOr<ir::StateSources> sources = rpc::DecodeStateSources(context.getParams().getSources(), "state");
@@ -401,6 +402,19 @@ kj::Promise<void> ActorService::readBuffer(ReadBufferContext context) {
       .then([context, slot, offset, max_bytes]() mutable {
         rpc::ThrowIfError(rpc::EncodeTensorPiece(*slot, offset, max_bytes, context.getResults().initPiece()));
       });
+}
+
+absl::Status ActorService::CheckDeviceFits() const {
+  const std::optional<int64_t> free = options_.device->FreeBytes();
+  if (!free.has_value()) return absl::OkStatus();
+  int64_t needed = 0;
+  for (const auto& [hash, program] : programs_) needed = std::max(needed, program->static_peak_bytes);
+  if (needed <= *free) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      Name(), " does not fit its device: its program needs ", ir::FormatBytes(needed),
+      " at its static peak (state included), and ", options_.device->name(), " has ", ir::FormatBytes(*free),
+      " free. To fit, use more actors (each holds less of the model), fewer microbatches in flight, --remat stage, "
+      "or let `tandem plan --memory-cap ", *free, "` choose a plan"));
 }
 
 absl::StatusOr<ir::HostTensor> ActorService::CurrentBuffer(const std::string& name) {

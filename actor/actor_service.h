@@ -205,6 +205,10 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   // cancelled; a cancelled or failed one requires loadState.
   kj::Promise<void> TrackStep(uint64_t step, kj::Promise<void> done);
 
+  // Loop thread: ResourceExhausted, naming the bytes, when the device says
+  // how much it has free (a GPU) and a cached program's static peak needs
+  // more: checked before the state is loaded.
+  absl::Status CheckDeviceFits() const;
   // Compute thread: the current tensor of buffer `name` (readBuffer).
   absl::StatusOr<ir::HostTensor> CurrentBuffer(const std::string& name);
   // Compute thread: makes `program` (cached under `hash`) the current one.

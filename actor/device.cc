@@ -56,6 +56,10 @@ class CudaDevice final : public HostResidentDevice {
       : spec_(spec), runner_(std::move(runner)) {}
   std::string name() const override { return DeviceSpecName(spec_); }
   int cuda_ordinal() const override { return spec_.index; }
+  std::optional<int64_t> FreeBytes() const override {
+    absl::StatusOr<int64_t> free = cuda::FreeBytes(spec_.index);
+    return free.ok() ? std::optional<int64_t>(*free) : std::nullopt;
+  }
 
  private:
   absl::StatusOr<ir::TensorMap> RunOnHost(const ir::Graph& graph, const ir::TensorMap& inputs) override {
@@ -168,7 +172,9 @@ absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32
     absl::StatusOr<FakeCudaFaults> faults = ParseFakeCudaFaults(options.fault, actor);
     if (!faults.ok()) return faults.status();
     absl::StatusOr<std::shared_ptr<FakeCudaDevice>> device =
-        FakeCudaDevice::Create({.wait_timeout = options.wait_timeout, .poison_at_run = faults->poison_at_run});
+        FakeCudaDevice::Create({.wait_timeout = options.wait_timeout,
+                                .poison_at_run = faults->poison_at_run,
+                                .free_bytes = faults->free_bytes});
     if (!device.ok()) {
       return absl::Status(device.status().code(),
                           absl::StrCat("device fake-cuda for actor ", actor, ": ", device.status().message()));

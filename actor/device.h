@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -79,6 +80,11 @@ class Device {
   virtual absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad);
   // The CUDA device ordinal this device computes on; -1 when it is no GPU.
   virtual int cuda_ordinal() const { return -1; }
+  // The bytes free on the device for new allocations, where the device has
+  // memory of its own to ask (a GPU: cudaMemGetInfo); nullopt for host
+  // memory, which the controller checks before any actor starts. An actor
+  // refuses a program whose static peak exceeds it before loading state.
+  virtual std::optional<int64_t> FreeBytes() const { return std::nullopt; }
 
   // Run from host tensors to host tensors (Upload, Run, Download): for
   // callers outside an executor (the reference trainer, benchmarks).

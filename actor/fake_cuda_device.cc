@@ -20,6 +20,8 @@ absl::StatusOr<FakeCudaFaults> ParseFakeCudaFaults(absl::string_view fault, int3
     target = &faults.poison_at_run;
   } else if (absl::ConsumePrefix(&rest, "fake-cuda-die:")) {
     target = &faults.die_at_send;
+  } else if (absl::ConsumePrefix(&rest, "fake-cuda-free:")) {
+    target = &faults.free_bytes;
   } else {
     return faults;
   }
@@ -29,8 +31,8 @@ absl::StatusOr<FakeCudaFaults> ParseFakeCudaFaults(absl::string_view fault, int3
   if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &faulty_actor) || !absl::SimpleAtoi(fields[1], &count) ||
       faulty_actor < 0 || count < 1) {
     return absl::InvalidArgumentError(absl::StrCat("TANDEM_FAULT=", fault,
-                                                   ": expected fake-cuda-poison:ACTOR:N or fake-cuda-die:ACTOR:N "
-                                                   "with ACTOR >= 0 and N >= 1"));
+                                                   ": expected fake-cuda-poison:ACTOR:N, fake-cuda-die:ACTOR:N or "
+                                                   "fake-cuda-free:ACTOR:BYTES with ACTOR >= 0 and N, BYTES >= 1"));
   }
   if (faulty_actor == actor) *target = count;
   return faults;

@@ -47,6 +47,7 @@ namespace tandem::actor {
 struct FakeCudaFaults {
   int64_t poison_at_run = -1;  // the Run that poisons the stream; -1: none
   int64_t die_at_send = -1;    // the device send that kills the process; -1: none
+  int64_t free_bytes = -1;     // the device reports this much free (a small GPU); -1: unknown
 };
 
 // The faults `fault` (TANDEM_FAULT's value) injects into actor `actor`.
@@ -58,6 +59,9 @@ class FakeCudaDevice final : public Device {
   struct Options {
     absl::Duration wait_timeout = absl::Minutes(1);
     int64_t poison_at_run = -1;
+    // What FreeBytes reports, to emulate a GPU of that much free memory;
+    // -1: nothing (host memory, which the controller checks).
+    int64_t free_bytes = -1;
     FakeDeviceMemory::Options memory;
   };
 
@@ -65,6 +69,9 @@ class FakeCudaDevice final : public Device {
 
   std::string name() const override { return "fake-cuda"; }
   DeviceMemory* memory() const override { return memory_.get(); }
+  std::optional<int64_t> FreeBytes() const override {
+    return options_.free_bytes >= 0 ? std::optional<int64_t>(options_.free_bytes) : std::nullopt;
+  }
   absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override;
   absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override;
   absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override;

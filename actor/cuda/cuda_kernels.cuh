@@ -10,6 +10,9 @@
 // The kernels compute the functions of the CPU reference kernels
 // (ir/kernels.h) in f32, with CUDA's libdevice exp/tanh/log/pow in place of
 // the reference's own routines, so results agree within a few ulp per op.
+// They are built with --fmad=false: every multiply and add of our own code
+// is rounded as written, as in the reference (libdevice's routines use FMA
+// inside, which is part of their few ulp).
 // Deterministic by construction: no atomics, and every sum is one thread's
 // loop in the reference's index order, so no result depends on the launch
 // configuration.

@@ -35,4 +35,15 @@ absl::Status CheckDevice(int device) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> FreeBytes(int device) {
+  if (cudaError_t error = cudaSetDevice(device); error != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaSetDevice(", device, "): ", cudaGetErrorString(error)));
+  }
+  size_t free = 0, total = 0;
+  if (cudaError_t error = cudaMemGetInfo(&free, &total); error != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("cudaMemGetInfo on device ", device, ": ", cudaGetErrorString(error)));
+  }
+  return static_cast<int64_t>(free);
+}
+
 }  // namespace tandem::actor::cuda

@@ -11,7 +11,10 @@
 
 #include <string>
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tandem::actor::cuda {
 
@@ -28,6 +31,11 @@ DeviceProbe ProbeDevices();
 // insufficient for CUDA runtime version", or "CUDA device 3 asked for, 1
 // visible".
 absl::Status CheckDevice(int device);
+
+// The bytes free on `device` for new allocations (cudaMemGetInfo, on the
+// calling thread's current device set to `device`); Internal with the
+// runtime's words when it cannot be asked.
+absl::StatusOr<int64_t> FreeBytes(int device);
 
 }  // namespace tandem::actor::cuda
 

@@ -144,6 +144,21 @@ TEST(TrainProcess, FakeCudaVerifiesBitIdenticalOverIpcWithTheDevicePeakAtTheStat
   EXPECT_EQ(rows, 2) << train.out();
 }
 
+// A device that says how much memory it has free (a GPU; here the emulated
+// one told it has 1000 bytes) refuses a program whose static peak needs
+// more, before any state is loaded, naming the actor and the bytes.
+TEST(TrainProcess, AProgramTooLargeForItsDeviceIsRefusedBeforeItsStateLoads) {
+  TrainProcess train({"--device", "fake-cuda", "--model", "gpt", "--layers", "2", "--actors", "2", "--steps", "1"},
+                     {"TANDEM_FAULT=fake-cuda-free:1:1000"});
+  std::optional<int> status = train.Wait(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value());
+  ASSERT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 1) << train.err();
+  EXPECT_THAT(train.err(), AllOf(HasSubstr("RESOURCE_EXHAUSTED"),
+                                 HasSubstr("actor 1 does not fit its device: its program needs "),
+                                 HasSubstr("and fake-cuda has 1000 B free"), HasSubstr("--memory-cap 1000")));
+}
+
 // Checkpoints. A small GPT on 2 actors; each run is a few seconds.
 class TrainCheckpoint : public ::testing::Test {
  protected:
