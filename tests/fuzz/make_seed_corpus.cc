@@ -24,6 +24,9 @@
 #include "absl/strings/str_replace.h"
 #include "capnp/message.h"
 #include "capnp/serialize.h"
+#include "actor/data_plane_frame.h"
+#include "actor/ipc_record.h"
+#include "actor/replica_group.h"
 #include "controller/checkpoint.h"
 #include "controller/compiler.h"
 #include "examples/example_job.h"
@@ -358,6 +361,50 @@ void WritePlannerSeeds(CorpusWriter& writer) {
   writer.Write(target, "near-plan-skipped-segment", absl::StrReplaceAll(dag_plan, {{"[2,4]", "[3,4]"}}));
 }
 
+// What the actors send each other about themselves: replica-group offers,
+// CUDA IPC host records and data-plane frame heads, as their writers make
+// them.
+void WriteActorSeeds(CorpusWriter& writer) {
+  const actor::ReplicaOffer offers[] = {
+      {"127.0.0.1:41234", "", ""},
+      {"[::1]:5", std::string(actor::kGpuUuidBytes, '\x11'), ""},
+      {"10.0.0.7:29500", std::string(actor::kGpuUuidBytes, '\x22'), std::string(128, '\x33')},
+  };
+  int index = 0;
+  for (const actor::ReplicaOffer& offer : offers) {
+    writer.Write("replica_offer", absl::StrCat("offer-", index++), Require(actor::EncodeReplicaOffer(offer), "offer"));
+  }
+
+  const auto words_of = [](const std::vector<int32_t>& words) {
+    return std::string(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int32_t));
+  };
+  // Records from actor 3 to actor 5, as the fuzz target expects them.
+  actor::ipc::RecordWriter setup(actor::ipc::RecordKind::kSetup, 3, 5);
+  setup.Put64(uint64_t{1} << 40);
+  setup.PutHandle({});
+  writer.Write("ipc_record", "setup", words_of(setup.Take()));
+  actor::ipc::RecordWriter message(actor::ipc::RecordKind::kMessage, 3, 5);
+  message.Put64(7);  // tag
+  message.Put32(1);  // one tensor
+  for (size_t i = 0; i < actor::ipc::kTensorWords; ++i) message.Put32(i == 1 ? 2 : 4);
+  writer.Write("ipc_record", "message", words_of(message.Take()));
+  writer.Write("ipc_record", "release", words_of(actor::ipc::RecordWriter(actor::ipc::RecordKind::kRelease, 3, 5).Take()));
+
+  // Frames from actor 1 to actor 0: their heads, then zeros for the data.
+  const std::vector<std::vector<ir::HostTensor>> frames = {
+      {ir::HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, 5, 6})},
+      {ir::HostTensor::FromInts({4}, {1, 2, 3, 4}), ir::HostTensor::Scalar(0.5f)},
+      {},
+  };
+  index = 0;
+  for (const std::vector<ir::HostTensor>& tensors : frames) {
+    const actor::FrameLayout layout = Require(actor::PlanFrame(1, 0, 9, tensors), "frame");
+    std::string bytes(layout.header.frame_bytes, '\0');
+    actor::WriteFrameHead(layout, reinterpret_cast<std::byte*>(bytes.data()));
+    writer.Write("frame", absl::StrCat("frame-", index++), bytes);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::fuzz
 
@@ -381,6 +428,7 @@ int main(int argc, char** argv) {
   fuzz::WriteTensorSeeds(writer, job);
   fuzz::WriteManifestSeeds(writer, job);
   fuzz::WritePlannerSeeds(writer);
+  fuzz::WriteActorSeeds(writer);
   writer.Report();
   return 0;
 }
