@@ -104,9 +104,10 @@ absl::StatusOr<std::string> LauncherLoop::Serve(rpc::ControlPlaneKind kind, cons
     }
     if (!quiet) notices_->Log(absl::StrCat("control plane: ", line));
   };
-  capnp::Capability::Client bootstrap =
-      kj::heap<rpc::ControllerService>(token, static_cast<int32_t>(actors_.size()), on_register, on_refusal);
-  server_ = std::make_unique<rpc::ControlServer>(std::move(listener), bootstrap, limits, on_connection_event);
+  server_ = std::make_unique<rpc::ControlServer>(
+      std::move(listener),
+      kj::heap<rpc::ControllerService>(token, static_cast<int32_t>(actors_.size()), on_register, on_refusal), limits,
+      on_connection_event);
   tasks.add(Heartbeat());
   return address;
 }

@@ -6,6 +6,8 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -101,26 +103,18 @@ absl::Status CheckConnection(absl::string_view token, Bytes nonce, int32_t diale
 
 ChallengeBook::ChallengeBook(Options options, Clock now) : options_(options), now_(std::move(now)) {}
 
-absl::StatusOr<Nonce> ChallengeBook::Issue() {
+absl::StatusOr<Nonce> ChallengeBook::Issue(uint64_t owner) {
   const absl::Time now = now_();
   Expire(now);
   absl::StatusOr<Nonce> nonce = MakeNonce();
   if (!nonce.ok()) return nonce.status();
-  while (issued_.size() >= options_.max_outstanding && !issue_order_.empty()) {
-    issued_.erase(issue_order_.front());  // forgotten: later answers to it are unknown
-    issue_order_.pop_front();
-  }
-  if (issue_order_.size() > 2 * options_.max_outstanding) {
-    // Drop the entries of nonces redeemed out of order.
-    std::deque<std::string> live;
-    for (std::string& key : issue_order_) {
-      if (issued_.count(key) != 0) live.push_back(std::move(key));
-    }
-    issue_order_ = std::move(live);
+  std::deque<std::string>& mine = owned_[owner];
+  while (!mine.empty() && mine.size() >= std::max<size_t>(options_.max_outstanding, 1)) {
+    Remove(issued_.find(mine.front()));  // forgotten: later answers to it are unknown
   }
   std::string key(nonce->begin(), nonce->end());
-  issued_[key] = now;
-  issue_order_.push_back(std::move(key));
+  issued_[key] = Issued{now, owner};
+  owned_[owner].push_back(std::move(key));
   return nonce;
 }
 
@@ -129,7 +123,7 @@ ChallengeBook::Verdict ChallengeBook::Redeem(Bytes nonce) {
   Expire(now_());
   const std::string key(nonce.begin(), nonce.end());
   if (auto it = issued_.find(key); it != issued_.end()) {
-    issued_.erase(it);
+    Remove(it);
     Remember(key, Verdict::kReplayed);  // what a second answer to it is
     return Verdict::kFresh;
   }
@@ -137,15 +131,31 @@ ChallengeBook::Verdict ChallengeBook::Redeem(Bytes nonce) {
   return Verdict::kUnknown;
 }
 
+void ChallengeBook::Forget(uint64_t owner) {
+  auto it = owned_.find(owner);
+  if (it == owned_.end()) return;
+  for (const std::string& key : it->second) issued_.erase(key);
+  owned_.erase(it);
+}
+
+void ChallengeBook::Remove(std::map<std::string, Issued>::iterator it) {
+  // An owner's (possibly empty) order stays until Forget: its connection
+  // may ask again.
+  if (auto owner = owned_.find(it->second.owner); owner != owned_.end()) {
+    std::deque<std::string>& mine = owner->second;
+    mine.erase(std::find(mine.begin(), mine.end(), it->first));
+  }
+  issued_.erase(it);
+}
+
 void ChallengeBook::Expire(absl::Time now) {
-  while (!issue_order_.empty()) {
-    auto it = issued_.find(issue_order_.front());
-    if (it != issued_.end()) {
-      if (now - it->second < options_.lifetime) break;
+  for (auto it = issued_.begin(); it != issued_.end();) {
+    auto next = std::next(it);
+    if (now - it->second.when >= options_.lifetime) {
       Remember(it->first, Verdict::kExpired);
-      issued_.erase(it);
+      Remove(it);
     }
-    issue_order_.pop_front();
+    it = next;
   }
 }
 

@@ -73,14 +73,18 @@ inline Bytes AsBytes(absl::string_view text) {
 }
 
 // The nonces a verifier issued and not yet seen answered. Each can be
-// redeemed once, within `lifetime` of being issued. At most
-// `max_outstanding` are kept (issuing one more forgets the oldest), and the
-// last `remembered` redeemed or expired ones are remembered so that a
-// replay is named as one. Not thread-safe: it belongs to one thread (the
+// redeemed once (from any connection), within `lifetime` of being issued.
+// Nonces are issued to an owner (a control connection): at most
+// `max_outstanding` are kept per owner (issuing one more forgets that
+// owner's oldest), so no connection's challenges can evict another's — a
+// stranger asking for challenges in a loop only forgets its own — and
+// Forget(owner) drops an owner's when its connection closes. The last
+// `remembered` redeemed or expired ones are remembered so that a replay is
+// named as one. Not thread-safe: it belongs to one thread (the
 // controller's event loop).
 struct ChallengeBookOptions {
   absl::Duration lifetime = absl::Seconds(10);
-  size_t max_outstanding = 256;
+  size_t max_outstanding = 16;  // per owner
   size_t remembered = 1024;
 };
 
@@ -101,24 +105,32 @@ class ChallengeBook {
   ChallengeBook(const ChallengeBook&) = delete;
   ChallengeBook& operator=(const ChallengeBook&) = delete;
 
-  // A fresh nonce, recorded as outstanding.
-  absl::StatusOr<Nonce> Issue();
+  // A fresh nonce for `owner`, recorded as outstanding.
+  absl::StatusOr<Nonce> Issue(uint64_t owner = 0);
   // Takes `nonce` out of the book, whatever the verdict: a nonce is tried
   // once.
   Verdict Redeem(Bytes nonce);
+  // Drops `owner`'s outstanding nonces (its connection is gone).
+  void Forget(uint64_t owner);
 
   size_t outstanding() const { return issued_.size(); }
 
  private:
+  struct Issued {
+    absl::Time when;
+    uint64_t owner = 0;
+  };
   // Moves nonces older than the lifetime to the expired ones.
   void Expire(absl::Time now);
   void Remember(const std::string& nonce, Verdict verdict);
+  // Takes `nonce` out of the outstanding ones (and its owner's order).
+  void Remove(std::map<std::string, Issued>::iterator it);
 
   Options options_;
   Clock now_;
-  std::map<std::string, absl::Time> issued_;  // nonce -> when issued
-  std::deque<std::string> issue_order_;       // oldest first; may hold nonces already gone from issued_
-  std::map<std::string, Verdict> spent_;      // kReplayed (was used) or kExpired
+  std::map<std::string, Issued> issued_;                // outstanding nonces
+  std::map<uint64_t, std::deque<std::string>> owned_;   // each owner's, oldest first
+  std::map<std::string, Verdict> spent_;                // kReplayed (was used) or kExpired
   std::deque<std::string> spent_order_;
 };
 

@@ -53,8 +53,8 @@ ControllerService::ControllerService(std::string token, int32_t num_actors, Regi
       on_refusal_(std::move(on_refusal)),
       challenges_(challenges) {}
 
-kj::Promise<void> ControllerService::challenge(ChallengeContext context) {
-  absl::StatusOr<Nonce> nonce = challenges_.Issue();
+kj::Promise<void> ControllerService::Challenge(uint64_t owner, ChallengeContext context) {
+  absl::StatusOr<Nonce> nonce = challenges_.Issue(owner);
   ThrowIfError(nonce.status());
   context.getResults().setNonce(capnp::Data::Reader(nonce->data(), nonce->size()));
   return kj::READY_NOW;
@@ -65,7 +65,7 @@ kj::Promise<void> ControllerService::Refuse(RegistrationRefusal refusal, const a
   return ToKjException(status);
 }
 
-kj::Promise<void> ControllerService::register_(RegisterContext context) {
+kj::Promise<void> ControllerService::Register(RegisterContext context) {
   auto params = context.getParams();
   const int32_t actor_id = params.getActorId();
   const Bytes nonce = AsBytes(params.getNonce());
@@ -110,10 +110,31 @@ kj::Promise<void> ControllerService::register_(RegisterContext context) {
   return kj::READY_NOW;
 }
 
-ControlServer::ControlServer(std::unique_ptr<ControlListener> listener, capnp::Capability::Client bootstrap,
+namespace {
+
+// One connection's Controller capability: the job's ControllerService, with
+// the connection as the owner of the challenges it asks for. Destroyed with
+// the connection, which forgets them.
+class ConnectionController final : public wire::Controller::Server {
+ public:
+  ConnectionController(ControllerService& service, uint64_t owner) : service_(service), owner_(owner) {}
+  ~ConnectionController() { service_.ForgetOwner(owner_); }
+
+ protected:
+  kj::Promise<void> challenge(ChallengeContext context) override { return service_.Challenge(owner_, kj::mv(context)); }
+  kj::Promise<void> register_(RegisterContext context) override { return service_.Register(kj::mv(context)); }
+
+ private:
+  ControllerService& service_;
+  const uint64_t owner_;
+};
+
+}  // namespace
+
+ControlServer::ControlServer(std::unique_ptr<ControlListener> listener, kj::Own<ControllerService> service,
                              ConnectionLimits limits, LogSink log)
     : listener_(std::move(listener)),
-      bootstrap_(kj::mv(bootstrap)),
+      service_(kj::mv(service)),
       limits_(limits),
       log_(std::move(log)),
       tasks_(*this) {}
@@ -128,7 +149,9 @@ kj::Promise<void> ControlServer::Run() {
 }
 
 void ControlServer::Serve(ControlStream stream) {
-  auto connection = kj::heap<RpcConnection>(kj::mv(stream), capnp::rpc::twoparty::Side::SERVER, bootstrap_, limits_);
+  capnp::Capability::Client bootstrap = kj::heap<ConnectionController>(*service_, next_owner_++);
+  auto connection =
+      kj::heap<RpcConnection>(kj::mv(stream), capnp::rpc::twoparty::Side::SERVER, kj::mv(bootstrap), limits_);
   ++connections_;
   kj::Promise<void> disconnected = connection->OnDisconnect();
   tasks_.add(disconnected.attach(kj::mv(connection), kj::defer([this]() {

@@ -68,9 +68,17 @@ class ControllerService final : public wire::Controller::Server {
   ControllerService(std::string token, int32_t num_actors, RegistrationHandler on_register, RefusalSink on_refusal,
                     ChallengeBook::Options challenges = {});
 
+  // What a connection's Controller capability does (ControlServer gives
+  // each connection its own, as `owner`): challenges issued to `owner`
+  // count against its bound alone (rpc/auth.h), and go when it does.
+  kj::Promise<void> Challenge(uint64_t owner, ChallengeContext context);
+  kj::Promise<void> Register(RegisterContext context);
+  void ForgetOwner(uint64_t owner) { challenges_.Forget(owner); }
+
  protected:
-  kj::Promise<void> challenge(ChallengeContext context) override;
-  kj::Promise<void> register_(RegisterContext context) override;
+  // Served directly (in-process, tests): one owner, 0.
+  kj::Promise<void> challenge(ChallengeContext context) override { return Challenge(0, kj::mv(context)); }
+  kj::Promise<void> register_(RegisterContext context) override { return Register(kj::mv(context)); }
 
  private:
   // Refuses: logs, counts and fails the call with `status`.
@@ -89,7 +97,9 @@ class ControllerService final : public wire::Controller::Server {
 // controller's main; not thread-safe.
 class ControlServer final : private kj::TaskSet::ErrorHandler {
  public:
-  ControlServer(std::unique_ptr<ControlListener> listener, capnp::Capability::Client bootstrap,
+  // Each connection's bootstrap is its own Controller capability over
+  // `service` (ControllerService::Challenge with the connection as owner).
+  ControlServer(std::unique_ptr<ControlListener> listener, kj::Own<ControllerService> service,
                 ConnectionLimits limits, LogSink log);
   ~ControlServer();
 
@@ -105,10 +115,11 @@ class ControlServer final : private kj::TaskSet::ErrorHandler {
   void taskFailed(kj::Exception&& exception) override;
 
   std::unique_ptr<ControlListener> listener_;
-  capnp::Capability::Client bootstrap_;
+  kj::Own<ControllerService> service_;  // outlives the connections (tasks_)
   ConnectionLimits limits_;
   LogSink log_;
   int connections_ = 0;
+  uint64_t next_owner_ = 1;
   // One task per connection: it owns the connection and completes when the
   // peer disconnects, which destroys the connection.
   kj::TaskSet tasks_;

@@ -185,5 +185,29 @@ TEST(ChallengeBook, StaysBoundedUnderManyIssuedAndAnsweredOutOfOrder) {
   }
 }
 
+TEST(ChallengeBook, OneOwnersChallengesNeverEvictAnothers) {
+  // A stranger's connection asking for challenges in a loop forgets only its
+  // own: the real actor's challenge, issued to another connection, stays
+  // good. (With one shared bound, 256 requests evicted it.)
+  Book b({.max_outstanding = 4});
+  absl::StatusOr<Nonce> actor = b.book.Issue(/*owner=*/1);
+  ASSERT_TRUE(actor.ok());
+  std::vector<Nonce> flood;
+  for (int i = 0; i < 1000; ++i) {
+    absl::StatusOr<Nonce> nonce = b.book.Issue(/*owner=*/2);
+    ASSERT_TRUE(nonce.ok());
+    flood.push_back(*nonce);
+  }
+  EXPECT_LE(b.book.outstanding(), 5u);  // the stranger's 4 and the actor's 1
+  EXPECT_EQ(b.book.Redeem(*actor), ChallengeBook::Verdict::kFresh);
+  EXPECT_EQ(b.book.Redeem(flood.front()), ChallengeBook::Verdict::kUnknown);  // its own oldest, forgotten
+  EXPECT_EQ(b.book.Redeem(flood.back()), ChallengeBook::Verdict::kFresh);
+  // A connection that closes takes its challenges with it.
+  absl::StatusOr<Nonce> pending = b.book.Issue(/*owner=*/3);
+  ASSERT_TRUE(pending.ok());
+  b.book.Forget(3);
+  EXPECT_EQ(b.book.Redeem(*pending), ChallengeBook::Verdict::kUnknown);
+}
+
 }  // namespace
 }  // namespace tandem::rpc

@@ -100,17 +100,22 @@ class ControlPlaneTest : public ::testing::Test {
   std::vector<std::string> log_;
   std::map<int32_t, wire::Actor::Client> actors_;
   std::vector<RegistrationRefusal> refusals_;
-  wire::Controller::Client controller_ = kj::heap<ControllerService>(
-      kToken, 4,
-      [this](int32_t id, absl::string_view, wire::Actor::Client actor) {
-        if (actors_.count(id) != 0) return absl::AlreadyExistsError("duplicate actor");
-        actors_.emplace(id, kj::mv(actor));
-        return absl::OkStatus();
-      },
-      [this](RegistrationRefusal refusal, absl::string_view line) {
-        refusals_.push_back(refusal);
-        log_.emplace_back(line);
-      });
+  // The job's service: registrations land in actors_, refusals in
+  // refusals_ and log_.
+  kj::Own<ControllerService> NewService() {
+    return kj::heap<ControllerService>(
+        kToken, 4,
+        [this](int32_t id, absl::string_view, wire::Actor::Client actor) {
+          if (actors_.count(id) != 0) return absl::AlreadyExistsError("duplicate actor");
+          actors_.emplace(id, kj::mv(actor));
+          return absl::OkStatus();
+        },
+        [this](RegistrationRefusal refusal, absl::string_view line) {
+          refusals_.push_back(refusal);
+          log_.emplace_back(line);
+        });
+  }
+  wire::Controller::Client controller_ = NewService();
   ConnectionLimits controller_limits_;
   std::vector<std::unique_ptr<RpcConnection>> controller_ends_;
 };
@@ -218,7 +223,7 @@ TEST_F(ControlPlaneTest, ReceiverDropsAnOversizedMessageWithoutDisturbingOthers)
   {
     auto listener = UnixListener::Listen(io_, path);
     ASSERT_TRUE(listener.ok()) << listener.status();
-    ControlServer server(*std::move(listener), controller_, small_limits,
+    ControlServer server(*std::move(listener), NewService(), small_limits,
                          [this](absl::string_view line) { log_.emplace_back(line); });
     kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
 
@@ -368,7 +373,7 @@ TEST_F(ControlPlaneTest, TcpRegistrationWorksAndTheTokenNeverCrossesTheSocket) {
   EXPECT_GT((*listener)->port(), 0);
   EXPECT_EQ((*listener)->address(), absl::StrCat("127.0.0.1:", (*listener)->port()));
   test::RecordingRelay relay((*listener)->address());
-  ControlServer server(*std::move(listener), controller_, controller_limits_,
+  ControlServer server(*std::move(listener), NewService(), controller_limits_,
                        [this](absl::string_view line) { log_.emplace_back(line); });
   kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
 
