@@ -108,6 +108,17 @@ class ActorProcessTest : public ::testing::Test {
     for (const std::string& line : output_) absl::StrAppend(&all, line, "\n");
     return all;
   }
+  // Output() once it holds `text`, or after 10 s: an actor's last line may
+  // reach the reader thread after its exit is seen.
+  std::string OutputWith(const std::string& text) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    std::string all = Output();
+    while (all.find(text) == std::string::npos && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+      all = Output();
+    }
+    return all;
+  }
 
   // The exit of the actor, once it ended within `timeout` (the loop runs
   // meanwhile).
@@ -219,8 +230,9 @@ TEST_F(ActorProcessTest, AMalformedTcpControllerAddressIsAClearUsageError) {
     absl::StatusOr<controller::ExitInfo> exit = group_->WaitAny(absl::Seconds(10));
     ASSERT_TRUE(exit.ok()) << exit.status();
     EXPECT_EQ(exit->exit_code, kActorExitSetupFailed) << address;
-    EXPECT_THAT(Output(), HasSubstr(absl::StrCat("tandem-actor: --controller with --control tcp: '", address,
-                                                 "' is not host:port")));
+    const std::string expected =
+        absl::StrCat("tandem-actor: --controller with --control tcp: '", address, "' is not host:port");
+    EXPECT_THAT(OutputWith(expected), HasSubstr(expected));
   }
 }
 

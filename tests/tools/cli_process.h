@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -67,6 +69,16 @@ inline std::vector<pid_t> ChildrenOf(pid_t parent) {
   }
   closedir(proc);
   return children;
+}
+
+// The state files of the checkpoint directory `checkpoint`, by file name.
+inline std::map<std::string, std::string> StateFiles(const std::string& checkpoint) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoint)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".state")) files[name] = ReadFile(entry.path().string());
+  }
+  return files;
 }
 
 // The exit code of a process that ended within `timeout`; -1 otherwise.

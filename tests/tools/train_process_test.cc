@@ -182,15 +182,6 @@ class TrainCheckpoint : public ::testing::Test {
 };
 
 // The state files of a checkpoint, by name, with their bytes.
-std::map<std::string, std::string> StateFiles(const std::string& checkpoint) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(checkpoint)) {
-    const std::string name = entry.path().filename().string();
-    if (name.ends_with(".state")) files[name] = ReadFile(entry.path().string());
-  }
-  return files;
-}
-
 TEST_F(TrainCheckpoint, ResumedRunIsBitIdenticalToAnUninterruptedOne) {
   TrainProcess straight(Args(6, {"--checkpoint-dir", Path("straight")}));
   ASSERT_EQ(ExitCode(straight), 0) << straight.err();

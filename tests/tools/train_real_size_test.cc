@@ -78,15 +78,6 @@ int64_t StateBytes(const std::string& checkpoint) {
   return total;
 }
 
-std::map<std::string, std::string> StateFiles(const std::string& checkpoint) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(checkpoint)) {
-    const std::string name = entry.path().filename().string();
-    if (name.ends_with(".state")) files[name] = ReadFile(entry.path().string());
-  }
-  return files;
-}
-
 class RealSize : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from torch_common import blas_kind, blas_libraries, pin_threads
+from torch_common import blas_kind, blas_libraries, import_torch
 
 
 def parse_args():
@@ -43,15 +43,10 @@ def parse_args():
 
 def main():
     args = parse_args()
-    pin_threads(args.threads)
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError as error:
-        print(json.dumps({"error": f"{sys.executable} cannot import torch: {error}"}))
+    torch = import_torch(args.threads)
+    if torch is None:
         return 1
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    import torch.nn.functional as F
     device = torch.device(args.device)
     if args.device == "cuda":
         if not torch.cuda.is_available():

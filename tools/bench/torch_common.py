@@ -3,14 +3,26 @@ before torch loads, and naming the BLAS library the process really uses
 (Debian's torch is built against the generic BLAS interface and uses whatever
 the system's alternative points to: OpenBLAS, or the ~12x slower reference
 BLAS)."""
+import json
 import os
+import sys
 
 
-def pin_threads(threads):
-    """OpenBLAS reads its thread count when it loads, and torch.set_num_threads
-    does not reach it in a generic-BLAS build: call before importing torch."""
+def import_torch(threads):
+    """torch on `threads` threads, seeded with 0; None (after printing the
+    error as the scripts' JSON line) when it cannot be imported. OpenBLAS
+    reads its thread count when it loads, and torch.set_num_threads does not
+    reach it in a generic-BLAS build: both are pinned before the import."""
     os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        import torch
+    except ImportError as error:
+        print(json.dumps({"error": f"{sys.executable} cannot import torch: {error}"}))
+        return None
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    return torch
 
 
 def blas_libraries():

@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 
-from torch_common import blas_kind, blas_libraries, pin_threads
+from torch_common import blas_kind, blas_libraries, import_torch
 
 
 def parse_args():
@@ -34,15 +34,10 @@ def parse_args():
 
 def main():
     args = parse_args()
-    pin_threads(args.threads)
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError as error:
-        print(json.dumps({"error": f"{sys.executable} cannot import torch: {error}"}))
+    torch = import_torch(args.threads)
+    if torch is None:
         return 1
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    import torch.nn.functional as F
     d, h, t, b, v = args.dim, args.heads, args.seq, args.batch, args.vocab
     if d % h:
         print(json.dumps({"error": f"--dim {d} is not divisible by --heads {h}"}))
