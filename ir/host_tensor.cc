@@ -63,14 +63,16 @@ HostTensor HostTensor::Borrow(TensorType type, std::shared_ptr<std::byte[]> stor
 HostTensor HostTensor::FromFloats(Shape shape, absl::Span<const float> values) {
   HostTensor tensor(TensorType{DType::kF32, std::move(shape)});
   if (static_cast<int64_t>(values.size()) != tensor.num_elements()) std::abort();
-  std::memcpy(tensor.data(), values.data(), values.size() * sizeof(float));
+  // (No copy of nothing: an empty span's data may be null, which memcpy
+  // must not be given.)
+  if (!values.empty()) std::memcpy(tensor.data(), values.data(), values.size() * sizeof(float));
   return tensor;
 }
 
 HostTensor HostTensor::FromInts(Shape shape, absl::Span<const int32_t> values) {
   HostTensor tensor(TensorType{DType::kI32, std::move(shape)});
   if (static_cast<int64_t>(values.size()) != tensor.num_elements()) std::abort();
-  std::memcpy(tensor.data(), values.data(), values.size() * sizeof(int32_t));
+  if (!values.empty()) std::memcpy(tensor.data(), values.data(), values.size() * sizeof(int32_t));
   return tensor;
 }
 

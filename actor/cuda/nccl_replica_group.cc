@@ -225,6 +225,13 @@ absl::Status NcclReplicaGroup::AllReduce(std::span<float> bucket, uint32_t tag, 
   if (result != ncclSuccess && result != ncclInProgress) return fail(NcclError("ncclAllGather", result));
   if (absl::Status status = impl_->WaitComm("all-gather", deadline); !status.ok()) return fail(status);
   // 4. Shard r's summed elements are the first ShardOf(r).length of block r.
+  // The bucket is pageable host memory, and a copy into pageable memory
+  // blocks the host until the stream reaches it: wait for the all-gather
+  // with the deadline first (a lost peer then aborts the communicator
+  // instead of blocking here, and ~Reducer's join, forever).
+  if (absl::Status status = impl_->WaitStream("the all-gather on the stream", deadline); !status.ok()) {
+    return fail(status);
+  }
   for (int32_t r = 0; r < members; ++r) {
     const ir::Shard shard = ir::ShardOf(n, members, r);
     if (shard.length == 0) continue;
