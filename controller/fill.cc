@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/hash.h"
+#include "ir/statistics.h"
 
 namespace tandem::controller {
 namespace {
@@ -328,8 +329,7 @@ absl::StatusOr<double> MeasureFillPiece(const FillJob& job, int32_t runs) {
     if (!outputs.ok()) return outputs.status();
     if (run > 0) times.push_back(us);  // run 0 warms up
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return ir::Median(times);
 }
 
 std::vector<int64_t> FillQueue::Take(int64_t pieces) {

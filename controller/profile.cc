@@ -8,19 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "controller/pipeline.h"
 #include "controller/step_plan.h"
+#include "ir/statistics.h"
 
 namespace tandem::controller {
 namespace {
 
 using schedules::TaskKind;
 
-double Median(std::vector<int64_t> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  const double ns = values.size() % 2 == 1 ? static_cast<double>(values[middle])
-                                            : (static_cast<double>(values[middle - 1]) + values[middle]) / 2.0;
-  return ns * 1e-9;
+// The median of `values` (nanoseconds), in seconds.
+double MedianSeconds(const std::vector<int64_t>& values) {
+  return ir::Median(std::vector<double>(values.begin(), values.end())) * 1e-9;
 }
 
 int64_t Bytes(const ir::Graph& graph, const std::vector<ir::ValueId>& values) {
@@ -120,9 +117,9 @@ absl::StatusOr<schedules::CostFile> ProfileSegments(
   for (int32_t stage = 0; stage < stages; ++stage) {
     schedules::SegmentCost segment;
     segment.name = absl::StrCat("seg", stage);
-    segment.forward_s = Median(runs[{'F', stage}]);
-    segment.backward_input_s = Median(runs[{'I', stage}]);
-    segment.backward_weight_s = Median(runs[{'W', stage}]);
+    segment.forward_s = MedianSeconds(runs[{'F', stage}]);
+    segment.backward_input_s = MedianSeconds(runs[{'I', stage}]);
+    segment.backward_weight_s = MedianSeconds(runs[{'W', stage}]);
     segment.backward_s = segment.backward_input_s + segment.backward_weight_s;
     segment.recompute_s = segment.forward_s;  // the same forward ops, run again
     // What its forward hands the later segments.

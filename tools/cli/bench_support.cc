@@ -25,13 +25,6 @@ double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 std::string TorchScriptDirectory() { return absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench"); }
 
 TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/statistics.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::cli {
@@ -17,9 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 double MillisecondsSince(Clock::time_point start);
 
-// The middle value; for an even count, the mean of the two middle ones.
-// 0 for none.
-double Median(std::vector<double> values);
+using ir::Median;  // ir/statistics.h
 
 // What a PyTorch script reported.
 struct TorchResult {

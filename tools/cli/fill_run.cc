@@ -9,16 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/interpreter.h"
+#include "ir/statistics.h"
 
 namespace tandem::cli {
 namespace {
 
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
+using ir::Median;
 
 double Seconds(const std::vector<int64_t>& ns) {
   return static_cast<double>(std::accumulate(ns.begin(), ns.end(), int64_t{0})) * 1e-9;

@@ -39,6 +39,7 @@
 #include "examples/models/mlp.h"
 #include "examples/models/two_tower.h"
 #include "ir/kernels.h"
+#include "ir/statistics.h"
 #include "schedules/generators.h"
 #include "schedules/json_text.h"
 #include "schedules/simulator.h"
@@ -135,8 +136,7 @@ absl::StatusOr<double> MedianStepSeconds(controller::Pipeline& pipeline, const s
     walls.push_back(wall);
     trace.AddStep(*report);
   }
-  std::sort(walls.begin(), walls.end());
-  return walls[walls.size() / 2];
+  return ir::Median(walls);
 }
 
 struct DispatchBenchOptions {

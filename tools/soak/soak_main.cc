@@ -21,6 +21,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ir/statistics.h"
 #include "nlohmann/json.hpp"
 #include "tools/soak/trial.h"
 
@@ -94,11 +95,7 @@ std::map<Fault, FaultSummary> Summarize(const std::vector<TrialResult>& trials) 
   return summary;
 }
 
-double Median(const std::vector<double>& sorted) {
-  if (sorted.empty()) return 0;
-  const size_t mid = sorted.size() / 2;
-  return sorted.size() % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
+using ir::Median;
 
 std::string ExitCodes(const FaultSummary& s) {
   std::vector<std::string> parts;
