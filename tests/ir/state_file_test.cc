@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temporary_directory.h"
 
 namespace tandem::ir {
 namespace {
@@ -87,17 +88,9 @@ TEST(StateFile, AtomicWriteReplacesTheFileAndLeavesNoTemporary) {
   std::filesystem::remove_all(dir);
 }
 
-// A scratch directory, removed with its files.
-struct ScratchDirectory {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("tandem_state_file_test." + std::to_string(getpid()));
-  ScratchDirectory() { std::filesystem::create_directories(path); }
-  ~ScratchDirectory() { std::filesystem::remove_all(path); }
-};
-
 TEST(StateFile, WrittenPieceByPieceItIsIndexedAndReadBackTensorByTensor) {
-  ScratchDirectory dir;
-  const std::string path = (dir.path / "actor-0.state").string();
+  test::TemporaryDirectory dir("tandem-state-file-test");
+  const std::string path = dir.Path("actor-0.state");
   TensorMap tensors = Sample();
   // Larger than a piece: written, checksummed and read in several.
   absl::StatusOr<HostTensor> big = HostTensor::Allocate(TensorType{DType::kF32, {3, (kStatePieceBytes / 4) + 5}});
@@ -126,7 +119,7 @@ TEST(StateFile, WrittenPieceByPieceItIsIndexedAndReadBackTensorByTensor) {
     EXPECT_TRUE(tensor->BitwiseEquals(tensors.at(entry.name))) << entry.name;
   }
   // The same tensor in another file compares equal, a changed one does not.
-  const std::string other = (dir.path / "actor-1.state").string();
+  const std::string other = dir.Path("actor-1.state");
   TensorMap changed = {{"big", *big}};
   ASSERT_TRUE(WriteStateFile(other, changed).ok());
   absl::StatusOr<std::vector<StateFileEntry>> other_index = IndexStateFile(other);
@@ -140,8 +133,8 @@ TEST(StateFile, WrittenPieceByPieceItIsIndexedAndReadBackTensorByTensor) {
 }
 
 TEST(StateFile, TheIndexRefusesWhatTheDecoderRefusesAndAShortReadIsAnError) {
-  ScratchDirectory dir;
-  const std::string path = (dir.path / "cut.state").string();
+  test::TemporaryDirectory dir("tandem-state-file-test");
+  const std::string path = dir.Path("cut.state");
   const std::string encoded = EncodeStateFile(Sample());
   ASSERT_TRUE(WriteFileAtomically(path, encoded.substr(0, encoded.size() - 3)).ok());
   absl::StatusOr<std::vector<StateFileEntry>> index = IndexStateFile(path);
@@ -151,12 +144,12 @@ TEST(StateFile, TheIndexRefusesWhatTheDecoderRefusesAndAShortReadIsAnError) {
                                                     TensorType{DType::kF32, {4}});
   EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(past.status().message(), HasSubstr("it ends before the f32[4]"));
-  EXPECT_EQ(IndexStateFile((dir.path / "absent").string()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(IndexStateFile(dir.Path("absent")).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(StateFile, AFileOverTheBoundOfAWholeReadIsRefusedBeforeReading) {
-  ScratchDirectory dir;
-  const std::string path = (dir.path / "text").string();
+  test::TemporaryDirectory dir("tandem-state-file-test");
+  const std::string path = dir.Path("text");
   ASSERT_TRUE(WriteFileAtomically(path, std::string(100, 'x')).ok());
   absl::StatusOr<std::string> read = ReadWholeFile(path, 99);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);

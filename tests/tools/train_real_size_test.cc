@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temporary_directory.h"
 #include "tests/tools/cli_process.h"
 
 namespace tandem::cli {
@@ -80,15 +81,9 @@ int64_t StateBytes(const std::string& checkpoint) {
 
 class RealSize : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir_template[] = "/tmp/tandem-real-size-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.Path(name); }
 
-  std::string dir_;
+  test::TemporaryDirectory dir_{"tandem-real-size-test"};
 };
 
 TEST_F(RealSize, Gpt2SmallOnFourActorsIsBitIdenticalToTheReference) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temporary_directory.h"
 #include "tests/tools/cli_process.h"
 
 namespace tandem::cli {
@@ -17,18 +18,12 @@ namespace {
 
 class TrainThreads : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir_template[] = "/tmp/tandem-threads-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Trains a GPT large enough that every kernel splits its work (GEMMs into
   // tiles, elementwise ops and rows into pieces) on `threads` threads; the
   // losses file and the checkpoint's state files, by name.
   std::map<std::string, std::string> Train(const std::string& launcher, int threads) {
-    const std::string run = absl::StrCat(dir_, "/", launcher, "-", threads);
+    const std::string run = dir_.Path(absl::StrCat(launcher, "-", threads));
     std::vector<std::string> args = {"train", "--model", "gpt", "--dim", "256", "--heads", "8", "--seq", "64",
                                      "--batch", "4", "--layers", "4", "--microbatches", "4", "--steps", "3",
                                      "--eval-batches", "0", "--launcher", launcher, "--threads",
@@ -47,7 +42,7 @@ class TrainThreads : public ::testing::Test {
     return files;
   }
 
-  std::string dir_;
+  test::TemporaryDirectory dir_{"tandem-threads-test"};
 };
 
 TEST_F(TrainThreads, OneAndTwoKernelThreadsGiveTheSameBits) {
