@@ -29,6 +29,10 @@ import math
 import os
 import sys
 
+# The benchmarks' PyTorch helpers (tools/bench/torch_common.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
+from torch_common import blas_libraries  # noqa: E402
+
 TOLERANCE = 1e-5
 TINY = 1e-30
 
@@ -47,13 +51,7 @@ def blas_in_use():
     """The BLAS library this process actually loaded (after one matmul)."""
     a = torch.ones(8, 8)
     _ = a @ a
-    libraries = set()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "blas" in os.path.basename(path):
-                libraries.add(os.path.realpath(path))
-    return sorted(libraries)
+    return blas_libraries()
 
 
 def read_manifest(case_dir):
