@@ -1,5 +1,5 @@
 // `tandem sched`: generate, check and convert schedules; `sim` and `draw`
-// live in sched_plan_command.cc. LoadSchedule() is shared by all of them.
+// live in sched_sim_draw_command.cc. LoadSchedule() is shared by all of them.
 #include <fstream>
 #include <iostream>
 #include <memory>

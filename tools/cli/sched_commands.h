@@ -2,7 +2,7 @@
 //
 // AddSchedCommand (tools/cli/sched_command.cc) declares `sched` with gen,
 // check and convert; `sim` and `draw` come from
-// tools/cli/sched_plan_command.cc. LoadSchedule() serves them all.
+// tools/cli/sched_sim_draw_command.cc. LoadSchedule() serves them all.
 #ifndef TANDEM_TOOLS_CLI_SCHED_COMMANDS_H_
 #define TANDEM_TOOLS_CLI_SCHED_COMMANDS_H_
 
