@@ -9,18 +9,14 @@
 #include <cstring>
 #include <chrono>
 #include <memory>
-#include <map>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/limits.h"
-#include "ir/state_file.h"
-#include "ir/state_source.h"
 #include "kj/vector.h"
 #include "rpc/program_codec.h"
-#include "rpc/state_codec.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
 
@@ -241,59 +237,6 @@ kj::Promise<void> ActorService::loadProgram(LoadProgramContext context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> ActorService::stageState(StageStateContext context) {
-  rpc::ThrowIfError(CheckOpen());
-  wire::Actor::StageStateParams::Reader params = context.getParams();
-  const std::string binding = ToString(params.getBinding());
-  auto [it, inserted] = staged_.try_emplace(binding, absl::StrCat(Name(), ": staged state '", binding, "'"));
-  rpc::ThrowIfError(it->second.Add(params.getPiece()));
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> ActorService::loadState(LoadStateContext context) {
-  rpc::ThrowIfError(CheckOpen());
-  rpc::ThrowIfError(CheckDeviceFits());
-  // Whatever happens, the staged tensors are for this call alone.
-  std::map<std::string, rpc::TensorAssembler> staged = std::exchange(staged_, {});
-  absl::StatusOr<ir::StateSources> sources = rpc::DecodeStateSources(context.getParams().getSources(), "state");
-  rpc::ThrowIfError(sources.status());
-  for (auto& [binding, source] : *sources) {
-    auto* held = std::get_if<ir::HostTensor>(&source.origin);
-    if (held == nullptr) continue;
-    auto it = staged.find(binding);
-    if (it == staged.end()) {
-      rpc::ThrowIfError(absl::FailedPreconditionError(
-          absl::StrCat(Name(), ": state '", binding, "' was to be staged, but no piece of it arrived")));
-    }
-    absl::StatusOr<ir::HostTensor> tensor = it->second.Take();
-    rpc::ThrowIfError(tensor.status());
-    *held = *std::move(tensor);
-  }
-  return OnCompute([this, sources = *std::move(sources)]() mutable -> absl::Status {
-           // Generated and read here, on the compute thread: state never
-           // crosses the control plane whole.
-           ir::TensorMap state;
-           for (const auto& [binding, source] : sources) {
-             absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(binding, source);
-             if (!tensor.ok()) {
-               return absl::Status(tensor.status().code(), absl::StrCat(Name(), ": ", tensor.status().message()));
-             }
-             state[binding] = *std::move(tensor);
-           }
-           read_cache_ = {};
-           absl::Status status = executor_ != nullptr ? executor_->LoadState(state) : absl::OkStatus();
-           have_state_ = status.ok();
-           if (!status.ok()) return status;
-           loaded_state_ = std::move(state);
-           range_step_ = -1;
-           absl::MutexLock lock(&mu_);
-           health_ = Health::kIdle;
-           last_error_.clear();
-           return status;
-         })
-      .then([this] { needs_state_.clear(); });
-}
-
 kj::Promise<void> ActorService::runStep(RunStepContext context) {
   // A call the controller drops (or loses with its connection) is cancelled
   // here; TrackStep then requires loadState. The compute job runs on.
@@ -374,79 +317,6 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
   return TrackStep(step, kj::mv(done)).then([context, reply]() mutable {
     if (reply->finished) rpc::EncodeStepOutputs(reply->outputs, context.getResults());
   });
-}
-
-kj::Promise<void> ActorService::readBuffer(ReadBufferContext context) {
-  rpc::ThrowIfError(CheckOpen());
-  wire::Actor::ReadBufferParams::Reader params = context.getParams();
-  std::string name = ToString(params.getName());
-  const uint64_t offset = params.getOffset();
-  const uint64_t max_bytes = params.getMaxBytes();
-  auto slot = std::make_shared<ir::HostTensor>();
-  return OnCompute([this, name, offset, max_bytes, slot]() -> absl::Status {
-           // A reader takes a tensor piece by piece from offset 0: the first
-           // piece fetches it (a device-resident one is downloaded once), the
-           // last lets it go.
-           if (offset == 0 || read_cache_.first != name) {
-             read_cache_ = {};
-             absl::StatusOr<ir::HostTensor> tensor = CurrentBuffer(name);
-             if (!tensor.ok()) return tensor.status();
-             read_cache_ = {name, *std::move(tensor)};
-           }
-           *slot = read_cache_.second;
-           if (offset + std::min<uint64_t>(max_bytes, ir::kStatePieceBytes) >= static_cast<uint64_t>(slot->num_bytes())) {
-             read_cache_ = {};
-           }
-           return absl::OkStatus();
-         })
-      .then([context, slot, offset, max_bytes]() mutable {
-        rpc::ThrowIfError(rpc::EncodeTensorPiece(*slot, offset, max_bytes, context.getResults().initPiece()));
-      });
-}
-
-absl::Status ActorService::CheckDeviceFits() const {
-  const std::optional<int64_t> free = options_.device->FreeBytes();
-  if (!free.has_value()) return absl::OkStatus();
-  int64_t needed = 0;
-  for (const auto& [hash, program] : programs_) needed = std::max(needed, program->static_peak_bytes);
-  if (needed <= *free) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      Name(), " does not fit its device: its program needs ", ir::FormatBytes(needed),
-      " at its static peak (state included), and ", options_.device->name(), " has ", ir::FormatBytes(*free),
-      " free. To fit, use more actors (each holds less of the model), fewer microbatches in flight, --remat stage, "
-      "or let `tandem plan --memory-cap ", *free, "` choose a plan"));
-}
-
-absl::StatusOr<ir::HostTensor> ActorService::CurrentBuffer(const std::string& name) {
-  if (executor_ != nullptr) return executor_->ReadBuffer(name);
-  auto found = loaded_state_.find(name);
-  if (found == loaded_state_.end() || !found->second.defined()) {
-    return absl::NotFoundError(absl::StrCat(Name(), ": no state buffer bound to \"", name, "\""));
-  }
-  return found->second;
-}
-
-kj::Promise<void> ActorService::saveState(SaveStateContext context) {
-  rpc::ThrowIfError(CheckOpen());
-  std::string path = ToString(context.getParams().getPath());
-  struct Written {
-    uint64_t bytes = 0;
-    std::string checksum;
-  };
-  auto written = std::make_shared<Written>();
-  return OnCompute([this, path, written]() -> absl::Status {
-           absl::StatusOr<ir::TensorMap> state = executor_ != nullptr ? executor_->State() : loaded_state_;
-           if (!state.ok()) return state.status();
-           absl::StatusOr<ir::WrittenFile> file = ir::WriteStateFile(path, *state);
-           if (!file.ok()) return absl::Status(file.status().code(), absl::StrCat(Name(), ": ", file.status().message()));
-           written->bytes = file->bytes;
-           written->checksum = file->checksum;
-           return absl::OkStatus();
-         })
-      .then([context, written]() mutable {
-        context.getResults().setBytes(written->bytes);
-        context.getResults().setChecksum(written->checksum.c_str());
-      });
 }
 
 kj::Promise<void> ActorService::health(HealthContext context) {

@@ -1,0 +1,87 @@
+// ActorService's state calls: state moves in bounded pieces, seeds are
+// generated on the actor with the reference's bits, and a tensor that did
+// not arrive whole changes nothing.
+#include "actor/actor_service.h"
+
+#include "ir/interpreter.h"
+#include "ir/limits.h"
+#include "ir/state_source.h"
+#include "rpc/state_codec.h"
+#include "tests/actor/actor_service_fixture.h"
+
+namespace tandem::actor::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST_F(ActorServiceTest, StateMovesInPiecesAndReadsBackBitForBit) {
+  // A state tensor of 5 MiB staged and read in pieces of 1 MiB and of the
+  // largest size: no control message carries more than one piece.
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  ir::TensorMap state = TwoStageState();
+  state["big"] = Iota(F32({5, 1 << 18}), -1.0f, 1e-5f);
+  ASSERT_TRUE(LoadState(actor, state, /*piece_bytes=*/1 << 20).ok());
+  for (uint64_t piece : {uint64_t{1} << 20, static_cast<uint64_t>(ir::kStatePieceBytes), uint64_t{1} << 30}) {
+    for (const auto& [name, tensor] : state) {
+      absl::StatusOr<ir::HostTensor> read = ReadBuffer(actor, name, piece);
+      ASSERT_TRUE(read.ok()) << name << ": " << read.status();
+      EXPECT_TRUE(read->BitwiseEquals(tensor)) << name << " in pieces of " << piece;
+    }
+  }
+  // A piece asked for past the end is refused.
+  auto request = actor.readBufferRequest();
+  request.setName("w0");
+  request.setOffset(1 << 20);
+  request.setMaxBytes(16);
+  absl::Status past = rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+}
+
+TEST_F(ActorServiceTest, SeedSourcesAreGeneratedOnTheActorWithTheReferenceBits) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  const ir::TensorType type = F32({3, 4});
+  const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.0, 0.02, 7};
+  const ir::Initializer uniform{ir::Initializer::Kind::kUniform, -0.5, 0.5, 9};
+  ASSERT_TRUE(LoadSources(actor, {{"w0", {type, normal}}, {"w1", {F32({4, 1}), uniform}}}).ok());
+  absl::StatusOr<ir::HostTensor> w0 = ReadBuffer(actor, "w0");
+  absl::StatusOr<ir::HostTensor> w1 = ReadBuffer(actor, "w1");
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  EXPECT_TRUE(w0->BitwiseEquals(*ir::MakeTensor(type, normal)));
+  EXPECT_TRUE(w1->BitwiseEquals(*ir::MakeTensor(F32({4, 1}), uniform)));
+}
+
+TEST_F(ActorServiceTest, AStagedTensorThatDidNotArriveWholeLeavesTheStateAsItWas) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  ASSERT_TRUE(LoadState(actor, TwoStageState()).ok());
+  const ir::HostTensor replacement = Iota(F32({3, 4}), 5.0f, 1.0f);
+  // Half of w0 staged, then loadState naming it staged.
+  auto stage = actor.stageStateRequest();
+  stage.setBinding("w0");
+  ASSERT_TRUE(rpc::EncodeTensorPiece(replacement, 0, 24, stage.initPiece()).ok());
+  ASSERT_TRUE(rpc::ToStatus(stage.send().ignoreResult()).wait(io_.waitScope).ok());
+  absl::Status half = LoadSources(actor, ir::TensorSources({{"w0", replacement}}));
+  EXPECT_EQ(half.code(), absl::StatusCode::kFailedPrecondition) << half;
+  EXPECT_THAT(half.message(), HasSubstr("24 of the 48 bytes of a f32[3,4] arrived"));
+  // A staged source with no piece at all.
+  absl::Status none = LoadSources(actor, ir::TensorSources({{"w0", replacement}}));
+  EXPECT_THAT(none.message(), HasSubstr("state 'w0' was to be staged, but no piece of it arrived"));
+  // A piece that does not continue its tensor is refused as it arrives.
+  auto skip = actor.stageStateRequest();
+  skip.setBinding("w0");
+  ASSERT_TRUE(rpc::EncodeTensorPiece(replacement, 24, 24, skip.initPiece()).ok());
+  absl::Status skipped = rpc::ToStatus(skip.send().ignoreResult()).wait(io_.waitScope);
+  EXPECT_EQ(skipped.code(), absl::StatusCode::kInvalidArgument) << skipped;
+  EXPECT_THAT(skipped.message(), HasSubstr("the first piece is at offset 24, not 0"));
+  absl::StatusOr<ir::HostTensor> w0 = ReadBuffer(actor, "w0");
+  ASSERT_TRUE(w0.ok());
+  EXPECT_TRUE(w0->BitwiseEquals(TwoStageState().at("w0")));
+}
+
+}  // namespace
+}  // namespace tandem::actor::testing
