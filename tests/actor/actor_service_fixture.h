@@ -61,22 +61,19 @@ class ActorServiceTest : public ::testing::Test {
   // returns the controller's client of it.
   wire::Actor::Client Serve(Transport& transport, ActorServiceOptions options = {},
                             kj::Own<kj::PromiseFulfiller<void>> on_shutdown = {}) {
-    kj::CapabilityPipe pipe = io_.provider->newCapabilityPipe();
-    wire::Actor::Client service = kj::heap<ActorService>(transport, options, kj::mv(on_shutdown));
-    connections_.push_back(std::make_unique<rpc::RpcConnection>(
-        kj::mv(pipe.ends[0]), capnp::rpc::twoparty::Side::SERVER, kj::mv(service), rpc::ConnectionLimits{}));
-    connections_.push_back(std::make_unique<rpc::RpcConnection>(kj::mv(pipe.ends[1]),
-                                                                capnp::rpc::twoparty::Side::CLIENT,
-                                                                capnp::Capability::Client(nullptr),
-                                                                rpc::ConnectionLimits{}));
-    return connections_.back()->Bootstrap<wire::Actor>();
+    return Connect(kj::heap<ActorService>(transport, options, kj::mv(on_shutdown)));
   }
 
   // Serves a new ActorService whose transport is set up through the control
   // plane (openDataPlane / connectDataPlane).
   wire::Actor::Client ServeDataPlane(DataPlane& data_plane, ActorServiceOptions options = {}) {
+    return Connect(kj::heap<ActorService>(data_plane, options, kj::Own<kj::PromiseFulfiller<void>>()));
+  }
+
+  // `service` at one end of a capability pipe; the controller's client of it
+  // at the other.
+  wire::Actor::Client Connect(wire::Actor::Client service) {
     kj::CapabilityPipe pipe = io_.provider->newCapabilityPipe();
-    wire::Actor::Client service = kj::heap<ActorService>(data_plane, options, kj::Own<kj::PromiseFulfiller<void>>());
     connections_.push_back(std::make_unique<rpc::RpcConnection>(
         kj::mv(pipe.ends[0]), capnp::rpc::twoparty::Side::SERVER, kj::mv(service), rpc::ConnectionLimits{}));
     connections_.push_back(std::make_unique<rpc::RpcConnection>(kj::mv(pipe.ends[1]),
