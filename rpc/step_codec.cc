@@ -30,19 +30,6 @@ absl::StatusOr<ir::StepInputs> ReadStepInputs(capnp::List<wire::NamedTensor>::Re
   return inputs;
 }
 
-absl::StatusOr<ir::TensorMap> ReadTensorMap(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
-  ir::TensorMap tensors;
-  for (wire::NamedTensor::Reader entry : list) {
-    std::string name = ToString(entry.getName());
-    absl::StatusOr<ir::HostTensor> tensor = DecodeTensor(entry.getTensor(), absl::StrCat(what, " ", name));
-    if (!tensor.ok()) return tensor.status();
-    if (!tensors.emplace(name, *std::move(tensor)).second) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", name, " is given twice"));
-    }
-  }
-  return tensors;
-}
-
 absl::StatusOr<ir::StepResults> ReadStepResults(capnp::List<wire::NamedResult>::Reader list, absl::string_view what) {
   ir::StepResults results;
   for (wire::NamedResult::Reader entry : list) {
@@ -71,20 +58,6 @@ void EncodeStepInputs(const ir::StepInputs& inputs, capnp::List<wire::NamedTenso
 
 absl::StatusOr<ir::StepInputs> DecodeStepInputs(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
   return CatchMalformedMessage(what, [&] { return ReadStepInputs(list, what); });
-}
-
-void EncodeTensorMap(const ir::TensorMap& tensors, capnp::List<wire::NamedTensor>::Builder list) {
-  unsigned index = 0;
-  for (const auto& [name, tensor] : tensors) {
-    list[index].setName(AsText(name));
-    list[index].setMicrobatch(-1);
-    EncodeTensor(tensor, list[index].initTensor());
-    ++index;
-  }
-}
-
-absl::StatusOr<ir::TensorMap> DecodeTensorMap(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what) {
-  return CatchMalformedMessage(what, [&] { return ReadTensorMap(list, what); });
 }
 
 unsigned CountStepResults(const ir::StepResults& results) {

@@ -1,5 +1,5 @@
 // The tensors of step calls on the wire (rpc/tandem.capnp): a step's inputs
-// and an actor's state as NamedTensor lists, and what an actor reports
+// as NamedTensor lists (state has its own codec, rpc/state_codec.h), and what an actor reports
 // after a step (ir::StepOutputs) as a runStep or runRange reply. Shared by
 // the controller's launcher and the actor's service so that both ends read
 // and write the same shape.
@@ -25,10 +25,6 @@ namespace tandem::rpc {
 // `list` must have been initialized to inputs.size() entries.
 void EncodeStepInputs(const ir::StepInputs& inputs, capnp::List<wire::NamedTensor>::Builder list);
 absl::StatusOr<ir::StepInputs> DecodeStepInputs(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what);
-
-// Tensors by name alone, each with microbatch -1 (an actor's state).
-void EncodeTensorMap(const ir::TensorMap& tensors, capnp::List<wire::NamedTensor>::Builder list);
-absl::StatusOr<ir::TensorMap> DecodeTensorMap(capnp::List<wire::NamedTensor>::Reader list, absl::string_view what);
 
 // The number of entries EncodeStepResults writes (init the list with it).
 unsigned CountStepResults(const ir::StepResults& results);
