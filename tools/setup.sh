@@ -42,6 +42,7 @@ packages=(
   libxxhash-dev                   # content hashes (programs, compiled steps)
   libedit-dev                     # line editing in `tandem repl`
   tmux                            # the REPL's terminal test
+  patchelf                        # tools/bundle.sh: the relocatable bundle for GPU nodes
   clang libclang-rt-14-dev        # libFuzzer targets and sanitizer builds (tests/fuzz/)
   pybind11-dev python3-pybind11 python3-dev  # the Python stub (python_stub/)
   python3-torch python3-numpy     # PyTorch: the outside reference in tests and benchmarks

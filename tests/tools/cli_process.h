@@ -89,7 +89,14 @@ int ExitCode(Process& process, absl::Duration timeout = absl::Seconds(120)) {
   return WEXITSTATUS(*status);
 }
 
-// `tandem ...` (TANDEM_BINARY; `args` begin with the subcommand) as a child
+// The `tandem` under test: $TANDEM_BINARY where it is set (a bundle made by
+// tools/bundle.sh runs its own), else the build's (the TANDEM_BINARY macro).
+inline std::string TandemBinary() {
+  const char* path = std::getenv("TANDEM_BINARY");
+  return path != nullptr && path[0] != '\0' ? std::string(path) : std::string(TANDEM_BINARY);
+}
+
+// `tandem ...` (TandemBinary(); `args` begin with the subcommand) as a child
 // process: stdin from /dev/null, stdout and stderr to files in a fresh
 // directory. The destructor kills and reaps it (and, through the launcher's
 // guarantees, its actors).
@@ -102,7 +109,7 @@ class CliProcess {
                       int64_t memory_cap_bytes = 0) {
     char dir_template[] = "/tmp/tandem-cli-test-XXXXXX";
     dir_ = mkdtemp(dir_template);
-    std::vector<std::string> argv = {TANDEM_BINARY};
+    std::vector<std::string> argv = {TandemBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
     if (memory_cap_bytes > 0) {
       for (std::string& setting : test::MemoryCapEnvironment(memory_cap_bytes)) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 
@@ -25,7 +27,16 @@ double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-std::string TorchScriptDirectory() { return absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench"); }
+std::string TorchScriptDirectory() {
+  // A bundle (tools/bundle.sh) carries the scripts beside its bin/.
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    const std::filesystem::path bundled = self.parent_path().parent_path() / "share" / "tandem" / "bench";
+    if (std::filesystem::is_directory(bundled, error)) return bundled.string();
+  }
+  return absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench");
+}
 
 TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args) {
   TorchResult result;

@@ -32,7 +32,9 @@ struct TorchResult {
 // Runs `python script args...` and reads the last JSON object it printed.
 TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args);
 
-// The directory of the PyTorch scripts: tools/bench/ of the source tree.
+// The directory of the PyTorch scripts: share/tandem/bench/ beside the
+// running binary's bin/ in a bundle (tools/bundle.sh), else tools/bench/ of
+// the source tree.
 std::string TorchScriptDirectory();
 
 }  // namespace tandem::cli

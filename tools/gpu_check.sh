@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The GPU self-check: runs Tandem's GPU tests and GPU benchmarks on a GPU
+# node, each bounded in time, within one overall deadline, logs everything
+# and ends with one table (step, exit status, seconds, its last line).
+#
+#   tools/gpu_check.sh [--deadline SECONDS] [--python PATH] [STEP...]
+#
+# Steps (default: all, in this order):
+#   tests      every test binary labelled gpu
+#   parity     tandem train --verify (bit-identical to the single-process GPU
+#              reference) for 1f1b, zb-h1, interleaved and 2 x 2 data parallel,
+#              in each precision mode
+#   block      tandem bench block against PyTorch eager on the same GPU
+#   gpt        the example GPT's step, single-process and over 2 actors,
+#              next to PyTorch's (tools/bench/torch_gpt_step.py)
+#   dataplane  tandem bench dataplane --device cuda
+#   fidelity   tandem bench fidelity --device cuda
+#   profile    tandem bench block --device cuda --profile (GPU time per op)
+#
+# Runs from a bundle (tools/bundle.sh: this script is DIR/tools/gpu_check.sh
+# and the binaries are in DIR/bin) or from a checkout (the build in build/ or
+# $TANDEM_BUILD_DIR). The node brings the CUDA driver, cuBLAS, cuDNN and
+# NCCL; they are looked for under /usr/local/cuda*, /usr/lib, /opt and the
+# NVIDIA wheels of the Python given (--python, default python3, which also
+# runs PyTorch's side of the benchmarks). The log and the table go to
+# $OUT/gpu_check.log ($OUT defaults to /tmp/tandem-gpu-check).
+# Default deadline: 480 seconds.
+set -u
+
+deadline_s=480
+python=python3
+steps=()
+while (($#)); do
+  case "$1" in
+    --deadline) deadline_s=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    tests|parity|block|gpt|dataplane|fidelity|profile) steps+=("$1"); shift ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+((${#steps[@]})) || steps=(tests parity block gpt dataplane fidelity profile)
+[[ "$deadline_s" =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --deadline takes seconds" >&2; exit 2; }
+deadline=$(( $(date +%s) + deadline_s ))
+
+here=$(cd "$(dirname "$0")" && pwd)
+if [[ -x "$here/../bin/tandem" ]]; then   # a bundle
+  root=$(cd "$here/.." && pwd); bin=$root/bin; tests=$root/tests; scripts=$root/share/tandem/bench
+else                                      # a checkout
+  root=$(cd "$here/.." && pwd); build=${TANDEM_BUILD_DIR:-build}; [[ "$build" == /* ]] || build=$root/$build
+  bin=$build/bin; tests=$build/tests; scripts=$root/tools/bench
+fi
+[[ -x "$bin/tandem" ]] || { echo "gpu_check.sh: no tandem in $bin" >&2; exit 1; }
+export TANDEM_BINARY=$bin/tandem
+
+OUT=${OUT:-/tmp/tandem-gpu-check}
+mkdir -p "$OUT"
+log=$OUT/gpu_check.log
+exec > >(tee -a "$log") 2>&1
+
+# The node's CUDA libraries (the bundle's RPATH finds the rest).
+libs=""
+for name in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2 libcublas.so.12 libcublasLt.so.12; do
+  found=$(find /usr/local/cuda*/ /usr/lib /opt -name "$name" 2>/dev/null | head -n 1)
+  if [[ -z "$found" ]]; then
+    site=$(env -u LD_LIBRARY_PATH "$python" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+    for dir in $site; do found=$(find "$dir/nvidia" -name "$name" 2>/dev/null | head -n 1); [[ -n "$found" ]] && break; done
+  fi
+  [[ -n "$found" && ":$libs:" != *":$(dirname "$found"):"* ]] && libs="$libs${libs:+:}$(dirname "$found")"
+done
+export LD_LIBRARY_PATH=$libs
+
+# PyTorch runs with the environment it was installed for.
+torchpy=$OUT/torch-python
+printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %q "$@"\n' "$(command -v "$python" || echo "$python")" > "$torchpy"
+chmod +x "$torchpy"
+
+table=()
+run() {  # run LIMIT NAME CMD...: bounded by LIMIT and by the deadline
+  local limit=$1 name=$2; shift 2
+  local left=$(( deadline - $(date +%s) ))
+  if (( left < 15 )); then table+=("$name|skipped|0|deadline"); echo "=== $name: skipped (deadline)"; return; fi
+  (( limit > left )) && limit=$left
+  echo "=== $name (limit ${limit}s): $*"
+  local start=$(date +%s%N) step_log=$OUT/step-$name.log
+  timeout -k 5 "$limit" "$@" > >(tee "$step_log") 2>&1
+  local rc=$?
+  local seconds=$(awk -v ns=$(( $(date +%s%N) - start )) 'BEGIN{printf "%.1f", ns / 1e9}')
+  sleep 0.1   # let tee finish the step's log
+  local last=$(grep -v '^[[:space:]]*$' "$step_log" | tail -n 1 | cut -c1-110)
+  ((rc == 124 || rc == 137)) && last="timed out after ${limit}s; $last"
+  table+=("$name|$rc|$seconds|$last")
+  echo "=== $name: rc=$rc in ${seconds}s"
+}
+
+echo "gpu_check: $(date -u +%FT%TZ), tandem $(cat "$root/COMMIT" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi: not found"
+"$torchpy" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+G=(--model gpt --dim 256 --heads 8 --seq 128 --batch 8 --layers 8 --microbatches 8 --eval-batches 0)
+for step in "${steps[@]}"; do
+  case "$step" in
+    tests)
+      for t in "$tests"/*; do [[ -x "$t" ]] && run 150 "$(basename "$t")" "$t" --gtest_color=no --gtest_brief=1; done ;;
+    parity)
+      for mode in cuda cuda+tf32 cuda+bf16; do
+        for s in 1f1b zb-h1; do
+          run 90 "verify-$s-$mode" "$bin/tandem" train --device "$mode" --model gpt --layers 4 --actors 2 --schedule "$s" \
+            --microbatches 8 --steps 3 --eval-batches 0 --verify
+        done
+        run 90 "verify-interleaved-$mode" "$bin/tandem" train --device "$mode" --model gpt --layers 8 --actors 4 \
+          --schedule interleaved --microbatches 8 --steps 3 --eval-batches 0 --verify
+        run 90 "verify-dp2-$mode" "$bin/tandem" train --device "$mode" --model gpt --layers 4 --actors 2 --data-parallel 2 \
+          --schedule 1f1b --microbatches 8 --steps 3 --eval-batches 0 --verify
+      done ;;
+    block)
+      run 60 block-d256 "$bin/tandem" bench block --device cuda --python "$torchpy"
+      run 60 block-d1024 "$bin/tandem" bench block --device cuda --python "$torchpy" --dim 1024 --heads 16 --seq 512 --batch 8
+      run 60 block-d1024-bf16 "$bin/tandem" bench block --device cuda+bf16 --python "$torchpy" --dim 1024 --heads 16 --seq 512 \
+        --batch 8
+      run 90 block-d2048-bf16 "$bin/tandem" bench block --device cuda+bf16 --python "$torchpy" --dim 2048 --heads 16 --seq 2048 \
+        --batch 4 --repeats 5 ;;
+    gpt)
+      run 90 gpt-reference "$bin/tandem" train --device cuda "${G[@]}" --launcher reference --steps 10
+      run 90 gpt-2actors "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10
+      run 60 gpt-torch "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 --seq 128 \
+        --batch 8 --layers 8 --microbatches 8 --repeats 10
+      run 60 gpt-torch-sdpa-tf32 "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 \
+        --seq 128 --batch 8 --layers 8 --microbatches 8 --repeats 10 --sdpa --tf32 ;;
+    dataplane) run 60 dataplane "$bin/tandem" bench dataplane --device cuda ;;
+    fidelity) run 90 fidelity "$bin/tandem" bench fidelity --device cuda --steps 5 ;;
+    profile)
+      run 60 profile-d1024 "$bin/tandem" bench block --device cuda --no-torch --profile --repeats 3 --dim 1024 --heads 16 \
+        --seq 512 --batch 8 ;;
+  esac
+done
+
+echo
+echo "gpu_check: $(( deadline - $(date +%s) )) s before the deadline; log in $log"
+printf '%-34s %-7s %8s  %s\n' step status seconds "last line"
+failed=0
+for row in "${table[@]}"; do
+  IFS='|' read -r name rc seconds last <<< "$row"
+  [[ "$rc" == 0 ]] || failed=$((failed + 1))
+  printf '%-34s %-7s %8s  %s\n' "$name" "$rc" "$seconds" "$last"
+done
+exit $((failed > 0))
