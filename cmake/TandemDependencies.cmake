@@ -33,8 +33,11 @@ else()
 endif()
 option(TANDEM_WITH_CUDA "Build the CUDA backend and NCCL transport" ${_tandem_cuda_default})
 if(TANDEM_WITH_CUDA)
+  # Machine code for the A100 (sm_80) and the H100/H200 (sm_90), and sm_90's
+  # PTX, which the driver compiles for any later GPU. Set
+  # CMAKE_CUDA_ARCHITECTURES to build for others.
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 90)
+    set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
