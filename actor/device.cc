@@ -1,13 +1,16 @@
 #include "actor/device.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "actor/fake_cuda_device.h"
+#include "ir/graph_builder.h"
 
 #ifdef TANDEM_WITH_CUDA
 #include "actor/cuda/cuda_graph_runner.h"
@@ -50,33 +53,95 @@ class ReferenceDevice final : public HostResidentDevice {
 };
 
 #ifdef TANDEM_WITH_CUDA
-class CudaDevice final : public HostResidentDevice {
+// The GPU: a device-resident Device over CudaGraphRunner, whose memory is
+// every buffer's home and the data plane's.
+class CudaDevice final : public Device {
  public:
-  CudaDevice(DeviceSpec spec, std::unique_ptr<cuda::CudaGraphRunner> runner)
-      : spec_(spec), runner_(std::move(runner)) {}
+  CudaDevice(DeviceSpec spec, std::unique_ptr<cuda::CudaGraphRunner> runner, absl::Duration wait_timeout)
+      : spec_(spec), runner_(std::move(runner)), wait_timeout_(wait_timeout) {}
   std::string name() const override { return DeviceSpecName(spec_); }
   int cuda_ordinal() const override { return spec_.index; }
+  DeviceMemory* memory() const override { return &runner_->memory(); }
   std::optional<int64_t> FreeBytes() const override {
     absl::StatusOr<int64_t> free = cuda::FreeBytes(spec_.index);
     return free.ok() ? std::optional<int64_t>(*free) : std::nullopt;
   }
-
- private:
-  absl::StatusOr<ir::TensorMap> RunOnHost(const ir::Graph& graph, const ir::TensorMap& inputs) override {
-    return runner_->Run(graph, inputs);
+  absl::Status set_node_times(std::vector<double>* node_ms) override {
+    runner_->set_node_times(node_ms);
+    return absl::OkStatus();
   }
 
+  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override {
+    cuda::DeviceTensorMap device_inputs;
+    for (const auto& [input, handle] : inputs) {
+      if (!handle.on_device()) {
+        return absl::InvalidArgumentError(absl::StrCat(name(), ": input '", input, "' is not a device tensor"));
+      }
+      device_inputs.emplace(input, handle.device());
+    }
+    absl::StatusOr<cuda::DeviceTensorMap> results = runner_->Run(graph, device_inputs);
+    if (!results.ok()) return results.status();
+    HandleMap outputs;
+    for (auto& [output, tensor] : *results) {
+      if (!tensor.defined()) return absl::InternalError(absl::StrCat(name(), ": output '", output, "' was not computed"));
+      outputs.emplace(output, TensorHandle(std::move(tensor)));
+    }
+    return outputs;
+  }
+  absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override {
+    absl::StatusOr<DeviceTensor> device = CopyToDevice(runner_->memory(), tensor, absl::Now() + wait_timeout_);
+    if (!device.ok()) return device.status();
+    return TensorHandle(*std::move(device));
+  }
+  absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override {
+    if (!handle.on_device()) return Device::Download(handle);
+    return CopyToHost(runner_->memory(), handle.device(), absl::Now() + wait_timeout_);
+  }
+  absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) override {
+    if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
+      return absl::InvalidArgumentError(absl::StrCat(name(), ": accumulating tensors of different types"));
+    }
+    auto [graph, built] = accumulate_graphs_.try_emplace(ir::TypeToString(acc.type()));
+    if (built) graph->second = AccumulateGraph(acc.type());
+    absl::StatusOr<HandleMap> results = Run(graph->second, {{"acc", acc}, {"grad", grad}});
+    if (!results.ok()) return results.status();
+    return results->at("sum");
+  }
+
+ private:
   const DeviceSpec spec_;  // with the resolved index
   std::unique_ptr<cuda::CudaGraphRunner> runner_;
+  const absl::Duration wait_timeout_;
+  std::map<std::string, ir::Graph> accumulate_graphs_;  // by type
 };
+
+cuda::Precision RunnerPrecision(DeviceSpec::Precision precision) {
+  switch (precision) {
+    case DeviceSpec::Precision::kF32:
+      return cuda::Precision::kF32;
+    case DeviceSpec::Precision::kTf32:
+      return cuda::Precision::kTf32;
+    case DeviceSpec::Precision::kBf16:
+      return cuda::Precision::kBf16;
+  }
+  return cuda::Precision::kF32;
+}
 #endif
 
-absl::Status BadSpec(absl::string_view text) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown device '", text, "': expected cpu, cuda, cuda:N, cuda+bf16, cuda:N+bf16 or fake-cuda"));
+}  // namespace
+
+absl::Status Device::set_node_times(std::vector<double>*) {
+  return absl::UnimplementedError(absl::StrCat(name(), " does not time nodes"));
 }
 
-}  // namespace
+ir::Graph AccumulateGraph(const ir::TensorType& type) {
+  ir::Graph graph;
+  ir::GraphBuilder builder(&graph);
+  const ir::ValueId a = builder.AddInput("acc", "accumulator", type, {});
+  const ir::ValueId g = builder.AddInput("grad", "gradient", type, {});
+  graph.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
+  return graph;
+}
 
 absl::StatusOr<ir::HostTensor> Device::Download(const TensorHandle& handle) {
   if (handle.on_device()) {
@@ -112,35 +177,6 @@ absl::StatusOr<ir::TensorMap> Device::RunGraph(const ir::Graph& graph, const ir:
   return outputs;
 }
 
-absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
-  DeviceSpec spec;
-  if (text == "cpu") return spec;
-  if (text == "fake-cuda") {
-    spec.kind = DeviceSpec::Kind::kFakeCuda;
-    return spec;
-  }
-  absl::string_view rest = text;
-  if (!absl::ConsumePrefix(&rest, "cuda")) return BadSpec(text);
-  spec.kind = DeviceSpec::Kind::kCuda;
-  spec.bf16_matmul = absl::ConsumeSuffix(&rest, "+bf16");
-  if (rest.empty()) return spec;
-  int index = -1;
-  if (!absl::ConsumePrefix(&rest, ":") || rest.empty() || rest[0] == '+' || rest[0] == '-' ||
-      !absl::SimpleAtoi(rest, &index) || index < 0) {
-    return BadSpec(text);
-  }
-  spec.index = index;
-  return spec;
-}
-
-std::string DeviceSpecName(const DeviceSpec& spec) {
-  if (spec.kind == DeviceSpec::Kind::kCpu) return "cpu";
-  if (spec.kind == DeviceSpec::Kind::kFakeCuda) return "fake-cuda";
-  std::string name = spec.index < 0 ? "cuda" : absl::StrCat("cuda:", spec.index);
-  if (spec.bf16_matmul) absl::StrAppend(&name, "+bf16");
-  return name;
-}
-
 std::shared_ptr<Device> CpuDevice() {
   static const auto* const device = new std::shared_ptr<Device>(std::make_shared<ReferenceDevice>());
   return *device;
@@ -162,8 +198,6 @@ absl::Status CheckDeviceVisible(const DeviceSpec& spec) {
       "this build of Tandem has no CUDA backend (it was configured with TANDEM_WITH_CUDA=OFF)");
 #endif
 }
-
-int GpuForRank(int32_t rank, int visible) { return visible > 0 ? std::max(rank, 0) % visible : 0; }
 
 absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32_t actor,
                                                    const OpenDeviceOptions& options) {
@@ -190,12 +224,14 @@ absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const DeviceSpec& spec, int32
       resolved.index = GpuForRank(options.local_rank >= 0 ? options.local_rank : actor, cuda::ProbeDevices().count);
     }
     absl::StatusOr<std::unique_ptr<cuda::CudaGraphRunner>> runner =
-        cuda::CudaGraphRunner::Create({.device = resolved.index, .bf16_matmul = resolved.bf16_matmul});
+        cuda::CudaGraphRunner::Create({.device = resolved.index,
+                                       .precision = RunnerPrecision(resolved.precision),
+                                       .wait_timeout = options.wait_timeout});
     if (!runner.ok()) {
       return absl::Status(runner.status().code(), absl::StrCat("device ", DeviceSpecName(resolved), " for actor ",
                                                                actor, ": ", runner.status().message()));
     }
-    return std::make_shared<CudaDevice>(resolved, *std::move(runner));
+    return std::make_shared<CudaDevice>(resolved, *std::move(runner), options.wait_timeout);
   }
 #endif
   return absl::Status(visible.code(),

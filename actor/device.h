@@ -7,8 +7,9 @@
 //     pipelined CPU run is compared with bitwise.
 //   - cuda: CudaGraphRunner (actor/cuda/cuda_graph_runner.h), a CUDA kernel
 //     for every op and cuBLAS for matmul; only in builds with
-//     TANDEM_WITH_CUDA. Not yet device-resident: tensors cross the host
-//     boundary at each function call and the executor keeps host tensors.
+//     TANDEM_WITH_CUDA. Device-resident: the executor keeps every buffer in
+//     the runner's CudaDeviceMemory, and actors sharing a GPU exchange
+//     device tensors over CUDA IPC on that memory's stream.
 //   - fake-cuda: the emulated device (fake_cuda_device.h). Device-resident:
 //     the executor keeps every buffer in FakeDeviceMemory, and the reference
 //     kernels compute on that memory, so that pipelines exercise the code
@@ -19,10 +20,7 @@
 // (state, inputs) and downloads only what leaves for it (losses, state,
 // ReadBuffer).
 //
-// Naming a device: "cpu"; "cuda" (the actor's own GPU: actor id modulo the
-// visible devices, so several actors may share one GPU); "cuda:N"; either
-// CUDA form with "+bf16" (matmul operands rounded to bf16, f32
-// accumulation); "fake-cuda".
+// Naming a device: ir/device_spec.h.
 //
 // Ownership and threading: a Device is shared (shared_ptr) by the
 // executors of one actor and used from that actor's compute thread only.
@@ -33,30 +31,25 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "actor/device_memory.h"
 #include "actor/tensor_handle.h"
+#include "ir/device_spec.h"
 #include "ir/graph.h"
 #include "ir/interpreter.h"
 
 namespace tandem::actor {
 
-struct DeviceSpec {
-  enum class Kind : uint8_t { kCpu, kCuda, kFakeCuda };
-  Kind kind = Kind::kCpu;
-  int index = -1;  // CUDA: the device ordinal; -1 picks actor % visible devices
-  bool bf16_matmul = false;
-  friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
-};
-
-// "cpu", "cuda", "cuda:1", "cuda+bf16", "cuda:1+bf16", "fake-cuda". InvalidArgument
-// naming the accepted forms for anything else.
-absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text);
-// The inverse of ParseDeviceSpec.
-std::string DeviceSpecName(const DeviceSpec& spec);
+// The device names (ir/device_spec.h), where actors use them.
+using ir::ActorsShareDevice;
+using ir::DeviceSpec;
+using ir::DeviceSpecName;
+using ir::GpuForRank;
+using ir::ParseDeviceSpec;
 
 class Device {
  public:
@@ -85,11 +78,22 @@ class Device {
   // memory, which the controller checks before any actor starts. An actor
   // refuses a program whose static peak exceeds it before loading state.
   virtual std::optional<int64_t> FreeBytes() const { return std::nullopt; }
+  // Per-node timing, for profiles: while `node_ms` is set (null: off), every
+  // Run adds the time of each node of its graph, in milliseconds, to
+  // (*node_ms)[node id], growing the vector to the graph's size. The CUDA
+  // device times the GPU's work with events; Unimplemented for the others.
+  virtual absl::Status set_node_times(std::vector<double>* node_ms);
 
   // Run from host tensors to host tensors (Upload, Run, Download): for
   // callers outside an executor (the reference trainer, benchmarks).
   absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs);
 };
+
+// The graph `acc + grad` of inputs "acc" and "grad" and output "sum" (one
+// kAdd, whose reference kernel is ir::AccumulateGradient's add): how a
+// device-resident device accumulates with the bits of the host's
+// AccumulateGradient.
+ir::Graph AccumulateGraph(const ir::TensorType& type);
 
 // The reference-kernel device (stateless; shared by everyone).
 std::shared_ptr<Device> CpuDevice();
@@ -112,11 +116,6 @@ struct OpenDeviceOptions {
   // among the actors of the node (Slurm's SLURM_LOCALID); -1: the actor id.
   int32_t local_rank = -1;
 };
-
-// The GPU of the actor of node-local rank `rank` among `visible` GPUs: the
-// rank modulo what the process sees. Under Slurm's GPU binding
-// (--gpus-per-task) every task sees just its own GPU, which is then 0.
-int GpuForRank(int32_t rank, int visible);
 
 // Opens the device `spec` names for actor `actor`: CheckDeviceVisible's
 // errors as "device cuda for actor 1: no CUDA device is visible (...)";

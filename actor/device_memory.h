@@ -17,8 +17,11 @@
 // StreamWaitEvent waits for the most recent RecordEvent of that event made
 // (by anyone) before the StreamWaitEvent call; an event never recorded counts
 // as complete. Memory is shared the same way: the owner exports an
-// allocation (by its base address) once, an importer maps it at an address
-// of its own.
+// allocation made exportable (by its base address) once, an importer maps it
+// at an address of its own. Other allocations are private: only this
+// object's stream and host copies use them, which lets CUDA serve them from
+// a stream-ordered pool (cudaMallocFromPoolAsync) instead of cudaMalloc,
+// which synchronizes the device.
 //
 // Lifetimes, as CUDA requires: an importer closes what it imported
 // (CloseImported, DestroyEvent) before the exporter frees it (Free,
@@ -60,6 +63,12 @@ namespace tandem::actor {
 // A device pointer as an integer; 0 is no address.
 using DeviceAddress = uint64_t;
 
+// Whether another process may map an allocation (ExportMemory).
+enum class Sharing : uint8_t {
+  kPrivate,     // used by this object's stream and host copies only
+  kExportable,  // ExportMemory may hand it to another process
+};
+
 // An event of one DeviceMemory (created or imported); 0 is no event.
 struct DeviceEvent {
   uint64_t id = 0;
@@ -89,11 +98,12 @@ class DeviceMemory {
   // ---- Memory.
   // A new allocation of at least `bytes` (>= 0; 0 still gives a distinct
   // address), 256-byte aligned, contents unspecified.
-  virtual absl::StatusOr<DeviceAddress> Allocate(int64_t bytes) = 0;
+  virtual absl::StatusOr<DeviceAddress> Allocate(int64_t bytes, Sharing sharing) = 0;
   // Frees an allocation by its base address (see the lifetime rules above).
   virtual absl::Status Free(DeviceAddress base) = 0;
   // A handle another process opens with ImportMemory; `base` must be the
-  // base of an allocation of this object.
+  // base of an exportable allocation of this object (InvalidArgument for a
+  // private one).
   virtual absl::StatusOr<IpcMemHandle> ExportMemory(DeviceAddress base) = 0;
   // Maps memory another process (or this one, on the fake) exported; the
   // address is this process's own. Close with CloseImported.
@@ -141,8 +151,9 @@ class DeviceMemory {
 // Immutable; the DeviceMemory must outlive it.
 class DeviceAllocation {
  public:
+  // A private allocation (tensors are never exported; rings are).
   static absl::StatusOr<std::shared_ptr<DeviceAllocation>> Allocate(DeviceMemory& memory, int64_t bytes) {
-    absl::StatusOr<DeviceAddress> address = memory.Allocate(bytes);
+    absl::StatusOr<DeviceAddress> address = memory.Allocate(bytes, Sharing::kPrivate);
     if (!address.ok()) return address.status();
     return std::shared_ptr<DeviceAllocation>(new DeviceAllocation(memory, *address, bytes));
   }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace tandem::actor {
 
@@ -65,28 +66,57 @@ absl::StatusOr<std::vector<ir::HostTensor>> DeviceTransport::Receive(int32_t pee
   return host_.Receive(peer, tag, deadline);
 }
 
-absl::StatusOr<IpcTransport*> DeviceTransport::IpcTo(int32_t peer, const char* what) const {
+absl::StatusOr<IpcTransport*> DeviceTransport::IpcTo(int32_t peer) const {
   absl::MutexLock lock(&mu_);
   if (!abort_.ok()) return abort_;
   if (peer >= 0 && peer < static_cast<int32_t>(is_ipc_peer_.size()) && is_ipc_peer_[peer]) return ipc_.get();
-  return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), " cannot ", what, " actor ", peer,
-                                                    ": they share no device (CUDA IPC needs one), and there is no "
-                                                    "NCCL data plane between devices yet"));
+  return nullptr;
 }
 
 absl::Status DeviceTransport::SendDevice(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors) {
-  absl::StatusOr<IpcTransport*> ipc = IpcTo(peer, "send device tensors to");
+  absl::StatusOr<IpcTransport*> ipc = IpcTo(peer);
   if (!ipc.ok()) return ipc.status();
-  absl::Status sent = (*ipc)->Send(peer, tag, std::move(tensors));
+  absl::Status sent;
+  if (*ipc != nullptr) {
+    sent = (*ipc)->Send(peer, tag, std::move(tensors));
+  } else {
+    // Off the device: staged through the host. The download waits for the
+    // kernels that produced the tensors.
+    std::vector<ir::HostTensor> staged;
+    staged.reserve(tensors.size());
+    const absl::Time deadline = absl::Now() + options_.staging_wait;
+    for (const DeviceTensor& tensor : tensors) {
+      absl::StatusOr<ir::HostTensor> host = CopyToHost(memory_, tensor, deadline);
+      if (!host.ok()) {
+        return absl::Status(host.status().code(), absl::StrCat("actor ", actor(), " staging a send to actor ", peer,
+                                                               ": ", host.status().message()));
+      }
+      staged.push_back(*std::move(host));
+    }
+    sent = host_.Send(peer, tag, std::move(staged));
+  }
   if (sent.ok() && ++device_sends_ == options_.die_at_send) raise(SIGKILL);  // injected: dies mid-transfer
   return sent;
 }
 
 absl::StatusOr<std::vector<DeviceTensor>> DeviceTransport::ReceiveDevice(int32_t peer, uint64_t tag,
                                                                          absl::Time deadline) {
-  absl::StatusOr<IpcTransport*> ipc = IpcTo(peer, "receive device tensors from");
+  absl::StatusOr<IpcTransport*> ipc = IpcTo(peer);
   if (!ipc.ok()) return ipc.status();
-  return (*ipc)->Receive(peer, tag, deadline);
+  if (*ipc != nullptr) return (*ipc)->Receive(peer, tag, deadline);
+  absl::StatusOr<std::vector<ir::HostTensor>> staged = host_.Receive(peer, tag, deadline);
+  if (!staged.ok()) return staged.status();
+  std::vector<DeviceTensor> tensors;
+  tensors.reserve(staged->size());
+  for (const ir::HostTensor& host : *staged) {
+    absl::StatusOr<DeviceTensor> tensor = CopyToDevice(memory_, host, deadline);
+    if (!tensor.ok()) {
+      return absl::Status(tensor.status().code(), absl::StrCat("actor ", actor(), " receiving from actor ", peer,
+                                                               " through the host: ", tensor.status().message()));
+    }
+    tensors.push_back(*std::move(tensor));
+  }
+  return tensors;
 }
 
 void DeviceTransport::Abort(absl::Status status) {

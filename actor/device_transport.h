@@ -7,9 +7,11 @@
 //
 // Which peers share the device is the launcher's choice (it knows where every
 // actor is), handed to Connect as `ipc_peers`, which creates and connects
-// the IpcTransport. SendDevice and ReceiveDevice to any other peer are
-// FailedPrecondition naming the pair: between devices the data plane is
-// NCCL (not built yet), not this transport.
+// the IpcTransport. Device tensors for any other peer (another host, another
+// GPU) are staged through the host: SendDevice downloads them and sends host
+// tensors over the host transport, ReceiveDevice receives host tensors and
+// uploads them. Correct everywhere, at the cost of two copies over PCIe;
+// NCCL send/recv between GPUs would avoid them (not wired yet).
 //
 // Abort aborts the IpcTransport, which aborts the host transport: waiting
 // device and host receives both wake.
@@ -43,6 +45,8 @@ class DeviceTransport final : public Transport {
   struct Options {
     IpcTransport::Options ipc;  // its `peers` are set from ipc_peers
     int64_t die_at_send = -1;
+    // How long staging a send through the host may wait for the device.
+    absl::Duration staging_wait = absl::Minutes(1);
   };
 
   // The transport of host.actor() among `num_actors`, whose host side works
@@ -72,9 +76,9 @@ class DeviceTransport final : public Transport {
  private:
   DeviceTransport(Transport& host, DeviceMemory& memory, int32_t num_actors, Options options)
       : host_(host), memory_(memory), num_actors_(num_actors), options_(std::move(options)) {}
-  // The IpcTransport when `peer` is one of its peers; FailedPrecondition
-  // naming the pair otherwise.
-  absl::StatusOr<IpcTransport*> IpcTo(int32_t peer, const char* what) const;
+  // The IpcTransport when `peer` is one of its peers; null when the pair
+  // stages through the host; the abort status after Abort.
+  absl::StatusOr<IpcTransport*> IpcTo(int32_t peer) const;
 
   Transport& host_;
   DeviceMemory& memory_;

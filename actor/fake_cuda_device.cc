@@ -8,7 +8,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "ir/graph_builder.h"
 
 namespace tandem::actor {
 
@@ -84,12 +83,7 @@ absl::StatusOr<TensorHandle> FakeCudaDevice::Accumulate(const TensorHandle& acc,
   }
   const ir::TensorType& type = acc.type();
   auto [graph, built] = accumulate_graphs_.try_emplace(ir::TypeToString(type));
-  if (built) {
-    ir::GraphBuilder builder(&graph->second);
-    const ir::ValueId a = builder.AddInput("acc", "accumulator", type, {});
-    const ir::ValueId g = builder.AddInput("grad", "gradient", type, {});
-    graph->second.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
-  }
+  if (built) graph->second = AccumulateGraph(type);
   absl::StatusOr<HandleMap> results = Run(graph->second, {{"acc", acc}, {"grad", grad}});
   if (!results.ok()) return results.status();
   return results->at("sum");

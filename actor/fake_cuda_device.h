@@ -75,8 +75,7 @@ class FakeCudaDevice final : public Device {
   absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override;
   absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override;
   absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override;
-  // Runs the graph acc + grad (a kAdd, whose reference kernel is
-  // AccumulateGradient's add), built once per type.
+  // Runs AccumulateGraph (device.h), built once per type.
   absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) override;
 
   FakeDeviceMemory& fake_memory() { return *memory_; }

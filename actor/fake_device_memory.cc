@@ -217,7 +217,7 @@ void FakeDeviceMemory::Poison(absl::Status why) {
   dropped.swap(queue_);
 }
 
-absl::StatusOr<DeviceAddress> FakeDeviceMemory::Allocate(int64_t bytes) {
+absl::StatusOr<DeviceAddress> FakeDeviceMemory::Allocate(int64_t bytes, Sharing sharing) {
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: cannot allocate ", bytes, " bytes"));
   {
     absl::ReaderMutexLock lock(&mu_);
@@ -228,6 +228,7 @@ absl::StatusOr<DeviceAddress> FakeDeviceMemory::Allocate(int64_t bytes) {
   const DeviceAddress address = reinterpret_cast<DeviceAddress>((*mapping)->base());
   absl::MutexLock lock(&mu_);
   allocations_.emplace(address, *std::move(mapping));
+  if (sharing == Sharing::kExportable) exportable_.insert(address);
   allocated_bytes_ += bytes;
   return address;
 }
@@ -243,6 +244,7 @@ absl::Status FakeDeviceMemory::Free(DeviceAddress base) {
   allocated_bytes_ -= static_cast<int64_t>(it->second->bytes());
   Enqueue({.kind = StreamOp::Kind::kRelease, .mapping = std::move(it->second)});
   allocations_.erase(it);
+  exportable_.erase(base);
   return absl::OkStatus();
 }
 
@@ -252,6 +254,10 @@ absl::StatusOr<IpcMemHandle> FakeDeviceMemory::ExportMemory(DeviceAddress base) 
   if (it == allocations_.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("fake device: export of ", absl::Hex(base), ", not the base of an allocation"));
+  }
+  if (!exportable_.contains(base)) {
+    return absl::InvalidArgumentError(absl::StrCat("fake device: export of ", absl::Hex(base),
+                                                   ", a private allocation (allocate it exportable)"));
   }
   return MakeHandle<IpcMemHandle>(kMemoryHandleMagic, *it->second);
 }

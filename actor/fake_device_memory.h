@@ -44,6 +44,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -70,7 +71,7 @@ class FakeDeviceMemory final : public DeviceMemory {
 
   std::string name() const override { return "fake"; }
 
-  absl::StatusOr<DeviceAddress> Allocate(int64_t bytes) override;
+  absl::StatusOr<DeviceAddress> Allocate(int64_t bytes, Sharing sharing) override;
   absl::Status Free(DeviceAddress base) override;
   absl::StatusOr<IpcMemHandle> ExportMemory(DeviceAddress base) override;
   absl::StatusOr<DeviceAddress> ImportMemory(const IpcMemHandle& handle) override;
@@ -129,6 +130,7 @@ class FakeDeviceMemory final : public DeviceMemory {
   const Options options_;
   mutable absl::Mutex mu_;
   std::map<DeviceAddress, std::shared_ptr<Mapping>> allocations_ ABSL_GUARDED_BY(mu_);  // by base
+  std::set<DeviceAddress> exportable_ ABSL_GUARDED_BY(mu_);  // bases of exportable allocations
   std::map<DeviceAddress, std::shared_ptr<Mapping>> imports_ ABSL_GUARDED_BY(mu_);      // by address
   std::map<uint64_t, Event> events_ ABSL_GUARDED_BY(mu_);                               // by id
   int64_t allocated_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // as asked, of allocations_

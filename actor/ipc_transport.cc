@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(int32_t actor
     Outbound& out = *t.outbound_[peer];
     Inbound& in = *t.inbound_[peer];
     out.peer = peer;
-    absl::StatusOr<DeviceAddress> ring = memory.Allocate(static_cast<int64_t>(t.capacity_));
+    absl::StatusOr<DeviceAddress> ring = memory.Allocate(static_cast<int64_t>(t.capacity_), Sharing::kExportable);
     if (!ring.ok()) {
       return absl::Status(ring.status().code(), absl::StrCat("actor ", actor, ": the device ring to actor ", peer,
                                                              ": ", ring.status().message()));

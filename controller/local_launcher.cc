@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
 #include <map>
 #include <utility>
 #include <variant>
@@ -13,10 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
+#include "ir/device_spec.h"
 #include "ir/kernel_threads.h"
 #include "ir/state_file.h"
 #include "rpc/controller_service.h"
@@ -329,10 +335,45 @@ bool LocalLauncher::SharedMemoryBetween(int32_t actor, int32_t peer) const {
   return false;
 }
 
+namespace {
+
+// The NVIDIA GPUs this process would see, without loading CUDA into the
+// controller: CUDA_VISIBLE_DEVICES's entries where it is set, else the
+// driver's /dev/nvidiaN device files.
+int VisibleGpus() {
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    int count = 0;
+    for (absl::string_view entry : absl::StrSplit(visible, ',', absl::SkipWhitespace())) {
+      if (!entry.empty()) ++count;
+    }
+    return count;
+  }
+  int count = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
 bool LocalLauncher::SharesDevice(int32_t actor, int32_t peer) const {
-  // The one device-resident kind so far; all its actors on a host share the
-  // one emulated device.
-  return options_.device == "fake-cuda" && nodes_[actor] == nodes_[peer];
+  if (nodes_[actor] != nodes_[peer]) return false;
+  absl::StatusOr<ir::DeviceSpec> spec = ir::ParseDeviceSpec(options_.device);
+  if (!spec.ok() || spec->kind == ir::DeviceSpec::Kind::kCpu) return false;
+  if (spec->kind == ir::DeviceSpec::Kind::kCuda && spec->index < 0 && srun_step_ != nullptr) {
+    // Each srun task picks its GPU among those Slurm lets it see, which this
+    // process cannot tell apart: such actors stage through the host.
+    return false;
+  }
+  // Forked actors see the GPUs this process sees.
+  static const int visible = VisibleGpus();
+  return ir::ActorsShareDevice(*spec, actor, peer, visible);
 }
 
 std::string LocalLauncher::DescribeDataPlane() const {

@@ -117,7 +117,7 @@ struct LocalLauncherOptions {
   // sends one peer in a step, doubled for the slots a ring wraps around.
   int64_t shm_ring_bytes = int64_t{256} << 20;
   // Where the actors compute: tandem-actor's --device (cpu, cuda, cuda:N,
-  // with +bf16); the actor checks it and exits at once if it cannot open it.
+  // with +tf32 or +bf16); the actor checks it and exits at once if it cannot open it.
   std::string device = "cpu";
   // Each actor's kernel threads (tandem-actor --threads). 0: forked actors
   // share this host's cores evenly (ir::SharedCoreThreads); an srun task

@@ -3,7 +3,7 @@
 //
 //   TANDEM_JOB_TOKEN=... tandem-actor [--control unix|tcp] --controller SOCKET|HOST:PORT
 //       --actor A --actors P [--transport shm|tcp|auto] [--receive-timeout-ms N]
-//       [--shm-ring-mib N] [--bind HOST] [--device cpu|cuda|cuda:N[+bf16]] [--threads N]
+//       [--shm-ring-mib N] [--bind HOST] [--device cpu|cuda|cuda:N[+tf32|+bf16]] [--threads N]
 //   TANDEM_JOB_TOKEN=... srun ... tandem-actor --slurm --control tcp --controller HOST:PORT --actors P ...
 //
 // With --slurm (a task of the Slurm launcher's one srun step), the actor
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
                "a task of an srun step: the id from SLURM_PROCID, the node from SLURMD_NODENAME, the GPU of "
                "--device cuda from SLURM_LOCALID among the GPUs the task sees")
       ->excludes(actor_option);
-  app.add_option("--device", device, "where the functions compute: cpu, cuda, cuda:N (+bf16)")->capture_default_str();
+  app.add_option("--device", device, "where the functions compute: cpu, cuda, cuda:N (+tf32 or +bf16)")->capture_default_str();
   app.add_option("--threads", threads, "threads of the CPU kernels (0: every core); the bits do not depend on it")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();

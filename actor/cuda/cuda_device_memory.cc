@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -40,7 +41,12 @@ struct CudaDeviceMemory::Impl {
   cudaEvent_t host_copy_done = nullptr;  // private: marks the end of a host copy
 
   absl::Mutex mu;
-  std::map<DeviceAddress, int64_t> allocations ABSL_GUARDED_BY(mu);  // base -> bytes
+  cudaMemPool_t pool = nullptr;  // private allocations, stream-ordered on `stream`
+  struct Allocation {
+    int64_t bytes = 0;
+    Sharing sharing = Sharing::kPrivate;
+  };
+  std::map<DeviceAddress, Allocation> allocations ABSL_GUARDED_BY(mu);  // by base
   int64_t allocated_bytes ABSL_GUARDED_BY(mu) = 0;                  // their sum
   std::map<DeviceAddress, int> imports ABSL_GUARDED_BY(mu);          // address -> times opened
   struct Event {
@@ -128,8 +134,22 @@ absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> CudaDeviceMemory::Create(int d
   cudaError_t error = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
   if (error != cudaSuccess) return impl->Error(error, "cudaStreamCreateWithFlags");
   std::unique_ptr<CudaDeviceMemory> memory(new CudaDeviceMemory(std::move(impl)));
-  error = cudaEventCreateWithFlags(&memory->impl_->host_copy_done, cudaEventDisableTiming);
-  if (error != cudaSuccess) return memory->impl_->Error(error, "cudaEventCreateWithFlags");
+  Impl& m = *memory->impl_;
+  error = cudaEventCreateWithFlags(&m.host_copy_done, cudaEventDisableTiming);
+  if (error != cudaSuccess) return m.Error(error, "cudaEventCreateWithFlags");
+  cudaMemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  error = cudaMemPoolCreate(&m.pool, &props);
+  if (error != cudaSuccess) return m.Error(error, "cudaMemPoolCreate");
+  // Freed memory stays in the pool for the next allocations instead of
+  // going back to the driver at every synchronization.
+  uint64_t threshold = std::numeric_limits<uint64_t>::max();
+  error = cudaMemPoolSetAttribute(m.pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (error != cudaSuccess) return m.Error(error, "cudaMemPoolSetAttribute");
   return memory;
 }
 
@@ -142,7 +162,15 @@ CudaDeviceMemory::~CudaDeviceMemory() {
   for (auto& [address, count] : m.imports) {
     for (int i = 0; i < count; ++i) cudaIpcCloseMemHandle(Pointer(address));
   }
-  for (auto& [base, bytes] : m.allocations) cudaFree(Pointer(base));
+  for (auto& [base, allocation] : m.allocations) {
+    if (allocation.sharing == Sharing::kExportable) {
+      cudaFree(Pointer(base));
+    } else {
+      cudaFreeAsync(Pointer(base), m.stream);
+    }
+  }
+  if (m.stream != nullptr) cudaStreamSynchronize(m.stream);  // the frees above
+  if (m.pool != nullptr) cudaMemPoolDestroy(m.pool);
   if (m.host_copy_done != nullptr) cudaEventDestroy(m.host_copy_done);
   if (m.stream != nullptr) cudaStreamDestroy(m.stream);
   cudaGetLastError();
@@ -150,19 +178,27 @@ CudaDeviceMemory::~CudaDeviceMemory() {
 
 std::string CudaDeviceMemory::name() const { return impl_->name; }
 
-absl::StatusOr<DeviceAddress> CudaDeviceMemory::Allocate(int64_t bytes) {
+int CudaDeviceMemory::device() const { return impl_->device; }
+
+void* CudaDeviceMemory::stream_handle() const { return impl_->stream; }
+
+absl::StatusOr<DeviceAddress> CudaDeviceMemory::Allocate(int64_t bytes, Sharing sharing) {
   Impl& m = *impl_;
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat(m.name, ": cannot allocate ", bytes, " bytes"));
   if (absl::Status status = m.Use(); !status.ok()) return status;
   void* pointer = nullptr;
-  const cudaError_t error = cudaMalloc(&pointer, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  // cudaMalloc synchronizes the device; private memory comes from the pool,
+  // in the stream's order, without waiting.
+  const bool exportable = sharing == Sharing::kExportable;
+  const cudaError_t error = exportable ? cudaMalloc(&pointer, size) : cudaMallocFromPoolAsync(&pointer, size, m.pool, m.stream);
   if (error != cudaSuccess) {
-    return m.Error(error, absl::StrCat("cudaMalloc of ", bytes, " bytes"),
+    return m.Error(error, absl::StrCat(exportable ? "cudaMalloc" : "cudaMallocFromPoolAsync", " of ", bytes, " bytes"),
                    error == cudaErrorMemoryAllocation ? absl::StatusCode::kResourceExhausted
                                                       : absl::StatusCode::kInternal);
   }
   absl::MutexLock lock(&m.mu);
-  m.allocations.emplace(Address(pointer), bytes);
+  m.allocations.emplace(Address(pointer), Impl::Allocation{bytes, sharing});
   m.allocated_bytes += bytes;
   return Address(pointer);
 }
@@ -170,17 +206,21 @@ absl::StatusOr<DeviceAddress> CudaDeviceMemory::Allocate(int64_t bytes) {
 absl::Status CudaDeviceMemory::Free(DeviceAddress base) {
   Impl& m = *impl_;
   if (absl::Status status = m.Use(); !status.ok()) return status;
+  Sharing sharing = Sharing::kPrivate;
   {
     absl::MutexLock lock(&m.mu);
     auto it = m.allocations.find(base);
     if (it == m.allocations.end()) {
       return absl::InvalidArgumentError(absl::StrCat(m.name, ": free of ", absl::Hex(base), ", not an allocation"));
     }
-    m.allocated_bytes -= it->second;
+    m.allocated_bytes -= it->second.bytes;
+    sharing = it->second.sharing;
     m.allocations.erase(it);
   }
-  // cudaFree waits for the device, so pending work on the memory finishes.
-  const cudaError_t error = cudaFree(Pointer(base));
+  // cudaFree waits for the device, and cudaFreeAsync frees in the stream's
+  // order: either way, work already enqueued on the memory finishes first.
+  const cudaError_t error =
+      sharing == Sharing::kExportable ? cudaFree(Pointer(base)) : cudaFreeAsync(Pointer(base), m.stream);
   return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaFree");
 }
 
@@ -194,9 +234,14 @@ absl::StatusOr<IpcMemHandle> CudaDeviceMemory::ExportMemory(DeviceAddress base) 
   if (absl::Status status = m.Use(); !status.ok()) return status;
   {
     absl::MutexLock lock(&m.mu);
-    if (!m.allocations.contains(base)) {
+    auto it = m.allocations.find(base);
+    if (it == m.allocations.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat(m.name, ": export of ", absl::Hex(base), ", not the base of an allocation"));
+    }
+    if (it->second.sharing != Sharing::kExportable) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.name, ": export of ", absl::Hex(base), ", a private allocation (allocate it exportable)"));
     }
   }
   cudaIpcMemHandle_t cuda_handle;

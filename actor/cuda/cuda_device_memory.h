@@ -1,8 +1,12 @@
 // CudaDeviceMemory: DeviceMemory (actor/device_memory.h) over the CUDA
 // runtime, for actor processes that share one GPU through CUDA IPC.
 //
-// Mapping: Allocate/Free are cudaMalloc/cudaFree (cudaFree waits for the
-// device, so freeing memory the stream still uses is safe);
+// Mapping: private allocations come from a stream-ordered pool of this
+// object's own (cudaMallocFromPoolAsync / cudaFreeAsync on the stream, so
+// neither synchronizes the device, and a free waits for the stream's earlier
+// work), exportable ones are cudaMalloc/cudaFree (which CUDA IPC needs;
+// cudaFree waits for the device, so freeing memory the stream still uses is
+// safe);
 // ExportMemory/ImportMemory/CloseImported are cudaIpcGetMemHandle (on the
 // allocation's base), cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess;
 // opening a handle twice returns the same address, counted) and
@@ -49,8 +53,15 @@ class CudaDeviceMemory final : public DeviceMemory {
   ~CudaDeviceMemory() override;
 
   std::string name() const override;
+  // The CUDA device ordinal.
+  int device() const;
+  // The stream every operation of this object is ordered on (a
+  // cudaStream_t), for the kernels of the device that computes in this
+  // memory (CudaGraphRunner): work they enqueue on it is ordered with the
+  // copies and events of the data plane.
+  void* stream_handle() const;
 
-  absl::StatusOr<DeviceAddress> Allocate(int64_t bytes) override;
+  absl::StatusOr<DeviceAddress> Allocate(int64_t bytes, Sharing sharing) override;
   absl::Status Free(DeviceAddress base) override;
   int64_t allocated_bytes() const override;
   absl::StatusOr<IpcMemHandle> ExportMemory(DeviceAddress base) override;

@@ -5,8 +5,8 @@
 // Host-side work per node: check the operand types against the node (the
 // shape rules, ir/shape_rules.h, so no kernel can index out of bounds on a
 // graph the verifier would reject), allocate the result from the runner's
-// memory pool, compute shapes and strides, launch. Nothing waits for the
-// device until the outputs are downloaded.
+// device memory (a stream-ordered pool), compute shapes and strides,
+// launch. Nothing waits for the device but the read-back of range checks.
 //
 // Data-dependent errors (ids and labels out of range) are found on the
 // device by a range-check kernel that writes the first bad position into a
@@ -15,10 +15,11 @@
 // the end, or before reporting a host-side error), so the error reported is
 // the one ir::RunGraph reports: the earliest failing node's.
 //
-// Memory: each value owns a stream-ordered allocation (cudaMallocFromPoolAsync
-// from the runner's own pool), shared by reshape and pipeline_yield results,
-// and freed with cudaFreeAsync when its last holder goes: the executor's
-// last-use rule, without waiting for the kernels that read it.
+// Memory: each value owns a private allocation of the runner's
+// CudaDeviceMemory (cudaMallocFromPoolAsync on its stream), shared by reshape
+// and pipeline_yield results, and freed with cudaFreeAsync when its last
+// holder goes: the executor's last-use rule, without waiting for the kernels
+// that read it.
 #include "actor/cuda/cuda_graph_runner.h"
 
 #include <cublas_v2.h>
@@ -38,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "actor/cuda/cublas_library.h"
 #include "actor/cuda/cuda_kernels.cuh"
 #include "actor/cuda/cuda_runtime.h"
@@ -78,37 +80,20 @@ absl::Status Unimplemented(const ir::Node& node, absl::string_view what) {
   return absl::UnimplementedError(absl::StrCat(ir::OpName(node.op), ": ", what));
 }
 
-// One allocation from the runner's pool. The destructor frees it in stream
-// order (after every kernel already enqueued that reads it); the first
-// failure is kept in *free_error for the run to report.
-class DeviceBuffer {
- public:
-  DeviceBuffer(void* data, cudaStream_t stream, cudaError_t* free_error)
-      : data_(data), stream_(stream), free_error_(free_error) {}
-  ~DeviceBuffer() {
-    if (data_ == nullptr) return;
-    const cudaError_t error = cudaFreeAsync(data_, stream_);
-    if (*free_error_ == cudaSuccess) *free_error_ = error;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+// A value's storage: an allocation of the runner's device memory (private,
+// stream-ordered), freed in stream order when its last holder goes.
+using Buffer = std::shared_ptr<const DeviceAllocation>;
 
-  void* data() const { return data_; }
-
- private:
-  void* data_;  // null for zero bytes
-  cudaStream_t stream_;
-  cudaError_t* free_error_;
-};
+void* DataOf(const Buffer& buffer) { return reinterpret_cast<void*>(static_cast<uintptr_t>(buffer->address())); }
 
 // A value on the device: its type and its (possibly shared) storage. No
 // buffer: the value is missing, as an undefined ir::HostTensor is.
 struct DeviceValue {
   TensorType type;
-  std::shared_ptr<DeviceBuffer> buffer;
+  Buffer buffer;
 
   bool defined() const { return buffer != nullptr; }
-  void* data() const { return buffer->data(); }
+  void* data() const { return DataOf(buffer); }
   const float* f32() const { return static_cast<const float*>(data()); }
   float* mutable_f32() const { return static_cast<float*>(data()); }
   const int32_t* i32() const { return static_cast<const int32_t*>(data()); }
@@ -117,7 +102,7 @@ struct DeviceValue {
 // A range check whose answer is still on the device.
 struct PendingCheck {
   ir::ValueId node;
-  std::shared_ptr<DeviceBuffer> result;  // one kernels::RangeCheckResult
+  Buffer result;  // one kernels::RangeCheckResult
   const char* what;                      // "id" or "label"
   int64_t limit;
 };
@@ -241,16 +226,18 @@ std::optional<kernels::BinaryOp> BinaryOpOf(OpKind op) {
 }  // namespace
 
 struct CudaGraphRunner::Impl {
-  explicit Impl(const RunnerOptions& options) : options(options) {}
+  Impl(const RunnerOptions& options, std::unique_ptr<CudaDeviceMemory> memory)
+      : options(options), memory(std::move(memory)),
+        stream(static_cast<cudaStream_t>(this->memory->stream_handle())) {}
   ~Impl();
   absl::Status Init();
 
-  absl::StatusOr<ir::TensorMap> Run(const ir::Graph& graph, const ir::TensorMap& inputs);
+  absl::StatusOr<DeviceTensorMap> Run(const ir::Graph& graph, const DeviceTensorMap& inputs);
+  absl::Time Deadline() const { return absl::Now() + options.wait_timeout; }
 
-  // Allocation and transfers.
-  absl::StatusOr<std::shared_ptr<DeviceBuffer>> AllocateBytes(int64_t bytes);
+  // Allocation.
+  absl::StatusOr<Buffer> AllocateBytes(int64_t bytes);
   absl::StatusOr<DeviceValue> Allocate(const TensorType& type);
-  absl::StatusOr<DeviceValue> Upload(const ir::HostTensor& tensor);
 
   // The node's value from its operands (all defined, types checked).
   absl::StatusOr<DeviceValue> Evaluate(ir::ValueId id, const ir::Node& node,
@@ -281,35 +268,41 @@ struct CudaGraphRunner::Impl {
   // failed (that is the error ir::RunGraph would have stopped at).
   absl::Status Fail(const ir::Graph& graph, absl::Status status);
 
+  // Profiling: events around node `id`'s work (set_node_times).
+  absl::Status MarkNode(ir::ValueId id, bool end);
+  absl::Status CollectNodeTimes(const ir::Graph& graph);
+
   const RunnerOptions options;
-  cudaStream_t stream = nullptr;
+  const std::unique_ptr<CudaDeviceMemory> memory;
+  const cudaStream_t stream;  // memory's
   std::unique_ptr<CublasLibrary> blas;  // loaded by Init (cublas_library.h)
   cublasHandle_t cublas = nullptr;
   void* workspace = nullptr;
-  cudaMemPool_t pool = nullptr;
-  // The first failed stream-ordered free since the run began.
-  cudaError_t free_error = cudaSuccess;
   std::vector<PendingCheck> checks;
+  std::vector<double>* node_ms = nullptr;
+  // While profiling: a (start, end) event pair per evaluated node, reused
+  // across runs.
+  std::vector<std::pair<ir::ValueId, std::pair<cudaEvent_t, cudaEvent_t>>> marks;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> spare_events;
 };
 
 CudaGraphRunner::Impl::~Impl() {
   // Errors cannot be reported from here; the process is shutting the
-  // runner down either way.
+  // runner down either way. The memory (destroyed after this body) waits
+  // for its stream.
   cudaSetDevice(options.device);
-  if (stream != nullptr) cudaStreamSynchronize(stream);
+  memory->SynchronizeStream(absl::Now() + absl::Seconds(10)).IgnoreError();
+  for (auto& [id, events] : marks) spare_events.push_back(events);
+  for (auto& [start, end] : spare_events) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+  }
   if (cublas != nullptr) blas->destroy(cublas);
   if (workspace != nullptr) cudaFree(workspace);
-  if (pool != nullptr) cudaMemPoolDestroy(pool);
-  if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
 absl::Status CudaGraphRunner::Impl::Init() {
   if (absl::Status s = CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"); !s.ok()) return s;
-  if (absl::Status s = CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-                                  "cudaStreamCreateWithFlags");
-      !s.ok()) {
-    return s;
-  }
   absl::StatusOr<std::unique_ptr<CublasLibrary>> loaded = LoadCublas();
   if (!loaded.ok()) return loaded.status();
   blas = *std::move(loaded);
@@ -322,10 +315,10 @@ absl::Status CudaGraphRunner::Impl::Init() {
       !s.ok()) {
     return s;
   }
-  // The default math mode keeps f32 GEMMs in f32 (TF32 needs
-  // CUBLAS_TF32_TENSOR_OP_MATH); bf16 GEMMs still use tensor cores.
-  if (absl::Status s = CublasStatus(*blas, blas->set_math_mode(cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-      !s.ok()) {
+  // The default math mode keeps f32 GEMMs in f32; TF32 tensor cores only
+  // where asked for. bf16 GEMMs use tensor cores either way.
+  const cublasMath_t math = options.precision == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  if (absl::Status s = CublasStatus(*blas, blas->set_math_mode(cublas, math), "cublasSetMathMode"); !s.ok()) {
     return s;
   }
   // After cublasSetStream, which resets the workspace to cuBLAS's own pool.
@@ -333,74 +326,29 @@ absl::Status CudaGraphRunner::Impl::Init() {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s =
-          CublasStatus(*blas, blas->set_workspace(cublas, workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
-      !s.ok()) {
-    return s;
-  }
-  cudaMemPoolProps props;
-  std::memset(&props, 0, sizeof(props));
-  props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypeNone;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = options.device;
-  if (absl::Status s = CudaStatus(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"); !s.ok()) {
-    return s;
-  }
-  // Keep freed memory in the pool between runs instead of returning it to
-  // the driver at every synchronization.
-  uint64_t threshold = std::numeric_limits<uint64_t>::max();
-  return CudaStatus(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
-                    "cudaMemPoolSetAttribute");
+  return CublasStatus(*blas, blas->set_workspace(cublas, workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
 }
 
-absl::StatusOr<std::shared_ptr<DeviceBuffer>> CudaGraphRunner::Impl::AllocateBytes(int64_t bytes) {
-  void* data = nullptr;
-  if (bytes > 0) {
-    const cudaError_t error =
-        cudaMallocFromPoolAsync(&data, static_cast<size_t>(bytes), pool, stream);
-    if (error == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // not sticky; clear it
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cudaMallocFromPoolAsync: out of device memory for ", ir::FormatBytes(bytes)));
-    }
-    if (absl::Status s = CudaStatus(error, "cudaMallocFromPoolAsync"); !s.ok()) return s;
-  }
-  return std::make_shared<DeviceBuffer>(data, stream, &free_error);
+absl::StatusOr<Buffer> CudaGraphRunner::Impl::AllocateBytes(int64_t bytes) {
+  absl::StatusOr<std::shared_ptr<DeviceAllocation>> allocation = DeviceAllocation::Allocate(*memory, bytes);
+  if (!allocation.ok()) return allocation.status();
+  return Buffer(*std::move(allocation));
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Allocate(const TensorType& type) {
-  absl::StatusOr<std::shared_ptr<DeviceBuffer>> buffer = AllocateBytes(type.num_bytes());
+  absl::StatusOr<Buffer> buffer = AllocateBytes(type.num_bytes());
   if (!buffer.ok()) return buffer.status();
   return DeviceValue{type, *std::move(buffer)};
 }
 
-absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Upload(const ir::HostTensor& tensor) {
-  absl::StatusOr<DeviceValue> value = Allocate(tensor.type());
-  if (!value.ok()) return value.status();
-  if (tensor.num_bytes() > 0) {
-    // From pageable memory: returns once the bytes are staged, so the host
-    // tensor may go right after.
-    if (absl::Status s = CudaStatus(cudaMemcpyAsync(value->data(), tensor.data(),
-                                                    static_cast<size_t>(tensor.num_bytes()),
-                                                    cudaMemcpyHostToDevice, stream),
-                                    "cudaMemcpyAsync (upload)");
-        !s.ok()) {
-      return s;
-    }
-  }
-  return value;
-}
-
 absl::Status CudaGraphRunner::Impl::CheckRange(ir::ValueId id, const DeviceValue& values,
                                                int64_t limit, const char* what) {
-  absl::StatusOr<std::shared_ptr<DeviceBuffer>> result =
-      AllocateBytes(sizeof(kernels::RangeCheckResult));
+  absl::StatusOr<Buffer> result = AllocateBytes(sizeof(kernels::RangeCheckResult));
   if (!result.ok()) return result.status();
   if (absl::Status s = CudaStatus(
           kernels::LaunchFindFirstOutOfRange(
               values.i32(), values.type.num_elements(), limit,
-              static_cast<kernels::RangeCheckResult*>((*result)->data()), stream),
+              static_cast<kernels::RangeCheckResult*>(DataOf(*result)), stream),
           "FindFirstOutOfRange launch");
       !s.ok()) {
     return s;
@@ -411,22 +359,19 @@ absl::Status CudaGraphRunner::Impl::CheckRange(ir::ValueId id, const DeviceValue
 
 absl::Status CudaGraphRunner::Impl::FlushChecks(const ir::Graph& graph) {
   if (checks.empty()) return absl::OkStatus();
-  std::vector<kernels::RangeCheckResult> results(checks.size());
-  for (size_t i = 0; i < checks.size(); ++i) {
-    if (absl::Status s = CudaStatus(
-            cudaMemcpyAsync(&results[i], checks[i].result->data(), sizeof(results[i]),
-                            cudaMemcpyDeviceToHost, stream),
-            "cudaMemcpyAsync (range check)");
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      !s.ok()) {
-    return s;
-  }
   std::vector<PendingCheck> flushed = std::move(checks);
   checks.clear();
+  // Each copy waits for the stream's earlier work (the first one for all
+  // of it), bounded.
+  std::vector<kernels::RangeCheckResult> results(flushed.size());
+  for (size_t i = 0; i < flushed.size(); ++i) {
+    if (absl::Status s = memory->CopyToHostSync(&results[i], flushed[i].result->address(), sizeof(results[i]),
+                                                Deadline());
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("graph @", graph.name(), ": reading back a range check: ",
+                                                 s.message()));
+    }
+  }
   for (size_t i = 0; i < flushed.size(); ++i) {
     if (results[i].position < 0) continue;
     const PendingCheck& check = flushed[i];
@@ -438,6 +383,43 @@ absl::Status CudaGraphRunner::Impl::FlushChecks(const ir::Graph& graph) {
         ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaGraphRunner::Impl::MarkNode(ir::ValueId id, bool end) {
+  if (node_ms == nullptr) return absl::OkStatus();
+  if (!end) {
+    std::pair<cudaEvent_t, cudaEvent_t> events{nullptr, nullptr};
+    if (!spare_events.empty()) {
+      events = spare_events.back();
+      spare_events.pop_back();
+    } else {
+      if (absl::Status s = CudaStatus(cudaEventCreate(&events.first), "cudaEventCreate"); !s.ok()) return s;
+      if (absl::Status s = CudaStatus(cudaEventCreate(&events.second), "cudaEventCreate"); !s.ok()) {
+        cudaEventDestroy(events.first);
+        return s;
+      }
+    }
+    marks.push_back({id, events});
+  }
+  cudaEvent_t event = end ? marks.back().second.second : marks.back().second.first;
+  return CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
+}
+
+absl::Status CudaGraphRunner::Impl::CollectNodeTimes(const ir::Graph& graph) {
+  if (node_ms == nullptr) return absl::OkStatus();
+  if (absl::Status s = memory->SynchronizeStream(Deadline()); !s.ok()) return s;
+  if (node_ms->size() < static_cast<size_t>(graph.size())) node_ms->resize(static_cast<size_t>(graph.size()), 0.0);
+  absl::Status status = absl::OkStatus();
+  for (auto& [id, events] : marks) {
+    float ms = 0;
+    if (status.ok()) {
+      status.Update(CudaStatus(cudaEventElapsedTime(&ms, events.first, events.second), "cudaEventElapsedTime"));
+      if (status.ok()) (*node_ms)[static_cast<size_t>(id)] += ms;
+    }
+    spare_events.push_back(events);
+  }
+  marks.clear();
+  return status;
 }
 
 absl::Status CudaGraphRunner::Impl::Fail(const ir::Graph& graph, absl::Status status) {
@@ -717,7 +699,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
   const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float alpha = 1.0f;
   const float beta = 0.0f;
-  if (!options.bf16_matmul) {
+  if (options.precision != Precision::kBf16) {
     if (absl::Status s = CublasStatus(
             *blas,
             blas->sgemm_strided_batched(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
@@ -732,18 +714,18 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
     return out;
   }
   // bf16: both operands rounded to bf16 on the device, f32 accumulation.
-  absl::StatusOr<std::shared_ptr<DeviceBuffer>> a16 = AllocateBytes(a.type.num_elements() * 2);
+  absl::StatusOr<Buffer> a16 = AllocateBytes(a.type.num_elements() * 2);
   if (!a16.ok()) return a16.status();
-  absl::StatusOr<std::shared_ptr<DeviceBuffer>> b16 = AllocateBytes(b.type.num_elements() * 2);
+  absl::StatusOr<Buffer> b16 = AllocateBytes(b.type.num_elements() * 2);
   if (!b16.ok()) return b16.status();
   if (absl::Status s = CudaStatus(
-          kernels::LaunchToBf16(a.f32(), (*a16)->data(), a.type.num_elements(), stream),
+          kernels::LaunchToBf16(a.f32(), DataOf(*a16), a.type.num_elements(), stream),
           "ToBf16 launch");
       !s.ok()) {
     return s;
   }
   if (absl::Status s = CudaStatus(
-          kernels::LaunchToBf16(b.f32(), (*b16)->data(), b.type.num_elements(), stream),
+          kernels::LaunchToBf16(b.f32(), DataOf(*b16), b.type.num_elements(), stream),
           "ToBf16 launch");
       !s.ok()) {
     return s;
@@ -751,8 +733,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
   if (absl::Status s = CublasStatus(
           *blas,
           blas->gemm_strided_batched_ex(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
-                                     static_cast<int>(k), &alpha, (*b16)->data(), CUDA_R_16BF,
-                                     static_cast<int>(ldb), b_step, (*a16)->data(), CUDA_R_16BF,
+                                     static_cast<int>(k), &alpha, DataOf(*b16), CUDA_R_16BF,
+                                     static_cast<int>(ldb), b_step, DataOf(*a16), CUDA_R_16BF,
                                      static_cast<int>(lda), a_step, &beta, out->data(),
                                      CUDA_R_32F, static_cast<int>(n), m * n,
                                      static_cast<int>(batch), CUBLAS_COMPUTE_32F,
@@ -851,9 +833,17 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
     const DeviceValue& dy = *operands[1];
     const int64_t num_rows = node.type.shape[0];
     const int64_t width = node.type.shape[1];
+    const int64_t positions = ids.type.num_elements();
+    if (positions > std::numeric_limits<int32_t>::max()) {
+      return Unimplemented(node, absl::StrCat(positions, " ids (the sort takes at most 2^31 - 1)"));
+    }
     if (absl::Status s = CheckRange(id, ids, num_rows, "id"); !s.ok()) return s;
-    error = kernels::LaunchEmbeddingGrad(ids.i32(), dy.f32(), out->mutable_f32(),
-                                         ids.type.num_elements(), num_rows, width, stream);
+    // Freed in stream order after the launch, like any value.
+    absl::StatusOr<Buffer> scratch =
+        AllocateBytes(static_cast<int64_t>(kernels::EmbeddingGradScratchBytes(positions)));
+    if (!scratch.ok()) return scratch.status();
+    error = kernels::LaunchEmbeddingGrad(ids.i32(), dy.f32(), out->mutable_f32(), positions, num_rows, width,
+                                         DataOf(*scratch), stream);
   }
   if (absl::Status s = CudaStatus(error, "embedding launch"); !s.ok()) return s;
   return out;
@@ -927,9 +917,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
       absl::StrCat("CudaGraphRunner: unknown op kind ", static_cast<int>(node.op)));
 }
 
-absl::StatusOr<ir::TensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& graph,
-                                                        const ir::TensorMap& inputs) {
-  free_error = cudaSuccess;
+absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& graph, const DeviceTensorMap& inputs) {
   checks.clear();
   if (absl::Status s = CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"); !s.ok()) {
     return s;
@@ -953,72 +941,44 @@ absl::StatusOr<ir::TensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& graph,
         return Fail(graph, absl::InvalidArgumentError(absl::StrCat(
                                "graph @", graph.name(), ": no value for input '", name, "'")));
       }
-      if (it->second.type() != node.type) {
+      const DeviceTensor& input = it->second;
+      if (input.type != node.type) {
         return Fail(graph, absl::InvalidArgumentError(absl::StrCat(
                                "graph @", graph.name(), ": input '", name, "' must be ",
-                               ir::TypeToString(node.type), ", got ",
-                               ir::TypeToString(it->second.type()))));
+                               ir::TypeToString(node.type), ", got ", ir::TypeToString(input.type))));
       }
-      if (it->second.defined()) {
-        absl::StatusOr<DeviceValue> uploaded = Upload(it->second);
-        if (!uploaded.ok()) {
-          return Fail(graph, absl::Status(uploaded.status().code(),
-                                          absl::StrCat(Where(graph, id), " '", name, "': ",
-                                                       uploaded.status().message())));
-        }
-        values[id] = *std::move(uploaded);
-      } else {
-        values[id] = DeviceValue{node.type, nullptr};  // missing, as on the CPU
+      if (input.defined() && &input.storage->memory() != memory.get()) {
+        return Fail(graph, absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": input '", name,
+                                                                   "' is not in ", memory->name(), "'s memory")));
       }
+      values[id] = DeviceValue{node.type, input.storage};  // missing stays missing, as on the CPU
     } else {
       operands.clear();
       for (ir::ValueId operand : node.operands) operands.push_back(&values[operand]);
+      if (absl::Status s = MarkNode(id, false); !s.ok()) return Fail(graph, s);
       absl::StatusOr<DeviceValue> result = Evaluate(id, node, operands);
       if (!result.ok()) {
         return Fail(graph, absl::Status(result.status().code(),
                                         absl::StrCat(Where(graph, id), ": ",
                                                      result.status().message())));
       }
+      if (absl::Status s = MarkNode(id, true); !s.ok()) return Fail(graph, s);
       values[id] = *std::move(result);
     }
     for (ir::ValueId operand : node.operands) {
       if (last_use[operand] == id) values[operand] = DeviceValue();
     }
     if (last_use[id] == -1) values[id] = DeviceValue();
-    if (free_error != cudaSuccess) {
-      const absl::Status s = CudaStatus(free_error, "cudaFreeAsync");
-      return Fail(graph, absl::Status(s.code(), absl::StrCat(Where(graph, id), ": ", s.message())));
-    }
   }
 
-  ir::TensorMap results;
+  DeviceTensorMap results;
   for (const ir::GraphOutput& output : graph.outputs()) {
     const DeviceValue& value = values[output.value];
-    if (!value.defined()) {
-      results[output.name] = ir::HostTensor();
-      continue;
-    }
-    ir::HostTensor host(value.type);
-    if (host.num_bytes() > 0) {
-      if (absl::Status s = CudaStatus(
-              cudaMemcpyAsync(host.data(), value.data(), static_cast<size_t>(host.num_bytes()),
-                              cudaMemcpyDeviceToHost, stream),
-              "cudaMemcpyAsync (download)");
-          !s.ok()) {
-        return Fail(graph, absl::Status(s.code(), absl::StrCat("graph @", graph.name(), " output '",
-                                                               output.name, "': ", s.message())));
-      }
-    }
-    results[output.name] = std::move(host);
+    results[output.name] = DeviceTensor{value.type, value.buffer};
   }
   values.clear();
-  // Waits for every kernel: a fault during execution surfaces here.
-  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("graph @", graph.name(), ": ", s.message()));
-  }
   if (absl::Status s = FlushChecks(graph); !s.ok()) return s;
-  if (absl::Status s = CudaStatus(free_error, "cudaFreeAsync"); !s.ok()) return s;
+  if (absl::Status s = CollectNodeTimes(graph); !s.ok()) return s;
   return results;
 }
 
@@ -1026,19 +986,59 @@ CudaGraphRunner::CudaGraphRunner(std::unique_ptr<Impl> impl) : impl_(std::move(i
 
 CudaGraphRunner::~CudaGraphRunner() = default;
 
-absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
-    const RunnerOptions& options) {
-  if (absl::Status s = CheckDevice(options.device); !s.ok()) return s;
-  auto impl = std::make_unique<Impl>(options);
+absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(const RunnerOptions& options) {
+  absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(options.device);
+  if (!memory.ok()) return memory.status();
+  auto impl = std::make_unique<Impl>(options, *std::move(memory));
   if (absl::Status s = impl->Init(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("CUDA device ", options.device, ": ", s.message()));
   }
   return std::unique_ptr<CudaGraphRunner>(new CudaGraphRunner(std::move(impl)));
 }
 
-absl::StatusOr<ir::TensorMap> CudaGraphRunner::Run(const ir::Graph& graph,
-                                                   const ir::TensorMap& inputs) {
+CudaDeviceMemory& CudaGraphRunner::memory() const { return *impl_->memory; }
+
+absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Run(const ir::Graph& graph, const DeviceTensorMap& inputs) {
   return impl_->Run(graph, inputs);
 }
+
+absl::StatusOr<ir::TensorMap> CudaGraphRunner::RunFromHost(const ir::Graph& graph, const ir::TensorMap& inputs) {
+  DeviceTensorMap device_inputs;
+  for (const auto& [name, tensor] : inputs) {
+    if (!tensor.defined()) {
+      device_inputs[name] = DeviceTensor{tensor.type(), nullptr};
+      continue;
+    }
+    absl::StatusOr<DeviceTensor> uploaded = CopyToDevice(*impl_->memory, tensor, impl_->Deadline());
+    if (!uploaded.ok()) {
+      return absl::Status(uploaded.status().code(), absl::StrCat("graph @", graph.name(), " input '", name,
+                                                                 "': ", uploaded.status().message()));
+    }
+    device_inputs[name] = *std::move(uploaded);
+  }
+  absl::StatusOr<DeviceTensorMap> outputs = impl_->Run(graph, device_inputs);
+  if (!outputs.ok()) return outputs.status();
+  ir::TensorMap results;
+  for (const auto& [name, tensor] : *outputs) {
+    if (!tensor.defined()) {
+      results[name] = ir::HostTensor();
+      continue;
+    }
+    // Waits for the kernels before it: a fault during execution surfaces here.
+    absl::StatusOr<ir::HostTensor> host = CopyToHost(*impl_->memory, tensor, impl_->Deadline());
+    if (!host.ok()) {
+      return absl::Status(host.status().code(), absl::StrCat("graph @", graph.name(), " output '", name, "': ",
+                                                             host.status().message()));
+    }
+    results[name] = *std::move(host);
+  }
+  // Every kernel has finished (also for graphs without outputs).
+  if (absl::Status s = impl_->memory->SynchronizeStream(impl_->Deadline()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("graph @", graph.name(), ": ", s.message()));
+  }
+  return results;
+}
+
+void CudaGraphRunner::set_node_times(std::vector<double>* node_ms) { impl_->node_ms = node_ms; }
 
 }  // namespace tandem::actor::cuda

@@ -2,16 +2,20 @@
 // per op family with a switch on the op, and their launchers.
 //
 // Work split: elementwise kernels give one thread an output element; row
-// kernels (softmax family, normalization, cross-entropy) give one thread a
-// whole row and loop over it in index order, exactly like the reference's
-// row loops; reductions give one thread an output element and fold its
-// inputs in row-major order of the reduced axes. Every loop is grid-strided,
-// so any grid computes the same values.
+// kernels (softmax family, normalization, cross-entropy) give a block a row,
+// whose threads share each sum or max over it; reductions give a block one
+// output, or 32 neighbouring outputs, whose threads share the reduced
+// elements. Those folds run in a fixed tree order (see "Folds in a fixed
+// order" below) that depends on the shape alone. The embedding gradient
+// sorts the ids stably and sums each id's rows in position order. Every
+// loop is grid-strided, so any grid computes the same values.
 //
 // The formulas and their rounding order follow ir/kernels/*.cc; where the
 // reference documents a rounding (layer_norm's separate multiply and add),
 // __fmul_rn/__fadd_rn keep nvcc from contracting it into an FMA.
 #include <cuda_bf16.h>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
 #include <cstdint>
@@ -186,120 +190,187 @@ __global__ void CopyRowsKernel(const T* src, int64_t src_row_stride, T* dst,
   }
 }
 
-// ---- Reductions: one thread per output element.
+// ---- Folds in a fixed order.
+//
+// A sum or max over many elements is split between the threads of a block:
+// thread t folds the elements t, t + T, t + 2T, ... in increasing order (T
+// the threads sharing the fold), and a binary tree then combines the
+// threads' partials, partial[t] with partial[t + half] for half = T/2, T/4,
+// ..., 1. The order depends on T alone, and the launchers derive T from the
+// shape alone, so the bits depend on the inputs and their shape, never on
+// scheduling. No atomics.
 
-__global__ void ReduceKernel(ReduceOp op, const float* x, float* out, ReductionPlan plan) {
-  int64_t reduced_total = 1;
-  for (int axis = 0; axis < plan.reduced_rank; ++axis) reduced_total *= plan.reduced_extents[axis];
-  for (int64_t o = FirstIndex(); o < plan.num_outputs; o += GridStride()) {
-    int64_t offset;
-    OffsetsOf(plan.kept, o, &offset);
-    int64_t index[kMaxRank] = {};
-    float acc = op == ReduceOp::kMax ? -INFINITY : 0.0f;
-    for (int64_t r = 0; r < reduced_total; ++r) {
-      const float v = x[offset];
-      if (op == ReduceOp::kMax) {
-        acc = (v > acc || isnan(v)) ? v : acc;
-      } else {
-        acc += v;
-      }
-      // Advance the row-major odometer over the reduced axes.
-      for (int axis = plan.reduced_rank - 1; axis >= 0; --axis) {
-        offset += plan.reduced_strides[axis];
-        if (++index[axis] < plan.reduced_extents[axis]) break;
-        offset -= plan.reduced_strides[axis] * plan.reduced_extents[axis];
-        index[axis] = 0;
-      }
-    }
-    if (op == ReduceOp::kMean) acc = acc / plan.reduced_count;
-    out[o] = acc;
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+  static constexpr float kIdentity = 0.0f;
+};
+// The reference's max: a NaN anywhere wins; ties keep the earlier element.
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return (b > a || isnan(b)) ? b : a; }
+  static constexpr float kIdentity = -INFINITY;
+};
+
+constexpr int kFoldThreads = 256;  // the most threads one fold shares; a power of two
+
+// The tree over the partials of `group` threads, which sit `spacing` apart in
+// `scratch` starting at scratch[lane]: thread `lane + t * spacing` holds
+// partial t. Every thread of the block calls it (it synchronizes the block);
+// the result is left in scratch[lane].
+template <typename Op>
+__device__ void TreeFold(float* scratch, int lane, int t, int group, int spacing, Op op) {
+  for (int half = group / 2; half > 0; half /= 2) {
+    if (t < half) scratch[lane + t * spacing] = op(scratch[lane + t * spacing], scratch[lane + (t + half) * spacing]);
+    __syncthreads();
   }
 }
 
-// ---- Rows over the last axis: one thread per row.
-
-__device__ float RowMax(const float* x, int64_t n) {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
-  return max;
+// The fold of every thread's `mine` over the whole block (blockDim.x, a
+// power of two), returned to every thread.
+template <typename Op>
+__device__ float BlockFold(float mine, float* scratch, Op op) {
+  scratch[threadIdx.x] = mine;
+  __syncthreads();
+  TreeFold(scratch, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, op);
+  const float total = scratch[0];
+  __syncthreads();  // scratch is reused by the next fold
+  return total;
 }
+
+// This thread's share of a row: the fold of x[i] (or of f(i)) for i = t,
+// t + blockDim.x, ...
+template <typename Op, typename Term>
+__device__ float ShareOf(int64_t length, Op op, Term term) {
+  float acc = Op::kIdentity;
+  for (int64_t i = threadIdx.x; i < length; i += blockDim.x) acc = op(acc, term(i));
+  return acc;
+}
+
+// ---- Reductions: a block folds `outputs_per_block` consecutive outputs,
+// kFoldThreads / outputs_per_block threads each. Outputs that lie next to
+// each other in the input (a bias gradient: columns summed over rows) take
+// 32 per block, so a warp reads 32 neighbours; outputs whose reduced
+// elements lie next to each other (a row sum) take one per block, so the
+// block reads along the row.
+
+__device__ int64_t ReducedOffset(const ReductionPlan& plan, int64_t r) {
+  int64_t offset = 0;
+  for (int axis = plan.reduced_rank - 1; axis >= 0; --axis) {
+    const int64_t extent = plan.reduced_extents[axis];
+    offset += (r % extent) * plan.reduced_strides[axis];
+    r /= extent;
+  }
+  return offset;
+}
+
+template <typename Op>
+__global__ void ReduceKernel(const float* x, float* out, ReductionPlan plan, int outputs_per_block, bool mean,
+                             Op op) {
+  __shared__ float scratch[kFoldThreads];
+  const int lane = static_cast<int>(threadIdx.x) % outputs_per_block;
+  const int t = static_cast<int>(threadIdx.x) / outputs_per_block;
+  const int group = static_cast<int>(blockDim.x) / outputs_per_block;
+  int64_t reduced_total = 1;
+  for (int axis = 0; axis < plan.reduced_rank; ++axis) reduced_total *= plan.reduced_extents[axis];
+  // The loop bound is the same for the whole block, so every thread reaches
+  // every __syncthreads.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * outputs_per_block; first < plan.num_outputs;
+       first += static_cast<int64_t>(gridDim.x) * outputs_per_block) {
+    const int64_t o = first + lane;
+    float acc = Op::kIdentity;
+    if (o < plan.num_outputs) {
+      int64_t base;
+      OffsetsOf(plan.kept, o, &base);
+      for (int64_t r = t; r < reduced_total; r += group) acc = op(acc, x[base + ReducedOffset(plan, r)]);
+    }
+    scratch[threadIdx.x] = acc;
+    __syncthreads();
+    TreeFold(scratch, lane, t, group, outputs_per_block, op);
+    if (t == 0 && o < plan.num_outputs) out[o] = mean ? scratch[lane] / plan.reduced_count : scratch[lane];
+    __syncthreads();
+  }
+}
+
+// ---- Rows over the last axis: a block per row (grid-strided over rows),
+// blockDim.x threads sharing each of the row's folds.
 
 __global__ void RowsKernel(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
                            int64_t length) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+  __shared__ float scratch[kFoldThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* x_row = x + r * length;
     float* out_row = out + r * length;
+    const float* dy_row = dy == nullptr ? nullptr : dy + r * length;
     switch (op) {
       case RowOp::kSoftmax: {
-        const float max = RowMax(x_row, length);
-        for (int64_t i = 0; i < length; ++i) out_row[i] = expf(x_row[i] - max);
-        float sum = 0.0f;
-        for (int64_t i = 0; i < length; ++i) sum += out_row[i];
-        for (int64_t i = 0; i < length; ++i) out_row[i] = out_row[i] / sum;
+        const float max = BlockFold(ShareOf(length, MaxOp(), [&](int64_t i) { return x_row[i]; }), scratch, MaxOp());
+        float share = 0.0f;
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          out_row[i] = expf(x_row[i] - max);
+          share += out_row[i];
+        }
+        const float sum = BlockFold(share, scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = out_row[i] / sum;
         break;
       }
       case RowOp::kLogSoftmax: {
-        const float max = RowMax(x_row, length);
-        float sum = 0.0f;
-        for (int64_t i = 0; i < length; ++i) sum += expf(x_row[i] - max);
+        const float max = BlockFold(ShareOf(length, MaxOp(), [&](int64_t i) { return x_row[i]; }), scratch, MaxOp());
+        const float sum =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return expf(x_row[i] - max); }), scratch, AddOp());
         const float log_sum = logf(sum);
-        for (int64_t i = 0; i < length; ++i) out_row[i] = (x_row[i] - max) - log_sum;
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = (x_row[i] - max) - log_sum;
         break;
       }
       case RowOp::kSoftmaxGrad: {
         // x is y = softmax(.): dx = y * (dy - sum(dy * y)).
-        const float* dy_row = dy + r * length;
-        float dot = 0.0f;
-        for (int64_t i = 0; i < length; ++i) dot += dy_row[i] * x_row[i];
-        for (int64_t i = 0; i < length; ++i) out_row[i] = x_row[i] * (dy_row[i] - dot);
+        const float dot =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i] * x_row[i]; }), scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = x_row[i] * (dy_row[i] - dot);
         break;
       }
       case RowOp::kLogSoftmaxGrad: {
         // x is y = log_softmax(.): dx = dy - exp(y) * sum(dy).
-        const float* dy_row = dy + r * length;
-        float sum = 0.0f;
-        for (int64_t i = 0; i < length; ++i) sum += dy_row[i];
-        for (int64_t i = 0; i < length; ++i) out_row[i] = dy_row[i] - expf(x_row[i]) * sum;
+        const float sum = BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i]; }), scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = dy_row[i] - expf(x_row[i]) * sum;
         break;
       }
     }
   }
 }
 
-// mean and rstd = 1 / sqrt(var + eps) of a row, var biased; sums in index
-// order.
+// mean and rstd = 1 / sqrt(var + eps) of a row, var biased.
 struct RowMoments {
   float mean;
   float rstd;
 };
-__device__ RowMoments MomentsOf(const float* x, int64_t n, float eps) {
+__device__ RowMoments MomentsOf(const float* x, int64_t n, float eps, float* scratch) {
   const float count = static_cast<float>(n);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += x[i];
-  const float mean = sum / count;
-  float squares = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float centered = x[i] - mean;
-    squares += centered * centered;
-  }
-  const float variance = squares / count;
-  return {mean, 1.0f / sqrtf(variance + eps)};
+  const float mean = BlockFold(ShareOf(n, AddOp(), [&](int64_t i) { return x[i]; }), scratch, AddOp()) / count;
+  const float squares = BlockFold(ShareOf(n, AddOp(),
+                                          [&](int64_t i) {
+                                            const float centered = x[i] - mean;
+                                            return centered * centered;
+                                          }),
+                                  scratch, AddOp());
+  return {mean, 1.0f / sqrtf(squares / count + eps)};
 }
 
 __global__ void NormalizationKernel(NormOp op, const float* x, const float* second,
                                     const float* beta, float* out, int64_t rows, int64_t length,
                                     float eps) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+  __shared__ float scratch[kFoldThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* x_row = x + r * length;
     float* out_row = out + r * length;
-    const RowMoments moments = MomentsOf(x_row, length, eps);
+    const RowMoments moments = MomentsOf(x_row, length, eps, scratch);
     switch (op) {
       case NormOp::kNormalize:
-        for (int64_t i = 0; i < length; ++i) out_row[i] = (x_row[i] - moments.mean) * moments.rstd;
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          out_row[i] = (x_row[i] - moments.mean) * moments.rstd;
+        }
         break;
       case NormOp::kLayerNorm:
         // second is gamma: xhat * gamma rounded, then + beta rounded.
-        for (int64_t i = 0; i < length; ++i) {
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
           const float xhat = (x_row[i] - moments.mean) * moments.rstd;
           out_row[i] = __fadd_rn(__fmul_rn(xhat, second[i]), beta[i]);
         }
@@ -308,18 +379,14 @@ __global__ void NormalizationKernel(NormOp op, const float* x, const float* seco
         // second is dy: dx = rstd * ((dy - mean(dy)) - xhat * mean(dy * xhat)).
         const float* dy_row = second + r * length;
         const float count = static_cast<float>(length);
-        float dy_sum = 0.0f;
-        float dy_xhat_sum = 0.0f;
-        for (int64_t i = 0; i < length; ++i) {
-          const float xhat = (x_row[i] - moments.mean) * moments.rstd;
-          dy_sum += dy_row[i];
-          dy_xhat_sum += dy_row[i] * xhat;
-        }
-        const float dy_mean = dy_sum / count;
-        const float dy_xhat_mean = dy_xhat_sum / count;
-        for (int64_t i = 0; i < length; ++i) {
-          const float xhat = (x_row[i] - moments.mean) * moments.rstd;
-          out_row[i] = moments.rstd * ((dy_row[i] - dy_mean) - xhat * dy_xhat_mean);
+        const auto xhat = [&](int64_t i) { return (x_row[i] - moments.mean) * moments.rstd; };
+        const float dy_mean =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i]; }), scratch, AddOp()) / count;
+        const float dy_xhat_mean =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i] * xhat(i); }), scratch, AddOp()) /
+            count;
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          out_row[i] = moments.rstd * ((dy_row[i] - dy_mean) - xhat(i) * dy_xhat_mean);
         }
         break;
       }
@@ -370,41 +437,41 @@ __global__ void FindFirstOutOfRangeKernel(const int32_t* values, int64_t n, int6
   }
 }
 
-// The max of a row and the sum of exp(x - max) over it, in index order.
+// The max of a row and the sum of exp(x - max) over it, folded by the block.
 struct RowExpSum {
   float max;
   float sum;
 };
-__device__ RowExpSum ExpSumOf(const float* x, int64_t n) {
-  const float max = RowMax(x, n);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += expf(x[i] - max);
+__device__ RowExpSum ExpSumOf(const float* x, int64_t n, float* scratch) {
+  const float max = BlockFold(ShareOf(n, MaxOp(), [&](int64_t i) { return x[i]; }), scratch, MaxOp());
+  const float sum = BlockFold(ShareOf(n, AddOp(), [&](int64_t i) { return expf(x[i] - max); }), scratch, AddOp());
   return {max, sum};
 }
 
+// A block per row, as the row kernels.
 __global__ void CrossEntropyKernel(const float* logits, const int32_t* labels, float* loss,
                                    int64_t rows, int64_t classes) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+  __shared__ float scratch[kFoldThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = logits + r * classes;
     const int32_t label = labels[r];
-    if (label < 0 || label >= classes) {
-      loss[r] = NAN;
-      continue;
+    const RowExpSum stats = ExpSumOf(row, classes, scratch);
+    if (threadIdx.x == 0) {
+      loss[r] = (label < 0 || label >= classes) ? NAN : logf(stats.sum) - (row[label] - stats.max);
     }
-    const RowExpSum stats = ExpSumOf(row, classes);
-    loss[r] = logf(stats.sum) - (row[label] - stats.max);
   }
 }
 
 __global__ void CrossEntropyGradKernel(const float* logits, const int32_t* labels, const float* dy,
                                        float* out, int64_t rows, int64_t classes) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+  __shared__ float scratch[kFoldThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = logits + r * classes;
     float* grad = out + r * classes;
     const int32_t label = labels[r];
-    const RowExpSum stats = ExpSumOf(row, classes);
+    const RowExpSum stats = ExpSumOf(row, classes, scratch);
     const float scale = dy[r];
-    for (int64_t i = 0; i < classes; ++i) {
+    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) {
       const float probability = expf(row[i] - stats.max) / stats.sum;
       const float target = i == label ? 1.0f : 0.0f;
       grad[i] = (probability - target) * scale;
@@ -422,20 +489,60 @@ __global__ void EmbeddingKernel(const float* table, const int32_t* ids, float* o
   }
 }
 
-// One thread per output element (row, column) scans every id in position
-// order: the reference's sum order, with no atomics. O(rows * width *
-// positions) work; fine at the vocabulary sizes we run today.
-__global__ void EmbeddingGradKernel(const int32_t* ids, const float* dy, float* out,
-                                    int64_t positions, int64_t width, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    const int64_t row = i / width;
-    const int64_t column = i % width;
-    float acc = 0.0f;
-    for (int64_t position = 0; position < positions; ++position) {
-      if (ids[position] == row) acc += dy[position * width + column];
+// The embedding gradient from the ids sorted stably (so each id's positions
+// stay in position order): a block per run of equal ids sums its dy rows
+// in position order, the reference's order, into that id's output row.
+// Blocks whose sorted index does not start a run, and runs of out-of-range
+// ids, write nothing (the output was zeroed first).
+__global__ void EmbeddingGradRunsKernel(const int32_t* sorted_ids, const int32_t* sorted_positions,
+                                        const float* dy, float* out, int64_t positions, int64_t num_rows,
+                                        int64_t width) {
+  for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
+    const int32_t id = sorted_ids[i];
+    if ((i > 0 && sorted_ids[i - 1] == id) || id < 0 || id >= num_rows) continue;
+    for (int64_t column = threadIdx.x; column < width; column += blockDim.x) {
+      float acc = 0.0f;
+      for (int64_t j = i; j < positions && sorted_ids[j] == id; ++j) {
+        acc += dy[static_cast<int64_t>(sorted_positions[j]) * width + column];
+      }
+      out[static_cast<int64_t>(id) * width + column] = acc;
     }
-    out[i] = acc;
   }
+}
+
+__global__ void IotaKernel(int32_t* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = static_cast<int32_t>(i);
+}
+
+// The threads a row kernel gives each row: enough to cover short rows with
+// one warp, up to kFoldThreads for long ones. A function of the length
+// alone (the fold order depends on it).
+int RowThreads(int64_t length) {
+  if (length <= 256) return 32;
+  if (length <= 2048) return 128;
+  return kFoldThreads;
+}
+
+unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
+
+// The embedding gradient's scratch: sorted ids, positions, sorted positions,
+// then cub's own, each 256-byte aligned.
+struct EmbeddingGradScratch {
+  size_t ids_offset = 0, positions_offset = 0, sorted_positions_offset = 0, cub_offset = 0, cub_bytes = 0, total = 0;
+};
+size_t Aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+EmbeddingGradScratch EmbeddingGradLayout(int64_t positions) {
+  EmbeddingGradScratch layout;
+  const size_t ints = Aligned(static_cast<size_t>(positions) * sizeof(int32_t));
+  cub::DeviceRadixSort::SortPairs(nullptr, layout.cub_bytes, static_cast<const int32_t*>(nullptr),
+                                  static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                  static_cast<int32_t*>(nullptr), static_cast<int>(positions));
+  layout.ids_offset = 0;
+  layout.positions_offset = ints;
+  layout.sorted_positions_offset = 2 * ints;
+  layout.cub_offset = 3 * ints;
+  layout.total = 3 * ints + Aligned(layout.cub_bytes);
+  return layout;
 }
 
 }  // namespace
@@ -518,20 +625,37 @@ cudaError_t LaunchCopyRows(const void* src, int64_t src_row_stride, void* dst,
 
 cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan,
                          cudaStream_t stream) {
-  return Launch(plan.num_outputs, stream, ReduceKernel, op, x, out, plan);
+  if (plan.num_outputs <= 0) return cudaSuccess;
+  int64_t reduced_total = 1;
+  for (int axis = 0; axis < plan.reduced_rank; ++axis) reduced_total *= plan.reduced_extents[axis];
+  const bool outputs_adjacent = plan.kept.rank > 0 && plan.kept.strides[0][plan.kept.rank - 1] == 1;
+  const bool reduced_adjacent = plan.reduced_rank > 0 && plan.reduced_strides[plan.reduced_rank - 1] == 1;
+  const int outputs_per_block = (outputs_adjacent && !reduced_adjacent) || reduced_total < kFoldThreads ? 32 : 1;
+  const int64_t blocks = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block;
+  const unsigned grid = static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+  if (op == ReduceOp::kMax) {
+    ReduceKernel<<<grid, kFoldThreads, 0, stream>>>(x, out, plan, outputs_per_block, false, MaxOp());
+  } else {
+    ReduceKernel<<<grid, kFoldThreads, 0, stream>>>(x, out, plan, outputs_per_block, op == ReduceOp::kMean,
+                                                     AddOp());
+  }
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchRows(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
                        int64_t length, cudaStream_t stream) {
-  if (length <= 0) return cudaSuccess;
-  return Launch(rows, stream, RowsKernel, op, x, dy, out, rows, length);
+  if (length <= 0 || rows <= 0) return cudaSuccess;
+  RowsKernel<<<RowBlocks(rows), RowThreads(length), 0, stream>>>(op, x, dy, out, rows, length);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchNormalization(NormOp op, const float* x, const float* second, const float* beta,
                                 float* out, int64_t rows, int64_t length, float eps,
                                 cudaStream_t stream) {
-  if (length <= 0) return cudaSuccess;
-  return Launch(rows, stream, NormalizationKernel, op, x, second, beta, out, rows, length, eps);
+  if (length <= 0 || rows <= 0) return cudaSuccess;
+  NormalizationKernel<<<RowBlocks(rows), RowThreads(length), 0, stream>>>(op, x, second, beta, out, rows, length,
+                                                                          eps);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64_t rows,
@@ -549,14 +673,18 @@ cudaError_t LaunchFindFirstOutOfRange(const int32_t* values, int64_t n, int64_t 
 
 cudaError_t LaunchCrossEntropy(const float* logits, const int32_t* labels, float* loss,
                                int64_t rows, int64_t classes, cudaStream_t stream) {
-  return Launch(rows, stream, CrossEntropyKernel, logits, labels, loss, rows, classes);
+  if (rows <= 0) return cudaSuccess;
+  CrossEntropyKernel<<<RowBlocks(rows), RowThreads(classes), 0, stream>>>(logits, labels, loss, rows, classes);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, const float* dy,
                                    float* out, int64_t rows, int64_t classes,
                                    cudaStream_t stream) {
-  if (classes <= 0) return cudaSuccess;
-  return Launch(rows, stream, CrossEntropyGradKernel, logits, labels, dy, out, rows, classes);
+  if (classes <= 0 || rows <= 0) return cudaSuccess;
+  CrossEntropyGradKernel<<<RowBlocks(rows), RowThreads(classes), 0, stream>>>(logits, labels, dy, out, rows,
+                                                                              classes);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, int64_t positions,
@@ -565,10 +693,37 @@ cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, 
   return Launch(n, stream, EmbeddingKernel, table, ids, out, num_rows, width, n);
 }
 
+size_t EmbeddingGradScratchBytes(int64_t positions) { return EmbeddingGradLayout(positions).total; }
+
 cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out, int64_t positions,
-                                int64_t num_rows, int64_t width, cudaStream_t stream) {
+                                int64_t num_rows, int64_t width, void* scratch, cudaStream_t stream) {
   const int64_t n = num_rows * width;
-  return Launch(n, stream, EmbeddingGradKernel, ids, dy, out, positions, width, n);
+  if (n <= 0) return cudaSuccess;
+  if (cudaError_t error = cudaMemsetAsync(out, 0, static_cast<size_t>(n) * sizeof(float), stream);
+      error != cudaSuccess || positions <= 0) {
+    return error;
+  }
+  if (positions > INT32_MAX) return cudaErrorInvalidValue;
+  const EmbeddingGradScratch layout = EmbeddingGradLayout(positions);
+  auto* base = static_cast<char*>(scratch);
+  auto* sorted_ids = reinterpret_cast<int32_t*>(base + layout.ids_offset);
+  auto* position_of = reinterpret_cast<int32_t*>(base + layout.positions_offset);
+  auto* sorted_positions = reinterpret_cast<int32_t*>(base + layout.sorted_positions_offset);
+  if (cudaError_t error = Launch(positions, stream, IotaKernel, position_of, positions); error != cudaSuccess) {
+    return error;
+  }
+  size_t cub_bytes = layout.cub_bytes;
+  // LSD radix sort is stable: equal ids keep their positions' order.
+  if (cudaError_t error = cub::DeviceRadixSort::SortPairs(base + layout.cub_offset, cub_bytes, ids, sorted_ids,
+                                                          position_of, sorted_positions, static_cast<int>(positions),
+                                                          0, 32, stream);
+      error != cudaSuccess) {
+    return error;
+  }
+  const int threads = width >= 256 ? 256 : 32;
+  EmbeddingGradRunsKernel<<<RowBlocks(positions), threads, 0, stream>>>(sorted_ids, sorted_positions, dy, out,
+                                                                       positions, num_rows, width);
+  return cudaGetLastError();
 }
 
 }  // namespace tandem::actor::cuda::kernels

@@ -13,9 +13,11 @@
 // They are built with --fmad=false: every multiply and add of our own code
 // is rounded as written, as in the reference (libdevice's routines use FMA
 // inside, which is part of their few ulp).
-// Deterministic by construction: no atomics, and every sum is one thread's
-// loop in the reference's index order, so no result depends on the launch
-// configuration.
+// Deterministic by construction: no atomics, and every sum or max runs in
+// an order fixed by the shape alone (each thread's strided share in index
+// order, then a fixed binary tree over the threads), so the same inputs
+// give the same bits on every run, in every process. The order is not the
+// reference's single loop, so a sum agrees with it within rounding.
 //
 // No Abseil or IR headers here: the runner translates IR nodes into these
 // calls and cudaError_t into absl::Status.
@@ -143,10 +145,14 @@ cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, c
 cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, int64_t positions,
                             int64_t num_rows, int64_t width, cudaStream_t stream);
 // ids [positions], dy [positions, width] -> out [num_rows, width]: each
-// output element sums the dy entries of its row's ids in position order.
-// Out-of-range ids match no row.
+// output element sums the dy entries of its row's ids in position order
+// (the reference's bits). Out-of-range ids match no row. O(positions *
+// width) work after a stable radix sort of the ids, in `scratch`: device
+// memory of EmbeddingGradScratchBytes(positions) bytes, free until the
+// launch's work is done. positions must fit in an int32.
+size_t EmbeddingGradScratchBytes(int64_t positions);
 cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out, int64_t positions,
-                                int64_t num_rows, int64_t width, cudaStream_t stream);
+                                int64_t num_rows, int64_t width, void* scratch, cudaStream_t stream);
 
 // out[i] = ((slots[i] + slots[stride + i]) + slots[2 stride + i]) + ... over
 // `count` slots, in slot order with round-to-nearest adds: the bits of

@@ -22,7 +22,8 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(DeviceSpec, ParsesEveryFormAndPrintsItBack) {
-  for (const std::string name : {"cpu", "cuda", "cuda:0", "cuda:3", "cuda+bf16", "cuda:1+bf16"}) {
+  for (const std::string name :
+       {"cpu", "cuda", "cuda:0", "cuda:3", "cuda+bf16", "cuda:1+bf16", "cuda+tf32", "cuda:2+tf32", "fake-cuda"}) {
     absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec(name);
     ASSERT_TRUE(spec.ok()) << name << ": " << spec.status();
     EXPECT_EQ(DeviceSpecName(*spec), name);
@@ -31,18 +32,20 @@ TEST(DeviceSpec, ParsesEveryFormAndPrintsItBack) {
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->kind, DeviceSpec::Kind::kCuda);
   EXPECT_EQ(spec->index, 2);
-  EXPECT_TRUE(spec->bf16_matmul);
+  EXPECT_EQ(spec->precision, DeviceSpec::Precision::kBf16);
+  EXPECT_EQ(ParseDeviceSpec("cuda:1+tf32")->precision, DeviceSpec::Precision::kTf32);
+  EXPECT_EQ(ParseDeviceSpec("cuda")->precision, DeviceSpec::Precision::kF32);
   EXPECT_EQ(ParseDeviceSpec("cuda")->index, -1);
 }
 
 TEST(DeviceSpec, RejectsMalformedNamesListingTheAcceptedForms) {
   for (const std::string name : {"", "gpu", "tpu", "cuda:", "cuda:-1", "cuda:x", "cuda0", "cpu+bf16", "cuda:1+fp8",
-                                 "cuda:+bf16", "CUDA"}) {
+                                 "cuda:+bf16", "CUDA", "cuda+tf32+bf16", "cuda+bf16+tf32", "cpu+tf32"}) {
     absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec(name);
     ASSERT_FALSE(spec.ok()) << name;
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(spec.status().message(), HasSubstr("unknown device '" + name + "'"));
-    EXPECT_THAT(spec.status().message(), HasSubstr("expected cpu, cuda, cuda:N"));
+    EXPECT_THAT(spec.status().message(), HasSubstr("expected cpu, cuda or cuda:N (either with +tf32 or +bf16)"));
   }
 }
 
@@ -62,11 +65,32 @@ TEST(GpuForRank, EveryRankTakesAGpuThisProcessSees) {
   }
 }
 
+// Which actors of one host exchange device tensors over CUDA IPC.
+TEST(ActorsShareDevice, OnlyActorsOnTheSameGpu) {
+  const DeviceSpec cpu{};
+  const DeviceSpec fake{.kind = DeviceSpec::Kind::kFakeCuda};
+  const DeviceSpec cuda{.kind = DeviceSpec::Kind::kCuda};
+  const DeviceSpec cuda1{.kind = DeviceSpec::Kind::kCuda, .index = 1};
+  EXPECT_FALSE(ActorsShareDevice(cpu, 0, 1, 0));
+  EXPECT_TRUE(ActorsShareDevice(fake, 0, 3, 0));
+  EXPECT_TRUE(ActorsShareDevice(cuda, 0, 1, 1));   // one GPU: everyone on it
+  EXPECT_FALSE(ActorsShareDevice(cuda, 0, 1, 2));  // actor 1 takes GPU 1
+  EXPECT_TRUE(ActorsShareDevice(cuda, 0, 2, 2));   // actor 2 wraps to GPU 0
+  EXPECT_TRUE(ActorsShareDevice(cuda1, 0, 1, 4));  // everyone named GPU 1
+}
+
 TEST(Device, CpuIsTheReferenceKernels) {
   absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice({}, 3);
   ASSERT_TRUE(device.ok());
   EXPECT_EQ((*device)->name(), "cpu");
   EXPECT_EQ(device->get(), CpuDevice().get());
+}
+
+TEST(Device, OnlyTheGpuTimesNodes) {
+  std::vector<double> node_ms;
+  const absl::Status status = CpuDevice()->set_node_times(&node_ms);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("cpu does not time nodes"));
 }
 
 TEST(Device, ACudaDeviceThatIsNotThereIsAClearError) {

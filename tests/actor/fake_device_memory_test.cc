@@ -16,12 +16,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "actor/device_memory.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/actor/ipc_test_util.h"
 
 namespace tandem::actor {
 namespace {
 
+using ::testing::HasSubstr;
 using ::tandem::actor::testing::ChildFailure;
 using ::tandem::actor::testing::ForkedChild;
 using ::tandem::actor::testing::In;
@@ -54,7 +56,7 @@ TEST(FakeDeviceMemory, MemoryExportedByOneProcessIsSharedWithAnother) {
   });
   absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
   ASSERT_TRUE(memory.ok()) << memory.status();
-  absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(kElements * 4);
+  absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(kElements * 4, Sharing::kExportable);
   ASSERT_TRUE(base.ok()) << base.status();
   const ir::HostTensor mine = Pattern(1, kElements);
   ASSERT_TRUE((*memory)->CopyFromHostSync(*base, mine.data(), mine.num_bytes(), In(absl::Seconds(5))).ok());
@@ -108,7 +110,7 @@ TEST(FakeDeviceMemory, InterprocessEventOrdersAnotherProcessesCopy) {
   absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
   ASSERT_TRUE(memory.ok()) << memory.status();
   FakeDeviceMemory& m = **memory;
-  absl::StatusOr<DeviceAddress> shared = m.Allocate(kElements * 4);
+  absl::StatusOr<DeviceAddress> shared = m.Allocate(kElements * 4, Sharing::kExportable);
   ASSERT_TRUE(shared.ok());
   const ir::HostTensor old_bytes = Pattern(1, kElements);
   ASSERT_TRUE(m.CopyFromHostSync(*shared, old_bytes.data(), old_bytes.num_bytes(), In(absl::Seconds(5))).ok());
@@ -145,8 +147,8 @@ TEST(FakeDeviceMemory, StreamWaitConcernsOnlyRecordsMadeBeforeIt) {
   ASSERT_TRUE(event.ok());
   absl::StatusOr<DeviceEvent> imported = (*fast)->ImportEvent(*(*slow)->ExportEvent(*event));
   ASSERT_TRUE(imported.ok()) << imported.status();
-  absl::StatusOr<DeviceAddress> a = (*slow)->Allocate(64);
-  absl::StatusOr<DeviceAddress> b = (*slow)->Allocate(64);
+  absl::StatusOr<DeviceAddress> a = (*slow)->Allocate(64, Sharing::kExportable);
+  absl::StatusOr<DeviceAddress> b = (*slow)->Allocate(64, Sharing::kExportable);
   ASSERT_TRUE(a.ok() && b.ok());
 
   // A wait enqueued before the record does not wait for it.
@@ -172,7 +174,7 @@ TEST(FakeDeviceMemory, HandleOfAnExitedProcessIsUnavailableNamingThePid) {
   ForkedChild child([](int socket) {
     absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
     if (!memory.ok()) return 1;
-    absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(4096);
+    absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(4096, Sharing::kExportable);
     absl::StatusOr<DeviceEvent> event = (*memory)->CreateIpcEvent();
     if (!base.ok() || !event.ok()) return 2;
     absl::StatusOr<IpcMemHandle> memory_handle = (*memory)->ExportMemory(*base);
@@ -201,11 +203,23 @@ TEST(FakeDeviceMemory, HandleOfAnExitedProcessIsUnavailableNamingThePid) {
   EXPECT_EQ((*memory)->LiveObjectsForTesting(), 0);
 }
 
+TEST(FakeDeviceMemory, APrivateAllocationCannotBeExported) {
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
+  ASSERT_TRUE(memory.ok());
+  absl::StatusOr<DeviceAddress> base = (*memory)->Allocate(256, Sharing::kPrivate);
+  ASSERT_TRUE(base.ok()) << base.status();
+  absl::StatusOr<IpcMemHandle> handle = (*memory)->ExportMemory(*base);
+  ASSERT_FALSE(handle.ok());
+  EXPECT_EQ(handle.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(handle.status().message(), HasSubstr("a private allocation"));
+  EXPECT_TRUE((*memory)->Free(*base).ok());
+}
+
 TEST(FakeDeviceMemory, RejectsFreedHandlesForeignHandlesAndStrayRanges) {
   absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({});
   ASSERT_TRUE(memory.ok());
   FakeDeviceMemory& m = **memory;
-  absl::StatusOr<DeviceAddress> base = m.Allocate(1000);
+  absl::StatusOr<DeviceAddress> base = m.Allocate(1000, Sharing::kExportable);
   ASSERT_TRUE(base.ok());
   absl::StatusOr<IpcMemHandle> handle = m.ExportMemory(*base);
   ASSERT_TRUE(handle.ok());

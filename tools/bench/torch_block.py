@@ -2,7 +2,7 @@
 """PyTorch side of `tandem bench block`: one GPT decoder block, fwd+bwd (eager).
 
     /usr/bin/python3 tools/bench/torch_block.py --dim 256 --seq 128 --batch 8 \
-        --heads 4 --threads 1 --repeats 10 [--device cuda [--bf16]]
+        --heads 4 --threads 1 --repeats 10 [--device cuda [--tf32 | --bf16] [--sdpa]]
 
 Builds the pre-norm block of examples/models/gpt.cc (x + attn(ln1(x)), then
 x + mlp(ln2(x)); causal multi-head attention; tanh-GELU MLP of width 4*dim)
@@ -15,7 +15,10 @@ alternative points to (OpenBLAS, or the ~12x slower reference BLAS).
 With --device cuda the block runs on the GPU (TF32 off, as Tandem's f32
 path), each timed run ends with torch.cuda.synchronize(), and --bf16 runs
 the matmuls under autocast to bfloat16 (f32 accumulation), like Tandem's
-cuda+bf16 device.
+cuda+bf16 device; --tf32 allows TF32 matmuls, like cuda+tf32. --sdpa uses
+the fused F.scaled_dot_product_attention (FlashAttention or cuDNN where
+torch picks them) instead of the explicit softmax, which materialises the
+T x T scores.
 """
 import argparse
 import contextlib
@@ -38,6 +41,8 @@ def parse_args():
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--bf16", action="store_true", help="bf16 matmuls (autocast); cuda only")
+    parser.add_argument("--tf32", action="store_true", help="TF32 matmuls; cuda only")
+    parser.add_argument("--sdpa", action="store_true", help="fused attention (torch 2.0 or later)")
     return parser.parse_args()
 
 
@@ -52,10 +57,13 @@ def main():
         if not torch.cuda.is_available():
             print(json.dumps({"error": "torch sees no CUDA device"}))
             return 1
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    elif args.bf16:
-        print(json.dumps({"error": "--bf16 needs --device cuda"}))
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
+    elif args.bf16 or args.tf32:
+        print(json.dumps({"error": "--bf16 and --tf32 need --device cuda"}))
+        return 2
+    if args.sdpa and not hasattr(F, "scaled_dot_product_attention"):
+        print(json.dumps({"error": f"torch {torch.__version__} has no scaled_dot_product_attention (2.0 or later)"}))
         return 2
     b, t, d, h = args.batch, args.seq, args.dim, args.heads
     if d % h:
@@ -90,8 +98,12 @@ def main():
     def block(x):
         qkv = F.layer_norm(x, (d,), p["ln1.g"], p["ln1.b"], eps=1e-5) @ p["qkv.w"] + p["qkv.b"]
         q, k, v = (split_heads(qkv[..., i * d:(i + 1) * d]) for i in range(3))
-        scores = ((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))).masked_fill(causal, float("-inf"))
-        heads = (torch.softmax(scores, dim=-1) @ v).permute(0, 2, 1, 3).reshape(b, t, d)
+        if args.sdpa:
+            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = ((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))).masked_fill(causal, float("-inf"))
+            attended = torch.softmax(scores, dim=-1) @ v
+        heads = attended.permute(0, 2, 1, 3).reshape(b, t, d)
         x = x + (heads @ p["proj.w"] + p["proj.b"])
         fc = F.layer_norm(x, (d,), p["ln2.g"], p["ln2.b"], eps=1e-5) @ p["fc.w"] + p["fc.b"]
         return x + (F.gelu(fc, approximate="tanh") @ p["mlp.w"] + p["mlp.b"])
@@ -123,7 +135,8 @@ def main():
         "min_ms": min(times_ms),
         "times_ms": times_ms,
         "threads": args.threads,
-        "device": args.device + ("+bf16" if args.bf16 else ""),
+        "device": args.device + ("+bf16" if args.bf16 else "+tf32" if args.tf32 else ""),
+        "sdpa": args.sdpa,
         "torch_version": torch.__version__,
         "blas": blas_kind(libraries),
         "blas_libraries": libraries,

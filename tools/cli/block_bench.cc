@@ -1,16 +1,18 @@
 // `tandem bench block`: one forward+backward of one pre-norm GPT decoder
 // block in the reference interpreter, next to the same block in PyTorch on
 // the CPU with the same thread count (tools/bench/torch_block.py, run by
-// Debian's /usr/bin/python3), and their ratio. With --device cuda[+bf16]
-// the Tandem side is the actor's CUDA device (actor/device.h) and PyTorch
-// runs eagerly on the same GPU (bf16: autocast matmuls).
+// Debian's /usr/bin/python3), and their ratio. With --device
+// cuda[+tf32|+bf16] the Tandem side is the actor's CUDA device
+// (actor/device.h) and PyTorch runs eagerly on the same GPU in the same
+// precision (bf16: autocast matmuls; --torch-sdpa: fused attention).
 //
 // The block is examples/models/gpt.cc's, op for op: x + attn(ln1(x)), then
 // x + mlp(ln2(x)). The traced model is loss = mean(block(x) * probe) with x
 // declared as a parameter, so the backward computes dx like a block inside
 // a network, plus every weight gradient; probe is a fixed random label. The
-// timed call is Device::RunGraph of the step's microbatch graph (forward and
-// backward, no optimizer update).
+// timed call is Device::Run of the step's microbatch graph (forward and
+// backward, no optimizer update) on inputs already on the device, until its
+// loss is back on the host.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -65,8 +67,8 @@ ModelFunction BlockModel(const BlockConfig& c) {
   };
 }
 
-// ---- Per-op profile: RunGraph's loop (same order, same releases) with a
-// clock around every kernel.
+// ---- Per-op profile: each node's time, from the reference kernels' clock
+// (CPU) or the GPU's events (actor/device.h's set_node_times).
 
 struct OpTime {
   double ms = 0;
@@ -78,16 +80,18 @@ struct NodeTime {
   ir::ValueId id = 0;
 };
 
-absl::Status Profile(const ir::Graph& graph, const ir::TensorMap& inputs, int64_t repeats, std::ostream& out) {
+// The reference kernels' time per node, summed over `repeats` runs of
+// RunGraph's loop (same order, same releases) with a clock around every
+// kernel.
+absl::StatusOr<std::vector<double>> CpuNodeTimes(const ir::Graph& graph, const ir::TensorMap& inputs,
+                                                 int64_t repeats) {
   const int32_t n = graph.size();
   std::vector<int32_t> last_use(n, -1);
   for (ir::ValueId id = 0; id < n; ++id) {
     for (ir::ValueId operand : graph.node(id).operands) last_use[operand] = id;
   }
   for (const ir::GraphOutput& output : graph.outputs()) last_use[output.value] = n;
-  std::map<std::string, OpTime> by_op;
-  std::vector<NodeTime> by_node(n);
-  double total_ms = 0;
+  std::vector<double> node_ms(n, 0.0);
   for (int64_t r = 0; r < repeats; ++r) {
     std::vector<ir::HostTensor> values(n);
     std::vector<const ir::HostTensor*> operands;
@@ -100,27 +104,41 @@ absl::Status Profile(const ir::Graph& graph, const ir::TensorMap& inputs, int64_
         for (ir::ValueId operand : node.operands) operands.push_back(&values[operand]);
         Clock::time_point start = Clock::now();
         absl::StatusOr<ir::HostTensor> result = ir::EvaluateNode(node, operands);
-        double ms = MillisecondsSince(start);
+        node_ms[id] += MillisecondsSince(start);
         if (!result.ok()) return result.status();
         values[id] = *std::move(result);
-        std::string key = absl::StrCat(ir::OpName(node.op), " (", std::string(1, ir::PhaseLetter(node.phase)), ")");
-        by_op[key].ms += ms / static_cast<double>(repeats);
-        by_op[key].count += r == 0 ? 1 : 0;
-        by_node[id].ms += ms / static_cast<double>(repeats);
-        by_node[id].id = id;
-        total_ms += ms / static_cast<double>(repeats);
       }
       for (ir::ValueId operand : node.operands) {
         if (last_use[operand] == id) values[operand] = ir::HostTensor();
       }
     }
   }
+  return node_ms;
+}
+
+// The profile of `graph` from its per-node times summed over `repeats`
+// runs: time by op (and phase), then the slowest nodes.
+void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, int64_t repeats, const char* what,
+                  std::ostream& out) {
+  std::map<std::string, OpTime> by_op;
+  std::vector<NodeTime> by_node;
+  double total_ms = 0;
+  for (ir::ValueId id = 0; id < graph.size() && id < static_cast<ir::ValueId>(node_ms.size()); ++id) {
+    const ir::Node& node = graph.node(id);
+    if (node.op == ir::OpKind::kInput) continue;
+    const double ms = node_ms[id] / static_cast<double>(repeats);
+    const std::string key = absl::StrCat(ir::OpName(node.op), " (", std::string(1, ir::PhaseLetter(node.phase)), ")");
+    by_op[key].ms += ms;
+    by_op[key].count += 1;
+    by_node.push_back({ms, id});
+    total_ms += ms;
+  }
   std::vector<std::pair<std::string, OpTime>> ops(by_op.begin(), by_op.end());
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  out << absl::StrFormat("\nprofile: mean over %d runs, %.1f ms in kernels; op (phase F/I/W)\n", repeats, total_ms);
+  out << absl::StrFormat("\nprofile: mean over %d runs, %.2f ms %s; op (phase F/I/W)\n", repeats, total_ms, what);
   out << absl::StrFormat("  %-26s %6s %10s %7s\n", "op", "nodes", "ms", "share");
   for (const auto& [name, time] : ops) {
-    out << absl::StrFormat("  %-26s %6d %10.2f %6.1f%%\n", name, time.count, time.ms, 100.0 * time.ms / total_ms);
+    out << absl::StrFormat("  %-26s %6d %10.3f %6.1f%%\n", name, time.count, time.ms, 100.0 * time.ms / total_ms);
   }
   std::sort(by_node.begin(), by_node.end(), [](const NodeTime& a, const NodeTime& b) { return a.ms > b.ms; });
   out << "\nslowest nodes:\n";
@@ -130,22 +148,23 @@ absl::Status Profile(const ir::Graph& graph, const ir::TensorMap& inputs, int64_
     for (ir::ValueId operand : node.operands) {
       absl::StrAppend(&shapes, shapes.empty() ? "" : ", ", ir::TypeToString(graph.type(operand)));
     }
-    out << absl::StrFormat("  %8.2f ms  %%%d = %s(%s) -> %s  %c  %s\n", by_node[i].ms, by_node[i].id,
+    out << absl::StrFormat("  %8.3f ms  %%%d = %s(%s) -> %s  %c  %s\n", by_node[i].ms, by_node[i].id,
                            ir::OpName(node.op), shapes, ir::TypeToString(node.type), ir::PhaseLetter(node.phase),
                            node.location.ToString());
   }
-  return absl::OkStatus();
 }
 
 // ---- PyTorch, in a child process.
 
 TorchResult RunTorch(const std::string& python, const std::string& script, const BlockConfig& c, int64_t threads,
-                     int64_t repeats, const actor::DeviceSpec& device) {
+                     int64_t repeats, const actor::DeviceSpec& device, bool sdpa) {
   return RunTorchScript(python, script,
                         absl::StrCat(" --dim ", c.dim, " --seq ", c.seq, " --batch ", c.batch, " --heads ", c.heads,
                                      " --threads ", threads, " --repeats ", repeats,
                                      device.kind == actor::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
-                                     device.bf16_matmul ? " --bf16" : ""));
+                                     device.precision == actor::DeviceSpec::Precision::kBf16 ? " --bf16" : "",
+                                     device.precision == actor::DeviceSpec::Precision::kTf32 ? " --tf32" : "",
+                                     sdpa ? " --sdpa" : ""));
 }
 
 struct BlockBenchOptions {
@@ -156,6 +175,7 @@ struct BlockBenchOptions {
   std::string torch_script = TorchScriptDirectory() + "/torch_block.py";
   LauncherOptions device;  // only --device
   bool no_torch = false;
+  bool torch_sdpa = false;
   bool profile = false;
   bool json = false;
 };
@@ -169,8 +189,8 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
     err << "tandem bench block: " << device_spec.status().message() << "\n";
     return 2;
   }
-  if (device_spec->kind == actor::DeviceSpec::Kind::kCuda && options.profile) {
-    err << "tandem bench block: --profile times the reference kernels; it needs --device cpu\n";
+  if (device_spec->kind == actor::DeviceSpec::Kind::kFakeCuda && options.profile) {
+    err << "tandem bench block: --profile times the reference kernels (--device cpu) or the GPU's (cuda)\n";
     return 2;
   }
   absl::StatusOr<std::shared_ptr<actor::Device>> device = actor::OpenDevice(*device_spec, 0);
@@ -196,15 +216,35 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
   // (ir/kernel_threads.h).
   ir::SetBlasThreads(1);
   ir::KernelThreads kernel_threads(static_cast<int>(threads));
+  // The inputs live where the device keeps them, as state and activations
+  // do in a pipeline; each timed run ends when its smallest output (the
+  // loss) is back on the host, which on a GPU waits for every kernel.
+  actor::HandleMap handles;
+  for (const auto& [name, tensor] : inputs) {
+    absl::StatusOr<actor::TensorHandle> uploaded = (*device)->Upload(tensor);
+    if (!uploaded.ok()) {
+      err << "tandem bench block: " << uploaded.status().message() << "\n";
+      return 1;
+    }
+    handles.emplace(name, *std::move(uploaded));
+  }
+  const auto run_once = [&]() -> absl::Status {
+    absl::StatusOr<actor::HandleMap> outputs = (*device)->Run(step->microbatch, handles);
+    if (!outputs.ok()) return outputs.status();
+    const actor::TensorHandle* smallest = nullptr;
+    for (const auto& [name, handle] : *outputs) {
+      if (smallest == nullptr || handle.num_bytes() < smallest->num_bytes()) smallest = &handle;
+    }
+    if (smallest == nullptr) return absl::OkStatus();
+    return (*device)->Download(*smallest).status();
+  };
   std::vector<double> tandem_times;
   for (int64_t r = 0; r <= repeats; ++r) {  // run 0 is the warm-up
     Clock::time_point start = Clock::now();
-    // On a GPU, the time includes the host boundary: inputs up, outputs down.
-    absl::StatusOr<ir::TensorMap> outputs =
-        kernel_threads.Run([&] { return (*device)->RunGraph(step->microbatch, inputs); });
+    const absl::Status ran = kernel_threads.Run(run_once);
     double ms = MillisecondsSince(start);
-    if (!outputs.ok()) {
-      err << "tandem bench block: " << outputs.status().message() << "\n";
+    if (!ran.ok()) {
+      err << "tandem bench block: " << ran.message() << "\n";
       return 1;
     }
     if (r > 0) tandem_times.push_back(ms);
@@ -215,7 +255,7 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
   if (options.no_torch) {
     torch.error = "skipped (--no-torch)";
   } else {
-    torch = RunTorch(options.python, options.torch_script, config, threads, repeats, *device_spec);
+    torch = RunTorch(options.python, options.torch_script, config, threads, repeats, *device_spec, options.torch_sdpa);
   }
   const double ratio = torch.ms ? tandem_ms / *torch.ms : 0.0;
 
@@ -265,10 +305,25 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
     }
   }
   if (options.profile) {
-    if (absl::Status status = Profile(step->microbatch, inputs, repeats, out); !status.ok()) {
-      err << "tandem bench block: profile: " << status.message() << "\n";
+    std::vector<double> node_ms;
+    const char* what = "in kernels";
+    absl::Status profiled = absl::OkStatus();
+    if (device_spec->kind == actor::DeviceSpec::Kind::kCpu) {
+      absl::StatusOr<std::vector<double>> times = CpuNodeTimes(step->microbatch, inputs, repeats);
+      profiled = times.status();
+      if (times.ok()) node_ms = *std::move(times);
+    } else {
+      // The GPU's time per node, from CUDA events around each node's work.
+      what = "of GPU time";
+      profiled = (*device)->set_node_times(&node_ms);
+      for (int64_t r = 0; r < repeats && profiled.ok(); ++r) profiled = run_once();
+      profiled.Update((*device)->set_node_times(nullptr));
+    }
+    if (!profiled.ok()) {
+      err << "tandem bench block: profile: " << profiled.message() << "\n";
       return 1;
     }
+    PrintProfile(step->microbatch, node_ms, repeats, what, out);
   }
   return 0;
 }
@@ -295,10 +350,15 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
   command->add_option("--torch-script", options->torch_script, "the PyTorch side")->capture_default_str();
   command
       ->add_option("--device", options->device.device,
-                   "cpu, or cuda[:N][+bf16]: Tandem's CUDA device against PyTorch on the same GPU")
+                   "cpu, or cuda[:N][+tf32|+bf16]: Tandem's CUDA device against PyTorch on the same GPU, in the "
+                   "same precision")
       ->capture_default_str();
   command->add_flag("--no-torch", options->no_torch, "time Tandem only");
-  command->add_flag("--profile", options->profile, "also time every kernel of the Tandem run and print the top ops");
+  command->add_flag("--profile", options->profile,
+                    "also time every node of the Tandem run and print the top ops: the reference kernels' time on "
+                    "the CPU, GPU time (CUDA events around each node) with --device cuda");
+  command->add_flag("--torch-sdpa", options->torch_sdpa,
+                    "PyTorch's side uses fused attention (scaled_dot_product_attention), not the explicit softmax");
   command->add_flag("--json", options->json, "print one JSON object instead of the table");
   command_line.OnRun(command, [options, &streams = command_line.streams()] {
     return RunBlockBench(*options, streams.out, streams.err);

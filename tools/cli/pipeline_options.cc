@@ -77,7 +77,8 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
   command
       .add_option("--device", options.device,
                   "where the actors compute: cpu, cuda (actor a on GPU a mod the visible GPUs), cuda:N; "
-                  "+bf16 for bf16 matmul operands with f32 accumulation; fake-cuda: an emulated GPU (device-resident "
+                  "+tf32 for f32 matmuls on TF32 tensor cores, +bf16 for bf16 matmul operands with f32 accumulation; "
+                  "fake-cuda: an emulated GPU (device-resident "
                   "buffers, CUDA IPC between actors) computing with the CPU reference kernels")
       ->capture_default_str();
   AddIntegerOption(command, "--threads", options.threads,

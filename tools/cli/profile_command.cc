@@ -82,7 +82,7 @@ void AddProfileCommand(CommandLine& command_line) {
   profile->add_flag("--cut-every-layer", options->cut_every_layer, "every layer is a segment (a two-tower's towers and head too)");
   AddIntegerOption(*profile, "--steps", options->steps, "measured steps, after one warm-up step")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  profile->add_option("--device", options->device, "where the segments compute: cpu, cuda, cuda:N (+bf16)")
+  profile->add_option("--device", options->device, "where the segments compute: cpu, cuda, cuda:N (+tf32 or +bf16)")
       ->capture_default_str();
   profile->add_option("--out", options->out, "write the cost file (JSON) here");
   command_line.OnRun(profile, [profile, options, &streams = command_line.streams()] {

@@ -143,7 +143,7 @@ TEST(CudaDeviceMemory, MemoryAndEventsAreSharedBetweenProcesses) {
     absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(0);
     if (!memory.ok()) return ChildFailure(1, memory.status().message());
     CudaDeviceMemory& m = **memory;
-    absl::StatusOr<DeviceAddress> shared = m.Allocate(kElements * 4);
+    absl::StatusOr<DeviceAddress> shared = m.Allocate(kElements * 4, Sharing::kExportable);
     absl::StatusOr<DeviceEvent> event = m.CreateIpcEvent();
     if (!shared.ok() || !event.ok()) return ChildFailure(2, "allocate");
     absl::StatusOr<std::vector<DeviceTensor>> source = Upload(m, {Pattern(7, kElements)});

@@ -50,6 +50,7 @@ using ::testing::HasSubstr;
 using testing::AllCases;
 using testing::BuildCase;
 using testing::CaseBuilder;
+using testing::LargeShapeCases;
 using testing::F32;
 using testing::Floats;
 using testing::Ids;
@@ -164,16 +165,38 @@ TEST_P(OpKindOnGpu, MatchesTheCpuReferenceAndRepeatsBitwise) {
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<ir::TensorMap> cpu = ir::RunGraph(c->graph, c->inputs);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  absl::StatusOr<ir::TensorMap> gpu = runner().Run(c->graph, c->inputs);
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(c->graph, c->inputs);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_EQ(gpu->size(), cpu->size());
   for (const auto& [name, tensor] : *cpu) ExpectClose(tensor, gpu->at(name), 1e-4, name);
-  absl::StatusOr<ir::TensorMap> again = runner().Run(c->graph, c->inputs);
+  absl::StatusOr<ir::TensorMap> again = runner().RunFromHost(c->graph, c->inputs);
   ASSERT_TRUE(again.ok()) << again.status();
   ExpectBitwiseEqual(*gpu, *again);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpKindOnGpu, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<OpCaseSpec>& info) { return info.param.name; });
+
+// The kernels' other configurations (folds shared by 128 and 256 threads,
+// 32 outputs per block, the sorted embedding gradient): their sums run in
+// a tree order, so they agree with the reference's loops in norm.
+using LargeShapesOnGpu = OpKindOnGpu;
+
+TEST_P(LargeShapesOnGpu, MatchTheCpuReferenceInNormAndRepeatBitwise) {
+  absl::StatusOr<OpCase> c = BuildCase(GetParam());
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<ir::TensorMap> cpu = ir::RunGraph(c->graph, c->inputs);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(c->graph, c->inputs);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_EQ(gpu->size(), cpu->size());
+  for (const auto& [name, tensor] : *cpu) ExpectCloseInNorm(tensor, gpu->at(name), 1e-5, name);
+  absl::StatusOr<ir::TensorMap> again = runner().RunFromHost(c->graph, c->inputs);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectBitwiseEqual(*gpu, *again);
+}
+
+INSTANTIATE_TEST_SUITE_P(LargeShapes, LargeShapesOnGpu, ::testing::ValuesIn(LargeShapeCases()),
                          [](const ::testing::TestParamInfo<OpCaseSpec>& info) { return info.param.name; });
 
 // ---------------------------------------------------------------- errors
@@ -194,7 +217,7 @@ ir::Graph EmbeddingGraph() {
 TEST_F(CudaGraphRunnerErrors, EmbeddingIdOutOfRangeNamesTheIdAndPosition) {
   const ir::Graph graph = EmbeddingGraph();
   const ir::TensorMap inputs = {{"table", Floats({5, 3}, 1)}, {"ids", Ids({4}, {1, 4, 7, 9})}};
-  absl::StatusOr<ir::TensorMap> gpu = runner().Run(graph, inputs);
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(graph, inputs);
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(gpu.status().message(), HasSubstr("embedding: id 7 at position 2 outside [0, 5)"));
@@ -203,7 +226,7 @@ TEST_F(CudaGraphRunnerErrors, EmbeddingIdOutOfRangeNamesTheIdAndPosition) {
   EXPECT_EQ(gpu.status(), ir::RunGraph(graph, inputs).status());
   // The runner is still usable.
   const ir::TensorMap good = {{"table", Floats({5, 3}, 1)}, {"ids", Ids({4}, {1, 4, 0, 2})}};
-  EXPECT_TRUE(runner().Run(graph, good).ok());
+  EXPECT_TRUE(runner().RunFromHost(graph, good).ok());
 }
 
 TEST_F(CudaGraphRunnerErrors, LabelAndGradientIdsOutOfRangeMatchTheReference) {
@@ -214,7 +237,7 @@ TEST_F(CudaGraphRunnerErrors, LabelAndGradientIdsOutOfRangeMatchTheReference) {
   const ValueId dy = b.Input("dy", Floats({2, 3}, 2));
   b.Output(b.Op(OpKind::kCrossEntropyGrad, {logits, labels, dy}));
   ASSERT_TRUE(b.status().ok()) << b.status();
-  absl::StatusOr<ir::TensorMap> gpu = runner().Run(c.graph, c.inputs);
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(c.graph, c.inputs);
   EXPECT_THAT(gpu.status().message(), HasSubstr("label -1 at position 3 outside [0, 7)"));
   EXPECT_EQ(gpu.status(), ir::RunGraph(c.graph, c.inputs).status());
 
@@ -224,7 +247,7 @@ TEST_F(CudaGraphRunnerErrors, LabelAndGradientIdsOutOfRangeMatchTheReference) {
   gb.Output(gb.Op(OpKind::kEmbeddingGrad, {ids, gb.Input("dy", Floats({2, 2, 3}, 3))},
                   {{"num_embeddings", int64_t{10}}}));
   ASSERT_TRUE(gb.status().ok()) << gb.status();
-  absl::StatusOr<ir::TensorMap> grad = runner().Run(g.graph, g.inputs);
+  absl::StatusOr<ir::TensorMap> grad = runner().RunFromHost(g.graph, g.inputs);
   EXPECT_THAT(grad.status().message(), HasSubstr("id 10 at position 2 outside [0, 10)"));
   EXPECT_EQ(grad.status(), ir::RunGraph(g.graph, g.inputs).status());
 }
@@ -238,13 +261,13 @@ TEST_F(CudaGraphRunnerErrors, MissingOrMistypedInputIsTheReferenceError) {
   ir::TensorMap missing = c.inputs;
   missing.erase("y");
   absl::StatusOr<ir::TensorMap> cpu = ir::RunGraph(c.graph, missing);
-  absl::StatusOr<ir::TensorMap> gpu = runner().Run(c.graph, missing);
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(c.graph, missing);
   ASSERT_FALSE(cpu.ok());
   EXPECT_EQ(gpu.status().code(), cpu.status().code());
   EXPECT_EQ(gpu.status(), cpu.status());
   ir::TensorMap mistyped = c.inputs;
   mistyped["y"] = Floats({3}, 2);
-  EXPECT_EQ(runner().Run(c.graph, mistyped).status(), ir::RunGraph(c.graph, mistyped).status());
+  EXPECT_EQ(runner().RunFromHost(c.graph, mistyped).status(), ir::RunGraph(c.graph, mistyped).status());
 }
 
 TEST_F(CudaGraphRunnerErrors, AnEarlierBadIdWinsOverALaterMissingInput) {
@@ -261,14 +284,14 @@ TEST_F(CudaGraphRunnerErrors, AnEarlierBadIdWinsOverALaterMissingInput) {
   inputs.erase("late");
   absl::Status cpu = ir::RunGraph(c.graph, inputs).status();
   EXPECT_THAT(cpu.message(), HasSubstr("id 5 at position 1"));
-  EXPECT_EQ(runner().Run(c.graph, inputs).status(), cpu);
+  EXPECT_EQ(runner().RunFromHost(c.graph, inputs).status(), cpu);
 }
 
 // ---------------------------------------------------------------- bf16 matmul
 
 TEST_F(GpuTest, Bf16MatMulIsWithinOnePercent) {
   absl::StatusOr<std::unique_ptr<CudaGraphRunner>> bf16 =
-      CudaGraphRunner::Create({.device = 0, .bf16_matmul = true});
+      CudaGraphRunner::Create({.device = 0, .precision = Precision::kBf16});
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   for (const auto& [a_shape, b_shape] : std::vector<std::pair<Shape, Shape>>{
            {{16, 32}, {32, 8}}, {{2, 3, 16, 32}, {2, 3, 32, 8}}, {{4, 16, 32}, {32, 8}}}) {
@@ -281,13 +304,36 @@ TEST_F(GpuTest, Bf16MatMulIsWithinOnePercent) {
     b.Output(b.Op(OpKind::kMatMul, {a, w}));
     ASSERT_TRUE(b.status().ok()) << b.status();
     absl::StatusOr<ir::TensorMap> cpu = ir::RunGraph(c.graph, c.inputs);
-    absl::StatusOr<ir::TensorMap> gpu = (*bf16)->Run(c.graph, c.inputs);
+    absl::StatusOr<ir::TensorMap> gpu = (*bf16)->RunFromHost(c.graph, c.inputs);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     ExpectClose(cpu->at("out0"), gpu->at("out0"), 1e-2, "bf16 matmul");
-    absl::StatusOr<ir::TensorMap> again = (*bf16)->Run(c.graph, c.inputs);
+    absl::StatusOr<ir::TensorMap> again = (*bf16)->RunFromHost(c.graph, c.inputs);
     ASSERT_TRUE(again.ok()) << again.status();
     ExpectBitwiseEqual(*gpu, *again);
   }
+}
+
+// ---------------------------------------------------------------- tf32 matmul
+
+TEST_F(GpuTest, Tf32MatMulIsWithinTf32RoundingAndRepeatsBitwise) {
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> tf32 =
+      CudaGraphRunner::Create({.device = 0, .precision = Precision::kTf32});
+  ASSERT_TRUE(tf32.ok()) << tf32.status();
+  OpCase c{ir::Graph("tf32"), {}};
+  CaseBuilder b(c);
+  // Positive operands, as for bf16: TF32 keeps 10 mantissa bits, so each
+  // product moves by at most about 2^-10 relative.
+  const ValueId a = b.Input("a", Floats({64, 128}, 1, 0.25f, 1.5f));
+  const ValueId w = b.Input("b", Floats({128, 96}, 2, 0.25f, 1.5f));
+  b.Output(b.Op(OpKind::kMatMul, {a, w}));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  absl::StatusOr<ir::TensorMap> cpu = ir::RunGraph(c.graph, c.inputs);
+  absl::StatusOr<ir::TensorMap> gpu = (*tf32)->RunFromHost(c.graph, c.inputs);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ExpectClose(cpu->at("out0"), gpu->at("out0"), 4e-3, "tf32 matmul");
+  absl::StatusOr<ir::TensorMap> again = (*tf32)->RunFromHost(c.graph, c.inputs);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectBitwiseEqual(*gpu, *again);
 }
 
 // ---------------------------------------------------------------- a training step
@@ -360,11 +406,11 @@ TEST_F(GpuTest, TrainStepMatchesTheCpuReference) {
 
   absl::StatusOr<ir::TensorMap> cpu = ir::RunGraph(step->microbatch, inputs);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  absl::StatusOr<ir::TensorMap> gpu = runner().Run(step->microbatch, inputs);
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(step->microbatch, inputs);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_EQ(gpu->size(), cpu->size());
   for (const auto& [name, tensor] : *cpu) ExpectCloseInNorm(tensor, gpu->at(name), 1e-4, name);
-  absl::StatusOr<ir::TensorMap> again = runner().Run(step->microbatch, inputs);
+  absl::StatusOr<ir::TensorMap> again = runner().RunFromHost(step->microbatch, inputs);
   ASSERT_TRUE(again.ok()) << again.status();
   ExpectBitwiseEqual(*gpu, *again);
 
@@ -374,7 +420,7 @@ TEST_F(GpuTest, TrainStepMatchesTheCpuReference) {
   update_inputs["step"] = HostTensor::Scalar(1.0f);
   absl::StatusOr<ir::TensorMap> cpu_update = ir::RunGraph(step->update, update_inputs);
   ASSERT_TRUE(cpu_update.ok()) << cpu_update.status();
-  absl::StatusOr<ir::TensorMap> gpu_update = runner().Run(step->update, update_inputs);
+  absl::StatusOr<ir::TensorMap> gpu_update = runner().RunFromHost(step->update, update_inputs);
   ASSERT_TRUE(gpu_update.ok()) << gpu_update.status();
   for (const auto& [name, tensor] : *cpu_update) {
     ExpectCloseInNorm(tensor, gpu_update->at(name), 1e-4, name);

@@ -287,4 +287,41 @@ absl::StatusOr<OpCase> BuildCase(const OpCaseSpec& spec) {
   return c;
 }
 
+std::vector<OpCaseSpec> LargeShapeCases() {
+  std::vector<OpCaseSpec> cases;
+  const auto add = [&](std::string name, std::function<void(CaseBuilder&)> build) {
+    cases.push_back({std::move(name), std::move(build)});
+  };
+  add("large_reductions", [](CaseBuilder& b) {
+    const ValueId x = b.Input("x", Floats({600, 300}, 1, 0.5f, 1.5f));
+    for (OpKind op : {OpKind::kReduceSum, OpKind::kReduceMean, OpKind::kReduceMax}) {
+      b.Output(b.Op(op, {x}, Axes({0}, false)));
+      b.Output(b.Op(op, {x}, Axes({1}, false)));
+      b.Output(b.Op(op, {x}, Axes({0, 1}, false)));
+    }
+  });
+  add("long_rows", [](CaseBuilder& b) {
+    for (int64_t length : {300, 3000}) {
+      const ValueId x = b.Input(absl::StrCat("x", length), Floats({3, length}, 1, -3, 5));
+      const ValueId y = b.Op(OpKind::kSoftmax, {x});
+      b.Output(y);
+      b.Output(b.Op(OpKind::kLogSoftmax, {x}));
+      const ValueId dy = b.Input(absl::StrCat("dy", length), Floats({3, length}, 2));
+      b.Output(b.Op(OpKind::kSoftmaxGrad, {y, dy}));
+      b.Output(b.Op(OpKind::kNormalize, {x}, {{"eps", 1e-5}}));
+      b.Output(b.Op(OpKind::kNormalizeGrad, {x, dy}, {{"eps", 1e-5}}));
+      const ValueId labels = b.Input(absl::StrCat("labels", length), Ids({3}, {0, static_cast<int32_t>(length - 1), 7}));
+      b.Output(b.Op(OpKind::kCrossEntropy, {x, labels}));
+    }
+  });
+  add("embedding_grad_repeated_ids", [](CaseBuilder& b) {
+    std::vector<int32_t> ids(2000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / 13) % 50);
+    const ValueId id_values = b.Input("ids", Ids({4, 500}, ids));
+    const ValueId dy = b.Input("dy", Floats({4, 500, 300}, 2, 0.5f, 1.5f));
+    b.Output(b.Op(OpKind::kEmbeddingGrad, {id_values, dy}, {{"num_embeddings", int64_t{64}}}));
+  });
+  return cases;
+}
+
 }  // namespace tandem::actor::cuda::testing

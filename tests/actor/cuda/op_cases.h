@@ -99,6 +99,13 @@ inline void PrintTo(const OpCaseSpec& spec, std::ostream* os) { *os << spec.name
 // One case per name; together they cover every op kind.
 std::vector<OpCaseSpec> AllCases();
 
+// Shapes that take the kernels' other configurations: rows long enough for
+// 128 and 256 threads per row, reductions with adjacent outputs (a bias
+// gradient) and with adjacent reduced elements (a row sum), an embedding
+// gradient whose ids repeat. Their sums run in another order than the
+// reference's loops: compare in norm.
+std::vector<OpCaseSpec> LargeShapeCases();
+
 // The graph and inputs of `spec` (the graph builder's error if it is not a
 // valid graph).
 absl::StatusOr<OpCase> BuildCase(const OpCaseSpec& spec);
