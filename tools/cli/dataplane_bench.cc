@@ -4,7 +4,15 @@
 // single-thread memcpy and a raw loopback TCP socket measured in the same
 // run. Each figure is the better of two rounds of ~256 MiB; a round ends
 // when the receiver acknowledges its last message.
+//
+// With --device cuda[:N] (or fake-cuda): device tensors between two actor
+// processes on one device, over the CUDA IPC data plane (DeviceTransport),
+// next to a device-to-device copy in one process on the same device
+// (DeviceMemory::CopyAsync). Every process that touches the device is a
+// forked child (CUDA must not be initialised before a fork); the sender
+// reports its rate to the parent over a pipe.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -20,9 +28,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "actor/device.h"
+#include "actor/device_transport.h"
 #include "actor/shm_transport.h"
 #include "actor/tcp_transport.h"
 #include "schedules/json_text.h"
@@ -207,6 +219,214 @@ absl::StatusOr<double> Measure(Medium medium, int64_t size, int64_t count) {
   return gbps;
 }
 
+// ---- Device tensors on one device.
+
+// The device of a forked child (after the fork: CUDA state does not survive
+// one).
+absl::StatusOr<std::shared_ptr<actor::Device>> OpenInChild(const ir::DeviceSpec& spec, int32_t actor) {
+  absl::StatusOr<std::shared_ptr<actor::Device>> device = actor::OpenDevice(spec, actor);
+  if (!device.ok()) return device.status();
+  if ((*device)->memory() == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("device ", (*device)->name(), " is not device-resident"));
+  }
+  return device;
+}
+
+// Both children's transports: a host channel (shared memory) and the CUDA
+// IPC data plane over it, with rings that hold a message of `size` bytes.
+struct DevicePair {
+  std::shared_ptr<actor::Device> device;
+  std::unique_ptr<Transport> host;
+  std::unique_ptr<actor::DeviceTransport> transport;
+};
+absl::StatusOr<DevicePair> ConnectDevices(const ir::DeviceSpec& spec, int32_t self, int socket, int64_t size) {
+  DevicePair pair;
+  absl::StatusOr<std::shared_ptr<actor::Device>> device = OpenInChild(spec, self);
+  if (!device.ok()) return device.status();
+  pair.device = *std::move(device);
+  absl::StatusOr<std::unique_ptr<Transport>> host = Connect(Medium::kShmCopy, self, socket);
+  if (!host.ok()) return host.status();
+  pair.host = *std::move(host);
+  actor::DeviceTransport::Options options;
+  options.ipc.ring_bytes = std::max<int64_t>(int64_t{64} << 20, 2 * size + (int64_t{1} << 20));
+  absl::StatusOr<std::unique_ptr<actor::DeviceTransport>> transport =
+      actor::DeviceTransport::Create(*pair.host, *pair.device->memory(), 2, options);
+  if (!transport.ok()) return transport.status();
+  pair.transport = *std::move(transport);
+  if (absl::Status s = pair.transport->Connect({1 - self}, absl::Now() + absl::Seconds(30)); !s.ok()) return s;
+  return pair;
+}
+
+int DeviceReceiver(const ir::DeviceSpec& spec, int socket, int64_t size, int64_t count) {
+  absl::StatusOr<DevicePair> pair = ConnectDevices(spec, 1, socket, size);
+  if (!pair.ok()) return 1;
+  for (int round = 0; round <= kRounds; ++round) {
+    for (int64_t i = 0; i < count; ++i) {
+      // Dropped at once: the next receive may reuse its memory.
+      if (!pair->transport->ReceiveDevice(0, round * count + i, absl::Now() + absl::Seconds(30)).ok()) return 2;
+    }
+    // The copies out of the ring are on the stream: done before the ack.
+    if (!pair->device->memory()->SynchronizeStream(absl::Now() + absl::Seconds(30)).ok()) return 3;
+    if (!pair->host->Send(0, 1u << 30 | round, {ir::HostTensor::Scalar(1)}).ok()) return 4;
+  }
+  if (!pair->transport->Flush(absl::Now() + absl::Seconds(10)).ok()) return 5;
+  absl::SleepFor(absl::Milliseconds(200));  // let the last acknowledgement leave
+  return 0;
+}
+
+absl::StatusOr<double> DeviceSender(const ir::DeviceSpec& spec, int socket, int64_t size, int64_t count) {
+  absl::StatusOr<DevicePair> pair = ConnectDevices(spec, 0, socket, size);
+  if (!pair.ok()) return pair.status();
+  ir::HostTensor host_payload(ir::TensorType{ir::DType::kF32, {size / 4}});
+  std::memset(host_payload.data(), 7, size);
+  absl::StatusOr<actor::TensorHandle> payload = pair->device->Upload(host_payload);
+  if (!payload.ok()) return payload.status();
+  double best = 1e30;
+  for (int round = 0; round <= kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < count; ++i) {
+      if (absl::Status s = pair->transport->SendDevice(1, round * count + i, {payload->device()}); !s.ok()) return s;
+    }
+    absl::StatusOr<std::vector<ir::HostTensor>> ack =
+        pair->host->Receive(1, 1u << 30 | round, absl::Now() + absl::Seconds(60));
+    if (!ack.ok()) return ack.status();
+    if (round > 0) best = std::min(best, Seconds(start));
+  }
+  if (absl::Status s = pair->transport->Flush(absl::Now() + absl::Seconds(10)); !s.ok()) return s;
+  return static_cast<double>(size) * count / best / 1e9;
+}
+
+// One process: `count` device-to-device copies of `size` bytes on the
+// device's stream, the best of kRounds rounds.
+absl::StatusOr<double> DeviceCopy(const ir::DeviceSpec& spec, int64_t size, int64_t count) {
+  absl::StatusOr<std::shared_ptr<actor::Device>> device = OpenInChild(spec, 0);
+  if (!device.ok()) return device.status();
+  actor::DeviceMemory& memory = *(*device)->memory();
+  absl::StatusOr<std::shared_ptr<actor::DeviceAllocation>> from = actor::DeviceAllocation::Allocate(memory, size);
+  absl::StatusOr<std::shared_ptr<actor::DeviceAllocation>> to = actor::DeviceAllocation::Allocate(memory, size);
+  if (!from.ok()) return from.status();
+  if (!to.ok()) return to.status();
+  double best = 1e30;
+  for (int round = 0; round <= kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < count; ++i) {
+      if (absl::Status s = memory.CopyAsync((*to)->address(), (*from)->address(), size); !s.ok()) return s;
+    }
+    if (absl::Status s = memory.SynchronizeStream(absl::Now() + absl::Seconds(60)); !s.ok()) return s;
+    if (round > 0) best = std::min(best, Seconds(start));
+  }
+  return static_cast<double>(size) * count / best / 1e9;
+}
+
+// Runs `measure` in a forked child and reads its GB/s (or its error) back.
+absl::StatusOr<double> InChild(const std::function<absl::StatusOr<double>()>& measure,
+                               const std::function<int()>& partner = nullptr, int partner_socket = -1,
+                               int own_socket = -1) {
+  int result_pipe[2];
+  if (pipe2(result_pipe, O_CLOEXEC) != 0) return absl::UnavailableError("pipe failed");
+  pid_t partner_pid = -1;
+  if (partner) {
+    partner_pid = fork();
+    if (partner_pid < 0) return absl::UnavailableError("fork failed");
+    if (partner_pid == 0) {
+      close(result_pipe[0]);
+      close(result_pipe[1]);
+      if (own_socket >= 0) close(own_socket);
+      _exit(partner());
+    }
+  }
+  const pid_t pid = fork();
+  if (pid < 0) return absl::UnavailableError("fork failed");
+  if (pid == 0) {
+    close(result_pipe[0]);
+    if (partner_socket >= 0) close(partner_socket);
+    absl::StatusOr<double> gbps = measure();
+    const std::string reply = gbps.ok() ? absl::StrCat("ok ", *gbps) : absl::StrCat("error ", gbps.status().message());
+    (void)!write(result_pipe[1], reply.data(), reply.size());
+    _exit(0);
+  }
+  close(result_pipe[1]);
+  if (partner_socket >= 0) close(partner_socket);
+  if (own_socket >= 0) close(own_socket);
+  std::string reply;
+  char buffer[512];
+  ssize_t got;
+  while ((got = read(result_pipe[0], buffer, sizeof(buffer))) > 0) reply.append(buffer, static_cast<size_t>(got));
+  close(result_pipe[0]);
+  // Reap both within 10 s, killing what overstays.
+  for (pid_t child : {pid, partner_pid}) {
+    if (child < 0) continue;
+    int status = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (waitpid(child, &status, WNOHANG) != child) {
+      if (absl::Now() >= deadline) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  double gbps = 0;
+  absl::string_view answer = reply;
+  if (absl::ConsumePrefix(&answer, "ok ") && absl::SimpleAtod(answer, &gbps)) return gbps;
+  absl::string_view why = reply;
+  absl::ConsumePrefix(&why, "error ");
+  return absl::UnavailableError(why.empty() ? "the measuring process died" : std::string(why));
+}
+
+int RunDeviceDataplaneBench(const ir::DeviceSpec& spec, bool json, std::ostream& out, std::ostream& err) {
+  struct Row {
+    int64_t size;
+    double copy, ipc;
+  };
+  std::vector<Row> rows;
+  for (int64_t size : {int64_t{64} << 10, int64_t{1} << 20, int64_t{16} << 20, int64_t{64} << 20}) {
+    const int64_t count = std::max<int64_t>(4, kBytesPerRound / size);
+    absl::StatusOr<double> copy = InChild([&] { return DeviceCopy(spec, size, count); });
+    if (!copy.ok()) {
+      err << "tandem bench dataplane: device copy: " << copy.status().message() << "\n";
+      return 1;
+    }
+    int sockets[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
+      err << "tandem bench dataplane: socketpair failed\n";
+      return 1;
+    }
+    absl::StatusOr<double> ipc =
+        InChild([&] { return DeviceSender(spec, sockets[0], size, count); },
+                [&] { return DeviceReceiver(spec, sockets[1], size, count); }, sockets[1], sockets[0]);
+    if (!ipc.ok()) {
+      err << "tandem bench dataplane: device IPC: " << ipc.status().message() << "\n";
+      return 1;
+    }
+    rows.push_back({size, *copy, *ipc});
+  }
+  auto label = [](int64_t size) {
+    return size >= (1 << 20) ? absl::StrCat(size >> 20, " MiB") : absl::StrCat(size >> 10, " KiB");
+  };
+  const std::string device = ir::DeviceSpecName(spec);
+  if (json) {
+    nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
+    for (const Row& r : rows) {
+      json_rows.push_back({{"bytes", r.size}, {"device_copy", r.copy}, {"ipc", r.ipc}, {"ipc_over_copy", r.ipc / r.copy}});
+    }
+    const nlohmann::ordered_json json = {
+        {"unit", "GB/s"}, {"device", device}, {"goal_ipc_over_copy_at_16MiB", 0.8}, {"rows", json_rows}};
+    out << schedules::JsonText(json) << "\n";
+    return 0;
+  }
+  out << "device tensors between two processes on " << device << ", GB/s of payload (best of " << kRounds
+      << " rounds of ~256 MiB)\n";
+  out << absl::StrFormat("%-8s %12s %8s %10s\n", "message", "device-copy", "ipc", "ipc/copy");
+  for (const Row& r : rows) {
+    out << absl::StrFormat("%-8s %12.2f %8.2f %9.2fx\n", label(r.size), r.copy, r.ipc, r.ipc / r.copy);
+  }
+  out << "device-copy: one process copying device to device on its stream; ipc: the CUDA IPC data plane\n"
+         "(sender copies into the receiver's ring, receiver copies out). goal: ipc >= 0.8x device-copy at 16 MiB\n";
+  return 0;
+}
+
 int RunDataplaneBench(bool json, std::ostream& out, std::ostream& err) {
   struct Row {
     int64_t size;
@@ -257,11 +477,25 @@ int RunDataplaneBench(bool json, std::ostream& out, std::ostream& err) {
 
 void AddDataplaneBench(CommandLine& command_line, CLI::App& bench) {
   CLI::App* command =
-      command_line.Add(bench, "dataplane", "shm and TCP throughput between two processes vs memcpy", "[--json]");
+      command_line.Add(bench, "dataplane", "data plane throughput between two processes vs a copy", "[--device D] [--json]");
   auto json = std::make_shared<bool>(false);
+  auto device = std::make_shared<std::string>("cpu");
   command->add_flag("--json", *json, "print JSON");
-  command_line.OnRun(command, [json, &streams = command_line.streams()] {
-    return RunDataplaneBench(*json, streams.out, streams.err);
+  command
+      ->add_option("--device", *device,
+                   "cpu: the host data planes; cuda[:N] or fake-cuda: device tensors between two processes on one "
+                   "device over CUDA IPC, next to a device-to-device copy")
+      ->capture_default_str();
+  command_line.OnRun(command, [json, device, &streams = command_line.streams()] {
+    absl::StatusOr<ir::DeviceSpec> spec = ir::ParseDeviceSpec(*device);
+    if (!spec.ok()) {
+      streams.err << "tandem bench dataplane: --device: " << spec.status().message() << "\n";
+      return 2;
+    }
+    if (spec->kind == ir::DeviceSpec::Kind::kCpu) return RunDataplaneBench(*json, streams.out, streams.err);
+    // (No CheckDeviceVisible here: it would start CUDA in this process,
+    // which the forked children then could not use. They say why.)
+    return RunDeviceDataplaneBench(*spec, *json, streams.out, streams.err);
   });
 }
 
