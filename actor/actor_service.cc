@@ -19,6 +19,7 @@
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
+#include "ir/errno_status.h"
 
 namespace tandem::actor {
 namespace {
@@ -38,7 +39,7 @@ absl::StatusOr<int> OpenRegionPath(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("'", path.substr(0, 64), "' is not a ring's path (/proc/PID/fd/FD)"));
   }
   const int opened = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (opened < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
+  if (opened < 0) return ir::ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot open ", path));
   return opened;
 }
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "ir/errno_status.h"
 
 namespace tandem::actor {
 namespace {
@@ -52,7 +53,7 @@ struct HandleFields {
 static_assert(sizeof(HandleFields) == kIpcHandleBytes);
 
 absl::Status Errno(absl::string_view what) {
-  return absl::InternalError(absl::StrCat("fake device: ", what, ": ", std::strerror(errno)));
+  return ir::ErrnoStatus(absl::StatusCode::kInternal, absl::StrCat("fake device: ", what));
 }
 
 uint64_t RoundToPages(uint64_t bytes) { return std::max<uint64_t>(kPageBytes, (bytes + kPageBytes - 1) / kPageBytes * kPageBytes); }
@@ -102,15 +103,15 @@ absl::StatusOr<std::shared_ptr<Mapping>> CreateShared(const char* name, uint64_t
   if (fd < 0) return Errno("memfd_create");
   const uint64_t mapped = RoundToPages(bytes);
   if (ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
-    absl::Status status = absl::ResourceExhaustedError(
-        absl::StrCat("fake device: cannot allocate ", bytes, " bytes: ", std::strerror(errno)));
+    absl::Status status =
+        ir::ErrnoStatus(absl::StatusCode::kResourceExhausted, absl::StrCat("fake device: cannot allocate ", bytes, " bytes"));
     close(fd);
     return status;
   }
   void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
-    absl::Status status = absl::ResourceExhaustedError(
-        absl::StrCat("fake device: cannot map ", bytes, " bytes: ", std::strerror(errno)));
+    absl::Status status =
+        ir::ErrnoStatus(absl::StatusCode::kResourceExhausted, absl::StrCat("fake device: cannot map ", bytes, " bytes"));
     close(fd);
     return status;
   }

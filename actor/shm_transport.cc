@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "actor/data_plane_frame.h"
+#include "actor/socket_io.h"
 
 namespace tandem::actor {
 namespace {
@@ -54,9 +55,7 @@ void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, FutexWord(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
+using socket_io::Errno;
 
 }  // namespace
 

@@ -10,12 +10,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "ir/errno_status.h"
 
 namespace tandem::actor::socket_io {
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
+absl::Status Errno(absl::string_view what) { return ir::ErrnoStatus(absl::StatusCode::kUnavailable, what); }
 
 absl::Status ReadAll(int fd, void* data, size_t size) {
   auto* p = static_cast<char*>(data);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "ir/excerpt.h"
 #include "ir/limits.h"
+#include "ir/errno_status.h"
 
 namespace tandem::ir {
 namespace {
@@ -32,7 +33,7 @@ void Put(std::string& out, T value) {
 }
 
 absl::Status Errno(absl::string_view action, const std::string& path) {
-  return absl::UnavailableError(absl::StrCat("cannot ", action, " ", path, ": ", std::strerror(errno)));
+  return ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot ", action, " ", path));
 }
 
 absl::Status NotAStateFile(absl::string_view what, absl::string_view problem) {

@@ -16,13 +16,14 @@
 #include "schedules/pytorch_csv.h"
 #include "schedules/text_format.h"
 #include "schedules/validator.h"
+#include "ir/errno_status.h"
 
 namespace tandem::schedules {
 
 absl::StatusOr<std::string> ReadScheduleFileText(const std::string& path) {
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) {
-    return absl::NotFoundError(absl::StrCat(path, ": error: cannot open file: ", std::strerror(errno)));
+    return ir::ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat(path, ": error: cannot open file"));
   }
   if (S_ISDIR(info.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": error: is a directory, not a schedule file"));

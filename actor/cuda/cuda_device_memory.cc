@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "actor/cuda/cuda_status.h"
 #include "actor/cuda/cuda_runtime.h"
 
 namespace tandem::actor::cuda {
@@ -61,9 +62,7 @@ struct CudaDeviceMemory::Impl {
   // error so that later calls do not report it again.
   absl::Status Error(cudaError_t error, absl::string_view call,
                      absl::StatusCode code = absl::StatusCode::kInternal) const {
-    cudaGetLastError();
-    return absl::Status(code, absl::StrCat(name, ": ", call, ": ", cudaGetErrorName(error), " (",
-                                           cudaGetErrorString(error), ")"));
+    return CudaStatus(error, absl::StrCat(name, ": ", call), code);
   }
   // Makes the device current on the calling thread.
   absl::Status Use() const {

@@ -20,6 +20,7 @@
 // and pipeline_yield results, and freed with cudaFreeAsync when its last
 // holder goes: the executor's last-use rule, without waiting for the kernels
 // that read it.
+#include "actor/cuda/cuda_status.h"
 #include "actor/cuda/cuda_graph_runner.h"
 
 #include <cublas_v2.h>
@@ -56,12 +57,6 @@ using ir::TensorType;
 // NVIDIA's recommended cuBLAS workspace for Hopper; fixed, so that cuBLAS
 // picks the same algorithms (and bits) on every call.
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
-
-absl::Status CudaStatus(cudaError_t error, const char* call) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat(call, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
-}
 
 absl::Status CublasStatus(const CublasLibrary& library, cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();

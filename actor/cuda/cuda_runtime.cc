@@ -1,4 +1,5 @@
 // ProbeDevices and CheckDevice over the CUDA runtime API.
+#include "actor/cuda/cuda_status.h"
 #include "actor/cuda/cuda_runtime.h"
 
 #include <cuda_runtime_api.h>
@@ -36,12 +37,14 @@ absl::Status CheckDevice(int device) {
 }
 
 absl::StatusOr<int64_t> FreeBytes(int device) {
-  if (cudaError_t error = cudaSetDevice(device); error != cudaSuccess) {
-    return absl::InternalError(absl::StrCat("cudaSetDevice(", device, "): ", cudaGetErrorString(error)));
+  if (absl::Status status = CudaStatus(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
+      !status.ok()) {
+    return status;
   }
   size_t free = 0, total = 0;
-  if (cudaError_t error = cudaMemGetInfo(&free, &total); error != cudaSuccess) {
-    return absl::InternalError(absl::StrCat("cudaMemGetInfo on device ", device, ": ", cudaGetErrorString(error)));
+  if (absl::Status status = CudaStatus(cudaMemGetInfo(&free, &total), absl::StrCat("cudaMemGetInfo on device ", device));
+      !status.ok()) {
+    return status;
   }
   return static_cast<int64_t>(free);
 }

@@ -1,5 +1,6 @@
-// The CUDA runtime as the rest of Tandem sees it: is there a device, and
-// CUDA errors as absl::Status. Plain C++: no CUDA header is included here.
+// The CUDA runtime as the rest of Tandem sees it: is there a device, and how
+// much memory is free. Plain C++: no CUDA header is included here (CUDA
+// errors as absl::Status, inside actor/cuda/: cuda_status.h).
 //
 // Without a GPU (or without a driver) cudaGetDeviceCount fails ("CUDA driver
 // version is insufficient for CUDA runtime version"); ProbeDevices turns

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "actor/cuda/cuda_status.h"
 #include "actor/cuda/cuda_runtime.h"
 #include "actor/cuda/nccl_wait.h"
 
@@ -48,8 +49,9 @@ absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> NcclPairCommunicator::Join
     return absl::InvalidArgumentError(absl::StrCat("a pair communicator has ranks 0 and 1, not ", rank));
   }
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
-  if (cudaError_t error = cudaSetDevice(device); error != cudaSuccess) {
-    return absl::InternalError(absl::StrCat("cudaSetDevice(", device, "): ", cudaGetErrorString(error)));
+  if (absl::Status status = CudaStatus(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
+      !status.ok()) {
+    return status;
   }
   ncclUniqueId id;
   std::memcpy(id.internal, unique_id.data(), kNcclUniqueIdBytes);
@@ -96,9 +98,7 @@ absl::Status NcclPairCommunicator::Transfer(bool send, void* data, int64_t bytes
                                             absl::Time deadline) {
   if (impl_->broken) return absl::FailedPreconditionError("the NCCL pair communicator was aborted after an error");
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("a transfer of ", bytes, " bytes"));
-  if (cudaError_t error = cudaSetDevice(impl_->device); error != cudaSuccess) {
-    return absl::InternalError(absl::StrCat("cudaSetDevice: ", cudaGetErrorString(error)));
-  }
+  if (absl::Status status = CudaStatus(cudaSetDevice(impl_->device), "cudaSetDevice"); !status.ok()) return status;
   const int peer = 1 - rank_;
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   const char* what = send ? "ncclSend" : "ncclRecv";
@@ -116,7 +116,7 @@ absl::Status NcclPairCommunicator::Transfer(bool send, void* data, int64_t bytes
     const cudaError_t state = cudaStreamQuery(cuda_stream);
     if (state == cudaSuccess) return absl::OkStatus();
     if (state != cudaErrorNotReady) {
-      return impl_->Break(absl::InternalError(absl::StrCat(what, " on the stream: ", cudaGetErrorString(state))));
+      return impl_->Break(CudaStatus(state, absl::StrCat(what, " on the stream")));
     }
     if (absl::Now() >= deadline) {
       return impl_->Break(absl::DeadlineExceededError(

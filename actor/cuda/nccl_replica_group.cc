@@ -12,16 +12,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "actor/cuda/cuda_kernels.cuh"
+#include "actor/cuda/cuda_status.h"
 #include "actor/cuda/cuda_runtime.h"
 #include "actor/cuda/nccl_wait.h"
 #include "ir/all_reduce.h"
 
 namespace tandem::actor::cuda {
 namespace {
-
-absl::Status CudaError(absl::string_view call, cudaError_t error) {
-  return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(error)));
-}
 
 // "replica group (actors 1, 3)", as actor::DescribeGroup says it (that
 // library links this one, not the other way round).
@@ -41,7 +38,7 @@ absl::StatusOr<std::string> DeviceUuid(int device) {
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
   cudaDeviceProp properties{};
   if (cudaError_t error = cudaGetDeviceProperties(&properties, device); error != cudaSuccess) {
-    return CudaError("cudaGetDeviceProperties", error);
+    return CudaStatus(error, "cudaGetDeviceProperties");
   }
   static_assert(sizeof(properties.uuid.bytes) == 16);
   return std::string(properties.uuid.bytes, sizeof(properties.uuid.bytes));
@@ -77,7 +74,7 @@ struct NcclReplicaGroup::Impl {
     for (;;) {
       const cudaError_t state = cudaStreamQuery(stream);
       if (state == cudaSuccess) return absl::OkStatus();
-      if (state != cudaErrorNotReady) return CudaError(what, state);
+      if (state != cudaErrorNotReady) return CudaStatus(state, what);
       ncclResult_t async = ncclSuccess;
       if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
         return NcclError(what, async);
@@ -96,14 +93,19 @@ struct NcclReplicaGroup::Impl {
     capacity = 0;
     const int64_t shard = (elements + members - 1) / members;
     const size_t staged = static_cast<size_t>(shard) * static_cast<size_t>(members) * sizeof(float);
-    if (cudaError_t error = cudaMalloc(&bucket, static_cast<size_t>(elements) * sizeof(float)); error != cudaSuccess) {
-      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc of an all-reduce bucket of ", elements,
-                                                       " elements: ", cudaGetErrorString(error)));
+    if (absl::Status status =
+            CudaStatus(cudaMalloc(&bucket, static_cast<size_t>(elements) * sizeof(float)),
+                       absl::StrCat("cudaMalloc of an all-reduce bucket of ", elements, " elements"),
+                       absl::StatusCode::kResourceExhausted);
+        !status.ok()) {
+      return status;
     }
     for (float** area : {&slots, &gathered}) {
-      if (cudaError_t error = cudaMalloc(area, staged); error != cudaSuccess) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("cudaMalloc of all-reduce staging of ", staged, " bytes: ", cudaGetErrorString(error)));
+      if (absl::Status status = CudaStatus(cudaMalloc(area, staged),
+                                           absl::StrCat("cudaMalloc of all-reduce staging of ", staged, " bytes"),
+                                           absl::StatusCode::kResourceExhausted);
+          !status.ok()) {
+        return status;
       }
     }
     capacity = elements;
@@ -131,11 +133,11 @@ absl::StatusOr<std::unique_ptr<NcclReplicaGroup>> NcclReplicaGroup::Join(absl::s
         absl::StrCat("member ", rank, " of an NCCL replica group of ", members, " (it needs 2 or more)"));
   }
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
-  if (cudaError_t error = cudaSetDevice(device); error != cudaSuccess) return CudaError("cudaSetDevice", error);
+  if (cudaError_t error = cudaSetDevice(device); error != cudaSuccess) return CudaStatus(error, "cudaSetDevice");
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   if (cudaError_t error = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking); error != cudaSuccess) {
-    return CudaError("cudaStreamCreateWithFlags", error);
+    return CudaStatus(error, "cudaStreamCreateWithFlags");
   }
   ncclUniqueId id;
   std::memcpy(id.internal, unique_id.data(), kNcclUniqueIdBytes);
@@ -174,7 +176,7 @@ absl::Status NcclReplicaGroup::AllReduce(std::span<float> bucket, uint32_t tag, 
   const absl::Time deadline = absl::Now() + timeout;
   const int32_t members = size();
   const auto n = static_cast<int64_t>(bucket.size());
-  if (cudaError_t error = cudaSetDevice(impl_->device); error != cudaSuccess) return CudaError("cudaSetDevice", error);
+  if (cudaError_t error = cudaSetDevice(impl_->device); error != cudaSuccess) return CudaStatus(error, "cudaSetDevice");
   if (absl::Status status = impl_->Reserve(n, members); !status.ok()) return status;
   if (n == 0) return absl::OkStatus();
   cudaStream_t stream = impl_->stream;
@@ -187,7 +189,7 @@ absl::Status NcclReplicaGroup::AllReduce(std::span<float> bucket, uint32_t tag, 
   if (cudaError_t error = cudaMemcpyAsync(impl_->bucket, bucket.data(), static_cast<size_t>(n) * sizeof(float),
                                           cudaMemcpyHostToDevice, stream);
       error != cudaSuccess) {
-    return fail(CudaError("cudaMemcpyAsync to the device", error));
+    return fail(CudaStatus(error, "cudaMemcpyAsync to the device"));
   }
   // 1. Reduce-scatter: slot r receives member r's copy of this member's shard.
   float* own_slot = impl_->slots + static_cast<int64_t>(rank_) * largest;
@@ -195,7 +197,7 @@ absl::Status NcclReplicaGroup::AllReduce(std::span<float> bucket, uint32_t tag, 
                                           static_cast<size_t>(mine.length) * sizeof(float), cudaMemcpyDeviceToDevice,
                                           stream);
       error != cudaSuccess) {
-    return fail(CudaError("cudaMemcpyAsync of the own shard", error));
+    return fail(CudaStatus(error, "cudaMemcpyAsync of the own shard"));
   }
   ncclResult_t result = ncclGroupStart();
   for (int32_t peer = 0; peer < members && result == ncclSuccess; ++peer) {
@@ -218,7 +220,7 @@ absl::Status NcclReplicaGroup::AllReduce(std::span<float> bucket, uint32_t tag, 
   float* summed = impl_->gathered + static_cast<int64_t>(rank_) * largest;
   if (cudaError_t error = kernels::LaunchSumInOrder(impl_->slots, largest, members, summed, mine.length, stream);
       error != cudaSuccess) {
-    return fail(CudaError("the ordered sum", error));
+    return fail(CudaStatus(error, "the ordered sum"));
   }
   // 3. All-gather (in place) of the largest-shard blocks.
   result = ncclAllGather(summed, impl_->gathered, static_cast<size_t>(largest), ncclFloat, impl_->comm, stream);
@@ -240,7 +242,7 @@ absl::Status NcclReplicaGroup::AllReduce(std::span<float> bucket, uint32_t tag, 
                                             static_cast<size_t>(shard.length) * sizeof(float), cudaMemcpyDeviceToHost,
                                             stream);
         error != cudaSuccess) {
-      return fail(CudaError("cudaMemcpyAsync to the host", error));
+      return fail(CudaStatus(error, "cudaMemcpyAsync to the host"));
     }
   }
   if (absl::Status status = impl_->WaitStream("the reduction on the stream", deadline); !status.ok()) {
