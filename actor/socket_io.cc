@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "ir/errno_status.h"
+#include "rpc/connection.h"
 
 namespace tandem::actor::socket_io {
 
@@ -93,15 +94,13 @@ void Tune(int fd) {
 }
 
 absl::StatusOr<sockaddr_in> ParseAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
+  absl::StatusOr<rpc::HostPort> parsed = rpc::ParseHostPort(address);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 ||
-      port > 65535 || inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+  if (!parsed.ok() || inet_pton(AF_INET, parsed->host.c_str(), &addr.sin_addr) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("bad address '", address, "' (want IPv4 host:port)"));
   }
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_port = htons(static_cast<uint16_t>(parsed->port));
   return addr;
 }
 

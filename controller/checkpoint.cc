@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "ir/excerpt.h"
 #include "ir/limits.h"
+#include "ir/read_file.h"
 #include "ir/state_file.h"
 #include "schedules/limits.h"
 
@@ -286,7 +287,7 @@ absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir:
     return absl::DataLossError(absl::StrCat(manifest_path, " has ", manifest_size, " bytes, more than the ",
                                             kMaxManifestBytes, " a manifest may have (the checkpoint is corrupt)"));
   }
-  absl::StatusOr<std::string> text = ir::ReadWholeFile(manifest_path, kMaxManifestBytes);
+  absl::StatusOr<std::string> text = ir::ReadFileUpTo(manifest_path, kMaxManifestBytes, manifest_path);
   if (!text.ok()) return absl::DataLossError(absl::StrCat(text.status().message(), " (the checkpoint is incomplete)"));
   absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(*text, manifest_path);
   if (!manifest.ok()) return manifest.status();

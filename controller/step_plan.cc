@@ -27,11 +27,9 @@ bool IsSource(const ir::Node& node) {
   return node.op == ir::OpKind::kInput || node.op == ir::OpKind::kConstant;
 }
 
-std::string DescribeValue(const ir::Graph& graph, ir::ValueId value) {
-  const ir::Node& node = graph.node(value);
-  std::string text = absl::StrCat("%", value, " (", ir::OpName(node.op), " of stage ", node.stage);
-  if (node.location.known()) absl::StrAppend(&text, " at ", node.location.ToString());
-  return text + ")";
+// "%12 = embedding at examples/gpt.cc:40 (stage 0)".
+std::string DescribeStageValue(const ir::Graph& graph, ir::ValueId value) {
+  return absl::StrCat(ir::DescribeValue(graph, value), " (stage ", graph.node(value).stage, ")");
 }
 
 }  // namespace
@@ -185,14 +183,14 @@ absl::Status StepPlan::PlanValues() {
       int32_t producer = Producer(value, task);
       if (producer < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "task ", task.Describe(), " needs ", DescribeValue(graph, value), " for microbatch ", task.microbatch,
+            "task ", task.Describe(), " needs ", DescribeStageValue(graph, value), " for microbatch ", task.microbatch,
             ", but the schedule runs no task of stage ", node.stage, " that computes it"));
       }
       const PlannedTask& source = tasks_[producer];
       if (source.actor == task.actor) {
         if (source.position >= task.position) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "actor ", task.actor, ": task ", task.Describe(), " needs ", DescribeValue(graph, value),
+              "actor ", task.actor, ": task ", task.Describe(), " needs ", DescribeStageValue(graph, value),
               " from task ", source.Describe(), ", which the actor runs ",
               source.position == task.position ? "in the same slot" : "later", ": the order violates the dataflow"));
         }

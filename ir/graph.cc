@@ -64,4 +64,11 @@ std::optional<ValueId> Graph::FindInput(absl::string_view name) const {
   return std::nullopt;
 }
 
+std::string DescribeValue(const Graph& graph, ValueId id) {
+  const Node& node = graph.node(id);
+  std::string where = absl::StrCat("%", id, " = ", OpName(node.op));
+  if (node.location.known()) absl::StrAppend(&where, " at ", node.location.ToString());
+  return where;
+}
+
 }  // namespace tandem::ir

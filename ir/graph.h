@@ -97,6 +97,11 @@ class Graph {
   std::vector<GraphOutput> outputs_;
 };
 
+// How errors name value `id` of `graph`: "%12 = embedding at
+// examples/gpt.cc:40" (the location where known), as every evaluator and
+// verifier of graphs says it.
+std::string DescribeValue(const Graph& graph, ValueId id);
+
 }  // namespace tandem::ir
 
 #endif  // TANDEM_IR_GRAPH_H_

@@ -10,13 +10,6 @@
 namespace tandem::ir {
 namespace {
 
-std::string Where(const Graph& graph, ValueId id) {
-  const Node& node = graph.node(id);
-  std::string where = absl::StrCat("%", id, " = ", OpName(node.op));
-  if (node.location.known()) absl::StrAppend(&where, " at ", node.location.ToString());
-  return where;
-}
-
 // SplitMix64 (Steele, Lea & Flood, 2014): a counter-based generator, so the
 // k-th number of a stream is a pure function of (seed, k).
 uint64_t SplitMix64(uint64_t x) {
@@ -79,7 +72,7 @@ absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
       absl::StatusOr<HostTensor> result = EvaluateNode(node, operands);
       if (!result.ok()) {
         return absl::Status(result.status().code(),
-                            absl::StrCat(Where(graph, id), ": ", result.status().message()));
+                            absl::StrCat(DescribeValue(graph, id), ": ", result.status().message()));
       }
       values[id] = *std::move(result);
     }

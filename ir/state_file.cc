@@ -357,19 +357,6 @@ absl::Status Open(const std::string& path, OpenFile& file) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, int64_t max_bytes) {
-  OpenFile file;
-  if (absl::Status status = Open(path, file); !status.ok()) return status;
-  if (file.size > static_cast<uint64_t>(max_bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " has ", file.size, " bytes, more than the ", max_bytes,
-                                                   " it may have"));
-  }
-  std::string contents(file.size, '\0');
-  FileSource source(file.fd, file.size, path);
-  if (absl::Status status = source.ReadAt(contents.data(), file.size, 0); !status.ok()) return status;
-  return contents;
-}
-
 absl::StatusOr<WrittenFile> ChecksumFile(const std::string& path) {
   OpenFile file;
   if (absl::Status status = Open(path, file); !status.ok()) return status;

@@ -90,9 +90,6 @@ absl::StatusOr<WrittenFile> WriteStateFile(const std::string& path, const Tensor
 
 // fsync of a directory, so that renames and creations in it are durable.
 absl::Status SyncDirectory(const std::string& path);
-// The whole file; NotFound or Unavailable naming the path. InvalidArgument
-// for a file over `max_bytes`, before anything is read.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, int64_t max_bytes);
 
 // One tensor of a state file: its name, type and where its bytes begin.
 struct StateFileEntry {

@@ -52,10 +52,7 @@ bool HasKind(const AttributeValue& value, AttributeKind kind) {
 }
 
 std::string Where(const Graph& graph, ValueId id) {
-  const Node& node = graph.node(id);
-  std::string where = absl::StrCat("graph @", graph.name(), ": %", id, " = ", OpName(node.op));
-  if (node.location.known()) absl::StrAppend(&where, " at ", node.location.ToString());
-  return where;
+  return absl::StrCat("graph @", graph.name(), ": ", DescribeValue(graph, id));
 }
 
 absl::Status Fail(const Graph& graph, ValueId id, absl::string_view what) {

@@ -19,6 +19,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/stage_graph.h"
+#include "ir/read_file.h"
 #include "ir/state_file.h"
 #include "schedules/limits.h"
 #include "tandem/examples.h"
@@ -206,7 +207,7 @@ PYBIND11_MODULE(_tandem, m) {
   m.def(
       "load_step",
       [](const std::string& path) {
-        std::string text = Value(ir::ReadWholeFile(path, ir::kMaxIrTextBytes));
+        std::string text = Value(ir::ReadFileUpTo(path, ir::kMaxIrTextBytes, path));
         return Value(ir::ParseTrainStep(text, path));
       },
       py::arg("path"), "Reads a traced step from its IR text file (`tandem ir dump` writes one).");

@@ -1,44 +1,23 @@
 #include "schedules/resolve.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ir/read_file.h"
 #include "schedules/generators.h"
 #include "schedules/limits.h"
 #include "schedules/pytorch_csv.h"
 #include "schedules/text_format.h"
 #include "schedules/validator.h"
-#include "ir/errno_status.h"
 
 namespace tandem::schedules {
 
 absl::StatusOr<std::string> ReadScheduleFileText(const std::string& path) {
-  struct stat info {};
-  if (stat(path.c_str(), &info) != 0) {
-    return ir::ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat(path, ": error: cannot open file"));
-  }
-  if (S_ISDIR(info.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": error: is a directory, not a schedule file"));
-  }
-  if (S_ISREG(info.st_mode) && info.st_size > kMaxScheduleFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": error: the file has ", info.st_size,
-                                                   " bytes, more than the ", kMaxScheduleFileBytes,
-                                                   " a schedule file may have"));
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat(path, ": error: cannot open file"));
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) return absl::NotFoundError(absl::StrCat(path, ": error: cannot read file"));
-  return std::move(text).str();
+  absl::StatusOr<std::string> text = ir::ReadFileUpTo(path, kMaxScheduleFileBytes, "the file");
+  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat(path, ": error: ", text.status().message()));
+  return text;
 }
 
 absl::StatusOr<Schedule> ReadScheduleFile(const std::string& path) {

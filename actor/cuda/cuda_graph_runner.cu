@@ -63,14 +63,6 @@ absl::Status CublasStatus(const CublasLibrary& library, cublasStatus_t status, c
   return absl::InternalError(absl::StrCat(call, ": ", library.status_string(status)));
 }
 
-// "%12 = embedding at examples/gpt.cc:40", as ir::RunGraph names a value.
-std::string Where(const ir::Graph& graph, ir::ValueId id) {
-  const ir::Node& node = graph.node(id);
-  std::string where = absl::StrCat("%", id, " = ", ir::OpName(node.op));
-  if (node.location.known()) absl::StrAppend(&where, " at ", node.location.ToString());
-  return where;
-}
-
 absl::Status Unimplemented(const ir::Node& node, absl::string_view what) {
   return absl::UnimplementedError(absl::StrCat(ir::OpName(node.op), ": ", what));
 }
@@ -373,7 +365,7 @@ absl::Status CudaGraphRunner::Impl::FlushChecks(const ir::Graph& graph) {
     // The reference kernels' words: "embedding: id 70 at position 3
     // outside [0, 65)".
     return absl::InvalidArgumentError(absl::StrCat(
-        Where(graph, check.node), ": ", ir::OpName(graph.node(check.node).op), ": ", check.what, " ",
+        ir::DescribeValue(graph, check.node), ": ", ir::OpName(graph.node(check.node).op), ": ", check.what, " ",
         results[i].value, " at position ", results[i].position, " outside [0, ", check.limit,
         ")"));
   }
@@ -954,7 +946,7 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& grap
       absl::StatusOr<DeviceValue> result = Evaluate(id, node, operands);
       if (!result.ok()) {
         return Fail(graph, absl::Status(result.status().code(),
-                                        absl::StrCat(Where(graph, id), ": ",
+                                        absl::StrCat(ir::DescribeValue(graph, id), ": ",
                                                      result.status().message())));
       }
       if (absl::Status s = MarkNode(id, true); !s.ok()) return Fail(graph, s);

@@ -38,6 +38,12 @@ struct NcclPairCommunicator::Impl {
   }
 };
 
+absl::StatusOr<std::string> NewNcclUniqueId() {
+  ncclUniqueId id;
+  if (ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess) return NcclError("ncclGetUniqueId", result);
+  return std::string(id.internal, kNcclUniqueIdBytes);
+}
+
 absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> NcclPairCommunicator::Join(absl::string_view unique_id,
                                                                                  int rank, int device,
                                                                                  absl::Time deadline) {

@@ -3,9 +3,10 @@
 // medium; actors sharing a GPU use CUDA IPC instead: NCCL refuses two ranks
 // on one GPU).
 //
-// Bootstrap: the controller creates one NCCL unique id per pair
-// (controller/nccl_unique_id.h; ncclGetUniqueId needs no GPU) and hands it
-// to both actors over the control plane; the lower actor joins as rank 0.
+// Bootstrap: one side makes the pair's NCCL unique id (NewNcclUniqueId;
+// ncclGetUniqueId needs no GPU) and hands it to the other through any
+// channel (a replica group: over its TCP rendezvous); the lower actor joins
+// as rank 0.
 // Join uses NCCL's non-blocking mode and polls the communicator's state, so
 // a peer that never joins becomes DeadlineExceeded (and the half-formed
 // communicator is aborted) instead of a hang inside ncclCommInitRank.
@@ -32,6 +33,11 @@
 namespace tandem::actor::cuda {
 
 inline constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
+
+// A fresh NCCL unique id (kNcclUniqueIdBytes bytes); Internal with NCCL's
+// words when NCCL cannot make one (no network interface, ...). The one
+// maker of ids, for pair communicators and replica groups alike.
+absl::StatusOr<std::string> NewNcclUniqueId();
 
 class NcclPairCommunicator {
  public:

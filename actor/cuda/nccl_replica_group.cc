@@ -28,12 +28,6 @@ std::string GroupName(const std::vector<int32_t>& actors) {
 
 }  // namespace
 
-absl::StatusOr<std::string> NewNcclUniqueId() {
-  ncclUniqueId id;
-  if (ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess) return NcclError("ncclGetUniqueId", result);
-  return std::string(id.internal, kNcclUniqueIdBytes);
-}
-
 absl::StatusOr<std::string> DeviceUuid(int device) {
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
   cudaDeviceProp properties{};

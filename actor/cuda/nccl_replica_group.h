@@ -37,13 +37,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "actor/collective.h"
-#include "actor/cuda/nccl_communicator.h"  // kNcclUniqueIdBytes
+#include "actor/cuda/nccl_communicator.h"  // kNcclUniqueIdBytes, NewNcclUniqueId
 
 namespace tandem::actor::cuda {
-
-// A fresh NCCL unique id (kNcclUniqueIdBytes bytes); Internal with NCCL's
-// words when NCCL cannot make one (no network interface, ...).
-absl::StatusOr<std::string> NewNcclUniqueId();
 
 // The 16-byte UUID of CUDA device `device`: how members of a group on
 // different hosts tell whether two of them share a GPU.

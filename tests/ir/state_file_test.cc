@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/read_file.h"
 #include "tests/testing/temporary_directory.h"
 
 namespace tandem::ir {
@@ -79,12 +80,12 @@ TEST(StateFile, AtomicWriteReplacesTheFileAndLeavesNoTemporary) {
   const std::string path = (dir / "a.state").string();
   ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
   ASSERT_TRUE(WriteFileAtomically(path, "new contents").ok());
-  EXPECT_EQ(*ReadWholeFile(path, 1 << 20), "new contents");
+  EXPECT_EQ(*ReadFileUpTo(path, 1 << 20, path), "new contents");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
   absl::Status missing_dir = WriteFileAtomically((dir / "no/such/dir/file").string(), "x");
   EXPECT_EQ(missing_dir.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(missing_dir.message(), HasSubstr("cannot create"));
-  EXPECT_EQ(ReadWholeFile((dir / "absent").string(), 1 << 20).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadFileUpTo((dir / "absent").string(), 1 << 20, "absent").status().code(), absl::StatusCode::kNotFound);
   std::filesystem::remove_all(dir);
 }
 
@@ -151,10 +152,10 @@ TEST(StateFile, AFileOverTheBoundOfAWholeReadIsRefusedBeforeReading) {
   test::TemporaryDirectory dir("tandem-state-file-test");
   const std::string path = dir.Path("text");
   ASSERT_TRUE(WriteFileAtomically(path, std::string(100, 'x')).ok());
-  absl::StatusOr<std::string> read = ReadWholeFile(path, 99);
+  absl::StatusOr<std::string> read = ReadFileUpTo(path, 99, path);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(read.status().message(), HasSubstr("has 100 bytes, more than the 99 it may have"));
-  EXPECT_EQ(ReadWholeFile(path, 100)->size(), 100u);
+  EXPECT_EQ(ReadFileUpTo(path, 100, path)->size(), 100u);
 }
 
 }  // namespace

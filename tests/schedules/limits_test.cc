@@ -170,7 +170,7 @@ TEST(ScheduleFileLimits, ADirectoryIsNotASchedule) {
   std::filesystem::create_directories(dir);
   absl::StatusOr<Schedule> schedule = ReadScheduleFile(dir);
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(schedule.status().message(), dir + ": error: is a directory, not a schedule file");
+  EXPECT_EQ(schedule.status().message(), dir + ": error: the file is a directory");
   EXPECT_THAT(ResolveSchedule(dir, 2, 2).status().message(), HasSubstr("is a directory"));
   std::filesystem::remove_all(dir);
   EXPECT_EQ(ReadScheduleFile(dir).status().code(), absl::StatusCode::kNotFound);

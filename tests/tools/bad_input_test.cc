@@ -104,7 +104,7 @@ TEST_F(BadInput, ADirectoryIsNotAScheduleFile) {
   fs::create_directories(directory);
   Finished run = RunCapped({"sched", "check", directory});
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_THAT(run.err, AllOf(HasSubstr(directory + ": error: is a directory"), Not(HasSubstr("must be set"))));
+  EXPECT_THAT(run.err, AllOf(HasSubstr(directory + ": error: the file is a directory"), Not(HasSubstr("must be set"))));
   run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--schedule", directory, "--steps", "1"});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr("is a directory"));

@@ -189,7 +189,7 @@ TEST_F(PlanCommand, TrainRefusesOptionsThatContradictThePlan) {
   EXPECT_THAT(few.err(), HasSubstr("the plan cuts the model into 8 segments; --layers 4 has fewer layers"));
   CliProcess missing({"train", "--plan", dir_ + "/none.json", "--steps", "1"});
   EXPECT_EQ(ExitCode(missing), 1);
-  EXPECT_THAT(missing.err(), HasSubstr("cannot read plan"));
+  EXPECT_THAT(missing.err(), HasSubstr("cannot open plan"));
 }
 
 }  // namespace

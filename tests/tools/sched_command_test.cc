@@ -148,7 +148,7 @@ TEST(SchedCommand, CheckReadsCsvByExtensionOrByFlag) {
 TEST(SchedCommand, CheckMissingFileFails) {
   const Outcome run = Sched({"check", "/nonexistent/x.sched"});
   EXPECT_EQ(run.code, 1);
-  EXPECT_THAT(run.err, HasSubstr("/nonexistent/x.sched: error: cannot open file"));
+  EXPECT_THAT(run.err, HasSubstr("/nonexistent/x.sched: error: cannot open the file: No such file or directory"));
 }
 
 TEST(SchedCommand, ConvertsPytorchCsvToTandemAndBack) {

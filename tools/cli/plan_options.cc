@@ -1,36 +1,13 @@
 #include "tools/cli/plan_options.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "controller/compiler.h"
 #include "controller/profile.h"
+#include "ir/read_file.h"
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::cli {
-
-namespace {
-
-// The text of `path`, refused when longer than `max_bytes` before it is
-// read; `what` ("plan", "cost file") names it in errors.
-absl::StatusOr<std::string> ReadBoundedText(const std::string& path, size_t max_bytes, absl::string_view what) {
-  std::error_code error;
-  const uintmax_t size = std::filesystem::file_size(path, error);
-  if (error) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path, ": ", error.message()));
-  if (size > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", size, " bytes; at most ", max_bytes));
-  }
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
-  return text.str();
-}
-
-}  // namespace
 
 absl::Status CutEveryLayer(examples::ExampleJobOptions& model) {
   if (model.model != "two-tower") model.layers = model.layers.value_or(4);
@@ -46,7 +23,7 @@ absl::Status CutEveryLayer(examples::ExampleJobOptions& model) {
 }
 
 absl::StatusOr<schedules::Plan> ReadPlan(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadBoundedText(path, schedules::kMaxPlanFileBytes, "plan");
+  absl::StatusOr<std::string> text = ir::ReadFileUpTo(path, schedules::kMaxPlanFileBytes, absl::StrCat("plan ", path));
   if (!text.ok()) return text.status();
   absl::StatusOr<schedules::Plan> plan = schedules::ParsePlanFile(*text);
   if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", plan.status().message()));
@@ -54,7 +31,7 @@ absl::StatusOr<schedules::Plan> ReadPlan(const std::string& path) {
 }
 
 absl::StatusOr<schedules::CostFile> ReadCostFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadBoundedText(path, schedules::kMaxCostFileBytes, "cost file");
+  absl::StatusOr<std::string> text = ir::ReadFileUpTo(path, schedules::kMaxCostFileBytes, absl::StrCat("cost file ", path));
   if (!text.ok()) return text.status();
   absl::StatusOr<schedules::CostFile> costs = schedules::ParseCostFile(*text);
   if (!costs.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", costs.status().message()));

@@ -16,7 +16,6 @@
 
 #include "absl/time/clock.h"
 #include "actor/cuda/cuda_runtime.h"
-#include "controller/nccl_unique_id.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/actor/cuda/probe_in_child.h"
@@ -39,7 +38,7 @@ TEST(NcclPairCommunicator, RefusesAMalformedIdOrRank) {
 
 TEST(NcclPairCommunicator, JoiningWithoutAGpuFailsAtOnceWithTheReason) {
   if (ProbeInChild().count > 0) GTEST_SKIP() << "a CUDA device is visible";
-  absl::StatusOr<std::string> id = controller::NewNcclUniqueId();
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> joined =
@@ -61,7 +60,7 @@ int RunChild(const std::function<int()>& body, absl::Duration timeout) {
 
 TEST(NcclPairCommunicator, TwoGpusExchangeBytesThroughAControllerMadeId) {
   if (ProbeInChild().count < 2) GTEST_SKIP() << "needs two CUDA devices";
-  absl::StatusOr<std::string> id = controller::NewNcclUniqueId();
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
   constexpr int64_t kBytes = int64_t{8} << 20;
   auto side = [&](int rank) {
