@@ -137,8 +137,8 @@ absl::Status Device::set_node_times(std::vector<double>*) {
 ir::Graph AccumulateGraph(const ir::TensorType& type) {
   ir::Graph graph;
   ir::GraphBuilder builder(&graph);
-  const ir::ValueId a = builder.AddInput("acc", "accumulator", type, {});
-  const ir::ValueId g = builder.AddInput("grad", "gradient", type, {});
+  const ir::ValueId a = builder.AddInput("acc", ir::InputRole::kAccumulator, type, {});
+  const ir::ValueId g = builder.AddInput("grad", ir::InputRole::kGradient, type, {});
   graph.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
   return graph;
 }

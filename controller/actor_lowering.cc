@@ -119,7 +119,7 @@ class Lowering {
       const ir::Node& node = step_.microbatch.node(value);
       if (node.op == ir::OpKind::kInput) {
         const std::string& name = node.attributes.GetString("name");
-        if (node.attributes.GetString("role") != "parameter") {
+        if (!ir::HasRole(node, ir::InputRole::kParameter)) {
           run.inputs.push_back(InputBuffer(name, m, node.type));
           continue;
         }
@@ -274,7 +274,7 @@ class Lowering {
     if (update.function.function.name.empty()) return absl::OkStatus();
     for (ir::ValueId value : update.function.inputs) {
       const ir::Node& node = step_.update.node(value);
-      if (node.attributes.GetString("role") != "accumulator") continue;
+      if (!ir::HasRole(node, ir::InputRole::kAccumulator)) continue;
       const std::string& name = node.attributes.GetString("name");
       if (accumulator_buffers.count(name)) continue;
       const StepPlan::AccumulatorInfo& info = plan_.Accumulator(name);
@@ -327,10 +327,9 @@ class Lowering {
     for (ir::ValueId value : update.function.inputs) {
       const ir::Node& node = step_.update.node(value);
       const std::string& name = node.attributes.GetString("name");
-      const std::string& role = node.attributes.GetString("role");
-      if (role == "parameter" || role == "optimizer_state") {
+      if (ir::HasRole(node, ir::InputRole::kParameter) || ir::HasRole(node, ir::InputRole::kOptimizerState)) {
         run.inputs.push_back(StateBuffer(name));
-      } else if (role == "accumulator") {
+      } else if (ir::HasRole(node, ir::InputRole::kAccumulator)) {
         run.inputs.push_back(accumulator_buffers.at(name));
       } else {
         run.inputs.push_back(InputBuffer(name, group, node.type));

@@ -97,9 +97,9 @@ absl::Status CheckFillJob(const FillJob& job) {
   for (ir::ValueId id : graph.Inputs()) {
     const std::string name = InputName(graph, id);
     if (!IsState(job, name)) {
-      const std::string& role = graph.node(id).attributes.GetString("role");
-      if (role == "parameter" || role == "optimizer_state" || role == "step") {
-        return fail(absl::StrCat("no state for its ", role, " '", name, "'"));
+      const ir::Node& node = graph.node(id);
+      for (ir::InputRole role : {ir::InputRole::kParameter, ir::InputRole::kOptimizerState, ir::InputRole::kStep}) {
+        if (ir::HasRole(node, role)) return fail(absl::StrCat("no state for its ", ir::InputRoleName(role), " '", name, "'"));
       }
       continue;
     }

@@ -140,7 +140,7 @@ absl::StatusOr<schedules::CostFile> ProfileSegments(
     for (TaskKind kind : {TaskKind::kForward, TaskKind::kBackward}) {
       for (ir::ValueId value : kept->Function(kind, stage).inputs) {
         const ir::Node& node = graph.node(value);
-        if (node.op == ir::OpKind::kInput && node.attributes.GetString("role") == "parameter") {
+        if (ir::HasRole(node, ir::InputRole::kParameter)) {
           parameters.insert(node.attributes.GetString("name"));
         }
       }

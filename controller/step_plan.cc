@@ -175,7 +175,7 @@ absl::Status StepPlan::PlanValues() {
     for (ir::ValueId value : function.inputs) {
       const ir::Node& node = graph.node(value);
       if (node.op == ir::OpKind::kInput) {
-        if (node.attributes.GetString("role") == "parameter") {
+        if (ir::HasRole(node, ir::InputRole::kParameter)) {
           holders_[node.attributes.GetString("name")].insert(task.actor);
         }
         continue;
@@ -244,7 +244,7 @@ void StepPlan::PlanAccumulators() {
       if (seen[id]) continue;
       seen[id] = true;
       const ir::Node& node = update.node(id);
-      if (node.op == ir::OpKind::kInput && node.attributes.GetString("role") == "accumulator") {
+      if (ir::HasRole(node, ir::InputRole::kAccumulator)) {
         parameter_of[node.attributes.GetString("name")] = output.name;
       }
       for (ir::ValueId operand : node.operands) stack.push_back(operand);

@@ -10,9 +10,7 @@
 namespace tandem::ir {
 namespace {
 
-bool IsParameter(const Node& node) {
-  return node.op == OpKind::kInput && node.attributes.GetString("role") == "parameter";
-}
+bool IsParameter(const Node& node) { return HasRole(node, InputRole::kParameter); }
 
 // Sums `values` left to right: ((v0 + v1) + v2) + ...
 ValueId SumInOrder(GraphBuilder& builder, const std::vector<ValueId>& values) {

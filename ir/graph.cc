@@ -64,6 +64,23 @@ std::optional<ValueId> Graph::FindInput(absl::string_view name) const {
   return std::nullopt;
 }
 
+absl::string_view InputRoleName(InputRole role) {
+  switch (role) {
+    case InputRole::kData: return "data";
+    case InputRole::kLabel: return "label";
+    case InputRole::kParameter: return "parameter";
+    case InputRole::kOptimizerState: return "optimizer_state";
+    case InputRole::kAccumulator: return "accumulator";
+    case InputRole::kGradient: return "gradient";
+    case InputRole::kStep: return "step";
+  }
+  return "";
+}
+
+bool HasRole(const Node& node, InputRole role) {
+  return node.op == OpKind::kInput && node.attributes.GetString("role") == InputRoleName(role);
+}
+
 std::string DescribeValue(const Graph& graph, ValueId id) {
   const Node& node = graph.node(id);
   std::string where = absl::StrCat("%", id, " = ", OpName(node.op));

@@ -56,6 +56,22 @@ struct Node {
   friend bool operator==(const Node&, const Node&) = default;
 };
 
+// What an input node holds: its "role" attribute, which the text format
+// keeps as a word ("parameter", ...). Compare roles through these, never as
+// strings.
+enum class InputRole : uint8_t {
+  kData,            // "data": a microbatch's inputs
+  kLabel,           // "label": its labels
+  kParameter,       // "parameter": a trained tensor
+  kOptimizerState,  // "optimizer_state": Adam's moments, a stashed version
+  kAccumulator,     // "accumulator": a gradient summed over microbatches
+  kGradient,        // "gradient": one microbatch's gradient
+  kStep,            // "step": the optimizer's step number
+};
+absl::string_view InputRoleName(InputRole role);
+// True when `node` is an input of role `role`.
+bool HasRole(const Node& node, InputRole role);
+
 // A named result of a graph.
 struct GraphOutput {
   std::string name;

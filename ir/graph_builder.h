@@ -69,6 +69,9 @@ class GraphBuilder {
               const SourceLocation& location);
   ValueId AddInput(const std::string& name, const std::string& role, TensorType type,
                    const SourceLocation& location);
+  ValueId AddInput(const std::string& name, InputRole role, TensorType type, const SourceLocation& location) {
+    return AddInput(name, std::string(InputRoleName(role)), std::move(type), location);
+  }
   ValueId AddConstant(double value, TensorType type, const SourceLocation& location);
 
   // Records an error found outside the shape rules (e.g. by the tracer),

@@ -20,8 +20,9 @@ namespace tandem::ir {
 
 enum class OpKind : uint8_t {
   // ---- Sources.
-  // A graph input. Attributes: name (string), role (string: "parameter",
-  // "data", "label", "optimizer_state", "accumulator", "step"). The value is
+  // A graph input. Attributes: name (string), role (string, compared as
+  // ir::InputRole of graph.h: "parameter", "data", "label",
+  // "optimizer_state", "accumulator", "gradient", "step"). The value is
   // supplied by whoever runs the graph.
   kInput,
   // A tensor of the result type filled with `value` (double, converted to

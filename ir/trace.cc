@@ -89,7 +89,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
                          const Optimizer& optimizer) {
   ir::GraphBuilder builder(&step.update);
   builder.set_phase(ir::Phase::kUpdate);
-  Tensor step_number(&builder, builder.AddInput("step", "step", {ir::DType::kF32, {}}, {}));
+  Tensor step_number(&builder, builder.AddInput("step", ir::InputRole::kStep, {ir::DType::kF32, {}}, {}));
   std::map<std::string, std::vector<const ir::ParameterGradient*>> by_parameter;
   for (const ir::ParameterGradient& g : gradients) by_parameter[g.parameter].push_back(&g);
 
@@ -114,11 +114,11 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
     builder.set_stage(parts.front()->stage);
     const ir::SourceLocation location = declared_at[parameter.name];
     builder.set_location_override(location);
-    Tensor p(&builder, builder.AddInput(parameter.name, "parameter", parameter.type, location));
+    Tensor p(&builder, builder.AddInput(parameter.name, ir::InputRole::kParameter, parameter.type, location));
     Tensor gradient;
     for (const ir::ParameterGradient* part : parts) {
       Tensor acc(&builder, builder.AddInput(ir::AccumulatorName(part->parameter, part->stage),
-                                            "accumulator", parameter.type, location));
+                                            ir::InputRole::kAccumulator, parameter.type, location));
       gradient = gradient.valid() ? gradient + acc : acc;
     }
     gradient = gradient * (1.0 / (static_cast<double>(step.group_size()) * step.num_replicas));
@@ -128,7 +128,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
       std::string name = absl::StrCat(optimizer.name(), ".", slot, ".", parameter.name);
       slots.push_back({name, parameter.type, ir::StateRole::kOptimizerState, {}, parameter.name});
       slot_names.push_back(name);
-      slot_values.emplace_back(&builder, builder.AddInput(name, "optimizer_state", parameter.type, location));
+      slot_values.emplace_back(&builder, builder.AddInput(name, ir::InputRole::kOptimizerState, parameter.type, location));
     }
     std::vector<Tensor> updated = optimizer.Update(p, gradient, slot_values, step_number);
     if (!builder.ok()) return builder.status();
@@ -138,7 +138,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
     for (int32_t k = 1; k <= delay; ++k) {
       const std::string name = ir::StashName(parameter.name, k);
       slots.push_back({name, parameter.type, ir::StateRole::kOptimizerState, parameter.init, parameter.name});
-      Tensor older(&builder, builder.AddInput(name, "optimizer_state", parameter.type, location));
+      Tensor older(&builder, builder.AddInput(name, ir::InputRole::kOptimizerState, parameter.type, location));
       step.update.AddOutput(name, newer.id());
       newer = older;
     }

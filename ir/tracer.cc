@@ -120,13 +120,13 @@ Tensor Tracer::Parameter(const std::string& relative_name, ir::Shape shape,
   ir::TensorType type{ir::DType::kF32, std::move(shape)};
   if (initializer.seed == 0) initializer.seed = ir::Hash64(name, /*seed=*/seed_);
   parameters_.push_back({name, type, ir::StateRole::kParameter, initializer});
-  return DeclareInput(name, "parameter", std::move(type), loc);
+  return DeclareInput(name, ir::InputRole::kParameter, std::move(type), loc);
 }
 
 Tensor Tracer::Parameter(const std::string& name, SourceLoc loc) {
   auto it = inputs_.find(name);
   if (it == inputs_.end() ||
-      graph_.node(it->second).attributes.GetString("role") != "parameter") {
+      !ir::HasRole(graph_.node(it->second), ir::InputRole::kParameter)) {
     std::string hint;
     if (const std::string scoped = ScopedName(name); scoped != name && inputs_.contains(scoped)) {
       hint = absl::StrCat(" (names given here are full names: did you mean '", scoped, "'?)");
@@ -139,14 +139,14 @@ Tensor Tracer::Parameter(const std::string& name, SourceLoc loc) {
 }
 
 Tensor Tracer::Input(const std::string& name, ir::TensorType type, SourceLoc loc) {
-  return DeclareInput(name, "data", std::move(type), loc);
+  return DeclareInput(name, ir::InputRole::kData, std::move(type), loc);
 }
 
 Tensor Tracer::Label(const std::string& name, ir::TensorType type, SourceLoc loc) {
-  return DeclareInput(name, "label", std::move(type), loc);
+  return DeclareInput(name, ir::InputRole::kLabel, std::move(type), loc);
 }
 
-Tensor Tracer::DeclareInput(const std::string& name, const std::string& role, ir::TensorType type,
+Tensor Tracer::DeclareInput(const std::string& name, ir::InputRole role, ir::TensorType type,
                             const SourceLoc& loc) {
   if (auto it = inputs_.find(name); it != inputs_.end()) {
     builder_.Fail(ir::ToLocation(loc),

@@ -153,7 +153,7 @@ class Tracer {
   const std::vector<ir::StateSpec>& parameters() const { return parameters_; }
 
  private:
-  Tensor DeclareInput(const std::string& name, const std::string& role, ir::TensorType type,
+  Tensor DeclareInput(const std::string& name, ir::InputRole role, ir::TensorType type,
                       const SourceLoc& loc);
   void CloseBranch();
   // Labels the current stage with the open branches, e.g. "branch left/a".

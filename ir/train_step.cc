@@ -36,7 +36,7 @@ std::map<std::string, int32_t> ParameterVersionDelays(const TrainStep& step) {
   if (step.MaxVersionDelay() == 0) return delays;
   for (ValueId id : step.microbatch.Inputs()) {
     const Node& node = step.microbatch.node(id);
-    if (node.attributes.GetString("role") != "parameter") continue;
+    if (!HasRole(node, InputRole::kParameter)) continue;
     const int32_t delay = step.VersionDelay(node.stage);
     if (delay > 0) delays[node.attributes.GetString("name")] = delay;
   }

@@ -200,9 +200,10 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
       if (graph == &step.microbatch && name == "step") {
         return Fail(*graph, id, "a microbatch input may not be called 'step': that is the update's step number");
       }
-      if (role != "parameter" && role != "optimizer_state") continue;
+      const bool parameter = HasRole(node, InputRole::kParameter);
+      if (!parameter && !HasRole(node, InputRole::kOptimizerState)) continue;
       const StateSpec* spec = find_state(name);
-      StateRole expected = role == "parameter" ? StateRole::kParameter : StateRole::kOptimizerState;
+      StateRole expected = parameter ? StateRole::kParameter : StateRole::kOptimizerState;
       if (spec == nullptr || spec->role != expected) {
         return Fail(*graph, id, absl::StrCat(role, " '", name, "' is used but never declared"));
       }

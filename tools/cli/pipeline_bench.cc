@@ -85,8 +85,7 @@ std::vector<ir::TensorMap> BenchBatches(const ir::TrainStep& step) {
   for (int32_t m = 0; m < count; ++m) {
     for (ir::ValueId id : step.microbatch.Inputs()) {
       const ir::Node& node = step.microbatch.node(id);
-      const std::string& role = node.attributes.GetString("role");
-      if (role != "data" && role != "label") continue;
+      if (!ir::HasRole(node, ir::InputRole::kData) && !ir::HasRole(node, ir::InputRole::kLabel)) continue;
       ir::HostTensor tensor(node.type);
       if (node.type.dtype == ir::DType::kI32) {
         for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.i32()[i] = static_cast<int32_t>((i + m) % 2);
