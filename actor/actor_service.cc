@@ -16,12 +16,16 @@
 #include "absl/strings/str_format.h"
 #include "ir/limits.h"
 #include "kj/vector.h"
+#include "rpc/capnp_text.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
 #include "ir/errno_status.h"
 
 namespace tandem::actor {
+
+using rpc::ToString;
+
 namespace {
 
 namespace wire = rpc::wire;
@@ -42,8 +46,6 @@ absl::StatusOr<int> OpenRegionPath(const std::string& path) {
   if (opened < 0) return ir::ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot open ", path));
   return opened;
 }
-
-std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
 std::string HashString(uint64_t hash) { return absl::StrFormat("%016x", hash); }
 

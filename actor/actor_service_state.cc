@@ -14,15 +14,17 @@
 #include "ir/limits.h"
 #include "ir/state_file.h"
 #include "ir/state_source.h"
+#include "rpc/capnp_text.h"
 #include "rpc/state_codec.h"
 #include "rpc/status_convert.h"
 
 namespace tandem::actor {
+
+using rpc::ToString;
+
 namespace {
 
 namespace wire = rpc::wire;
-
-std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
 }  // namespace
 

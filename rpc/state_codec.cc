@@ -9,13 +9,13 @@
 #include "ir/excerpt.h"
 #include "ir/limits.h"
 #include "ir/state_file.h"
+#include "rpc/capnp_text.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
 
 namespace tandem::rpc {
 namespace {
 
-std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 capnp::Text::Reader AsText(const std::string& text) { return capnp::Text::Reader(text.data(), text.size()); }
 
 wire::Initializer::Kind ToWire(ir::Initializer::Kind kind) {

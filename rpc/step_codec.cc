@@ -1,13 +1,12 @@
 #include "rpc/step_codec.h"
 
 #include "absl/strings/str_cat.h"
+#include "rpc/capnp_text.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
 
 namespace tandem::rpc {
 namespace {
-
-std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
 // By size: capnp's implicit conversion from std::string stops at the first
 // NUL, and a name that does not survive the trip could collide with another.
