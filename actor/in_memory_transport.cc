@@ -80,18 +80,9 @@ void InMemoryNetwork::Reset() {
   abort_status_ = absl::OkStatus();
 }
 
-absl::Status InMemoryNetwork::CheckPeer(int32_t self, int32_t peer) const {
-  if (peer < 0 || peer >= num_actors_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("actor ", self, ": peer ", peer, " is outside [0, ", num_actors_, ")"));
-  }
-  if (peer == self) return absl::InvalidArgumentError(absl::StrCat("actor ", self, " addresses itself"));
-  return absl::OkStatus();
-}
-
 absl::Status InMemoryNetwork::Send(int32_t sender, int32_t receiver, uint64_t tag,
                                    std::vector<ir::HostTensor> tensors) {
-  if (absl::Status status = CheckPeer(sender, receiver); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(sender, num_actors_, receiver); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
   if (!abort_status_.ok()) return abort_status_;
   Mailbox& mailbox = mailboxes_[receiver];
@@ -107,7 +98,7 @@ absl::Status InMemoryNetwork::Send(int32_t sender, int32_t receiver, uint64_t ta
 
 absl::StatusOr<std::vector<ir::HostTensor>> InMemoryNetwork::Receive(int32_t receiver, int32_t sender, uint64_t tag,
                                                                      absl::Time deadline) {
-  if (absl::Status status = CheckPeer(receiver, sender); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(receiver, num_actors_, sender); !status.ok()) return status;
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
   Mailbox& mailbox = mailboxes_[receiver];
@@ -126,9 +117,7 @@ absl::StatusOr<std::vector<ir::HostTensor>> InMemoryNetwork::Receive(int32_t rec
       if (!abort_status_.ok()) return abort_status_;
       it = mailbox.messages.find(key);
       if (it != mailbox.messages.end()) continue;
-      return absl::DeadlineExceededError(absl::StrCat("no message from actor ", sender, " with tag ", tag,
-                                                      " after waiting ",
-                                                      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))));
+      return ReceiveDeadlineError(sender, tag, absl::Now() - start);
     }
   }
 }

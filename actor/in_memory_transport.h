@@ -86,7 +86,6 @@ class InMemoryNetwork {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::vector<ir::HostTensor>> Receive(int32_t receiver, int32_t sender, uint64_t tag,
                                                       absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status CheckPeer(int32_t self, int32_t peer) const;
 
   const int32_t num_actors_;
   mutable absl::Mutex mu_;

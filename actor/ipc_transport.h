@@ -173,6 +173,8 @@ class IpcTransport {
   struct Inbound;
 
   IpcTransport(int32_t actor, int32_t num_actors, DeviceMemory& memory, Transport& host_channel, Options options);
+  // actor::CheckPeer's errors, and InvalidArgument for a peer not on this
+  // device's IPC data plane.
   absl::Status CheckPeer(int32_t peer) const;
   // Hands one record to `peer` on the host channel, with the next host tag.
   absl::Status PublishToPeer(int32_t peer, std::vector<int32_t> words) ABSL_LOCKS_EXCLUDED(host_mu_);

@@ -246,9 +246,7 @@ ShmTransport::ShmTransport(int32_t actor, int32_t num_actors, Options options)
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(int32_t actor, int32_t num_actors,
                                                                    Options options) {
-  if (num_actors < 1 || actor < 0 || actor >= num_actors) {
-    return absl::InvalidArgumentError(absl::StrCat("actor ", actor, " is outside [0, ", num_actors, ")"));
-  }
+  if (absl::Status status = CheckActor(actor, num_actors); !status.ok()) return status;
   const uint64_t capacity = (static_cast<uint64_t>(std::max<int64_t>(options.ring_bytes, 4096)) + 4095) / 4096 * 4096;
   std::unique_ptr<ShmTransport> transport(new ShmTransport(actor, num_actors, options));
   absl::MutexLock lock(&transport->send_mu_);
@@ -300,7 +298,7 @@ int ShmTransport::OutboundFd(int32_t peer) const {
 }
 
 absl::Status ShmTransport::AttachInbound(int32_t peer, int fd) {
-  if (absl::Status status = CheckPeer(peer); !status.ok()) {
+  if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) {
     close(fd);
     return status;
   }
@@ -348,17 +346,8 @@ absl::Status ShmTransport::Flush(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status ShmTransport::CheckPeer(int32_t peer) const {
-  if (peer < 0 || peer >= num_actors_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("actor ", actor_, ": peer ", peer, " is outside [0, ", num_actors_, ")"));
-  }
-  if (peer == actor_) return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, " addresses itself"));
-  return absl::OkStatus();
-}
-
 absl::Status ShmTransport::Send(int32_t peer, uint64_t tag, std::vector<ir::HostTensor> tensors) {
-  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   {
     absl::MutexLock lock(&receive_mu_);
     if (!abort_status_.ok()) return abort_status_;
@@ -476,7 +465,7 @@ absl::Status ShmTransport::DrainLocked(int32_t peer) {
 }
 
 absl::StatusOr<std::vector<ir::HostTensor>> ShmTransport::Receive(int32_t peer, uint64_t tag, absl::Time deadline) {
-  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   const absl::Time start = absl::Now();
   while (true) {
     std::atomic<uint32_t>* word;
@@ -502,9 +491,7 @@ absl::StatusOr<std::vector<ir::HostTensor>> ShmTransport::Receive(int32_t peer, 
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no message from actor ", peer, " with tag ", tag, " after waiting ",
-                       absl::FormatDuration(absl::Trunc(now - start, absl::Milliseconds(1)))));
+      return ReceiveDeadlineError(peer, tag, now - start);
     }
     // Inbound entries are never replaced while the transport lives, so the
     // word stays mapped during the sleep.
@@ -526,7 +513,7 @@ void ShmTransport::Abort(absl::Status status) {
 }
 
 absl::Status ShmTransport::SendRawForTesting(int32_t peer, const std::vector<std::byte>& bytes) {
-  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   absl::MutexLock lock(&send_mu_);
   Outbound& out = *outbound_[peer];
   uint64_t new_head = 0;

@@ -119,7 +119,6 @@ class ShmTransport final : public Transport {
   struct Inbound;
 
   ShmTransport(int32_t actor, int32_t num_actors, Options options);
-  absl::Status CheckPeer(int32_t peer) const;
   // Writes as many queued messages to `peer` as fit, in order.
   void FlushLocked(int32_t peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
   bool AnyPendingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);

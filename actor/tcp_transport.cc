@@ -101,9 +101,7 @@ TcpTransport::TcpTransport(int32_t actor, int32_t num_actors, Options options, i
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int32_t actor, int32_t num_actors,
                                                                    Options options) {
-  if (num_actors < 1 || actor < 0 || actor >= num_actors) {
-    return absl::InvalidArgumentError(absl::StrCat("actor ", actor, " is outside [0, ", num_actors, ")"));
-  }
+  if (absl::Status status = CheckActor(actor, num_actors); !status.ok()) return status;
   absl::StatusOr<sockaddr_in> addr = ParseAddress(absl::StrCat(options.bind_host, ":1"));
   if (!addr.ok()) return addr.status();
   addr->sin_port = 0;
@@ -153,15 +151,6 @@ TcpTransport::~TcpTransport() {
   }
   close(listen_fd_);
   close(wake_fd_);
-}
-
-absl::Status TcpTransport::CheckPeer(int32_t peer) const {
-  if (peer < 0 || peer >= num_actors_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("actor ", actor_, ": peer ", peer, " is outside [0, ", num_actors_, ")"));
-  }
-  if (peer == actor_) return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, " addresses itself"));
-  return absl::OkStatus();
 }
 
 void TcpTransport::Start(int32_t peer, int fd) {
@@ -397,7 +386,7 @@ absl::Status TcpTransport::Flush(absl::Time deadline) {
 }
 
 absl::Status TcpTransport::Send(int32_t peer, uint64_t tag, std::vector<ir::HostTensor> tensors) {
-  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   absl::StatusOr<FrameLayout> layout = PlanFrame(actor_, peer, tag, tensors);
   if (!layout.ok()) return layout.status();
   absl::MutexLock lock(&mu_);
@@ -413,7 +402,7 @@ absl::Status TcpTransport::Send(int32_t peer, uint64_t tag, std::vector<ir::Host
 }
 
 absl::Status TcpTransport::SendRawForTesting(int32_t peer, const std::vector<std::byte>& bytes) {
-  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
   if (connections_[peer] == nullptr) return absl::FailedPreconditionError("not connected");
   connections_[peer]->queue.push_back(Outgoing{{}, {}, bytes});
@@ -515,7 +504,7 @@ void TcpTransport::ReaderLoop(int32_t peer, int fd) {
 }
 
 absl::StatusOr<std::vector<ir::HostTensor>> TcpTransport::Receive(int32_t peer, uint64_t tag, absl::Time deadline) {
-  if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
+  if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
   while (true) {
@@ -532,9 +521,7 @@ absl::StatusOr<std::vector<ir::HostTensor>> TcpTransport::Receive(int32_t peer, 
     }
     if (!c->error.ok()) return c->error;
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no message from actor ", peer, " with tag ", tag, " after waiting ",
-                       absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))));
+      return ReceiveDeadlineError(peer, tag, absl::Now() - start);
     }
     changed_.WaitWithDeadline(&mu_, deadline);
   }

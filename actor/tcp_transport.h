@@ -122,7 +122,6 @@ class TcpTransport final : public Transport {
   struct Handshake;
 
   TcpTransport(int32_t actor, int32_t num_actors, Options options, int listen_fd, int wake_fd, int port);
-  absl::Status CheckPeer(int32_t peer) const;
   // Dials `peer` at `address` and answers its challenge, by `deadline`.
   absl::Status Dial(int32_t peer, const std::string& address, absl::Time deadline);
   // The accepting thread: challenges every connection, starts the proven.

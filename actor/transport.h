@@ -96,6 +96,31 @@ inline absl::StatusOr<std::vector<DeviceTensor>> Transport::ReceiveDevice(int32_
                                                     peer, ": this data plane carries host tensors only"));
 }
 
+// The checks every transport makes, with one wording. InvalidArgument
+// "actor 5 is outside [0, 4)" for a transport's own id;
+inline absl::Status CheckActor(int32_t actor, int32_t num_actors) {
+  if (num_actors < 1 || actor < 0 || actor >= num_actors) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor, " is outside [0, ", num_actors, ")"));
+  }
+  return absl::OkStatus();
+}
+// and "actor 0: peer 7 is outside [0, 4)" or "actor 0 addresses itself" for
+// the peer of a send or receive.
+inline absl::Status CheckPeer(int32_t self, int32_t num_actors, int32_t peer) {
+  if (peer < 0 || peer >= num_actors) {
+    return absl::InvalidArgumentError(absl::StrCat("actor ", self, ": peer ", peer, " is outside [0, ", num_actors, ")"));
+  }
+  if (peer == self) return absl::InvalidArgumentError(absl::StrCat("actor ", self, " addresses itself"));
+  return absl::OkStatus();
+}
+
+// The error of a receive whose deadline passed, the same from every
+// transport: "no message from actor 1 with tag 7 after waiting 2.001s".
+inline absl::Status ReceiveDeadlineError(int32_t peer, uint64_t tag, absl::Duration waited) {
+  return absl::DeadlineExceededError(absl::StrCat("no message from actor ", peer, " with tag ", tag, " after waiting ",
+                                                  absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(1)))));
+}
+
 }  // namespace tandem::actor
 
 #endif  // TANDEM_ACTOR_TRANSPORT_H_
