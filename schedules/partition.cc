@@ -50,7 +50,7 @@ PlannedStage Evaluate(const CostFile& costs, const Sums& sums, const PartitionOp
     // Its output activation goes forward and that activation's gradient
     // comes back.
     const double bytes = static_cast<double>(costs.segments[end - 1].activation_bytes);
-    planned.seconds += 2.0 * (options.link_alpha + options.link_beta * bytes);
+    planned.seconds += 2.0 * options.link.Seconds(bytes);
   }
   const int64_t stash = sums.stash[end] - sums.stash[first];
   const int64_t kept = remat ? costs.segments[first].remat_stash_bytes : stash;
@@ -183,10 +183,7 @@ absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const Partiti
     return absl::InvalidArgumentError(
         absl::StrCat("stages after the run ", options.stages_after, " is outside [0, ", kMaxSegments, "]"));
   }
-  if (!(options.link_alpha >= 0.0) || !(options.link_beta >= 0.0) || std::isinf(options.link_alpha) ||
-      std::isinf(options.link_beta)) {
-    return absl::InvalidArgumentError("link costs must be finite and non-negative");
-  }
+  if (absl::Status status = options.link.Check("link costs"); !status.ok()) return status;
   // The table holds stages * n * (n + 1) * 2 stages: bound its bytes before
   // allocating.
   const int64_t table_bytes =

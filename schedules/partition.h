@@ -36,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "schedules/cost_file.h"
+#include "schedules/cost_model.h"
 
 namespace tandem::schedules {
 
@@ -51,10 +52,9 @@ struct PartitionOptions {
   InFlight in_flight = InFlight::kOneFOneB;
   int64_t memory_cap = 0;    // bytes per actor; 0: no cap
   bool allow_remat = true;   // a stage may rematerialise (to fit, or to be faster: never)
-  // A transfer of `bytes` takes link_alpha + link_beta * bytes seconds (an
-  // activation forward and its gradient back, per stage boundary).
-  double link_alpha = 0.0;
-  double link_beta = 0.0;
+  // What a transfer costs, in seconds (an activation forward and its
+  // gradient back, per stage boundary).
+  LinkModel link;
   // Stages after the last of these on the longest path to the pipeline's
   // last stage: for a run of stages inside a stage DAG (a branch the
   // planner cuts on its own), whose stage s then keeps

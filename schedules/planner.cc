@@ -62,8 +62,7 @@ StageTotals Totals(const CostFile& costs, const PlannedStage& stage) {
 // The simulator's cost model of a candidate's stages.
 CostModel CandidateCostModel(const CostFile& scaled, const Candidate& candidate, const PlannerOptions& options) {
   CostModel model;
-  model.link_alpha = options.link_alpha;
-  model.link_beta = options.link_beta;
+  model.link = options.link;
   model.data_parallel = options.data_parallel;
   double largest_activation = 0.0;
   const double overhead = options.task_overhead_s;
@@ -120,8 +119,7 @@ absl::StatusOr<Candidate> Evaluate(const CostFile& scaled, const PlannerOptions&
                                    const std::vector<PlannedStage>& stages) {
   const PartitionOptions cut{.stages = schedule.num_stages,
                              .microbatches = microbatches,
-                             .link_alpha = options.link_alpha,
-                             .link_beta = options.link_beta};
+                             .link = options.link};
   Candidate candidate;
   candidate.schedule = name;
   candidate.virtual_stages = schedule.num_stages / schedule.num_actors;
@@ -176,8 +174,7 @@ absl::Status AddGraphCandidates(const std::vector<CostFile>& measured, const Pla
                              .in_flight = name == "graph-gpipe" ? InFlight::kAllMicrobatches : InFlight::kOneFOneB,
                              .memory_cap = options.memory_cap,
                              .allow_remat = options.allow_remat,
-                             .link_alpha = options.link_alpha,
-                             .link_beta = options.link_beta};
+                             .link = options.link};
   absl::StatusOr<GraphPartitions> partitions = PartitionSegmentGraph(scaled, cut);
   if (!partitions.ok()) {
     search.skipped.push_back(absl::StrCat(name, " M=", microbatches, ": ", partitions.status().message()));
@@ -378,8 +375,7 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
                            .in_flight = name == "gpipe" ? InFlight::kAllMicrobatches : InFlight::kOneFOneB,
                            .memory_cap = virtual_stages == 1 ? options.memory_cap : 0,
                            .allow_remat = options.allow_remat,
-                           .link_alpha = options.link_alpha,
-                           .link_beta = options.link_beta};
+                           .link = options.link};
       absl::StatusOr<Partition> partition = PartitionSegments(scaled, cut);
       bool over_cap = false;
       if (!partition.ok() && partition.status().code() == absl::StatusCode::kResourceExhausted) {

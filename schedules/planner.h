@@ -56,9 +56,8 @@ struct PlannerOptions {
   int64_t memory_cap = 0;  // bytes per actor; 0: none
   std::vector<std::string> schedules = PlannerSchedules();
   bool allow_remat = true;
-  // A transfer of `bytes` takes link_alpha + link_beta * bytes seconds.
-  double link_alpha = 0.0;
-  double link_beta = 0.0;
+  // What a transfer costs, in seconds.
+  LinkModel link;
   // Added to every task's time (dispatch, kernel launches): what makes
   // many small microbatches cost more than few large ones.
   double task_overhead_s = 0.0;

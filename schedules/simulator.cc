@@ -11,29 +11,6 @@
 
 namespace tandem::schedules {
 
-double CostModel::Cost(TaskKind kind, StageId stage) const {
-  if (!stage_cost.empty()) {
-    if (auto it = stage_cost.find({kind, stage.value}); it != stage_cost.end()) return it->second;
-  }
-  return kind_cost[static_cast<int>(kind)];
-}
-
-double CostModel::GradientBytes(StageId stage) const {
-  if (!stage_gradient_bytes_override.empty()) {
-    if (auto it = stage_gradient_bytes_override.find(stage.value);
-        it != stage_gradient_bytes_override.end()) {
-      return it->second;
-    }
-  }
-  return stage_gradient_bytes;
-}
-
-double CostModel::ReductionTime(StageId stage) const {
-  if (data_parallel <= 1) return 0.0;
-  const double replicas = data_parallel;
-  return 2.0 * (replicas - 1.0) * (link_alpha + link_beta * GradientBytes(stage) / replicas);
-}
-
 namespace {
 
 constexpr int kNumKinds = 4;
@@ -156,9 +133,9 @@ absl::Status Simulation::Index() {
                        " must be finite and non-negative"));
     }
   }
-  if (!(costs_.link_alpha >= 0.0) || !(costs_.link_beta >= 0.0) ||
-      !(costs_.activation_bytes >= 0.0) || !(costs_.gradient_bytes >= 0.0)) {
-    return absl::InvalidArgumentError("link costs and transfer sizes must be non-negative");
+  if (absl::Status status = costs_.link.Check("link costs"); !status.ok()) return status;
+  if (!(costs_.activation_bytes >= 0.0) || !(costs_.gradient_bytes >= 0.0)) {
+    return absl::InvalidArgumentError("transfer sizes must be non-negative");
   }
   if (costs_.data_parallel < 1 || costs_.data_parallel > kMaxDataParallel) {
     return absl::InvalidArgumentError(
@@ -356,7 +333,7 @@ void Simulation::Complete(int32_t actor, int32_t task, std::vector<int32_t>& wor
         transfer.start = send_free_[actor];
         cause = {Cause::Kind::kTransfer, last_send_[actor]};
       }
-      transfer.end = transfer.start + costs_.link_alpha + costs_.link_beta * transfer.bytes;
+      transfer.end = transfer.start + costs_.link.Seconds(transfer.bytes);
       send_free_[actor] = transfer.end;
       last_send_[actor] = static_cast<int32_t>(transfers_.size());
       arrival = transfer.end;

@@ -9,7 +9,7 @@
 //   its tasks by default, because overlapping them is the point of fusing;
 //   GroupCost::kSum models running them back to back instead.
 // - Every dependency edge whose producer and consumer run on different actors
-//   is a transfer, costing `link_alpha + link_beta * bytes`. Each actor has
+//   is a transfer, costing `link.Seconds(bytes)` (alpha + beta * bytes). Each actor has
 //   one send track: its outgoing transfers run one at a time, in the order
 //   their producers finished (FIFO). Receiving takes no extra resource.
 //   Edges within one actor cost nothing.
@@ -25,7 +25,7 @@
 //   each actor reduces the gradients of each of its stages across the D
 //   replicas once that stage's last backward task (B, I or W) on it has
 //   ended: a ring reduce-scatter then all-gather, costing
-//   2(D-1)(link_alpha + link_beta * G/D) for G gradient bytes. Each actor
+//   2(D-1) link.Seconds(G/D) for G gradient bytes. Each actor
 //   has one reduce track: its reductions run one at a time, in the order
 //   they were released (FIFO), overlapping its compute. The step ends when
 //   the last slot or the last reduction does. One replica is simulated.
@@ -48,57 +48,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "schedules/cost_model.h"
 #include "schedules/schedule.h"
 
 namespace tandem::schedules {
-
-// How a fused slot's cost follows from its tasks' costs.
-enum class GroupCost : uint8_t {
-  kMax,  // The tasks overlap (the default).
-  kSum,  // The tasks run back to back.
-};
-
-// The most data-parallel replicas CostModel::data_parallel may name.
-inline constexpr int32_t kMaxDataParallel = 65536;
-
-// Costs in abstract time units. Plain value type.
-struct CostModel {
-  // Default compute cost per kind, indexed by TaskKind: F=1, B=2, I=1, W=1.
-  std::array<double, 4> kind_cost = {1.0, 2.0, 1.0, 1.0};
-  // Per-(kind, stage) overrides of kind_cost.
-  std::map<std::pair<TaskKind, int32_t>, double> stage_cost;
-  GroupCost group_cost = GroupCost::kMax;
-  // A transfer of `bytes` takes link_alpha + link_beta * bytes.
-  double link_alpha = 0.0;
-  double link_beta = 0.0;
-  double activation_bytes = 1.0;  // Sent along F -> F (and F -> B/I) edges.
-  double gradient_bytes = 1.0;    // Sent along B/I -> B/I (and I -> W) edges.
-  // The fraction of a forward's activations that I frees; W frees the rest.
-  double input_grad_frees = 0.5;
-  // Rematerialised stages (`--remat stage`): such a stage keeps only
-  // remat_kept of a forward's activations (its inputs) until its backward,
-  // which recomputes the forward first: B and I cost the stage's F more, and
-  // hold the recomputed (1 - remat_kept) while they run.
-  std::set<int32_t> remat_stages;
-  double remat_kept = 0.0;
-  // Replicas of the pipeline whose gradients are reduced after the step, in
-  // [1, kMaxDataParallel]; 1 means no reduction at all.
-  int32_t data_parallel = 1;
-  // The gradient bytes of one stage, reduced across the replicas (unlike
-  // gradient_bytes, the size of one microbatch's input gradient)...
-  double stage_gradient_bytes = 1.0;
-  // ... and per-stage overrides of it. Stages the schedule lacks are ignored.
-  std::map<int32_t, double> stage_gradient_bytes_override;
-
-  double& KindCost(TaskKind kind) { return kind_cost[static_cast<int>(kind)]; }
-  // The cost of `kind` at `stage`: the override if any, else the kind's default.
-  double Cost(TaskKind kind, StageId stage) const;
-  // The gradient bytes of `stage`: the override if any, else stage_gradient_bytes.
-  double GradientBytes(StageId stage) const;
-  // How long reducing `stage`'s gradients takes on one actor:
-  // 2 (D - 1) (link_alpha + link_beta * GradientBytes(stage) / D), 0 for D = 1.
-  double ReductionTime(StageId stage) const;
-};
 
 // When one slot of an actor's program ran.
 struct SlotTiming {

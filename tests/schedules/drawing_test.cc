@@ -166,7 +166,7 @@ TEST(DrawPerfetto, IsValidTraceJsonWithTracksFlowsAndCounters) {
 // 1), so each actor reduces its stage for 2 * 1 * 1 = 2 after its last B.
 SimulationResult WithReductions(const Schedule& schedule) {
   CostModel costs;
-  costs.link_alpha = 1.0;
+  costs.link.alpha = 1.0;
   costs.data_parallel = 2;
   absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
   EXPECT_TRUE(result.ok()) << result.status();

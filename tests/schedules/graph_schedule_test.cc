@@ -234,7 +234,7 @@ TEST(GraphSimulation, AMergeWaitsForItsSlowerBranch) {
 TEST(GraphSimulation, AFanOutSendsOneTransferPerConsumerActor) {
   // Stage 0 feeds stages 1 and 2 on two other actors.
   CostModel costs;
-  costs.link_alpha = 1;
+  costs.link.alpha = 1;
   absl::StatusOr<SimulationResult> result = Simulate(
       MustGenerate("graph-gpipe", {.actors = 4, .microbatches = 1, .stage_edges = {{0, 1}, {0, 2}, {1, 3}, {2, 3}}}),
       costs);

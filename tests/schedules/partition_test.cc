@@ -153,7 +153,7 @@ TEST(PartitionSegments, MatchesExhaustiveSearchOnRandomModels) {
                              .in_flight = trial % 2 ? InFlight::kOneFOneB : InFlight::kAllMicrobatches,
                              .memory_cap = trial % 3 == 0 ? 0 : 300 + 40 * (trial % 20),
                              .allow_remat = trial % 4 != 1,
-                             .link_beta = (trial % 5) * 0.001};
+                             .link = {.beta = (trial % 5) * 0.001}};
     const double expected = BruteForce(costs, options);
     absl::StatusOr<Partition> partition = PartitionSegments(costs, options);
     if (std::isinf(expected)) {

@@ -63,8 +63,8 @@ double LastBackwardEnd(const Schedule& schedule, const SimulationResult& result,
 // pipeline transfer of 1 unit costs 1.5), 8 gradient bytes per stage.
 CostModel TinyDataParallelCosts() {
   CostModel costs;
-  costs.link_alpha = 1.0;
-  costs.link_beta = 0.5;
+  costs.link.alpha = 1.0;
+  costs.link.beta = 0.5;
   costs.data_parallel = 4;
   costs.stage_gradient_bytes = 8.0;
   return costs;
@@ -127,7 +127,7 @@ TEST(DataParallel, ReductionStartsAtTheStagesLastBackwardAndTakesTheRingTime) {
 TEST(DataParallel, LastStagesReductionOverlapsTheFirstStagesDrain) {
   const Schedule schedule = Generated("1f1b", 4, 8);
   CostModel costs;
-  costs.link_beta = 1.0;  // Transfers of 1 unit cost 1; reductions 2 * 1 * 8/2.
+  costs.link.beta = 1.0;  // Transfers of 1 unit cost 1; reductions 2 * 1 * 8/2.
   costs.data_parallel = 2;
   costs.stage_gradient_bytes = 8.0;
   const SimulationResult result = MustSimulate(schedule, costs);
@@ -154,7 +154,7 @@ TEST(DataParallel, LastStagesReductionOverlapsTheFirstStagesDrain) {
 TEST(DataParallel, ActorWithTwoStagesReducesThemOneAtATimeInReleaseOrder) {
   const Schedule schedule = Generated("interleaved", 2, 4, 2);
   CostModel costs;
-  costs.link_beta = 1.0;
+  costs.link.beta = 1.0;
   costs.activation_bytes = 0.0;  // Free pipeline transfers.
   costs.gradient_bytes = 0.0;
   costs.data_parallel = 2;
@@ -201,7 +201,7 @@ TEST(DataParallel, ActorWithTwoStagesReducesThemOneAtATimeInReleaseOrder) {
 TEST(DataParallel, PerStageGradientBytesOverrideTheDefault) {
   const Schedule schedule = Generated("interleaved", 2, 4, 2);
   CostModel costs;
-  costs.link_beta = 1.0;
+  costs.link.beta = 1.0;
   costs.activation_bytes = 0.0;
   costs.gradient_bytes = 0.0;
   costs.data_parallel = 2;
@@ -228,7 +228,7 @@ TEST(DataParallel, SplitBackwardReleasesAtTheStagesLastIOrW) {
       2, {{{{testing::F(0, 0)}}, {{testing::F(0, 1)}}, {{testing::I(0, 0)}}, {{testing::I(0, 1)}},
            {{testing::W(0, 1)}}, {{testing::W(0, 0)}}}});
   CostModel costs;
-  costs.link_alpha = 0.5;
+  costs.link.alpha = 0.5;
   costs.data_parallel = 2;  // 2 * 1 * 0.5 = 1.
   const SimulationResult result = MustSimulate(schedule, costs);
   ASSERT_EQ(result.reductions.size(), 1u);
@@ -244,7 +244,7 @@ TEST(DataParallel, StageWithoutABackwardHasNothingToReduce) {
   const Schedule schedule =
       testing::MakeSchedule(2, {{{{testing::F(0, 0)}}, {{testing::F(0, 1)}}}});
   CostModel costs;
-  costs.link_alpha = 1.0;
+  costs.link.alpha = 1.0;
   costs.data_parallel = 8;
   const SimulationResult result = MustSimulate(schedule, costs);
   EXPECT_TRUE(result.reductions.empty());
@@ -257,8 +257,8 @@ TEST(DataParallel, StageWithoutABackwardHasNothingToReduce) {
 // duration, and the step ending at the last slot or reduction.
 TEST(DataParallel, EveryBuiltInKeepsTheReductionInvariants) {
   CostModel costs;
-  costs.link_alpha = 0.5;
-  costs.link_beta = 0.25;
+  costs.link.alpha = 0.5;
+  costs.link.beta = 0.25;
   costs.data_parallel = 4;
   costs.stage_gradient_bytes = 3.0;
   const double duration = 2.0 * (4 - 1) * (0.5 + 0.25 * 3.0 / 4);
@@ -297,7 +297,7 @@ TEST(DataParallel, EveryBuiltInKeepsTheReductionInvariants) {
 TEST(DataParallel, OneReplicaChangesNothing) {
   const Schedule schedule = Generated("zb-h1", 4, 8);
   CostModel plain;
-  plain.link_alpha = 0.5;
+  plain.link.alpha = 0.5;
   CostModel one_replica = plain;
   one_replica.data_parallel = 1;
   one_replica.stage_gradient_bytes = 1000.0;
@@ -370,7 +370,7 @@ TEST(DataParallel, StagingOfReductionsInFlightAddsUpToTheActorsPeak) {
   ASSERT_TRUE(schedule.ok()) << schedule.status();
   CostModel costs;
   costs.data_parallel = 2;
-  costs.link_beta = 1.0;
+  costs.link.beta = 1.0;
   costs.stage_gradient_bytes = 1.0;
   costs.stage_gradient_bytes_override = {{0, 100.0}, {2, 30.0}};
   const SimulationResult result = MustSimulate(*schedule, costs);

@@ -88,8 +88,8 @@ TEST(Simulator, LinkCostLengthensTwoActorMakespanByTwoTransfers) {
   EXPECT_EQ(free_link->makespan, 6.0);
 
   CostModel costs;
-  costs.link_alpha = 0.5;
-  costs.link_beta = 0.25;
+  costs.link.alpha = 0.5;
+  costs.link.beta = 0.25;
   costs.activation_bytes = 1.0;
   costs.gradient_bytes = 2.0;
   absl::StatusOr<SimulationResult> slow_link = Simulate(schedule, costs);
@@ -111,7 +111,7 @@ TEST(Simulator, SendsOfOneActorSerialize) {
       MakeSchedule(2, {{{{F(0, 0)}}, {{F(0, 1)}}, {{B(0, 0)}}, {{B(0, 1)}}},
                        {{{F(1, 0)}}, {{F(1, 1)}}, {{B(1, 0)}}, {{B(1, 1)}}}});
   CostModel costs;
-  costs.link_alpha = 3.0;
+  costs.link.alpha = 3.0;
   absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_GE(result->transfers.size(), 2u);

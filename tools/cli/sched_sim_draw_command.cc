@@ -84,8 +84,8 @@ absl::Status ParseLinkSpec(const std::string& text, CostModel& costs) {
   for (const auto& [name, value_text] : *pieces) {
     const std::string piece = absl::StrCat(name, "=", value_text);
     double* field = nullptr;
-    if (name == "alpha") field = &costs.link_alpha;
-    if (name == "beta") field = &costs.link_beta;
+    if (name == "alpha") field = &costs.link.alpha;
+    if (name == "beta") field = &costs.link.beta;
     if (name == "activation") field = &costs.activation_bytes;
     if (name == "gradient") field = &costs.gradient_bytes;
     if (field == nullptr) {
