@@ -21,6 +21,7 @@
 #include "ir/stage_graph.h"
 #include "ir/read_file.h"
 #include "ir/state_file.h"
+#include "schedules/generators.h"
 #include "schedules/limits.h"
 #include "tandem/examples.h"
 #include "tandem/tandem.h"
@@ -135,11 +136,16 @@ struct PyExampleJob {
 // the schedules of those names need), every `update_every` microbatches
 // for 2bw (0: the stage count).
 WeightUpdates MakeUpdates(const std::string& updates, int32_t update_every, int32_t stages, int32_t microbatches) {
-  if (updates == "pipedream") {
+  if (updates != "flush" && !schedules::IsAsynchronous(updates)) {
+    throw py::value_error("updates is 'flush', 'pipedream' or '2bw', not '" + updates + "'");
+  }
+  const schedules::WeightUpdateMode mode =
+      updates == "flush" ? schedules::WeightUpdateMode::kFlush : schedules::WeightUpdateModeOf(updates);
+  if (mode == schedules::WeightUpdateMode::kPipeDream) {
     if (update_every > 1) throw py::value_error("pipedream updates after every microbatch; use updates='2bw' for N");
     return {WeightUpdates::Mode::kPipeDream, 1};
   }
-  if (updates == "2bw") {
+  if (mode == schedules::WeightUpdateMode::kTwoBuffer) {
     const int32_t every = update_every > 0 ? update_every : stages;
     if (microbatches % every != 0) {
       throw py::value_error("2bw updates every " + std::to_string(every) + " microbatches" +
@@ -148,7 +154,6 @@ WeightUpdates MakeUpdates(const std::string& updates, int32_t update_every, int3
     }
     return {WeightUpdates::Mode::kTwoBuffer, every};
   }
-  if (updates != "flush") throw py::value_error("updates is 'flush', 'pipedream' or '2bw', not '" + updates + "'");
   if (update_every != 0) throw py::value_error("update_every applies to updates='2bw'");
   return {};
 }

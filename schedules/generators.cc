@@ -357,41 +357,69 @@ absl::StatusOr<Schedule> GenerateDualPipeV(const GeneratorOptions& options) {
   return schedule;
 }
 
+absl::StatusOr<Schedule> GeneratePipeDream(const GeneratorOptions& options) {
+  return OneFOneBNamed(options, "pipedream");
+}
+
+absl::StatusOr<Schedule> GenerateTwoBuffer(const GeneratorOptions& options) { return OneFOneBNamed(options, "2bw"); }
+
+const std::vector<ScheduleTraits>& BuiltInSchedules() {
+  using enum InFlight;
+  using enum WeightUpdateMode;
+  static const auto* const traits = new std::vector<ScheduleTraits>{
+      // name, generator, virtual stages, in flight, stage graph, updates, planned
+      {"gpipe", GenerateGPipe, 1, kAllMicrobatches, false, kFlush, true},
+      {"1f1b", GenerateOneFOneB, 1, kOneFOneB, false, kFlush, true},
+      {"interleaved", GenerateInterleaved, 2, kOneFOneB, false, kFlush, true},
+      {"looped-bfs", GenerateLoopedBfs, 2, kAllMicrobatches, false, kFlush, false},
+      {"zb-h1", GenerateZeroBubbleH1, 1, kOneFOneB, false, kFlush, true},
+      {"zb-v", GenerateZeroBubbleV, 2, kOneFOneB, false, kFlush, true},
+      {"dualpipev", GenerateDualPipeV, 2, kOneFOneB, false, kFlush, false},
+      {"graph-gpipe", GenerateGraphGPipe, 1, kAllMicrobatches, true, kFlush, true},
+      {"graph-1f1b", GenerateGraphOneFOneB, 1, kOneFOneB, true, kFlush, true},
+      {"pipedream", GeneratePipeDream, 1, kOneFOneB, false, kPipeDream, false},
+      {"2bw", GenerateTwoBuffer, 1, kOneFOneB, false, kTwoBuffer, false},
+  };
+  return *traits;
+}
+
+const ScheduleTraits* FindSchedule(absl::string_view name) {
+  for (const ScheduleTraits& traits : BuiltInSchedules()) {
+    if (name == traits.name) return &traits;
+  }
+  return nullptr;
+}
+
 std::vector<std::string> GeneratorNames() {
-  return {"gpipe",     "1f1b",        "interleaved", "looped-bfs", "zb-h1",    "zb-v",
-          "dualpipev", "graph-gpipe", "graph-1f1b",  "pipedream",  "2bw"};
+  std::vector<std::string> names;
+  for (const ScheduleTraits& traits : BuiltInSchedules()) names.emplace_back(traits.name);
+  return names;
 }
 
 WeightUpdateMode WeightUpdateModeOf(absl::string_view name) {
-  if (name == "pipedream") return WeightUpdateMode::kPipeDream;
-  if (name == "2bw") return WeightUpdateMode::kTwoBuffer;
-  return WeightUpdateMode::kFlush;
+  const ScheduleTraits* traits = FindSchedule(name);
+  return traits == nullptr ? WeightUpdateMode::kFlush : traits->weight_updates;
 }
 
 bool IsAsynchronous(absl::string_view name) { return WeightUpdateModeOf(name) != WeightUpdateMode::kFlush; }
 
-bool TakesStageGraph(absl::string_view name) { return name == "graph-gpipe" || name == "graph-1f1b"; }
+bool TakesStageGraph(absl::string_view name) {
+  const ScheduleTraits* traits = FindSchedule(name);
+  return traits != nullptr && traits->takes_stage_graph;
+}
 
 absl::StatusOr<Schedule> Generate(absl::string_view name, const GeneratorOptions& options) {
-  if (name == "graph-gpipe") return GenerateGraphGPipe(options);
-  if (name == "graph-1f1b") return GenerateGraphOneFOneB(options);
-  if (!options.stage_edges.empty() || !options.stage_actors.empty()) {
+  const ScheduleTraits* traits = FindSchedule(name);
+  if (traits == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown schedule '", name, "': known schedules are ",
+                                                   absl::StrJoin(GeneratorNames(), ", ")));
+  }
+  if (!traits->takes_stage_graph && (!options.stage_edges.empty() || !options.stage_actors.empty())) {
     return absl::InvalidArgumentError(absl::StrCat("schedule '", name,
                                                    "' runs a chain of stages: use graph-gpipe or graph-1f1b for a "
                                                    "stage graph or a placement"));
   }
-  if (name == "gpipe") return GenerateGPipe(options);
-  if (name == "1f1b") return GenerateOneFOneB(options);
-  if (name == "pipedream") return OneFOneBNamed(options, "pipedream");
-  if (name == "2bw") return OneFOneBNamed(options, "2bw");
-  if (name == "interleaved") return GenerateInterleaved(options);
-  if (name == "looped-bfs") return GenerateLoopedBfs(options);
-  if (name == "zb-h1") return GenerateZeroBubbleH1(options);
-  if (name == "zb-v") return GenerateZeroBubbleV(options);
-  if (name == "dualpipev") return GenerateDualPipeV(options);
-  return absl::InvalidArgumentError(absl::StrCat("unknown schedule '", name,
-                                                 "': known schedules are ",
-                                                 absl::StrJoin(GeneratorNames(), ", ")));
+  return traits->generate(options);
 }
 
 }  // namespace tandem::schedules

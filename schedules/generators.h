@@ -65,26 +65,48 @@ absl::StatusOr<Schedule> GenerateGraphGPipe(const GeneratorOptions& options);
 // units. The task order it records is the schedule.
 absl::StatusOr<Schedule> GenerateGraphOneFOneB(const GeneratorOptions& options);
 
-// The names accepted by Generate(), in a stable order: "gpipe", "1f1b",
-// "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev", "graph-gpipe",
-// "graph-1f1b", "pipedream", "2bw".
-std::vector<std::string> GeneratorNames();
-
-// pipedream and 2bw: 1F1B's order within a step, for a model traced to
-// update asynchronously (ir/trace.h WeightUpdates; FORMAT.md, "Asynchronous
-// pipelines"). The order is 1f1b's; the step is what differs.
-bool IsAsynchronous(absl::string_view name);
-
 // How the step a schedule called `name` runs must update the weights:
 // after the whole step (every schedule but two), or asynchronously as
 // PipeDream (after every microbatch, stage s on the weights of p-1-s
 // updates ago) or 2BW (every few microbatches, every stage one update
 // behind) do. The compiler refuses a step traced for another mode.
 enum class WeightUpdateMode : uint8_t { kFlush, kPipeDream, kTwoBuffer };
-WeightUpdateMode WeightUpdateModeOf(absl::string_view name);
 
-// Whether the generator called `name` takes GeneratorOptions::stage_edges
-// and stage_actors (the graph-* ones).
+// How many microbatches a schedule keeps stashed at once at each stage.
+enum class InFlight : uint8_t {
+  kAllMicrobatches,  // GPipe: M at every stage
+  kOneFOneB,         // 1F1B, ZB-H1: min(M, P - s) at stage s
+};
+
+// Everything the rest of Tandem asks of a built-in schedule, in one row per
+// schedule: the one place its name is compared.
+struct ScheduleTraits {
+  const char* name;
+  absl::StatusOr<Schedule> (*generate)(const GeneratorOptions&);
+  int32_t virtual_stages;  // stages per actor (interleaved, zb-v: 2)
+  InFlight in_flight;      // what a stage keeps stashed, for the partitioner
+  bool takes_stage_graph;  // takes GeneratorOptions::stage_edges and stage_actors (graph-*)
+  WeightUpdateMode weight_updates;
+  bool planned;  // `tandem plan` considers it
+};
+
+// Every built-in schedule, in a stable order: "gpipe", "1f1b",
+// "interleaved", "looped-bfs", "zb-h1", "zb-v", "dualpipev", "graph-gpipe",
+// "graph-1f1b", "pipedream", "2bw".
+const std::vector<ScheduleTraits>& BuiltInSchedules();
+// The row of `name`; null for a name that is no built-in schedule (a file).
+const ScheduleTraits* FindSchedule(absl::string_view name);
+
+// The names of BuiltInSchedules(), in its order.
+std::vector<std::string> GeneratorNames();
+
+// pipedream and 2bw: 1F1B's order within a step, for a model traced to
+// update asynchronously (ir/trace.h WeightUpdates; FORMAT.md, "Asynchronous
+// pipelines"). The order is 1f1b's; the step is what differs.
+bool IsAsynchronous(absl::string_view name);
+// The row's weight_updates; kFlush for a name that is no built-in schedule.
+WeightUpdateMode WeightUpdateModeOf(absl::string_view name);
+// The row's takes_stage_graph; false for others.
 bool TakesStageGraph(absl::string_view name);
 
 // Runs the generator called `name`; InvalidArgument listing the known names

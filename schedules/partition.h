@@ -37,14 +37,9 @@
 #include "absl/status/statusor.h"
 #include "schedules/cost_file.h"
 #include "schedules/cost_model.h"
+#include "schedules/generators.h"
 
 namespace tandem::schedules {
-
-// How many microbatches a schedule keeps stashed at once at each stage.
-enum class InFlight : uint8_t {
-  kAllMicrobatches,  // GPipe: M at every stage
-  kOneFOneB,         // 1F1B, ZB-H1: min(M, P - s) at stage s
-};
 
 struct PartitionOptions {
   int32_t stages = 1;        // P, one per actor

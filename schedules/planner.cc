@@ -16,7 +16,13 @@ namespace tandem::schedules {
 namespace {
 
 int32_t VirtualStagesOf(const std::string& schedule) {
-  return schedule == "interleaved" || schedule == "zb-v" ? 2 : 1;
+  const ScheduleTraits* traits = FindSchedule(schedule);
+  return traits == nullptr ? 1 : traits->virtual_stages;
+}
+
+InFlight InFlightOf(const std::string& schedule) {
+  const ScheduleTraits* traits = FindSchedule(schedule);
+  return traits == nullptr ? InFlight::kOneFOneB : traits->in_flight;
 }
 
 int64_t Scale(int64_t bytes, double factor) { return static_cast<int64_t>(std::ceil(bytes * factor)); }
@@ -171,7 +177,7 @@ absl::Status AddGraphCandidates(const std::vector<CostFile>& measured, const Pla
   const CostFile scaled = ScaledCosts(nearest, static_cast<double>(size) / nearest.microbatch_size);
   const PartitionOptions cut{.stages = options.actors,
                              .microbatches = microbatches,
-                             .in_flight = name == "graph-gpipe" ? InFlight::kAllMicrobatches : InFlight::kOneFOneB,
+                             .in_flight = InFlightOf(name),
                              .memory_cap = options.memory_cap,
                              .allow_remat = options.allow_remat,
                              .link = options.link};
@@ -206,7 +212,11 @@ absl::Status AddGraphCandidates(const std::vector<CostFile>& measured, const Pla
 }  // namespace
 
 std::vector<std::string> PlannerSchedules() {
-  return {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "graph-1f1b", "graph-gpipe"};
+  std::vector<std::string> names;
+  for (const ScheduleTraits& traits : BuiltInSchedules()) {
+    if (traits.planned) names.emplace_back(traits.name);
+  }
+  return names;
 }
 
 std::vector<int64_t> PlannerMicrobatchSizes(const PlannerOptions& options) {
@@ -372,7 +382,7 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
       const CostFile scaled = ScaledCosts(nearest, static_cast<double>(size) / nearest.microbatch_size);
       PartitionOptions cut{.stages = stages,
                            .microbatches = microbatches,
-                           .in_flight = name == "gpipe" ? InFlight::kAllMicrobatches : InFlight::kOneFOneB,
+                           .in_flight = InFlightOf(name),
                            .memory_cap = virtual_stages == 1 ? options.memory_cap : 0,
                            .allow_remat = options.allow_remat,
                            .link = options.link};

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schedules/placement.h"
@@ -25,6 +26,24 @@ bool Accepts(const std::string& name, int p, int m, int v) {
   if (name == "zb-v") return (v == 0 || v == 2) && m >= 2 * p - 1;
   if (name == "dualpipev") return (v == 0 || v == 2) && m >= 2 * p;
   return false;
+}
+
+// The traits table says what each generator does: its default virtual
+// stages are what it generates, and only the graph-* ones take a graph.
+TEST(Generators, TheTraitsTableDescribesEveryGenerator) {
+  ASSERT_EQ(BuiltInSchedules().size(), GeneratorNames().size());
+  for (const ScheduleTraits& traits : BuiltInSchedules()) {
+    EXPECT_EQ(FindSchedule(traits.name), &traits);
+    absl::StatusOr<Schedule> schedule = Generate(traits.name, {.actors = 2, .microbatches = 8});
+    ASSERT_TRUE(schedule.ok()) << traits.name << ": " << schedule.status();
+    EXPECT_EQ(schedule->num_stages, traits.virtual_stages * schedule->num_actors) << traits.name;
+    EXPECT_EQ(TakesStageGraph(traits.name), absl::StartsWith(traits.name, "graph-")) << traits.name;
+    EXPECT_EQ(IsAsynchronous(traits.name), traits.weight_updates != WeightUpdateMode::kFlush) << traits.name;
+  }
+  EXPECT_EQ(FindSchedule("no-such-schedule"), nullptr);
+  EXPECT_EQ(WeightUpdateModeOf("pipedream"), WeightUpdateMode::kPipeDream);
+  EXPECT_EQ(WeightUpdateModeOf("2bw"), WeightUpdateMode::kTwoBuffer);
+  EXPECT_EQ(WeightUpdateModeOf("my-schedule.sched"), WeightUpdateMode::kFlush);
 }
 
 TEST(Generators, EveryBuiltInValidatesAcrossSizes) {
