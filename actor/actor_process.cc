@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
 #include "actor/fake_cuda_device.h"
+#include "ir/fault_point.h"
 #include "ir/kernels.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
@@ -80,10 +81,9 @@ int RunActorProcess(const ActorProcessOptions& options) {
   // One BLAS thread: the bits of matmul depend on OpenBLAS's thread count,
   // and the reference runs with one; the actors of a host share its cores.
   ir::SetBlasThreads(1);
-  const char* fault = std::getenv("TANDEM_FAULT");
   OpenDeviceOptions device_options;
   device_options.wait_timeout = options.receive_timeout;
-  device_options.fault = fault != nullptr ? fault : "";
+  device_options.fault = ir::FaultSetting();
   device_options.local_rank = options.local_rank;
   absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(options.device, actor, device_options);
   if (!device.ok()) {

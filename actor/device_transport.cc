@@ -1,11 +1,11 @@
 #include "actor/device_transport.h"
 
-#include <signal.h>
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "ir/fault_point.h"
 
 namespace tandem::actor {
 
@@ -95,7 +95,7 @@ absl::Status DeviceTransport::SendDevice(int32_t peer, uint64_t tag, std::vector
     }
     sent = host_.Send(peer, tag, std::move(staged));
   }
-  if (sent.ok() && ++device_sends_ == options_.die_at_send) raise(SIGKILL);  // injected: dies mid-transfer
+  if (sent.ok() && ++device_sends_ == options_.die_at_send) ir::InjectedCrash();  // dies mid-transfer
   return sent;
 }
 

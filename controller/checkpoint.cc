@@ -1,7 +1,6 @@
 #include "controller/checkpoint.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "ir/excerpt.h"
+#include "ir/fault_point.h"
 #include "ir/limits.h"
 #include "ir/read_file.h"
 #include "ir/state_file.h"
@@ -47,14 +47,6 @@ bool Printable(absl::string_view name) {
 
 absl::Status FilesystemError(absl::string_view action, const fs::path& path, const std::error_code& error) {
   return absl::UnavailableError(absl::StrCat("cannot ", action, " ", path.string(), ": ", error.message()));
-}
-
-// Fault injection for the crash tests: TANDEM_FAULT=checkpoint-before-manifest
-// kills this process after the actors wrote their files and before the
-// manifest exists, as a crash at the worst moment would.
-void MaybeCrash(absl::string_view point) {
-  const char* fault = std::getenv("TANDEM_FAULT");
-  if (fault != nullptr && point == fault) raise(SIGKILL);
 }
 
 // The step a checkpoint directory's name says ("step-00000010" -> 10), or
@@ -234,7 +226,9 @@ absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string
   }
   absl::StatusOr<std::vector<SavedStateFile>> saved = pipeline.SaveState(paths);
   if (!saved.ok()) return saved.status();
-  MaybeCrash("checkpoint-before-manifest");
+  // TANDEM_FAULT=checkpoint-before-manifest: a crash at the worst moment,
+  // the actors' files written and no manifest yet (the crash tests).
+  ir::CrashIfFaultAt("checkpoint-before-manifest");
 
   CheckpointManifest manifest{.model = step.name,
                               .step = pipeline.steps_done(),
