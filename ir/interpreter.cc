@@ -42,12 +42,7 @@ absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
     if (!needed[id]) continue;
     for (ValueId operand : graph.node(id).operands) needed[operand] = true;
   }
-  std::vector<int32_t> last_use(n, -1);
-  for (ValueId id = 0; id < n; ++id) {
-    if (!needed[id]) continue;
-    for (ValueId operand : graph.node(id).operands) last_use[operand] = id;
-  }
-  for (const GraphOutput& output : outputs) last_use[output.value] = n;
+  const std::vector<int32_t> last_use = LastUses(graph, outputs, &needed);
 
   std::vector<HostTensor> values(n);
   std::vector<const HostTensor*> operands;
@@ -55,15 +50,10 @@ absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
     if (!needed[id]) continue;
     const Node& node = graph.node(id);
     if (node.op == OpKind::kInput) {
-      const std::string& name = node.attributes.GetString("name");
-      auto it = inputs.find(name);
-      if (it == inputs.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": no value for input '", name, "'"));
-      }
-      if (it->second.type() != node.type) {
-        return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": input '", name, "' must be ",
-                                                       TypeToString(node.type), ", got ",
-                                                       TypeToString(it->second.type())));
+      auto it = inputs.find(node.attributes.GetString("name"));
+      if (absl::Status status = CheckInputValue(graph, id, it == inputs.end() ? nullptr : &it->second.type());
+          !status.ok()) {
+        return status;
       }
       values[id] = it->second;
     } else {
@@ -84,6 +74,31 @@ absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
   TensorMap results;
   for (const GraphOutput& output : outputs) results[output.name] = values[output.value];
   return results;
+}
+
+std::vector<int32_t> LastUses(const Graph& graph, const std::vector<GraphOutput>& outputs,
+                              const std::vector<bool>* needed) {
+  const int32_t n = graph.size();
+  std::vector<int32_t> last_use(n, -1);
+  for (ValueId id = 0; id < n; ++id) {
+    if (needed != nullptr && !(*needed)[id]) continue;
+    for (ValueId operand : graph.node(id).operands) last_use[operand] = id;
+  }
+  for (const GraphOutput& output : outputs) last_use[output.value] = n;
+  return last_use;
+}
+
+absl::Status CheckInputValue(const Graph& graph, ValueId id, const TensorType* given) {
+  const Node& node = graph.node(id);
+  const std::string& name = node.attributes.GetString("name");
+  if (given == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": no value for input '", name, "'"));
+  }
+  if (*given != node.type) {
+    return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": input '", name, "' must be ",
+                                                   TypeToString(node.type), ", got ", TypeToString(*given)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<HostTensor> MakeTensor(const TensorType& type, const Initializer& init) {

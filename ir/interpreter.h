@@ -25,6 +25,19 @@ namespace tandem::ir {
 absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
                                    const std::vector<std::string>* wanted = nullptr);
 
+// What every evaluator of graphs (RunGraph, the CUDA runner, the profilers)
+// shares:
+// - the node after whose evaluation each value is released: the last node
+//   in program order that reads it, graph.size() for an output, -1 for a
+//   value nothing reads (released at once). With `needed`, only the needed
+//   nodes count as readers.
+std::vector<int32_t> LastUses(const Graph& graph, const std::vector<GraphOutput>& outputs,
+                              const std::vector<bool>* needed = nullptr);
+// - the check of an input's value: InvalidArgument "graph @g: no value for
+//   input 'x'" when `given` is null, "graph @g: input 'x' must be f32[2],
+//   got f32[3]" when its type differs from input node `id`'s.
+absl::Status CheckInputValue(const Graph& graph, ValueId id, const TensorType* given);
+
 // A tensor of `type` (f32) filled by `initializer`: the same arguments give
 // the same bits on every run. The errors of HostTensor::Allocate.
 absl::StatusOr<HostTensor> MakeTensor(const TensorType& type, const Initializer& initializer);

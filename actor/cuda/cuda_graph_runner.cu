@@ -911,11 +911,7 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& grap
   }
   // Last uses as ir::RunGraph computes them (every node is needed).
   const int32_t count = graph.size();
-  std::vector<int32_t> last_use(count, -1);
-  for (ir::ValueId id = 0; id < count; ++id) {
-    for (ir::ValueId operand : graph.node(id).operands) last_use[operand] = id;
-  }
-  for (const ir::GraphOutput& output : graph.outputs()) last_use[output.value] = count;
+  const std::vector<int32_t> last_use = ir::LastUses(graph, graph.outputs());
 
   std::vector<DeviceValue> values(count);
   std::vector<const DeviceValue*> operands;
@@ -924,16 +920,11 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& grap
     if (node.op == OpKind::kInput) {
       const std::string& name = node.attributes.GetString("name");
       auto it = inputs.find(name);
-      if (it == inputs.end()) {
-        return Fail(graph, absl::InvalidArgumentError(absl::StrCat(
-                               "graph @", graph.name(), ": no value for input '", name, "'")));
+      if (absl::Status status = ir::CheckInputValue(graph, id, it == inputs.end() ? nullptr : &it->second.type);
+          !status.ok()) {
+        return Fail(graph, status);
       }
       const DeviceTensor& input = it->second;
-      if (input.type != node.type) {
-        return Fail(graph, absl::InvalidArgumentError(absl::StrCat(
-                               "graph @", graph.name(), ": input '", name, "' must be ",
-                               ir::TypeToString(node.type), ", got ", ir::TypeToString(input.type))));
-      }
       if (input.defined() && &input.storage->memory() != memory.get()) {
         return Fail(graph, absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": input '", name,
                                                                    "' is not in ", memory->name(), "'s memory")));

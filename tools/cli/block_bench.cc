@@ -86,11 +86,7 @@ struct NodeTime {
 absl::StatusOr<std::vector<double>> CpuNodeTimes(const ir::Graph& graph, const ir::TensorMap& inputs,
                                                  int64_t repeats) {
   const int32_t n = graph.size();
-  std::vector<int32_t> last_use(n, -1);
-  for (ir::ValueId id = 0; id < n; ++id) {
-    for (ir::ValueId operand : graph.node(id).operands) last_use[operand] = id;
-  }
-  for (const ir::GraphOutput& output : graph.outputs()) last_use[output.value] = n;
+  const std::vector<int32_t> last_use = ir::LastUses(graph, graph.outputs());
   std::vector<double> node_ms(n, 0.0);
   for (int64_t r = 0; r < repeats; ++r) {
     std::vector<ir::HostTensor> values(n);
