@@ -176,10 +176,127 @@ struct BlockBenchOptions {
   bool json = false;
 };
 
+// The traced block on its device, with its inputs already there (as state
+// and activations are in a pipeline). RunOnce ends when its smallest output
+// (the loss) is back on the host, which on a GPU waits for every kernel.
+class BlockOnDevice {
+ public:
+  static absl::StatusOr<BlockOnDevice> Create(const BlockConfig& config, std::shared_ptr<actor::Device> device) {
+    BlockOnDevice block;
+    block.device_ = std::move(device);
+    absl::StatusOr<ir::TrainStep> step =
+        TraceTrainStep("gpt_block", BlockModel(config), Sgd(SgdOptions{}), TraceOptions{.num_microbatches = 1});
+    if (!step.ok()) return step.status();
+    block.step_ = *std::move(step);
+    absl::StatusOr<ir::TensorMap> state = ir::InitialState(block.step_);
+    if (!state.ok()) return state.status();
+    block.inputs_ = *std::move(state);
+    absl::StatusOr<ir::HostTensor> probe =
+        ir::MakeTensor({ir::DType::kF32, {config.batch, config.seq, config.dim}},
+                       ir::Initializer{.kind = ir::Initializer::Kind::kNormal, .b = 1.0, .seed = 7});
+    if (!probe.ok()) return probe.status();
+    block.inputs_["probe"] = *std::move(probe);
+    for (const auto& [name, tensor] : block.inputs_) {
+      absl::StatusOr<actor::TensorHandle> uploaded = block.device_->Upload(tensor);
+      if (!uploaded.ok()) return uploaded.status();
+      block.handles_.emplace(name, *std::move(uploaded));
+    }
+    return block;
+  }
+
+  absl::Status RunOnce() const {
+    absl::StatusOr<actor::HandleMap> outputs = device_->Run(graph(), handles_);
+    if (!outputs.ok()) return outputs.status();
+    const actor::TensorHandle* smallest = nullptr;
+    for (const auto& [name, handle] : *outputs) {
+      if (smallest == nullptr || handle.num_bytes() < smallest->num_bytes()) smallest = &handle;
+    }
+    if (smallest == nullptr) return absl::OkStatus();
+    return device_->Download(*smallest).status();
+  }
+
+  // Per-node times summed over `repeats` runs: the reference kernels' clock
+  // on the CPU, the GPU's events on a CUDA device.
+  absl::StatusOr<std::vector<double>> NodeTimes(int64_t repeats) const {
+    if (device_->memory() == nullptr) return CpuNodeTimes(graph(), inputs_, repeats);
+    std::vector<double> node_ms;
+    absl::Status status = device_->set_node_times(&node_ms);
+    for (int64_t r = 0; r < repeats && status.ok(); ++r) status = RunOnce();
+    status.Update(device_->set_node_times(nullptr));
+    if (!status.ok()) return status;
+    return node_ms;
+  }
+
+  const ir::Graph& graph() const { return step_.microbatch; }
+  const actor::Device& device() const { return *device_; }
+
+ private:
+  std::shared_ptr<actor::Device> device_;
+  ir::TrainStep step_;
+  ir::TensorMap inputs_;
+  actor::HandleMap handles_;
+};
+
+// The table (or --json) of one measurement.
+void PrintBlockReport(const BlockBenchOptions& options, const actor::DeviceSpec& spec, const std::string& device,
+                      const std::vector<double>& tandem_times, const TorchResult& torch, std::ostream& out) {
+  const BlockConfig& config = options.config;
+  const double tandem_ms = Median(tandem_times);
+  const double ratio = torch.ms ? tandem_ms / *torch.ms : 0.0;
+  // The project's goals: 1.25x PyTorch on the CPU, 1.0x on a GPU.
+  const double goal = spec.kind == actor::DeviceSpec::Kind::kCpu ? 1.25 : 1.0;
+  if (options.json) {
+    nlohmann::ordered_json json;
+    json["benchmark"] = "block";
+    json["device"] = device;
+    json["dim"] = config.dim;
+    json["seq"] = config.seq;
+    json["batch"] = config.batch;
+    json["heads"] = config.heads;
+    json["threads"] = options.threads;
+    json["repeats"] = options.repeats;
+    json["tandem_ms"] = tandem_ms;
+    json["tandem_min_ms"] = *std::min_element(tandem_times.begin(), tandem_times.end());
+    json["torch_ms"] = torch.ms ? nlohmann::ordered_json(*torch.ms) : nullptr;
+    json["ratio"] = torch.ms ? nlohmann::ordered_json(ratio) : nullptr;
+    json["goal_ratio"] = goal;
+    json["torch_blas"] = torch.blas;
+    json["torch_blas_libraries"] = torch.blas_libraries;
+    json["torch_error"] = torch.error;
+    out << schedules::JsonText(json) << "\n";
+    return;
+  }
+  out << absl::StrFormat(
+      "GPT block forward+backward (pre-norm, causal attention + GELU MLP): dim %d, seq %d, batch %d, heads %d\n"
+      "threads %d on both sides; median of %d runs after one warm-up\n\n",
+      config.dim, config.seq, config.batch, config.heads, options.threads, options.repeats);
+  out << absl::StrFormat("  %-36s %12s\n", "executor", "ms/fwd+bwd");
+  out << absl::StrFormat("  %-36s %12.1f\n",
+                         spec.kind == actor::DeviceSpec::Kind::kCpu ? std::string("tandem (reference interpreter)")
+                                                                    : absl::StrCat("tandem (", device, ")"),
+                         tandem_ms);
+  if (!torch.ms) {
+    out << absl::StrFormat("  %-36s %12s\n", "pytorch", "unavailable");
+    out << "\npytorch unavailable: " << torch.error << "\n";
+    return;
+  }
+  out << absl::StrFormat("  %-36s %12.1f\n",
+                         absl::StrCat("pytorch ", torch.version, " (", actor::DeviceSpecName(spec),
+                                      options.torch_sdpa ? ", fused attention" : "", ")"),
+                         *torch.ms);
+  out << absl::StrFormat("  %-36s %11.2fx  (goal <= %.2f: %s)\n", "ratio tandem / pytorch", ratio, goal,
+                         ratio <= goal ? "met" : "NOT met");
+  if (spec.kind == actor::DeviceSpec::Kind::kCpu) {
+    out << "\ntorch BLAS: " << torch.blas << " " << schedules::JsonText(torch.blas_libraries) << "\n";
+    if (torch.blas != "openblas") {
+      out << "warning: torch is not using OpenBLAS; the reference-BLAS fallback is ~12x slower, so the ratio "
+             "above is not meaningful\n";
+    }
+  }
+}
+
 int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostream& err) {
   const BlockConfig& config = options.config;
-  const int64_t threads = options.threads;
-  const int64_t repeats = options.repeats;
   absl::StatusOr<actor::DeviceSpec> device_spec = DeviceFrom(options.device);
   if (!device_spec.ok()) {
     err << "tandem bench block: " << device_spec.status().message() << "\n";
@@ -189,137 +306,51 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
     err << "tandem bench block: --profile times the reference kernels (--device cpu) or the GPU's (cuda)\n";
     return 2;
   }
+  if (config.dim % config.heads != 0) {
+    err << "tandem bench block: --dim " << config.dim << " is not divisible by --heads " << config.heads << "\n";
+    return 2;
+  }
   absl::StatusOr<std::shared_ptr<actor::Device>> device = actor::OpenDevice(*device_spec, 0);
   if (!device.ok()) {
     err << "tandem bench block: " << device.status().message() << "\n";
     return 1;
   }
-  if (config.dim % config.heads != 0) {
-    err << "tandem bench block: --dim " << config.dim << " is not divisible by --heads " << config.heads << "\n";
-    return 2;
-  }
-
-  absl::StatusOr<ir::TrainStep> step =
-      TraceTrainStep("gpt_block", BlockModel(config), Sgd(SgdOptions{}), TraceOptions{.num_microbatches = 1});
-  if (!step.ok()) {
-    err << "tandem bench block: " << step.status().message() << "\n";
+  absl::StatusOr<BlockOnDevice> block = BlockOnDevice::Create(config, *device);
+  if (!block.ok()) {
+    err << "tandem bench block: " << block.status().message() << "\n";
     return 1;
   }
-  ir::TensorMap inputs = *ir::InitialState(*step);
-  inputs["probe"] = *ir::MakeTensor({ir::DType::kF32, {config.batch, config.seq, config.dim}},
-                                   ir::Initializer{.kind = ir::Initializer::Kind::kNormal, .b = 1.0, .seed = 7});
   // The kernels' threads, with GEMM tiles on one BLAS thread each
   // (ir/kernel_threads.h).
   ir::SetBlasThreads(1);
-  ir::KernelThreads kernel_threads(static_cast<int>(threads));
-  // The inputs live where the device keeps them, as state and activations
-  // do in a pipeline; each timed run ends when its smallest output (the
-  // loss) is back on the host, which on a GPU waits for every kernel.
-  actor::HandleMap handles;
-  for (const auto& [name, tensor] : inputs) {
-    absl::StatusOr<actor::TensorHandle> uploaded = (*device)->Upload(tensor);
-    if (!uploaded.ok()) {
-      err << "tandem bench block: " << uploaded.status().message() << "\n";
-      return 1;
-    }
-    handles.emplace(name, *std::move(uploaded));
-  }
-  const auto run_once = [&]() -> absl::Status {
-    absl::StatusOr<actor::HandleMap> outputs = (*device)->Run(step->microbatch, handles);
-    if (!outputs.ok()) return outputs.status();
-    const actor::TensorHandle* smallest = nullptr;
-    for (const auto& [name, handle] : *outputs) {
-      if (smallest == nullptr || handle.num_bytes() < smallest->num_bytes()) smallest = &handle;
-    }
-    if (smallest == nullptr) return absl::OkStatus();
-    return (*device)->Download(*smallest).status();
-  };
+  ir::KernelThreads kernel_threads(static_cast<int>(options.threads));
   std::vector<double> tandem_times;
-  for (int64_t r = 0; r <= repeats; ++r) {  // run 0 is the warm-up
+  for (int64_t r = 0; r <= options.repeats; ++r) {  // run 0 is the warm-up
     Clock::time_point start = Clock::now();
-    const absl::Status ran = kernel_threads.Run(run_once);
-    double ms = MillisecondsSince(start);
+    const absl::Status ran = kernel_threads.Run([&] { return block->RunOnce(); });
+    const double ms = MillisecondsSince(start);
     if (!ran.ok()) {
       err << "tandem bench block: " << ran.message() << "\n";
       return 1;
     }
     if (r > 0) tandem_times.push_back(ms);
   }
-  const double tandem_ms = Median(tandem_times);
-
   TorchResult torch;
   if (options.no_torch) {
     torch.error = "skipped (--no-torch)";
   } else {
-    torch = RunTorch(options.python, options.torch_script, config, threads, repeats, *device_spec, options.torch_sdpa);
+    torch = RunTorch(options.python, options.torch_script, config, options.threads, options.repeats, *device_spec,
+                     options.torch_sdpa);
   }
-  const double ratio = torch.ms ? tandem_ms / *torch.ms : 0.0;
-
-  if (options.json) {
-    nlohmann::ordered_json json;
-    json["benchmark"] = "block";
-    json["device"] = (*device)->name();
-    json["dim"] = config.dim;
-    json["seq"] = config.seq;
-    json["batch"] = config.batch;
-    json["heads"] = config.heads;
-    json["threads"] = threads;
-    json["repeats"] = repeats;
-    json["tandem_ms"] = tandem_ms;
-    json["tandem_min_ms"] = *std::min_element(tandem_times.begin(), tandem_times.end());
-    json["torch_ms"] = torch.ms ? nlohmann::ordered_json(*torch.ms) : nullptr;
-    json["ratio"] = torch.ms ? nlohmann::ordered_json(ratio) : nullptr;
-    json["torch_blas"] = torch.blas;
-    json["torch_blas_libraries"] = torch.blas_libraries;
-    json["torch_error"] = torch.error;
-    out << schedules::JsonText(json) << "\n";
-  } else {
-    out << absl::StrFormat(
-        "GPT block forward+backward (pre-norm, causal attention + GELU MLP): dim %d, seq %d, batch %d, heads %d\n"
-        "threads %d on both sides; median of %d runs after one warm-up\n\n",
-        config.dim, config.seq, config.batch, config.heads, threads, repeats);
-    out << absl::StrFormat("  %-36s %12s\n", "executor", "ms/fwd+bwd");
-    out << absl::StrFormat("  %-36s %12.1f\n",
-                           device_spec->kind == actor::DeviceSpec::Kind::kCpu
-                               ? std::string("tandem (reference interpreter)")
-                               : absl::StrCat("tandem (", (*device)->name(), ")"),
-                           tandem_ms);
-    if (torch.ms) {
-      out << absl::StrFormat("  %-36s %12.1f\n",
-                             absl::StrCat("pytorch ", torch.version, " (", actor::DeviceSpecName(*device_spec), ")"),
-                             *torch.ms);
-      out << absl::StrFormat("  %-36s %11.2fx%s\n", "ratio tandem / pytorch", ratio,
-                             ratio <= 1.25 ? "  (goal <= 1.25: met)" : "  (goal <= 1.25: NOT met)");
-      out << "\ntorch BLAS: " << torch.blas << " " << schedules::JsonText(torch.blas_libraries) << "\n";
-      if (torch.blas != "openblas") {
-        out << "warning: torch is not using OpenBLAS; the reference-BLAS fallback is ~12x slower, so the ratio "
-               "above is not meaningful\n";
-      }
-    } else {
-      out << absl::StrFormat("  %-36s %12s\n", "pytorch (cpu)", "unavailable");
-      out << "\npytorch unavailable: " << torch.error << "\n";
-    }
-  }
+  PrintBlockReport(options, *device_spec, (*device)->name(), tandem_times, torch, out);
   if (options.profile) {
-    std::vector<double> node_ms;
-    const char* what = "in kernels";
-    absl::Status profiled = absl::OkStatus();
-    if (device_spec->kind == actor::DeviceSpec::Kind::kCpu) {
-      absl::StatusOr<std::vector<double>> times = CpuNodeTimes(step->microbatch, inputs, repeats);
-      profiled = times.status();
-      if (times.ok()) node_ms = *std::move(times);
-    } else {
-      // The GPU's time per node, from CUDA events around each node's work.
-      what = "of GPU time";
-      profiled = (*device)->set_node_times(&node_ms);
-      for (int64_t r = 0; r < repeats && profiled.ok(); ++r) profiled = run_once();
-      profiled.Update((*device)->set_node_times(nullptr));
-    }
-    if (!profiled.ok()) {
-      err << "tandem bench block: profile: " << profiled.message() << "\n";
+    absl::StatusOr<std::vector<double>> node_ms = block->NodeTimes(options.repeats);
+    if (!node_ms.ok()) {
+      err << "tandem bench block: profile: " << node_ms.status().message() << "\n";
       return 1;
     }
-    PrintProfile(step->microbatch, node_ms, repeats, what, out);
+    PrintProfile(block->graph(), *node_ms, options.repeats,
+                 device_spec->kind == actor::DeviceSpec::Kind::kCpu ? "in kernels" : "of GPU time", out);
   }
   return 0;
 }

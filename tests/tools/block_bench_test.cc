@@ -1,0 +1,61 @@
+// `tandem bench block`: one GPT block's forward and backward on a device;
+// --profile prints the time of every op, and refuses the emulated GPU,
+// whose kernels are the CPU's.
+#include <sys/wait.h>
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/tools/cli_process.h"
+
+namespace tandem::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Finished {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+Finished Bench(const std::vector<std::string>& args) {
+  std::vector<std::string> command = {"bench", "block", "--dim", "32", "--heads", "2", "--seq", "8", "--batch", "2",
+                                      "--repeats", "2", "--no-torch"};
+  command.insert(command.end(), args.begin(), args.end());
+  CliProcess process(command);
+  std::optional<int> status = process.Wait(absl::Seconds(120));
+  return {status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, process.out(), process.err()};
+}
+
+TEST(BlockBench, TheProfileTimesEveryOpOnTheCpu) {
+  Finished run = Bench({"--profile"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("tandem (reference interpreter)"));
+  EXPECT_THAT(run.out, HasSubstr("profile: mean over 2 runs"));
+  EXPECT_THAT(run.out, HasSubstr("ms in kernels"));
+  EXPECT_THAT(run.out, HasSubstr("matmul (F)"));
+  EXPECT_THAT(run.out, HasSubstr("slowest nodes:"));
+}
+
+TEST(BlockBench, TheJsonSaysTheGoal) {
+  Finished run = Bench({"--json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json json = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(json.is_object()) << run.out;
+  EXPECT_EQ(json["device"], "cpu");
+  EXPECT_EQ(json["goal_ratio"], 1.25);
+  EXPECT_GT(json["tandem_ms"].get<double>(), 0.0);
+  EXPECT_TRUE(json["torch_ms"].is_null());
+}
+
+TEST(BlockBench, TheEmulatedGpuHasNoProfileOfItsOwn) {
+  Finished run = Bench({"--device", "fake-cuda", "--profile"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--profile times the reference kernels (--device cpu) or the GPU's (cuda)"));
+}
+
+}  // namespace
+}  // namespace tandem::cli
