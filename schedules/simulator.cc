@@ -38,7 +38,12 @@ class Simulation {
   absl::StatusOr<SimulationResult> Run();
 
  private:
+  // Checks the schedule's shape and the costs, and fills the flat indexes
+  // (stage_cost_, location_, tasks_ and the slot tables).
   absl::Status Index();
+  absl::Status CheckCosts() const;
+  absl::Status ComputeStageCosts();
+  absl::Status IndexTasks();
   int64_t Key(TaskKind kind, int32_t stage, int32_t microbatch) const {
     return (static_cast<int64_t>(kind) * num_stages_ + stage) * num_microbatches_ + microbatch;
   }
@@ -126,6 +131,12 @@ absl::Status Simulation::Index() {
                                                    " actors but ", schedule_.programs.size(),
                                                    " programs"));
   }
+  if (absl::Status status = CheckCosts(); !status.ok()) return status;
+  if (absl::Status status = ComputeStageCosts(); !status.ok()) return status;
+  return IndexTasks();
+}
+
+absl::Status Simulation::CheckCosts() const {
   for (int kind = 0; kind < kNumKinds; ++kind) {
     if (!(costs_.kind_cost[kind] >= 0.0) || std::isinf(costs_.kind_cost[kind])) {
       return absl::InvalidArgumentError(
@@ -152,6 +163,13 @@ absl::Status Simulation::Index() {
                                                      " must be finite and non-negative"));
     }
   }
+  if (!(costs_.remat_kept >= 0.0 && costs_.remat_kept <= 1.0)) {
+    return absl::InvalidArgumentError("the fraction of activations a rematerialised stage keeps must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Simulation::ComputeStageCosts() {
   stage_cost_.resize(static_cast<size_t>(kNumKinds) * num_stages_);
   for (int kind = 0; kind < kNumKinds; ++kind) {
     for (int32_t stage = 0; stage < num_stages_; ++stage) {
@@ -167,9 +185,6 @@ absl::Status Simulation::Index() {
     }
     stage_cost_[static_cast<int>(key.first) * num_stages_ + key.second] = cost;
   }
-  if (!(costs_.remat_kept >= 0.0 && costs_.remat_kept <= 1.0)) {
-    return absl::InvalidArgumentError("the fraction of activations a rematerialised stage keeps must be in [0, 1]");
-  }
   // A rematerialised stage's backward recomputes its forward first.
   for (int32_t stage : costs_.remat_stages) {
     if (stage < 0 || stage >= num_stages_) continue;
@@ -178,7 +193,10 @@ absl::Status Simulation::Index() {
       stage_cost_[static_cast<int>(kind) * num_stages_ + stage] += forward;
     }
   }
+  return absl::OkStatus();
+}
 
+absl::Status Simulation::IndexTasks() {
   const int64_t num_tasks = schedule_.NumTasks();
   const int64_t grid = static_cast<int64_t>(kNumKinds) * num_stages_ * num_microbatches_;
   // A complete schedule has at least two tasks per (stage, microbatch), so
