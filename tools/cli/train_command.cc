@@ -379,19 +379,69 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   return 0;
 }
 
+// --plan FILE: the plan's schedule, sizes and cut become the run's, and
+// what it predicts is printed. An exit code, 0 when the run goes on.
+int ApplyPlanFile(const CLI::App& train, TrainOptions& options, CommandStreams& streams) {
+  absl::StatusOr<schedules::Plan> plan = ReadPlan(*options.plan);
+  if (!plan.ok()) return Failure(streams.err, train, plan.status());
+  if (absl::Status status = ApplyPlan(train, *plan, options.model, options.schedule); !status.ok()) {
+    return UsageError(streams.err, train, std::string(status.message()));
+  }
+  streams.out << absl::StrFormat("plan %s: %s on %d actors, %d microbatches of %d, predicted step %.3f ms\n",
+                                 *options.plan, plan->schedule, plan->actors, plan->microbatches,
+                                 plan->microbatch_size, plan->predicted_step_s * 1e3);
+  return 0;
+}
+
+// The pipelined trainer of `job` on its actors, with its step trace and
+// its fill run where asked, printing what it runs on. An exit code, 0 when
+// the run goes on.
+int OpenPipeline(const CLI::App& train, const TrainOptions& options, const examples::ExampleJob& job,
+                 const schedules::Schedule& schedule, const Start& start, const std::string& launcher_description,
+                 std::unique_ptr<Trainer>& trainer, std::optional<controller::StepTrace>& trace,
+                 std::optional<FillRun>& fill_run, CommandStreams& streams) {
+  SessionOptions session_options;
+  session_options.dispatch =
+      options.dispatch == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask;
+  session_options.remat = options.schedule.RematByStage(job.step.num_stages);
+  session_options.launcher = [launcher = options.launcher]() -> std::unique_ptr<controller::Launcher> {
+    absl::StatusOr<LauncherChoice> made = MakeLauncher(launcher);
+    return made.ok() ? std::move(made->launcher) : nullptr;
+  };
+  const SessionOptions baseline_options = session_options;
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::StartFrom(job.step, schedule, start.state, start.steps_done, std::move(session_options));
+  if (!session.ok()) return Failure(streams.err, train, session.status());
+  const controller::CompiledStep& compiled = (*session)->compiled();
+  streams.out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages%s), %s dispatch, step %016x\n",
+                                 launcher_description, compiled.num_actors, compiled.schedule, compiled.num_stages,
+                                 RematNote(compiled.remat),
+                                 options.dispatch, compiled.hash);
+  if (const std::string routes = (*session)->DescribeDataPlane(); !routes.empty()) {
+    streams.out << "data plane: " << routes << "\n";
+  }
+  if (options.trace.has_value()) trace.emplace(compiled);
+  if (options.fill.has_value()) {
+    absl::StatusOr<examples::ExampleFillJob> fill_job = examples::MakeExampleFillJob(*options.fill, options.model.seed);
+    if (!fill_job.ok()) return UsageError(streams.err, train, std::string(fill_job.status().message()));
+    absl::StatusOr<std::unique_ptr<Session>> baseline =
+        Session::StartFrom(job.step, schedule, start.state, start.steps_done, baseline_options);
+    if (!baseline.ok()) return Failure(streams.err, train, baseline.status());
+    streams.out << absl::StrFormat("fill: %s (%s), packed into the bubbles after %d calibration steps; the same "
+                                   "pipeline without fill runs beside it\n",
+                                   fill_job->name, fill_job->description, FillRun::kCalibrationSteps);
+    fill_run.emplace(*std::move(fill_job), session->get(), *std::move(baseline), options.verify);
+  }
+  trainer = std::make_unique<PipelineTrainer>(*std::move(session));
+  return 0;
+}
+
 int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& streams) {
   if (std::string problem = CheckOptions(train, options); !problem.empty()) {
     return UsageError(streams.err, train, problem);
   }
   if (options.plan.has_value()) {
-    absl::StatusOr<schedules::Plan> plan = ReadPlan(*options.plan);
-    if (!plan.ok()) return Failure(streams.err, train, plan.status());
-    if (absl::Status status = ApplyPlan(train, *plan, options.model, options.schedule); !status.ok()) {
-      return UsageError(streams.err, train, std::string(status.message()));
-    }
-    streams.out << absl::StrFormat("plan %s: %s on %d actors, %d microbatches of %d, predicted step %.3f ms\n",
-                                   *options.plan, plan->schedule, plan->actors, plan->microbatches,
-                                   plan->microbatch_size, plan->predicted_step_s * 1e3);
+    if (const int code = ApplyPlanFile(train, options, streams); code != 0) return code;
   }
   // The reference (the trainer with --launcher reference, and --verify's
   // yardstick) computes on the device the actors use.
@@ -443,39 +493,11 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   std::optional<controller::StepTrace> trace;
   std::optional<FillRun> fill_run;
   if (options.pipelined()) {
-    SessionOptions session_options;
-    session_options.dispatch =
-        options.dispatch == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask;
-    session_options.remat = options.schedule.RematByStage(job->step.num_stages);
-    session_options.launcher = [launcher = options.launcher]() -> std::unique_ptr<controller::Launcher> {
-      absl::StatusOr<LauncherChoice> made = MakeLauncher(launcher);
-      return made.ok() ? std::move(made->launcher) : nullptr;
-    };
-    const SessionOptions baseline_options = session_options;
-    absl::StatusOr<std::unique_ptr<Session>> session =
-        Session::StartFrom(job->step, schedule, start->state, start->steps_done, std::move(session_options));
-    if (!session.ok()) return Failure(streams.err, train, session.status());
-    const controller::CompiledStep& compiled = (*session)->compiled();
-    streams.out << absl::StrFormat("executor: %s, %d actors, schedule %s (%d stages%s), %s dispatch, step %016x\n",
-                                   launcher_description, compiled.num_actors, compiled.schedule, compiled.num_stages,
-                                   RematNote(compiled.remat),
-                                   options.dispatch, compiled.hash);
-    if (const std::string routes = (*session)->DescribeDataPlane(); !routes.empty()) {
-      streams.out << "data plane: " << routes << "\n";
+    if (const int code = OpenPipeline(train, options, *job, schedule, *start, launcher_description, trainer, trace,
+                                      fill_run, streams);
+        code != 0) {
+      return code;
     }
-    if (options.trace.has_value()) trace.emplace(compiled);
-    if (options.fill.has_value()) {
-      absl::StatusOr<examples::ExampleFillJob> fill_job = examples::MakeExampleFillJob(*options.fill, options.model.seed);
-      if (!fill_job.ok()) return UsageError(streams.err, train, std::string(fill_job.status().message()));
-      absl::StatusOr<std::unique_ptr<Session>> baseline =
-          Session::StartFrom(job->step, schedule, start->state, start->steps_done, baseline_options);
-      if (!baseline.ok()) return Failure(streams.err, train, baseline.status());
-      streams.out << absl::StrFormat("fill: %s (%s), packed into the bubbles after %d calibration steps; the same "
-                                     "pipeline without fill runs beside it\n",
-                                     fill_job->name, fill_job->description, FillRun::kCalibrationSteps);
-      fill_run.emplace(*std::move(fill_job), session->get(), *std::move(baseline), options.verify);
-    }
-    trainer = std::make_unique<PipelineTrainer>(*std::move(session));
   } else {
     absl::StatusOr<std::unique_ptr<Trainer>> reference =
         ReferenceTrainer::Open(job->step, start->state, *device, options.launcher.threads);
