@@ -203,12 +203,41 @@ absl::Status LocalLauncher::StartActors() {
       over_tcp ? options_.bind_host : absl::StrCat(run_directory_->path(), "/controller.sock");
   absl::StatusOr<std::string> token = rpc::MakeJobToken();
   if (!token.ok()) return token.status();
+  if (absl::Status status = StartLoop(listen_on, *token); !status.ok()) return status;
 
+  const bool srun = options_.start == ActorStart::kSrun;
+  const std::string dial = over_tcp ? Dial(controller_address_) : controller_address_;
+  std::vector<ProcessSpec> specs;
+  for (int32_t actor = 0; actor < (srun ? 1 : num_actors_); ++actor) {
+    specs.push_back(ActorProcess(actor, dial, *token));
+  }
+  if (srun) {
+    SrunStepOptions step;
+    step.num_actors = num_actors_;
+    step.actor = std::move(specs[0]);
+    step.srun_args = options_.srun_args;
+    step.sink = options_.output;
+    absl::StatusOr<std::unique_ptr<SrunStep>> started = SrunStep::Start(std::move(step));
+    if (!started.ok()) return started.status();
+    srun_step_ = started->get();
+    processes_ = *std::move(started);
+  } else {
+    ProcessGroupOptions group_options;
+    group_options.sink = options_.output;
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> processes = ProcessGroup::Start(std::move(specs), group_options);
+    if (!processes.ok()) return processes.status();
+    local_processes_ = processes->get();
+    processes_ = *std::move(processes);
+  }
+  return AwaitRegistration();
+}
+
+absl::Status LocalLauncher::StartLoop(const std::string& listen_on, const std::string& token) {
   // The loop thread: listens, accepts registrations, runs the heartbeats,
   // and later every actor call, until Shutdown() stops it.
   absl::Notification listening;
   absl::Status listen_status;
-  loop_thread_ = std::thread([this, &listen_on, token = *token, &listening, &listen_status] {
+  loop_thread_ = std::thread([this, &listen_on, token, &listening, &listen_status] {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     auto stop = kj::newPromiseAndFulfiller<void>();
     loop_ = std::make_unique<LauncherLoop>(io, *board_, num_actors_, options_.heartbeat_interval);
@@ -233,74 +262,53 @@ absl::Status LocalLauncher::StartActors() {
     loop_.reset();  // drops every connection, on this thread
   });
   listening.WaitForNotification();
-  if (!listen_status.ok()) {
-    loop_thread_.join();
-    return listen_status;
-  }
+  if (!listen_status.ok()) loop_thread_.join();
+  return listen_status;
+}
 
+ProcessSpec LocalLauncher::ActorProcess(int32_t actor, const std::string& dial, const std::string& token) const {
   const bool srun = options_.start == ActorStart::kSrun;
-  const std::string dial = over_tcp ? Dial(controller_address_) : controller_address_;
-  std::vector<ProcessSpec> specs;
-  for (int32_t actor = 0; actor < (srun ? 1 : num_actors_); ++actor) {
-    ProcessSpec spec;
-    spec.program = options_.actor_binary;
-    spec.args = {"--control",
-                 std::string(rpc::ControlPlaneKindName(options_.control_plane)),
-                 "--controller",
-                 dial,
-                 "--actors",
-                 absl::StrCat(num_actors_),
-                 "--transport",
-                 std::string(ir::DataPlaneKindName(options_.data_plane)),
-                 "--receive-timeout-ms",
-                 absl::StrCat(absl::ToInt64Milliseconds(options_.receive_timeout)),
-                 "--shm-ring-mib",
-                 // srun starts every task with the same arguments: the largest ring.
-                 absl::StrCat(((srun ? *std::max_element(ring_bytes_.begin(), ring_bytes_.end()) : ring_bytes_[actor]) +
-                               (int64_t{1} << 20) - 1) >>
-                              20),
-                 "--device",
-                 options_.device,
-                 "--threads",
-                 absl::StrCat(options_.actor_threads > 0 ? options_.actor_threads
-                              : srun                      ? 0
-                                                          : ir::SharedCoreThreads(num_actors_))};
-    // Its identity: given here, or taken from Slurm by each task.
-    if (srun) {
-      spec.args.push_back("--slurm");
-    } else {
-      spec.args.insert(spec.args.end(), {"--actor", absl::StrCat(actor)});
-    }
-    if (options_.data_plane != ir::DataPlaneKind::kShm) {
-      // Tasks on other nodes listen on their own address, unless the whole
-      // allocation is this host's loopback.
-      const bool loopback = absl::StartsWith(options_.bind_host, "127.") || options_.bind_host == "localhost";
-      spec.args.insert(spec.args.end(), {"--bind", srun && !loopback ? "node" : options_.bind_host});
-    }
-    // One BLAS thread per actor (the actor pins it too): OpenBLAS then
-    // starts no pool of threads competing for the host's cores.
-    spec.environment = {{"TANDEM_JOB_TOKEN", *token}, {"OPENBLAS_NUM_THREADS", "1"}};
-    specs.push_back(std::move(spec));
-  }
+  // srun starts every task with the same arguments: the largest ring.
+  const int64_t ring_bytes = srun ? *std::max_element(ring_bytes_.begin(), ring_bytes_.end()) : ring_bytes_[actor];
+  ProcessSpec spec;
+  spec.program = options_.actor_binary;
+  spec.args = {"--control",
+               std::string(rpc::ControlPlaneKindName(options_.control_plane)),
+               "--controller",
+               dial,
+               "--actors",
+               absl::StrCat(num_actors_),
+               "--transport",
+               std::string(ir::DataPlaneKindName(options_.data_plane)),
+               "--receive-timeout-ms",
+               absl::StrCat(absl::ToInt64Milliseconds(options_.receive_timeout)),
+               "--shm-ring-mib",
+               absl::StrCat((ring_bytes + (int64_t{1} << 20) - 1) >> 20),
+               "--device",
+               options_.device,
+               "--threads",
+               absl::StrCat(options_.actor_threads > 0 ? options_.actor_threads
+                            : srun                      ? 0
+                                                        : ir::SharedCoreThreads(num_actors_))};
+  // Its identity: given here, or taken from Slurm by each task.
   if (srun) {
-    SrunStepOptions step;
-    step.num_actors = num_actors_;
-    step.actor = std::move(specs[0]);
-    step.srun_args = options_.srun_args;
-    step.sink = options_.output;
-    absl::StatusOr<std::unique_ptr<SrunStep>> started = SrunStep::Start(std::move(step));
-    if (!started.ok()) return started.status();
-    srun_step_ = started->get();
-    processes_ = *std::move(started);
+    spec.args.push_back("--slurm");
   } else {
-    ProcessGroupOptions group_options;
-    group_options.sink = options_.output;
-    absl::StatusOr<std::unique_ptr<ProcessGroup>> processes = ProcessGroup::Start(std::move(specs), group_options);
-    if (!processes.ok()) return processes.status();
-    local_processes_ = processes->get();
-    processes_ = *std::move(processes);
+    spec.args.insert(spec.args.end(), {"--actor", absl::StrCat(actor)});
   }
+  if (options_.data_plane != ir::DataPlaneKind::kShm) {
+    // Tasks on other nodes listen on their own address, unless the whole
+    // allocation is this host's loopback.
+    const bool loopback = absl::StartsWith(options_.bind_host, "127.") || options_.bind_host == "localhost";
+    spec.args.insert(spec.args.end(), {"--bind", srun && !loopback ? "node" : options_.bind_host});
+  }
+  // One BLAS thread per actor (the actor pins it too): OpenBLAS then
+  // starts no pool of threads competing for the host's cores.
+  spec.environment = {{"TANDEM_JOB_TOKEN", token}, {"OPENBLAS_NUM_THREADS", "1"}};
+  return spec;
+}
 
+absl::Status LocalLauncher::AwaitRegistration() {
   CallBoard& board = *board_;
   absl::Status registered = Await(
       "registration", options_.start_timeout,

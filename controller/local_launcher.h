@@ -209,7 +209,14 @@ class LocalLauncher final : public Launcher {
   std::string Describe(int32_t actor) const;
   // What actors dial to reach `address` (options_.dial_address).
   std::string Dial(const std::string& address) const;
+  // Starts the loop thread and the actors, and waits for every actor to
+  // register.
   absl::Status StartActors();
+  // The loop thread, listening on `listen_on` for actors proving `token`.
+  absl::Status StartLoop(const std::string& listen_on, const std::string& token);
+  // How actor `actor` (every task, under srun) is started.
+  ProcessSpec ActorProcess(int32_t actor, const std::string& dial, const std::string& token) const;
+  absl::Status AwaitRegistration();
   // On the loop thread: stages the tensors `sources` hold on `actor`, one
   // piece after another, then sends loadState.
   kj::Promise<void> SendState(int32_t actor, const ir::StateSources& sources);
