@@ -112,12 +112,11 @@ std::vector<int32_t> Ranks(const std::vector<double>& values) {
   return ranks;
 }
 
-int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::ostream& out, std::ostream& err) {
-  ir::SetBlasThreads(1);
-  nlohmann::ordered_json json;
-  // 1. Planning time.
+// Part 1: how long planning takes on synthetic segment costs, as rows of
+// the JSON (and a table unless `json`).
+absl::StatusOr<nlohmann::ordered_json> PlanningTimes(bool json, std::ostream& out) {
   nlohmann::ordered_json timing = nlohmann::ordered_json::array();
-  if (!options.json) {
+  if (!json) {
     out << "planning time: synthetic segments, every schedule, global batch 128, M <= 128\n";
     out << absl::StrFormat("%8s %6s %10s %9s %10s\n", "segments", "actors", "candidates", "skipped", "plan ms");
   }
@@ -129,43 +128,35 @@ int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::
       const Clock::time_point start = Clock::now();
       absl::StatusOr<schedules::PlanSearch> search = schedules::SearchPlans(costs, planner);
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-      if (!search.ok()) return Failure(err, command, search.status());
+      if (!search.ok()) return search.status();
       timing.push_back({{"segments", n}, {"actors", actors}, {"candidates", search->candidates.size()},
                         {"skipped", search->skipped.size()}, {"plan_ms", schedules::JsonNumber(ms)}});
-      if (!options.json) {
+      if (!json) {
         out << absl::StrFormat("%8d %6d %10d %9d %10.1f\n", n, actors, search->candidates.size(),
                                search->skipped.size(), ms);
       }
     }
   }
-  json["planning"] = std::move(timing);
-  if (options.no_run) {
-    if (options.json) out << schedules::JsonText(json) << "\n";
-    return 0;
-  }
+  return timing;
+}
 
-  // 2. Predicted against measured, for the GPT planned here.
-  schedules::PlannerOptions planner;
-  planner.actors = options.actors;
-  planner.global_batch = options.model.batch.value_or(8) * options.model.microbatches;
-  std::ostringstream log;
-  examples::ExampleJobOptions model = options.model;
-  model.batch = options.model.batch.value_or(8);
-  absl::StatusOr<std::vector<schedules::CostFile>> measured = ProfileModelSegments(
-      model, schedules::PlannerMicrobatchSizes(planner), options.profile_steps, log);
-  if (!measured.ok()) return Failure(err, command, measured.status());
-  if (!options.json) out << log.str();
-  const schedules::CostFile& costs = measured->front();
-  absl::StatusOr<schedules::PlanSearch> search =
-      schedules::SearchPlans(*measured, planner, CompiledPeaksOf(model, costs, planner));
-  if (!search.ok()) return Failure(err, command, search.status());
-  absl::StatusOr<schedules::Candidate> chosen = schedules::ChosenCandidate(*search, costs, planner);
-  if (!chosen.ok()) return Failure(err, command, chosen.status());
-
+// Part 2's runs, in order: the chosen plan; the even split under gpipe,
+// 1f1b and zb-h1 (runs 1-3); the even split under the chosen schedule and M
+// (run 4); for a model with branches, the best plan of the other kind; then,
+// from `first_ranked` on, up to three planner candidates each predicted at
+// least 10% slower than the last.
+struct PlannedRuns {
   std::vector<Measured> runs;
-  runs.push_back({"chosen plan", *chosen});
-  // Hand-picked: the even split (the model's default) under each plain
-  // schedule, at the model's own microbatch count.
+  size_t first_ranked = 0;
+};
+absl::StatusOr<PlannedRuns> RunsToMeasure(const std::vector<schedules::CostFile>& measured,
+                                          const schedules::PlannerOptions& planner,
+                                          const schedules::PlanSearch& search, const schedules::Candidate& chosen,
+                                          int32_t model_microbatches) {
+  const schedules::CostFile& costs = measured.front();
+  PlannedRuns planned;
+  std::vector<Measured>& runs = planned.runs;
+  runs.push_back({"chosen plan", chosen});
   const int32_t n = static_cast<int32_t>(costs.segments.size());
   std::vector<schedules::PlannedStage> even;
   for (int32_t s = 0; s < planner.actors; ++s) {
@@ -173,43 +164,42 @@ int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::
   }
   for (const char* name : {"gpipe", "1f1b", "zb-h1"}) {
     absl::StatusOr<schedules::Candidate> hand =
-        schedules::EvaluateCandidate(*measured, planner, name, options.model.microbatches, even);
-    if (!hand.ok()) return Failure(err, command, hand.status());
+        schedules::EvaluateCandidate(measured, planner, name, model_microbatches, even);
+    if (!hand.ok()) return hand.status();
     runs.push_back({absl::StrCat("hand-picked: even ", name), *hand});
   }
-  // The uniform split under the chosen schedule and M.
   absl::StatusOr<schedules::Candidate> uniform =
-      schedules::EvaluateCandidate(*measured, planner, chosen->schedule, chosen->microbatches, even);
-  if (!uniform.ok()) return Failure(err, command, uniform.status());
+      schedules::EvaluateCandidate(measured, planner, chosen.schedule, chosen.microbatches, even);
+  if (!uniform.ok()) return uniform.status();
   runs.push_back({"even split, chosen schedule and M", *uniform});
   // A model with branches: the fastest plan of the other kind (a chain
   // against a stage DAG), the comparison GraphPipe makes.
   if (!costs.segment_edges.empty()) {
-    for (const schedules::Candidate& c : search->candidates) {
-      if (c.fits && c.stage_edges.empty() != chosen->stage_edges.empty()) {
+    for (const schedules::Candidate& c : search.candidates) {
+      if (c.fits && c.stage_edges.empty() != chosen.stage_edges.empty()) {
         runs.push_back({c.stage_edges.empty() ? "best chain plan" : "best graph plan", c});
         break;
       }
     }
   }
-  // The planner's candidates for ranking: the chosen, then each next one
-  // predicted at least 10% slower than the last taken.
-  const size_t first_ranked = runs.size();
+  planned.first_ranked = runs.size();
   double last = 0.0;
-  for (const schedules::Candidate& c : search->candidates) {
-    if (runs.size() - first_ranked == 3) break;
+  for (const schedules::Candidate& c : search.candidates) {
+    if (runs.size() - planned.first_ranked == 3) break;
     if (!c.fits || c.step_seconds < last * 1.1) continue;
-    runs.push_back({absl::StrCat("planner candidate ", runs.size() - first_ranked + 1), c});
+    runs.push_back({absl::StrCat("planner candidate ", runs.size() - planned.first_ranked + 1), c});
     last = c.step_seconds;
   }
-  for (Measured& run : runs) {
-    absl::StatusOr<double> seconds = MeasureStep(options, costs, planner, run.candidate);
-    if (!seconds.ok()) return Failure(err, command, seconds.status());
-    run.measured_s = *seconds;
-  }
+  return planned;
+}
 
+// Part 2's report: every run predicted against measured, the chosen plan
+// against the hand-picked ones, and whether the ranks agree.
+void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& costs, int32_t actors,
+                const PlannedRuns& planned, nlohmann::ordered_json& json, std::ostream& out) {
+  const std::vector<Measured>& runs = planned.runs;
   std::vector<double> predicted_ranked, measured_ranked;
-  for (size_t i = first_ranked; i < runs.size(); ++i) {
+  for (size_t i = planned.first_ranked; i < runs.size(); ++i) {
     predicted_ranked.push_back(runs[i].candidate.step_seconds);
     measured_ranked.push_back(runs[i].measured_s);
   }
@@ -240,10 +230,10 @@ int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::
   json["chosen_vs_uniform"] = schedules::JsonNumber(vs_uniform);
   if (options.json) {
     out << schedules::JsonText(json) << "\n";
-    return 0;
+    return;
   }
   out << absl::StrFormat("\npredicted vs measured on %d actors (%s launcher, mean of %d steps after a warm-up)\n",
-                         planner.actors, options.launcher.launcher, options.steps);
+                         actors, options.launcher.launcher, options.steps);
   out << absl::StrFormat("%-34s %-8s %4s %12s %12s %9s  %s\n", "run", "schedule", "M", "predicted ms", "measured ms",
                          "meas/pred", "stages");
   for (const Measured& run : runs) {
@@ -258,6 +248,45 @@ int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::
   out << absl::StrFormat("planner candidates: predicted ranks %s, measured ranks %s (%s)\n",
                          absl::StrJoin(predicted_order, " "), absl::StrJoin(measured_order, " "),
                          predicted_order == measured_order ? "agree" : "DISAGREE");
+}
+
+int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::ostream& out, std::ostream& err) {
+  ir::SetBlasThreads(1);
+  nlohmann::ordered_json json;
+  // 1. Planning time.
+  absl::StatusOr<nlohmann::ordered_json> timing = PlanningTimes(options.json, out);
+  if (!timing.ok()) return Failure(err, command, timing.status());
+  json["planning"] = *std::move(timing);
+  if (options.no_run) {
+    if (options.json) out << schedules::JsonText(json) << "\n";
+    return 0;
+  }
+
+  // 2. Predicted against measured, for the GPT planned here.
+  schedules::PlannerOptions planner;
+  planner.actors = options.actors;
+  planner.global_batch = options.model.batch.value_or(8) * options.model.microbatches;
+  std::ostringstream log;
+  examples::ExampleJobOptions model = options.model;
+  model.batch = options.model.batch.value_or(8);
+  absl::StatusOr<std::vector<schedules::CostFile>> measured = ProfileModelSegments(
+      model, schedules::PlannerMicrobatchSizes(planner), options.profile_steps, log);
+  if (!measured.ok()) return Failure(err, command, measured.status());
+  if (!options.json) out << log.str();
+  const schedules::CostFile& costs = measured->front();
+  absl::StatusOr<schedules::PlanSearch> search =
+      schedules::SearchPlans(*measured, planner, CompiledPeaksOf(model, costs, planner));
+  if (!search.ok()) return Failure(err, command, search.status());
+  absl::StatusOr<schedules::Candidate> chosen = schedules::ChosenCandidate(*search, costs, planner);
+  if (!chosen.ok()) return Failure(err, command, chosen.status());
+  absl::StatusOr<PlannedRuns> planned = RunsToMeasure(*measured, planner, *search, *chosen, options.model.microbatches);
+  if (!planned.ok()) return Failure(err, command, planned.status());
+  for (Measured& run : planned->runs) {
+    absl::StatusOr<double> seconds = MeasureStep(options, costs, planner, run.candidate);
+    if (!seconds.ok()) return Failure(err, command, seconds.status());
+    run.measured_s = *seconds;
+  }
+  ReportRuns(options, costs, planner.actors, *planned, json, out);
   return 0;
 }
 
