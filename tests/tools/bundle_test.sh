@@ -56,6 +56,17 @@ env -u LD_LIBRARY_PATH "$bundle/bin/tandem" bench block --help > "$work/block.ou
 grep -q -- "--torch-script TEXT=$bundle/share/tandem/bench/torch_block.py" "$work/block.out" ||
   { grep -- --torch-script "$work/block.out"; fail "bench block does not default to the bundle's script"; }
 
+# The self-check runs from the moved bundle and ends with its table (the GPU
+# tests skip without a GPU, and pass with one); a bad argument is a usage
+# error.
+OUT=$work/check env -u LD_LIBRARY_PATH timeout 120 "$bundle/tools/gpu_check.sh" --deadline 100 tests \
+  > "$work/check.out" 2>&1 || { cat "$work/check.out"; fail "gpu_check.sh tests failed"; }
+grep -q '^step  *status  *seconds  *last line$' "$work/check.out" || { cat "$work/check.out"; fail "no table"; }
+grep -q '^actor_cuda_kernels_test  *0 ' "$work/check.out" || { cat "$work/check.out"; fail "no row for the kernel tests"; }
+[[ -s "$work/check/gpu_check.log" ]] || fail "gpu_check.sh wrote no log"
+if "$bundle/tools/gpu_check.sh" --deadline soon > "$work/usage.out" 2>&1; then fail "a bad --deadline was accepted"; fi
+grep -q "takes seconds" "$work/usage.out" || fail "the usage error does not say why: $(cat "$work/usage.out")"
+
 # A directory that is not empty is refused.
 mkdir -p "$work/full" && touch "$work/full/something"
 if TANDEM_BUILD_DIR=$build_dir "$source_dir/tools/bundle.sh" "$work/full" > "$work/refused.out" 2>&1; then
