@@ -32,8 +32,10 @@ python=python3
 steps=()
 while (($#)); do
   case "$1" in
-    --deadline) deadline_s=$2; shift 2 ;;
-    --python) python=$2; shift 2 ;;
+    --deadline|--python)
+      (($# >= 2)) || { echo "gpu_check.sh: $1 needs a value" >&2; exit 2; }
+      if [[ "$1" == --deadline ]]; then deadline_s=$2; else python=$2; fi
+      shift 2 ;;
     -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     tests|parity|block|gpt|dataplane|fidelity|profile) steps+=("$1"); shift ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;

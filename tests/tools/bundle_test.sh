@@ -66,6 +66,8 @@ grep -q '^actor_cuda_kernels_test  *0 ' "$work/check.out" || { cat "$work/check.
 [[ -s "$work/check/gpu_check.log" ]] || fail "gpu_check.sh wrote no log"
 if "$bundle/tools/gpu_check.sh" --deadline soon > "$work/usage.out" 2>&1; then fail "a bad --deadline was accepted"; fi
 grep -q "takes seconds" "$work/usage.out" || fail "the usage error does not say why: $(cat "$work/usage.out")"
+if timeout 10 "$bundle/tools/gpu_check.sh" --deadline > "$work/usage.out" 2>&1; then fail "a missing --deadline value was accepted"; fi
+grep -q "needs a value" "$work/usage.out" || fail "a missing value is not named: $(cat "$work/usage.out")"
 
 # A directory that is not empty is refused.
 mkdir -p "$work/full" && touch "$work/full/something"
