@@ -69,6 +69,10 @@ absl::Status ReadStage(const Json& json, int32_t index, int32_t actors, PlanStag
 
 }  // namespace
 
+absl::string_view MemorySourceName(MemorySource source) {
+  return source == MemorySource::kCompiledProgram ? "compiled program" : "cost model";
+}
+
 std::vector<int32_t> Plan::SegmentStages() const {
   std::vector<int32_t> stage_of(segments, 0);
   for (int32_t s = 0; s < static_cast<int32_t>(stages.size()); ++s) {
@@ -145,9 +149,13 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
     if (auto bubble = predicted->find("bubble"); bubble != predicted->end() && bubble->is_number()) {
       plan.predicted_bubble = bubble->get<double>();
     }
-    if (auto memory = predicted->find("memory"); memory != predicted->end() && memory->is_string() &&
-                                                  memory->get_ref<const std::string&>().size() <= kMaxNameBytes) {
-      plan.memory_source = memory->get<std::string>();
+    if (auto memory = predicted->find("memory"); memory != predicted->end()) {
+      const std::string words = memory->is_string() ? memory->get<std::string>() : "";
+      const bool compiled = words == MemorySourceName(MemorySource::kCompiledProgram);
+      if (!compiled && words != MemorySourceName(MemorySource::kCostModel)) {
+        return Problem("predicted", "'memory' must be \"cost model\" or \"compiled program\"");
+      }
+      plan.memory_source = compiled ? MemorySource::kCompiledProgram : MemorySource::kCostModel;
     }
     if (auto peaks = predicted->find("peak_bytes"); peaks != predicted->end() && peaks->is_array()) {
       if (static_cast<int64_t>(peaks->size()) != plan.actors) {
@@ -195,7 +203,7 @@ std::string FormatPlanFile(const Plan& plan) {
   // Unknown (a plan written by hand, say): left out, not an empty list the
   // parser would refuse for its actor count.
   if (!plan.predicted_peak_bytes.empty()) predicted["peak_bytes"] = plan.predicted_peak_bytes;
-  predicted["memory"] = plan.memory_source;
+  predicted["memory"] = std::string(MemorySourceName(plan.memory_source));
   json["predicted"] = std::move(predicted);
   return JsonText(json) + "\n";
 }

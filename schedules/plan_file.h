@@ -31,6 +31,12 @@
 
 namespace tandem::schedules {
 
+// Where a plan's predicted peak memory comes from: the planner's cost model
+// of each stage, or the compiled program's static peaks (exact).
+enum class MemorySource : uint8_t { kCostModel, kCompiledProgram };
+// "cost model", "compiled program": the words plan files and reports use.
+absl::string_view MemorySourceName(MemorySource source);
+
 inline constexpr int32_t kPlanFileVersion = 1;
 inline constexpr size_t kMaxPlanFileBytes = size_t{4} << 20;
 
@@ -59,7 +65,7 @@ struct Plan {
   double predicted_step_s = 0.0;
   double predicted_bubble = 0.0;
   std::vector<int64_t> predicted_peak_bytes;  // per actor
-  std::string memory_source;  // "compiled program" or "cost model"
+  MemorySource memory_source = MemorySource::kCostModel;
   friend bool operator==(const Plan&, const Plan&) = default;
 
   // The stage of each segment (segments values).

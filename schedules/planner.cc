@@ -424,7 +424,7 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
       if (!peaks.ok()) return peaks.status();
       ++search.compiled;
       candidate.peak_bytes = *std::move(peaks);
-      candidate.memory_source = "compiled program";
+      candidate.memory_source = MemorySource::kCompiledProgram;
       candidate.fits = options.memory_cap <= 0 || candidate.LargestPeak() <= options.memory_cap;
       if (candidate.fits) ++fitting;
     }
@@ -467,13 +467,13 @@ absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measure
 absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFile& costs,
                                           const PlannerOptions& options) {
   for (const Candidate& candidate : search.candidates) {
-    if (candidate.fits && (!search.exact || candidate.memory_source == "compiled program")) return candidate;
+    if (candidate.fits && (!search.exact || candidate.memory_source == MemorySource::kCompiledProgram)) return candidate;
   }
   // The closest: the least excess over the cap among those checked exactly
   // (or all, by the cost model).
   const Candidate* closest = nullptr;
   for (const Candidate& candidate : search.candidates) {
-    if (search.exact && candidate.memory_source != "compiled program") continue;
+    if (search.exact && candidate.memory_source != MemorySource::kCompiledProgram) continue;
     if (closest == nullptr || candidate.LargestPeak() < closest->LargestPeak()) closest = &candidate;
   }
   if (closest == nullptr) return absl::InternalError("no candidate was checked");
@@ -483,7 +483,7 @@ absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFi
       "no plan fits the memory cap of ", options.memory_cap, " bytes per actor (", search.candidates.size(),
       " candidates", search.exact ? absl::StrCat(", the ", search.compiled, " fastest compiled") : "",
       "): the closest, ", closest->schedule, " with M=", closest->microbatches, " ", closest->Describe(costs),
-      ", needs ", peak, " bytes on actor ", actor, " (", closest->memory_source, "), ", peak - options.memory_cap,
+      ", needs ", peak, " bytes on actor ", actor, " (", MemorySourceName(closest->memory_source), "), ", peak - options.memory_cap,
       " over; it fits with a cap of ", peak, " bytes", options.allow_remat ? "" : ", or with rematerialisation",
       ", or on more actors"));
 }

@@ -79,7 +79,7 @@ struct Candidate {
   double step_seconds = 0.0;  // simulated
   double bubble = 0.0;
   std::vector<int64_t> peak_bytes;  // per actor
-  std::string memory_source = "cost model";  // or "compiled program"
+  MemorySource memory_source = MemorySource::kCostModel;
   bool fits = true;  // every actor's peak within the cap
 
   int64_t LargestPeak() const;

@@ -159,7 +159,7 @@ TEST(Planner, CompiledPeaksReplaceTheCostModelsForTheFastestCandidates) {
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, costs, options);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   EXPECT_EQ(chosen->schedule, "1f1b");
-  EXPECT_EQ(chosen->memory_source, "compiled program");
+  EXPECT_EQ(chosen->memory_source, MemorySource::kCompiledProgram);
   EXPECT_EQ(chosen->peak_bytes, (std::vector<int64_t>{700, 700}));
 }
 
@@ -225,6 +225,17 @@ std::string PlanText(const std::string& stages, const std::string& extra = "") {
   return absl::StrCat(R"({"format":"tandem-plan","version":1,"model":"m","device":"cpu","actors":2,)",
                       R"("data_parallel":1,"schedule":"1f1b","virtual_stages":1,"microbatches":4,)",
                       R"("microbatch_size":2,"segments":4,"memory_cap":0,"stages":)", stages, extra, "}");
+}
+
+TEST(PlanFile, TheMemorySourceIsOneOfTwoWords) {
+  const std::string good = R"([{"segments":[0,3],"remat":false,"actor":0},{"segments":[3,4],"remat":true,"actor":1}])";
+  absl::StatusOr<Plan> compiled = ParsePlanFile(PlanText(good, R"(,"predicted":{"memory":"compiled program"})"));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(compiled->memory_source, MemorySource::kCompiledProgram);
+  EXPECT_EQ(ParsePlanFile(PlanText(good))->memory_source, MemorySource::kCostModel);
+  EXPECT_THAT(ParsePlanFile(FormatPlanFile(*compiled))->memory_source, MemorySource::kCompiledProgram);
+  EXPECT_THAT(ParsePlanFile(PlanText(good, R"(,"predicted":{"memory":"a guess"})")).status().message(),
+              HasSubstr("'memory' must be \"cost model\" or \"compiled program\""));
 }
 
 TEST(PlanFile, BadPlansAreErrorsNamingTheField) {

@@ -122,7 +122,7 @@ TEST_F(PlanCommand, APlannedGptWithAWideHeadTrainsBitIdenticalWithinTheCap) {
   EXPECT_THAT(plan.out(), HasSubstr("(compiled program)"));
   absl::StatusOr<schedules::Plan> written = schedules::ParsePlanFile(ReadFile(plan_path));
   ASSERT_TRUE(written.ok()) << written.status();
-  EXPECT_EQ(written->memory_source, "compiled program");
+  EXPECT_EQ(written->memory_source, schedules::MemorySource::kCompiledProgram);
   // The head outweighs a block: the last stage holds fewer blocks.
   EXPECT_LT(written->stages[1].end_segment - written->stages[1].first_segment,
             written->stages[0].end_segment - written->stages[0].first_segment);
@@ -158,7 +158,7 @@ TEST_F(PlanCommand, APlannedTwoTowerRunsItsTowersAsBranchesOnActorsOfTheirOwnBit
   ASSERT_TRUE(written.ok()) << written.status();
   EXPECT_EQ(written->schedule, "graph-1f1b");
   EXPECT_EQ(ir::FormatStageEdges(written->stage_edges), "0->2 1->2");
-  EXPECT_EQ(written->memory_source, "compiled program");
+  EXPECT_EQ(written->memory_source, schedules::MemorySource::kCompiledProgram);
 
   std::vector<std::string> train_args = {"train", "--plan", plan_path, "--steps", "2", "--verify", "--log-every", "1"};
   train_args.insert(train_args.end(), model.begin(), model.end());

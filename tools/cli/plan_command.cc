@@ -79,7 +79,7 @@ nlohmann::ordered_json CandidateJson(const schedules::Candidate& c, const schedu
   json["step_s"] = schedules::JsonNumber(c.step_seconds);
   json["bubble"] = schedules::JsonNumber(c.bubble);
   json["peak_bytes"] = c.peak_bytes;
-  json["memory"] = c.memory_source;
+  json["memory"] = std::string(schedules::MemorySourceName(c.memory_source));
   json["fits"] = c.fits;
   return json;
 }
@@ -155,7 +155,7 @@ int RunPlan(const CLI::App& command, PlanCommandOptions& options, CommandStreams
       const schedules::Candidate& c = search->candidates[i];
       streams.out << absl::StrFormat("%4d  %-11s %4d %5d %9.3f %6.1f%%  %-6s  %s (%s)  %s\n", i + 1, c.schedule,
                                      c.microbatches, c.microbatch_size, c.step_seconds * 1e3, 100 * c.bubble,
-                                     c.fits ? "yes" : "no", Peaks(c.peak_bytes), c.memory_source,
+                                     c.fits ? "yes" : "no", Peaks(c.peak_bytes), schedules::MemorySourceName(c.memory_source),
                                      c.Describe(*costs));
     }
   }
@@ -169,7 +169,7 @@ int RunPlan(const CLI::App& command, PlanCommandOptions& options, CommandStreams
     streams.out << absl::StrFormat("chosen: %s, M=%d of %d, %s, predicted step %.3f ms, bubble %.1f%%, peaks %s (%s)\n",
                                    chosen->schedule, chosen->microbatches, chosen->microbatch_size,
                                    chosen->Describe(*costs), chosen->step_seconds * 1e3, 100 * chosen->bubble,
-                                   Peaks(chosen->peak_bytes), chosen->memory_source);
+                                   Peaks(chosen->peak_bytes), schedules::MemorySourceName(chosen->memory_source));
     streams.out << "wrote " << options.out << " (run it: tandem train --plan " << options.out << " ...)\n";
   }
   return 0;
