@@ -50,14 +50,24 @@ std::map<int32_t, double> StageGradientBytes(const controller::CompiledStep& com
   return bytes;
 }
 
-int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::ostream& err) {
+// One timed compilation: its inputs and results, and each phase's time.
+struct CompileRun {
+  schedules::Schedule schedule;
+  ir::TrainStep step;
+  controller::CompiledStep compiled;
+  double trace_ms = 0, split_ms = 0, lower_ms = 0, compile_ms = 0, simulate_ms = 0;
+  int64_t instructions = 0;  // of the lowered programs of one replica
+};
+
+// Traces a tiny GPT of `options.layers` layers, then times each phase of its
+// compilation for interleaved 1F1B, and the simulation of the result.
+absl::StatusOr<CompileRun> TimeCompile(const CompileBenchOptions& options) {
+  CompileRun run;
   absl::StatusOr<schedules::Schedule> schedule = schedules::Generate(
       "interleaved",
       {.actors = options.actors, .microbatches = options.microbatches, .virtual_stages = options.virtual_stages});
-  if (!schedule.ok()) {
-    err << "tandem bench compile: " << schedule.status().message() << "\n";
-    return 1;
-  }
+  if (!schedule.ok()) return schedule.status();
+  run.schedule = *std::move(schedule);
   examples::GptConfig config;  // tiny dims: the compiler's cost, not the model's
   config.vocab_size = 16;
   config.sequence_length = 4;
@@ -65,109 +75,106 @@ int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::
   config.num_heads = 2;
   config.batch_size = 1;
   config.num_layers = options.layers;
-  config.num_stages = schedule->num_stages;
-  if (absl::Status status = examples::ValidateGptConfig(config); !status.ok()) {
-    err << "tandem bench compile: " << status.message() << "\n";
-    return 1;
-  }
+  config.num_stages = run.schedule.num_stages;
+  if (absl::Status status = examples::ValidateGptConfig(config); !status.ok()) return status;
 
   Clock::time_point start = Clock::now();
   absl::StatusOr<ir::TrainStep> step =
       TraceTrainStep("gpt", examples::GptModel(config), Adam({}),
                      {.num_microbatches = options.microbatches, .num_replicas = options.replicas});
-  const double trace_ms = MillisecondsSince(start);
-  if (!step.ok()) {
-    err << "tandem bench compile: " << step.status().message() << "\n";
-    return 1;
-  }
+  run.trace_ms = MillisecondsSince(start);
+  if (!step.ok()) return step.status();
+  run.step = *std::move(step);
   start = Clock::now();
-  absl::StatusOr<controller::StepPlan> plan = controller::StepPlan::Build(*step, *schedule);
-  const double split_ms = MillisecondsSince(start);
-  if (!plan.ok()) {
-    err << "tandem bench compile: " << plan.status().message() << "\n";
-    return 1;
-  }
+  absl::StatusOr<controller::StepPlan> plan = controller::StepPlan::Build(run.step, run.schedule);
+  run.split_ms = MillisecondsSince(start);
+  if (!plan.ok()) return plan.status();
   start = Clock::now();
-  int64_t instructions = 0;
-  for (int32_t actor = 0; actor < schedule->num_actors; ++actor) {
+  for (int32_t actor = 0; actor < run.schedule.num_actors; ++actor) {
     absl::StatusOr<ir::ActorProgram> program = controller::LowerActor(*plan, actor);
-    if (!program.ok()) {
-      err << "tandem bench compile: " << program.status().message() << "\n";
-      return 1;
-    }
-    instructions += static_cast<int64_t>(program->instructions.size());
+    if (!program.ok()) return program.status();
+    run.instructions += static_cast<int64_t>(program->instructions.size());
   }
-  const double lower_ms = MillisecondsSince(start);
+  run.lower_ms = MillisecondsSince(start);
   start = Clock::now();
-  absl::StatusOr<controller::CompiledStep> compiled = controller::Compile(*step, *schedule);
-  const double compile_ms = MillisecondsSince(start);
-  if (!compiled.ok()) {
-    err << "tandem bench compile: " << compiled.status().message() << "\n";
-    return 1;
-  }
+  absl::StatusOr<controller::CompiledStep> compiled = controller::Compile(run.step, run.schedule);
+  run.compile_ms = MillisecondsSince(start);
+  if (!compiled.ok()) return compiled.status();
+  run.compiled = *std::move(compiled);
   // The simulator plays one replica and the reductions (schedules/SIMULATION.md).
   start = Clock::now();
   schedules::CostModel costs;
   costs.data_parallel = options.replicas;
-  costs.stage_gradient_bytes_override = StageGradientBytes(*compiled, *schedule);
-  absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(*schedule, costs);
-  const double simulate_ms = MillisecondsSince(start);
-  if (!simulated.ok()) {
-    err << "tandem bench compile: " << simulated.status().message() << "\n";
-    return 1;
-  }
-  const double total_ms = trace_ms + compile_ms + simulate_ms;
+  costs.stage_gradient_bytes_override = StageGradientBytes(run.compiled, run.schedule);
+  absl::StatusOr<schedules::SimulationResult> simulated = schedules::Simulate(run.schedule, costs);
+  run.simulate_ms = MillisecondsSince(start);
+  if (!simulated.ok()) return simulated.status();
+  return run;
+}
+
+void PrintCompileRun(const CompileBenchOptions& options, const CompileRun& run, std::ostream& out) {
+  const double total_ms = run.trace_ms + run.compile_ms + run.simulate_ms;
   int64_t all_instructions = 0;
-  for (const controller::ActorStats& s : compiled->stats) all_instructions += s.instructions;
-  const int64_t nodes = step->microbatch.size() + step->update.size();
+  for (const controller::ActorStats& s : run.compiled.stats) all_instructions += s.instructions;
+  const int64_t nodes = run.step.microbatch.size() + run.step.update.size();
   if (options.json) {
     nlohmann::ordered_json json;
     json["layers"] = options.layers;
-    json["actors"] = schedule->num_actors;
-    json["stages"] = schedule->num_stages;
+    json["actors"] = run.schedule.num_actors;
+    json["stages"] = run.schedule.num_stages;
     json["data_parallel"] = options.replicas;
-    json["all_actors"] = compiled->num_actors;
+    json["all_actors"] = run.compiled.num_actors;
     json["microbatches"] = options.microbatches;
     json["graph_nodes"] = nodes;
-    json["trace_ms"] = trace_ms;
-    json["split_ms"] = split_ms;
-    json["lower_ms"] = lower_ms;
-    json["compile_ms"] = compile_ms;
-    json["trace_plus_compile_ms"] = trace_ms + compile_ms;
-    json["simulate_ms"] = simulate_ms;
+    json["trace_ms"] = run.trace_ms;
+    json["split_ms"] = run.split_ms;
+    json["lower_ms"] = run.lower_ms;
+    json["compile_ms"] = run.compile_ms;
+    json["trace_plus_compile_ms"] = run.trace_ms + run.compile_ms;
+    json["simulate_ms"] = run.simulate_ms;
     json["total_ms"] = total_ms;
-    json["instructions"] = instructions;
+    json["instructions"] = run.instructions;
     json["all_instructions"] = all_instructions;
     out << schedules::JsonText(json) << "\n";
-    return 0;
+    return;
   }
   out << absl::StrFormat("GPT, %d layers, traced for %d microbatches; interleaved 1F1B, %d actors x %d stages each",
-                         options.layers, options.microbatches, schedule->num_actors, options.virtual_stages);
+                         options.layers, options.microbatches, run.schedule.num_actors, options.virtual_stages);
   if (options.replicas > 1) {
     out << absl::StrFormat("; %d data-parallel replicas: %d actors, %d instructions", options.replicas,
-                           compiled->num_actors, all_instructions);
+                           run.compiled.num_actors, all_instructions);
   }
   out << "\n";
-  out << absl::StrFormat("graph: %d nodes (microbatch %d, update %d); %d tasks\n\n", nodes, step->microbatch.size(),
-                         step->update.size(), schedule->NumTasks());
+  out << absl::StrFormat("graph: %d nodes (microbatch %d, update %d); %d tasks\n\n", nodes, run.step.microbatch.size(),
+                         run.step.update.size(), run.schedule.NumTasks());
   out << absl::StrFormat("  %-44s %10s\n", "phase", "ms");
-  out << absl::StrFormat("  %-44s %10.1f\n", "trace + autodiff + update", trace_ms);
-  out << absl::StrFormat("  %-44s %10.1f\n", "split + place + communicate (StepPlan)", split_ms);
-  out << absl::StrFormat("  %-44s %10.1f\n", "lower + lifetimes (all actors)", lower_ms);
-  out << absl::StrFormat("  %-44s %10.1f\n", "compile, whole (plan + lower + verify + hash)", compile_ms);
-  out << absl::StrFormat("  %-44s %10.1f   (goal < 2000)\n", "trace + compile", trace_ms + compile_ms);
-  out << absl::StrFormat("  %-44s %10.1f\n", "simulate (one replica + its reductions)", simulate_ms);
+  out << absl::StrFormat("  %-44s %10.1f\n", "trace + autodiff + update", run.trace_ms);
+  out << absl::StrFormat("  %-44s %10.1f\n", "split + place + communicate (StepPlan)", run.split_ms);
+  out << absl::StrFormat("  %-44s %10.1f\n", "lower + lifetimes (all actors)", run.lower_ms);
+  out << absl::StrFormat("  %-44s %10.1f\n", "compile, whole (plan + lower + verify + hash)", run.compile_ms);
+  out << absl::StrFormat("  %-44s %10.1f   (goal < 2000)\n", "trace + compile", run.trace_ms + run.compile_ms);
+  out << absl::StrFormat("  %-44s %10.1f\n", "simulate (one replica + its reductions)", run.simulate_ms);
   out << absl::StrFormat("  %-44s %10.1f   (goal < 5000)\n\n", "total: trace + compile + simulate", total_ms);
   // Replicas run their position's program: one row per position.
   out << "actor  instructions   runs  sends  receives  all-reduces  reduce bytes sent  static peak bytes\n";
-  for (int32_t actor = 0; actor < compiled->actors_per_replica; ++actor) {
-    const controller::ActorStats& s = compiled->stats[actor];
+  for (int32_t actor = 0; actor < run.compiled.actors_per_replica; ++actor) {
+    const controller::ActorStats& s = run.compiled.stats[actor];
     out << absl::StrFormat("%5d  %12d  %5d  %5d  %8d  %11d  %17d  %17d\n", actor, s.instructions, s.runs, s.sends,
-                           s.receives, s.all_reduces, s.reduce_bytes_sent, compiled->programs[actor].static_peak_bytes);
+                           s.receives, s.all_reduces, s.reduce_bytes_sent,
+                           run.compiled.programs[actor].static_peak_bytes);
   }
   if (options.replicas > 1) {
     out << absl::StrFormat("(replicas 1..%d run the same programs under their own actor ids)\n", options.replicas - 1);
   }
+}
+
+int RunCompileBench(const CompileBenchOptions& options, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<CompileRun> run = TimeCompile(options);
+  if (!run.ok()) {
+    err << "tandem bench compile: " << run.status().message() << "\n";
+    return 1;
+  }
+  PrintCompileRun(options, *run, out);
   return 0;
 }
 
