@@ -14,6 +14,42 @@ std::string TaskName(const ir::TaskLabel& task) {
   return absl::StrCat(std::string(1, task.kind), task.stage, ".", task.microbatch);
 }
 
+// The first start and the last end of a step's instructions on the common
+// clock; (INT64_MAX, INT64_MIN) for a step with no timings.
+std::pair<int64_t, int64_t> StepBounds(const StepReport& report) {
+  int64_t first = INT64_MAX;
+  int64_t last = INT64_MIN;
+  for (size_t actor = 0; actor < report.timings.size(); ++actor) {
+    for (const ir::InstructionTiming& time : report.timings[actor]) {
+      first = std::min(first, report.origin_ns[actor] + time.start_ns);
+      last = std::max(last, report.origin_ns[actor] + time.start_ns + time.duration_ns);
+    }
+  }
+  return {first, last};
+}
+
+// (sender, receiver, tag) -> a time, in us.
+using TransferEnds = std::map<std::tuple<int32_t, int32_t, uint64_t>, double>;
+
+// One arrow per transfer whose send and receive both ran: from the send's
+// start to just inside the end of the receive's wait.
+void AddTransfers(const TransferEnds& send_ends, const TransferEnds& receive_ends,
+                  schedules::TraceBuilder& builder) {
+  for (const auto& [key, send_end] : send_ends) {
+    auto received = receive_ends.find(key);
+    if (received == receive_ends.end()) continue;
+    const auto& [from, to, tag] = key;
+    builder.AddFlow({.name = "transfer",
+                     .category = "transfer",
+                     .from_process = from,
+                     .from_thread = static_cast<int32_t>(schedules::TraceTrack::kSend),
+                     .from_us = send_end,
+                     .to_process = to,
+                     .to_thread = static_cast<int32_t>(schedules::TraceTrack::kRecv),
+                     .to_us = received->second});
+  }
+}
+
 }  // namespace
 
 StepTrace::StepTrace(const CompiledStep& compiled)
@@ -36,15 +72,7 @@ StepTrace::StepTrace(const CompiledStep& compiled)
 }
 
 void StepTrace::AddStep(const StepReport& report) {
-  // The step's bounds on the common clock.
-  int64_t first = INT64_MAX;
-  int64_t last = INT64_MIN;
-  for (size_t actor = 0; actor < report.timings.size(); ++actor) {
-    for (const ir::InstructionTiming& time : report.timings[actor]) {
-      first = std::min(first, report.origin_ns[actor] + time.start_ns);
-      last = std::max(last, report.origin_ns[actor] + time.start_ns + time.duration_ns);
-    }
-  }
+  const auto [first, last] = StepBounds(report);
   if (first == INT64_MAX) return;
   if (origin_ns_ < 0) origin_ns_ = first;
   ++steps_;
@@ -52,8 +80,8 @@ void StepTrace::AddStep(const StepReport& report) {
 
   // (sender, receiver, tag) -> where the flow starts (the send's start) and
   // ends (just inside the end of the receive's wait), in us.
-  std::map<std::tuple<int32_t, int32_t, uint64_t>, double> send_ends;
-  std::map<std::tuple<int32_t, int32_t, uint64_t>, double> receive_ends;
+  TransferEnds send_ends;
+  TransferEnds receive_ends;
   for (size_t a = 0; a < report.timings.size(); ++a) {
     const auto actor = static_cast<int32_t>(a);
     const ir::ActorProgram& program = compiled_.ProgramOf(actor);
@@ -132,19 +160,7 @@ void StepTrace::AddStep(const StepReport& report) {
       ++count;
     }
   }
-  for (const auto& [key, send_end] : send_ends) {
-    auto received = receive_ends.find(key);
-    if (received == receive_ends.end()) continue;
-    const auto& [from, to, tag] = key;
-    builder_.AddFlow({.name = "transfer",
-                      .category = "transfer",
-                      .from_process = from,
-                      .from_thread = static_cast<int32_t>(schedules::TraceTrack::kSend),
-                      .from_us = send_end,
-                      .to_process = to,
-                      .to_thread = static_cast<int32_t>(schedules::TraceTrack::kRecv),
-                      .to_us = received->second});
-  }
+  AddTransfers(send_ends, receive_ends, builder_);
 }
 
 schedules::CostModel StepTrace::CalibratedCosts() const {
