@@ -218,81 +218,13 @@ void Repl::Help(const std::vector<std::string>& words) {
 absl::Status Repl::Show(const std::vector<std::string>& words) {
   const std::string what = words.size() > 1 ? words[1] : "";
   const controller::CompiledStep& compiled = session_->compiled();
-  const ir::TrainStep& step = session_->train_step();
-  if (what == "model" && words.size() == 2) {
-    int64_t parameters = 0, bytes = 0;
-    for (const ir::StateSpec& spec : step.state) {
-      bytes += spec.type.num_bytes();
-      if (spec.role == ir::StateRole::kParameter) parameters += spec.type.num_elements();
-    }
-    out_ << model_.description << "\n"
-         << absl::StrFormat("step %s: %d stages, %d microbatches, %d parameters, %d state tensors (%s with the "
-                            "optimizer's), %d ops per microbatch, %d in the update\n",
-                            step.name, step.num_stages, step.num_microbatches, parameters, step.state.size(),
-                            ir::FormatBytes(bytes), step.microbatch.nodes().size(), step.update.nodes().size());
-    return absl::OkStatus();
-  }
-  if (what == "ir" && words.size() <= 3) {
-    if (words.size() == 2) {
-      out_ << ir::PrintTrainStep(step);
-      return absl::OkStatus();
-    }
-    int32_t stage = 0;
-    if (!absl::SimpleAtoi(words[2], &stage) || stage < 0 || stage >= compiled.num_stages) {
-      return absl::InvalidArgumentError(absl::StrCat("'", words[2], "' is not a stage (0 to ", compiled.num_stages - 1,
-                                                     ")"));
-    }
-    // The stage's functions (F, B or I/W), from the actor that holds it.
-    const std::string suffix = absl::StrCat(stage);
-    for (const ir::ActorProgram& program : compiled.programs) {
-      for (const ir::Function& function : program.functions) {
-        if (function.name.size() > 1 && function.name.substr(1) == suffix) {
-          out_ << "# " << function.name << " on actor " << program.actor
-               << (compiled.num_replicas > 1 ? " and its replicas" : "") << "\n"
-               << ir::PrintGraph(function.graph);
-        }
-      }
-    }
-    return absl::OkStatus();
-  }
+  if (what == "model" && words.size() == 2) return ShowModel();
+  if (what == "ir" && words.size() <= 3) return ShowIr(words);
   if (what == "schedule" && words.size() == 2) {
     out_ << schedules::PrintScheduleText(session_->schedule());
     return absl::OkStatus();
   }
-  if (what == "placement" && words.size() == 2) {
-    const schedules::Schedule& schedule = session_->schedule();
-    // The actors that run pipeline position `position`, in replica order.
-    auto replicas_of = [&](int32_t position) {
-      std::vector<int32_t> actors;
-      for (int32_t r = 0; r < compiled.num_replicas; ++r) actors.push_back(position + r * compiled.actors_per_replica);
-      return absl::StrJoin(actors, ", ");
-    };
-    for (int32_t stage = 0; stage < schedule.num_stages; ++stage) {
-      const int32_t position = schedule.stage_to_actor[stage].value;
-      if (compiled.num_replicas == 1) {
-        out_ << absl::StrFormat("stage %d -> actor %d\n", stage, position);
-      } else {
-        out_ << absl::StrFormat("stage %d -> actors %s (one per replica; gradients all-reduced among them)\n",
-                                stage, replicas_of(position));
-      }
-    }
-    for (const ir::ActorProgram& program : compiled.programs) {
-      std::vector<std::string> state;
-      int64_t bytes = 0;
-      for (const ir::Buffer& buffer : program.buffers) {
-        if (buffer.kind != ir::BufferKind::kState) continue;
-        bytes += buffer.type.num_bytes();
-        const ir::StateSpec* spec = step.FindState(buffer.binding);
-        if (spec != nullptr && spec->role == ir::StateRole::kParameter) state.push_back(buffer.binding);
-      }
-      const std::string who = compiled.num_replicas == 1
-                                  ? absl::StrCat("actor ", program.actor, " holds")
-                                  : absl::StrCat("actors ", replicas_of(program.actor), " each hold");
-      out_ << absl::StrFormat("%s %d parameters (%s of state with their optimizer slots): %s\n", who,
-                              state.size(), ir::FormatBytes(bytes), absl::StrJoin(state, ", "));
-    }
-    return absl::OkStatus();
-  }
+  if (what == "placement" && words.size() == 2) return ShowPlacement();
   if (what == "program" && words.size() == 3) {
     absl::StatusOr<int32_t> actor = ParseActor(words[2]);
     if (!actor.ok()) return actor.status();
@@ -305,24 +237,109 @@ absl::Status Repl::Show(const std::vector<std::string>& words) {
     out_ << ir::PrintActorProgram(compiled.ProgramOf(*actor));
     return absl::OkStatus();
   }
-  if (what == "memory" && words.size() == 2) {
-    const bool replicas = compiled.num_replicas > 1;
-    out_ << (replicas ? "actor  replica  static peak  measured peak (last step)\n"
-                      : "actor  static peak  measured peak (last step)\n");
-    for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
-      const std::string measured = last_.has_value() && actor < static_cast<int32_t>(last_->peak_live_bytes.size())
-                                       ? ir::FormatBytes(last_->peak_live_bytes[actor])
-                                       : "-";
-      const std::string peak = ir::FormatBytes(compiled.ProgramOf(actor).static_peak_bytes);
-      if (replicas) {
-        out_ << absl::StrFormat("%5d  %7d  %11s  %13s\n", actor, compiled.Replica(actor), peak, measured);
-      } else {
-        out_ << absl::StrFormat("%5d  %11s  %13s\n", actor, peak, measured);
-      }
-    }
+  if (what == "memory" && words.size() == 2) return ShowMemory();
+  return absl::InvalidArgumentError("usage: show model|ir [STAGE]|schedule|placement|program ACTOR|memory");
+}
+
+absl::Status Repl::ShowModel() {
+  const ir::TrainStep& step = session_->train_step();
+  int64_t parameters = 0, bytes = 0;
+  for (const ir::StateSpec& spec : step.state) {
+    bytes += spec.type.num_bytes();
+    if (spec.role == ir::StateRole::kParameter) parameters += spec.type.num_elements();
+  }
+  out_ << model_.description << "\n"
+       << absl::StrFormat("step %s: %d stages, %d microbatches, %d parameters, %d state tensors (%s with the "
+                          "optimizer's), %d ops per microbatch, %d in the update\n",
+                          step.name, step.num_stages, step.num_microbatches, parameters, step.state.size(),
+                          ir::FormatBytes(bytes), step.microbatch.nodes().size(), step.update.nodes().size());
+  return absl::OkStatus();
+
+}
+
+absl::Status Repl::ShowIr(const std::vector<std::string>& words) {
+  const controller::CompiledStep& compiled = session_->compiled();
+  const ir::TrainStep& step = session_->train_step();
+  if (words.size() == 2) {
+    out_ << ir::PrintTrainStep(step);
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError("usage: show model|ir [STAGE]|schedule|placement|program ACTOR|memory");
+  int32_t stage = 0;
+  if (!absl::SimpleAtoi(words[2], &stage) || stage < 0 || stage >= compiled.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat("'", words[2], "' is not a stage (0 to ", compiled.num_stages - 1,
+                                                   ")"));
+  }
+  // The stage's functions (F, B or I/W), from the actor that holds it.
+  const std::string suffix = absl::StrCat(stage);
+  for (const ir::ActorProgram& program : compiled.programs) {
+    for (const ir::Function& function : program.functions) {
+      if (function.name.size() > 1 && function.name.substr(1) == suffix) {
+        out_ << "# " << function.name << " on actor " << program.actor
+             << (compiled.num_replicas > 1 ? " and its replicas" : "") << "\n"
+             << ir::PrintGraph(function.graph);
+      }
+    }
+  }
+  return absl::OkStatus();
+
+}
+
+absl::Status Repl::ShowPlacement() {
+  const controller::CompiledStep& compiled = session_->compiled();
+  const ir::TrainStep& step = session_->train_step();
+  const schedules::Schedule& schedule = session_->schedule();
+  // The actors that run pipeline position `position`, in replica order.
+  auto replicas_of = [&](int32_t position) {
+    std::vector<int32_t> actors;
+    for (int32_t r = 0; r < compiled.num_replicas; ++r) actors.push_back(position + r * compiled.actors_per_replica);
+    return absl::StrJoin(actors, ", ");
+  };
+  for (int32_t stage = 0; stage < schedule.num_stages; ++stage) {
+    const int32_t position = schedule.stage_to_actor[stage].value;
+    if (compiled.num_replicas == 1) {
+      out_ << absl::StrFormat("stage %d -> actor %d\n", stage, position);
+    } else {
+      out_ << absl::StrFormat("stage %d -> actors %s (one per replica; gradients all-reduced among them)\n",
+                              stage, replicas_of(position));
+    }
+  }
+  for (const ir::ActorProgram& program : compiled.programs) {
+    std::vector<std::string> state;
+    int64_t bytes = 0;
+    for (const ir::Buffer& buffer : program.buffers) {
+      if (buffer.kind != ir::BufferKind::kState) continue;
+      bytes += buffer.type.num_bytes();
+      const ir::StateSpec* spec = step.FindState(buffer.binding);
+      if (spec != nullptr && spec->role == ir::StateRole::kParameter) state.push_back(buffer.binding);
+    }
+    const std::string who = compiled.num_replicas == 1
+                                ? absl::StrCat("actor ", program.actor, " holds")
+                                : absl::StrCat("actors ", replicas_of(program.actor), " each hold");
+    out_ << absl::StrFormat("%s %d parameters (%s of state with their optimizer slots): %s\n", who,
+                            state.size(), ir::FormatBytes(bytes), absl::StrJoin(state, ", "));
+  }
+  return absl::OkStatus();
+
+}
+
+absl::Status Repl::ShowMemory() {
+  const controller::CompiledStep& compiled = session_->compiled();
+  const bool replicas = compiled.num_replicas > 1;
+  out_ << (replicas ? "actor  replica  static peak  measured peak (last step)\n"
+                    : "actor  static peak  measured peak (last step)\n");
+  for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
+    const std::string measured = last_.has_value() && actor < static_cast<int32_t>(last_->peak_live_bytes.size())
+                                     ? ir::FormatBytes(last_->peak_live_bytes[actor])
+                                     : "-";
+    const std::string peak = ir::FormatBytes(compiled.ProgramOf(actor).static_peak_bytes);
+    if (replicas) {
+      out_ << absl::StrFormat("%5d  %7d  %11s  %13s\n", actor, compiled.Replica(actor), peak, measured);
+    } else {
+      out_ << absl::StrFormat("%5d  %11s  %13s\n", actor, peak, measured);
+    }
+  }
+  return absl::OkStatus();
+
 }
 
 absl::Status Repl::Draw(const std::vector<std::string>& words) {

@@ -68,6 +68,10 @@ class Repl {
  private:
   absl::Status Dispatch(const std::vector<std::string>& words);
   absl::Status Show(const std::vector<std::string>& words);
+  absl::Status ShowModel();
+  absl::Status ShowIr(const std::vector<std::string>& words);
+  absl::Status ShowPlacement();
+  absl::Status ShowMemory();
   absl::Status Draw(const std::vector<std::string>& words);
   absl::Status Step(int64_t count);
   absl::Status Continue();
