@@ -1,8 +1,6 @@
 // `tandem bench block`: one GPT block's forward and backward on a device;
 // --profile prints the time of every op, and refuses the emulated GPU,
 // whose kernels are the CPU's.
-#include <sys/wait.h>
-
 #include <string>
 #include <vector>
 
@@ -16,22 +14,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Finished {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-Finished Bench(const std::vector<std::string>& args) {
+CliRun Bench(const std::vector<std::string>& args) {
   std::vector<std::string> command = {"bench", "block", "--dim", "32", "--heads", "2", "--seq", "8", "--batch", "2",
                                       "--repeats", "2", "--no-torch"};
   command.insert(command.end(), args.begin(), args.end());
-  CliProcess process(command);
-  std::optional<int> status = process.Wait(absl::Seconds(120));
-  return {status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, process.out(), process.err()};
+  return RunCli(command);
 }
 
 TEST(BlockBench, TheProfileTimesEveryOpOnTheCpu) {
-  Finished run = Bench({"--profile"});
+  CliRun run = Bench({"--profile"});
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("tandem (reference interpreter)"));
   EXPECT_THAT(run.out, HasSubstr("profile: mean over 2 runs"));
@@ -41,7 +32,7 @@ TEST(BlockBench, TheProfileTimesEveryOpOnTheCpu) {
 }
 
 TEST(BlockBench, TheJsonSaysTheGoal) {
-  Finished run = Bench({"--json"});
+  CliRun run = Bench({"--json"});
   ASSERT_EQ(run.code, 0) << run.err;
   const nlohmann::json json = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(json.is_object()) << run.out;
@@ -52,7 +43,7 @@ TEST(BlockBench, TheJsonSaysTheGoal) {
 }
 
 TEST(BlockBench, TheEmulatedGpuHasNoProfileOfItsOwn) {
-  Finished run = Bench({"--device", "fake-cuda", "--profile"});
+  CliRun run = Bench({"--device", "fake-cuda", "--profile"});
   EXPECT_EQ(run.code, 2);
   EXPECT_THAT(run.err, HasSubstr("--profile times the reference kernels (--device cpu) or the GPU's (cuda)"));
 }

@@ -174,6 +174,25 @@ class CliProcess {
   std::optional<int> exit_status_;
 };
 
+// What a finished `tandem` run left: its exit code (-1 when it did not
+// exit within the timeout, or died of a signal) and its output.
+struct CliRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `tandem args...` (`args` begin with the subcommand) to completion,
+// at most `timeout`.
+inline CliRun RunCli(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(120)) {
+  CliProcess process(args);
+  CliRun run;
+  run.code = ExitCode(process, timeout);
+  run.out = process.out();
+  run.err = process.err();
+  return run;
+}
+
 // Runs `tandem train args...` to completion (at most 120 s): its exit code,
 // or -1, with its output in `out` and `err`.
 inline int RunTrain(const std::vector<std::string>& args, std::string& out, std::string& err) {

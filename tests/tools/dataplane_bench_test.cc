@@ -2,8 +2,6 @@
 // over the CUDA IPC data plane, next to a device-to-device copy, measured on
 // the emulated device here (on a GPU by tools/gpu_check.sh); a malformed or
 // absent device is an error saying why.
-#include <sys/wait.h>
-
 #include <string>
 #include <vector>
 
@@ -17,21 +15,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Finished {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-Finished Bench(const std::vector<std::string>& args) {
+CliRun Bench(const std::vector<std::string>& args) {
   std::vector<std::string> command = {"bench", "dataplane"};
   command.insert(command.end(), args.begin(), args.end());
-  CliProcess process(command);
-  std::optional<int> status = process.Wait(absl::Seconds(120));
-  return {status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, process.out(), process.err()};
+  return RunCli(command);
 }
 
 TEST(DataplaneBench, DeviceTensorsCrossBetweenTwoProcessesOnTheEmulatedDevice) {
-  Finished run = Bench({"--device", "fake-cuda", "--json"});
+  CliRun run = Bench({"--device", "fake-cuda", "--json"});
   ASSERT_EQ(run.code, 0) << run.err;
   const nlohmann::json json = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(json.is_object()) << run.out;
@@ -49,13 +40,13 @@ TEST(DataplaneBench, DeviceTensorsCrossBetweenTwoProcessesOnTheEmulatedDevice) {
 }
 
 TEST(DataplaneBench, AMalformedDeviceIsAUsageError) {
-  Finished run = Bench({"--device", "tpu"});
+  CliRun run = Bench({"--device", "tpu"});
   EXPECT_EQ(run.code, 2);
   EXPECT_THAT(run.err, HasSubstr("tandem bench dataplane: --device: unknown device 'tpu'"));
 }
 
 TEST(DataplaneBench, AHostDeviceHasTheHostTable) {
-  Finished run = Bench({"--device", "cpu", "--json"});
+  CliRun run = Bench({"--device", "cpu", "--json"});
   ASSERT_EQ(run.code, 0) << run.err;
   const nlohmann::json json = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(json.is_object()) << run.out;

@@ -30,21 +30,10 @@ int GpuCount() {
 #endif
 }
 
-// Runs `tandem train ARGS`; returns (exit code, stdout, stderr).
-struct Finished {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-Finished Train(std::vector<std::string> args, absl::Duration timeout) {
+// Runs `tandem train ARGS`.
+CliRun Train(std::vector<std::string> args, absl::Duration timeout) {
   args.insert(args.begin(), "train");
-  CliProcess process(args);
-  std::optional<int> status = process.Wait(timeout);
-  Finished finished;
-  finished.code = status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
-  finished.out = process.out();
-  finished.err = process.err();
-  return finished;
+  return RunCli(args, timeout);
 }
 
 const std::vector<std::string> kSmallGpt = {"--model", "gpt", "--microbatches", "4", "--steps", "2",
@@ -56,7 +45,7 @@ std::vector<std::string> With(std::vector<std::string> args, const std::vector<s
 }
 
 TEST(TrainDevice, AMalformedDeviceIsAUsageError) {
-  Finished run = Train(With(kSmallGpt, {"--device", "tpu"}), absl::Seconds(30));
+  CliRun run = Train(With(kSmallGpt, {"--device", "tpu"}), absl::Seconds(30));
   EXPECT_EQ(run.code, 2) << run.err;
   EXPECT_THAT(run.err, HasSubstr("--device: unknown device 'tpu': expected cpu, cuda or cuda:N"));
 }
@@ -64,7 +53,7 @@ TEST(TrainDevice, AMalformedDeviceIsAUsageError) {
 TEST(TrainDevice, AGpuThatIsNotThereIsRefusedBeforeAnyActorStarts) {
   if (GpuCount() > 0) GTEST_SKIP() << "a CUDA device is visible";
   for (const std::string launcher : {"local", "threads", "reference"}) {
-    Finished run = Train(With(kSmallGpt, {"--device", "cuda", "--launcher", launcher}), absl::Seconds(30));
+    CliRun run = Train(With(kSmallGpt, {"--device", "cuda", "--launcher", launcher}), absl::Seconds(30));
     EXPECT_EQ(run.code, 2) << launcher << ": " << run.err;
 #ifdef TANDEM_WITH_CUDA
     EXPECT_THAT(run.err, HasSubstr("--device cuda: no CUDA device is visible (")) << launcher;
@@ -77,7 +66,7 @@ TEST(TrainDevice, AGpuThatIsNotThereIsRefusedBeforeAnyActorStarts) {
 
 TEST(TrainDevice, AGpuOrdinalBeyondTheVisibleOnesIsRefused) {
   if (GpuCount() == 0) GTEST_SKIP() << "no CUDA device";
-  Finished run = Train(With(kSmallGpt, {"--device", "cuda:" + std::to_string(GpuCount())}), absl::Seconds(30));
+  CliRun run = Train(With(kSmallGpt, {"--device", "cuda:" + std::to_string(GpuCount())}), absl::Seconds(30));
   EXPECT_EQ(run.code, 2) << run.err;
   EXPECT_THAT(run.err, HasSubstr("CUDA device(s) visible"));
 }
@@ -109,10 +98,10 @@ TEST_P(GpuParity, ActorsSharingOneGpuGiveTheGpuReferencesBits) {
   const std::string cpu_losses = "/tmp/tandem-cpu-losses-" + tag;
   const std::vector<std::string> job = With(kSmallGpt, {"--actors", std::to_string(actors), "--schedule", schedule});
   // All actors on GPU 0, as on a one-GPU machine.
-  Finished gpu = Train(With(job, {"--device", "cuda:0", "--verify", "--losses", gpu_losses}), absl::Minutes(5));
+  CliRun gpu = Train(With(job, {"--device", "cuda:0", "--verify", "--losses", gpu_losses}), absl::Minutes(5));
   ASSERT_EQ(gpu.code, 0) << gpu.out << gpu.err;
   EXPECT_THAT(gpu.out, HasSubstr("bit-identical to the reference"));
-  Finished cpu = Train(With(job, {"--device", "cpu", "--losses", cpu_losses}), absl::Minutes(5));
+  CliRun cpu = Train(With(job, {"--device", "cpu", "--losses", cpu_losses}), absl::Minutes(5));
   ASSERT_EQ(cpu.code, 0) << cpu.err;
   const std::vector<double> on_gpu = ReadLosses(gpu_losses);
   const std::vector<double> on_cpu = ReadLosses(cpu_losses);
