@@ -82,6 +82,9 @@ struct CostModel {
   // How long reducing `stage`'s gradients takes on one actor:
   // 2 (D - 1) link.Seconds(GradientBytes(stage) / D), 0 for D = 1.
   double ReductionTime(StageId stage) const;
+  // InvalidArgument naming the first cost that is negative, NaN or
+  // infinite, or out of its range (data_parallel, remat_kept).
+  absl::Status Check() const;
 };
 
 }  // namespace tandem::schedules

@@ -41,7 +41,6 @@ class Simulation {
   // Checks the schedule's shape and the costs, and fills the flat indexes
   // (stage_cost_, location_, tasks_ and the slot tables).
   absl::Status Index();
-  absl::Status CheckCosts() const;
   absl::Status ComputeStageCosts();
   absl::Status IndexTasks();
   int64_t Key(TaskKind kind, int32_t stage, int32_t microbatch) const {
@@ -131,42 +130,9 @@ absl::Status Simulation::Index() {
                                                    " actors but ", schedule_.programs.size(),
                                                    " programs"));
   }
-  if (absl::Status status = CheckCosts(); !status.ok()) return status;
+  if (absl::Status status = costs_.Check(); !status.ok()) return status;
   if (absl::Status status = ComputeStageCosts(); !status.ok()) return status;
   return IndexTasks();
-}
-
-absl::Status Simulation::CheckCosts() const {
-  for (int kind = 0; kind < kNumKinds; ++kind) {
-    if (!(costs_.kind_cost[kind] >= 0.0) || std::isinf(costs_.kind_cost[kind])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the cost of ", std::string(1, TaskKindLetter(static_cast<TaskKind>(kind))),
-                       " must be finite and non-negative"));
-    }
-  }
-  if (absl::Status status = costs_.link.Check("link costs"); !status.ok()) return status;
-  if (!(costs_.activation_bytes >= 0.0) || !(costs_.gradient_bytes >= 0.0)) {
-    return absl::InvalidArgumentError("transfer sizes must be non-negative");
-  }
-  if (costs_.data_parallel < 1 || costs_.data_parallel > kMaxDataParallel) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data_parallel is ", costs_.data_parallel, " replicas; it must be from 1 to ",
-                     kMaxDataParallel));
-  }
-  if (!(costs_.stage_gradient_bytes >= 0.0) || std::isinf(costs_.stage_gradient_bytes)) {
-    return absl::InvalidArgumentError(
-        "the gradient bytes of a stage (stage_gradient_bytes) must be finite and non-negative");
-  }
-  for (const auto& [stage, bytes] : costs_.stage_gradient_bytes_override) {
-    if (!(bytes >= 0.0) || std::isinf(bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat("the gradient bytes of stage ", stage,
-                                                     " must be finite and non-negative"));
-    }
-  }
-  if (!(costs_.remat_kept >= 0.0 && costs_.remat_kept <= 1.0)) {
-    return absl::InvalidArgumentError("the fraction of activations a rematerialised stage keeps must be in [0, 1]");
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Simulation::ComputeStageCosts() {
