@@ -23,12 +23,11 @@ T x T scores.
 import argparse
 import contextlib
 import json
-import math
 import statistics
 import sys
 import time
 
-from torch_common import blas_kind, blas_libraries, import_torch
+from torch_common import blas_kind, blas_libraries, causal_attention, import_torch
 
 
 def parse_args():
@@ -98,11 +97,7 @@ def main():
     def block(x):
         qkv = F.layer_norm(x, (d,), p["ln1.g"], p["ln1.b"], eps=1e-5) @ p["qkv.w"] + p["qkv.b"]
         q, k, v = (split_heads(qkv[..., i * d:(i + 1) * d]) for i in range(3))
-        if args.sdpa:
-            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            scores = ((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))).masked_fill(causal, float("-inf"))
-            attended = torch.softmax(scores, dim=-1) @ v
+        attended = causal_attention(torch, q, k, v, causal, args.sdpa)
         heads = attended.permute(0, 2, 1, 3).reshape(b, t, d)
         x = x + (heads @ p["proj.w"] + p["proj.b"])
         fc = F.layer_norm(x, (d,), p["ln2.g"], p["ln2.b"], eps=1e-5) @ p["fc.w"] + p["fc.b"]

@@ -4,6 +4,7 @@ before torch loads, and naming the BLAS library the process really uses
 the system's alternative points to: OpenBLAS, or the ~12x slower reference
 BLAS)."""
 import json
+import math
 import os
 import sys
 
@@ -46,3 +47,14 @@ def blas_kind(libraries):
     if any("blas" in path for path in libraries):
         return "reference"  # netlib's libblas: the slow fallback
     return "unknown"
+
+
+def causal_attention(torch, q, k, v, causal, sdpa):
+    """Causal attention over [batch, heads, seq, head_dim] q, k, v: fused
+    (F.scaled_dot_product_attention) with `sdpa`, else the explicit softmax
+    of examples/models/gpt.cc, with `causal` the mask above the diagonal."""
+    import torch.nn.functional as F
+    if sdpa:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    scores = ((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))).masked_fill(causal, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v

@@ -16,12 +16,11 @@ actually loaded.
 """
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
 
-from torch_common import blas_kind, blas_libraries, import_torch
+from torch_common import blas_kind, blas_libraries, causal_attention, import_torch
 
 
 def parse_args():
@@ -86,11 +85,7 @@ def main():
             q_ = f"h{layer}."
             qkv = F.layer_norm(x, (d,), p[q_ + "ln1.g"], p[q_ + "ln1.b"], eps=1e-5) @ p[q_ + "qkv.w"] + p[q_ + "qkv.b"]
             q, k, w = (split_heads(qkv[..., i * d:(i + 1) * d]) for i in range(3))
-            if args.sdpa:
-                attended = F.scaled_dot_product_attention(q, k, w, is_causal=True)
-            else:
-                scores = ((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))).masked_fill(causal, float("-inf"))
-                attended = torch.softmax(scores, dim=-1) @ w
+            attended = causal_attention(torch, q, k, w, causal, args.sdpa)
             heads = attended.permute(0, 2, 1, 3).reshape(b, t, d)
             x = x + (heads @ p[q_ + "proj.w"] + p[q_ + "proj.b"])
             fc = F.layer_norm(x, (d,), p[q_ + "ln2.g"], p[q_ + "ln2.b"], eps=1e-5) @ p[q_ + "fc.w"] + p[q_ + "fc.b"]
