@@ -20,10 +20,11 @@
 namespace tandem::actor {
 namespace {
 
-// A device whose buffers are host tensors: Run unwraps them for RunOnHost.
-class HostResidentDevice : public Device {
+// The reference kernels on host tensors (the CPU device).
+class ReferenceDevice final : public Device {
  public:
-  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) final {
+  std::string name() const override { return "cpu"; }
+  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override {
     ir::TensorMap host_inputs;
     for (const auto& [input, handle] : inputs) {
       if (handle.on_device()) {
@@ -31,24 +32,11 @@ class HostResidentDevice : public Device {
       }
       host_inputs.emplace(input, handle.host());
     }
-    absl::StatusOr<ir::TensorMap> results = RunOnHost(graph, host_inputs);
+    absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph, host_inputs);
     if (!results.ok()) return results.status();
     HandleMap outputs;
     for (auto& [output, tensor] : *results) outputs.emplace(output, std::move(tensor));
     return outputs;
-  }
-
- protected:
-  virtual absl::StatusOr<ir::TensorMap> RunOnHost(const ir::Graph& graph, const ir::TensorMap& inputs) = 0;
-};
-
-class ReferenceDevice final : public HostResidentDevice {
- public:
-  std::string name() const override { return "cpu"; }
-
- private:
-  absl::StatusOr<ir::TensorMap> RunOnHost(const ir::Graph& graph, const ir::TensorMap& inputs) override {
-    return ir::RunGraph(graph, inputs);
   }
 };
 
