@@ -216,7 +216,12 @@ absl::StatusOr<int32_t> ReplicaOf(const ActorProgram& program, int32_t actor, in
 // across runs and machines: what an actor caches a program under.
 uint64_t HashActorProgram(const ActorProgram& program);
 
-// Checks indices (functions, buffers, peers, groups), arities of kRun
+// InvalidArgument when a program of `instructions` instructions and
+// `buffers` buffers would pass kMaxProgramInstructions or kMaxProgramBuffers
+// (ir/limits.h): what a decoder checks before it allocates either.
+absl::Status CheckProgramSize(uint64_t instructions, uint64_t buffers);
+
+// Checks the program's size (CheckProgramSize), indices (functions, buffers, peers, groups), arities of kRun
 // against the function's inputs and outputs, that the types of bound buffers
 // match the function's inputs and outputs, and that every all-reduce is
 // started once, waited for once, and left alone in between.

@@ -71,6 +71,10 @@ class ProgramVerifier {
       return absl::InvalidArgumentError(absl::StrCat("actor ", program_.actor, ": ", program_.num_replicas,
                                                      " replicas of ", program_.num_actors, " actors is out of range"));
     }
+    if (absl::Status status = CheckProgramSize(program_.instructions.size(), program_.buffers.size());
+        !status.ok()) {
+      return status;
+    }
     for (size_t f = 0; f < program_.functions.size(); ++f) {
       if (absl::Status status = VerifyFunction(static_cast<int32_t>(f), program_.functions[f]); !status.ok()) {
         return status;
@@ -421,6 +425,18 @@ class ProgramVerifier {
 };
 
 }  // namespace
+
+absl::Status CheckProgramSize(uint64_t instructions, uint64_t buffers) {
+  if (instructions > static_cast<uint64_t>(kMaxProgramInstructions)) {
+    return absl::InvalidArgumentError(absl::StrCat("a program of ", instructions, " instructions is more than the ",
+                                                   kMaxProgramInstructions, " one actor program may have"));
+  }
+  if (buffers > static_cast<uint64_t>(kMaxProgramBuffers)) {
+    return absl::InvalidArgumentError(absl::StrCat("a program of ", buffers, " buffers is more than the ",
+                                                   kMaxProgramBuffers, " one actor program may have"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status VerifyActorProgram(const ActorProgram& program) {
   ProgramVerifier verifier(program);

@@ -38,6 +38,12 @@ inline constexpr int64_t kStatePieceBytes = int64_t{4} << 20;
 // Bytes of an IR text file read whole (a traced step, `tandem ir dump`):
 // a 1.3B-parameter GPT's step prints to a few MiB.
 inline constexpr int64_t kMaxIrTextBytes = int64_t{256} << 20;
+// Instructions and buffers of one actor program (ir/actor_program.h). A
+// program holds a few of each per task and value, so a million is far past
+// any schedule; the verifier refuses more, and a decoder before it
+// allocates (a Cap'n Proto list of empty structs costs a peer no bytes).
+inline constexpr int64_t kMaxProgramInstructions = int64_t{1} << 20;
+inline constexpr int64_t kMaxProgramBuffers = int64_t{1} << 20;
 
 // The number of elements of `shape`, or InvalidArgument naming the shape
 // when an extent is negative, the rank is over kMaxRank, or the product

@@ -231,6 +231,10 @@ absl::StatusOr<ir::ActorProgram> ReadProgram(wire::ActorProgram::Reader reader) 
   program.num_actors = reader.getNumActors();
   program.num_replicas = reader.getNumReplicas();
   program.static_peak_bytes = reader.getStaticPeakBytes();
+  if (absl::Status status = ir::CheckProgramSize(reader.getInstructions().size(), reader.getBuffers().size());
+      !status.ok()) {
+    return status;
+  }
 
   for (auto function : reader.getFunctions()) {
     std::string name(View(function.getName()));

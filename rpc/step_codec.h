@@ -14,8 +14,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ir/host_tensor.h"
+#include "ir/limits.h"
 #include "ir/step_io.h"
 #include "rpc/status_convert.h"
 #include "rpc/tandem.capnp.h"
@@ -58,6 +60,12 @@ absl::StatusOr<ir::StepOutputs> DecodeStepOutputs(const ReplyReader& reply, absl
     outputs.peak_live_bytes = reply.getPeakLiveBytes();
     outputs.device_peak_bytes = reply.getDevicePeakBytes();
     outputs.origin_ns = reply.getStartNanos();
+    // A timing per instruction at most: bounded before it is allocated.
+    if (reply.getTimings().size() > ir::kMaxProgramInstructions) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", reply.getTimings().size(),
+                                                     " instruction timings is more than the ",
+                                                     ir::kMaxProgramInstructions, " instructions a program may have"));
+    }
     outputs.timings.reserve(reply.getTimings().size());
     for (wire::InstructionTiming::Reader timing : reply.getTimings()) {
       outputs.timings.push_back({timing.getInstruction(), timing.getStartNanos(), timing.getDurationNanos()});

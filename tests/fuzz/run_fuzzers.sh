@@ -10,7 +10,8 @@
 #
 # Prints per target its executions (libFuzzer's final stats), wall time,
 # corpus size and result, and exits non-zero if any target crashed, leaked,
-# hit UB, ran out of memory (-rss_limit_mb) or spent too long on one input
+# hit UB, ran out of memory (-rss_limit_mb), allocated too much at once
+# (-malloc_limit_mb) or spent too long on one input
 # (-timeout). The offending input is saved under
 # build-fuzz/artifacts/<target>/ (the log names it); copy it into
 # tests/fuzz/regressions/<target>/ to keep it as a test once it is fixed.
@@ -22,10 +23,13 @@ cd "$(dirname "$0")/../.."
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-45}
 jobs=${TANDEM_JOBS:-2}
-# Bounds on one target: memory (also the largest single allocation), time
+# Bounds on one target: memory, the largest single allocation (an input
+# that makes a parser allocate more than this at once is a finding, however
+# much memory is left: a size read from the input was not bounded), time
 # per input, and the whole run (libFuzzer stops itself at max_total_time;
 # `timeout` is the backstop should it hang).
 rss_limit_mb=2048
+malloc_limit_mb=256
 input_timeout_s=10
 
 launcher=()
@@ -67,7 +71,7 @@ for target in "${targets[@]}"; do
   status=0
   target_start=$SECONDS
   timeout --kill-after=10 $((seconds + 120)) "$binary" \
-    -max_total_time="$seconds" -timeout="$input_timeout_s" -rss_limit_mb="$rss_limit_mb" \
+    -max_total_time="$seconds" -timeout="$input_timeout_s" -rss_limit_mb="$rss_limit_mb" -malloc_limit_mb="$malloc_limit_mb" \
     -print_final_stats=1 -artifact_prefix="$artifacts/" \
     "$work" "$seeds" "$regressions" >"$log" 2>&1 || status=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)

@@ -5,10 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "capnp/any.h"
 #include "capnp/message.h"
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
+#include "ir/limits.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
 #include "tests/actor/test_programs.h"
@@ -210,6 +212,36 @@ TEST(TensorCodec, RejectsAMalformedMessageWithAStatusInsteadOfThrowing) {
   capnp::AnyStruct::Builder(results[0]).getPointerSection()[0].initAs<wire::TensorType>();  // the name
   EXPECT_THAT(DecodeStepResults(reply.asReader().getResults(), "step 1").status().message(),
               HasSubstr("results of step 1: malformed message"));
+}
+
+// A list of empty structs costs its sender a few bytes whatever its length:
+// found by fuzz_program_decoder and fuzz_tensor_decoder, whose decoders
+// allocated an element per entry (hundreds of MiB) before looking at any.
+TEST(ProgramCodec, RefusesMoreInstructionsOrBuffersThanAProgramMayHaveBeforeAllocating) {
+  for (int pointer : {1, 2}) {  // buffers, instructions
+    capnp::MallocMessageBuilder message;
+    auto builder = message.initRoot<wire::ActorProgram>();
+    EncodeProgram(actor::testing::MakeTwoStageForward(2).actor0, builder);
+    capnp::AnyStruct::Builder(wire::ActorProgram::Builder(builder)).getPointerSection()[pointer].initAsListOfAnyStruct(
+        0, 0, static_cast<unsigned>(ir::kMaxProgramInstructions + 1));
+    absl::StatusOr<ir::ActorProgram> decoded = DecodeProgram(builder.asReader());
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(decoded.status().message(),
+                HasSubstr(absl::StrCat(ir::kMaxProgramInstructions + 1, pointer == 1 ? " buffers" : " instructions",
+                                       " is more than the ", ir::kMaxProgramInstructions)));
+  }
+}
+
+TEST(StepCodec, RefusesMoreTimingsThanAProgramHasInstructionsBeforeAllocating) {
+  capnp::MallocMessageBuilder message;
+  auto reply = message.initRoot<wire::Actor::RunStepResults>();
+  EncodeStepOutputs(ir::StepOutputs{}, reply);
+  capnp::AnyStruct::Builder(wire::Actor::RunStepResults::Builder(reply)).getPointerSection()[1].initAsListOfAnyStruct(
+      0, 0, static_cast<unsigned>(ir::kMaxProgramInstructions + 1));
+  absl::StatusOr<ir::StepOutputs> decoded = DecodeStepOutputs(reply.asReader(), "step 1");
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr(absl::StrCat("step 1: ", ir::kMaxProgramInstructions + 1, " instruction timings")));
 }
 
 TEST(StatusConvert, CarriesAbslCodesThroughKjExceptions) {
