@@ -109,6 +109,12 @@ absl::StatusOr<std::vector<Tensor>> PullBack(GraphBuilder& builder, ValueId id, 
     case OpKind::kTanh:
       if (want(0)) d[0] = dy * (1.0 - y * y);
       break;
+    case OpKind::kSin:
+      if (want(0)) d[0] = dy * cos(x[0]);
+      break;
+    case OpKind::kCos:
+      if (want(0)) d[0] = -(dy * sin(x[0]));
+      break;
     case OpKind::kSqrt:
       if (want(0)) d[0] = dy * 0.5 / y;
       break;
@@ -117,6 +123,9 @@ absl::StatusOr<std::vector<Tensor>> PullBack(GraphBuilder& builder, ValueId id, 
       break;
     case OpKind::kGelu:
       if (want(0)) d[0] = Apply(OpKind::kGeluGrad, {x[0], dy}, {}, {});
+      break;
+    case OpKind::kSilu:
+      if (want(0)) d[0] = Apply(OpKind::kSiluGrad, {x[0], dy}, {}, {});
       break;
     case OpKind::kAdd:
       if (want(0)) d[0] = Unbroadcast(dy, x[0].shape());
@@ -258,10 +267,15 @@ absl::StatusOr<std::vector<Tensor>> PullBack(GraphBuilder& builder, ValueId id, 
     case OpKind::kCausalMask:
       if (want(0)) d[0] = causal_mask(dy, 0.0);
       break;
+    case OpKind::kRotary:
+      // A rotation's adjoint is the rotation by the opposite angle.
+      if (want(0)) d[0] = rotary(dy, attrs.GetDouble("theta"), attrs.GetInt("inverse") == 0);
+      break;
     case OpKind::kSoftmaxGrad:
     case OpKind::kLogSoftmaxGrad:
     case OpKind::kNormalizeGrad:
     case OpKind::kGeluGrad:
+    case OpKind::kSiluGrad:
     case OpKind::kReluGrad:
     case OpKind::kCrossEntropyGrad:
     case OpKind::kEmbeddingGrad:

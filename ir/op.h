@@ -35,10 +35,14 @@ enum class OpKind : uint8_t {
   kExpm1,  // exp(x) - 1, accurate near 0
   kLog,
   kTanh,
+  kSin,
+  kCos,
   kSqrt,
   kRelu,  // max(x, 0)
   // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
   kGelu,
+  // SiLU (swish): x * sigmoid(x), sigmoid evaluated without overflow.
+  kSilu,
   // Identity that closes the current pipeline stage (`pipeline_yield`).
   kPipelineYield,
   // Element type conversion. Attributes: dtype (string). f32→i32 truncates.
@@ -97,12 +101,21 @@ enum class OpKind : uint8_t {
   // causal_mask(x[..., T, T]): x where column <= row, else `fill`.
   // Attributes: fill (double, e.g. -inf).
   kCausalMask,
+  // rotary(x[..., T, D]): rotary position embedding (RoFormer), in the
+  // half-split layout of Hugging Face's LLaMA. Position t is the index
+  // along axis rank-2; with h = D/2 and angle a = t * w_i, where w_i =
+  // theta^(-2i/D) for i in [0, h):
+  //   out[i] = x[i] cos a - x[i+h] sin a,  out[i+h] = x[i+h] cos a + x[i] sin a.
+  // Attributes: theta (double, above 1), inverse (0/1: rotate by -a, the
+  // gradient). D must be even.
+  kRotary,
 
   // ---- Backward helpers that have no cheaper composition.
   kSoftmaxGrad,     // (y = softmax(x), dy) -> y * (dy - sum(dy * y, last axis))
   kLogSoftmaxGrad,  // (y = log_softmax(x), dy) -> dy - exp(y) * sum(dy, last axis)
   kNormalizeGrad,   // (x, dy) -> d normalize(x) / dx applied to dy. Attributes: eps.
   kGeluGrad,        // (x, dy) -> dy * gelu'(x)
+  kSiluGrad,        // (x, dy) -> dy * silu'(x)
   kReluGrad,        // (x, dy) -> dy where x > 0, else 0
   // (logits[..., V], labels i32[...], dy[...]) -> [..., V]:
   // (softmax(logits) - onehot(label)) * dy.

@@ -1,6 +1,7 @@
 #include "ir/shape_rules.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -173,9 +174,12 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
     case OpKind::kExpm1:
     case OpKind::kLog:
     case OpKind::kTanh:
+    case OpKind::kSin:
+    case OpKind::kCos:
     case OpKind::kSqrt:
     case OpKind::kRelu:
     case OpKind::kGelu:
+    case OpKind::kSilu:
       if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
       return types[0];
     case OpKind::kPipelineYield:
@@ -250,6 +254,7 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
     case OpKind::kLogSoftmaxGrad:
     case OpKind::kNormalizeGrad:
     case OpKind::kGeluGrad:
+    case OpKind::kSiluGrad:
     case OpKind::kReluGrad:
       return LastAxisSame(op, types);
     case OpKind::kLayerNorm: {
@@ -304,6 +309,18 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
       if (shape[shape.size() - 1] != shape[shape.size() - 2]) {
         return Error(op, "the last two axes must be square", types);
       }
+      return types[0];
+    }
+    case OpKind::kRotary: {
+      if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+      if (absl::Status s = RequireRankAtLeast(op, types, 0, 2); !s.ok()) return s;
+      if (types[0].shape.back() % 2 != 0) return Error(op, "the last axis must have an even extent", types);
+      const double theta = attributes.GetDoubleOr("theta", 0.0);
+      if (!(theta > 1.0) || !std::isfinite(theta)) {
+        return Error(op, absl::StrCat("theta ", theta, " must be a finite number above 1"), types);
+      }
+      const int64_t inverse = attributes.GetIntOr("inverse", 0);
+      if (inverse != 0 && inverse != 1) return Error(op, absl::StrCat("inverse ", inverse, " must be 0 or 1"), types);
       return types[0];
     }
   }

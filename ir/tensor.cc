@@ -114,9 +114,12 @@ Tensor exp(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kExp, x, loc);
 Tensor expm1(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kExpm1, x, loc); }
 Tensor log(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kLog, x, loc); }
 Tensor tanh(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kTanh, x, loc); }
+Tensor sin(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kSin, x, loc); }
+Tensor cos(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kCos, x, loc); }
 Tensor sqrt(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kSqrt, x, loc); }
 Tensor relu(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kRelu, x, loc); }
 Tensor gelu(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kGelu, x, loc); }
+Tensor silu(const Tensor& x, SourceLoc loc) { return Unary(OpKind::kSilu, x, loc); }
 Tensor pow(const Tensor& x, const Tensor& y, SourceLoc loc) { return Binary(OpKind::kPow, x, y, loc); }
 Tensor pow(double x, const Tensor& y, SourceLoc loc) {
   return Binary(OpKind::kPow, Scalar(y, x, loc), y, loc);
@@ -190,6 +193,11 @@ Tensor embedding(const Tensor& table, const Tensor& ids, SourceLoc loc) {
 }
 Tensor causal_mask(const Tensor& x, double fill, SourceLoc loc) {
   return Apply(OpKind::kCausalMask, {x}, ir::Attributes{{"fill", fill}}, ToLocation(loc));
+}
+
+Tensor rotary(const Tensor& x, double theta, bool inverse, SourceLoc loc) {
+  return Apply(OpKind::kRotary, {x}, ir::Attributes{{"theta", theta}, {"inverse", int64_t{inverse ? 1 : 0}}},
+               ToLocation(loc));
 }
 
 Tensor pipeline_yield(const Tensor& x, SourceLoc loc) {

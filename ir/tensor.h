@@ -100,9 +100,13 @@ Tensor exp(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor expm1(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor log(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor tanh(const Tensor& x, SourceLoc loc = SourceLoc::current());
+Tensor sin(const Tensor& x, SourceLoc loc = SourceLoc::current());
+Tensor cos(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor sqrt(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor relu(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor gelu(const Tensor& x, SourceLoc loc = SourceLoc::current());
+// x * sigmoid(x) (SiLU, the swish of SwiGLU).
+Tensor silu(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor pow(const Tensor& x, const Tensor& y, SourceLoc loc = SourceLoc::current());
 Tensor pow(double x, const Tensor& y, SourceLoc loc = SourceLoc::current());
 Tensor maximum(const Tensor& x, const Tensor& y, SourceLoc loc = SourceLoc::current());
@@ -153,6 +157,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels,
 Tensor embedding(const Tensor& table, const Tensor& ids, SourceLoc loc = SourceLoc::current());
 // Entries above the diagonal of the last two axes become `fill`.
 Tensor causal_mask(const Tensor& x, double fill = -1.0 / 0.0, SourceLoc loc = SourceLoc::current());
+// Rotary position embedding of x[..., T, D] (ir/op.h kRotary): position t
+// is the index along axis -2; `inverse` rotates back.
+Tensor rotary(const Tensor& x, double theta = 10000.0, bool inverse = false,
+              SourceLoc loc = SourceLoc::current());
 
 // Closes the current pipeline stage: `x` is handed to the next stage, and
 // every op traced after it belongs to that stage.

@@ -36,6 +36,7 @@ std::vector<RequiredAttribute> RequiredAttributes(OpKind op) {
     case OpKind::kNormalize:
     case OpKind::kNormalizeGrad: return {{"eps", K::kDouble}};
     case OpKind::kCausalMask: return {{"fill", K::kDouble}};
+    case OpKind::kRotary: return {{"theta", K::kDouble}, {"inverse", K::kInt}};
     case OpKind::kEmbeddingGrad: return {{"num_embeddings", K::kInt}};
     default: return {};
   }

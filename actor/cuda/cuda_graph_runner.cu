@@ -174,12 +174,18 @@ std::optional<kernels::UnaryOp> UnaryOpOf(OpKind op) {
       return kernels::UnaryOp::kLog;
     case OpKind::kTanh:
       return kernels::UnaryOp::kTanh;
+    case OpKind::kSin:
+      return kernels::UnaryOp::kSin;
+    case OpKind::kCos:
+      return kernels::UnaryOp::kCos;
     case OpKind::kSqrt:
       return kernels::UnaryOp::kSqrt;
     case OpKind::kRelu:
       return kernels::UnaryOp::kRelu;
     case OpKind::kGelu:
       return kernels::UnaryOp::kGelu;
+    case OpKind::kSilu:
+      return kernels::UnaryOp::kSilu;
     default:
       return std::nullopt;
   }
@@ -203,6 +209,8 @@ std::optional<kernels::BinaryOp> BinaryOpOf(OpKind op) {
       return kernels::BinaryOp::kEqual;
     case OpKind::kGeluGrad:
       return kernels::BinaryOp::kGeluGrad;
+    case OpKind::kSiluGrad:
+      return kernels::BinaryOp::kSiluGrad;
     case OpKind::kReluGrad:
       return kernels::BinaryOp::kReluGrad;
     default:
@@ -780,6 +788,13 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
                                         stream);
       break;
     }
+    case OpKind::kRotary: {
+      const int64_t positions = shape[shape.size() - 2];
+      error = kernels::LaunchRotary(x, result, Product(shape, 0, shape.size() - 2), positions, length,
+                                    node.attributes.GetDouble("theta"), node.attributes.GetInt("inverse") != 0,
+                                    stream);
+      break;
+    }
     case OpKind::kCrossEntropy:
     case OpKind::kCrossEntropyGrad: {
       // logits [rows, length], labels [rows]; the check runs first so its
@@ -858,9 +873,12 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
     case OpKind::kExpm1:
     case OpKind::kLog:
     case OpKind::kTanh:
+    case OpKind::kSin:
+    case OpKind::kCos:
     case OpKind::kSqrt:
     case OpKind::kRelu:
     case OpKind::kGelu:
+    case OpKind::kSilu:
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:
@@ -870,6 +888,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
     case OpKind::kEqual:
     case OpKind::kWhere:
     case OpKind::kGeluGrad:
+    case OpKind::kSiluGrad:
     case OpKind::kReluGrad:
       return Elementwise(node, operands);
     case OpKind::kReduceSum:
@@ -890,6 +909,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
     case OpKind::kSoftmaxGrad:
     case OpKind::kLogSoftmaxGrad:
     case OpKind::kCausalMask:
+    case OpKind::kRotary:
     case OpKind::kLayerNorm:
     case OpKind::kNormalize:
     case OpKind::kNormalizeGrad:

@@ -66,6 +66,13 @@ __device__ void OffsetsOf(const StridedMap& map, int64_t flat, int64_t* offsets)
 
 __device__ float Tanh(float x) { return tanhf(x); }
 
+// 1 / (1 + e^-x), through e^x for x < 0 so that no e^|x| overflows.
+__device__ float Sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
 __device__ float ApplyUnary(UnaryOp op, float x) {
   switch (op) {
     case UnaryOp::kNeg:
@@ -78,6 +85,10 @@ __device__ float ApplyUnary(UnaryOp op, float x) {
       return logf(x);
     case UnaryOp::kTanh:
       return Tanh(x);
+    case UnaryOp::kSin:
+      return static_cast<float>(sin(static_cast<double>(x)));  // as the reference: double, rounded
+    case UnaryOp::kCos:
+      return static_cast<float>(cos(static_cast<double>(x)));
     case UnaryOp::kSqrt:
       return sqrtf(x);
     case UnaryOp::kRelu:
@@ -86,6 +97,8 @@ __device__ float ApplyUnary(UnaryOp op, float x) {
       const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
       return 0.5f * x * (1.0f + Tanh(inner));
     }
+    case UnaryOp::kSilu:
+      return x * Sigmoid(x);
   }
   return x;
 }
@@ -113,6 +126,10 @@ __device__ float ApplyBinary(BinaryOp op, float x, float y) {
       const float d_inner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x2);
       const float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
       return y * derivative;
+    }
+    case BinaryOp::kSiluGrad: {
+      const float sigmoid = Sigmoid(x);
+      return y * (sigmoid * (1.0f + x * (1.0f - sigmoid)));
     }
     case BinaryOp::kReluGrad:
       return x > 0.0f ? y : 0.0f;
@@ -662,6 +679,34 @@ cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64
                              int64_t cols, float fill, cudaStream_t stream) {
   const int64_t n = matrices * rows * cols;
   return Launch(n, stream, CausalMaskKernel, x, out, rows, cols, fill, n);
+}
+
+// One thread per (row, pair): rows are positions of `positions`-row matrices.
+__global__ void RotaryKernel(const float* x, float* out, int64_t positions, int64_t half, double theta,
+                             float direction, int64_t pairs) {
+  for (int64_t p = FirstIndex(); p < pairs; p += GridStride()) {
+    const int64_t row = p / half;
+    const int64_t i = p - row * half;
+    const int64_t t = row % positions;
+    const float frequency = static_cast<float>(pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(2 * half)));
+    const double angle = static_cast<double>(static_cast<float>(t) * frequency);
+    const float c = static_cast<float>(cos(angle));
+    const float s = direction * static_cast<float>(sin(angle));
+    const float* in = x + row * 2 * half;
+    float* o = out + row * 2 * half;
+    const float a = in[i];
+    const float b = in[i + half];
+    o[i] = a * c - b * s;
+    o[i + half] = b * c + a * s;
+  }
+}
+
+cudaError_t LaunchRotary(const float* x, float* out, int64_t matrices, int64_t positions, int64_t width,
+                         double theta, bool inverse, cudaStream_t stream) {
+  const int64_t half = width / 2;
+  const int64_t pairs = matrices * positions * half;
+  if (pairs <= 0) return cudaSuccess;
+  return Launch(pairs, stream, RotaryKernel, x, out, positions, half, theta, inverse ? -1.0f : 1.0f, pairs);
 }
 
 cudaError_t LaunchFindFirstOutOfRange(const int32_t* values, int64_t n, int64_t limit,

@@ -59,9 +59,9 @@ struct ReductionPlan {
   float reduced_count = 1.0f;  // the divisor of reduce_mean
 };
 
-enum class UnaryOp : int { kNeg, kExp, kExpm1, kLog, kTanh, kSqrt, kRelu, kGelu };
-// (x, y) -> out; gelu_grad and relu_grad take (x, dy).
-enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kPow, kMaximum, kEqual, kGeluGrad, kReluGrad };
+enum class UnaryOp : int { kNeg, kExp, kExpm1, kLog, kTanh, kSin, kCos, kSqrt, kRelu, kGelu, kSilu };
+// (x, y) -> out; gelu_grad, silu_grad and relu_grad take (x, dy).
+enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kPow, kMaximum, kEqual, kGeluGrad, kSiluGrad, kReluGrad };
 enum class ReduceOp : int { kSum, kMean, kMax };
 // Row-wise over the last axis; the grads take (y, dy).
 enum class RowOp : int { kSoftmax, kLogSoftmax, kSoftmaxGrad, kLogSoftmaxGrad };
@@ -126,6 +126,12 @@ cudaError_t LaunchNormalization(NormOp op, const float* x, const float* second, 
 // diagonal become fill.
 cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64_t rows,
                              int64_t cols, float fill, cudaStream_t stream);
+
+// x and out are `matrices` matrices of [positions, width] (width even):
+// the rotary embedding of ir/op.h, angles as the reference computes them
+// (ir/kernels/rotary.cc); `inverse` rotates by the opposite angle.
+cudaError_t LaunchRotary(const float* x, float* out, int64_t matrices, int64_t positions, int64_t width,
+                         double theta, bool inverse, cudaStream_t stream);
 
 // One block scans values[0, n) and writes *result (see RangeCheckResult).
 cudaError_t LaunchFindFirstOutOfRange(const int32_t* values, int64_t n, int64_t limit,

@@ -1,6 +1,6 @@
 // Elementwise kernels: constant, the unary ops, pipeline_yield, convert, the
 // broadcasting binary ops, where, and the elementwise backward helpers
-// gelu_grad and relu_grad.
+// gelu_grad, silu_grad and relu_grad.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +34,20 @@ struct LogOp {
 struct TanhOp {
   static float Apply(float x) { return TanhF32(x); }
 };
+struct SinOp {
+  static float Apply(float x) {
+    float sine, cosine;
+    SinCosF32(x, &sine, &cosine);
+    return sine;
+  }
+};
+struct CosOp {
+  static float Apply(float x) {
+    float sine, cosine;
+    SinCosF32(x, &sine, &cosine);
+    return cosine;
+  }
+};
 struct SqrtOp {
   static float Apply(float x) { return std::sqrt(x); }
 };
@@ -45,6 +59,17 @@ struct GeluOp {
     const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
     return 0.5f * x * (1.0f + TanhF32(inner));
   }
+};
+
+// sigmoid(x) = 1 / (1 + e^-x), through e^x for x < 0 so that no e^|x|
+// overflows into inf / inf.
+inline float Sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + ExpF32(-x));
+  const float e = ExpF32(x);
+  return e / (1.0f + e);
+}
+struct SiluOp {
+  static float Apply(float x) { return x * Sigmoid(x); }
 };
 
 // ---- Binary ops: static float Apply(float x, float y).
@@ -77,6 +102,13 @@ struct GeluGradOp {
     const float d_inner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x2);
     const float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
     return dy * derivative;
+  }
+};
+// (x, dy) -> dy * silu'(x) = dy * s (1 + x (1 - s)), s = sigmoid(x).
+struct SiluGradOp {
+  static float Apply(float x, float dy) {
+    const float s = Sigmoid(x);
+    return dy * (s * (1.0f + x * (1.0f - s)));
   }
 };
 // (x, dy) -> dy where x > 0, else 0.
@@ -271,12 +303,18 @@ absl::StatusOr<HostTensor> EvaluateElementwise(const Node& node, Operands operan
       return MapUnary<LogOp>(node, operands);
     case OpKind::kTanh:
       return MapUnary<TanhOp>(node, operands);
+    case OpKind::kSin:
+      return MapUnary<SinOp>(node, operands);
+    case OpKind::kCos:
+      return MapUnary<CosOp>(node, operands);
     case OpKind::kSqrt:
       return MapUnary<SqrtOp>(node, operands);
     case OpKind::kRelu:
       return MapUnary<ReluOp>(node, operands);
     case OpKind::kGelu:
       return MapUnary<GeluOp>(node, operands);
+    case OpKind::kSilu:
+      return MapUnary<SiluOp>(node, operands);
     case OpKind::kAdd:
       return MapBinary<AddOp>(node, operands);
     case OpKind::kSub:
@@ -293,6 +331,8 @@ absl::StatusOr<HostTensor> EvaluateElementwise(const Node& node, Operands operan
       return MapBinary<EqualOp>(node, operands);
     case OpKind::kGeluGrad:
       return MapBinary<GeluGradOp>(node, operands);
+    case OpKind::kSiluGrad:
+      return MapBinary<SiluGradOp>(node, operands);
     case OpKind::kReluGrad:
       return MapBinary<ReluGradOp>(node, operands);
     case OpKind::kWhere:

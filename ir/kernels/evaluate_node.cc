@@ -32,9 +32,12 @@ absl::StatusOr<HostTensor> EvaluateNode(const Node& node,
     case OpKind::kExpm1:
     case OpKind::kLog:
     case OpKind::kTanh:
+    case OpKind::kSin:
+    case OpKind::kCos:
     case OpKind::kSqrt:
     case OpKind::kRelu:
     case OpKind::kGelu:
+    case OpKind::kSilu:
     case OpKind::kPipelineYield:
     case OpKind::kConvert:
     case OpKind::kAdd:
@@ -46,6 +49,7 @@ absl::StatusOr<HostTensor> EvaluateNode(const Node& node,
     case OpKind::kEqual:
     case OpKind::kWhere:
     case OpKind::kGeluGrad:
+    case OpKind::kSiluGrad:
     case OpKind::kReluGrad:
       return internal::EvaluateElementwise(node, operands);
     case OpKind::kReduceSum:
@@ -76,6 +80,8 @@ absl::StatusOr<HostTensor> EvaluateNode(const Node& node,
     case OpKind::kEmbedding:
     case OpKind::kEmbeddingGrad:
       return internal::EvaluateEmbedding(node, operands);
+    case OpKind::kRotary:
+      return internal::EvaluateRotary(node, operands);
   }
   return absl::InternalError(
       absl::StrCat("EvaluateNode: unknown op kind ", static_cast<int>(node.op)));

@@ -1,4 +1,5 @@
-// Internal to the reference kernels: exp and tanh in plain f32 arithmetic.
+// Internal to the reference kernels: exp and tanh in plain f32 arithmetic;
+// sin, cos and the rotary frequencies rounded from double precision.
 //
 // Written out here instead of calling libm because (1) glibc picks its expf
 // and tanhf per CPU at load time, so libm's bits could differ between two
@@ -13,6 +14,7 @@
 #define TANDEM_IR_KERNELS_FLOAT_MATH_H_
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace tandem::ir::internal {
@@ -70,6 +72,24 @@ inline float TanhF32(float x) {
   const float large = 1.0f - 2.0f / (e + 1.0f);
   const float signed_large = x < 0.0f ? -large : large;
   return magnitude <= 0.5f ? series : (x != x ? x : signed_large);
+}
+
+// sin(x) and cos(x) of an f32 x, each rounded to f32 from libm's double
+// precision. Unlike exp and tanh above these call libm, but its double
+// result lies within an ulp of the exact value, so a host whose libm
+// differs in the last double bit could round to another f32 only when the
+// exact value lies within 2^-53 relative of the midpoint between two f32s:
+// the bits are the same on every host unless so rare a tie occurs.
+inline void SinCosF32(float x, float* sine, float* cosine) {
+  *sine = static_cast<float>(std::sin(static_cast<double>(x)));
+  *cosine = static_cast<float>(std::cos(static_cast<double>(x)));
+}
+
+// The rotary inverse frequency of pair i of a width-D row (ir/op.h
+// kRotary): theta^(-2i/D), computed in double and rounded to f32, as
+// SinCosF32 is.
+inline float RotaryFrequency(double theta, int64_t i, int64_t width) {
+  return static_cast<float>(std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(width)));
 }
 
 }  // namespace tandem::ir::internal

@@ -30,6 +30,7 @@ absl::StatusOr<HostTensor> EvaluateSoftmaxFamily(const Node& node, Operands oper
 absl::StatusOr<HostTensor> EvaluateNormalization(const Node& node, Operands operands);
 absl::StatusOr<HostTensor> EvaluateCrossEntropy(const Node& node, Operands operands);
 absl::StatusOr<HostTensor> EvaluateEmbedding(const Node& node, Operands operands);
+absl::StatusOr<HostTensor> EvaluateRotary(const Node& node, Operands operands);
 
 // The node's zero-filled result tensor; ResourceExhausted "<op>: cannot
 // allocate ..." when there is no memory for it.

@@ -52,6 +52,36 @@ TEST(UnaryKernels, MatchHandComputedValues) {
               ElementsAre(0.0f, FloatEq(1.3862944f), FloatEq(-1.3862944f)));
 }
 
+// silu(x) = x sigmoid(x) and its derivative s (1 + x (1 - s)), against
+// double precision, far out on both sides too: no e^|x| overflows into NaN.
+TEST(SiluKernels, MatchDoublePrecisionAndStayFiniteFarOut) {
+  const std::vector<float> xs = {-200.0f, -30.0f, -2.5f, -0.5f, 0.0f, 0.75f, 3.0f, 30.0f, 200.0f};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  HostTensor x = HostTensor::FromFloats({n}, xs);
+  HostTensor dy = HostTensor::FromFloats({n}, std::vector<float>(xs.size(), 2.0f));
+  std::vector<float> y = Values(Evaluate(OpKind::kSilu, F32({n}), {}, {&x}));
+  std::vector<float> g = Values(Evaluate(OpKind::kSiluGrad, F32({n}), {}, {&x, &dy}));
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xs[i];
+    const double s = 1.0 / (1.0 + std::exp(-v));
+    ASSERT_TRUE(std::isfinite(y[i]) && std::isfinite(g[i])) << xs[i];
+    EXPECT_NEAR(y[i], v * s, 1e-6 * std::max(1.0, std::fabs(v))) << "silu(" << xs[i] << ")";
+    EXPECT_NEAR(g[i], 2.0 * s * (1.0 + v * (1.0 - s)), 1e-6 * std::max(1.0, std::fabs(v))) << "silu'(" << xs[i] << ")";
+  }
+}
+
+TEST(SinAndCosKernels, AreDoublePrecisionRoundedToF32) {
+  const std::vector<float> xs = {-1000.5f, -3.14159f, -1.0f, 0.0f, 0.25f, 1.5707964f, 6.0f, 2047.0f};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  HostTensor x = HostTensor::FromFloats({n}, xs);
+  std::vector<float> s = Values(Evaluate(OpKind::kSin, F32({n}), {}, {&x}));
+  std::vector<float> c = Values(Evaluate(OpKind::kCos, F32({n}), {}, {&x}));
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(s[i], static_cast<float>(std::sin(double{xs[i]}))) << "sin(" << xs[i] << ")";
+    EXPECT_EQ(c[i], static_cast<float>(std::cos(double{xs[i]}))) << "cos(" << xs[i] << ")";
+  }
+}
+
 // Distance from `expected` in units in the last place of the f32 result.
 double UlpError(float actual, double expected) {
   const float rounded = static_cast<float>(expected);

@@ -13,6 +13,7 @@ using ::testing::ElementsAreArray;
 using ::testing::FloatEq;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pointwise;
 
 // ---------------------------------------------------------------- matmul
@@ -176,6 +177,41 @@ TEST(CausalMaskKernel, FillsAboveTheDiagonal) {
 }
 
 // ---------------------------------------------------------------- normalization
+
+// rotary rotates pair (i, i + D/2) of row t by t * theta^(-2i/D) (the
+// half-split layout of Hugging Face's LLaMA), checked here in double.
+TEST(RotaryKernel, RotatesEachPairByItsPositionTimesItsFrequency) {
+  const int64_t heads = 2, positions = 5, width = 6, half = 3;
+  std::vector<float> values;
+  for (int64_t i = 0; i < heads * positions * width; ++i) values.push_back(0.1f * static_cast<float>(i % 17) - 0.7f);
+  HostTensor x = HostTensor::FromFloats({heads, positions, width}, values);
+  const double theta = 100.0;
+  std::vector<float> out = Values(Evaluate(OpKind::kRotary, F32({heads, positions, width}),
+                                           {{"theta", theta}, {"inverse", int64_t{0}}}, {&x}));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t t = 0; t < positions; ++t) {
+      const float* row = values.data() + (h * positions + t) * width;
+      const float* got = out.data() + (h * positions + t) * width;
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(t) * std::pow(theta, -2.0 * static_cast<double>(i) / width);
+        EXPECT_NEAR(got[i], row[i] * std::cos(angle) - row[i + half] * std::sin(angle), 1e-6) << h << "," << t << "," << i;
+        EXPECT_NEAR(got[i + half], row[i + half] * std::cos(angle) + row[i] * std::sin(angle), 1e-6);
+      }
+    }
+  }
+  // Position 0 is not rotated at all: cos 0 = 1 and sin 0 = 0 exactly.
+  for (int64_t i = 0; i < width; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], values[static_cast<size_t>(i)]);
+}
+
+TEST(RotaryKernel, TheInverseRotatesBack) {
+  std::vector<float> values;
+  for (int i = 0; i < 4 * 16; ++i) values.push_back(std::sin(0.37f * static_cast<float>(i)));
+  HostTensor x = HostTensor::FromFloats({4, 16}, values);
+  HostTensor rotated = Evaluate(OpKind::kRotary, F32({4, 16}), {{"theta", 10000.0}, {"inverse", int64_t{0}}}, {&x});
+  HostTensor back = Evaluate(OpKind::kRotary, F32({4, 16}), {{"theta", 10000.0}, {"inverse", int64_t{1}}}, {&rotated});
+  EXPECT_THAT(Values(back), Pointwise(FloatNear(1e-6f), values));
+  EXPECT_THAT(Values(rotated), Not(Pointwise(FloatNear(1e-3f), values)));
+}
 
 TEST(NormalizeKernel, CentersAndScalesEachRow) {
   HostTensor x = HostTensor::FromFloats({2, 4}, {1, 2, 3, 4, 0, 0, 4, 4});

@@ -60,6 +60,22 @@ TEST(TraceErrors, DTypeMismatchNamesOpAndCallSite) {
   EXPECT_THAT(status.message(), HasSubstr("mul: operand 1 must be f32"));
 }
 
+TEST(TraceErrors, RotaryRefusesAnOddWidthAndAThetaNotAboveOne) {
+  int line = 0;
+  absl::Status odd = TraceError([&](Tracer& t) {
+    Tensor a = t.Parameter("a", {4, 5}, init::Normal(1));
+    line = __LINE__ + 1;
+    return sum(rotary(a));
+  });
+  EXPECT_THAT(odd.message(), HasSubstr(Here(line)));
+  EXPECT_THAT(odd.message(), HasSubstr("rotary: the last axis must have an even extent"));
+  absl::Status theta = TraceError([&](Tracer& t) { return sum(rotary(t.Parameter("a", {4, 6}, init::Normal(1)), 1.0)); });
+  EXPECT_THAT(theta.message(), HasSubstr("rotary: theta 1 must be a finite number above 1"));
+  absl::Status vector = TraceError([&](Tracer& t) { return sum(rotary(t.Parameter("a", {6}, init::Normal(1)))); });
+  EXPECT_EQ(vector.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(vector.message(), HasSubstr("rotary:"));
+}
+
 TEST(TraceErrors, ParameterDeclaredTwiceNamesBothCallSites) {
   int first = 0, second = 0;
   absl::Status status = TraceError([&](Tracer& t) {

@@ -66,11 +66,14 @@ std::vector<OpCaseSpec> AllCases() {
   add("sqrt", [](CaseBuilder& b) { UnaryCase(b, OpKind::kSqrt, 0, 50); });
   add("relu", [](CaseBuilder& b) { UnaryCase(b, OpKind::kRelu, -3, 3); });
   add("gelu", [](CaseBuilder& b) { UnaryCase(b, OpKind::kGelu, -4, 4); });
+  add("silu", [](CaseBuilder& b) { UnaryCase(b, OpKind::kSilu, -30, 30); });
+  add("sin", [](CaseBuilder& b) { UnaryCase(b, OpKind::kSin, -100, 100); });
+  add("cos", [](CaseBuilder& b) { UnaryCase(b, OpKind::kCos, -100, 100); });
   add("unary_special_values", [](CaseBuilder& b) {
     const ValueId x = b.Input(
         "x", HostTensor::FromFloats({8}, {kNan, kInf, -kInf, 0.0f, -0.0f, 1e-30f, -1.0f, 100.0f}));
     for (OpKind op : {OpKind::kNeg, OpKind::kExp, OpKind::kExpm1, OpKind::kLog, OpKind::kTanh,
-                      OpKind::kSqrt, OpKind::kRelu, OpKind::kGelu}) {
+                      OpKind::kSqrt, OpKind::kRelu, OpKind::kGelu, OpKind::kSilu, OpKind::kSin, OpKind::kCos}) {
       b.Output(b.Op(op, {x}));
     }
   });
@@ -116,6 +119,11 @@ std::vector<OpCaseSpec> AllCases() {
     const ValueId x = b.Input("x", Floats({4, 6}, 1, -4, 4));
     const ValueId dy = b.Input("dy", Floats({4, 6}, 2));
     b.Output(b.Op(OpKind::kGeluGrad, {x, dy}));
+  });
+  add("silu_grad", [](CaseBuilder& b) {
+    const ValueId x = b.Input("x", Floats({4, 6}, 1, -30, 30));
+    const ValueId dy = b.Input("dy", Floats({4, 6}, 2));
+    b.Output(b.Op(OpKind::kSiluGrad, {x, dy}));
   });
   add("relu_grad", [](CaseBuilder& b) {
     const ValueId x = b.Input("x", HostTensor::FromFloats({2, 3}, {-1.0f, 0.0f, 2.0f, kNan, 0.5f, -0.0f}));
@@ -238,6 +246,11 @@ std::vector<OpCaseSpec> AllCases() {
   add("causal_mask", [](CaseBuilder& b) {
     b.Output(b.Op(OpKind::kCausalMask, {b.Input("x", Floats({2, 4, 4}, 1))}, {{"fill", static_cast<double>(-kInf)}}));
     b.Output(b.Op(OpKind::kCausalMask, {b.Input("y", Floats({3, 3}, 2))}, {{"fill", -1e9}}));
+  });
+  add("rotary", [](CaseBuilder& b) {
+    const ValueId x = b.Input("x", Floats({2, 3, 40, 16}, 1, -2, 2));
+    b.Output(b.Op(OpKind::kRotary, {x}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}));
+    b.Output(b.Op(OpKind::kRotary, {x}, {{"theta", 500000.0}, {"inverse", int64_t{1}}}));
   });
   add("layer_norm", [](CaseBuilder& b) {
     const ValueId x = b.Input("x", Floats({2, 3, 8}, 1, -3, 5));
