@@ -17,6 +17,8 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)  # content hashes
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 # libedit (BSD-licensed) gives `tandem repl` its line editing and history.
 pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+# SentencePiece: the example language models' subword tokenizer.
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
 if(TANDEM_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

@@ -68,6 +68,7 @@ tandem_shared_library(tandem_examples_api SOURCE examples/include/tandem/example
 # Finds libtandem.so beside it, whoever loads it.
 set_target_properties(tandem_examples_api PROPERTIES INSTALL_RPATH "$ORIGIN")
 target_link_libraries(tandem_examples_api PUBLIC tandem_api)
+target_link_libraries(tandem_examples_api PRIVATE PkgConfig::SENTENCEPIECE)  # the tokenizer's
 target_include_directories(tandem_examples_api PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/examples/include>)
 

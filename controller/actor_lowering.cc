@@ -283,8 +283,66 @@ class Lowering {
                        .tag = plan_.first_update_tag() + static_cast<uint64_t>(info.index)});
       accumulator_buffers[name] = buffer;
     }
+    if (step_.clips_gradients()) ExchangeNormPartials(label, accumulator_buffers);
     EmitUpdate(label, -1, accumulator_buffers);
     return absl::OkStatus();
+  }
+
+  // Clipping by the global norm: runs the norm graph's part for this
+  // actor's stages on the final accumulators, sends each partial to every
+  // other actor that updates, and receives theirs into `buffers`; every
+  // updating actor then sums all the stages' partials, in stage order,
+  // inside its update.
+  void ExchangeNormPartials(const ir::TaskLabel& label, std::map<std::string, BufferId>& buffers) {
+    const ir::Graph& norm = step_.norm;
+    const std::set<int32_t> updating = plan_.UpdatingActors();
+    auto owner = [&](const ir::GraphOutput& output) {
+      return plan_.schedule().ActorOf(StageId(norm.node(output.value).stage)).value;
+    };
+    // This actor's partials first: sends never block, so no actor waits on
+    // another that is itself waiting.
+    std::vector<bool> wanted(norm.size(), false);
+    std::vector<ir::ValueId> exports;
+    for (const ir::GraphOutput& output : norm.outputs()) {
+      if (owner(output) != actor_) continue;
+      exports.push_back(output.value);
+      wanted[output.value] = true;
+    }
+    if (!exports.empty()) {
+      for (ir::ValueId id = norm.size() - 1; id >= 0; --id) {
+        if (!wanted[id]) continue;
+        for (ir::ValueId operand : norm.node(id).operands) wanted[operand] = true;
+      }
+      norm_ = ExtractFunction(norm, "norm", MembersOf(norm, wanted), exports);
+      Instruction run{.kind = InstructionKind::kRun, .task = label};
+      run.function = FunctionIndex(*norm_);
+      for (ir::ValueId value : norm_->inputs) {
+        run.inputs.push_back(buffers.at(norm.node(value).attributes.GetString("name")));
+      }
+      for (const ir::GraphOutput& output : norm.outputs()) {
+        if (owner(output) != actor_) continue;
+        BufferId buffer = AddBuffer(output.name, norm.node(output.value).type, ir::BufferKind::kTemporary);
+        run.outputs.push_back(buffer);
+        buffers[output.name] = buffer;
+      }
+      Emit(std::move(run));
+      for (const ir::GraphOutput& output : norm.outputs()) {
+        if (owner(output) != actor_) continue;
+        for (int32_t peer : updating) {
+          if (peer == actor_) continue;
+          Emit(Instruction{.kind = InstructionKind::kSend, .task = label, .buffers = {buffers.at(output.name)},
+                           .peer = peer, .tag = plan_.norm_tag(norm.node(output.value).stage)});
+        }
+      }
+    }
+    if (!updating.count(actor_)) return;
+    for (const ir::GraphOutput& output : norm.outputs()) {
+      if (owner(output) == actor_) continue;
+      BufferId buffer = AddBuffer(output.name, norm.node(output.value).type, ir::BufferKind::kTemporary);
+      Emit(Instruction{.kind = InstructionKind::kReceive, .task = label, .buffers = {buffer}, .peer = owner(output),
+                       .tag = plan_.norm_tag(norm.node(output.value).stage)});
+      buffers[output.name] = buffer;
+    }
   }
 
   // The update outputs this actor computes (its parameters, their slots and
@@ -312,7 +370,7 @@ class Lowering {
       if (!wanted[id]) continue;
       for (ir::ValueId operand : step_.update.node(id).operands) wanted[operand] = true;
     }
-    update_->function = ExtractFunction(step_.update, "update", MembersOf(wanted), exports);
+    update_->function = ExtractFunction(step_.update, "update", MembersOf(step_.update, wanted), exports);
     return *update_;
   }
 
@@ -329,7 +387,7 @@ class Lowering {
       const std::string& name = node.attributes.GetString("name");
       if (ir::HasRole(node, ir::InputRole::kParameter) || ir::HasRole(node, ir::InputRole::kOptimizerState)) {
         run.inputs.push_back(StateBuffer(name));
-      } else if (ir::HasRole(node, ir::InputRole::kAccumulator)) {
+      } else if (ir::HasRole(node, ir::InputRole::kAccumulator) || ir::HasRole(node, ir::InputRole::kGradientNorm)) {
         run.inputs.push_back(accumulator_buffers.at(name));
       } else {
         run.inputs.push_back(InputBuffer(name, group, node.type));
@@ -339,10 +397,12 @@ class Lowering {
     Emit(std::move(run));
   }
 
-  std::vector<bool> MembersOf(const std::vector<bool>& wanted) const {
+  // The ops of `graph` among `wanted` (its inputs and constants are the
+  // extracted function's own).
+  static std::vector<bool> MembersOf(const ir::Graph& graph, const std::vector<bool>& wanted) {
     std::vector<bool> member = wanted;
-    for (ir::ValueId id = 0; id < step_.update.size(); ++id) {
-      const ir::Node& node = step_.update.node(id);
+    for (ir::ValueId id = 0; id < graph.size(); ++id) {
+      const ir::Node& node = graph.node(id);
       if (node.op == ir::OpKind::kInput || node.op == ir::OpKind::kConstant) member[id] = false;
     }
     return member;
@@ -365,6 +425,7 @@ class Lowering {
   std::map<int32_t, std::map<std::string, BufferId>> group_sums_;
   int32_t updates_done_ = 0;
   std::optional<UpdateFunction> update_;
+  std::optional<ExtractedFunction> norm_;  // clipping: this actor's part of the norm graph
 };
 
 

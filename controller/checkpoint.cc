@@ -32,7 +32,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kManifest[] = "MANIFEST";
-constexpr char kHeader[] = "tandem-checkpoint\t2";
+constexpr char kHeader[] = "tandem-checkpoint\t3";
+constexpr char kHeaderVersion2[] = "tandem-checkpoint\t2";  // read, never written
 constexpr char kHeaderPrefix[] = "tandem-checkpoint\t";
 constexpr char kChecksumKey[] = "checksum\t";
 // A manifest holds a line per state tensor: 16 MiB is some 150,000 of them.
@@ -70,12 +71,14 @@ bool IsCheckpoint(const fs::path& path) {
 }  // namespace
 
 std::string PrintCheckpointManifest(const CheckpointManifest& manifest) {
-  std::string text = absl::StrCat(kHeader, "\n");
+  // As it was read: a version-2 manifest lists no parameters.
+  std::string text = absl::StrCat(manifest.version == 2 ? kHeaderVersion2 : kHeader, "\n");
   absl::StrAppend(&text, "model\t", manifest.model, "\n");
   absl::StrAppend(&text, "step\t", manifest.step, "\n");
   absl::StrAppend(&text, "schedule\t", manifest.schedule, "\n");
   absl::StrAppend(&text, "actors\t", manifest.actors, "\n");
   for (const auto& [name, type] : manifest.state) absl::StrAppend(&text, "state\t", name, "\t", type, "\n");
+  for (const std::string& name : manifest.parameters) absl::StrAppend(&text, "parameter\t", name, "\n");
   for (const CheckpointManifest::File& file : manifest.files) {
     absl::StrAppend(&text, "file\t", file.name, "\t", file.bytes, "\t", file.checksum, "\n");
   }
@@ -95,9 +98,9 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
   const int lines = static_cast<int>(std::count(body.begin(), body.end(), '\n')) + 1;
   const absl::string_view header = text.substr(0, text.find('\n'));
   if (!absl::StartsWith(header, kHeaderPrefix)) return error(1, "not a Tandem checkpoint manifest");
-  if (header != kHeader) {
+  if (header != kHeader && header != kHeaderVersion2) {
     return error(1, absl::StrCat("manifest version '", ir::Excerpt(header.substr(strlen(kHeaderPrefix))),
-                                 "': this build reads version 2 (a version 1 manifest has no checksum of its "
+                                 "': this build reads versions 2 and 3 (a version 1 manifest has no checksum of its "
                                  "own, so it cannot be trusted: save a new checkpoint)"));
   }
   if (!absl::StartsWith(last_line, kChecksumKey) || last_newline == absl::string_view::npos) {
@@ -111,6 +114,7 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
   }
   CheckpointManifest manifest;
   manifest.step = -1;
+  manifest.version = header == kHeader ? 3 : 2;
   int line_number = 1;
   for (absl::string_view line : absl::StrSplit(body.substr(0, last_newline), '\n')) {
     if (line_number++ == 1) continue;  // the header
@@ -133,6 +137,11 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
       if (!manifest.state.emplace(std::string(fields[1]), std::string(fields[2])).second) {
         return error(at, absl::StrCat("state '", ir::Excerpt(fields[1]), "' listed twice"));
       }
+    } else if (key == "parameter" && want(2) && manifest.version >= 3) {
+      if (!manifest.state.contains(std::string(fields[1]))) {
+        return error(at, absl::StrCat("parameter '", ir::Excerpt(fields[1]), "' is no state listed before it"));
+      }
+      manifest.parameters.insert(std::string(fields[1]));
     } else if (key == "file" && want(4)) {
       CheckpointManifest::File file{std::string(fields[1]), 0, std::string(fields[3])};
       if (!absl::SimpleAtoi(fields[2], &file.bytes)) return error(at, "bad byte count");
@@ -234,7 +243,10 @@ absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string
                               .step = pipeline.steps_done(),
                               .schedule = compiled.schedule,
                               .actors = compiled.num_actors};
-  for (const ir::StateSpec& spec : step.state) manifest.state[spec.name] = ir::TypeToString(spec.type);
+  for (const ir::StateSpec& spec : step.state) {
+    manifest.state[spec.name] = ir::TypeToString(spec.type);
+    if (spec.role == ir::StateRole::kParameter) manifest.parameters.insert(spec.name);
+  }
   for (const SavedStateFile& file : *saved) {
     manifest.files.push_back({fs::path(file.path).filename().string(), file.bytes, file.checksum});
   }
@@ -268,30 +280,11 @@ absl::StatusOr<std::vector<fs::path>> StepDirectories(const std::string& root) {
   return directories;
 }
 
-// Loads the checkpoint in `directory` (see LoadCheckpoint).
-absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir::TrainStep& step) {
-  const std::string manifest_path = (fs::path(directory) / kManifest).string();
-  std::error_code size_error;
-  const uintmax_t manifest_size = fs::file_size(manifest_path, size_error);
-  if (size_error) {
-    return absl::DataLossError(absl::StrCat("cannot read ", manifest_path, ": ", size_error.message(),
-                                            " (the checkpoint is incomplete)"));
-  }
-  if (manifest_size > static_cast<uintmax_t>(kMaxManifestBytes)) {
-    return absl::DataLossError(absl::StrCat(manifest_path, " has ", manifest_size, " bytes, more than the ",
-                                            kMaxManifestBytes, " a manifest may have (the checkpoint is corrupt)"));
-  }
-  absl::StatusOr<std::string> text = ir::ReadFileUpTo(manifest_path, kMaxManifestBytes, manifest_path);
-  if (!text.ok()) return absl::DataLossError(absl::StrCat(text.status().message(), " (the checkpoint is incomplete)"));
-  absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(*text, manifest_path);
-  if (!manifest.ok()) return manifest.status();
-  const int64_t named_step = StepOfName(fs::path(directory).lexically_normal().filename().string());
-  if (named_step >= 0 && named_step != manifest->step) {
-    return absl::DataLossError(absl::StrCat(manifest_path, " says step ", manifest->step, " but its directory is ",
-                                            CheckpointName(named_step), " (the checkpoint is corrupt)"));
-  }
-
-  // Is it this job's model? Names and types first, before reading tensors.
+// Whether the checkpoint's model and state are `step`'s: FailedPrecondition
+// naming the first difference.
+absl::Status CheckFit(const std::string& directory, const CheckpointManifest* manifest_pointer,
+                      const ir::TrainStep& step) {
+  const CheckpointManifest* manifest = manifest_pointer;
   auto mismatch = [&directory](absl::string_view problem) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", directory, " does not fit this job: ", problem));
   };
@@ -314,7 +307,40 @@ absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir:
     }
   }
 
-  LoadedCheckpoint loaded{directory, manifest->step, manifest->schedule, manifest->actors, {}, {}};
+  return absl::OkStatus();
+}
+
+// Loads the checkpoint in `directory` (see LoadCheckpoint); checks it
+// against `step` unless null.
+absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir::TrainStep* step) {
+  const std::string manifest_path = (fs::path(directory) / kManifest).string();
+  std::error_code size_error;
+  const uintmax_t manifest_size = fs::file_size(manifest_path, size_error);
+  if (size_error) {
+    return absl::DataLossError(absl::StrCat("cannot read ", manifest_path, ": ", size_error.message(),
+                                            " (the checkpoint is incomplete)"));
+  }
+  if (manifest_size > static_cast<uintmax_t>(kMaxManifestBytes)) {
+    return absl::DataLossError(absl::StrCat(manifest_path, " has ", manifest_size, " bytes, more than the ",
+                                            kMaxManifestBytes, " a manifest may have (the checkpoint is corrupt)"));
+  }
+  absl::StatusOr<std::string> text = ir::ReadFileUpTo(manifest_path, kMaxManifestBytes, manifest_path);
+  if (!text.ok()) return absl::DataLossError(absl::StrCat(text.status().message(), " (the checkpoint is incomplete)"));
+  absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(*text, manifest_path);
+  if (!manifest.ok()) return manifest.status();
+  const int64_t named_step = StepOfName(fs::path(directory).lexically_normal().filename().string());
+  if (named_step >= 0 && named_step != manifest->step) {
+    return absl::DataLossError(absl::StrCat(manifest_path, " says step ", manifest->step, " but its directory is ",
+                                            CheckpointName(named_step), " (the checkpoint is corrupt)"));
+  }
+
+  // Is it this job's model? Names and types first, before reading tensors.
+  if (absl::Status fits = step == nullptr ? absl::OkStatus() : CheckFit(directory, &*manifest, *step); !fits.ok()) {
+    return fits;
+  }
+
+  LoadedCheckpoint loaded{directory, manifest->model, manifest->step, manifest->schedule, manifest->actors, {},
+                          manifest->parameters, manifest->version >= 3, {}};
   for (const CheckpointManifest::File& file : manifest->files) {
     const std::string file_path = (fs::path(directory) / file.name).string();
     // The size first: a file of another size is not read at all.
@@ -374,9 +400,7 @@ absl::StatusOr<LoadedCheckpoint> LoadOne(const std::string& directory, const ir:
   return loaded;
 }
 
-}  // namespace
-
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const ir::TrainStep& step) {
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointOf(const std::string& path, const ir::TrainStep* step) {
   if (IsCheckpoint(path)) return LoadOne(path, step);
   absl::StatusOr<std::vector<fs::path>> directories = StepDirectories(path);
   if (!directories.ok()) return directories.status();
@@ -405,5 +429,13 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const i
                                         " cannot be loaded either")
                          : ""));
 }
+
+}  // namespace
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const ir::TrainStep& step) {
+  return LoadCheckpointOf(path, &step);
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path) { return LoadCheckpointOf(path, nullptr); }
 
 }  // namespace tandem::controller

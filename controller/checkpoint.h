@@ -13,12 +13,14 @@
 // the previous checkpoint stays the newest one that loads.
 //
 // MANIFEST is tab-separated text, one record a line:
-//   tandem-checkpoint  2
+//   tandem-checkpoint  3
 //   model      <the TrainStep's name>
 //   step       <steps done when it was written>
 //   schedule   <name>         (informational: a checkpoint resumes under any
 //   actors     <count>         schedule and actor count)
 //   state      <name>  <type, e.g. f32[64,64]>    one per state tensor
+//   parameter  <name>       one per state tensor that is a parameter (the
+//                           rest is optimizer state); version 3 on
 //   file       <file name>  <bytes>  <crc32>       one per actor file
 //   checksum   <crc32 of every byte before this line>
 // The last line protects the others: one flipped bit anywhere (a step that
@@ -42,6 +44,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +65,8 @@ struct CheckpointManifest {
   std::string schedule;
   int32_t actors = 0;
   std::map<std::string, std::string> state;  // name -> type, e.g. "f32[64,64]"
+  std::set<std::string> parameters;          // the state that is parameters
+  int version = 3;                           // 2: written before parameters were listed
   struct File {
     std::string name;  // within the checkpoint's directory
     uint64_t bytes = 0;
@@ -90,12 +95,17 @@ struct SkippedCheckpoint {
 
 struct LoadedCheckpoint {
   std::string path;  // the checkpoint's directory
+  std::string model;  // the TrainStep's name
   int64_t step = 0;  // steps done when it was written
   std::string schedule;
   int32_t actors = 0;
   // Every state tensor of the model, as a slice of the actor file that
   // holds it (checked; read by whoever starts from it, piece by piece).
   ir::StateSources state;
+  // Which of `state` are parameters; empty for a version-2 checkpoint,
+  // which did not say (parameters_known false).
+  std::set<std::string> parameters;
+  bool parameters_known = true;
   // Newer checkpoints under the root that could not be loaded (corrupt or
   // incomplete), newest first, with why: resuming from an older checkpoint
   // than the newest is never silent.
@@ -125,6 +135,9 @@ absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root
 // load. NotFound when there is no checkpoint there; when none loads, the
 // newest one's error.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const ir::TrainStep& step);
+// The same without a job to fit: every check but the model's (what `tandem
+// export` reads).
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path);
 
 }  // namespace tandem::controller
 

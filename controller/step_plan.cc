@@ -265,6 +265,12 @@ const ExtractedFunction& StepPlan::Function(TaskKind kind, int32_t stage) const 
 
 const std::string& StepPlan::OutputName(ir::ValueId value) const { return output_names_[value]; }
 
+std::set<int32_t> StepPlan::UpdatingActors() const {
+  std::set<int32_t> actors;
+  for (const auto& [parameter, holders] : holders_) actors.insert(holders.begin(), holders.end());
+  return actors;
+}
+
 std::set<int32_t> StepPlan::Holders(const std::string& parameter) const {
   auto it = holders_.find(parameter);
   return it == holders_.end() ? std::set<int32_t>() : it->second;

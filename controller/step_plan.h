@@ -75,8 +75,15 @@ class StepPlan {
   const std::string& AccumulatorOf(const std::string& gradient) const { return accumulator_of_.at(gradient); }
   // The actors that hold parameter `name` (use it in some function).
   std::set<int32_t> Holders(const std::string& parameter) const;
+  // The actors that hold some parameter: those that run an update.
+  std::set<int32_t> UpdatingActors() const;
   // The first tag after those of the loop's messages.
   uint64_t first_update_tag() const { return tasks_.size(); }
+  // The tag of stage `stage`'s partial gradient norm (clipping), after the
+  // accumulators' tags.
+  uint64_t norm_tag(int32_t stage) const {
+    return first_update_tag() + step_->accumulators.size() + static_cast<uint64_t>(stage);
+  }
 
   // The update's view of accumulator `name` (of step().accumulators).
   struct AccumulatorInfo {

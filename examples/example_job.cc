@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "examples/data/char_corpus.h"
 #include "examples/data/synthetic.h"
+#include "examples/data/token_file.h"
+#include "examples/data/tokenizer.h"
 #include "examples/limits.h"
 #include "examples/models/gpt.h"
+#include "examples/models/llama.h"
 #include "examples/models/mlp.h"
 #include "examples/models/two_tower.h"
 #include "ir/limits.h"
@@ -17,14 +21,36 @@
 namespace tandem::examples {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const ExampleJobOptions& options, double default_lr) {
+// The job's optimizer at its learning rate and schedule; `embeddings` are
+// the parameters weight decay leaves alone unless decay_embeddings.
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const ExampleJobOptions& options, double default_lr,
+                                                         const std::set<std::string>& embeddings) {
   const double lr = options.lr.value_or(default_lr);
   if (!std::isfinite(lr) || lr <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("lr ", lr, " is not a learning rate: it must be a finite number above 0"));
   }
-  if (options.optimizer == "adam") return std::make_unique<Adam>(AdamOptions{.learning_rate = lr});
-  if (options.optimizer == "sgd") return std::make_unique<Sgd>(SgdOptions{.learning_rate = lr, .momentum = 0.9});
+  LearningRateSchedule schedule = options.schedule;
+  if (schedule.decay != LearningRateSchedule::Decay::kConstant) {
+    if (schedule.decay_steps <= schedule.warmup_steps) {
+      return absl::InvalidArgumentError(absl::StrCat("a decaying learning rate needs decay steps (", schedule.decay_steps,
+                                                     ") above the warmup steps (", schedule.warmup_steps, ")"));
+    }
+    schedule.min_lr = options.min_lr.value_or(lr / 10);
+  } else if (options.min_lr.has_value()) {
+    return absl::InvalidArgumentError("min lr applies to a decaying learning rate (linear or cosine)");
+  }
+  if (options.optimizer == "adam") {
+    AdamOptions adam{.learning_rate = lr, .schedule = schedule, .weight_decay = options.weight_decay};
+    if (!options.decay_embeddings) adam.no_decay = embeddings;
+    return std::make_unique<Adam>(std::move(adam));
+  }
+  if (options.weight_decay != 0.0) {
+    return absl::InvalidArgumentError(absl::StrCat("weight decay is AdamW's; the optimizer is ", options.optimizer));
+  }
+  if (options.optimizer == "sgd") {
+    return std::make_unique<Sgd>(SgdOptions{.learning_rate = lr, .momentum = 0.9, .schedule = schedule});
+  }
   return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", options.optimizer, "' (expected adam or sgd)"));
 }
 
@@ -58,6 +84,7 @@ absl::Status CheckSizes(const ExampleJobOptions& options) {
   const Size sizes[] = {{"layers", options.layers, kMaxLayers},
                         {"dim", options.dim, kMaxDim},
                         {"heads", options.heads, kMaxHeads},
+                        {"kv heads", options.kv_heads, kMaxHeads},
                         {"seq", options.seq, kMaxSequence},
                         {"batch", options.batch, kMaxBatch},
                         {"vocab", options.vocab, kMaxVocab}};
@@ -139,150 +166,240 @@ int64_t TwoTowerLayerCount(const ExampleJobOptions& options) {
   return config.left_layers + config.right_layers + config.head_layers;
 }
 
+namespace {
+
+// What every example job shares: the options that trace it.
+struct JobBasis {
+  TraceOptions trace;
+  uint64_t data_seed = 1;
+  int32_t num_microbatches = 1;  // a step's: every replica's, replica after replica
+  std::string replicas;          // " (M on each of D replicas)", or empty
+};
+
+JobBasis BasisOf(const ExampleJobOptions& options) {
+  JobBasis basis;
+  basis.trace.num_microbatches = options.microbatches;
+  basis.trace.num_replicas = options.replicas;
+  basis.trace.seed = options.seed;
+  basis.trace.updates = options.updates;
+  basis.trace.clip_grad_norm = options.clip_grad_norm;
+  basis.data_seed = options.seed;
+  basis.num_microbatches = options.microbatches * options.replicas;
+  if (options.replicas != 1) {
+    basis.replicas = absl::StrCat(" (", options.microbatches, " on each of ", options.replicas, " replicas)");
+  }
+  return basis;
+}
+
+// Traces `model` with its optimizer and checks its footprint (`sizes` names
+// the sizes in errors).
+absl::StatusOr<ir::TrainStep> TraceJobStep(const ExampleJobOptions& options, const JobBasis& basis,
+                                           const std::string& name, const ModelFunction& model, double default_lr,
+                                           const std::string& sizes, const std::set<std::string>& embeddings = {}) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(options, default_lr, embeddings);
+  if (!optimizer.ok()) return optimizer.status();
+  absl::StatusOr<ir::TrainStep> step = TraceTrainStep(name, model, **optimizer, basis.trace);
+  if (!step.ok()) return step.status();
+  if (absl::Status s = CheckFootprint(*step, sizes); !s.ok()) return s;
+  return step;
+}
+
+// Batches of `batch` sequences of `seq` tokens from the corpus, per
+// microbatch, for a language model's "tokens" and "labels".
+void TakeCorpusBatches(std::shared_ptr<const Corpus> corpus, int64_t batch, int64_t seq, const JobBasis& basis,
+                       ExampleJob& job) {
+  job.items_per_step = batch * seq * basis.num_microbatches;
+  job.item_name = "tokens";
+  job.microbatch_size = batch;
+  job.corpus = corpus;
+  auto batches = [corpus, batch, seq, count = basis.num_microbatches, seed = basis.data_seed](
+                     Corpus::Split split, uint64_t index) {
+    std::vector<ir::TensorMap> microbatches;
+    for (int32_t m = 0; m < count; ++m) microbatches.push_back(corpus->Batch(split, batch, seq, seed, index * count + m));
+    return microbatches;
+  };
+  job.train_batch = [batches](uint64_t index) { return batches(Corpus::Split::kTrain, index); };
+  job.validation_batch = [batches](uint64_t index) { return batches(Corpus::Split::kValidation, index); };
+}
+
+// Batches from a generator of examples by index; validation draws from an
+// index range training never reaches.
+void TakeSyntheticBatches(std::function<ir::TensorMap(uint64_t)> example_batch, int64_t batch, const JobBasis& basis,
+                          ExampleJob& job) {
+  job.items_per_step = batch * basis.num_microbatches;
+  job.item_name = "examples";
+  job.microbatch_size = batch;
+  auto batches = [example_batch = std::move(example_batch), count = basis.num_microbatches](uint64_t base) {
+    std::vector<ir::TensorMap> microbatches;
+    for (int32_t m = 0; m < count; ++m) microbatches.push_back(example_batch(base + m));
+    return microbatches;
+  };
+  const uint64_t count = static_cast<uint64_t>(basis.num_microbatches);
+  job.train_batch = [batches, count](uint64_t index) { return batches(index * count); };
+  job.validation_batch = [batches, count](uint64_t index) { return batches((uint64_t{1} << 40) + index * count); };
+}
+
+// The corpus a language model trains on, and the vocabulary its head needs:
+// the corpus's (its characters, or its tokenizer's pieces), or more when
+// --vocab asks (ids past the corpus's never occur).
+absl::StatusOr<std::shared_ptr<const Corpus>> LoadCorpus(const ExampleJobOptions& options, int64_t& vocab) {
+  std::shared_ptr<const Corpus> corpus;
+  if (options.tokenizer.has_value()) {
+    if (!options.data.has_value()) {
+      return absl::InvalidArgumentError("a tokenizer needs --data: a token file of its ids (`tandem tokenize`)");
+    }
+    absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(*options.tokenizer);
+    if (!tokenizer.ok()) return tokenizer.status();
+    absl::StatusOr<std::unique_ptr<TokenFile>> file = TokenFile::Open(*options.data, *std::move(tokenizer));
+    if (!file.ok()) return file.status();
+    corpus = *std::move(file);
+  } else {
+    absl::StatusOr<CharCorpus> text = CharCorpus::LoadDefault(options.data);
+    if (!text.ok()) return text.status();
+    corpus = std::make_shared<const CharCorpus>(*std::move(text));
+  }
+  vocab = std::max(vocab, corpus->vocab_size());
+  if (options.vocab.has_value()) {
+    if (*options.vocab < corpus->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("vocab ", *options.vocab, " is smaller than the ",
+                                                     corpus->vocab_size(), " ids of ", corpus->description()));
+    }
+    vocab = *options.vocab;
+  }
+  return corpus;
+}
+
+absl::StatusOr<ExampleJob> MakeGptJob(const ExampleJobOptions& options, const JobBasis& basis) {
+  GptConfig config;
+  config.vocab_size = 0;
+  if (!options.preset.empty()) {
+    if (absl::Status s = ApplyGptPreset(options.preset, config); !s.ok()) return s;
+  }
+  absl::StatusOr<std::shared_ptr<const Corpus>> corpus = LoadCorpus(options, config.vocab_size);
+  if (!corpus.ok()) return corpus.status();
+  config.num_stages = options.stages;
+  config.block_stages = options.layer_stages;
+  config.tied_head = config.tied_head || options.tied;
+  Override(options.layers, config.num_layers);
+  Override(options.dim, config.model_dim);
+  Override(options.heads, config.num_heads);
+  Override(options.seq, config.sequence_length);
+  Override(options.batch, config.batch_size);
+  if (absl::Status s = ValidateGptConfig(config); !s.ok()) return s;
+  absl::StatusOr<ir::TrainStep> step =
+      TraceJobStep(options, basis, "gpt", GptModel(config), 3e-3,
+                   absl::StrCat("gpt: ", config.num_layers, " layers, dim ", config.model_dim, ", seq ",
+                                config.sequence_length, ", batch ", config.batch_size),
+                   {"wte", "wpe"});
+  if (!step.ok()) return step.status();
+  ExampleJob job;
+  job.step = *std::move(step);
+  job.description = absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ", config.num_heads,
+                                 " heads, seq ", config.sequence_length, ", vocab ", config.vocab_size, ", batch ",
+                                 config.batch_size, " x ", basis.num_microbatches, " microbatches", basis.replicas,
+                                 ", ", config.num_stages, " stages; data: ", (*corpus)->description());
+  TakeCorpusBatches(*corpus, config.batch_size, config.sequence_length, basis, job);
+  job.logits = [config](Tracer& t) { return GptLogits(t, config); };
+  return job;
+}
+
+absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const JobBasis& basis) {
+  LlamaConfig config;
+  config.vocab_size = 0;
+  absl::StatusOr<std::shared_ptr<const Corpus>> corpus = LoadCorpus(options, config.vocab_size);
+  if (!corpus.ok()) return corpus.status();
+  config.num_stages = options.stages;
+  config.block_stages = options.layer_stages;
+  config.tied_head = options.tied;
+  Override(options.layers, config.num_layers);
+  Override(options.dim, config.model_dim);
+  Override(options.heads, config.num_heads);
+  // Without --kv-heads: half the heads share each kv head where they can.
+  config.num_kv_heads = config.num_heads % 2 == 0 ? config.num_heads / 2 : config.num_heads;
+  Override(options.kv_heads, config.num_kv_heads);
+  Override(options.seq, config.sequence_length);
+  Override(options.batch, config.batch_size);
+  if (absl::Status s = ValidateLlamaConfig(config); !s.ok()) return s;
+  absl::StatusOr<ir::TrainStep> step =
+      TraceJobStep(options, basis, "llama", LlamaModel(config), 3e-3,
+                   absl::StrCat("llama: ", config.num_layers, " layers, dim ", config.model_dim, ", seq ",
+                                config.sequence_length, ", batch ", config.batch_size),
+                   {"model.embed_tokens.weight"});
+  if (!step.ok()) return step.status();
+  ExampleJob job;
+  job.step = *std::move(step);
+  job.description = absl::StrCat("llama: ", config.num_layers, " layers, d=", config.model_dim, ", ",
+                                 config.num_heads, " heads (", config.num_kv_heads, " kv), mlp ",
+                                 LlamaMlpWidth(config), ", seq ", config.sequence_length, ", vocab ",
+                                 config.vocab_size, ", batch ", config.batch_size, " x ", basis.num_microbatches,
+                                 " microbatches", basis.replicas, ", ", config.num_stages, " stages; ",
+                                 "data: ", (*corpus)->description());
+  TakeCorpusBatches(*corpus, config.batch_size, config.sequence_length, basis, job);
+  job.logits = [config](Tracer& t) { return LlamaLogits(t, config); };
+  return job;
+}
+
+absl::StatusOr<ExampleJob> MakeMlpJob(const ExampleJobOptions& options, const JobBasis& basis) {
+  MlpConfig config;
+  config.num_stages = options.stages;
+  config.layer_stages = options.layer_stages;
+  Override(options.layers, config.num_layers);
+  Override(options.dim, config.hidden_dim);
+  Override(options.batch, config.batch_size);
+  if (absl::Status s = ValidateMlpConfig(config); !s.ok()) return s;
+  absl::StatusOr<ir::TrainStep> step =
+      TraceJobStep(options, basis, "mlp", MlpModel(config), 1e-2,
+                   absl::StrCat("mlp: ", config.num_layers, " layers, dim ", config.hidden_dim, ", batch ",
+                                config.batch_size));
+  if (!step.ok()) return step.status();
+  ExampleJob job;
+  job.step = *std::move(step);
+  job.description = absl::StrCat("mlp: ", config.num_layers, " hidden layers of ", config.hidden_dim, ", batch ",
+                                 config.batch_size, " x ", basis.num_microbatches, " microbatches", basis.replicas,
+                                 ", ", config.num_stages, " stages; data: synthetic teacher-labelled classes");
+  TakeSyntheticBatches([config, seed = basis.data_seed](uint64_t index) { return ClassificationBatch(config, seed, index); },
+                       config.batch_size, basis, job);
+  return job;
+}
+
+absl::StatusOr<ExampleJob> MakeTwoTowerJob(const ExampleJobOptions& options, const JobBasis& basis) {
+  const TwoTowerConfig config = TwoTowerConfigOf(options);
+  if (absl::Status s = ValidateTwoTowerConfig(config); !s.ok()) return s;
+  const std::string sizes = absl::StrCat("two-tower: towers of ", config.left_layers, " and ", config.right_layers,
+                                         " layers, head ", config.head_layers, ", dim ", config.hidden_dim,
+                                         ", batch ", config.batch_size);
+  absl::StatusOr<ir::TrainStep> step = TraceJobStep(options, basis, "two-tower", TwoTowerModel(config), 1e-2, sizes);
+  if (!step.ok()) return step.status();
+  ExampleJob job;
+  job.step = *std::move(step);
+  const ir::StageGraph graph = job.step.stage_graph();
+  job.description = absl::StrCat(
+      sizes, " x ", basis.num_microbatches, " microbatches", basis.replicas, ", ", config.num_stages, " stages",
+      graph.IsChain() ? "" : absl::StrCat(" (graph ", ir::FormatStageEdges(graph.Edges()), ")"),
+      "; data: synthetic teacher-labelled classes");
+  TakeSyntheticBatches([config, seed = basis.data_seed](uint64_t index) { return TwoTowerBatch(config, seed, index); },
+                       config.batch_size, basis, job);
+  return job;
+}
+
+}  // namespace
+
 absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   if (absl::Status s = CheckSizes(options); !s.ok()) return s;
   if (!options.preset.empty() && options.model != "gpt") {
     return absl::InvalidArgumentError(
         absl::StrCat("preset '", options.preset, "' is a gpt's shape; the model is ", options.model));
   }
-  TraceOptions trace;
-  trace.num_microbatches = options.microbatches;
-  trace.num_replicas = options.replicas;
-  trace.seed = options.seed;
-  trace.updates = options.updates;
-  const uint64_t data_seed = options.seed;
-  // A step's batch: every replica's microbatches, replica after replica.
-  const int32_t num_microbatches = options.microbatches * options.replicas;
-  const std::string replicas =
-      options.replicas == 1 ? "" : absl::StrCat(" (", options.microbatches, " on each of ", options.replicas, " replicas)");
-  ExampleJob job;
-
-  if (options.model == "gpt") {
-    absl::StatusOr<CharCorpus> corpus = CharCorpus::LoadDefault(options.data);
-    if (!corpus.ok()) return corpus.status();
-    GptConfig config;
-    config.vocab_size = corpus->vocab_size();
-    if (!options.preset.empty()) {
-      if (absl::Status s = ApplyGptPreset(options.preset, config); !s.ok()) return s;
-    }
-    // Ids past the corpus's never occur; the head is as wide as asked.
-    Override(options.vocab, config.vocab_size);
-    if (config.vocab_size < corpus->vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("vocab ", config.vocab_size, " is smaller than the ",
-                                                     corpus->vocab_size(), " characters of ", corpus->source()));
-    }
-    config.num_stages = options.stages;
-    config.block_stages = options.layer_stages;
-    config.tied_head = config.tied_head || options.tied;
-    Override(options.layers, config.num_layers);
-    Override(options.dim, config.model_dim);
-    Override(options.heads, config.num_heads);
-    Override(options.seq, config.sequence_length);
-    Override(options.batch, config.batch_size);
-    if (absl::Status s = ValidateGptConfig(config); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(options, 3e-3);
-    if (!optimizer.ok()) return optimizer.status();
-    absl::StatusOr<ir::TrainStep> step = TraceTrainStep("gpt", GptModel(config), **optimizer, trace);
-    if (!step.ok()) return step.status();
-    if (absl::Status s = CheckFootprint(*step, absl::StrCat("gpt: ", config.num_layers, " layers, dim ",
-                                                             config.model_dim, ", seq ", config.sequence_length,
-                                                             ", batch ", config.batch_size));
-        !s.ok()) {
-      return s;
-    }
-    job.step = *std::move(step);
-    job.description = absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
-                                   config.num_heads, " heads, seq ", config.sequence_length, ", vocab ",
-                                   config.vocab_size, ", batch ", config.batch_size, " x ", num_microbatches,
-                                   " microbatches", replicas, ", ", config.num_stages, " stages; data: ", corpus->source(),
-                                   " (", corpus->size(), " bytes)");
-    job.items_per_step = int64_t{config.batch_size} * config.sequence_length * num_microbatches;
-    job.item_name = "tokens";
-    job.microbatch_size = config.batch_size;
-    auto shared = std::make_shared<CharCorpus>(*std::move(corpus));
-    auto batches = [shared, config, num_microbatches, data_seed](CharCorpus::Split split, uint64_t index) {
-      std::vector<ir::TensorMap> microbatches;
-      for (int32_t m = 0; m < num_microbatches; ++m) {
-        microbatches.push_back(shared->Batch(split, config.batch_size, config.sequence_length, data_seed,
-                                             index * num_microbatches + m));
-      }
-      return microbatches;
-    };
-    job.train_batch = [batches](uint64_t index) { return batches(CharCorpus::Split::kTrain, index); };
-    job.validation_batch = [batches](uint64_t index) { return batches(CharCorpus::Split::kValidation, index); };
-    return job;
+  if (options.kv_heads.has_value() && options.model != "llama") {
+    return absl::InvalidArgumentError(absl::StrCat("kv heads apply to the llama model, not ", options.model));
   }
-  if (options.model == "mlp") {
-    MlpConfig config;
-    config.num_stages = options.stages;
-    config.layer_stages = options.layer_stages;
-    Override(options.layers, config.num_layers);
-    Override(options.dim, config.hidden_dim);
-    Override(options.batch, config.batch_size);
-    if (absl::Status s = ValidateMlpConfig(config); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(options, 1e-2);
-    if (!optimizer.ok()) return optimizer.status();
-    absl::StatusOr<ir::TrainStep> step = TraceTrainStep("mlp", MlpModel(config), **optimizer, trace);
-    if (!step.ok()) return step.status();
-    if (absl::Status s = CheckFootprint(*step, absl::StrCat("mlp: ", config.num_layers, " layers, dim ",
-                                                             config.hidden_dim, ", batch ", config.batch_size));
-        !s.ok()) {
-      return s;
-    }
-    job.step = *std::move(step);
-    job.description = absl::StrCat("mlp: ", config.num_layers, " hidden layers of ", config.hidden_dim,
-                                   ", batch ", config.batch_size, " x ", num_microbatches, " microbatches", replicas, ", ",
-                                   config.num_stages, " stages; data: synthetic teacher-labelled classes");
-    job.items_per_step = int64_t{config.batch_size} * num_microbatches;
-    job.item_name = "examples";
-    job.microbatch_size = config.batch_size;
-    auto batches = [config, num_microbatches, data_seed](uint64_t base) {
-      std::vector<ir::TensorMap> microbatches;
-      for (int32_t m = 0; m < num_microbatches; ++m) {
-        microbatches.push_back(ClassificationBatch(config, data_seed, base + m));
-      }
-      return microbatches;
-    };
-    job.train_batch = [batches, num_microbatches](uint64_t index) { return batches(index * num_microbatches); };
-    // Validation draws from an index range training never reaches.
-    job.validation_batch = [batches, num_microbatches](uint64_t index) {
-      return batches((uint64_t{1} << 40) + index * num_microbatches);
-    };
-    return job;
-  }
-  if (options.model == "two-tower") {
-    const TwoTowerConfig config = TwoTowerConfigOf(options);
-    if (absl::Status s = ValidateTwoTowerConfig(config); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = MakeOptimizer(options, 1e-2);
-    if (!optimizer.ok()) return optimizer.status();
-    absl::StatusOr<ir::TrainStep> step = TraceTrainStep("two-tower", TwoTowerModel(config), **optimizer, trace);
-    if (!step.ok()) return step.status();
-    const std::string sizes = absl::StrCat("two-tower: towers of ", config.left_layers, " and ", config.right_layers,
-                                           " layers, head ", config.head_layers, ", dim ", config.hidden_dim,
-                                           ", batch ", config.batch_size);
-    if (absl::Status s = CheckFootprint(*step, sizes); !s.ok()) return s;
-    job.step = *std::move(step);
-    const ir::StageGraph graph = job.step.stage_graph();
-    job.description = absl::StrCat(
-        sizes, " x ", num_microbatches, " microbatches", replicas, ", ", config.num_stages, " stages",
-        graph.IsChain() ? "" : absl::StrCat(" (graph ", ir::FormatStageEdges(graph.Edges()), ")"),
-        "; data: synthetic teacher-labelled classes");
-    job.items_per_step = int64_t{config.batch_size} * num_microbatches;
-    job.item_name = "examples";
-    job.microbatch_size = config.batch_size;
-    auto batches = [config, num_microbatches, data_seed](uint64_t base) {
-      std::vector<ir::TensorMap> microbatches;
-      for (int32_t m = 0; m < num_microbatches; ++m) microbatches.push_back(TwoTowerBatch(config, data_seed, base + m));
-      return microbatches;
-    };
-    job.train_batch = [batches, num_microbatches](uint64_t index) { return batches(index * num_microbatches); };
-    job.validation_batch = [batches, num_microbatches](uint64_t index) {
-      return batches((uint64_t{1} << 40) + index * num_microbatches);
-    };
-    return job;
-  }
+  const JobBasis basis = BasisOf(options);
+  if (options.model == "gpt") return MakeGptJob(options, basis);
+  if (options.model == "llama") return MakeLlamaJob(options, basis);
+  if (options.model == "mlp") return MakeMlpJob(options, basis);
+  if (options.model == "two-tower") return MakeTwoTowerJob(options, basis);
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown model '", options.model, "' (expected gpt, mlp or two-tower)"));
+      absl::StrCat("unknown model '", options.model, "' (expected gpt, llama, mlp or two-tower)"));
 }
 
 }  // namespace tandem::examples

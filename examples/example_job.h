@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "examples/data/corpus.h"
 #include "ir/interpreter.h"
 #include "ir/trace.h"
 #include "ir/train_step.h"
@@ -27,29 +29,47 @@ absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes);
 // MlpConfig), whatever the stage count: the stages split the layers
 // evenly, and a model with fewer layers than stages is InvalidArgument.
 struct ExampleJobOptions {
-  std::string model = "gpt";  // gpt, mlp or two-tower
+  std::string model = "gpt";  // gpt, llama, mlp or two-tower
   // gpt: a preset's shapes (ApplyGptPreset, examples/models/gpt.h); the
   // sizes set below override it. Empty: none.
   std::string preset;
   int32_t stages = 1;
   int32_t microbatches = 4;       // per replica
   int32_t replicas = 1;           // data-parallel replicas; a step's batch is replicas x microbatches
-  std::optional<int64_t> layers;  // decoder blocks (gpt), hidden layers (mlp) or the head's layers (two-tower)
-  std::optional<int64_t> dim;     // gpt d_model, mlp and two-tower hidden width
+  std::optional<int64_t> layers;  // decoder blocks (gpt, llama), hidden layers (mlp) or the head's layers (two-tower)
+  std::optional<int64_t> dim;     // gpt and llama d_model, mlp and two-tower hidden width
   // two-tower: the layers of the left and right towers; empty: the defaults.
   std::vector<int64_t> towers;
-  std::optional<int64_t> heads;   // gpt
-  std::optional<int64_t> seq;     // gpt sequence length
+  std::optional<int64_t> heads;   // gpt, llama
+  // llama: key/value heads, dividing heads (grouped-query attention);
+  // default half the heads when even, else all of them.
+  std::optional<int64_t> kv_heads;
+  std::optional<int64_t> seq;     // gpt, llama sequence length
   std::optional<int64_t> batch;   // sequences or examples per microbatch
-  std::optional<int64_t> vocab;   // gpt: the LM head's width, at least the corpus's characters
+  std::optional<int64_t> vocab;   // gpt, llama: the LM head's width, at least the corpus's characters
   // The stage of each layer (examples/models/layer_stages.h); empty: an
   // even split of the layers over `stages`.
   std::vector<int32_t> layer_stages;
-  bool tied = false;              // gpt: the token embedding is also the LM head
+  bool tied = false;              // gpt, llama: the token embedding is also the LM head
   std::string optimizer = "adam";  // adam or sgd (momentum 0.9)
-  std::optional<double> lr;        // default 3e-3 for gpt, 1e-2 for mlp
+  std::optional<double> lr;        // default 3e-3 for gpt and llama, 1e-2 for mlp and two-tower
+  // The learning rate's warmup and decay (ir/optimizers.h); a decay with
+  // decay_steps 0 is refused (tandem train sets it to its --steps).
+  LearningRateSchedule schedule;
+  std::optional<double> min_lr;    // where a decay ends; default lr / 10
+  // adam: AdamW's decoupled weight decay. Norm gains and biases never
+  // decay; the embeddings only with decay_embeddings.
+  double weight_decay = 0.0;
+  bool decay_embeddings = false;
+  // Clip the gradients to this global norm across all stages and replicas
+  // (TraceOptions::clip_grad_norm); 0: no clipping.
+  double clip_grad_norm = 0.0;
   uint64_t seed = 1;               // parameter initialization and data sampling
-  std::optional<std::string> data;  // gpt: a text file or directory (default: /usr/share/common-licenses)
+  // gpt, llama: with a tokenizer (a SentencePiece .model), `data` is a
+  // token file (examples/data/token_file.h) of its ids, and the head is as
+  // wide as its vocabulary.
+  std::optional<std::string> tokenizer;
+  std::optional<std::string> data;  // gpt, llama: a text file or directory (default: /usr/share/common-licenses)
   // Asynchronous pipelines (pipedream, 2bw): how the loop updates.
   WeightUpdates updates;
 };
@@ -68,6 +88,11 @@ struct ExampleJob {
   std::function<std::vector<ir::TensorMap>(uint64_t index)> train_batch;
   // A held-out batch set for the validation loss.
   std::function<std::vector<ir::TensorMap>(uint64_t index)> validation_batch;
+  // Language models (gpt, llama): the corpus (its text to ids and back),
+  // and the model's forward to its logits, input "tokens" i32 [batch, seq],
+  // the same parameters: what `tandem generate` runs. Null for the others.
+  std::shared_ptr<const Corpus> corpus;
+  ModelFunction logits;
 };
 
 // InvalidArgument for an unknown model or optimizer, a learning rate that

@@ -41,6 +41,8 @@ inline constexpr int64_t kMaxStateBytes = int64_t{1} << 40;
 inline constexpr int64_t kMaxValueBytes = int64_t{64} << 30;
 // Text a character corpus reads (--data): 256 MiB, held as 1 GiB of ids.
 inline constexpr int64_t kMaxCorpusBytes = int64_t{256} << 20;
+// Tokens one `tandem generate` may add: each costs a forward pass.
+inline constexpr int64_t kMaxGeneratedTokens = 1 << 16;
 
 }  // namespace tandem::examples
 

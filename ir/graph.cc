@@ -73,6 +73,7 @@ absl::string_view InputRoleName(InputRole role) {
     case InputRole::kAccumulator: return "accumulator";
     case InputRole::kGradient: return "gradient";
     case InputRole::kStep: return "step";
+    case InputRole::kGradientNorm: return "gradient_norm";
   }
   return "";
 }

@@ -67,6 +67,7 @@ enum class InputRole : uint8_t {
   kAccumulator,     // "accumulator": a gradient summed over microbatches
   kGradient,        // "gradient": one microbatch's gradient
   kStep,            // "step": the optimizer's step number
+  kGradientNorm,    // "gradient_norm": a stage's sum of squared gradients (clipping by the global norm)
 };
 absl::string_view InputRoleName(InputRole role);
 // True when `node` is an input of role `role`.

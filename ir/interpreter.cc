@@ -198,13 +198,19 @@ TensorMap MicrobatchInputs(const TensorMap& state, const TensorMap& data) {
 }
 
 // Runs the update graph on `accumulators` as update `update_number`
-// (1-based) and replaces `state` by its outputs.
+// (1-based), after the norm graph when the step clips its gradients, and
+// replaces `state` by its outputs.
 template <typename Run>
 absl::Status Update(const TrainStep& step, TensorMap& state, const TensorMap& accumulators, int64_t update_number,
                     const Run& run) {
   TensorMap update_inputs = state;
   for (const auto& [name, tensor] : accumulators) update_inputs[name] = tensor;
   update_inputs["step"] = HostTensor::Scalar(static_cast<float>(update_number));
+  if (step.clips_gradients()) {
+    absl::StatusOr<TensorMap> partials = run(step.norm, accumulators);
+    if (!partials.ok()) return partials.status();
+    for (auto& [name, tensor] : *partials) update_inputs[name] = std::move(tensor);
+  }
   absl::StatusOr<TensorMap> updated = run(step.update, update_inputs);
   if (!updated.ok()) return updated.status();
   for (auto& [name, tensor] : *updated) state[name] = std::move(tensor);

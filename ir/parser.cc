@@ -402,7 +402,12 @@ absl::StatusOr<TrainStep> Parser::ParseTrainStepFile() {
   }
   if (current_.kind == TokenKind::kEnd) return MissingBrace(block, open);
   if (!AtKeyword("graph")) return Expected("'accumulate' or 'graph'");
-  TANDEM_PARSE_ASSIGN(step.update, ParseGraphBlock());
+  TANDEM_PARSE_ASSIGN(Graph graph, ParseGraphBlock());
+  if (graph.name() == "norm" && AtKeyword("graph")) {  // the norm graph (clipping), then the update
+    step.norm = std::move(graph);
+    TANDEM_PARSE_ASSIGN(graph, ParseGraphBlock());
+  }
+  step.update = std::move(graph);
   if (current_.kind == TokenKind::kEnd) return MissingBrace(block, open);
   TANDEM_PARSE_TRY(ExpectPunct('}'));
   TANDEM_PARSE_TRY(ExpectEnd());

@@ -70,6 +70,9 @@ absl::StatusOr<Graph> SingleUpdateGraph(const TrainStep& step) {
   const ValueId next = graph.Append(Node{.op = OpKind::kAdd, .operands = {count, one}, .type = scalar,
                                          .phase = Phase::kUpdate});
   bound["step"] = next;  // the update graph's step number
+  // Clipping: the stages' partial norms, from the same gradients.
+  const std::vector<ValueId> norm = Append(step.norm, bound, graph);
+  for (const GraphOutput& output : step.norm.outputs()) bound[output.name] = norm[output.value];
   const std::vector<ValueId> update = Append(step.update, bound, graph);
 
   const std::optional<ValueId> loss = step.microbatch.FindOutput("loss");

@@ -403,6 +403,29 @@ absl::StatusOr<HostTensor> ReadStateTensor(const std::string& path, int64_t offs
   return tensor;
 }
 
+absl::Status ForEachStatePiece(const std::string& path, int64_t offset, int64_t bytes,
+                               const std::function<absl::Status(absl::string_view)>& sink) {
+  OpenFile file;
+  if (absl::Status status = Open(path, file); !status.ok()) return status;
+  if (offset < 0 || bytes < 0 || static_cast<uint64_t>(offset) > file.size ||
+      file.size - static_cast<uint64_t>(offset) < static_cast<uint64_t>(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " has ", file.size, " bytes: it ends before the ", bytes,
+                                                   " bytes at byte ", offset));
+  }
+  FileSource source(file.fd, file.size, path);
+  std::string piece;
+  for (int64_t done = 0; done < bytes;) {
+    piece.resize(static_cast<size_t>(std::min<int64_t>(bytes - done, kStatePieceBytes)));
+    if (absl::Status status = source.ReadAt(piece.data(), piece.size(), static_cast<uint64_t>(offset + done));
+        !status.ok()) {
+      return status;
+    }
+    if (absl::Status status = sink(piece); !status.ok()) return status;
+    done += static_cast<int64_t>(piece.size());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> StateBytesEqual(const std::string& path_a, int64_t offset_a, const std::string& path_b,
                                      int64_t offset_b, int64_t bytes) {
   OpenFile file_a, file_b;

@@ -17,6 +17,7 @@
 #define TANDEM_IR_STATE_FILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +110,12 @@ absl::StatusOr<std::vector<StateFileEntry>> IndexStateFile(const std::string& pa
 // cannot be read, InvalidArgument when the file ends before the tensor;
 // ResourceExhausted when the tensor cannot be allocated.
 absl::StatusOr<HostTensor> ReadStateTensor(const std::string& path, int64_t offset, const TensorType& type);
+
+// Hands `bytes` bytes at `offset` of the file at `path` to `sink` in pieces
+// of at most kStatePieceBytes, in order: a tensor copied from one file to
+// another without holding it. The errors of ReadStateTensor, or the sink's.
+absl::Status ForEachStatePiece(const std::string& path, int64_t offset, int64_t bytes,
+                               const std::function<absl::Status(absl::string_view)>& sink);
 
 // Whether `bytes` bytes at `offset_a` of the file at `path_a` equal those at
 // `offset_b` of `path_b`, compared piece by piece (a tensor two state files

@@ -1,5 +1,6 @@
 #include "ir/trace.h"
 
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -80,18 +81,81 @@ absl::Status SetWeightUpdates(ir::TrainStep& step, const WeightUpdates& updates)
   return absl::OkStatus();
 }
 
-// Traces the update graph: per parameter, sum its accumulators in stage
-// order, average over the microbatches of one update (the global batch's,
-// unless the step is asynchronous), and apply the optimizer. A parameter
-// with a version delay d also shifts its stashed versions: stash<k> takes
-// stash<k-1> (stash0 being the parameter as it was), and the oldest drops.
+// A parameter's gradient as the update applies it: its accumulators summed
+// in stage order, averaged over the microbatches of one update (the global
+// batch's, unless the step is asynchronous). Traced on `builder`, with the
+// accumulators as its inputs.
+Tensor AveragedGradient(ir::GraphBuilder& builder, const ir::TrainStep& step, const ir::StateSpec& parameter,
+                        const std::vector<const ir::ParameterGradient*>& parts, const ir::SourceLocation& location) {
+  Tensor gradient;
+  for (const ir::ParameterGradient* part : parts) {
+    Tensor acc(&builder, builder.AddInput(ir::AccumulatorName(part->parameter, part->stage),
+                                          ir::InputRole::kAccumulator, parameter.type, location));
+    gradient = gradient.valid() ? gradient + acc : acc;
+  }
+  return gradient * (1.0 / (static_cast<double>(step.group_size()) * step.num_replicas));
+}
+
+using GradientParts = std::map<std::string, std::vector<const ir::ParameterGradient*>>;
+
+// Traces the norm graph (ir/train_step.h): each stage's sum of squared
+// averaged gradients, over the parameters it updates (those whose first
+// gradient part it computes), in state order. Then traces, on the update's
+// `builder`, the clipping coefficient from every stage's partial.
+absl::StatusOr<Tensor> TraceClipping(ir::TrainStep& step, const GradientParts& by_parameter, double max_norm,
+                                     ir::GraphBuilder& builder) {
+  if (!std::isfinite(max_norm) || max_norm <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("clip_grad_norm ", max_norm, " must be a finite number above 0"));
+  }
+  if (step.asynchronous()) {
+    return absl::InvalidArgumentError(
+        "clipping by the global norm needs a synchronous step: pipedream and 2bw update each stage on its own");
+  }
+  ir::GraphBuilder norm(&step.norm);
+  norm.set_phase(ir::Phase::kUpdate);
+  std::map<int32_t, Tensor> partials;
+  for (const ir::StateSpec& parameter : step.state) {
+    auto found = by_parameter.find(parameter.name);
+    if (found == by_parameter.end()) continue;
+    const int32_t stage = found->second.front()->stage;
+    norm.set_stage(stage);
+    Tensor gradient = AveragedGradient(norm, step, parameter, found->second, {});
+    Tensor squares = sum(gradient * gradient);
+    Tensor& partial = partials[stage];
+    partial = partial.valid() ? partial + squares : squares;
+  }
+  for (const auto& [stage, partial] : partials) step.norm.AddOutput(ir::NormPartialName(stage), partial.id());
+  if (!norm.ok()) return norm.status();
+  Tensor total;
+  for (const auto& [stage, partial] : partials) {
+    builder.set_stage(stage);
+    Tensor input(&builder, builder.AddInput(ir::NormPartialName(stage), ir::InputRole::kGradientNorm,
+                                            {ir::DType::kF32, {}}, {}));
+    total = total.valid() ? total + input : input;
+  }
+  // min(1, max_norm / (norm + 1e-6)), torch.nn.utils.clip_grad_norm_'s.
+  Tensor coefficient = max_norm / (sqrt(total) + 1e-6);
+  return -maximum(-coefficient, full(coefficient, {}, -1.0));
+}
+
+// Traces the update graph: per parameter, its averaged gradient (clipped
+// when `clip_grad_norm` is above 0), and the optimizer's update. A
+// parameter with a version delay d also shifts its stashed versions:
+// stash<k> takes stash<k-1> (stash0 being the parameter as it was), and
+// the oldest drops.
 absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGradient>& gradients,
-                         const Optimizer& optimizer) {
+                         const Optimizer& optimizer, double clip_grad_norm) {
   ir::GraphBuilder builder(&step.update);
   builder.set_phase(ir::Phase::kUpdate);
   Tensor step_number(&builder, builder.AddInput("step", ir::InputRole::kStep, {ir::DType::kF32, {}}, {}));
-  std::map<std::string, std::vector<const ir::ParameterGradient*>> by_parameter;
+  GradientParts by_parameter;
   for (const ir::ParameterGradient& g : gradients) by_parameter[g.parameter].push_back(&g);
+  Tensor clip;
+  if (clip_grad_norm != 0) {
+    absl::StatusOr<Tensor> coefficient = TraceClipping(step, by_parameter, clip_grad_norm, builder);
+    if (!coefficient.ok()) return coefficient.status();
+    clip = *coefficient;
+  }
 
   std::map<std::string, ir::SourceLocation> declared_at;
   for (ir::ValueId id : step.microbatch.Inputs()) {
@@ -115,13 +179,8 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
     const ir::SourceLocation location = declared_at[parameter.name];
     builder.set_location_override(location);
     Tensor p(&builder, builder.AddInput(parameter.name, ir::InputRole::kParameter, parameter.type, location));
-    Tensor gradient;
-    for (const ir::ParameterGradient* part : parts) {
-      Tensor acc(&builder, builder.AddInput(ir::AccumulatorName(part->parameter, part->stage),
-                                            ir::InputRole::kAccumulator, parameter.type, location));
-      gradient = gradient.valid() ? gradient + acc : acc;
-    }
-    gradient = gradient * (1.0 / (static_cast<double>(step.group_size()) * step.num_replicas));
+    Tensor gradient = AveragedGradient(builder, step, parameter, parts, location);
+    if (clip.valid()) gradient = gradient * clip;
     std::vector<Tensor> slot_values;
     std::vector<std::string> slot_names;
     for (const std::string& slot : optimizer.SlotNames()) {
@@ -130,7 +189,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
       slot_names.push_back(name);
       slot_values.emplace_back(&builder, builder.AddInput(name, ir::InputRole::kOptimizerState, parameter.type, location));
     }
-    std::vector<Tensor> updated = optimizer.Update(p, gradient, slot_values, step_number);
+    std::vector<Tensor> updated = optimizer.Update({parameter.name, p, gradient, slot_values, step_number});
     if (!builder.ok()) return builder.status();
     step.update.AddOutput(parameter.name, updated[0].id());
     for (size_t i = 0; i < slot_names.size(); ++i) step.update.AddOutput(slot_names[i], updated[i + 1].id());
@@ -182,7 +241,9 @@ absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const Mode
     step.accumulators.push_back({ir::AccumulatorName(g.parameter, g.stage), output});
   }
   if (absl::Status status = SetWeightUpdates(step, options.updates); !status.ok()) return status;
-  if (absl::Status status = TraceUpdate(step, *gradients, optimizer); !status.ok()) return status;
+  if (absl::Status status = TraceUpdate(step, *gradients, optimizer, options.clip_grad_norm); !status.ok()) {
+    return status;
+  }
   if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;
   return traced;
 }

@@ -36,6 +36,10 @@ struct TraceOptions {
   int32_t num_replicas = 1;
   uint64_t seed = 0;  // mixed into every parameter initializer's seed
   WeightUpdates updates;
+  // Clip the gradients by their global norm across every stage and replica
+  // to at most this (ir/train_step.h `norm`); 0: no clipping. Synchronous
+  // steps only.
+  double clip_grad_norm = 0;
 };
 
 // Traces `model` once, differentiates it, and traces `optimizer`'s update
@@ -43,7 +47,8 @@ struct TraceOptions {
 // dtype mismatches, parameters declared twice or never declared) come back
 // as InvalidArgument naming the op and the model's file:line. Asynchronous
 // `updates` need one replica, a chain of stages and, under PipeDream, each
-// parameter on one stage; InvalidArgument says which is missing.
+// parameter on one stage, and clip no gradients; InvalidArgument says which
+// is missing.
 absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const ModelFunction& model,
                                              const Optimizer& optimizer,
                                              const TraceOptions& options = {});

@@ -21,6 +21,8 @@ std::string AccumulatorName(const std::string& parameter, int32_t stage) {
   return absl::StrCat("acc.", parameter, ".s", stage);
 }
 
+std::string NormPartialName(int32_t stage) { return absl::StrCat("norm.s", stage); }
+
 std::string StashName(const std::string& parameter, int32_t k) {
   return k == 0 ? parameter : absl::StrCat("stash", k, ".", parameter);
 }

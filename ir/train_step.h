@@ -18,6 +18,13 @@
 //    f32 scalar, 1 for the first step). It sums a parameter's accumulators in
 //    stage order, scales by 1/(D*M) and applies the optimizer; each output is the
 //    new value of the state tensor with the same name.
+//  - `norm` (clipping by the global norm; empty without): run after the
+//    loop, before the update, on the same accumulators. It outputs each
+//    stage's sum of squared averaged gradients, NormPartialName(stage), over
+//    the parameters the stage updates, in state order. The update reads
+//    every stage's partial (role "gradient_norm"), adds them in stage order
+//    to the same total everywhere, and scales each gradient by
+//    min(1, max_norm / (sqrt(total) + 1e-6)), as torch.nn.utils.clip_grad_norm_.
 // A forward-only step has no gradients, accumulators or update ops.
 //
 // Asynchronous pipelines (PipeDream, PipeDream-2BW; schedules/FORMAT.md)
@@ -90,11 +97,13 @@ struct TrainStep {
   std::vector<StateSpec> state;
   Graph microbatch{"microbatch"};
   std::vector<Accumulator> accumulators;
+  Graph norm{"norm"};
   Graph update{"update"};
 
   const StateSpec* FindState(const std::string& state_name) const;
   StageGraph stage_graph() const { return StageGraph(num_stages, stage_edges); }
   bool forward_only() const { return accumulators.empty(); }
+  bool clips_gradients() const { return !norm.outputs().empty(); }
   int32_t group_size() const { return microbatches_per_update > 0 ? microbatches_per_update : num_microbatches; }
   int32_t updates_per_step() const { return num_microbatches / group_size(); }
   int32_t VersionDelay(int32_t stage) const {
@@ -111,6 +120,9 @@ struct TrainStep {
 // gradient from one stage, and "acc.<parameter>.s<stage>" its accumulator.
 std::string GradientName(const std::string& parameter, int32_t stage);
 std::string AccumulatorName(const std::string& parameter, int32_t stage);
+// "norm.s<stage>": the norm graph's output (and the update's input) holding
+// the stage's sum of squared gradients.
+std::string NormPartialName(int32_t stage);
 // "stash<k>.<parameter>": the parameter's version of k >= 1 updates ago;
 // k == 0 is the parameter itself.
 std::string StashName(const std::string& parameter, int32_t k);

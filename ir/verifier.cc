@@ -98,6 +98,40 @@ absl::Status VerifyNode(const Graph& graph, ValueId id) {
   return absl::OkStatus();
 }
 
+// The norm graph (clipping by the global norm) reads only accumulators and
+// outputs one f32 scalar per stage, NormPartialName(stage), computed on
+// that stage; the update reads exactly those partials as its
+// "gradient_norm" inputs.
+absl::Status VerifyNormGraph(const TrainStep& step, const std::set<std::string>& update_inputs) {
+  std::set<std::string> accumulators;
+  for (const Accumulator& acc : step.accumulators) accumulators.insert(acc.name);
+  for (ValueId id : step.norm.Inputs()) {
+    const Node& node = step.norm.node(id);
+    if (!HasRole(node, InputRole::kAccumulator) || !accumulators.count(node.attributes.GetString("name"))) {
+      return Fail(step.norm, id, "the norm graph reads only the step's accumulators");
+    }
+  }
+  std::set<std::string> partials;
+  for (const GraphOutput& output : step.norm.outputs()) {
+    const Node& node = step.norm.node(output.value);
+    if (output.name != NormPartialName(node.stage) || node.type != TensorType{DType::kF32, {}}) {
+      return absl::InvalidArgumentError(absl::StrCat("norm output '", output.name, "' is not the f32 scalar '",
+                                                     NormPartialName(node.stage), "' of its stage ", node.stage));
+    }
+    partials.insert(output.name);
+    if (!update_inputs.count(output.name)) {
+      return absl::InvalidArgumentError(absl::StrCat("norm output '", output.name, "' is not an input of the update"));
+    }
+  }
+  for (ValueId id : step.update.Inputs()) {
+    const Node& node = step.update.node(id);
+    if (HasRole(node, InputRole::kGradientNorm) && !partials.count(node.attributes.GetString("name"))) {
+      return Fail(step.update, id, "a gradient_norm input that the norm graph does not output");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Every forward value read across stages flows along a path of the stage
 // graph, so that the stages' order in any valid schedule has it computed
 // before it is read.
@@ -188,7 +222,7 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
     auto it = state.find(name);
     return it == state.end() ? nullptr : it->second;
   };
-  for (const Graph* graph : {&step.microbatch, &step.update}) {
+  for (const Graph* graph : {&step.microbatch, &step.norm, &step.update}) {
     if (absl::Status status = VerifyGraph(*graph); !status.ok()) return status;
     for (ValueId id = 0; id < graph->size(); ++id) {
       const Node& node = graph->node(id);
@@ -254,7 +288,7 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
           absl::StrCat("update output '", output.name, "' names no state tensor"));
     }
   }
-  return absl::OkStatus();
+  return VerifyNormGraph(step, update_inputs);
 }
 
 }  // namespace tandem::ir

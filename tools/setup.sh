@@ -41,6 +41,7 @@ packages=(
   nlohmann-json3-dev              # every JSON file Tandem reads or writes
   libxxhash-dev                   # content hashes (programs, compiled steps)
   libedit-dev                     # line editing in `tandem repl`
+  libsentencepiece-dev            # the tokenizer (`tandem tokenize`, token datasets)
   tmux                            # the REPL's terminal test
   patchelf                        # tools/bundle.sh: the relocatable bundle for GPU nodes
   clang libclang-rt-14-dev        # libFuzzer targets and sanitizer builds (tests/fuzz/)

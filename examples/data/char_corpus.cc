@@ -112,7 +112,6 @@ absl::StatusOr<CharCorpus> CharCorpus::FromText(std::string text, std::string so
   }
   corpus.ids_.reserve(text.size());
   for (unsigned char c : text) corpus.ids_.push_back(index_of[c]);
-  corpus.split_point_ = corpus.size() * 9 / 10;
   return corpus;
 }
 
@@ -149,25 +148,33 @@ absl::StatusOr<CharCorpus> CharCorpus::LoadDefault(const std::optional<std::stri
   return FromText(GeneratedText(), "<generated text>");
 }
 
-ir::TensorMap CharCorpus::Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed,
-                                uint64_t index) const {
-  int64_t begin = split == Split::kTrain ? 0 : split_point_;
-  int64_t end = split == Split::kTrain ? split_point_ : size();
-  int64_t span = std::max<int64_t>(1, end - begin - sequence_length - 1);
-  // MakeExampleJob bounds the batch: this is small.
-  ir::HostTensor starts = *ir::MakeTensor({ir::DType::kF32, {batch}},
-                                          {ir::Initializer::Kind::kUniform, 0.0, 1.0, seed * 1000003 + index});
-  std::vector<int32_t> tokens(batch * sequence_length);
-  std::vector<int32_t> labels(batch * sequence_length);
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t start = begin + std::min<int64_t>(span - 1, static_cast<int64_t>(starts.f32()[b] * span));
-    for (int64_t t = 0; t < sequence_length; ++t) {
-      tokens[b * sequence_length + t] = ids_[start + t];
-      labels[b * sequence_length + t] = ids_[std::min<int64_t>(start + t + 1, size() - 1)];
+absl::StatusOr<std::vector<int32_t>> CharCorpus::Encode(absl::string_view text) const {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const size_t at = alphabet_.find(text[i]);
+    if (at == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "byte %d of the text (0x%02x) never occurs in %s: the character-level model cannot read it", i,
+          static_cast<unsigned char>(text[i]), source_));
     }
+    ids.push_back(static_cast<int32_t>(at));
   }
-  return {{"tokens", ir::HostTensor::FromInts({batch, sequence_length}, tokens)},
-          {"labels", ir::HostTensor::FromInts({batch, sequence_length}, labels)}};
+  return ids;
 }
+
+absl::StatusOr<std::string> CharCorpus::Decode(const std::vector<int32_t>& ids) const {
+  std::string text;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size()) {
+      // A head wider than the corpus (--vocab) may pick an id no byte has.
+      text += "\xef\xbf\xbd";  // U+FFFD
+      continue;
+    }
+    text.push_back(alphabet_[static_cast<size_t>(id)]);
+  }
+  return text;
+}
+
+std::string CharCorpus::description() const { return absl::StrCat(source_, " (", size(), " bytes)"); }
 
 }  // namespace tandem::examples

@@ -1,6 +1,6 @@
-// A character-level text corpus for training the example GPT: bytes of one
-// or more text files, a vocabulary of the distinct bytes, and deterministic
-// batches of windows from a train or a validation split.
+// A character-level text corpus for training the example language models:
+// bytes of one or more text files, a vocabulary of the distinct bytes
+// (examples/data/corpus.h: the splits and batches).
 #ifndef TANDEM_EXAMPLES_DATA_CHAR_CORPUS_H_
 #define TANDEM_EXAMPLES_DATA_CHAR_CORPUS_H_
 
@@ -10,14 +10,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ir/interpreter.h"
+#include "examples/data/corpus.h"
 
 namespace tandem::examples {
 
-class CharCorpus {
+class CharCorpus : public Corpus {
  public:
-  enum class Split { kTrain, kValidation };
-
   // The bytes of `text`; the first 90% are the train split, the rest
   // validation. InvalidArgument naming `source` and the byte offset when the
   // text is not UTF-8 text (a NUL byte or a malformed sequence: a binary
@@ -32,20 +30,19 @@ class CharCorpus {
   // that every Debian machine has, else a generated text.
   static absl::StatusOr<CharCorpus> LoadDefault(const std::optional<std::string>& data_path);
 
-  int64_t vocab_size() const { return static_cast<int64_t>(alphabet_.size()); }
-  int64_t size() const { return static_cast<int64_t>(ids_.size()); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(alphabet_.size()); }
+  int64_t size() const override { return static_cast<int64_t>(ids_.size()); }
+  std::string description() const override;
+  int32_t Token(int64_t i) const override { return ids_[static_cast<size_t>(i)]; }
+  // Each byte is its id; a byte the corpus never has cannot be encoded.
+  absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text) const override;
+  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
   const std::string& source() const { return source_; }
-
-  // "tokens" and "labels" (the next byte of each position), i32
-  // [batch, sequence_length], from windows whose starts are drawn from
-  // (seed, index): the same arguments give the same batch.
-  ir::TensorMap Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed, uint64_t index) const;
 
  private:
   std::string source_;
   std::string alphabet_;       // the distinct bytes, sorted
   std::vector<int32_t> ids_;   // the text as indices into alphabet_
-  int64_t split_point_ = 0;
 };
 
 }  // namespace tandem::examples

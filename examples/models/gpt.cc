@@ -62,7 +62,7 @@ int32_t GptBlockStage(const GptConfig& c, int64_t layer) {
   return LayerStage(c.block_stages, layer, c.num_layers, c.num_stages);
 }
 
-Tensor GptLoss(Tracer& t, const GptConfig& c) {
+Tensor GptLogits(Tracer& t, const GptConfig& c) {
   const ir::DType i32 = ir::DType::kI32;
   const ir::Initializer weights = init::Normal(c.init_std);
   Tensor tokens = t.Input("tokens", {i32, {c.batch_size, c.sequence_length}});
@@ -76,10 +76,13 @@ Tensor GptLoss(Tracer& t, const GptConfig& c) {
     x = x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, c.model_dim), c.mlp_ratio * c.model_dim, weights);
   }
   x = layers::LayerNorm(t, "lnf", x, c.model_dim);
-  Tensor logits = c.tied_head
-                      ? matmul(x, t.Parameter("wte"), {.transpose_b = true})
-                      : matmul(x, t.Parameter("head.w", {c.model_dim, c.vocab_size}, weights));
-  Tensor labels = t.Label("labels", {i32, {c.batch_size, c.sequence_length}});
+  return c.tied_head ? matmul(x, t.Parameter("wte"), {.transpose_b = true})
+                     : matmul(x, t.Parameter("head.w", {c.model_dim, c.vocab_size}, weights));
+}
+
+Tensor GptLoss(Tracer& t, const GptConfig& c) {
+  Tensor logits = GptLogits(t, c);
+  Tensor labels = t.Label("labels", {ir::DType::kI32, {c.batch_size, c.sequence_length}});
   return mean(cross_entropy(logits, labels));
 }
 

@@ -51,6 +51,9 @@ absl::Status ValidateGptConfig(const GptConfig& config);
 // Returns the scalar loss. Check the config with ValidateGptConfig first.
 Tensor GptLoss(Tracer& tracer, const GptConfig& config);
 ModelFunction GptModel(const GptConfig& config);
+// The forward pass to the logits [batch_size, sequence_length, vocab_size],
+// without labels or loss: what generation runs. Same parameters as GptLoss.
+Tensor GptLogits(Tracer& tracer, const GptConfig& config);
 
 // The stage that holds block `layer`.
 int32_t GptBlockStage(const GptConfig& config, int64_t layer);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -78,7 +79,7 @@ class CheckpointTest : public ::testing::Test {
 
 TEST_F(CheckpointTest, TheManifestEndsInAChecksumOfEverythingBeforeIt) {
   const std::string text = Read(second_ / "MANIFEST");
-  EXPECT_TRUE(absl::StartsWith(text, "tandem-checkpoint\t2\nmodel\tmlp\nstep\t2\n"));
+  EXPECT_TRUE(absl::StartsWith(text, "tandem-checkpoint\t3\nmodel\tmlp\nstep\t2\n"));
   EXPECT_EQ(Resealed(text), text);
   absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(text, "MANIFEST");
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -89,6 +90,40 @@ TEST_F(CheckpointTest, TheManifestEndsInAChecksumOfEverythingBeforeIt) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->step, 2);
   EXPECT_TRUE(loaded->skipped.empty());
+}
+
+// Version 3 lists which state is parameters (what `tandem export` writes);
+// version 2, which did not, still resumes.
+TEST_F(CheckpointTest, TheManifestListsTheParametersAndAVersionTwoOneStillLoads) {
+  std::set<std::string> parameters;
+  for (const ir::StateSpec& spec : step_.state) {
+    if (spec.role == ir::StateRole::kParameter) parameters.insert(spec.name);
+  }
+  ASSERT_FALSE(parameters.empty());
+  ASSERT_LT(parameters.size(), step_.state.size()) << "the MLP has optimizer state too";
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(second_.string());  // no job: as export loads it
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->parameters_known);
+  EXPECT_EQ(loaded->parameters, parameters);
+  EXPECT_EQ(loaded->model, "mlp");
+
+  std::string text = Read(second_ / "MANIFEST");
+  std::string old;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "parameter\t")) continue;
+    absl::StrAppend(&old, line, "\n");
+  }
+  old.replace(old.find("\t3\n"), 3, "\t2\n");
+  Write(second_ / "MANIFEST", Resealed(old));
+  loaded = LoadCheckpoint(second_.string(), step_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(loaded->parameters_known);
+  // A version-2 manifest may not list parameters, and version 3 only state.
+  EXPECT_EQ(ParseCheckpointManifest(Resealed(absl::StrCat(old.substr(0, old.rfind("checksum\t")), "parameter\tx\nchecksum\t")),
+                                    "M")
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST_F(CheckpointTest, OneFlippedBitInTheManifestFailsTheLoad) {
@@ -186,7 +221,9 @@ TEST(CheckpointManifest, MalformedManifestsAreDataLossQuotingShortly) {
   };
   EXPECT_THAT(error(""), HasSubstr("M:1: not a Tandem checkpoint manifest"));
   EXPECT_THAT(error("tandem-checkpoint\t1\nmodel\tm\nstep\t1\nfile\ta\t1\tx\n"),
-              HasSubstr("manifest version '1': this build reads version 2"));
+              HasSubstr("manifest version '1': this build reads versions 2 and 3"));
+  EXPECT_THAT(error(Resealed("tandem-checkpoint\t3\nmodel\tm\nstep\t1\nparameter\tw\nfile\ta\t1\tx\nchecksum\t")),
+              HasSubstr("parameter 'w' is no state listed before it"));
   EXPECT_THAT(error("tandem-checkpoint\t2\nmodel\tm\nstep\t1\n"),
               HasSubstr("the last line must be the manifest's checksum"));
   EXPECT_THAT(error(Resealed("tandem-checkpoint\t2\nmodel\tm\nstep\t1\nactors\t2\nfile\ta\t1\tx\nchecksum\t")),

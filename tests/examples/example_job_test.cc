@@ -262,3 +262,50 @@ TEST(ExampleJobStages, TheVocabularyWidensTheHeadButNeverBelowTheCorpus) {
 
 }  // namespace
 }  // namespace tandem::examples
+
+namespace tandem::examples {
+namespace {
+
+ExampleJobOptions Llama() {
+  ExampleJobOptions options;
+  options.model = "llama";
+  options.layers = 2;
+  options.dim = 32;
+  options.heads = 4;
+  return options;
+}
+
+TEST(LlamaJob, KvHeadsMustDivideTheHeadsAndApplyOnlyToLlama) {
+  ExampleJobOptions three = Llama();
+  three.kv_heads = 3;
+  EXPECT_TRUE(Refused(three, "llama: 3 kv heads do not divide 4 heads"));
+  ExampleJobOptions gpt;
+  gpt.kv_heads = 2;
+  EXPECT_TRUE(Refused(gpt, "kv heads apply to the llama model, not gpt"));
+  ExampleJobOptions odd = Llama();
+  odd.heads = 32;  // a head 1 wide: no rotary pair
+  odd.kv_heads = 32;
+  EXPECT_TRUE(Refused(odd, "a head's width 1 (model_dim / num_heads) must be even"));
+}
+
+TEST(LlamaJob, GroupedQueryAttentionSharesEachKvProjectionAmongItsHeads) {
+  ExampleJobOptions options = Llama();
+  options.kv_heads = 1;
+  absl::StatusOr<ExampleJob> job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_THAT(job->description, HasSubstr("4 heads (1 kv), mlp 96"));
+  const ir::StateSpec* k = job->step.FindState("model.layers.1.self_attn.k_proj.weight");
+  const ir::StateSpec* q = job->step.FindState("model.layers.1.self_attn.q_proj.weight");
+  ASSERT_NE(k, nullptr);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->type.shape, (ir::Shape{32, 32}));  // [out, in], as nn.Linear
+  EXPECT_EQ(k->type.shape, (ir::Shape{8, 32}));   // one head of width 8
+  EXPECT_NE(job->step.FindState("lm_head.weight"), nullptr);
+  options.tied = true;
+  job = MakeExampleJob(options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->step.FindState("lm_head.weight"), nullptr);
+}
+
+}  // namespace
+}  // namespace tandem::examples

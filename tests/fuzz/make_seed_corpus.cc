@@ -7,6 +7,8 @@
 // committed corpus under tests/fuzz/corpus/ is this program's output
 // (`build/tests/make_seed_corpus tests/fuzz/corpus`). Every input meant to
 // be valid is checked to parse, so the corpus cannot rot silently.
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +34,7 @@
 #include "examples/example_job.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/safetensors.h"
 #include "ir/state_file.h"
 #include "rpc/program_codec.h"
 #include "rpc/step_codec.h"
@@ -206,6 +209,35 @@ void WriteStateSeeds(CorpusWriter& writer, const examples::ExampleJob& job) {
   for (size_t i = 12; i < 16; ++i) huge_count[i] = '\xff';  // after magic and version
   writer.Write(target, "near-huge-count.state", huge_count);
   writer.Write(target, "near-trailing-byte.state", single + "x");
+}
+
+// safetensors files as `tandem export` writes them, and near-valid ones.
+void WriteSafetensorsSeeds(CorpusWriter& writer, const examples::ExampleJob& job) {
+  const std::string target = "safetensors";
+  const ir::TensorMap state = *ir::InitialState(job.step);
+  std::vector<std::pair<std::string, ir::StateSource>> tensors;
+  for (const auto& [name, tensor] : state) tensors.emplace_back(name, ir::StateSource{tensor.type(), tensor});
+  const fs::path path = fs::temp_directory_path() / absl::StrCat("tandem-seed-", getpid(), ".safetensors");
+  if (absl::Status status = ir::WriteSafetensors(path.string(), tensors, {{"format", "pt"}}); !status.ok()) {
+    CorpusWriter::Die(absl::StrCat("safetensors: ", status.message()));
+  }
+  Require(ir::IndexSafetensors(path.string()), "safetensors index");
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::remove(path);
+  writer.Write(target, "mlp-initial.safetensors", bytes);
+  writer.Write(target, "near-truncated.safetensors", Truncated(bytes));
+  std::string shifted = bytes;
+  const size_t offsets = shifted.find("data_offsets\":[0,");
+  if (offsets != std::string::npos) shifted[offsets + 16] = '4';  // the first tensor begins at 4: a gap
+  writer.Write(target, "near-gap.safetensors", shifted);
+  std::string f64 = bytes;
+  const size_t dtype = f64.find("\"F32\"");
+  if (dtype != std::string::npos) f64.replace(dtype, 5, "\"F64\"");
+  writer.Write(target, "near-unknown-dtype.safetensors", f64);
+  std::string long_header = bytes;
+  long_header[7] = '\x7f';  // a header length past the file
+  writer.Write(target, "near-header-past-the-end.safetensors", long_header);
 }
 
 void WriteProgramSeeds(CorpusWriter& writer, const controller::CompiledStep& compiled) {
@@ -424,6 +456,7 @@ int main(int argc, char** argv) {
                     "compile");
   fuzz::WriteIrSeeds(writer, job, compiled);
   fuzz::WriteStateSeeds(writer, job);
+  fuzz::WriteSafetensorsSeeds(writer, job);
   fuzz::WriteProgramSeeds(writer, compiled);
   fuzz::WriteTensorSeeds(writer, job);
   fuzz::WriteManifestSeeds(writer, job);

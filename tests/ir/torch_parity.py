@@ -1,14 +1,15 @@
 #!/usr/bin/python3
-"""Checks Tandem's example GPT against PyTorch, the outside reference.
+"""Checks Tandem's example GPT and LLaMA against PyTorch, the outside reference.
 
     /usr/bin/python3 tests/ir/torch_parity.py DIR
 
 DIR holds one folder per case, written by torch_parity_export (see
 tests/ir/torch_parity_export.cc): manifest.txt, tokens/labels, Tandem's
 initial parameters, loss, gradients and parameters after N Adam steps, as
-.npy files. This script builds the same GPT functionally in PyTorch (Tandem's
-weights are [in, out], used as x @ W + b), loads the exact same weights, and
-compares:
+.npy files. This script builds the same model functionally in PyTorch (the
+GPT's weights are [in, out], used as x @ W + b; the LLaMA's carry Hugging
+Face's names and nn.Linear's [out, in] layout), loads the exact same weights,
+and compares:
   - the loss and every parameter gradient at the state before each of the
     N Adam steps (Tandem's initial parameters, then its parameters after
     steps 1..N-1): the model, checked at N points;
@@ -25,8 +26,10 @@ Each tensor passes when   max|tandem - torch| / max(max|torch|, 1e-30) <= 1e-5
 PyTorch tensor). It prints one row per tensor and exits 1 naming every tensor
 that does not pass. A missing torch is a failure, not a skip.
 """
+import json
 import math
 import os
+import struct
 import sys
 
 # The benchmarks' PyTorch helpers (tools/bench/torch_common.py).
@@ -54,6 +57,33 @@ def blas_in_use():
     return blas_libraries()
 
 
+def read_safetensors(path):
+    """The tensors of a safetensors file, read by hand (Debian ships no
+    safetensors module): 8-byte little-endian header length, JSON header,
+    then each tensor's little-endian bytes at its data_offsets."""
+    dtypes = {"F32": np.float32, "I32": np.int32}
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        data = f.read()
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        tensors[name] = np.frombuffer(data[begin:end], dtype=dtypes[entry["dtype"]]).reshape(entry["shape"])
+    return tensors
+
+
+def number_or_text(value):
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
 def read_manifest(case_dir):
     config, adam, params = {}, {}, []
     with open(os.path.join(case_dir, "manifest.txt")) as manifest:
@@ -64,7 +94,7 @@ def read_manifest(case_dir):
                 continue
             values = dict(field.split("=", 1) for field in fields)
             if kind == "config":
-                config = {key: int(value) for key, value in values.items()}
+                config = {key: number_or_text(value) for key, value in values.items()}
             elif kind == "adam":
                 adam = {key: float(value) for key, value in values.items()}
                 adam["steps"] = int(adam["steps"])
@@ -103,6 +133,58 @@ def gpt_loss(p, tokens, labels, c):
     return F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1))
 
 
+def llama_loss(p, tokens, labels, c):
+    """The computation of examples/models/llama.cc, written as Hugging Face's
+    LlamaForCausalLM computes it (RMSNorm in f32, rotate_half rotary,
+    repeat_kv for grouped-query attention, SwiGLU, no biases)."""
+    batch, seq = tokens.shape
+    d, heads, kv_heads, vocab = c["model_dim"], c["num_heads"], c["num_kv_heads"], c["vocab_size"]
+    head_dim = d // heads
+
+    def rms_norm(x, name):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(variance + c["norm_eps"]) * p[name + ".weight"]
+
+    def linear(x, name):
+        return x @ p[name + ".weight"].t()
+
+    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    freqs = torch.outer(torch.arange(seq).float(), inv_freq)
+    angles = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = angles.cos(), angles.sin()
+
+    def rotate_half(x):
+        return torch.cat((-x[..., head_dim // 2:], x[..., :head_dim // 2]), dim=-1)
+
+    def rope(x):
+        return x * cos + rotate_half(x) * sin
+
+    def heads_of(x, count):  # [B, T, count * hd] -> [B, count, T, hd]
+        return x.reshape(batch, seq, count, head_dim).transpose(1, 2)
+
+    causal = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)
+    x = F.embedding(tokens, p["model.embed_tokens.weight"])
+    for layer in range(c["num_layers"]):
+        pre = f"model.layers.{layer}."
+        h = rms_norm(x, pre + "input_layernorm")
+        q = rope(heads_of(linear(h, pre + "self_attn.q_proj"), heads))
+        k = rope(heads_of(linear(h, pre + "self_attn.k_proj"), kv_heads))
+        v = heads_of(linear(h, pre + "self_attn.v_proj"), kv_heads)
+        k = k.repeat_interleave(heads // kv_heads, dim=1)
+        v = v.repeat_interleave(heads // kv_heads, dim=1)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_dim))
+        attn = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1) @ v
+        x = x + linear(attn.transpose(1, 2).reshape(batch, seq, d), pre + "self_attn.o_proj")
+        h = rms_norm(x, pre + "post_attention_layernorm")
+        x = x + linear(F.silu(linear(h, pre + "mlp.gate_proj")) * linear(h, pre + "mlp.up_proj"), pre + "mlp.down_proj")
+    x = rms_norm(x, "model.norm")
+    logits = x @ (p["model.embed_tokens.weight"] if c["tied_head"] else p["lm_head.weight"]).t()
+    return F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1))
+
+
+MODELS = {"gpt": gpt_loss, "llama": llama_loss}
+
+
 class Checker:
     """Compares tensors, prints a row each and remembers the failures."""
 
@@ -110,20 +192,20 @@ class Checker:
         self.failures = []
         self.worst = {}
         self.notes = []
-        print(f"{'case':7} {'kind':8} {'tensor':22} {'max|diff|':>11} {'max|torch|':>11} {'relative':>10}")
+        print(f"{'case':10} {'kind':8} {'tensor':44} {'max|diff|':>11} {'max|torch|':>11} {'relative':>10}")
 
     def check(self, case, kind, name, tandem, reference):
         tandem = np.asarray(tandem, dtype=np.float64)
         reference = np.asarray(reference, dtype=np.float64)
         if tandem.shape != reference.shape:
             self.failures.append(f"{case}/{kind}/{name}: shape {tandem.shape} vs torch {reference.shape}")
-            print(f"{case:7} {kind:8} {name:22} shape mismatch {tandem.shape} vs {reference.shape}  FAIL")
+            print(f"{case:10} {kind:8} {name:44} shape mismatch {tandem.shape} vs {reference.shape}  FAIL")
             return
         diff = float(np.max(np.abs(tandem - reference))) if tandem.size else 0.0
         scale = float(np.max(np.abs(reference))) if reference.size else 0.0
         relative = diff / max(scale, TINY)
         ok = relative <= TOLERANCE and np.all(np.isfinite(tandem))
-        print(f"{case:7} {kind:8} {name:22} {diff:11.3e} {scale:11.3e} {relative:10.3e}"
+        print(f"{case:10} {kind:8} {name:44} {diff:11.3e} {scale:11.3e} {relative:10.3e}"
               f"{'' if ok else '  FAIL'}")
         if not ok:
             self.failures.append(f"{case}/{kind}/{name}: relative {relative:.3e} > {TOLERANCE:g}")
@@ -136,6 +218,7 @@ def check_case(case_dir, checker):
     case = os.path.basename(os.path.normpath(case_dir))
     config, adam, names = read_manifest(case_dir)
     steps = adam["steps"]
+    model_loss = MODELS[config["model"]]
 
     def load(name):
         return np.load(os.path.join(case_dir, name + ".npy"))
@@ -146,11 +229,23 @@ def check_case(case_dir, checker):
     tokens = torch.from_numpy(load("tokens").astype(np.int64))
     labels = torch.from_numpy(load("labels").astype(np.int64))
 
+    # 0. The exported file: every parameter, bit for bit, under the model's
+    #    names, and PyTorch's loss from it is Tandem's.
+    exported = read_safetensors(os.path.join(case_dir, "init.safetensors"))
+    if sorted(exported) != sorted(names):
+        checker.failures.append(f"{case}: init.safetensors holds {sorted(exported)}, not the parameters {sorted(names)}")
+    for n in names:
+        if n in exported and not np.array_equal(exported[n], load("init." + n)):
+            checker.failures.append(f"{case}: init.safetensors '{n}' differs from Tandem's initial parameter")
+    if sorted(exported) == sorted(names):
+        from_file = {n: torch.tensor(exported[n], dtype=torch.float32) for n in names}
+        checker.check(case, "export", "loss", load("s1.loss"), model_loss(from_file, tokens, labels, config).detach().numpy())
+
     # 1. The model: PyTorch's loss and gradients at the state before each
     #    step (Tandem's initial parameters, then Tandem's after steps 1, 2).
     for k in range(1, steps + 1):
         params = as_params("init." if k == 1 else f"s{k - 1}.param.")
-        loss = gpt_loss(params, tokens, labels, config)
+        loss = model_loss(params, tokens, labels, config)
         loss.backward()
         checker.check(case, f"loss@{k}", "loss", load(f"s{k}.loss"), loss.detach().numpy())
         for n in names:
@@ -179,7 +274,7 @@ def check_case(case_dir, checker):
                                  eps=adam["eps"])
     for _ in range(steps):
         optimizer.zero_grad()
-        gpt_loss(params, tokens, labels, config).backward()
+        model_loss(params, tokens, labels, config).backward()
         optimizer.step()
     drift = max((float(np.max(np.abs(load(f"s{steps}.param." + n) - params[n].detach().numpy())))
                  / max(float(np.max(np.abs(params[n].detach().numpy()))), TINY), n) for n in names)

@@ -1,12 +1,14 @@
 // Exports what tests/ir/torch_parity.py compares with PyTorch: the example
-// GPT's initial parameters, a deterministic batch, Tandem's loss and
+// GPT's and LLaMA's initial parameters, a deterministic batch, Tandem's loss and
 // parameter gradients, and the parameters after 3 Adam steps on that batch.
 //
 //   torch_parity_export OUT_DIR
 //
-// writes one folder per case (OUT_DIR/untied, OUT_DIR/tied), each with
+// writes one folder per case (OUT_DIR/untied, OUT_DIR/tied, OUT_DIR/llama,
+// OUT_DIR/llama-tied), each with
 // manifest.txt (the config, the optimizer and the parameter names in state
-// order) and .npy files: tokens, labels, init.<p>, and for each Adam step
+// order), init.safetensors (the initial parameters as `tandem export` writes
+// them) and .npy files: tokens, labels, init.<p>, and for each Adam step
 // k = 1..3 the loss and gradients before it (s<k>.loss, s<k>.grad.<p>) and
 // the parameters after it (s<k>.param.<p>). A plain program rather than a GoogleTest: the check itself is
 // the Python script, and the CTest test ir_torch_parity runs both.
@@ -23,10 +25,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "examples/models/gpt.h"
+#include "examples/models/llama.h"
 #include "ir/host_tensor.h"
 #include "ir/interpreter.h"
 #include "ir/kernels.h"
 #include "ir/optimizers.h"
+#include "ir/safetensors.h"
 #include "ir/trace.h"
 #include "ir/train_step.h"
 
@@ -35,12 +39,34 @@ namespace {
 
 constexpr int kAdamSteps = 3;
 
-// One parity case: the GPT of the acceptance criterion and the Adam it trains with.
+// One parity case: a model of the acceptance criteria and the Adam it
+// trains with. `config` is the manifest's config line after "config ".
 struct ParityCase {
   std::string name;
-  examples::GptConfig gpt;
+  ModelFunction model;
+  ir::Shape batch_shape;  // [batch, sequence]
+  int64_t vocab_size = 0;
+  std::string config;
   AdamOptions adam;
 };
+
+ParityCase GptCase(std::string name, const examples::GptConfig& c, AdamOptions adam) {
+  return {std::move(name), examples::GptModel(c), {c.batch_size, c.sequence_length}, c.vocab_size,
+          absl::StrFormat("model=gpt vocab_size=%d sequence_length=%d model_dim=%d num_heads=%d num_layers=%d "
+                          "mlp_ratio=%d batch_size=%d tied_head=%d",
+                          c.vocab_size, c.sequence_length, c.model_dim, c.num_heads, c.num_layers, c.mlp_ratio,
+                          c.batch_size, c.tied_head ? 1 : 0),
+          adam};
+}
+
+ParityCase LlamaCase(std::string name, const examples::LlamaConfig& c, AdamOptions adam) {
+  return {std::move(name), examples::LlamaModel(c), {c.batch_size, c.sequence_length}, c.vocab_size,
+          absl::StrFormat("model=llama vocab_size=%d sequence_length=%d model_dim=%d num_heads=%d num_kv_heads=%d "
+                          "num_layers=%d mlp_hidden=%d batch_size=%d tied_head=%d rope_theta=%.17g norm_eps=%.17g",
+                          c.vocab_size, c.sequence_length, c.model_dim, c.num_heads, c.num_kv_heads, c.num_layers,
+                          examples::LlamaMlpWidth(c), c.batch_size, c.tied_head ? 1 : 0, c.rope_theta, c.norm_eps),
+          adam};
+}
 
 // Writes `tensor` as a NumPy .npy file (format 1.0, little-endian f32 or
 // i32, C order); the header is padded with spaces to a multiple of 64 bytes.
@@ -86,27 +112,32 @@ ir::HostTensor DeterministicIds(const ir::Shape& shape, int64_t vocab, uint64_t 
 }
 
 absl::Status ExportCase(const ParityCase& c, const std::filesystem::path& dir) {
-  if (absl::Status status = examples::ValidateGptConfig(c.gpt); !status.ok()) return status;
   Adam adam(c.adam);
   absl::StatusOr<ir::TrainStep> step =
-      TraceTrainStep(absl::StrCat("gpt_parity_", c.name), examples::GptModel(c.gpt), adam,
-                     TraceOptions{.num_microbatches = 1, .seed = 1234});
+      TraceTrainStep(absl::StrCat("parity_", c.name), c.model, adam, TraceOptions{.num_microbatches = 1, .seed = 1234});
   if (!step.ok()) return step.status();
 
   std::filesystem::create_directories(dir);
-  const ir::Shape batch_shape = {c.gpt.batch_size, c.gpt.sequence_length};
-  ir::TensorMap batch = {{"tokens", DeterministicIds(batch_shape, c.gpt.vocab_size, 17)},
-                         {"labels", DeterministicIds(batch_shape, c.gpt.vocab_size, 29)}};
+  ir::TensorMap batch = {{"tokens", DeterministicIds(c.batch_shape, c.vocab_size, 17)},
+                         {"labels", DeterministicIds(c.batch_shape, c.vocab_size, 29)}};
   for (const auto& [name, tensor] : batch) {
     if (absl::Status s = WriteNpy(dir / (name + ".npy"), tensor); !s.ok()) return s;
   }
 
   ir::TensorMap state = *ir::InitialState(*step);
   std::vector<std::string> parameters;
+  std::vector<std::pair<std::string, ir::StateSource>> exported;
   for (const ir::StateSpec& spec : step->state) {
     if (spec.role != ir::StateRole::kParameter) continue;
     parameters.push_back(spec.name);
     if (absl::Status s = WriteNpy(dir / ("init." + spec.name + ".npy"), state.at(spec.name)); !s.ok()) return s;
+    exported.emplace_back(spec.name, ir::StateSource{spec.type, state.at(spec.name)});
+  }
+  // The same parameters as `tandem export` writes them, which the script
+  // loads in PyTorch on its own.
+  if (absl::Status s = ir::WriteSafetensors((dir / "init.safetensors").string(), exported, {{"format", "pt"}});
+      !s.ok()) {
+    return s;
   }
 
   // Each Adam step k = 1..kAdamSteps: the loss and gradients at the state
@@ -135,11 +166,7 @@ absl::Status ExportCase(const ParityCase& c, const std::filesystem::path& dir) {
   }
 
   std::ofstream manifest(dir / "manifest.txt");
-  manifest << absl::StrFormat(
-      "config vocab_size=%d sequence_length=%d model_dim=%d num_heads=%d num_layers=%d "
-      "mlp_ratio=%d batch_size=%d tied_head=%d\n",
-      c.gpt.vocab_size, c.gpt.sequence_length, c.gpt.model_dim, c.gpt.num_heads, c.gpt.num_layers,
-      c.gpt.mlp_ratio, c.gpt.batch_size, c.gpt.tied_head ? 1 : 0);
+  manifest << "config " << c.config << "\n";
   manifest << absl::StrFormat("adam lr=%.17g beta1=%.17g beta2=%.17g eps=%.17g steps=%d\n",
                               c.adam.learning_rate, c.adam.beta1, c.adam.beta2, c.adam.eps, kAdamSteps);
   for (const std::string& p : parameters) manifest << "param " << p << "\n";
@@ -166,9 +193,21 @@ int main(int argc, char** argv) {
                                   .batch_size = 4,
                                   .num_stages = 1};
   tandem::AdamOptions adam{.learning_rate = 1e-2};
-  std::vector<tandem::ParityCase> cases = {{"untied", gpt, adam}};
+  std::vector<tandem::ParityCase> cases = {tandem::GptCase("untied", gpt, adam)};
   gpt.tied_head = true;
-  cases.push_back({"tied", gpt, adam});
+  cases.push_back(tandem::GptCase("tied", gpt, adam));
+  // Grouped-query attention (4 heads share 2 kv heads), rotary, SwiGLU, RMSNorm.
+  tandem::examples::LlamaConfig llama{.vocab_size = 65,
+                                      .sequence_length = 32,
+                                      .model_dim = 64,
+                                      .num_heads = 4,
+                                      .num_kv_heads = 2,
+                                      .num_layers = 2,
+                                      .batch_size = 4};
+  cases.push_back(tandem::LlamaCase("llama", llama, adam));
+  llama.tied_head = true;
+  llama.num_kv_heads = 1;
+  cases.push_back(tandem::LlamaCase("llama-tied", llama, adam));
   for (const tandem::ParityCase& c : cases) {
     absl::Status status = tandem::ExportCase(c, std::filesystem::path(argv[1]) / c.name);
     if (!status.ok()) {

@@ -9,6 +9,9 @@ void AddAllCommands(CommandLine& command_line) {
   AddProfileCommand(command_line);
   AddPlanCommand(command_line);
   AddTrainCommand(command_line);
+  AddExportCommand(command_line);
+  AddGenerateCommand(command_line);
+  AddTokenizeCommand(command_line);
   AddReplCommand(command_line);
   AddBenchCommand(command_line);
 }

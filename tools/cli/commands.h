@@ -31,6 +31,12 @@ void AddPlanCommand(CommandLine& command_line);
 void AddSchedCommand(CommandLine& command_line);
 // `tandem train ...`: trains an example model.
 void AddTrainCommand(CommandLine& command_line);
+// `tandem tokenize ...`: trains a BPE tokenizer, or encodes a text.
+void AddTokenizeCommand(CommandLine& command_line);
+// `tandem generate ...`: continues a prompt with a trained checkpoint.
+void AddGenerateCommand(CommandLine& command_line);
+// `tandem export ...`: a checkpoint's parameters as a safetensors file.
+void AddExportCommand(CommandLine& command_line);
 // `tandem repl ...`: an interactive session over a live pipeline.
 void AddReplCommand(CommandLine& command_line);
 // `tandem bench NAME ...`: benchmarks that print tables (or JSON with

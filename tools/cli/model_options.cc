@@ -8,7 +8,7 @@ namespace tandem::cli {
 
 void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command.add_option("--model", options.model, "example model")
-      ->check(CLI::IsMember({"gpt", "mlp", "two-tower"}))
+      ->check(CLI::IsMember({"gpt", "llama", "mlp", "two-tower"}))
       ->capture_default_str();
   command
       .add_option("--preset", options.preset,
@@ -22,7 +22,7 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
                    "data-parallel replicas of the pipeline: D x P actors, a step's batch is D x M microbatches");
   command
       .add_option("--layers", options.layers,
-                  "decoder blocks (gpt, default 4), hidden layers (mlp, default 4; at least the stage count) or "
+                  "decoder blocks (gpt and llama, default 4), hidden layers (mlp, default 4; at least the stage count) or "
                   "the head's layers (two-tower, default 3)")
       ->check(AtLeast(options.layers, 1));
   command
@@ -30,26 +30,56 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
                   "two-tower: the layers of its left and right towers, e.g. 4,3 (the default)")
       ->delimiter(',')
       ->expected(2);
-  command.add_option("--dim", options.dim, "model width (gpt d_model, default 64; mlp and two-tower hidden width, default 64)")
+  command.add_option("--dim", options.dim, "model width (gpt and llama d_model, default 64; mlp and two-tower hidden width, default 64)")
       ->check(AtLeast(options.dim, 1));
-  command.add_option("--heads", options.heads, "attention heads (gpt, default 4)")->check(AtLeast(options.heads, 1));
-  command.add_option("--seq", options.seq, "sequence length (gpt, default 32)")->check(AtLeast(options.seq, 1));
+  command.add_option("--heads", options.heads, "attention heads (gpt and llama, default 4)")
+      ->check(AtLeast(options.heads, 1));
   command
-      .add_option("--batch", options.batch, "sequences (gpt, default 8) or examples (mlp and two-tower, default 16) per microbatch")
+      .add_option("--kv-heads", options.kv_heads,
+                  "llama: key/value heads, dividing --heads (grouped-query attention; default half the heads)")
+      ->check(AtLeast(options.kv_heads, 1));
+  command.add_option("--seq", options.seq, "sequence length (gpt and llama, default 32)")->check(AtLeast(options.seq, 1));
+  command
+      .add_option("--batch", options.batch, "sequences (gpt and llama, default 8) or examples (mlp and two-tower, default 16) per microbatch")
       ->check(AtLeast(options.batch, 1));
-  command.add_option("--vocab", options.vocab, "gpt: the LM head's width (default: the corpus's characters)")
+  command.add_option("--vocab", options.vocab, "gpt and llama: the LM head's width (default: the corpus's characters)")
       ->check(AtLeast(options.vocab, 1));
-  command.add_flag("--tied", options.tied, "tie the gpt LM head to the token embedding");
+  command.add_flag("--tied", options.tied, "tie the gpt or llama LM head to the token embedding");
   command.add_option("--optimizer", options.optimizer, "adam, or sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
-  command.add_option("--lr", options.lr, "learning rate (default 3e-3 for gpt, 1e-2 for mlp and two-tower)");
+  command.add_option("--lr", options.lr, "learning rate (default 3e-3 for gpt and llama, 1e-2 for mlp and two-tower)");
+  command.add_option("--weight-decay", options.weight_decay,
+                     "adam: AdamW's decoupled weight decay (norm gains and biases never decay; embeddings only with "
+                     "--decay-embeddings)")
+      ->check(CLI::NonNegativeNumber);
+  command.add_option("--clip-grad-norm", options.clip_grad_norm,
+                     "clip the gradients to this global norm, over every stage and replica (0: no clipping)")
+      ->check(CLI::NonNegativeNumber);
+  command.add_flag("--decay-embeddings", options.decay_embeddings, "with --weight-decay: the embeddings decay too");
+  command.add_option("--warmup-steps", options.schedule.warmup_steps,
+                     "steps of linear learning-rate warmup from 0 (computed in the traced step)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option_function<std::string>(
+          "--lr-schedule",
+          [&options](const std::string& name) { options.schedule.decay = *ParseDecay(name); },
+          "learning-rate decay after the warmup: constant, linear or cosine (to --min-lr at --decay-steps)")
+      ->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  command.add_option("--decay-steps", options.schedule.decay_steps,
+                     "the step where a decay reaches --min-lr (tandem train: default --steps)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--min-lr", options.min_lr, "where a decay ends (default: --lr / 10)")
+      ->check(CLI::NonNegativeNumber);
   command.add_option("--seed", options.seed, "seed of parameter initialization and data sampling")
       ->capture_default_str();
   AddIntegerOption(command, "--update-every", options.updates.every,
                    "2bw: microbatches per weight update, dividing --microbatches (default: the pipeline's stages)");
+  command.add_option("--tokenizer", options.tokenizer,
+                     "gpt and llama: a SentencePiece .model (`tandem tokenize --train`); --data is then a token file "
+                     "of its ids (`tandem tokenize`)");
   command.add_option("--data", options.data,
-                     "gpt: a UTF-8 text file or directory (default: /usr/share/common-licenses)");
+                     "gpt and llama: a UTF-8 text file or directory (default: /usr/share/common-licenses)");
 }
 
 absl::Status TakeScheduleStages(const CLI::App& command, int32_t stages, examples::ExampleJobOptions& options) {

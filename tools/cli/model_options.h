@@ -1,6 +1,7 @@
 // The options that choose and size an example model (examples/): --model, --preset,
-// --microbatches, --data-parallel, --layers, --dim, --heads, --seq, --batch, --vocab, --tied,
-// --optimizer, --lr, --seed, --data, --update-every, and --stages where no schedule says
+// --microbatches, --data-parallel, --layers, --dim, --heads, --kv-heads, --seq, --batch, --vocab, --tied,
+// --optimizer, --lr, --weight-decay, --decay-embeddings, --clip-grad-norm, --warmup-steps, --lr-schedule, --decay-steps,
+// --min-lr, --seed, --tokenizer, --data, --update-every, and --stages where no schedule says
 // how many stages there are. Shared by `tandem ir`, `compile`, `train`,
 // `repl` and the benchmarks that run the example models.
 #ifndef TANDEM_TOOLS_CLI_MODEL_OPTIONS_H_

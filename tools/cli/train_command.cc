@@ -25,6 +25,7 @@
 #include "controller/session.h"
 #include "controller/step_trace.h"
 #include "ir/kernels.h"
+#include "ir/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "schedules/json_text.h"
 #include "tools/cli/commands.h"
@@ -52,6 +53,7 @@ struct TrainOptions {
   std::optional<std::string> checkpoint_dir;
   int64_t checkpoint_every = 0;
   std::optional<std::string> resume;
+  std::optional<std::string> import;  // a safetensors file of the parameters to start from
   int64_t eval_batches = 4;
   std::optional<std::string> plan;
   std::optional<std::string> fill;
@@ -82,6 +84,10 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
       ->check(AtLeast(options.checkpoint_every, 0))
       ->capture_default_str();
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
+  train.add_option("--import", options.import,
+                   "start from the parameters of a safetensors FILE (`tandem export` writes them; names and shapes "
+                   "must be the model's), with fresh optimizer state")
+      ->excludes("--resume");
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
                    "validation steps' worth of batches for the final loss, evaluated in the controller on the "
                    "whole model (0 for models of real size)", 0);
@@ -135,6 +141,12 @@ struct Start {
 // Newer checkpoints that could not be loaded are named on `err`.
 absl::StatusOr<Start> StartingPoint(const TrainOptions& options, const ir::TrainStep& step, std::ostream& out,
                                     std::ostream& err) {
+  if (options.import.has_value()) {
+    absl::StatusOr<ir::StateSources> imported = ir::SafetensorsParameterSources(*options.import, step);
+    if (!imported.ok()) return imported.status();
+    out << "importing the parameters of " << *options.import << " (optimizer state fresh)\n";
+    return Start{*std::move(imported), 0, ""};
+  }
   if (!options.resume.has_value()) {
     return Start{ir::SeedSources(step), 0, ""};
   }
@@ -455,6 +467,8 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   }
   std::optional<examples::ExampleJob> job;
   auto make_job = [&]() -> absl::StatusOr<const ir::TrainStep*> {
+    // A decaying learning rate reaches its floor at the last step unless told.
+    if (options.model.schedule.decay_steps == 0) options.model.schedule.decay_steps = options.steps;
     absl::StatusOr<examples::ExampleJob> made = examples::MakeExampleJob(options.model);
     if (!made.ok()) return made.status();
     job = *std::move(made);

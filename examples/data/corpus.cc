@@ -1,0 +1,30 @@
+#include "examples/data/corpus.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tandem::examples {
+
+ir::TensorMap Corpus::Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed,
+                            uint64_t index) const {
+  const int64_t split_point = SplitPoint(size());
+  const int64_t begin = split == Split::kTrain ? 0 : split_point;
+  const int64_t end = split == Split::kTrain ? split_point : size();
+  const int64_t span = std::max<int64_t>(1, end - begin - sequence_length - 1);
+  // MakeExampleJob bounds the batch: this is small.
+  ir::HostTensor starts = *ir::MakeTensor({ir::DType::kF32, {batch}},
+                                          {ir::Initializer::Kind::kUniform, 0.0, 1.0, seed * 1000003 + index});
+  std::vector<int32_t> tokens(batch * sequence_length);
+  std::vector<int32_t> labels(batch * sequence_length);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t start = begin + std::min<int64_t>(span - 1, static_cast<int64_t>(starts.f32()[b] * span));
+    for (int64_t t = 0; t < sequence_length; ++t) {
+      tokens[b * sequence_length + t] = Token(std::min<int64_t>(start + t, size() - 1));
+      labels[b * sequence_length + t] = Token(std::min<int64_t>(start + t + 1, size() - 1));
+    }
+  }
+  return {{"tokens", ir::HostTensor::FromInts({batch, sequence_length}, tokens)},
+          {"labels", ir::HostTensor::FromInts({batch, sequence_length}, labels)}};
+}
+
+}  // namespace tandem::examples

@@ -1,0 +1,51 @@
+// A language model's corpus: a sequence of token ids below a vocabulary
+// size, split into a train part (the first 90%) and a validation part (the
+// rest), and deterministic batches of windows drawn from either. A
+// character-level text (char_corpus.h) and a file of token ids
+// (token_file.h) are corpora.
+#ifndef TANDEM_EXAMPLES_DATA_CORPUS_H_
+#define TANDEM_EXAMPLES_DATA_CORPUS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/interpreter.h"
+
+namespace tandem::examples {
+
+class Corpus {
+ public:
+  enum class Split { kTrain, kValidation };
+
+  virtual ~Corpus() = default;
+  // Ids are below it: the LM head's width at least.
+  virtual int64_t vocab_size() const = 0;
+  // Tokens in all.
+  virtual int64_t size() const = 0;
+  // "<path> (N bytes)", "<path> (N tokens of M.model)": where it comes from.
+  virtual std::string description() const = 0;
+  // Token i, for i in [0, size()).
+  virtual int32_t Token(int64_t i) const = 0;
+  // Text to ids and back, as the corpus was made (a prompt, a generation).
+  // InvalidArgument for text the vocabulary cannot express, or an id
+  // outside it.
+  virtual absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text) const = 0;
+  virtual absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const = 0;
+
+  // "tokens" and "labels" (the next token of each position), i32
+  // [batch, sequence_length], from windows of the split whose starts are
+  // drawn from (seed, index) by the seeded generator: the same arguments
+  // give the same batch.
+  ir::TensorMap Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed, uint64_t index) const;
+
+ protected:
+  // Where the validation part begins: 90% of `size`.
+  static int64_t SplitPoint(int64_t size) { return size * 9 / 10; }
+};
+
+}  // namespace tandem::examples
+
+#endif  // TANDEM_EXAMPLES_DATA_CORPUS_H_

@@ -1,0 +1,104 @@
+// `tandem generate`: text from a trained language model's checkpoint, on the
+// reference interpreter (examples/generation.h).
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "controller/checkpoint.h"
+#include "examples/generation.h"
+#include "ir/state_source.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/model_options.h"
+
+namespace tandem::cli {
+namespace {
+
+struct GenerateOptions {
+  examples::ExampleJobOptions model;
+  std::string checkpoint;
+  std::string prompt;
+  examples::SamplingOptions sampling;
+};
+
+// The parameters `step` reads, from the checkpoint: each of the type the
+// model has there.
+absl::StatusOr<ir::TensorMap> CheckpointParameters(const std::string& path, const ir::TrainStep& step,
+                                                   std::ostream& err) {
+  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(path);
+  if (!loaded.ok()) return loaded.status();
+  for (const controller::SkippedCheckpoint& skipped : loaded->skipped) {
+    err << "skipping checkpoint " << skipped.path << ": " << skipped.reason.message() << "\n";
+  }
+  ir::TensorMap parameters;
+  for (const ir::StateSpec& spec : step.state) {
+    auto found = loaded->state.find(spec.name);
+    if (found == loaded->state.end() || found->second.type != spec.type) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", loaded->path, " does not fit this model: ", spec.name, " (", ir::TypeToString(spec.type),
+          ") is ", found == loaded->state.end() ? "missing" : ir::TypeToString(found->second.type),
+          " there; pass the model options it was trained with"));
+    }
+    absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(spec.name, found->second);
+    if (!tensor.ok()) return tensor.status();
+    parameters[spec.name] = *std::move(tensor);
+  }
+  return parameters;
+}
+
+}  // namespace
+
+void AddGenerateCommand(CommandLine& command_line) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* command = command_line.Add(
+      command_line.root(), "generate", "continue a prompt with a trained gpt or llama checkpoint",
+      "--checkpoint DIR --prompt TEXT [--tokens N] [--temperature T --top-k K] [the model options it trained with]",
+      "Loads the parameters of the checkpoint DIR (or the newest under a --checkpoint-dir) into the model the "
+      "options describe (the ones it was trained with: --model, sizes, --tokenizer and --data, or --data alone "
+      "for a character-level model), and extends TEXT by N tokens on the reference interpreter: each token is "
+      "one forward pass over the model's window of --seq tokens (no KV cache), then greedy decoding (the "
+      "default) or sampling at --temperature among the --top-k most likely, seeded by --seed.");
+  AddModelOptions(*command, options->model);
+  command->add_option("--checkpoint", options->checkpoint, "a checkpoint, or a --checkpoint-dir (its newest)")
+      ->required();
+  command->add_option("--prompt", options->prompt, "the text to continue")->required();
+  command->add_option("--tokens", options->sampling.tokens, "tokens to generate")->capture_default_str();
+  command->add_option("--temperature", options->sampling.temperature, "0: greedy; above 0: sample")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command->add_option("--top-k", options->sampling.top_k, "sample among the k most likely (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  command_line.OnRun(command, [command, options, &streams = command_line.streams()] {
+    examples::ExampleJobOptions model = options->model;
+    if (model.model != "gpt" && model.model != "llama") {
+      return Failure(streams.err, *command,
+                     absl::InvalidArgumentError(absl::StrCat("generate needs a language model (gpt or llama), not ",
+                                                             model.model)),
+                     2);
+    }
+    model.batch = 1;
+    model.microbatches = 1;
+    model.replicas = 1;
+    model.stages = 1;
+    model.layer_stages.clear();
+    options->sampling.seed = model.seed;
+    absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(model);
+    if (!job.ok()) return Failure(streams.err, *command, job.status());
+    absl::StatusOr<ir::TrainStep> forward = TraceForwardStep("generate", job->logits);
+    if (!forward.ok()) return Failure(streams.err, *command, forward.status());
+    absl::StatusOr<ir::TensorMap> parameters = CheckpointParameters(options->checkpoint, *forward, streams.err);
+    if (!parameters.ok()) return Failure(streams.err, *command, parameters.status());
+    absl::StatusOr<std::vector<int32_t>> prompt = job->corpus->Encode(options->prompt);
+    if (!prompt.ok()) return Failure(streams.err, *command, prompt.status());
+    absl::StatusOr<std::vector<int32_t>> generated =
+        examples::Generate(forward->microbatch, *parameters, *prompt, options->sampling);
+    if (!generated.ok()) return Failure(streams.err, *command, generated.status());
+    absl::StatusOr<std::string> text = job->corpus->Decode(*generated);
+    if (!text.ok()) return Failure(streams.err, *command, text.status());
+    streams.out << options->prompt << *text << "\n";
+    return 0;
+  });
+}
+
+}  // namespace tandem::cli
