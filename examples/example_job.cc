@@ -269,14 +269,10 @@ absl::StatusOr<std::shared_ptr<const Corpus>> LoadCorpus(const ExampleJobOptions
   return corpus;
 }
 
-absl::StatusOr<ExampleJob> MakeGptJob(const ExampleJobOptions& options, const JobBasis& basis) {
-  GptConfig config;
-  config.vocab_size = 0;
-  if (!options.preset.empty()) {
-    if (absl::Status s = ApplyGptPreset(options.preset, config); !s.ok()) return s;
-  }
-  absl::StatusOr<std::shared_ptr<const Corpus>> corpus = LoadCorpus(options, config.vocab_size);
-  if (!corpus.ok()) return corpus.status();
+// The sizes of a language model (GptConfig, LlamaConfig) that the options
+// give, over its defaults.
+template <typename Config>
+void TakeLanguageModelSizes(const ExampleJobOptions& options, Config& config) {
   config.num_stages = options.stages;
   config.block_stages = options.layer_stages;
   config.tied_head = config.tied_head || options.tied;
@@ -285,22 +281,46 @@ absl::StatusOr<ExampleJob> MakeGptJob(const ExampleJobOptions& options, const Jo
   Override(options.heads, config.num_heads);
   Override(options.seq, config.sequence_length);
   Override(options.batch, config.batch_size);
-  if (absl::Status s = ValidateGptConfig(config); !s.ok()) return s;
-  absl::StatusOr<ir::TrainStep> step =
-      TraceJobStep(options, basis, "gpt", GptModel(config), 3e-3,
-                   absl::StrCat("gpt: ", config.num_layers, " layers, dim ", config.model_dim, ", seq ",
-                                config.sequence_length, ", batch ", config.batch_size),
-                   {"wte", "wpe"});
-  if (!step.ok()) return step.status();
+}
+
+// "gpt: 4 layers, dim 64, seq 32, batch 8": a language model's sizes in errors.
+template <typename Config>
+std::string LanguageModelSizes(absl::string_view model, const Config& config) {
+  return absl::StrCat(model, ": ", config.num_layers, " layers, dim ", config.model_dim, ", seq ",
+                      config.sequence_length, ", batch ", config.batch_size);
+}
+
+// The job of a traced language model: its corpus's batches and its logits.
+template <typename Config>
+ExampleJob LanguageModelJob(ir::TrainStep step, std::string description, std::shared_ptr<const Corpus> corpus,
+                            const Config& config, const JobBasis& basis, ModelFunction logits) {
   ExampleJob job;
-  job.step = *std::move(step);
-  job.description = absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ", config.num_heads,
-                                 " heads, seq ", config.sequence_length, ", vocab ", config.vocab_size, ", batch ",
-                                 config.batch_size, " x ", basis.num_microbatches, " microbatches", basis.replicas,
-                                 ", ", config.num_stages, " stages; data: ", (*corpus)->description());
-  TakeCorpusBatches(*corpus, config.batch_size, config.sequence_length, basis, job);
-  job.logits = [config](Tracer& t) { return GptLogits(t, config); };
+  job.step = std::move(step);
+  job.description = absl::StrCat(description, ", vocab ", config.vocab_size, ", batch ", config.batch_size, " x ",
+                                 basis.num_microbatches, " microbatches", basis.replicas, ", ", config.num_stages,
+                                 " stages; data: ", corpus->description());
+  TakeCorpusBatches(std::move(corpus), config.batch_size, config.sequence_length, basis, job);
+  job.logits = std::move(logits);
   return job;
+}
+
+absl::StatusOr<ExampleJob> MakeGptJob(const ExampleJobOptions& options, const JobBasis& basis) {
+  GptConfig config;
+  config.vocab_size = 0;
+  if (!options.preset.empty()) {
+    if (absl::Status s = ApplyGptPreset(options.preset, config); !s.ok()) return s;
+  }
+  absl::StatusOr<std::shared_ptr<const Corpus>> corpus = LoadCorpus(options, config.vocab_size);
+  if (!corpus.ok()) return corpus.status();
+  TakeLanguageModelSizes(options, config);
+  if (absl::Status s = ValidateGptConfig(config); !s.ok()) return s;
+  absl::StatusOr<ir::TrainStep> step = TraceJobStep(options, basis, "gpt", GptModel(config), 3e-3,
+                                                    LanguageModelSizes("gpt", config), {"wte", "wpe"});
+  if (!step.ok()) return step.status();
+  return LanguageModelJob(*std::move(step),
+                          absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
+                                       config.num_heads, " heads, seq ", config.sequence_length),
+                          *std::move(corpus), config, basis, [config](Tracer& t) { return GptLogits(t, config); });
 }
 
 absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const JobBasis& basis) {
@@ -308,35 +328,19 @@ absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const 
   config.vocab_size = 0;
   absl::StatusOr<std::shared_ptr<const Corpus>> corpus = LoadCorpus(options, config.vocab_size);
   if (!corpus.ok()) return corpus.status();
-  config.num_stages = options.stages;
-  config.block_stages = options.layer_stages;
-  config.tied_head = options.tied;
-  Override(options.layers, config.num_layers);
-  Override(options.dim, config.model_dim);
-  Override(options.heads, config.num_heads);
+  TakeLanguageModelSizes(options, config);
   // Without --kv-heads: half the heads share each kv head where they can.
   config.num_kv_heads = config.num_heads % 2 == 0 ? config.num_heads / 2 : config.num_heads;
   Override(options.kv_heads, config.num_kv_heads);
-  Override(options.seq, config.sequence_length);
-  Override(options.batch, config.batch_size);
   if (absl::Status s = ValidateLlamaConfig(config); !s.ok()) return s;
-  absl::StatusOr<ir::TrainStep> step =
-      TraceJobStep(options, basis, "llama", LlamaModel(config), 3e-3,
-                   absl::StrCat("llama: ", config.num_layers, " layers, dim ", config.model_dim, ", seq ",
-                                config.sequence_length, ", batch ", config.batch_size),
-                   {"model.embed_tokens.weight"});
+  absl::StatusOr<ir::TrainStep> step = TraceJobStep(options, basis, "llama", LlamaModel(config), 3e-3,
+                                                    LanguageModelSizes("llama", config), {"model.embed_tokens.weight"});
   if (!step.ok()) return step.status();
-  ExampleJob job;
-  job.step = *std::move(step);
-  job.description = absl::StrCat("llama: ", config.num_layers, " layers, d=", config.model_dim, ", ",
-                                 config.num_heads, " heads (", config.num_kv_heads, " kv), mlp ",
-                                 LlamaMlpWidth(config), ", seq ", config.sequence_length, ", vocab ",
-                                 config.vocab_size, ", batch ", config.batch_size, " x ", basis.num_microbatches,
-                                 " microbatches", basis.replicas, ", ", config.num_stages, " stages; ",
-                                 "data: ", (*corpus)->description());
-  TakeCorpusBatches(*corpus, config.batch_size, config.sequence_length, basis, job);
-  job.logits = [config](Tracer& t) { return LlamaLogits(t, config); };
-  return job;
+  return LanguageModelJob(*std::move(step),
+                          absl::StrCat("llama: ", config.num_layers, " layers, d=", config.model_dim, ", ",
+                                       config.num_heads, " heads (", config.num_kv_heads, " kv), mlp ",
+                                       LlamaMlpWidth(config), ", seq ", config.sequence_length),
+                          *std::move(corpus), config, basis, [config](Tracer& t) { return LlamaLogits(t, config); });
 }
 
 absl::StatusOr<ExampleJob> MakeMlpJob(const ExampleJobOptions& options, const JobBasis& basis) {

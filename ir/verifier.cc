@@ -159,32 +159,9 @@ absl::Status VerifyStageDataflow(const TrainStep& step) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status VerifyGraph(const Graph& graph) {
-  std::set<std::string> input_names;
-  for (ValueId id = 0; id < graph.size(); ++id) {
-    if (absl::Status status = VerifyNode(graph, id); !status.ok()) return status;
-    const Node& node = graph.node(id);
-    if (node.op == OpKind::kInput && !input_names.insert(node.attributes.GetString("name")).second) {
-      return Fail(graph, id, absl::StrCat("input '", node.attributes.GetString("name"), "' declared twice"));
-    }
-  }
-  std::set<std::string> output_names;
-  for (const GraphOutput& output : graph.outputs()) {
-    if (output.value < 0 || output.value >= graph.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": output '", output.name,
-                                                     "' names %", output.value, ", which does not exist"));
-    }
-    if (!output_names.insert(output.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("graph @", graph.name(), ": output '", output.name, "' appears twice"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status VerifyTrainStep(const TrainStep& step) {
+// The step's counts (microbatches, replicas, stages, the update group, the
+// version delays) against their ranges.
+absl::Status CheckStepCounts(const TrainStep& step) {
   if (step.num_microbatches < 1) {
     return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "' has ", step.num_microbatches,
                                                    " microbatches; it needs at least 1"));
@@ -213,6 +190,36 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
                                                      ", outside [0, ", kMaxVersionDelay, "]"));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VerifyGraph(const Graph& graph) {
+  std::set<std::string> input_names;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    if (absl::Status status = VerifyNode(graph, id); !status.ok()) return status;
+    const Node& node = graph.node(id);
+    if (node.op == OpKind::kInput && !input_names.insert(node.attributes.GetString("name")).second) {
+      return Fail(graph, id, absl::StrCat("input '", node.attributes.GetString("name"), "' declared twice"));
+    }
+  }
+  std::set<std::string> output_names;
+  for (const GraphOutput& output : graph.outputs()) {
+    if (output.value < 0 || output.value >= graph.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("graph @", graph.name(), ": output '", output.name,
+                                                     "' names %", output.value, ", which does not exist"));
+    }
+    if (!output_names.insert(output.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph @", graph.name(), ": output '", output.name, "' appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyTrainStep(const TrainStep& step) {
+  if (absl::Status status = CheckStepCounts(step); !status.ok()) return status;
   if (absl::Status status = CheckStageEdges(step.num_stages, step.stage_edges); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("train step '", step.name, "': ", status.message()));
   }

@@ -41,7 +41,7 @@ TEST_F(TokenizerTest, DecodingAnEncodingGivesTheTextBackExactly) {
   absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(model_);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ(tokenizer->vocab_size(), 400);
-  for (const std::string text : {std::string("This program is free software; you can redistribute it.\n"),
+  for (const std::string& text : {std::string("This program is free software; you can redistribute it.\n"),
                                  std::string("  two  spaces,\ttabs\n\nand blank lines  \n"),
                                  std::string("Unicode: \xc3\xa9t\xc3\xa9, \xe6\x97\xa5\xe6\x9c\xac, \xf0\x9f\x99\x82 1234567"),
                                  std::string("")}) {
