@@ -26,8 +26,10 @@
 
 namespace tandem::ir {
 
-// The most bytes a header may have: the format's own bound (100 MB).
-inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+// The most bytes a header may have. The format allows 100 MB; a header
+// parses into several times its size, and 16 MiB lists some 150,000
+// tensors, far more than any model's file holds.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{16} << 20;
 // The most tensors one file may list, and the longest name.
 inline constexpr size_t kMaxSafetensorsTensors = 1 << 20;
 inline constexpr size_t kMaxSafetensorsNameBytes = 4096;

@@ -1,4 +1,4 @@
-// Internal to examples/data/tokenizer.cc: the few SentencePiece calls the
+// Internal to examples/data/tokenizer.cc (and its test): the SentencePiece calls the
 // tokenizer makes, behind std types only. Debian's SentencePiece headers
 // declare their own absl::string_view, which clashes with Abseil's, so they
 // are included in sentencepiece_bridge.cc alone, which includes no Abseil.

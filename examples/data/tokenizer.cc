@@ -58,7 +58,7 @@ absl::Status Tokenizer::Train(const std::vector<std::string>& inputs, int64_t vo
   const std::string args = absl::StrCat(
       "--input=", absl::StrJoin(inputs, ","), " --model_prefix=", prefix, " --vocab_size=", vocab_size,
       " --model_type=bpe --character_coverage=1.0 --byte_fallback=true --normalization_rule_name=identity"
-      " --remove_extra_whitespaces=false --split_digits=true --max_sentence_length=65536"
+      " --remove_extra_whitespaces=false --add_dummy_prefix=false --split_digits=true --max_sentence_length=65536"
       " --minloglevel=2");
   if (const std::string error = spm::Train(args); !error.empty()) {
     return absl::InvalidArgumentError(
@@ -95,12 +95,26 @@ absl::StatusOr<TokenizedText> TokenizeText(const Tokenizer& tokenizer, const std
                                            const std::string& output) {
   absl::StatusOr<std::vector<std::string>> files = TextFiles(input);
   if (!files.ok()) return files.status();
+  // Pieces encoded apart must decode to the pieces joined: a model that
+  // adds a space before every text it encodes (SentencePiece's default
+  // dummy prefix) would put one at every piece's start.
+  absl::StatusOr<std::vector<int32_t>> a = tokenizer.Encode("a");
+  absl::StatusOr<std::vector<int32_t>> b = tokenizer.Encode("b");
+  if (!a.ok()) return a.status();
+  if (!b.ok()) return b.status();
+  a->insert(a->end(), b->begin(), b->end());
+  if (absl::StatusOr<std::string> joined = tokenizer.Decode(*a); !joined.ok() || *joined != "ab") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        tokenizer.path(), " adds a prefix to every text it encodes (SentencePiece's dummy prefix), so a corpus "
+        "encoded a piece at a time would gain a space at each piece: use a model trained by `tandem tokenize "
+        "--train`, which adds none"));
+  }
   absl::StatusOr<std::unique_ptr<ir::AtomicFileWriter>> writer = ir::AtomicFileWriter::Create(output);
   if (!writer.ok()) return writer.status();
   const int width = TokenFile::TokenBytes(tokenizer.vocab_size());
   TokenizedText counts;
-  std::string piece, bytes;
-  auto flush = [&]() -> absl::Status {
+  std::string bytes;
+  auto encode = [&](absl::string_view piece) -> absl::Status {
     if (piece.empty()) return absl::OkStatus();
     absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(piece);
     if (!ids.ok()) return ids.status();
@@ -110,23 +124,37 @@ absl::StatusOr<TokenizedText> TokenizeText(const Tokenizer& tokenizer, const std
     }
     counts.bytes += static_cast<int64_t>(piece.size());
     counts.tokens += static_cast<int64_t>(ids->size());
-    piece.clear();
     return (*writer)->Append(bytes);
   };
+  // Read kPieceBytes at a time and encode up to the last line break, so
+  // pieces end where lines do; a piece with none (one very long line) ends
+  // before its last incomplete UTF-8 character instead.
+  std::string buffer;
   for (const std::string& file : *files) {
     std::ifstream in(file, std::ios::binary);
     if (!in) return absl::UnavailableError(absl::StrCat("cannot read ", file));
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!in.eof()) line.push_back('\n');
-      piece += line;
-      if (piece.size() >= kPieceBytes) {
-        if (absl::Status status = flush(); !status.ok()) return status;
+    while (in) {
+      const size_t kept = buffer.size();
+      buffer.resize(kept + kPieceBytes);
+      in.read(buffer.data() + kept, static_cast<std::streamsize>(kPieceBytes));
+      buffer.resize(kept + static_cast<size_t>(in.gcount()));
+      if (in.bad()) return absl::UnavailableError(absl::StrCat("cannot read ", file));
+      size_t cut = buffer.rfind('\n');
+      if (cut != std::string::npos) {
+        ++cut;
+      } else if (buffer.size() >= kPieceBytes) {
+        cut = buffer.size();
+        while (cut > 0 && (static_cast<unsigned char>(buffer[cut - 1]) & 0xC0) == 0x80) --cut;  // continuation bytes
+        if (cut > 0 && static_cast<unsigned char>(buffer[cut - 1]) >= 0xC0) --cut;              // their lead byte
+        if (cut == 0) cut = buffer.size();  // not UTF-8 at all: SentencePiece takes the bytes as they are
+      } else {
+        continue;  // less than a piece and no line break yet: read on
       }
+      if (absl::Status status = encode(absl::string_view(buffer).substr(0, cut)); !status.ok()) return status;
+      buffer.erase(0, cut);
     }
-    if (in.bad()) return absl::UnavailableError(absl::StrCat("cannot read ", file));
   }
-  if (absl::Status status = flush(); !status.ok()) return status;
+  if (absl::Status status = encode(buffer); !status.ok()) return status;
   absl::StatusOr<ir::WrittenFile> written = (*writer)->Commit();
   if (!written.ok()) return written.status();
   return counts;

@@ -54,8 +54,11 @@ struct TokenizedText {
 
 // Encodes the text at `input` (a file, or a directory's regular files in
 // name order, as `--data` reads them) into the token file `output`
-// (examples/data/token_file.h), a piece of whole lines at a time so that
-// neither the text nor its ids are ever held whole; written atomically.
+// (examples/data/token_file.h), a piece of about 1 MiB at a time, ending at
+// a line break (or, in a longer line, between characters) so that neither
+// the text nor its ids are ever held whole; written atomically.
+// InvalidArgument for a model whose pieces would not join (one with a
+// dummy prefix).
 absl::StatusOr<TokenizedText> TokenizeText(const Tokenizer& tokenizer, const std::string& input,
                                            const std::string& output);
 

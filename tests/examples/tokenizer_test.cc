@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "examples/data/sentencepiece_bridge.h"
 #include "examples/data/token_file.h"
 #include "examples/data/tokenizer.h"
 #include "gmock/gmock.h"
@@ -76,6 +78,41 @@ TEST_F(TokenizerTest, ATokenFileHoldsTheTextsIdsAsNarrowAsTheVocabularyAllows) {
   EXPECT_EQ(*tokenizer->Decode(ids), text);
   EXPECT_EQ(TokenFile::TokenBytes(65536), 2);
   EXPECT_EQ(TokenFile::TokenBytes(65537), 4);
+}
+
+// A line longer than the pieces the text is encoded in (1 MiB) is cut
+// between characters, never inside one, and still decodes back exactly.
+TEST_F(TokenizerTest, ALineLongerThanAPieceIsCutBetweenCharacters) {
+  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(model_);
+  ASSERT_TRUE(tokenizer.ok());
+  std::string line;
+  while (line.size() < (size_t{5} << 19)) line += "copies \xc3\xa9t\xc3\xa9 \xe6\x97\xa5 ";  // 2.5 MiB, no line break
+  const std::string text_path = directory_->Path("long-line.txt");
+  std::ofstream(text_path, std::ios::binary) << line;
+  const std::string tokens_path = directory_->Path("long-line.bin");
+  absl::StatusOr<TokenizedText> counts = TokenizeText(*tokenizer, text_path, tokens_path);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->bytes, static_cast<int64_t>(line.size()));
+  absl::StatusOr<std::unique_ptr<TokenFile>> file = TokenFile::Open(tokens_path, *tokenizer);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < (*file)->size(); ++i) ids.push_back((*file)->Token(i));
+  absl::StatusOr<std::string> back = tokenizer->Decode(ids);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == line) << "the decoded text differs from the line";
+}
+
+// A SentencePiece model with the library's default dummy prefix would put
+// a space at the start of every piece of a corpus encoded in pieces.
+TEST_F(TokenizerTest, AModelWithADummyPrefixIsRefusedForTokenFiles) {
+  const std::string prefix = directory_->Path("default");
+  ASSERT_EQ(spm::Train(absl::StrCat("--input=", kLicences, "/GPL-3 --model_prefix=", prefix,
+                                    " --vocab_size=300 --model_type=bpe --minloglevel=2")),
+            "");
+  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(prefix + ".model");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_THAT(TokenizeText(*tokenizer, absl::StrCat(kLicences, "/GPL-3"), directory_->Path("default.bin")).status().message(),
+              HasSubstr("adds a prefix to every text it encodes"));
 }
 
 TEST_F(TokenizerTest, AFileThatIsNotTheTokenizersIsRefusedNamingWhere) {
