@@ -313,10 +313,10 @@ class Lowering {
         if (!wanted[id]) continue;
         for (ir::ValueId operand : norm.node(id).operands) wanted[operand] = true;
       }
-      norm_ = ExtractFunction(norm, "norm", MembersOf(norm, wanted), exports);
+      const ExtractedFunction function = ExtractFunction(norm, "norm", MembersOf(norm, wanted), exports);
       Instruction run{.kind = InstructionKind::kRun, .task = label};
-      run.function = FunctionIndex(*norm_);
-      for (ir::ValueId value : norm_->inputs) {
+      run.function = FunctionIndex(function);
+      for (ir::ValueId value : function.inputs) {
         run.inputs.push_back(buffers.at(norm.node(value).attributes.GetString("name")));
       }
       for (const ir::GraphOutput& output : norm.outputs()) {
@@ -425,7 +425,6 @@ class Lowering {
   std::map<int32_t, std::map<std::string, BufferId>> group_sums_;
   int32_t updates_done_ = 0;
   std::optional<UpdateFunction> update_;
-  std::optional<ExtractedFunction> norm_;  // clipping: this actor's part of the norm graph
 };
 
 
