@@ -9,7 +9,8 @@
 #   tests      every test binary labelled gpu
 #   parity     tandem train --verify (bit-identical to the single-process GPU
 #              reference) for 1f1b, zb-h1, interleaved and 2 x 2 data parallel,
-#              in each precision mode
+#              and the llama model with AdamW, a cosine schedule and global-norm
+#              clipping on 2 x 2, in each precision mode
 #   block      tandem bench block against PyTorch eager on the same GPU
 #   gpt        the example GPT's step, single-process and over 2 actors,
 #              next to PyTorch's (tools/bench/torch_gpt_step.py)
@@ -115,6 +116,9 @@ for step in "${steps[@]}"; do
           --schedule interleaved --microbatches 8 --steps 3 --eval-batches 0 --verify
         run 90 "verify-dp2-$mode" "$bin/tandem" train --device "$mode" --model gpt --layers 4 --actors 2 --data-parallel 2 \
           --schedule 1f1b --microbatches 8 --steps 3 --eval-batches 0 --verify
+        run 90 "verify-llama-recipe-$mode" "$bin/tandem" train --device "$mode" --model llama --layers 4 --heads 4 \
+          --kv-heads 2 --actors 2 --data-parallel 2 --schedule 1f1b --microbatches 8 --steps 3 --eval-batches 0 \
+          --weight-decay 0.1 --warmup-steps 2 --lr-schedule cosine --clip-grad-norm 1 --verify
       done ;;
     block)
       run 60 block-d256 "$bin/tandem" bench block --device cuda --python "$torchpy"
