@@ -217,7 +217,7 @@ PYBIND11_MODULE(_tandem, m) {
       },
       py::arg("path"), "Reads a traced step from its IR text file (`tandem ir dump` writes one).");
 
-  py::class_<PyExampleJob>(m, "ExampleJob", "A built-in example model (gpt, mlp or two-tower) with its data.")
+  py::class_<PyExampleJob>(m, "ExampleJob", "A built-in example model (gpt, llama, mlp or two-tower) with its data.")
       .def(py::init([](const std::string& model, int32_t stages, int32_t microbatches, int32_t data_parallel,
                        std::optional<int64_t> layers, std::vector<int64_t> towers,
                        std::optional<int64_t> dim, std::optional<int64_t> heads, std::optional<int64_t> seq,

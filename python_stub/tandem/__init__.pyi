@@ -35,7 +35,7 @@ def load_step(path: str) -> TrainStep:
     """Reads a traced step from its IR text file (`tandem ir dump` writes one)."""
 
 class ExampleJob:
-    """A built-in example model (gpt, mlp or two-tower) with its data."""
+    """A built-in example model (gpt, llama, mlp or two-tower) with its data."""
     def __init__(
         self,
         *,
