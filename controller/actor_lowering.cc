@@ -301,19 +301,12 @@ class Lowering {
     };
     // This actor's partials first: sends never block, so no actor waits on
     // another that is itself waiting.
-    std::vector<bool> wanted(norm.size(), false);
     std::vector<ir::ValueId> exports;
     for (const ir::GraphOutput& output : norm.outputs()) {
-      if (owner(output) != actor_) continue;
-      exports.push_back(output.value);
-      wanted[output.value] = true;
+      if (owner(output) == actor_) exports.push_back(output.value);
     }
     if (!exports.empty()) {
-      for (ir::ValueId id = norm.size() - 1; id >= 0; --id) {
-        if (!wanted[id]) continue;
-        for (ir::ValueId operand : norm.node(id).operands) wanted[operand] = true;
-      }
-      const ExtractedFunction function = ExtractFunction(norm, "norm", MembersOf(norm, wanted), exports);
+      const ExtractedFunction function = ExtractNeeded(norm, "norm", exports);
       Instruction run{.kind = InstructionKind::kRun, .task = label};
       run.function = FunctionIndex(function);
       for (ir::ValueId value : function.inputs) {
@@ -355,7 +348,6 @@ class Lowering {
   const UpdateFunction& Update() {
     if (update_.has_value()) return *update_;
     update_.emplace();
-    std::vector<bool> wanted(step_.update.size(), false);
     std::vector<ir::ValueId> exports;
     for (const ir::GraphOutput& output : step_.update.outputs()) {
       const ir::StateSpec* spec = plan_.State(output.name);
@@ -363,14 +355,9 @@ class Lowering {
       if (!plan_.Holders(parameter).count(actor_)) continue;
       exports.push_back(output.value);
       update_->export_names.push_back(output.name);
-      wanted[output.value] = true;
     }
     if (exports.empty()) return *update_;
-    for (ir::ValueId id = step_.update.size() - 1; id >= 0; --id) {
-      if (!wanted[id]) continue;
-      for (ir::ValueId operand : step_.update.node(id).operands) wanted[operand] = true;
-    }
-    update_->function = ExtractFunction(step_.update, "update", MembersOf(step_.update, wanted), exports);
+    update_->function = ExtractNeeded(step_.update, "update", exports);
     return *update_;
   }
 
@@ -397,15 +384,21 @@ class Lowering {
     Emit(std::move(run));
   }
 
-  // The ops of `graph` among `wanted` (its inputs and constants are the
-  // extracted function's own).
-  static std::vector<bool> MembersOf(const ir::Graph& graph, const std::vector<bool>& wanted) {
-    std::vector<bool> member = wanted;
-    for (ir::ValueId id = 0; id < graph.size(); ++id) {
-      const ir::Node& node = graph.node(id);
-      if (node.op == ir::OpKind::kInput || node.op == ir::OpKind::kConstant) member[id] = false;
+  // The function of the ops of `graph` that `exports` need (its inputs and
+  // constants are the function's own).
+  static ExtractedFunction ExtractNeeded(const ir::Graph& graph, const std::string& name,
+                                         const std::vector<ir::ValueId>& exports) {
+    std::vector<bool> member(graph.size(), false);
+    for (ir::ValueId value : exports) member[value] = true;
+    for (ir::ValueId id = graph.size() - 1; id >= 0; --id) {
+      if (!member[id]) continue;
+      for (ir::ValueId operand : graph.node(id).operands) member[operand] = true;
     }
-    return member;
+    for (ir::ValueId id = 0; id < graph.size(); ++id) {
+      const ir::OpKind op = graph.node(id).op;
+      if (op == ir::OpKind::kInput || op == ir::OpKind::kConstant) member[id] = false;
+    }
+    return ExtractFunction(graph, name, member, exports);
   }
 
   const StepPlan& plan_;

@@ -438,4 +438,12 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const i
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path) { return LoadCheckpointOf(path, nullptr); }
 
+std::string SkippedReport(const LoadedCheckpoint& loaded) {
+  std::string report;
+  for (const SkippedCheckpoint& skipped : loaded.skipped) {
+    absl::StrAppend(&report, "skipping checkpoint ", skipped.path, ": ", skipped.reason.message(), "\n");
+  }
+  return report;
+}
+
 }  // namespace tandem::controller

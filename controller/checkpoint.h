@@ -135,6 +135,10 @@ absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root
 // load. NotFound when there is no checkpoint there; when none loads, the
 // newest one's error.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path, const ir::TrainStep& step);
+// A line "skipping checkpoint <path>: <why>" for each checkpoint the load
+// passed over, newest first: what a command prints before using it.
+std::string SkippedReport(const LoadedCheckpoint& loaded);
+
 // The same without a job to fit: every check but the model's (what `tandem
 // export` reads).
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& path);

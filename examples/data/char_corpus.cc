@@ -119,13 +119,10 @@ absl::StatusOr<CharCorpus> CharCorpus::Load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (fs::is_directory(path, error)) {
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(path, error)) {
-      if (entry.is_regular_file()) files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
+    absl::StatusOr<std::vector<std::string>> files = TextFiles(path);
+    if (!files.ok()) return files.status();
     std::string text;
-    for (const fs::path& file : files) {
+    for (const fs::path file : *files) {
       absl::StatusOr<std::string> content = ReadFile(file, static_cast<int64_t>(text.size()));
       if (absl::IsInvalidArgument(content.status())) return content.status();
       if (!content.ok()) continue;

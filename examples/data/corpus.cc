@@ -1,9 +1,26 @@
 #include "examples/data/corpus.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace tandem::examples {
+
+absl::StatusOr<std::vector<std::string>> TextFiles(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::is_regular_file(path, error)) return std::vector<std::string>{path};
+  if (!fs::is_directory(path, error)) return absl::NotFoundError(absl::StrCat("no text file or directory at ", path));
+  std::vector<std::string> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
+    if (entry.is_regular_file(error)) files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) return absl::NotFoundError(absl::StrCat(path, " holds no regular file"));
+  return files;
+}
 
 ir::TensorMap Corpus::Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed,
                             uint64_t index) const {

@@ -46,6 +46,11 @@ class Corpus {
   static int64_t SplitPoint(int64_t size) { return size * 9 / 10; }
 };
 
+// The files a corpus reads at `path` (--data, --input): the regular files
+// of a directory in name order, or `path` itself when it is a file.
+// NotFound when there is neither.
+absl::StatusOr<std::vector<std::string>> TextFiles(const std::string& path);
+
 }  // namespace tandem::examples
 
 #endif  // TANDEM_EXAMPLES_DATA_CORPUS_H_

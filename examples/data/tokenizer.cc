@@ -1,16 +1,15 @@
 #include "examples/data/tokenizer.h"
 
-#include <algorithm>
-#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "examples/data/corpus.h"
+#include "examples/data/sentencepiece_bridge.h"
 #include "examples/data/token_file.h"
 #include "examples/limits.h"
 #include "ir/state_file.h"
-#include "examples/data/sentencepiece_bridge.h"
 
 namespace tandem::examples {
 namespace {
@@ -19,20 +18,6 @@ namespace {
 constexpr size_t kPieceBytes = size_t{1} << 20;
 
 }  // namespace
-
-absl::StatusOr<std::vector<std::string>> TextFiles(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  if (fs::is_regular_file(path, error)) return std::vector<std::string>{path};
-  if (!fs::is_directory(path, error)) return absl::NotFoundError(absl::StrCat("no text file or directory at ", path));
-  std::vector<std::string> files;
-  for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
-    if (entry.is_regular_file(error)) files.push_back(entry.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) return absl::NotFoundError(absl::StrCat(path, " holds no regular file"));
-  return files;
-}
 
 absl::StatusOr<Tokenizer> Tokenizer::Load(const std::string& path) {
   std::shared_ptr<const spm::Model> model;

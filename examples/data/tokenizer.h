@@ -62,10 +62,6 @@ struct TokenizedText {
 absl::StatusOr<TokenizedText> TokenizeText(const Tokenizer& tokenizer, const std::string& input,
                                            const std::string& output);
 
-// The regular files of `path` in name order, or `path` itself when it is a
-// file. NotFound when there is nothing there.
-absl::StatusOr<std::vector<std::string>> TextFiles(const std::string& path);
-
 }  // namespace tandem::examples
 
 #endif  // TANDEM_EXAMPLES_DATA_TOKENIZER_H_

@@ -40,9 +40,7 @@ void AddExportCommand(CommandLine& command_line) {
   command_line.OnRun(command, [command, options, &streams = command_line.streams()] {
     absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(options->checkpoint);
     if (!loaded.ok()) return Failure(streams.err, *command, loaded.status());
-    for (const controller::SkippedCheckpoint& skipped : loaded->skipped) {
-      streams.err << "skipping checkpoint " << skipped.path << ": " << skipped.reason.message() << "\n";
-    }
+    streams.err << controller::SkippedReport(*loaded);
     if (!loaded->parameters_known) {
       return Failure(streams.err, *command,
                      absl::FailedPreconditionError(absl::StrCat(

@@ -28,9 +28,7 @@ absl::StatusOr<ir::TensorMap> CheckpointParameters(const std::string& path, cons
                                                    std::ostream& err) {
   absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(path);
   if (!loaded.ok()) return loaded.status();
-  for (const controller::SkippedCheckpoint& skipped : loaded->skipped) {
-    err << "skipping checkpoint " << skipped.path << ": " << skipped.reason.message() << "\n";
-  }
+  err << controller::SkippedReport(*loaded);
   ir::TensorMap parameters;
   for (const ir::StateSpec& spec : step.state) {
     auto found = loaded->state.find(spec.name);

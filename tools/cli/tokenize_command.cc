@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "examples/data/corpus.h"
 #include "examples/data/token_file.h"
 #include "examples/data/tokenizer.h"
 #include "tools/cli/commands.h"

@@ -152,9 +152,7 @@ absl::StatusOr<Start> StartingPoint(const TrainOptions& options, const ir::Train
   }
   absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*options.resume, step);
   if (!loaded.ok()) return loaded.status();
-  for (const controller::SkippedCheckpoint& skipped : loaded->skipped) {
-    err << "skipping checkpoint " << skipped.path << ": " << skipped.reason.message() << "\n";
-  }
+  err << controller::SkippedReport(*loaded);
   out << absl::StrFormat("resuming from %s (after step %d, saved under schedule %s on %d actors)\n", loaded->path,
                          loaded->step, loaded->schedule, loaded->actors);
   return Start{std::move(loaded->state), loaded->step, loaded->path};
