@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<ParameterGradient>> AppendBackward(Graph& graph, Valu
     const Node& node = graph.node(v);
     if (IsParameter(node)) {
       active[v] = true;
-    } else if (node.op != OpKind::kInput && node.type.dtype == DType::kF32) {
+    } else if (node.op != OpKind::kInput && IsComputedFloat(node.type.dtype)) {
       for (ValueId operand : node.operands) active[v] = active[v] || active[operand];
     }
   }

@@ -92,7 +92,11 @@ absl::StatusOr<std::vector<Tensor>> PullBack(GraphBuilder& builder, ValueId id, 
       if (want(0)) d[0] = dy;
       break;
     case OpKind::kConvert:
-      if (want(0) && x[0].dtype() == DType::kF32) d[0] = dy;
+      // Between float types the gradient converts back; across i32 there is
+      // none.
+      if (want(0) && IsComputedFloat(x[0].dtype()) && IsComputedFloat(y.dtype())) {
+        d[0] = convert(dy, x[0].dtype());
+      }
       break;
     case OpKind::kNeg:
       if (want(0)) d[0] = -dy;

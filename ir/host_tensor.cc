@@ -98,6 +98,8 @@ std::string DescribeTensor(const HostTensor& tensor, int max_values) {
       absl::StrAppend(&text, tensor.i32()[i]);
     } else if (tensor.dtype() == DType::kF32) {
       absl::StrAppend(&text, tensor.f32()[i]);
+    } else if (tensor.dtype() == DType::kBF16) {
+      absl::StrAppend(&text, Bf16ToFloat(tensor.bf16()[i]));
     }
   }
   if (tensor.num_elements() > n) absl::StrAppend(&text, ", ...");
@@ -117,6 +119,8 @@ std::string SummarizeTensor(const HostTensor& tensor) {
   std::vector<double> values;
   if (tensor.dtype() == DType::kF32) {
     for (float v : tensor.floats()) values.push_back(v);
+  } else if (tensor.dtype() == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i) values.push_back(Bf16ToFloat(tensor.bf16()[i]));
   } else if (tensor.dtype() == DType::kI32) {
     for (int32_t v : tensor.ints()) values.push_back(v);
   } else {

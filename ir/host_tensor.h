@@ -53,6 +53,8 @@ class HostTensor {
   const std::byte* data() const { return storage_.get(); }
   float* f32() { return reinterpret_cast<float*>(data()); }
   const float* f32() const { return reinterpret_cast<const float*>(data()); }
+  uint16_t* bf16() { return reinterpret_cast<uint16_t*>(data()); }  // bits (ir/dtype.h)
+  const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(data()); }
   int32_t* i32() { return reinterpret_cast<int32_t*>(data()); }
   const int32_t* i32() const { return reinterpret_cast<const int32_t*>(data()); }
   absl::Span<const float> floats() const { return {f32(), static_cast<size_t>(num_elements())}; }

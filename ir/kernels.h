@@ -19,15 +19,22 @@
 //     2 ulp, the same bits on every CPU); log and pow are libm's logf and
 //     powf, sqrt is IEEE sqrtf. i32 carries ids and labels; data movement
 //     (reshape, transpose, broadcast, slice, concat, pipeline_yield) and
-//     convert handle any dtype, arithmetic takes f32 only. bf16/f16 are
-//     moved but not computed on.
+//     convert handle any dtype (ir::MovesAnyDType); arithmetic takes f32 or
+//     bf16. f16 is moved but not computed on.
+//   - bf16: an arithmetic op with a bf16 operand or result is the f32
+//     kernel on its operands widened exactly, its result rounded to bf16
+//     (round to nearest even, ir/dtype.h's FloatToBf16) once. So a fused
+//     op (softmax, layer_norm, matmul, cross_entropy, a reduction) keeps
+//     f32 inside, and only what it returns is bf16; the CUDA runner does
+//     the same with its own f32 kernels.
 //
 // Documented choices where ir/op.h leaves room:
 //   - relu(x) = x < 0 ? 0 : x (NaN passes through); maximum(x, y) returns
 //     NaN when either side is NaN, else the larger (x on ties); reduce_max
 //     propagates NaN and gives -inf over zero elements.
 //   - convert f32 -> i32 truncates toward zero, saturating at the i32 range;
-//     NaN becomes 0.
+//     NaN becomes 0. f32 -> bf16 rounds to nearest even (FloatToBf16),
+//     bf16 -> f32 is exact, bf16 <-> i32 goes through f32.
 //   - gelu(x) = 0.5f * x * (1 + tanh(k * (x + 0.044715f * x * x * x))),
 //     k = sqrt(2/pi) in f32, and gelu_grad its exact derivative
 //     0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2), t as above.
@@ -62,8 +69,8 @@ namespace tandem::ir {
 //     cross_entropy_grad labels).
 //   - Internal when the node is not a kernel (input) or when operand types
 //     do not fit the node (a graph the verifier should have rejected),
-//     including arithmetic on a dtype other than f32.
-//   - Unimplemented for constant and convert with bf16/f16.
+//     including arithmetic on a dtype other than f32 and bf16.
+//   - Unimplemented for constant and convert with f16.
 // A wrong operand count is a bug of the caller and aborts.
 absl::StatusOr<HostTensor> EvaluateNode(const Node& node,
                                         absl::Span<const HostTensor* const> operands);

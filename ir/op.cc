@@ -40,4 +40,20 @@ std::optional<OpKind> OpFromName(absl::string_view name) {
 
 int OpArity(OpKind op) { return kOpInfo[static_cast<int>(op)].arity; }
 
+bool MovesAnyDType(OpKind op) {
+  switch (op) {
+    case OpKind::kInput:
+    case OpKind::kPipelineYield:
+    case OpKind::kConvert:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kBroadcast:
+    case OpKind::kSlice:
+    case OpKind::kConcat:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace tandem::ir

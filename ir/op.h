@@ -134,6 +134,12 @@ std::optional<OpKind> OpFromName(absl::string_view name);
 // The number of operands the op takes, or -1 for a variable number (concat).
 int OpArity(OpKind op);
 
+// Whether the op moves or converts elements whatever their dtype: input,
+// pipeline_yield, convert and the data movement ops. Every other op is
+// arithmetic; on bf16 it computes as on f32 from the exact widened operands
+// and rounds its result once (ir/kernels.h), on every backend.
+bool MovesAnyDType(OpKind op);
+
 }  // namespace tandem::ir
 
 #endif  // TANDEM_IR_OP_H_

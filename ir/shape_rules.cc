@@ -23,9 +23,24 @@ absl::Status RequireDType(OpKind op, absl::Span<const TensorType> types, size_t 
   return absl::OkStatus();
 }
 
-absl::Status RequireAllF32(OpKind op, absl::Span<const TensorType> types) {
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (absl::Status s = RequireDType(op, types, i, DType::kF32); !s.ok()) return s;
+// Arithmetic: every operand of one computed float type (f32 or bf16), which
+// becomes the result's. Mixing them takes an explicit convert.
+absl::Status RequireSameFloat(OpKind op, absl::Span<const TensorType> types) {
+  if (types.empty()) return absl::OkStatus();
+  const DType dtype = types[0].dtype;
+  if (!IsComputedFloat(dtype)) return Error(op, "operand 0 must be f32 or bf16", types);
+  for (size_t i = 1; i < types.size(); ++i) {
+    if (types[i].dtype != dtype) {
+      return Error(op, absl::StrCat("operand ", i, " must be ", DTypeName(dtype), " as operand 0 is (convert one)"),
+                   types);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireFloat(OpKind op, absl::Span<const TensorType> types, size_t index) {
+  if (!IsComputedFloat(types[index].dtype)) {
+    return Error(op, absl::StrCat("operand ", index, " must be f32 or bf16"), types);
   }
   return absl::OkStatus();
 }
@@ -64,7 +79,7 @@ absl::StatusOr<TensorType> Reduce(OpKind op, absl::Span<const TensorType> types,
 
 absl::StatusOr<TensorType> MatMul(absl::Span<const TensorType> types, const Attributes& attributes) {
   constexpr OpKind op = OpKind::kMatMul;
-  if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+  if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
   for (size_t i = 0; i < 2; ++i) {
     if (absl::Status s = RequireRankAtLeast(op, types, i, 2); !s.ok()) return s;
   }
@@ -91,7 +106,7 @@ absl::StatusOr<TensorType> MatMul(absl::Span<const TensorType> types, const Attr
   }
   batch.push_back(m);
   batch.push_back(n);
-  return TensorType{DType::kF32, batch};
+  return TensorType{types[0].dtype, batch};
 }
 
 absl::StatusOr<TensorType> Slice(absl::Span<const TensorType> types, const Attributes& attributes) {
@@ -134,7 +149,7 @@ absl::StatusOr<TensorType> Concat(absl::Span<const TensorType> types, const Attr
 }
 
 absl::StatusOr<TensorType> LastAxisSame(OpKind op, absl::Span<const TensorType> types) {
-  if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+  if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
   if (absl::Status s = RequireRankAtLeast(op, types, 0, 1); !s.ok()) return s;
   for (size_t i = 1; i < types.size(); ++i) {
     if (types[i].shape != types[0].shape) return Error(op, "operand shapes differ", types);
@@ -180,7 +195,7 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
     case OpKind::kRelu:
     case OpKind::kGelu:
     case OpKind::kSilu:
-      if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+      if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
       return types[0];
     case OpKind::kPipelineYield:
       return types[0];
@@ -197,19 +212,19 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
     case OpKind::kMaximum:
     case OpKind::kEqual:
     case OpKind::kWhere: {
-      if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+      if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
       Shape shape = types[0].shape;
       for (size_t i = 1; i < types.size(); ++i) {
         absl::StatusOr<Shape> joined = BroadcastShapes(shape, types[i].shape);
         if (!joined.ok()) return Error(op, joined.status().message(), types);
         shape = *joined;
       }
-      return TensorType{DType::kF32, shape};
+      return TensorType{types[0].dtype, shape};
     }
     case OpKind::kReduceSum:
     case OpKind::kReduceMean:
     case OpKind::kReduceMax:
-      if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+      if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
       return Reduce(op, types, attributes);
     case OpKind::kReshape: {
       Shape shape = attributes.GetInts("shape");
@@ -258,7 +273,7 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
     case OpKind::kReluGrad:
       return LastAxisSame(op, types);
     case OpKind::kLayerNorm: {
-      if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+      if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
       if (absl::Status s = RequireRankAtLeast(op, types, 0, 1); !s.ok()) return s;
       Shape feature{types[0].shape.back()};
       if (types[1].shape != feature || types[2].shape != feature) {
@@ -285,25 +300,25 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
       return types[0];
     }
     case OpKind::kEmbedding: {
-      if (absl::Status s = RequireDType(op, types, 0, DType::kF32); !s.ok()) return s;
+      if (absl::Status s = RequireFloat(op, types, 0); !s.ok()) return s;
       if (absl::Status s = RequireDType(op, types, 1, DType::kI32); !s.ok()) return s;
       if (types[0].rank() != 2) return Error(op, "the table must have rank 2", types);
       Shape shape = types[1].shape;
       shape.push_back(types[0].shape[1]);
-      return TensorType{DType::kF32, shape};
+      return TensorType{types[0].dtype, shape};
     }
     case OpKind::kEmbeddingGrad: {
       if (absl::Status s = RequireDType(op, types, 0, DType::kI32); !s.ok()) return s;
-      if (absl::Status s = RequireDType(op, types, 1, DType::kF32); !s.ok()) return s;
+      if (absl::Status s = RequireFloat(op, types, 1); !s.ok()) return s;
       Shape expected = types[0].shape;
       if (types[1].rank() != types[0].rank() + 1 ||
           !std::equal(expected.begin(), expected.end(), types[1].shape.begin())) {
         return Error(op, "dy must have the ids' shape plus one feature axis", types);
       }
-      return TensorType{DType::kF32, {attributes.GetInt("num_embeddings"), types[1].shape.back()}};
+      return TensorType{types[1].dtype, {attributes.GetInt("num_embeddings"), types[1].shape.back()}};
     }
     case OpKind::kCausalMask: {
-      if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+      if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
       if (absl::Status s = RequireRankAtLeast(op, types, 0, 2); !s.ok()) return s;
       const Shape& shape = types[0].shape;
       if (shape[shape.size() - 1] != shape[shape.size() - 2]) {
@@ -312,7 +327,7 @@ absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorTyp
       return types[0];
     }
     case OpKind::kRotary: {
-      if (absl::Status s = RequireAllF32(op, types); !s.ok()) return s;
+      if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
       if (absl::Status s = RequireRankAtLeast(op, types, 0, 2); !s.ok()) return s;
       if (types[0].shape.back() % 2 != 0) return Error(op, "the last axis must have an even extent", types);
       const double theta = attributes.GetDoubleOr("theta", 0.0);

@@ -31,10 +31,17 @@ using ir::Apply;
 using ir::OpKind;
 using ir::ToLocation;
 
+// The dtype a constant beside `like` takes: like's where arithmetic computes
+// on it (f32, bf16), else f32.
+ir::DType ConstantDType(const Tensor& like) {
+  const ir::DType dtype = like.dtype();
+  return ir::IsComputedFloat(dtype) ? dtype : ir::DType::kF32;
+}
+
 Tensor Scalar(const Tensor& like, double value, const SourceLoc& loc) {
   if (!like.valid()) return like;
   ir::GraphBuilder* builder = like.builder();
-  return Tensor(builder, builder->AddConstant(value, ir::TensorType{ir::DType::kF32, {}}, ToLocation(loc)));
+  return Tensor(builder, builder->AddConstant(value, ir::TensorType{ConstantDType(like), {}}, ToLocation(loc)));
 }
 
 Tensor Binary(OpKind op, const Tensor& a, const Tensor& b, const SourceLoc& loc) {
@@ -134,10 +141,11 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y, SourceLoc loc
 Tensor full(const Tensor& like, ir::Shape shape, double value, SourceLoc loc) {
   if (!like.valid()) return like;
   ir::GraphBuilder* builder = like.builder();
-  return Tensor(builder, builder->AddConstant(value, ir::TensorType{ir::DType::kF32, std::move(shape)},
+  return Tensor(builder, builder->AddConstant(value, ir::TensorType{ConstantDType(like), std::move(shape)},
                                               ToLocation(loc)));
 }
 Tensor convert(const Tensor& x, ir::DType dtype, SourceLoc loc) {
+  if (x.valid() && x.dtype() == dtype) return x;
   return Apply(OpKind::kConvert, {x}, ir::Attributes{{"dtype", std::string(ir::DTypeName(dtype))}},
                ToLocation(loc));
 }

@@ -80,7 +80,9 @@ struct Located {
   SourceLoc location;
 };
 
-// ---- Arithmetic, with NumPy broadcasting. Scalars become f32 constants.
+// ---- Arithmetic, with NumPy broadcasting, on f32 or bf16 (every operand the
+// same; convert to mix). Scalars become constants of the other operand's
+// dtype (f32 beside an i32).
 Tensor operator+(Located a, const Tensor& b);
 Tensor operator-(Located a, const Tensor& b);
 Tensor operator*(Located a, const Tensor& b);
@@ -115,8 +117,12 @@ Tensor equal(const Tensor& x, const Tensor& y, SourceLoc loc = SourceLoc::curren
 // x where cond != 0, else y.
 Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y,
              SourceLoc loc = SourceLoc::current());
-// An f32 tensor of `shape` filled with `value`, recorded by `like`'s builder.
+// A tensor of `shape` filled with `value`, recorded by `like`'s builder, of
+// like's dtype where that is f32 or bf16, else f32.
 Tensor full(const Tensor& like, ir::Shape shape, double value, SourceLoc loc = SourceLoc::current());
+// x as `dtype` (ir/kernels.h says how each pair converts); x itself when it
+// already is. Mixed precision converts f32 parameters to bf16 where they
+// are used, and the gradient converts back.
 Tensor convert(const Tensor& x, ir::DType dtype, SourceLoc loc = SourceLoc::current());
 
 // ---- Reductions over `axes` (negative axes count from the end).

@@ -218,6 +218,28 @@ std::optional<kernels::BinaryOp> BinaryOpOf(OpKind op) {
   }
 }
 
+std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to) {
+  using kernels::ConvertOp;
+  if (from == DType::kF32 && to == DType::kI32) return ConvertOp::kF32ToI32;
+  if (from == DType::kI32 && to == DType::kF32) return ConvertOp::kI32ToF32;
+  if (from == DType::kF32 && to == DType::kBF16) return ConvertOp::kF32ToBf16;
+  if (from == DType::kBF16 && to == DType::kF32) return ConvertOp::kBf16ToF32;
+  if (from == DType::kBF16 && to == DType::kI32) return ConvertOp::kBf16ToI32;
+  if (from == DType::kI32 && to == DType::kBF16) return ConvertOp::kI32ToBf16;
+  return std::nullopt;
+}
+
+// Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
+// and an operand or its result is bf16.
+bool ComputesOnBf16(const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  if (ir::MovesAnyDType(node.op)) return false;
+  if (node.type.dtype == DType::kBF16) return true;
+  for (const DeviceValue* operand : operands) {
+    if (operand->type.dtype == DType::kBF16) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct CudaGraphRunner::Impl {
@@ -234,9 +256,18 @@ struct CudaGraphRunner::Impl {
   absl::StatusOr<Buffer> AllocateBytes(int64_t bytes);
   absl::StatusOr<DeviceValue> Allocate(const TensorType& type);
 
-  // The node's value from its operands (all defined, types checked).
+  // The node's value from its operands: checks them, and computes bf16
+  // through the f32 kernels as the reference does (ir/kernels.h).
   absl::StatusOr<DeviceValue> Evaluate(ir::ValueId id, const ir::Node& node,
                                        const std::vector<const DeviceValue*>& operands);
+  // The f32 kernel on the bf16 operands widened exactly, the result rounded
+  // to bf16 once where the node's type is bf16.
+  absl::StatusOr<DeviceValue> EvaluateThroughF32(ir::ValueId id, const ir::Node& node,
+                                                 const std::vector<const DeviceValue*>& operands);
+  // The op's kernel, on operands the checks passed.
+  absl::StatusOr<DeviceValue> Dispatch(ir::ValueId id, const ir::Node& node,
+                                       const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> ConvertTo(const ir::Node& node, const DeviceValue& x, DType to);
   absl::Status CheckOperandTypes(const ir::Node& node,
                                  const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> Constant(const ir::Node& node);
@@ -439,8 +470,8 @@ absl::Status CudaGraphRunner::Impl::CheckOperandTypes(
   }
   // The shape rule of cross_entropy_grad leaves these to the kernel.
   if (node.op == OpKind::kCrossEntropyGrad &&
-      (types[0].dtype != DType::kF32 || types[2].dtype != DType::kF32)) {
-    return absl::InternalError("cross_entropy_grad: logits and dy must be f32");
+      (!ir::IsComputedFloat(types[0].dtype) || types[2].dtype != types[0].dtype)) {
+    return absl::InternalError("cross_entropy_grad: logits and dy must be f32 or bf16, alike");
   }
   return absl::OkStatus();
 }
@@ -472,23 +503,23 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Convert(const ir::Node& node,
                                                            const DeviceValue& x) {
+  return ConvertTo(node, x, node.type.dtype);
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::ConvertTo(const ir::Node& node, const DeviceValue& x,
+                                                             DType to) {
   const DType from = x.type.dtype;
-  const DType to = node.type.dtype;
-  kernels::ConvertOp op;
-  if (from == DType::kF32 && to == DType::kI32) {
-    op = kernels::ConvertOp::kF32ToI32;
-  } else if (from == DType::kI32 && to == DType::kF32) {
-    op = kernels::ConvertOp::kI32ToF32;
-  } else if (from != to) {
+  const std::optional<kernels::ConvertOp> op = ConvertOpOf(from, to);
+  if (!op.has_value() && from != to) {
     return Unimplemented(node, absl::StrCat(ir::DTypeName(from), " to ", ir::DTypeName(to),
                                             " is not computed on the GPU"));
   }
-  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  absl::StatusOr<DeviceValue> out = Allocate(TensorType{to, x.type.shape});
   if (!out.ok()) return out.status();
-  if (from == to) {
-    if (node.type.num_bytes() > 0) {
+  if (!op.has_value()) {
+    if (out->type.num_bytes() > 0) {
       if (absl::Status s = CudaStatus(
-              cudaMemcpyAsync(out->data(), x.data(), static_cast<size_t>(node.type.num_bytes()),
+              cudaMemcpyAsync(out->data(), x.data(), static_cast<size_t>(out->type.num_bytes()),
                               cudaMemcpyDeviceToDevice, stream),
               "cudaMemcpyAsync (convert)");
           !s.ok()) {
@@ -498,7 +529,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Convert(const ir::Node& node,
     return out;
   }
   if (absl::Status s = CudaStatus(
-          kernels::LaunchConvert(op, x.data(), out->data(), node.type.num_elements(), stream),
+          kernels::LaunchConvert(*op, x.data(), out->data(), x.type.num_elements(), stream),
           "Convert launch");
       !s.ok()) {
     return s;
@@ -860,6 +891,30 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
     }
   }
   if (absl::Status s = CheckOperandTypes(node, operands); !s.ok()) return s;
+  if (ComputesOnBf16(node, operands)) return EvaluateThroughF32(id, node, operands);
+  return Dispatch(id, node, operands);
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::EvaluateThroughF32(
+    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  std::vector<DeviceValue> widened(operands.size());
+  std::vector<const DeviceValue*> f32_operands = operands;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (operands[i]->type.dtype != DType::kBF16) continue;
+    absl::StatusOr<DeviceValue> wide = ConvertTo(node, *operands[i], DType::kF32);
+    if (!wide.ok()) return wide.status();
+    widened[i] = *std::move(wide);
+    f32_operands[i] = &widened[i];
+  }
+  ir::Node f32_node = node;
+  if (f32_node.type.dtype == DType::kBF16) f32_node.type.dtype = DType::kF32;
+  absl::StatusOr<DeviceValue> result = Dispatch(id, f32_node, f32_operands);
+  if (!result.ok() || node.type.dtype != DType::kBF16) return result;
+  return ConvertTo(node, *result, DType::kBF16);
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
+    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
   switch (node.op) {
     case OpKind::kInput:
       return absl::InternalError(

@@ -173,11 +173,29 @@ __device__ int32_t TruncateToInt32(float value) {
 }
 
 __global__ void ConvertKernel(ConvertOp op, const void* in, void* out, int64_t n) {
+  const auto* f32_in = static_cast<const float*>(in);
+  const auto* i32_in = static_cast<const int32_t*>(in);
+  const auto* bf16_in = static_cast<const __nv_bfloat16*>(in);
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    if (op == ConvertOp::kF32ToI32) {
-      static_cast<int32_t*>(out)[i] = TruncateToInt32(static_cast<const float*>(in)[i]);
-    } else {
-      static_cast<float*>(out)[i] = static_cast<float>(static_cast<const int32_t*>(in)[i]);
+    switch (op) {
+      case ConvertOp::kF32ToI32:
+        static_cast<int32_t*>(out)[i] = TruncateToInt32(f32_in[i]);
+        break;
+      case ConvertOp::kI32ToF32:
+        static_cast<float*>(out)[i] = static_cast<float>(i32_in[i]);
+        break;
+      case ConvertOp::kF32ToBf16:
+        static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(f32_in[i]);
+        break;
+      case ConvertOp::kBf16ToF32:
+        static_cast<float*>(out)[i] = __bfloat162float(bf16_in[i]);
+        break;
+      case ConvertOp::kBf16ToI32:
+        static_cast<int32_t*>(out)[i] = TruncateToInt32(__bfloat162float(bf16_in[i]));
+        break;
+      case ConvertOp::kI32ToBf16:
+        static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(static_cast<float>(i32_in[i]));
+        break;
     }
   }
 }

@@ -66,7 +66,7 @@ enum class ReduceOp : int { kSum, kMean, kMax };
 // Row-wise over the last axis; the grads take (y, dy).
 enum class RowOp : int { kSoftmax, kLogSoftmax, kSoftmaxGrad, kLogSoftmaxGrad };
 enum class NormOp : int { kNormalize, kLayerNorm, kNormalizeGrad };
-enum class ConvertOp : int { kF32ToI32, kI32ToF32 };
+enum class ConvertOp : int { kF32ToI32, kI32ToF32, kF32ToBf16, kBf16ToF32, kBf16ToI32, kI32ToBf16 };
 
 // Where LaunchFindFirstOutOfRange leaves its answer: `position` is the
 // first index i with values[i] outside [0, limit), or -1; `value` is
@@ -90,7 +90,9 @@ cudaError_t LaunchBinary(BinaryOp op, const float* x, const float* y, float* out
 cudaError_t LaunchWhere(const float* cond, const float* x, const float* y, float* out,
                         const StridedMap& map, cudaStream_t stream);
 
-// f32 -> i32 truncates toward zero, saturates, and maps NaN to 0.
+// As the reference kernels convert (ir/kernels.h): f32 -> i32 truncates
+// toward zero, saturates, and maps NaN to 0; to bf16 rounds to nearest
+// even; bf16 <-> i32 goes through f32.
 cudaError_t LaunchConvert(ConvertOp op, const void* in, void* out, int64_t n,
                           cudaStream_t stream);
 

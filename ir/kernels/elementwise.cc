@@ -264,18 +264,24 @@ int32_t TruncateToInt32(float value) {
 absl::StatusOr<HostTensor> Convert(const Node& node, Operands operands) {
   const HostTensor& in = *operands[0];
   if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
+  const DType from = in.dtype();
+  const DType to = node.type.dtype;
+  if (from == DType::kF32 && to == DType::kBF16) return NarrowToBf16(node, in);
+  if (from == DType::kBF16 && to == DType::kF32) return WidenBf16(node, in);
   absl::StatusOr<HostTensor> allocated = AllocateResult(node);
   if (!allocated.ok()) return allocated.status();
   HostTensor out = *std::move(allocated);
   const int64_t n = out.num_elements();
-  const DType from = in.dtype();
-  const DType to = node.type.dtype;
   if (from == to) {
     std::memcpy(out.data(), in.data(), static_cast<size_t>(out.num_bytes()));
   } else if (from == DType::kF32 && to == DType::kI32) {
     for (int64_t i = 0; i < n; ++i) out.i32()[i] = TruncateToInt32(in.f32()[i]);
   } else if (from == DType::kI32 && to == DType::kF32) {
     for (int64_t i = 0; i < n; ++i) out.f32()[i] = static_cast<float>(in.i32()[i]);
+  } else if (from == DType::kBF16 && to == DType::kI32) {
+    for (int64_t i = 0; i < n; ++i) out.i32()[i] = TruncateToInt32(Bf16ToFloat(in.bf16()[i]));
+  } else if (from == DType::kI32 && to == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i) out.bf16()[i] = FloatToBf16(static_cast<float>(in.i32()[i]));
   } else {
     return absl::UnimplementedError(absl::StrCat("convert: ", DTypeName(from), " to ",
                                                  DTypeName(to), " is not computed on CPU"));

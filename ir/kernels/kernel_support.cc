@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "ir/kernels/parallel.h"
 #include "ir/op.h"
 
 namespace tandem::ir::internal {
@@ -15,6 +16,34 @@ absl::StatusOr<HostTensor> AllocateResult(const Node& node) {
     return absl::Status(out.status().code(), absl::StrCat(OpName(node.op), ": ", out.status().message()));
   }
   return out;
+}
+
+namespace {
+
+template <typename Out, typename In, typename Map>
+absl::StatusOr<HostTensor> MapElements(const Node& node, const HostTensor& in, DType to, const Map& map) {
+  absl::StatusOr<HostTensor> out = HostTensor::Allocate(TensorType{to, in.shape()});
+  if (!out.ok()) {
+    return absl::Status(out.status().code(), absl::StrCat(OpName(node.op), ": ", out.status().message()));
+  }
+  const In* from = reinterpret_cast<const In*>(in.data());
+  Out* into = reinterpret_cast<Out*>(out->data());
+  ParallelFor(in.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) into[i] = map(from[i]);
+  });
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> WidenBf16(const Node& node, const HostTensor& bf16) {
+  if (bf16.dtype() != DType::kBF16) return KernelTypeError(node, "widening a tensor that is not bf16");
+  return MapElements<float, uint16_t>(node, bf16, DType::kF32, Bf16ToFloat);
+}
+
+absl::StatusOr<HostTensor> NarrowToBf16(const Node& node, const HostTensor& f32) {
+  if (f32.dtype() != DType::kF32) return KernelTypeError(node, "rounding a tensor that is not f32 to bf16");
+  return MapElements<uint16_t, float>(node, f32, DType::kBF16, FloatToBf16);
 }
 
 absl::Status KernelTypeError(const Node& node, absl::string_view detail) {

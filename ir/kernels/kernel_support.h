@@ -36,6 +36,13 @@ absl::StatusOr<HostTensor> EvaluateRotary(const Node& node, Operands operands);
 // allocate ..." when there is no memory for it.
 absl::StatusOr<HostTensor> AllocateResult(const Node& node);
 
+// bf16 <-> f32 for `node`'s kernel (ResourceExhausted naming the op when
+// there is no memory): Widen is exact, Narrow rounds each element
+// (FloatToBf16, ir/dtype.h). Both split the elements over the arena's
+// threads.
+absl::StatusOr<HostTensor> WidenBf16(const Node& node, const HostTensor& bf16);
+absl::StatusOr<HostTensor> NarrowToBf16(const Node& node, const HostTensor& f32);
+
 // An Internal error "<op>: <detail>" for operands that do not fit the node.
 absl::Status KernelTypeError(const Node& node, absl::string_view detail);
 

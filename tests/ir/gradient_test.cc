@@ -200,6 +200,52 @@ TEST_P(GradientRule, MatchesFiniteDifferences) {
   }
 }
 
+// Mixed precision: an f32 parameter converted to bf16 gets its gradient
+// converted back to f32, and the arithmetic between them stays bf16 (its
+// constants take the operand's dtype). Exact: 3 and its products with
+// small integers are bf16 values.
+TEST(ConvertGradient, ConvertsBackToTheOperandDType) {
+  Tracer tracer(/*seed=*/7);
+  Tensor p = tracer.Parameter("p", {2, 3}, init::Normal(1.0));
+  Tensor half = convert(p, DType::kBF16) * 3.0;
+  Tensor loss = sum(convert(half * half, DType::kF32));
+  ASSERT_TRUE(tracer.status().ok()) << tracer.status();
+  EXPECT_EQ(half.dtype(), DType::kBF16);
+  ir::Graph graph = tracer.graph();
+  graph.AddOutput("loss", loss.id());
+  absl::StatusOr<std::vector<ir::ParameterGradient>> gradients = ir::AppendBackward(graph, loss.id());
+  ASSERT_TRUE(gradients.ok()) << gradients.status();
+  ASSERT_TRUE(ir::VerifyGraph(graph).ok()) << ir::VerifyGraph(graph);
+  ASSERT_EQ(gradients->size(), 1u);
+  EXPECT_EQ(graph.type((*gradients)[0].value), (ir::TensorType{DType::kF32, {2, 3}}));
+  graph.AddOutput("grad", (*gradients)[0].value);
+
+  // p = 1, 2, ... exactly: d/dp sum((3p)^2) = 18p, in bf16 exactly.
+  HostTensor values = HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, -5, 6});
+  absl::StatusOr<ir::TensorMap> out = ir::RunGraph(graph, {{"p", values}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const HostTensor& grad = out->at("grad");
+  ASSERT_EQ(grad.dtype(), DType::kF32);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(grad.f32()[i], 18.0f * values.f32()[i]) << i;
+}
+
+TEST(ConvertGradient, NoneFlowsAcrossAnIntegerConvert) {
+  Tracer tracer(/*seed=*/7);
+  Tensor p = tracer.Parameter("p", {3}, init::Normal(1.0));
+  Tensor loss = sum(p * convert(convert(p, DType::kI32), DType::kF32));
+  ir::Graph graph = tracer.graph();
+  absl::StatusOr<std::vector<ir::ParameterGradient>> gradients = ir::AppendBackward(graph, loss.id());
+  ASSERT_TRUE(gradients.ok()) << gradients.status();
+  graph.AddOutput("grad", (*gradients)[0].value);
+  HostTensor values = HostTensor::FromFloats({3}, {1.5f, -2.5f, 3.0f});
+  absl::StatusOr<ir::TensorMap> out = ir::RunGraph(graph, {{"p", values}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // d/dp (p * trunc(p)) is trunc(p) where the truncation is flat.
+  EXPECT_EQ(out->at("grad").f32()[0], 1.0f);
+  EXPECT_EQ(out->at("grad").f32()[1], -2.0f);
+  EXPECT_EQ(out->at("grad").f32()[2], 3.0f);
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryOp, GradientRule, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<GradientCase>& info) { return info.param.name; });
 

@@ -60,6 +60,18 @@ TEST(TraceErrors, DTypeMismatchNamesOpAndCallSite) {
   EXPECT_THAT(status.message(), HasSubstr("mul: operand 1 must be f32"));
 }
 
+TEST(TraceErrors, MixingBf16AndF32AsksForAConvert) {
+  int line = 0;
+  absl::Status status = TraceError([&](Tracer& t) {
+    Tensor a = t.Parameter("a", {2, 3}, init::Normal(1));
+    Tensor b = convert(t.Parameter("b", {3, 4}, init::Normal(1)), DType::kBF16);
+    line = __LINE__ + 1;
+    return sum(convert(matmul(a, b), DType::kF32));
+  });
+  EXPECT_THAT(status.message(), HasSubstr(Here(line)));
+  EXPECT_THAT(status.message(), HasSubstr("matmul: operand 1 must be f32 as operand 0 is (convert one)"));
+}
+
 TEST(TraceErrors, RotaryRefusesAnOddWidthAndAThetaNotAboveOne) {
   int line = 0;
   absl::Status odd = TraceError([&](Tracer& t) {

@@ -317,6 +317,36 @@ TEST_F(GpuTest, Bf16MatMulIsWithinOnePercent) {
   }
 }
 
+// ---------------------------------------------------------------- bf16 values
+
+// Mixed precision's bf16 tensors: converts round as the reference rounds,
+// elementwise ops (IEEE on the widened operands, then one rounding) give
+// the reference's bits, and a bf16 matmul is within bf16's rounding of it
+// (positive operands: nothing cancels).
+TEST_F(GpuTest, Bf16ValuesComputeThroughF32AndRoundLikeTheReference) {
+  OpCase c{ir::Graph("bf16 values"), {}};
+  CaseBuilder b(c);
+  const auto to = [](DType dtype) { return Attributes{{"dtype", std::string(ir::DTypeName(dtype))}}; };
+  const ValueId a = b.Op(OpKind::kConvert, {b.Input("a", Floats({16, 32}, 1, 0.25f, 1.5f))}, to(DType::kBF16));
+  const ValueId w = b.Op(OpKind::kConvert, {b.Input("w", Floats({32, 8}, 2, 0.25f, 1.5f))}, to(DType::kBF16));
+  const ValueId sum = b.Op(OpKind::kAdd, {a, b.Op(OpKind::kMul, {a, a})});
+  const ValueId product = b.Op(OpKind::kMatMul, {sum, w});
+  b.Output(b.Op(OpKind::kConvert, {a}, to(DType::kF32)));
+  b.Output(b.Op(OpKind::kConvert, {sum}, to(DType::kF32)));
+  b.Output(b.Op(OpKind::kConvert, {product}, to(DType::kF32)));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  absl::StatusOr<ir::TensorMap> cpu = ir::RunGraph(c.graph, c.inputs);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(c.graph, c.inputs);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_TRUE(cpu->at("out0").BitwiseEquals(gpu->at("out0"))) << "convert to bf16";
+  EXPECT_TRUE(cpu->at("out1").BitwiseEquals(gpu->at("out1"))) << "bf16 add and mul";
+  ExpectClose(cpu->at("out2"), gpu->at("out2"), 2e-2, "bf16 matmul");
+  absl::StatusOr<ir::TensorMap> again = runner().RunFromHost(c.graph, c.inputs);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectBitwiseEqual(*gpu, *again);
+}
+
 // ---------------------------------------------------------------- tf32 matmul
 
 TEST_F(GpuTest, Tf32MatMulIsWithinTf32RoundingAndRepeatsBitwise) {
