@@ -276,6 +276,7 @@ void TakeLanguageModelSizes(const ExampleJobOptions& options, Config& config) {
   config.num_stages = options.stages;
   config.block_stages = options.layer_stages;
   config.tied_head = config.tied_head || options.tied;
+  config.compute_dtype = options.precision;
   Override(options.layers, config.num_layers);
   Override(options.dim, config.model_dim);
   Override(options.heads, config.num_heads);
@@ -298,7 +299,11 @@ ExampleJob LanguageModelJob(ir::TrainStep step, std::string description, std::sh
   job.step = std::move(step);
   job.description = absl::StrCat(description, ", vocab ", config.vocab_size, ", batch ", config.batch_size, " x ",
                                  basis.num_microbatches, " microbatches", basis.replicas, ", ", config.num_stages,
-                                 " stages; data: ", corpus->description());
+                                 " stages",
+                                 config.compute_dtype == ir::DType::kF32
+                                     ? ""
+                                     : absl::StrCat(", ", ir::DTypeName(config.compute_dtype), " mixed precision"),
+                                 "; data: ", corpus->description());
   TakeCorpusBatches(std::move(corpus), config.batch_size, config.sequence_length, basis, job);
   job.logits = std::move(logits);
   return job;
@@ -396,6 +401,11 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   }
   if (options.kv_heads.has_value() && options.model != "llama") {
     return absl::InvalidArgumentError(absl::StrCat("kv heads apply to the llama model, not ", options.model));
+  }
+  if (options.precision != ir::DType::kF32 && options.model != "gpt" && options.model != "llama") {
+    return absl::InvalidArgumentError(absl::StrCat("precision ", ir::DTypeName(options.precision),
+                                                   " applies to the gpt and llama models; ", options.model,
+                                                   " computes in f32"));
   }
   const JobBasis basis = BasisOf(options);
   if (options.model == "gpt") return MakeGptJob(options, basis);

@@ -51,6 +51,9 @@ struct ExampleJobOptions {
   // even split of the layers over `stages`.
   std::vector<int32_t> layer_stages;
   bool tied = false;              // gpt, llama: the token embedding is also the LM head
+  // gpt, llama: what the activations compute in, f32 or bf16 (mixed
+  // precision: GptConfig::compute_dtype).
+  ir::DType precision = ir::DType::kF32;
   std::string optimizer = "adam";  // adam or sgd (momentum 0.9)
   std::optional<double> lr;        // default 3e-3 for gpt and llama, 1e-2 for mlp and two-tower
   // The learning rate's warmup and decay (ir/optimizers.h); a decay with

@@ -20,16 +20,16 @@ Tensor SplitHeads(const Tensor& x, int64_t batch, int64_t seq, int64_t heads, in
 Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out,
               ir::Initializer init, SourceLoc loc) {
   auto scope = t.Scope(name, loc);
-  Tensor w = t.Parameter("w", {in, out}, init, loc);
-  Tensor b = t.Parameter("b", {out}, init::Zeros(), loc);
+  Tensor w = convert(t.Parameter("w", {in, out}, init, loc), x.dtype(), loc);
+  Tensor b = convert(t.Parameter("b", {out}, init::Zeros(), loc), x.dtype(), loc);
   return Located(matmul(x, w, {}, loc), loc) + b;
 }
 
 Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t dim, double eps,
                  SourceLoc loc) {
   auto scope = t.Scope(name, loc);
-  Tensor gain = t.Parameter("g", {dim}, init::Ones(), loc);
-  Tensor bias = t.Parameter("b", {dim}, init::Zeros(), loc);
+  Tensor gain = convert(t.Parameter("g", {dim}, init::Ones(), loc), x.dtype(), loc);
+  Tensor bias = convert(t.Parameter("b", {dim}, init::Zeros(), loc), x.dtype(), loc);
   return layer_norm(x, gain, bias, eps, loc);
 }
 

@@ -12,6 +12,11 @@
 // layer's ops to the line that calls it. A layer that calls another passes
 // its own `loc` on.
 //
+// Precision: a layer computes in x's dtype. Its parameters are f32 (the
+// master weights the optimizer updates) and are converted to x's dtype where
+// they are used, so a bf16 x makes a mixed-precision layer whose parameter
+// gradients come back f32.
+//
 // Initializers: `init` is the weight initializer. Its seed, when 0, is
 // derived from the parameter's full name (Tracer::Parameter), so each
 // weight gets its own values. Biases start at zero, layer-norm gains at one.

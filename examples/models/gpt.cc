@@ -50,6 +50,10 @@ absl::Status ValidateGptConfig(const GptConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("gpt: model_dim ", c.model_dim,
                                                    " is not divisible by num_heads ", c.num_heads));
   }
+  if (!ir::IsComputedFloat(c.compute_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpt: computes in f32 or bf16, not ", ir::DTypeName(c.compute_dtype)));
+  }
   if (c.num_stages > c.num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("gpt: ", c.num_layers, " layers cannot fill ", c.num_stages,
                                                    " stages (every stage holds at least one block); use at least ",
@@ -68,7 +72,7 @@ Tensor GptLogits(Tracer& t, const GptConfig& c) {
   Tensor tokens = t.Input("tokens", {i32, {c.batch_size, c.sequence_length}});
   Tensor wte = t.Parameter("wte", {c.vocab_size, c.model_dim}, weights);
   Tensor wpe = t.Parameter("wpe", {c.sequence_length, c.model_dim}, weights);
-  Tensor x = embedding(wte, tokens) + wpe;
+  Tensor x = convert(embedding(wte, tokens) + wpe, c.compute_dtype);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     if (GptBlockStage(c, layer) > t.stage()) x = pipeline_yield(x);
     auto block = t.Scope(absl::StrCat("h", layer));
@@ -76,8 +80,10 @@ Tensor GptLogits(Tracer& t, const GptConfig& c) {
     x = x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, c.model_dim), c.mlp_ratio * c.model_dim, weights);
   }
   x = layers::LayerNorm(t, "lnf", x, c.model_dim);
-  return c.tied_head ? matmul(x, t.Parameter("wte"), {.transpose_b = true})
-                     : matmul(x, t.Parameter("head.w", {c.model_dim, c.vocab_size}, weights));
+  Tensor logits = c.tied_head
+                      ? matmul(x, convert(t.Parameter("wte"), c.compute_dtype), {.transpose_b = true})
+                      : matmul(x, convert(t.Parameter("head.w", {c.model_dim, c.vocab_size}, weights), c.compute_dtype));
+  return convert(logits, ir::DType::kF32);
 }
 
 Tensor GptLoss(Tracer& t, const GptConfig& c) {

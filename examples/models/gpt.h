@@ -31,6 +31,10 @@ struct GptConfig {
   bool tied_head = false;   // reuse the token embedding as the LM head
   std::vector<int32_t> block_stages;  // the stage of each block; empty: an even split
   double init_std = 0.02;
+  // What the activations compute in: f32, or bf16 for mixed precision (the
+  // parameters stay f32 and are converted where used, so their gradients
+  // and the optimizer are f32; the logits and the loss are f32).
+  ir::DType compute_dtype = ir::DType::kF32;
 };
 
 // Well-known shapes, by name: "gpt2-small" (GPT-2's 124M: 12 layers,

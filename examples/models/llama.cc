@@ -14,15 +14,18 @@ constexpr ir::DType kI32 = ir::DType::kI32;
 // x @ weight^T for a weight [out, in], PyTorch's nn.Linear without bias.
 Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out,
               const ir::Initializer& init) {
-  return matmul(x, t.Parameter(absl::StrCat(name, ".weight"), {out, in}, init), {.transpose_b = true});
+  Tensor weight = t.Parameter(absl::StrCat(name, ".weight"), {out, in}, init);
+  return matmul(x, convert(weight, x.dtype()), {.transpose_b = true});
 }
 
 // x / sqrt(mean(x^2) + eps) * weight over the last axis (Zhang & Sennrich,
-// 2019), as Hugging Face's LlamaRMSNorm computes it in f32.
+// 2019), as Hugging Face's LlamaRMSNorm computes it: the normalization in
+// f32, whatever x's dtype, then the gain in x's dtype.
 Tensor RmsNorm(Tracer& t, const std::string& name, const Tensor& x, const LlamaConfig& c) {
   Tensor weight = t.Parameter(absl::StrCat(name, ".weight"), {c.model_dim}, init::Ones());
-  Tensor inverse_rms = 1.0 / sqrt(reduce_mean(x * x, {-1}, /*keep_dims=*/true) + c.norm_eps);
-  return x * inverse_rms * weight;
+  Tensor x32 = convert(x, ir::DType::kF32);
+  Tensor inverse_rms = 1.0 / sqrt(reduce_mean(x32 * x32, {-1}, /*keep_dims=*/true) + c.norm_eps);
+  return convert(x32 * inverse_rms, x.dtype()) * convert(weight, x.dtype());
 }
 
 // [batch, seq, heads * width] -> [batch, heads, seq, width].
@@ -52,8 +55,11 @@ Tensor Attention(Tracer& t, const Tensor& x, const LlamaConfig& c, const ir::Ini
   k = RepeatHeads(k, c, group, width);
   v = RepeatHeads(v, c, group, width);
   const double scale = 1.0 / std::sqrt(static_cast<double>(width));
-  Tensor scores = causal_mask(matmul(q, k, {.transpose_b = true}) * scale, -std::numeric_limits<double>::infinity());
-  Tensor heads = matmul(softmax(scores), v);
+  // Scaled, masked and normalized in f32, as Hugging Face's eager attention
+  // computes the softmax.
+  Tensor scores = causal_mask(convert(matmul(q, k, {.transpose_b = true}), ir::DType::kF32) * scale,
+                              -std::numeric_limits<double>::infinity());
+  Tensor heads = matmul(convert(softmax(scores), x.dtype()), v);
   Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}), {c.batch_size, c.sequence_length, c.model_dim});
   return Linear(t, "o_proj", merged, c.model_dim, c.model_dim, init);
 }
@@ -92,6 +98,10 @@ absl::Status ValidateLlamaConfig(const LlamaConfig& c) {
   if (!(c.norm_eps > 0.0) || !std::isfinite(c.norm_eps)) {
     return absl::InvalidArgumentError(absl::StrCat("llama: norm eps ", c.norm_eps, " must be a finite number above 0"));
   }
+  if (!ir::IsComputedFloat(c.compute_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("llama: computes in f32 or bf16, not ", ir::DTypeName(c.compute_dtype)));
+  }
   if (c.num_stages > c.num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("llama: ", c.num_layers, " layers cannot fill ", c.num_stages,
                                                    " stages (every stage holds at least one block); use at least ",
@@ -117,7 +127,8 @@ Tensor LlamaLogits(Tracer& t, const LlamaConfig& c) {
   Tensor x;
   {
     auto model = t.Scope("model");
-    x = embedding(t.Parameter("embed_tokens.weight", {c.vocab_size, c.model_dim}, weights), tokens);
+    x = convert(embedding(t.Parameter("embed_tokens.weight", {c.vocab_size, c.model_dim}, weights), tokens),
+                c.compute_dtype);
     for (int64_t layer = 0; layer < c.num_layers; ++layer) {
       if (LlamaBlockStage(c, layer) > t.stage()) x = pipeline_yield(x);
       auto block = t.Scope(absl::StrCat("layers.", layer));
@@ -128,7 +139,7 @@ Tensor LlamaLogits(Tracer& t, const LlamaConfig& c) {
   }
   Tensor head = c.tied_head ? t.Parameter("model.embed_tokens.weight")
                             : t.Parameter("lm_head.weight", {c.vocab_size, c.model_dim}, weights);
-  return matmul(x, head, {.transpose_b = true});
+  return convert(matmul(x, convert(head, c.compute_dtype), {.transpose_b = true}), ir::DType::kF32);
 }
 
 Tensor LlamaLoss(Tracer& t, const LlamaConfig& c) {

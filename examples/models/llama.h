@@ -42,6 +42,10 @@ struct LlamaConfig {
   double init_std = 0.02;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  // What the activations compute in: f32, or bf16 for mixed precision (the
+  // parameters stay f32 and are converted where used, so their gradients
+  // and the optimizer are f32; the logits and the loss are f32).
+  ir::DType compute_dtype = ir::DType::kF32;
 };
 
 // InvalidArgument when the sizes do not fit: heads must divide model_dim,

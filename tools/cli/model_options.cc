@@ -45,6 +45,12 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
   command.add_option("--vocab", options.vocab, "gpt and llama: the LM head's width (default: the corpus's characters)")
       ->check(AtLeast(options.vocab, 1));
   command.add_flag("--tied", options.tied, "tie the gpt or llama LM head to the token embedding");
+  command
+      .add_option_function<std::string>(
+          "--precision", [&options](const std::string& name) { options.precision = *ir::ParseDType(name); },
+          "gpt and llama: f32, or bf16 for mixed precision (bf16 activations and weight copies; f32 master weights, "
+          "optimizer state, gradient accumulation and loss)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   command.add_option("--optimizer", options.optimizer, "adam, or sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
