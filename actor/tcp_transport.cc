@@ -25,9 +25,11 @@
 namespace tandem::actor {
 namespace {
 
-// The handshake, in order: the acceptor's challenge, the dialer's hello,
-// the acceptor's welcome. Fixed sizes: nothing read here is allocated by
-// a size from the wire.
+// The handshake, in order: the acceptor's challenge, the dialer's hello
+// (its answer, and a challenge of its own), the acceptor's welcome (its
+// answer to that): each side proves the job's token to the other
+// (rpc/auth.h). Fixed sizes: nothing read here is allocated by a size from
+// the wire.
 constexpr uint64_t kChallengeMagic = 0x54444d43484c4e47;  // "TDMCHLNG"
 constexpr uint64_t kHelloMagic = 0x54444d48454c4c4f;      // "TDMHELLO"
 constexpr uint64_t kWelcomeMagic = 0x54444d57454c434d;    // "TDMWELCM"
@@ -41,12 +43,25 @@ struct Hello {
   uint64_t magic;
   int32_t from;
   int32_t to;
-  uint8_t proof[rpc::kProofBytes];  // rpc::ProveConnection(token, nonce, from, to)
+  uint8_t proof[rpc::kProofBytes];  // rpc::ProveConnection(token, challenge nonce, from, to)
+  uint8_t nonce[rpc::kNonceBytes];  // the dialer's challenge to the acceptor
 };
 
 struct Welcome {
   uint64_t magic;
+  uint8_t proof[rpc::kProofBytes];  // rpc::ProveAcceptance(token, hello nonce, from, to)
 };
+
+// The acceptor's welcome to a verified hello: its answer to the dialer's
+// challenge.
+absl::StatusOr<Welcome> WelcomeFor(absl::string_view token, const Hello& hello, int32_t acceptor) {
+  absl::StatusOr<rpc::Proof> proof =
+      rpc::ProveAcceptance(token, rpc::Bytes(hello.nonce, sizeof(hello.nonce)), hello.from, acceptor);
+  if (!proof.ok()) return proof.status();
+  Welcome welcome{kWelcomeMagic, {}};
+  std::copy(proof->begin(), proof->end(), welcome.proof);
+  return welcome;
+}
 
 using socket_io::Errno;
 using socket_io::ParseAddress;
@@ -189,12 +204,16 @@ absl::Status TcpTransport::Dial(int32_t peer, const std::string& address, absl::
   if (status.ok() && challenge.magic != kChallengeMagic) {
     status = absl::DataLossError("what answered is not a Tandem data plane (no challenge)");
   }
-  Hello hello{kHelloMagic, actor_, peer, {}};
+  Hello hello{kHelloMagic, actor_, peer, {}, {}};
   if (status.ok()) {
     absl::StatusOr<rpc::Proof> proof =
         rpc::ProveConnection(options_.token, rpc::Bytes(challenge.nonce, sizeof(challenge.nonce)), actor_, peer);
-    status = proof.status();
-    if (proof.ok()) std::copy(proof->begin(), proof->end(), hello.proof);
+    absl::StatusOr<rpc::Nonce> ours = rpc::MakeNonce();
+    status = proof.ok() ? ours.status() : proof.status();
+    if (status.ok()) {
+      std::copy(proof->begin(), proof->end(), hello.proof);
+      std::copy(ours->begin(), ours->end(), hello.nonce);
+    }
   }
   if (status.ok()) status = WriteAll(fd, &hello, sizeof(hello));
   Welcome welcome{};
@@ -205,6 +224,13 @@ absl::Status TcpTransport::Dial(int32_t peer, const std::string& address, absl::
           "it refused this actor's answer to its challenge (were the two given different job tokens?)");
     } else if (status.ok() && welcome.magic != kWelcomeMagic) {
       status = absl::DataLossError("it answered the hello with something else than a welcome");
+    } else if (status.ok()) {
+      if (absl::Status proven = rpc::CheckAcceptance(options_.token, rpc::Bytes(hello.nonce, sizeof(hello.nonce)),
+                                                     actor_, peer, rpc::Bytes(welcome.proof, sizeof(welcome.proof)));
+          !proven.ok()) {
+        status = absl::PermissionDeniedError(
+            "its welcome does not answer this actor's challenge with the job's token: it is not this job's actor");
+      }
     }
   }
   if (!status.ok()) {
@@ -317,14 +343,15 @@ void TcpTransport::AcceptLoop() {
       }
       if (handshake.received == sizeof(Hello)) {
         absl::StatusOr<int32_t> peer = Verify(handshake);
+        absl::StatusOr<Welcome> welcome =
+            peer.ok() ? WelcomeFor(options_.token, handshake.hello, actor_) : absl::StatusOr<Welcome>(peer.status());
         const int fd = handshake.fd;
         const std::string from = handshake.from;
         pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-        const Welcome welcome{kWelcomeMagic};
-        if (!peer.ok()) {
-          refuse(fd, from, peer.status().message());
+        if (!welcome.ok()) {
+          refuse(fd, from, welcome.status().message());
         } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
-                   !WriteAll(fd, &welcome, sizeof(welcome)).ok()) {
+                   !WriteAll(fd, &*welcome, sizeof(Welcome)).ok()) {
           refuse(fd, from, absl::StrCat("actor ", *peer, " was gone before it was welcomed"));
         } else {
           Start(*peer, fd);

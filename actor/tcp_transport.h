@@ -7,11 +7,13 @@
 // port the OS picks) and publishes its port; ConnectPeers then connects to
 // every lower-numbered actor and waits for every higher-numbered one.
 //
-// Every connection proves the job's token, which never crosses it
-// (rpc/auth.h): the accepting actor sends a challenge (a fresh 32-byte
+// Both ends of every connection prove the job's token, which never crosses
+// it (rpc/auth.h): the accepting actor sends a challenge (a fresh 32-byte
 // nonce); the dialer answers with a hello naming itself and the actor it
-// dialed, and HMAC-SHA256(token, nonce || dialer || receiver || label);
-// the acceptor checks it and welcomes the dialer. Anything else (a wrong
+// dialed, HMAC-SHA256(token, nonce || dialer || receiver || label) and a
+// nonce of its own; the acceptor checks it and welcomes the dialer with its
+// answer to that nonce, which the dialer checks before it sends anything
+// (a listener without the token is PermissionDenied). Anything else (a wrong
 // answer, a hello from no dialing peer or for another actor, a peer that
 // is connected already, no answer within Options::handshake_timeout, more
 // than Options::max_pending_handshakes connections being challenged at

@@ -45,6 +45,11 @@ absl::StatusOr<std::vector<uint8_t>> Message(Bytes nonce, std::initializer_list<
   return message;
 }
 
+absl::StatusOr<Proof> Prove(absl::string_view token, const absl::StatusOr<std::vector<uint8_t>>& message) {
+  if (!message.ok()) return message.status();
+  return HmacSha256(token, *message);
+}
+
 absl::Status Check(absl::string_view token, const absl::StatusOr<std::vector<uint8_t>>& message, Bytes proof) {
   if (!message.ok()) return message.status();
   if (absl::Status length = CheckLength("the answer", proof, kProofBytes); !length.ok()) return length;
@@ -82,9 +87,7 @@ absl::StatusOr<Proof> HmacSha256(absl::string_view key, Bytes message) {
 }
 
 absl::StatusOr<Proof> ProveRegistration(absl::string_view token, Bytes nonce, int32_t actor) {
-  absl::StatusOr<std::vector<uint8_t>> message = Message(nonce, {actor}, kRegistrationLabel);
-  if (!message.ok()) return message.status();
-  return HmacSha256(token, *message);
+  return Prove(token, Message(nonce, {actor}, kRegistrationLabel));
 }
 
 absl::Status CheckRegistration(absl::string_view token, Bytes nonce, int32_t actor, Bytes proof) {
@@ -92,13 +95,27 @@ absl::Status CheckRegistration(absl::string_view token, Bytes nonce, int32_t act
 }
 
 absl::StatusOr<Proof> ProveConnection(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver) {
-  absl::StatusOr<std::vector<uint8_t>> message = Message(nonce, {dialer, receiver}, kConnectionLabel);
-  if (!message.ok()) return message.status();
-  return HmacSha256(token, *message);
+  return Prove(token, Message(nonce, {dialer, receiver}, kConnectionLabel));
 }
 
 absl::Status CheckConnection(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver, Bytes proof) {
   return Check(token, Message(nonce, {dialer, receiver}, kConnectionLabel), proof);
+}
+
+absl::StatusOr<Proof> ProveController(absl::string_view token, Bytes nonce, int32_t actor) {
+  return Prove(token, Message(nonce, {actor}, kControllerLabel));
+}
+
+absl::Status CheckController(absl::string_view token, Bytes nonce, int32_t actor, Bytes proof) {
+  return Check(token, Message(nonce, {actor}, kControllerLabel), proof);
+}
+
+absl::StatusOr<Proof> ProveAcceptance(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver) {
+  return Prove(token, Message(nonce, {dialer, receiver}, kAcceptanceLabel));
+}
+
+absl::Status CheckAcceptance(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver, Bytes proof) {
+  return Check(token, Message(nonce, {dialer, receiver}, kAcceptanceLabel), proof);
 }
 
 ChallengeBook::ChallengeBook(Options options, Clock now) : options_(options), now_(std::move(now)) {}

@@ -15,6 +15,16 @@
 // nonce and the answer cross the network; the token stays in the processes
 // that were given it.
 //
+// Both ends prove it: on the control plane the registering actor sends a
+// nonce of its own with its request for a challenge and hands its Actor
+// capability over only once the controller has answered it; on the TCP
+// data plane the dialer's hello carries a nonce that the acceptor's welcome
+// answers. So a process without the token can pose as neither a controller
+// nor an actor. (An impostor that relays every message to the real one in
+// the middle of a connection is not kept out by proofs alone: that takes
+// protecting the frames after the handshake, which the planes do not do
+// yet.)
+//
 // Sizes come from the wire: a nonce or an answer of the wrong length is
 // InvalidArgument, never a crash; a wrong answer is PermissionDenied.
 //
@@ -49,6 +59,8 @@ using Bytes = absl::Span<const uint8_t>;
 // The labels that separate the uses of the token.
 inline constexpr absl::string_view kRegistrationLabel = "tandem control-plane registration v1";
 inline constexpr absl::string_view kConnectionLabel = "tandem data-plane connection v1";
+inline constexpr absl::string_view kControllerLabel = "tandem control-plane controller v1";
+inline constexpr absl::string_view kAcceptanceLabel = "tandem data-plane acceptance v1";
 
 // A fresh nonce from OpenSSL's generator; Internal if it fails.
 absl::StatusOr<Nonce> MakeNonce();
@@ -67,6 +79,14 @@ absl::Status CheckRegistration(absl::string_view token, Bytes nonce, int32_t act
 // on the connection `dialer` opened. Errors as for registration.
 absl::StatusOr<Proof> ProveConnection(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver);
 absl::Status CheckConnection(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver, Bytes proof);
+
+// The other way: the controller answers the `nonce` of registering actor
+// `actor`; the receiver of a data-plane connection answers the dialer's
+// `nonce`. Errors as for registration.
+absl::StatusOr<Proof> ProveController(absl::string_view token, Bytes nonce, int32_t actor);
+absl::Status CheckController(absl::string_view token, Bytes nonce, int32_t actor, Bytes proof);
+absl::StatusOr<Proof> ProveAcceptance(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver);
+absl::Status CheckAcceptance(absl::string_view token, Bytes nonce, int32_t dialer, int32_t receiver, Bytes proof);
 
 inline Bytes AsBytes(absl::string_view text) {
   return Bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());

@@ -54,9 +54,18 @@ ControllerService::ControllerService(std::string token, int32_t num_actors, Regi
       challenges_(challenges) {}
 
 kj::Promise<void> ControllerService::Challenge(uint64_t owner, ChallengeContext context) {
+  auto params = context.getParams();
+  // The controller's own proof first: a malformed request gets no nonce.
+  absl::StatusOr<Proof> proof = ProveController(token_, AsBytes(params.getNonce()), params.getActorId());
+  if (!proof.ok()) {
+    return ToKjException(absl::InvalidArgumentError(
+        absl::StrCat("a challenge needs the actor's own nonce: ", proof.status().message())));
+  }
   absl::StatusOr<Nonce> nonce = challenges_.Issue(owner);
   ThrowIfError(nonce.status());
-  context.getResults().setNonce(capnp::Data::Reader(nonce->data(), nonce->size()));
+  auto results = context.getResults();
+  results.setNonce(capnp::Data::Reader(nonce->data(), nonce->size()));
+  results.setProof(capnp::Data::Reader(proof->data(), proof->size()));
   return kj::READY_NOW;
 }
 
@@ -166,12 +175,29 @@ void ControlServer::taskFailed(kj::Exception&& exception) {
 
 namespace {
 
-kj::Promise<std::string> Challenge(wire::Controller::Client& controller) {
-  return controller.challengeRequest().send().then(
-      [](capnp::Response<wire::Controller::ChallengeResults>&& response) {
-        capnp::Data::Reader nonce = response.getNonce();
-        return std::string(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
-      });
+// The controller's challenge for actor `actor_id`, once the controller has
+// proven the token (`token`) by answering a nonce of this actor's own.
+kj::Promise<std::string> Challenge(wire::Controller::Client& controller, int32_t actor_id, std::string token) {
+  absl::StatusOr<Nonce> ours = MakeNonce();
+  if (!ours.ok()) {
+    return ToKjException(absl::UnavailableError(absl::StrCat("cannot challenge the controller: ", ours.status().message())));
+  }
+  auto request = controller.challengeRequest();
+  request.setActorId(actor_id);
+  request.setNonce(capnp::Data::Reader(ours->data(), ours->size()));
+  return request.send().then([actor_id, token = std::move(token), ours = *ours](
+                                 capnp::Response<wire::Controller::ChallengeResults>&& response) -> kj::Promise<std::string> {
+    const capnp::Data::Reader proof = response.getProof();
+    if (absl::Status proven = CheckController(token, Bytes(ours.data(), ours.size()), actor_id,
+                                              Bytes(proof.begin(), proof.size()));
+        !proven.ok()) {
+      return ToKjException(absl::PermissionDeniedError(absl::StrCat(
+          "the controller did not prove it holds the job's token (", proven.message(),
+          "): it is not this job's controller, so this actor does not register with it")));
+    }
+    const capnp::Data::Reader nonce = response.getNonce();
+    return std::string(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+  });
 }
 
 kj::Promise<wire::ActorSession::Client> Registration(wire::Controller::Client& controller, int32_t actor_id,
@@ -189,8 +215,9 @@ kj::Promise<wire::ActorSession::Client> Registration(wire::Controller::Client& c
 
 }  // namespace
 
-kj::Promise<absl::StatusOr<std::string>> RequestChallenge(wire::Controller::Client controller) {
-  return ToStatusOr(Challenge(controller));
+kj::Promise<absl::StatusOr<std::string>> RequestChallenge(wire::Controller::Client controller, int32_t actor_id,
+                                                          absl::string_view token) {
+  return ToStatusOr(Challenge(controller, actor_id, std::string(token)));
 }
 
 kj::Promise<SessionOr> SendRegistration(wire::Controller::Client controller, int32_t actor_id, Bytes nonce,
@@ -200,7 +227,7 @@ kj::Promise<SessionOr> SendRegistration(wire::Controller::Client controller, int
 
 kj::Promise<SessionOr> Register(wire::Controller::Client controller, int32_t actor_id, absl::string_view token,
                                 wire::Actor::Client actor, absl::string_view node) {
-  kj::Promise<wire::ActorSession::Client> registered = Challenge(controller).then(
+  kj::Promise<wire::ActorSession::Client> registered = Challenge(controller, actor_id, std::string(token)).then(
       [controller, actor_id, token = std::string(token), actor = kj::mv(actor),
        node = std::string(node)](std::string nonce) mutable -> kj::Promise<wire::ActorSession::Client> {
         absl::StatusOr<Proof> proof = ProveRegistration(token, AsBytes(nonce), actor_id);

@@ -125,11 +125,14 @@ class ControlServer final : private kj::TaskSet::ErrorHandler {
   kj::TaskSet tasks_;
 };
 
-// The actor's side: asks `controller` for a challenge, answers it with
-// `token` (which stays in this process) and registers `actor`, running on
-// `node` (Slurm's node name; empty on one host). Resolves (on
+// The actor's side: asks `controller` for a challenge, sending a nonce of
+// its own that the controller must answer with `token` first (else
+// PermissionDenied, and nothing is handed over), answers the challenge
+// with `token` (which stays in this process) and registers `actor`,
+// running on `node` (Slurm's node name; empty on one host). Resolves (on
 // the caller's event-loop thread) with the session, PermissionDenied for a
-// wrong token, or Unavailable if the controller's connection drops.
+// wrong token on either side, or Unavailable if the controller's
+// connection drops.
 kj::Promise<absl::StatusOr<wire::ActorSession::Client>> Register(wire::Controller::Client controller,
                                                                  int32_t actor_id,
                                                                  absl::string_view token,
@@ -137,9 +140,11 @@ kj::Promise<absl::StatusOr<wire::ActorSession::Client>> Register(wire::Controlle
                                                                  absl::string_view node = "");
 
 // The two halves of Register, for tests that play a misbehaving actor: a
-// challenge (as it came: its size is not checked here), and a registration
+// challenge for actor `actor_id` from a controller that proves `token` (the
+// challenge as it came: its size is not checked here), and a registration
 // with any nonce and proof.
-kj::Promise<absl::StatusOr<std::string>> RequestChallenge(wire::Controller::Client controller);
+kj::Promise<absl::StatusOr<std::string>> RequestChallenge(wire::Controller::Client controller, int32_t actor_id,
+                                                          absl::string_view token);
 kj::Promise<absl::StatusOr<wire::ActorSession::Client>> SendRegistration(wire::Controller::Client controller,
                                                                          int32_t actor_id, Bytes nonce, Bytes proof,
                                                                          wire::Actor::Client actor);

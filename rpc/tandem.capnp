@@ -295,8 +295,12 @@ interface ActorSession {
 # controller then drives it through `actor`.
 #
 # The proof is a challenge-response over the job's token, which never
-# travels: `challenge` returns a fresh random nonce (32 bytes, good for one
-# `register` within a few seconds); `register` carries it back with
+# travels, made both ways (rpc/auth.h). `challenge` takes the actor's id
+# and a fresh nonce of its own (32 bytes) and returns the controller's proof
+# = HMAC-SHA256(token, actor's nonce || actorId (4 bytes, big-endian) ||
+# "tandem control-plane controller v1"), which the actor checks before it
+# hands anything over, and a fresh random nonce (32 bytes, good for one
+# `register` within a few seconds); `register` carries that back with
 # `proof` = HMAC-SHA256(token, nonce || actorId (4 bytes, big-endian) ||
 # "tandem control-plane registration v1"). A wrong proof, a nonce answered
 # before, expired or never issued, or an id outside the job fails with
@@ -307,5 +311,5 @@ interface ActorSession {
 interface Controller {
   register @0 (actorId :Int32, nonce :Data, proof :Data, actor :Actor, node :Text)
       -> (session :ActorSession);
-  challenge @1 () -> (nonce :Data);
+  challenge @1 (actorId :Int32, nonce :Data) -> (nonce :Data, proof :Data);
 }

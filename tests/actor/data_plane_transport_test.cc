@@ -325,7 +325,7 @@ bool StrangerIsHungUpOn(int port, const std::string& bytes, absl::Duration withi
 
 // A well-formed hello from `from` to `to` answering a challenge the test
 // never saw with `token`'s HMAC over a made-up nonce, or the right answer
-// when `nonce` is the real one.
+// when `nonce` is the real one; its own challenge is all 7s.
 std::string Hello(int32_t from, int32_t to, absl::string_view token, const std::string& nonce) {
   const uint64_t magic = 0x54444d48454c4c4f;  // "TDMHELLO"
   absl::StatusOr<rpc::Proof> proof = rpc::ProveConnection(token, rpc::AsBytes(nonce), from, to);
@@ -333,6 +333,7 @@ std::string Hello(int32_t from, int32_t to, absl::string_view token, const std::
   hello.append(reinterpret_cast<const char*>(&from), sizeof(from));
   hello.append(reinterpret_cast<const char*>(&to), sizeof(to));
   hello.append(reinterpret_cast<const char*>(proof->data()), proof->size());
+  hello.append(rpc::kNonceBytes, '\x07');
   return hello;
 }
 
@@ -391,7 +392,7 @@ TEST(TcpTransportAuth, StrangersAreRefusedCountedAndLoggedAndThePeersConnectAnyw
   // hello with a made-up answer, one for another actor, one claiming to be
   // actor 0 itself.
   EXPECT_TRUE(StrangerIsHungUpOn(port, "", absl::Seconds(5)));
-  EXPECT_TRUE(StrangerIsHungUpOn(port, std::string(48, '\xab'), absl::Seconds(5)));
+  EXPECT_TRUE(StrangerIsHungUpOn(port, std::string(80, '\xab'), absl::Seconds(5)));  // a hello's size
   EXPECT_TRUE(AnsweringStrangerIsHungUpOn(port, 1, 0, "not-the-token"));
   EXPECT_TRUE(AnsweringStrangerIsHungUpOn(port, 1, 5, kToken));
   EXPECT_TRUE(AnsweringStrangerIsHungUpOn(port, 0, 0, kToken));
@@ -454,6 +455,50 @@ TEST(TcpTransportAuth, AHonestPeerGetsInOnceStrangersStopCrowdingTheChallenges) 
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_GE((*zero)->refused_connections(), 2);  // the stranger, and actor 1 while the slot was taken
   EXPECT_TRUE(RoundTrip(**zero, **one, 1).ok());
+}
+
+// An impostor listening where actor 0 should be, without the token: it
+// challenges the dialer, takes its hello whatever it says, and welcomes it
+// with an answer it cannot make. The dialer refuses it before sending
+// anything, naming why.
+TEST(TcpTransportAuth, ADialerRefusesAListenerThatCannotProveTheToken) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  bool welcomed = false;
+  std::thread impostor([&] {
+    pollfd p{listener, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return;
+    const int fd = accept(listener, nullptr, nullptr);
+    const uint64_t challenge_magic = 0x54444d43484c4e47;  // "TDMCHLNG"
+    std::string challenge(reinterpret_cast<const char*>(&challenge_magic), sizeof(challenge_magic));
+    challenge.append(rpc::kNonceBytes, '\x01');
+    char hello[8 + 4 + 4 + rpc::kProofBytes + rpc::kNonceBytes];
+    const uint64_t welcome_magic = 0x54444d57454c434d;  // "TDMWELCM"
+    std::string welcome(reinterpret_cast<const char*>(&welcome_magic), sizeof(welcome_magic));
+    welcome.append(rpc::kProofBytes, '\x02');
+    welcomed = testing::WriteAll(fd, challenge.data(), challenge.size()) && testing::ReadAll(fd, hello, sizeof(hello)) &&
+               testing::WriteAll(fd, welcome.data(), welcome.size());
+    char byte;
+    pollfd q{fd, POLLIN, 0};
+    poll(&q, 1, 5000);  // until the dialer hangs up
+    EXPECT_EQ(recv(fd, &byte, 1, 0), 0) << "the dialer sent something after the welcome";
+    close(fd);
+  });
+  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
+  ASSERT_TRUE(one.ok());
+  absl::Status dialed =
+      (*one)->ConnectPeers({absl::StrCat("127.0.0.1:", ntohs(address.sin_port)), ""}, absl::Seconds(5));
+  impostor.join();
+  close(listener);
+  EXPECT_TRUE(welcomed);
+  EXPECT_EQ(dialed.code(), absl::StatusCode::kPermissionDenied) << dialed;
+  EXPECT_THAT(dialed.message(), HasSubstr("its welcome does not answer this actor's challenge with the job's token"));
 }
 
 // Through a relay that keeps every byte: the handshake and the tensors go

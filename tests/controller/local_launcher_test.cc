@@ -389,10 +389,25 @@ absl::Status AsStranger(const std::string& address, rpc::ConnectionLimits limits
       .wait(io.waitScope);
 }
 
-// Registers as actor 0 by answering a challenge with `token`.
+// Registers as actor 0 by answering a challenge with `token`. A stranger:
+// it does not check the controller's own proof, which a stranger cannot.
 absl::Status RegisterAsStranger(const std::string& address, const std::string& token) {
   return AsStranger(address, {}, [&](rpc::wire::Controller::Client controller, rpc::wire::Actor::Client actor) {
-    return rpc::Register(controller, 0, token, actor).then([](auto session) { return session.status(); });
+    auto request = controller.challengeRequest();
+    request.setActorId(0);
+    const std::string ours(rpc::kNonceBytes, 'z');
+    request.setNonce(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(ours.data()), ours.size()));
+    return rpc::ToStatusOr(request.send())
+        .then([controller, actor, token](auto challenge) mutable -> kj::Promise<absl::Status> {
+          if (!challenge.ok()) return challenge.status();
+          auto nonce = std::make_shared<std::string>(challenge->getNonce().asChars().begin(),
+                                                     challenge->getNonce().size());
+          absl::StatusOr<rpc::Proof> proof = rpc::ProveRegistration(token, rpc::AsBytes(*nonce), 0);
+          if (!proof.ok()) return proof.status();
+          auto answer = std::make_shared<rpc::Proof>(*proof);
+          return rpc::SendRegistration(controller, 0, rpc::AsBytes(*nonce), *answer, actor)
+              .then([nonce, answer](auto session) { return session.status(); });
+        });
   });
 }
 
@@ -523,7 +538,7 @@ TEST(LocalLauncherSecurity, OverTcpStrangersAreRefusedCountedAndLoggedAndTheToke
   absl::Status first;
   absl::Status replayed = AsStranger(controller, {}, [&](rpc::wire::Controller::Client controller_cap,
                                                          rpc::wire::Actor::Client actor) {
-    return rpc::RequestChallenge(controller_cap)
+    return rpc::RequestChallenge(controller_cap, 0, token)
         .then([&, controller_cap, actor](absl::StatusOr<std::string> nonce) mutable -> kj::Promise<absl::Status> {
           if (!nonce.ok()) return nonce.status();
           auto shared_nonce = std::make_shared<std::string>(*nonce);

@@ -98,6 +98,34 @@ TEST(Proofs, HoldOnlyForTheirTokenNonceActorsAndUse) {
   EXPECT_THAT(std::string(wrong.message()), HasSubstr("not made with the job's token"));
 }
 
+// The answers each side gives the other are separate uses: the
+// controller's answer to an actor's nonce never passes as that actor's
+// registration (so a controller answering anyone's nonce is no oracle for
+// registering), nor an acceptor's welcome as a dialer's hello.
+TEST(Proofs, TheTwoDirectionsOfEachPlaneAreSeparateUses) {
+  const std::string token = "the-job-token";
+  absl::StatusOr<Nonce> nonce = MakeNonce();
+  ASSERT_TRUE(nonce.ok());
+  absl::StatusOr<Proof> controller = ProveController(token, *nonce, 1);
+  ASSERT_TRUE(controller.ok());
+  EXPECT_TRUE(CheckController(token, *nonce, 1, *controller).ok());
+  EXPECT_EQ(CheckController("another-token", *nonce, 1, *controller).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(CheckController(token, *nonce, 2, *controller).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(CheckRegistration(token, *nonce, 1, *controller).code(), absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<Proof> registration = ProveRegistration(token, *nonce, 1);
+  ASSERT_TRUE(registration.ok());
+  EXPECT_EQ(CheckController(token, *nonce, 1, *registration).code(), absl::StatusCode::kPermissionDenied);
+
+  absl::StatusOr<Proof> acceptance = ProveAcceptance(token, *nonce, 2, 0);
+  ASSERT_TRUE(acceptance.ok());
+  EXPECT_TRUE(CheckAcceptance(token, *nonce, 2, 0, *acceptance).ok());
+  EXPECT_EQ(CheckAcceptance(token, *nonce, 0, 2, *acceptance).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(CheckConnection(token, *nonce, 2, 0, *acceptance).code(), absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<Proof> connection = ProveConnection(token, *nonce, 2, 0);
+  ASSERT_TRUE(connection.ok());
+  EXPECT_EQ(CheckAcceptance(token, *nonce, 2, 0, *connection).code(), absl::StatusCode::kPermissionDenied);
+}
+
 TEST(Proofs, InputsOfTheWrongLengthAreErrorsNotCrashes) {
   const std::string token = "t";
   for (size_t length : {size_t{0}, size_t{1}, kNonceBytes - 1, kNonceBytes + 1, size_t{4096}}) {

@@ -127,9 +127,17 @@ TEST_F(ControlPlaneTest, RightTokenRegistersWrongTokenIsRefusedAndLogged) {
   absl::StatusOr<wire::ActorSession::Client> session = RegisterOver(*good, 0, kToken, actor0);
   ASSERT_TRUE(session.ok()) << session.status();
 
+  // An intruder without the token: it takes a challenge (it need not check
+  // the controller's proof) and answers it with the wrong token.
   std::unique_ptr<RpcConnection> intruder = ConnectActor(kj::heap<FakeActor>());
+  absl::StatusOr<std::string> nonce =
+      RequestChallenge(intruder->Bootstrap<wire::Controller>(), 1, kToken).wait(io_.waitScope);
+  ASSERT_TRUE(nonce.ok()) << nonce.status();
+  absl::StatusOr<Proof> wrong = ProveRegistration("wrong-token", AsBytes(*nonce), 1);
+  ASSERT_TRUE(wrong.ok());
   absl::StatusOr<wire::ActorSession::Client> refused =
-      RegisterOver(*intruder, 1, "wrong-token", kj::heap<FakeActor>());
+      SendRegistration(intruder->Bootstrap<wire::Controller>(), 1, AsBytes(*nonce), *wrong, kj::heap<FakeActor>())
+          .wait(io_.waitScope);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(refused.status().message(), HasSubstr("wrong proof"));
   ASSERT_EQ(log_.size(), 1u);
@@ -142,6 +150,38 @@ TEST_F(ControlPlaneTest, RightTokenRegistersWrongTokenIsRefusedAndLogged) {
   EXPECT_EQ(id.getActorId(), 0);
   auto health = actors_.at(0).healthRequest().send().wait(io_.waitScope);
   EXPECT_EQ(health.getState(), wire::HealthState::IDLE);
+}
+
+// Authentication is mutual: an actor registers only with a controller
+// that answers the actor's own nonce with the job's token. One of another
+// job (another token) is refused before the actor hands anything over, so
+// that controller registers nobody and sees no proof of this job's token.
+TEST_F(ControlPlaneTest, AnActorRefusesAControllerThatCannotProveTheToken) {
+  int registered = 0;
+  wire::Controller::Client impostor = kj::heap<ControllerService>(
+      "another-job's-token", 4,
+      [&](int32_t, absl::string_view, wire::Actor::Client) {
+        ++registered;
+        return absl::OkStatus();
+      },
+      [](RegistrationRefusal, absl::string_view) {});
+  kj::CapabilityPipe pipe = io_.provider->newCapabilityPipe();
+  RpcConnection impostor_end(kj::mv(pipe.ends[0]), capnp::rpc::twoparty::Side::SERVER, impostor, {});
+  RpcConnection actor_end(kj::mv(pipe.ends[1]), capnp::rpc::twoparty::Side::CLIENT, kj::heap<FakeActor>(), {});
+  absl::StatusOr<wire::ActorSession::Client> session =
+      RegisterOver(actor_end, 0, kToken, kj::heap<FakeActor>());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kPermissionDenied) << session.status();
+  EXPECT_THAT(session.status().message(), HasSubstr("the controller did not prove it holds the job's token"));
+  EXPECT_EQ(registered, 0);
+}
+
+TEST_F(ControlPlaneTest, AChallengeWithoutTheActorsNonceIsRefused) {
+  std::unique_ptr<RpcConnection> connection = ConnectActor(kj::heap<FakeActor>());
+  auto request = connection->Bootstrap<wire::Controller>().challengeRequest();
+  request.setActorId(0);
+  auto response = ToStatusOr(request.send()).wait(io_.waitScope);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+  EXPECT_THAT(response.status().message(), HasSubstr("a challenge needs the actor's own nonce"));
 }
 
 TEST_F(ControlPlaneTest, RunStepIsOneCallPerStepAndReturnsResults) {
@@ -290,7 +330,7 @@ TEST_F(ControlPlaneTest, ReplayedUnknownAndMalformedAnswersAreRefusedLoggedAndCo
   };
   auto fresh_nonce = [&] {
     std::unique_ptr<RpcConnection> connection = ConnectActor(kj::heap<FakeActor>());
-    absl::StatusOr<std::string> nonce = RequestChallenge(connection->Bootstrap<wire::Controller>()).wait(io_.waitScope);
+    absl::StatusOr<std::string> nonce = RequestChallenge(connection->Bootstrap<wire::Controller>(), 0, kToken).wait(io_.waitScope);
     EXPECT_TRUE(nonce.ok()) << nonce.status();
     EXPECT_EQ(nonce->size(), kNonceBytes);
     return *nonce;
@@ -352,7 +392,7 @@ TEST(ControllerService, AChallengeExpires) {
       kToken, 1, [](int32_t, absl::string_view, wire::Actor::Client) { return absl::OkStatus(); },
       [&](RegistrationRefusal refusal, absl::string_view) { refusals.push_back(refusal); },
       ChallengeBook::Options{.lifetime = absl::Milliseconds(50)});
-  absl::StatusOr<std::string> nonce = RequestChallenge(controller).wait(io.waitScope);
+  absl::StatusOr<std::string> nonce = RequestChallenge(controller, 0, kToken).wait(io.waitScope);
   ASSERT_TRUE(nonce.ok());
   io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).wait(io.waitScope);
   absl::StatusOr<Proof> proof = ProveRegistration(kToken, AsBytes(*nonce), 0);
