@@ -116,11 +116,15 @@ int RunActorProcess(const ActorProcessOptions& options) {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     absl::StatusOr<rpc::ControlStream> stream =
         rpc::ToStatusOr(
-            rpc::DialController(io, options.control_plane, options.controller_address, options.register_timeout))
+            rpc::DialController(io, options.control_plane, options.controller_address, options.register_timeout,
+                                options.controller_certificate))
             .wait(io.waitScope);
     if (!stream.ok()) {
-      Log(actor, absl::StrCat("cannot reach the controller: ", stream.status().ToString()));
-      return kActorExitSetupFailed;
+      // PermissionDenied: what answered is not the job's controller (TLS).
+      const bool refused = stream.status().code() == absl::StatusCode::kPermissionDenied;
+      Log(actor, absl::StrCat(refused ? "refused the controller: " : "cannot reach the controller: ",
+                              stream.status().ToString()));
+      return refused ? kActorExitRefused : kActorExitSetupFailed;
     }
     rpc::RpcConnection connection(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT, nullptr,
                                   rpc::ConnectionLimits{});

@@ -38,6 +38,9 @@ struct ActorProcessOptions {
   rpc::ControlPlaneKind control_plane = rpc::ControlPlaneKind::kUnix;
   std::string controller_address;  // the socket's path, or host:port
   std::string token;  // the job's token (from the environment, never argv)
+  // Over TCP: the controller's TLS certificate, the only one this actor
+  // trusts (rpc/control_tls.h; from the environment too).
+  std::string controller_certificate;
   // The node this actor runs on, as its launcher names it (Slurm's
   // SLURMD_NODENAME); told to the controller at registration. Empty on one
   // host.
@@ -59,7 +62,9 @@ struct ActorProcessOptions {
 // Exit codes of the actor process.
 inline constexpr int kActorExitOk = 0;
 inline constexpr int kActorExitSetupFailed = 1;  // bad options, no data plane, no controller
-inline constexpr int kActorExitRefused = 2;      // registration refused (e.g. wrong token)
+// Registration refused, either way: a wrong token, or a controller that
+// cannot prove the job's (its token, or over TCP its TLS certificate).
+inline constexpr int kActorExitRefused = 2;
 inline constexpr int kActorExitControllerLost = 3;
 
 // Runs the actor until shutdown or a lost controller; returns the exit code.

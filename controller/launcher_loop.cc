@@ -74,7 +74,8 @@ LauncherLoop::LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num
       heartbeat_interval_(absl::ToInt64Milliseconds(heartbeat_interval) * kj::MILLISECONDS) {}
 
 absl::StatusOr<std::string> LauncherLoop::Serve(rpc::ControlPlaneKind kind, const std::string& listen_on,
-                                                const std::string& token, const rpc::ConnectionLimits& limits,
+                                                const std::string& token, const rpc::ControllerIdentity& identity,
+                                                const rpc::ConnectionLimits& limits,
                                                 std::function<void(absl::string_view)> log) {
   std::unique_ptr<rpc::ControlListener> listener;
   if (kind == rpc::ControlPlaneKind::kUnix) {
@@ -82,7 +83,11 @@ absl::StatusOr<std::string> LauncherLoop::Serve(rpc::ControlPlaneKind kind, cons
     if (!unix_listener.ok()) return unix_listener.status();
     listener = *std::move(unix_listener);
   } else {
-    absl::StatusOr<std::unique_ptr<rpc::TcpListener>> tcp_listener = rpc::TcpListener::Listen(io, listen_on);
+    absl::StatusOr<std::shared_ptr<kj::TlsContext>> tls =
+        rpc::ControllerTls(identity, io.provider->getTimer(), rpc::kTlsHandshakeTimeout);
+    if (!tls.ok()) return tls.status();
+    absl::StatusOr<std::unique_ptr<rpc::TcpListener>> tcp_listener =
+        rpc::TcpListener::Listen(io, listen_on, *std::move(tls));
     if (!tcp_listener.ok()) return tcp_listener.status();
     listener = *std::move(tcp_listener);
   }

@@ -27,6 +27,7 @@
 #include "controller/launcher.h"
 #include "kj/async-io.h"
 #include "rpc/connection.h"
+#include "rpc/control_tls.h"
 #include "rpc/controller_service.h"
 #include "rpc/rate_limited_log.h"
 #include "rpc/tandem.capnp.h"
@@ -63,14 +64,15 @@ class LauncherLoop final : private kj::TaskSet::ErrorHandler {
   LauncherLoop(kj::AsyncIoContext& io, CallBoard& board, int32_t num_actors, absl::Duration heartbeat_interval);
 
   // Listens on `listen_on` (a Unix socket's path, or the host of a TCP
-  // socket on a port the OS picks, by `kind`) and accepts registrations
-  // that prove `token` (refusals are counted on the board and go to `log`,
+  // socket on a port the OS picks, serving TLS with `identity`, by `kind`)
+  // and accepts registrations that prove `token` (refusals are counted on
+  // the board and go to `log`,
   // as do control connections that fail or close while the job runs,
   // rate-limited: a few lines, then a count every 10 s); starts the
   // heartbeats. Returns the address actors dial (the path, or host:port).
   absl::StatusOr<std::string> Serve(rpc::ControlPlaneKind kind, const std::string& listen_on,
-                                    const std::string& token, const rpc::ConnectionLimits& limits,
-                                    std::function<void(absl::string_view)> log);
+                                    const std::string& token, const rpc::ControllerIdentity& identity,
+                                    const rpc::ConnectionLimits& limits, std::function<void(absl::string_view)> log);
   // Serves until `stop_promise` resolves (see `stop`).
   void RunUntil(kj::Promise<void> stop_promise);
 

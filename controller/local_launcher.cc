@@ -203,13 +203,19 @@ absl::Status LocalLauncher::StartActors() {
       over_tcp ? options_.bind_host : absl::StrCat(run_directory_->path(), "/controller.sock");
   absl::StatusOr<std::string> token = rpc::MakeJobToken();
   if (!token.ok()) return token.status();
-  if (absl::Status status = StartLoop(listen_on, *token); !status.ok()) return status;
+  rpc::ControllerIdentity identity;
+  if (over_tcp) {
+    absl::StatusOr<rpc::ControllerIdentity> made = rpc::MakeControllerIdentity();
+    if (!made.ok()) return made.status();
+    identity = *std::move(made);
+  }
+  if (absl::Status status = StartLoop(listen_on, *token, identity); !status.ok()) return status;
 
   const bool srun = options_.start == ActorStart::kSrun;
   const std::string dial = over_tcp ? Dial(controller_address_) : controller_address_;
   std::vector<ProcessSpec> specs;
   for (int32_t actor = 0; actor < (srun ? 1 : num_actors_); ++actor) {
-    specs.push_back(ActorProcess(actor, dial, *token));
+    specs.push_back(ActorProcess(actor, dial, *token, identity.certificate_pem));
   }
   if (srun) {
     SrunStepOptions step;
@@ -232,18 +238,19 @@ absl::Status LocalLauncher::StartActors() {
   return AwaitRegistration();
 }
 
-absl::Status LocalLauncher::StartLoop(const std::string& listen_on, const std::string& token) {
+absl::Status LocalLauncher::StartLoop(const std::string& listen_on, const std::string& token,
+                                      const rpc::ControllerIdentity& identity) {
   // The loop thread: listens, accepts registrations, runs the heartbeats,
   // and later every actor call, until Shutdown() stops it.
   absl::Notification listening;
   absl::Status listen_status;
-  loop_thread_ = std::thread([this, &listen_on, token, &listening, &listen_status] {
+  loop_thread_ = std::thread([this, &listen_on, token, &identity, &listening, &listen_status] {
     kj::AsyncIoContext io = kj::setupAsyncIo();
     auto stop = kj::newPromiseAndFulfiller<void>();
     loop_ = std::make_unique<LauncherLoop>(io, *board_, num_actors_, options_.heartbeat_interval);
     loop_->stop = kj::mv(stop.fulfiller);
     absl::StatusOr<std::string> address =
-        loop_->Serve(options_.control_plane, listen_on, token, options_.limits, [this](absl::string_view line) {
+        loop_->Serve(options_.control_plane, listen_on, token, identity, options_.limits, [this](absl::string_view line) {
           if (options_.log) {
             options_.log(line);
           } else {
@@ -266,7 +273,8 @@ absl::Status LocalLauncher::StartLoop(const std::string& listen_on, const std::s
   return listen_status;
 }
 
-ProcessSpec LocalLauncher::ActorProcess(int32_t actor, const std::string& dial, const std::string& token) const {
+ProcessSpec LocalLauncher::ActorProcess(int32_t actor, const std::string& dial, const std::string& token,
+                                        const std::string& certificate_pem) const {
   const bool srun = options_.start == ActorStart::kSrun;
   // srun starts every task with the same arguments: the largest ring.
   const int64_t ring_bytes = srun ? *std::max_element(ring_bytes_.begin(), ring_bytes_.end()) : ring_bytes_[actor];
@@ -305,6 +313,7 @@ ProcessSpec LocalLauncher::ActorProcess(int32_t actor, const std::string& dial, 
   // One BLAS thread per actor (the actor pins it too): OpenBLAS then
   // starts no pool of threads competing for the host's cores.
   spec.environment = {{"TANDEM_JOB_TOKEN", token}, {"OPENBLAS_NUM_THREADS", "1"}};
+  if (!certificate_pem.empty()) spec.environment.emplace_back("TANDEM_CONTROLLER_CERT", certificate_pem);
   return spec;
 }
 

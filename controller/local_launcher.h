@@ -10,7 +10,11 @@
 //     token and the controller's socket, then fork/execs the actors
 //     (ProcessGroup: their output prefixed "[actor N]", no orphans on any
 //     exit path), telling them where to dial in argv. The token reaches
-//     them in the environment, never in argv, and never crosses a socket;
+//     them in the environment, never in argv, and never crosses a socket.
+//     Over TCP the controller also makes a TLS identity (rpc/control_tls.h)
+//     and serves the control plane with it; its certificate reaches the
+//     actors in the environment too (TANDEM_CONTROLLER_CERT), and they trust
+//     that certificate alone;
 //  2. waits for every actor to register: each answers a fresh challenge
 //     with an HMAC over the token (rpc/auth.h). A wrong answer, a replayed
 //     or unknown challenge, or a duplicate id is refused, logged
@@ -212,10 +216,13 @@ class LocalLauncher final : public Launcher {
   // Starts the loop thread and the actors, and waits for every actor to
   // register.
   absl::Status StartActors();
-  // The loop thread, listening on `listen_on` for actors proving `token`.
-  absl::Status StartLoop(const std::string& listen_on, const std::string& token);
+  // The loop thread, listening on `listen_on` (with `identity`'s TLS over
+  // TCP) for actors proving `token`.
+  absl::Status StartLoop(const std::string& listen_on, const std::string& token,
+                         const rpc::ControllerIdentity& identity);
   // How actor `actor` (every task, under srun) is started.
-  ProcessSpec ActorProcess(int32_t actor, const std::string& dial, const std::string& token) const;
+  ProcessSpec ActorProcess(int32_t actor, const std::string& dial, const std::string& token,
+                           const std::string& certificate_pem) const;
   absl::Status AwaitRegistration();
   // On the loop thread: stages the tensors `sources` hold on `actor`, one
   // piece after another, then sends loadState.

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "capnp/rpc.h"
+#include "rpc/control_tls.h"
 #include "rpc/status_convert.h"
 
 namespace tandem::rpc {
@@ -248,8 +249,10 @@ kj::Promise<ControlStream> UnixListener::Accept() {
   return KJ_EXCEPTION(FAILED, "accept failed", path_.c_str(), strerror(error));
 }
 
-absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(kj::AsyncIoContext& io, absl::string_view host) {
+absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(kj::AsyncIoContext& io, absl::string_view host,
+                                                                 std::shared_ptr<kj::TlsContext> tls) {
   if (host.empty()) return absl::InvalidArgumentError("the control plane's TCP bind address is empty");
+  if (tls == nullptr) return absl::InvalidArgumentError("the TCP control plane needs the controller's TLS identity");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -277,18 +280,25 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(kj::AsyncIoCont
                                                      : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
   kj::Own<kj::ConnectionReceiver> receiver = io.lowLevelProvider->wrapListenSocketFd(
       kj::mv(fd), kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
-  auto listener = std::unique_ptr<TcpListener>(new TcpListener(kj::mv(receiver), owned));
+  auto listener = std::unique_ptr<TcpListener>(new TcpListener(kj::mv(receiver), owned, std::move(tls)));
   listener->port_ = port;
   return listener;
 }
 
-TcpListener::TcpListener(kj::Own<kj::ConnectionReceiver> receiver, std::string host)
-    : receiver_(kj::mv(receiver)), host_(std::move(host)), port_(0) {}
+TcpListener::TcpListener(kj::Own<kj::ConnectionReceiver> receiver, std::string host,
+                         std::shared_ptr<kj::TlsContext> tls)
+    : receiver_(kj::mv(receiver)), tls_(std::move(tls)), host_(std::move(host)), port_(0) {}
 
 kj::Promise<ControlStream> TcpListener::Accept() {
   return receiver_->accept().then([](kj::Own<kj::AsyncIoStream> stream) {
     NoDelay(*stream);
     return ControlStream::Tcp(kj::mv(stream));
+  });
+}
+
+kj::Promise<ControlStream> TcpListener::Secure(ControlStream stream) {
+  return tls_->wrapServer(kj::mv(stream.stream)).then([tls = tls_](kj::Own<kj::AsyncIoStream> secured) {
+    return ControlStream::Tcp(secured.attach(tls));
   });
 }
 
@@ -312,7 +322,7 @@ absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> ConnectUnix(kj::AsyncIoContex
 }
 
 kj::Promise<ControlStream> DialController(kj::AsyncIoContext& io, ControlPlaneKind kind, absl::string_view address,
-                                          absl::Duration timeout) {
+                                          absl::Duration timeout, absl::string_view certificate_pem) {
   if (kind == ControlPlaneKind::kUnix) {
     absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> stream = ConnectUnix(io, address);
     if (!stream.ok()) return ToKjException(stream.status());
@@ -320,17 +330,26 @@ kj::Promise<ControlStream> DialController(kj::AsyncIoContext& io, ControlPlaneKi
   }
   absl::StatusOr<HostPort> endpoint = ParseHostPort(address);
   if (!endpoint.ok()) return ToKjException(endpoint.status());
+  absl::StatusOr<std::shared_ptr<kj::TlsContext>> tls = ActorTls(certificate_pem);
+  if (!tls.ok()) return ToKjException(tls.status());
   const std::string where = FormatHostPort(endpoint->host, endpoint->port);
   kj::Promise<ControlStream> connect =
       io.provider->getNetwork()
           .parseAddress(kj::StringPtr(where.c_str()))
           .then([](kj::Own<kj::NetworkAddress> resolved) { return resolved->connect().attach(kj::mv(resolved)); })
           .then(
-              [](kj::Own<kj::AsyncIoStream> stream) {
+              [tls = *tls, where](kj::Own<kj::AsyncIoStream> stream) {
                 NoDelay(*stream);
-                return ControlStream::Tcp(kj::mv(stream));
+                return tls->wrapClient(kj::mv(stream), kControllerTlsName)
+                    .then(
+                        [tls](kj::Own<kj::AsyncIoStream> secured) { return ControlStream::Tcp(secured.attach(tls)); },
+                        [where](kj::Exception&& exception) -> ControlStream {
+                          kj::throwFatalException(ToKjException(absl::PermissionDeniedError(absl::StrCat(
+                              "the TLS handshake with the controller at ", where,
+                              " failed (is it this job's controller?): ", exception.getDescription().cStr()))));
+                        });
               },
-              [where](kj::Exception&& exception) -> ControlStream {
+              [where](kj::Exception&& exception) -> kj::Promise<ControlStream> {
                 kj::throwFatalException(ToKjException(absl::UnavailableError(absl::StrCat(
                     "cannot reach the controller at ", where, ": ", exception.getDescription().cStr()))));
               });

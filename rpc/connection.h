@@ -36,6 +36,7 @@
 #include "capnp/message.h"
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
+#include "kj/compat/tls.h"
 #include "kj/async-unix.h"
 #include "kj/io.h"
 #include "rpc/control_plane_kind.h"
@@ -143,6 +144,10 @@ class ControlListener {
   // Resolves with the next connection, on the event-loop thread. Only one
   // Accept may be outstanding at a time.
   virtual kj::Promise<ControlStream> Accept() = 0;
+  // What an accepted stream must go through before RPC runs over it: TLS's
+  // handshake on TCP (rpc/control_tls.h), nothing on a Unix socket. Each
+  // connection's own promise, so a slow peer never holds up Accept.
+  virtual kj::Promise<ControlStream> Secure(ControlStream stream) { return kj::mv(stream); }
   virtual ControlPlaneKind kind() const = 0;
   // What actors dial: the socket's path, or "host:port".
   virtual std::string address() const = 0;
@@ -173,23 +178,29 @@ class UnixListener final : public ControlListener {
 };
 
 // A listening TCP socket on a port the OS picks (never a fixed one, so that
-// jobs sharing a host cannot collide).
+// jobs sharing a host cannot collide), serving TLS (rpc/control_tls.h).
 class TcpListener final : public ControlListener {
  public:
   // Listens on `host` (an address of this host: "127.0.0.1" for loopback,
-  // a routable one across hosts), port 0. InvalidArgument for a host that
-  // does not resolve, Unavailable if it cannot be bound.
-  static absl::StatusOr<std::unique_ptr<TcpListener>> Listen(kj::AsyncIoContext& io, absl::string_view host);
+  // a routable one across hosts), port 0, with `tls` (ControllerTls).
+  // InvalidArgument for a host that does not resolve or no `tls`,
+  // Unavailable if it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<TcpListener>> Listen(kj::AsyncIoContext& io, absl::string_view host,
+                                                             std::shared_ptr<kj::TlsContext> tls);
 
   kj::Promise<ControlStream> Accept() override;
+  // The TLS handshake as the server; fails when the peer does not complete
+  // it within the context's handshake timeout.
+  kj::Promise<ControlStream> Secure(ControlStream stream) override;
   ControlPlaneKind kind() const override { return ControlPlaneKind::kTcp; }
   std::string address() const override { return FormatHostPort(host_, port_); }
   int port() const { return port_; }
 
  private:
-  TcpListener(kj::Own<kj::ConnectionReceiver> receiver, std::string host);
+  TcpListener(kj::Own<kj::ConnectionReceiver> receiver, std::string host, std::shared_ptr<kj::TlsContext> tls);
 
   kj::Own<kj::ConnectionReceiver> receiver_;
+  std::shared_ptr<kj::TlsContext> tls_;  // shared with every stream it wraps
   std::string host_;
   int port_;
 };
@@ -200,14 +211,17 @@ absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> ConnectUnix(kj::AsyncIoContex
                                                                 absl::string_view path);
 
 // Connects to the controller at `address` (a socket path, or host:port by
-// `kind`) on the event loop, within `timeout`. Resolves with the stream, or
-// fails (rpc/async_status.h's ToStatusOr turns it into a status) with:
-// InvalidArgument for an address that is not of its kind's form;
-// Unavailable naming the address and the reason when nobody answers there
-// (refused, unreachable, a host that does not resolve); DeadlineExceeded
-// when the connection is not up within `timeout`.
+// `kind`) on the event loop, within `timeout`; over TCP with TLS, trusting
+// `certificate_pem` alone (ActorTls; ignored for a Unix socket). Resolves
+// with the stream, or fails (rpc/async_status.h's ToStatusOr turns it into
+// a status) with: InvalidArgument for an address that is not of its kind's
+// form or an unusable certificate; Unavailable naming the address and the
+// reason when nobody answers there (refused, unreachable, a host that does
+// not resolve); PermissionDenied when what answers fails the TLS handshake
+// (not the job's controller); DeadlineExceeded when the connection is not
+// up within `timeout`.
 kj::Promise<ControlStream> DialController(kj::AsyncIoContext& io, ControlPlaneKind kind, absl::string_view address,
-                                          absl::Duration timeout);
+                                          absl::Duration timeout, absl::string_view certificate_pem = "");
 
 }  // namespace tandem::rpc
 

@@ -158,15 +158,19 @@ kj::Promise<void> ControlServer::Run() {
 }
 
 void ControlServer::Serve(ControlStream stream) {
-  capnp::Capability::Client bootstrap = kj::heap<ConnectionController>(*service_, next_owner_++);
-  auto connection =
-      kj::heap<RpcConnection>(kj::mv(stream), capnp::rpc::twoparty::Side::SERVER, kj::mv(bootstrap), limits_);
-  ++connections_;
-  kj::Promise<void> disconnected = connection->OnDisconnect();
-  tasks_.add(disconnected.attach(kj::mv(connection), kj::defer([this]() {
-    --connections_;
-    if (log_) log_("control connection closed");
-  })));
+  // Secured on its own: a failed or abandoned handshake (a stranger) ends
+  // in taskFailed, and other connections never wait for it.
+  tasks_.add(listener_->Secure(kj::mv(stream)).then([this](ControlStream secured) {
+    capnp::Capability::Client bootstrap = kj::heap<ConnectionController>(*service_, next_owner_++);
+    auto connection =
+        kj::heap<RpcConnection>(kj::mv(secured), capnp::rpc::twoparty::Side::SERVER, kj::mv(bootstrap), limits_);
+    ++connections_;
+    kj::Promise<void> disconnected = connection->OnDisconnect();
+    return disconnected.attach(kj::mv(connection), kj::defer([this]() {
+      --connections_;
+      if (log_) log_("control connection closed");
+    }));
+  }));
 }
 
 void ControlServer::taskFailed(kj::Exception&& exception) {

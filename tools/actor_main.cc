@@ -4,7 +4,8 @@
 //   TANDEM_JOB_TOKEN=... tandem-actor [--control unix|tcp] --controller SOCKET|HOST:PORT
 //       --actor A --actors P [--transport shm|tcp|auto] [--receive-timeout-ms N]
 //       [--shm-ring-mib N] [--bind HOST] [--device cpu|cuda|cuda:N[+tf32|+bf16]] [--threads N]
-//   TANDEM_JOB_TOKEN=... srun ... tandem-actor --slurm --control tcp --controller HOST:PORT --actors P ...
+//   TANDEM_JOB_TOKEN=... TANDEM_CONTROLLER_CERT=... srun ... tandem-actor --slurm --control tcp
+//       --controller HOST:PORT --actors P ...
 //
 // With --slurm (a task of the Slurm launcher's one srun step), the actor
 // takes its identity from Slurm instead of --actor: its id from
@@ -14,7 +15,9 @@
 //
 // The job's token comes from the environment, so that it never shows in
 // process listings, and it never crosses a socket: the actor answers the
-// controller's challenges with it (rpc/auth.h). See actor/actor_process.h
+// controller's challenges with it (rpc/auth.h). Over TCP the control plane
+// is TLS, and the actor trusts only the controller's certificate, from
+// TANDEM_CONTROLLER_CERT (rpc/control_tls.h). See actor/actor_process.h
 // for the lifetime and the exit codes.
 #include <cstdlib>
 #include <iostream>
@@ -180,5 +183,8 @@ int main(int argc, char** argv) {
   options.data_plane_options.tcp_bind_host = bind;
   options.receive_timeout = absl::Milliseconds(receive_timeout_ms);
   if (const char* token = std::getenv("TANDEM_JOB_TOKEN"); token != nullptr) options.token = token;
+  if (const char* certificate = std::getenv("TANDEM_CONTROLLER_CERT"); certificate != nullptr) {
+    options.controller_certificate = certificate;
+  }
   return tandem::actor::RunActorProcess(options);
 }

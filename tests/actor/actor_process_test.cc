@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actor/actor_process.h"
+#include "rpc/control_tls.h"
 #include "controller/process_group.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,7 +56,8 @@ class ActorProcessTest : public ::testing::Test {
       ASSERT_TRUE(unix_listener.ok()) << unix_listener.status();
       listener = *std::move(unix_listener);
     } else {
-      absl::StatusOr<std::unique_ptr<rpc::TcpListener>> tcp_listener = rpc::TcpListener::Listen(io_, "127.0.0.1");
+      absl::StatusOr<std::unique_ptr<rpc::TcpListener>> tcp_listener =
+          rpc::TcpListener::Listen(io_, "127.0.0.1", ServerTls());
       ASSERT_TRUE(tcp_listener.ok()) << tcp_listener.status();
       socket_ = (*tcp_listener)->address();
       listener = *std::move(tcp_listener);
@@ -72,14 +74,25 @@ class ActorProcessTest : public ::testing::Test {
     serving_ = server_->Run().eagerlyEvaluate(nullptr);
   }
 
-  // Starts tandem-actor as actor 0 of 1 with `token`, told to dial the
-  // controller at `address` (default: where Listen listens).
-  void StartActor(const std::string& token, std::optional<std::string> address = std::nullopt) {
+  // The TCP control plane's TLS with identity_.
+  std::shared_ptr<kj::TlsContext> ServerTls() {
+    absl::StatusOr<std::shared_ptr<kj::TlsContext>> tls =
+        rpc::ControllerTls(identity_, io_.provider->getTimer(), rpc::kTlsHandshakeTimeout);
+    EXPECT_TRUE(tls.ok()) << tls.status();
+    return tls.ok() ? *tls : nullptr;
+  }
+
+  // Starts tandem-actor as actor 0 of 1 with `token` (and over TCP
+  // `certificate`, default identity_'s), told to dial the controller at
+  // `address` (default: where Listen listens).
+  void StartActor(const std::string& token, std::optional<std::string> address = std::nullopt,
+                  std::optional<std::string> certificate = std::nullopt) {
     controller::ProcessSpec spec{
         .program = TANDEM_ACTOR_BINARY,
         .args = {"--control", std::string(rpc::ControlPlaneKindName(kind_)), "--controller", address.value_or(socket_),
                  "--actor", "0", "--actors", "1"},
-        .environment = {{"TANDEM_JOB_TOKEN", token}}};
+        .environment = {{"TANDEM_JOB_TOKEN", token},
+                        {"TANDEM_CONTROLLER_CERT", certificate.value_or(identity_.certificate_pem)}}};
     controller::ProcessGroupOptions options;
     options.sink = [this](absl::string_view line) {
       absl::MutexLock lock(&output_mu_);
@@ -137,6 +150,7 @@ class ActorProcessTest : public ::testing::Test {
   rpc::ControlPlaneKind kind_ = rpc::ControlPlaneKind::kUnix;
   std::string directory_;
   std::string socket_;  // or host:port
+  const rpc::ControllerIdentity identity_ = *rpc::MakeControllerIdentity();
   std::unique_ptr<rpc::ControlServer> server_;
   kj::Promise<void> serving_ = nullptr;
   int registered_ = 0;
@@ -170,6 +184,20 @@ TEST_P(ActorProcessOverBoth, WithAnotherTokenTheActorRefusesTheControllerAndExit
   EXPECT_THAT(Output(), HasSubstr("PERMISSION_DENIED"));
   EXPECT_THAT(Output(), HasSubstr("the controller did not prove it holds the job's token"));
   for (const std::string& line : log_) EXPECT_THAT(line, ::testing::Not(HasSubstr("registration of actor 0")));
+}
+
+// Over TCP the actor trusts the job's controller certificate alone: given
+// another, it fails the TLS handshake, registers nowhere and exits.
+TEST_F(ActorProcessTest, OverTcpAnotherControllerCertificateIsRefusedAndTheActorExitsWithCode2) {
+  ASSERT_NO_FATAL_FAILURE(Listen(rpc::ControlPlaneKind::kTcp));
+  absl::StatusOr<rpc::ControllerIdentity> other = rpc::MakeControllerIdentity();
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_NO_FATAL_FAILURE(StartActor(kToken, std::nullopt, other->certificate_pem));
+  std::optional<controller::ExitInfo> exit = AwaitExit(absl::Seconds(10));
+  ASSERT_TRUE(exit.has_value()) << Output();
+  EXPECT_EQ(registered_, 0);
+  EXPECT_THAT(OutputWith("TLS handshake"), HasSubstr("the TLS handshake with the controller at " + socket_));
+  EXPECT_EQ(exit->exit_code, kActorExitRefused) << Output();
 }
 
 INSTANTIATE_TEST_SUITE_P(ControlPlanes, ActorProcessOverBoth,
@@ -213,7 +241,7 @@ TEST_F(ActorProcessTest, NoControllerAtATcpAddressIsASetupFailureNamingIt) {
   // A port nobody listens on: bound by the OS, then closed.
   std::string address;
   {
-    absl::StatusOr<std::unique_ptr<rpc::TcpListener>> closed = rpc::TcpListener::Listen(io_, "127.0.0.1");
+    absl::StatusOr<std::unique_ptr<rpc::TcpListener>> closed = rpc::TcpListener::Listen(io_, "127.0.0.1", ServerTls());
     ASSERT_TRUE(closed.ok());
     address = (*closed)->address();
   }

@@ -370,13 +370,15 @@ using StrangerAct =
     std::function<kj::Promise<absl::Status>(rpc::wire::Controller::Client controller, rpc::wire::Actor::Client actor)>;
 
 // A stranger on the job's control socket (`address`: a path, or host:port
-// with TCP), sending with `limits`. Returns what its act came to.
-absl::Status AsStranger(const std::string& address, rpc::ConnectionLimits limits, StrangerAct act) {
+// with TCP, where it dials with the controller's `certificate`, which is
+// public), sending with `limits`. Returns what its act came to.
+absl::Status AsStranger(const std::string& address, rpc::ConnectionLimits limits, StrangerAct act,
+                        const std::string& certificate = "") {
   kj::AsyncIoContext io = kj::setupAsyncIo();
   const rpc::ControlPlaneKind kind =
       address.front() == '/' ? rpc::ControlPlaneKind::kUnix : rpc::ControlPlaneKind::kTcp;
   absl::StatusOr<rpc::ControlStream> stream =
-      rpc::ToStatusOr(rpc::DialController(io, kind, address, absl::Seconds(10))).wait(io.waitScope);
+      rpc::ToStatusOr(rpc::DialController(io, kind, address, absl::Seconds(10), certificate)).wait(io.waitScope);
   if (!stream.ok()) return stream.status();
   rpc::RpcConnection connection(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT, nullptr, limits);
   // The stranger offers a broken Actor capability: it never gets that far.
@@ -391,7 +393,8 @@ absl::Status AsStranger(const std::string& address, rpc::ConnectionLimits limits
 
 // Registers as actor 0 by answering a challenge with `token`. A stranger:
 // it does not check the controller's own proof, which a stranger cannot.
-absl::Status RegisterAsStranger(const std::string& address, const std::string& token) {
+absl::Status RegisterAsStranger(const std::string& address, const std::string& token,
+                                const std::string& certificate = "") {
   return AsStranger(address, {}, [&](rpc::wire::Controller::Client controller, rpc::wire::Actor::Client actor) {
     auto request = controller.challengeRequest();
     request.setActorId(0);
@@ -408,7 +411,7 @@ absl::Status RegisterAsStranger(const std::string& address, const std::string& t
           return rpc::SendRegistration(controller, 0, rpc::AsBytes(*nonce), *answer, actor)
               .then([nonce, answer](auto session) { return session.status(); });
         });
-  });
+  }, certificate);
 }
 
 TEST(LocalLauncherSecurity, WrongTokenIsRefusedAndTheJobRunsOn) {
@@ -485,14 +488,18 @@ TEST(LocalLauncherSecurity, OversizedControlMessageIsRefusedAndTheJobRunsOn) {
 
 // The job's token, read from an actor process's environment (where the
 // launcher put it); "" if it is not there.
-std::string TokenOf(pid_t pid) {
+// A variable of process `pid`'s environment; empty when it has none.
+std::string EnvironmentOf(pid_t pid, const std::string& name) {
   std::ifstream file(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
   std::string entry;
+  const std::string prefix = name + "=";
   while (std::getline(file, entry, '\0')) {
-    if (entry.rfind("TANDEM_JOB_TOKEN=", 0) == 0) return entry.substr(17);
+    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
   }
   return "";
 }
+
+std::string TokenOf(pid_t pid) { return EnvironmentOf(pid, "TANDEM_JOB_TOKEN"); }
 
 std::string CommandLineOf(pid_t pid) {
   std::ifstream file(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
@@ -531,8 +538,14 @@ TEST(LocalLauncherSecurity, OverTcpStrangersAreRefusedCountedAndLoggedAndTheToke
     EXPECT_EQ(argv.find(token), std::string::npos) << "the token is in the argv of pid " << pid;
   }
 
+  // Over TCP the control plane is TLS: an actor trusts the certificate it
+  // is given, which strangers may know as well (it is no secret).
+  const std::string certificate = EnvironmentOf(pids[0], "TANDEM_CONTROLLER_CERT");
+  ASSERT_THAT(certificate, HasSubstr("BEGIN CERTIFICATE")) << "the actor has no TANDEM_CONTROLLER_CERT";
+
   // 1. A wrong token.
-  EXPECT_EQ(RegisterAsStranger(controller, std::string(64, 'f')).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(RegisterAsStranger(controller, std::string(64, 'f'), certificate).code(),
+            absl::StatusCode::kPermissionDenied);
   // 2. A right answer (someone who holds the token, registering an actor
   //    that is registered already), then the same answer again.
   absl::Status first;
@@ -552,7 +565,7 @@ TEST(LocalLauncherSecurity, OverTcpStrangersAreRefusedCountedAndLoggedAndTheToke
               })
               .then([](auto session) { return session.status(); });
         });
-  });
+  }, certificate);
   EXPECT_EQ(first.code(), absl::StatusCode::kAlreadyExists) << first;
   EXPECT_EQ(replayed.code(), absl::StatusCode::kPermissionDenied) << replayed;
   EXPECT_THAT(std::string(replayed.message()), HasSubstr("a replay"));

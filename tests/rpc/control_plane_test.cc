@@ -22,6 +22,7 @@
 #include "rpc/async_status.h"
 #include "rpc/auth.h"
 #include "rpc/connection.h"
+#include "rpc/control_tls.h"
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
@@ -115,6 +116,19 @@ class ControlPlaneTest : public ::testing::Test {
           log_.emplace_back(line);
         });
   }
+  // The TCP control plane's TLS, as a launcher makes it.
+  std::shared_ptr<kj::TlsContext> ServerTls(absl::Duration handshake_timeout = kTlsHandshakeTimeout) {
+    absl::StatusOr<std::shared_ptr<kj::TlsContext>> tls =
+        ControllerTls(identity_, io_.provider->getTimer(), handshake_timeout);
+    EXPECT_TRUE(tls.ok()) << tls.status();
+    return tls.ok() ? *tls : nullptr;
+  }
+  absl::StatusOr<ControlStream> DialTcp(const std::string& address, const std::string& certificate_pem) {
+    return ToStatusOr(DialController(io_, ControlPlaneKind::kTcp, address, absl::Seconds(5), certificate_pem))
+        .wait(io_.waitScope);
+  }
+
+  const ControllerIdentity identity_ = *MakeControllerIdentity();
   wire::Controller::Client controller_ = NewService();
   ConnectionLimits controller_limits_;
   std::vector<std::unique_ptr<RpcConnection>> controller_ends_;
@@ -408,7 +422,7 @@ TEST(ControllerService, AChallengeExpires) {
 // registers and is driven, and the token is nowhere on the socket while
 // the challenge and its answer are.
 TEST_F(ControlPlaneTest, TcpRegistrationWorksAndTheTokenNeverCrossesTheSocket) {
-  absl::StatusOr<std::unique_ptr<TcpListener>> listener = TcpListener::Listen(io_, "127.0.0.1");
+  absl::StatusOr<std::unique_ptr<TcpListener>> listener = TcpListener::Listen(io_, "127.0.0.1", ServerTls());
   ASSERT_TRUE(listener.ok()) << listener.status();
   EXPECT_GT((*listener)->port(), 0);
   EXPECT_EQ((*listener)->address(), absl::StrCat("127.0.0.1:", (*listener)->port()));
@@ -417,8 +431,7 @@ TEST_F(ControlPlaneTest, TcpRegistrationWorksAndTheTokenNeverCrossesTheSocket) {
                        [this](absl::string_view line) { log_.emplace_back(line); });
   kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
 
-  absl::StatusOr<ControlStream> stream =
-      ToStatusOr(DialController(io_, ControlPlaneKind::kTcp, relay.address(), absl::Seconds(5))).wait(io_.waitScope);
+  absl::StatusOr<ControlStream> stream = DialTcp(relay.address(), identity_.certificate_pem);
   ASSERT_TRUE(stream.ok()) << stream.status();
   EXPECT_EQ(stream->unix_socket, nullptr);
   RpcConnection connection(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT, kj::heap<FakeActor>(), {});
@@ -427,17 +440,83 @@ TEST_F(ControlPlaneTest, TcpRegistrationWorksAndTheTokenNeverCrossesTheSocket) {
   ASSERT_TRUE(session.ok()) << session.status();
   EXPECT_EQ(session->actorIdRequest().send().wait(io_.waitScope).getActorId(), 3);
   EXPECT_EQ(actors_.at(3).healthRequest().send().wait(io_.waitScope).getState(), wire::HealthState::IDLE);
+  // A step whose input name would show in a plain Cap'n Proto frame.
+  auto request = actors_.at(3).runStepRequest();
+  auto inputs = request.initInputs(1);
+  inputs[0].setName("an-input-name-in-the-clear");
+  EncodeTensor(ir::HostTensor::FromFloats({2}, {1.f, 2.f}), inputs[0].initTensor());
+  auto response = ToStatusOr(request.send()).wait(io_.waitScope);
+  ASSERT_TRUE(response.ok()) << response.status();
 
   EXPECT_EQ(relay.connections(), 1);
   EXPECT_GT(relay.total_bytes(), 2 * static_cast<int64_t>(kNonceBytes));
   EXPECT_FALSE(relay.Carried(kToken));
   EXPECT_FALSE(relay.Carried(std::string(kToken).substr(0, 12)));
+  // TLS: the frames are encrypted.
+  EXPECT_FALSE(relay.Carried("an-input-name-in-the-clear"));
   EXPECT_TRUE(log_.empty());
+}
+
+// Over TCP an actor trusts the job's controller certificate alone: a
+// controller with another identity (another job's, an impostor's) fails
+// the TLS handshake, before any registration.
+TEST_F(ControlPlaneTest, TcpActorsRefuseAControllerWithAnotherCertificate) {
+  absl::StatusOr<std::unique_ptr<TcpListener>> listener = TcpListener::Listen(io_, "127.0.0.1", ServerTls());
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const std::string address = (*listener)->address();
+  ControlServer server(*std::move(listener), NewService(), controller_limits_,
+                       [this](absl::string_view line) { log_.emplace_back(line); });
+  kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
+  absl::StatusOr<ControllerIdentity> other = MakeControllerIdentity();
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->certificate_pem, identity_.certificate_pem);
+  absl::StatusOr<ControlStream> stream = DialTcp(address, other->certificate_pem);
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kPermissionDenied) << stream.status();
+  EXPECT_THAT(stream.status().message(), HasSubstr("the TLS handshake with the controller at " + address));
+  EXPECT_TRUE(actors_.empty());
+
+  // No certificate, or one that is no certificate, is refused before dialing.
+  EXPECT_THAT(DialTcp(address, "").status().message(), HasSubstr("no controller certificate"));
+  EXPECT_EQ(DialTcp(address, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(DialTcp(address, std::string(kMaxCertificateBytes + 1, 'x')).status().message(),
+              HasSubstr("more than"));
+}
+
+// A connection that never completes its TLS handshake is dropped after the
+// handshake timeout, and meanwhile others connect and register: no
+// handshake holds up the accepting.
+TEST_F(ControlPlaneTest, ASilentTcpConnectionNeitherBlocksOthersNorLingers) {
+  absl::StatusOr<std::unique_ptr<TcpListener>> listener =
+      TcpListener::Listen(io_, "127.0.0.1", ServerTls(absl::Milliseconds(300)));
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const std::string address = (*listener)->address();
+  ControlServer server(*std::move(listener), NewService(), controller_limits_,
+                       [this](absl::string_view line) { log_.emplace_back(line); });
+  kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
+  auto silent = io_.provider->getNetwork()
+                    .parseAddress(kj::StringPtr(address.c_str()))
+                    .then([](kj::Own<kj::NetworkAddress> resolved) { return resolved->connect().attach(kj::mv(resolved)); })
+                    .wait(io_.waitScope);
+
+  absl::StatusOr<ControlStream> stream = DialTcp(address, identity_.certificate_pem);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  RpcConnection connection(*std::move(stream), capnp::rpc::twoparty::Side::CLIENT, kj::heap<FakeActor>(), {});
+  EXPECT_TRUE(RegisterOver(connection, 1, kToken, kj::heap<FakeActor>()).ok());
+
+  // The silent one is hung up on once its handshake time is over.
+  char byte;
+  const size_t read = silent->tryRead(&byte, 1, 1).wait(io_.waitScope);
+  EXPECT_EQ(read, 0u);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_THAT(log_[0], HasSubstr("timed out"));
 }
 
 TEST_F(ControlPlaneTest, DialingABadOrDeadControllerIsAClearError) {
   auto dial = [&](ControlPlaneKind kind, const std::string& address) {
-    return ToStatusOr(DialController(io_, kind, address, absl::Seconds(5))).wait(io_.waitScope).status();
+    return ToStatusOr(DialController(io_, kind, address, absl::Seconds(5), identity_.certificate_pem))
+        .wait(io_.waitScope)
+        .status();
   };
   absl::Status malformed = dial(ControlPlaneKind::kTcp, "localhost");
   EXPECT_EQ(malformed.code(), absl::StatusCode::kInvalidArgument) << malformed;
@@ -447,7 +526,7 @@ TEST_F(ControlPlaneTest, DialingABadOrDeadControllerIsAClearError) {
   // A port nobody listens on (bound, then closed).
   int port = 0;
   {
-    absl::StatusOr<std::unique_ptr<TcpListener>> closed = TcpListener::Listen(io_, "127.0.0.1");
+    absl::StatusOr<std::unique_ptr<TcpListener>> closed = TcpListener::Listen(io_, "127.0.0.1", ServerTls());
     ASSERT_TRUE(closed.ok());
     port = (*closed)->port();
   }
@@ -460,7 +539,10 @@ TEST_F(ControlPlaneTest, DialingABadOrDeadControllerIsAClearError) {
   EXPECT_EQ(no_socket.code(), absl::StatusCode::kUnavailable) << no_socket;
   EXPECT_THAT(no_socket.message(), HasSubstr("/nonexistent/controller.sock"));
 
-  EXPECT_EQ(TcpListener::Listen(io_, "no-such-host.invalid").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TcpListener::Listen(io_, "no-such-host.invalid", ServerTls()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(TcpListener::Listen(io_, "127.0.0.1", nullptr).status().message(),
+              HasSubstr("needs the controller's TLS identity"));
 }
 
 TEST(ControlAddresses, HostPortParsesOrSaysWhatIsWrong) {
