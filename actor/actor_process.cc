@@ -135,6 +135,7 @@ int RunActorProcess(const ActorProcessOptions& options) {
     service_options.threads = options.threads;
     // Replica groups and the data plane listen on the same interface.
     service_options.collective_host = options.data_plane_options.tcp_bind_host;
+    service_options.token = options.token;
     service_options.regions_by_path = options.control_plane == rpc::ControlPlaneKind::kTcp;
     wire::Actor::Client service =
         kj::heap<ActorService>(**data_plane, service_options, kj::mv(shutdown.fulfiller));

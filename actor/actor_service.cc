@@ -337,9 +337,10 @@ kj::Promise<void> ActorService::health(HealthContext context) {
       break;
   }
   results.setMessage(last_error_);
-  if (data_plane_ != nullptr) {
-    results.setRefusedConnections(static_cast<uint64_t>(std::max<int64_t>(data_plane_->refused_connections(), 0)));
-  }
+  int64_t refused = data_plane_ != nullptr ? data_plane_->refused_connections() : 0;
+  // reducer_ is set on the compute thread before kConnected is, here.
+  if (group_setup_ == GroupSetup::kConnected) refused += reducer_->group().refused_connections();
+  results.setRefusedConnections(static_cast<uint64_t>(std::max<int64_t>(refused, 0)));
   return kj::READY_NOW;
 }
 
@@ -363,12 +364,12 @@ kj::Promise<void> ActorService::openReplicaGroup(OpenReplicaGroupContext context
   const auto rank = static_cast<int32_t>(me - group.begin());
   // A GPU actor offers its GPU, so that a group on distinct GPUs reduces
   // over NCCL (actor/replica_group.h).
-  absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opened = ReplicaGroupOpening::Open(
-      {.actors = group,
-       .rank = rank,
-       .host = options_.collective_host,
-       .cuda_device = options_.device->cuda_ordinal(),
-       .timeout = options_.receive_timeout});
+  absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opened =
+      ReplicaGroupOpening::Open({.actors = group,
+                                 .rank = rank,
+                                 .host = options_.collective_host,
+                                 .token = options_.token,
+                                 .cuda_device = options_.device->cuda_ordinal()});
   rpc::ThrowIfError(opened.status());
   opened_group_ = *std::move(opened);
   group_setup_ = GroupSetup::kOpened;

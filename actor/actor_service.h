@@ -71,15 +71,15 @@
 //    then completes when the compute thread has connected (bounded by the
 //    call's timeout). Steps are refused until it succeeded, when the
 //    service has a DataPlane.
-//  - openReplicaGroup: completed before the handler returns (it binds a
-//    Gloo device; a GPU actor also describes its GPU), with the group's
-//    offers (actor/replica_group.h). connectReplicaGroup: completes when the
-//    compute thread has connected every member over the library the offers
-//    choose (NCCL across distinct GPUs, else Gloo), bounded by the call's
-//    timeout; later programs' all-reduces then run on it. A failed step also
-//    aborts the group's all-reduces.
-//  - health: answered at once, with how many strangers the data plane has
-//    refused so far.
+//  - openReplicaGroup: completed before the handler returns (it listens
+//    for the group's TCP connections; a GPU actor also describes its GPU),
+//    with the group's offers (actor/replica_group.h). connectReplicaGroup:
+//    completes when the compute thread has connected every member over the
+//    library the offers choose (NCCL across distinct GPUs, else TCP),
+//    bounded by the call's timeout; later programs' all-reduces then run on
+//    it. A failed step also aborts the group's all-reduces.
+//  - health: answered at once, with how many strangers the data plane and
+//    the replica group have refused so far.
 //  - shutdown: replies, then refuses further calls, tells the compute
 //    thread to stop after its current job (aborting the Transport if a step
 //    is running; calls still queued fail), and fulfils the owner's `on_shutdown` fulfiller on a later
@@ -140,6 +140,9 @@ struct ActorServiceOptions {
   int threads = 1;
   // The interface the replica group's collective library binds to.
   std::string collective_host = "127.0.0.1";
+  // The job's token, which the replica group's connections prove
+  // (actor/tcp_collective.h).
+  std::string token;
   // openDataPlane hands out shared-memory rings as paths (RegionPath,
   // actor/data_plane.h) instead of descriptors: the control connection is
   // TCP, which carries none. Peers on this host open them.

@@ -3,9 +3,10 @@
 //
 // Two layers:
 //  - CollectiveGroup: one collective library's blocking, ordered all-reduce
-//    among the members of one replica group (Gloo on CPU in
-//    actor/gloo_collective.h; NCCL on GPUs). A library only moves bytes; the
-//    sum in replica order is ir::SumInReplicaOrder, the same everywhere.
+//    among the members of one replica group (the actors' own authenticated
+//    TCP on CPU, actor/tcp_collective.h; NCCL on GPUs). A library only
+//    moves bytes; the sum in replica order is ir::SumInReplicaOrder, the
+//    same everywhere.
 //  - Reducer: runs a group's all-reduces on a thread of its own, one at a
 //    time in the order they were started, so that an executor's
 //    kAllReduceStart returns at once and the reduction overlaps with the
@@ -55,6 +56,9 @@ class CollectiveGroup {
   // `tag` and bucket size, in the same order. Errors name the tag; a lost
   // or silent member is Unavailable or DeadlineExceeded.
   virtual absl::Status AllReduce(std::span<float> bucket, uint32_t tag, absl::Duration timeout) = 0;
+  // Connections to this member refused so far (strangers), where the
+  // library can tell.
+  virtual int64_t refused_connections() const { return 0; }
 };
 
 class Reducer {

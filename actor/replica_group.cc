@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "actor/gloo_collective.h"
+#include "actor/tcp_collective.h"
 #ifdef TANDEM_WITH_CUDA
 #include "actor/cuda/nccl_replica_group.h"
 #endif
@@ -22,8 +22,8 @@ constexpr size_t kHeaderBytes = 4;
 }  // namespace
 
 absl::StatusOr<std::string> EncodeReplicaOffer(const ReplicaOffer& offer) {
-  if (offer.gloo_address.size() > kMaxCollectiveAddressBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a Gloo address of ", offer.gloo_address.size(),
+  if (offer.address.size() > kMaxCollectiveAddressBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a collective address of ", offer.address.size(),
                                                    " bytes; at most ", kMaxCollectiveAddressBytes));
   }
   if (!offer.gpu_uuid.empty() && offer.gpu_uuid.size() != kGpuUuidBytes) {
@@ -37,9 +37,9 @@ absl::StatusOr<std::string> EncodeReplicaOffer(const ReplicaOffer& offer) {
   std::string bytes;
   bytes.push_back(static_cast<char>(kOfferFormat));
   bytes.push_back(static_cast<char>((offer.gpu_uuid.empty() ? 0 : kHasGpu) | (offer.nccl_id.empty() ? 0 : kHasNcclId)));
-  bytes.push_back(static_cast<char>(offer.gloo_address.size() & 0xff));
-  bytes.push_back(static_cast<char>(offer.gloo_address.size() >> 8));
-  bytes += offer.gloo_address;
+  bytes.push_back(static_cast<char>(offer.address.size() & 0xff));
+  bytes.push_back(static_cast<char>(offer.address.size() >> 8));
+  bytes += offer.address;
   bytes += offer.gpu_uuid;
   bytes += offer.nccl_id;
   return bytes;
@@ -62,12 +62,12 @@ absl::StatusOr<ReplicaOffer> DecodeReplicaOffer(absl::string_view bytes) {
                           ((flags & kHasNcclId) ? kNcclIdBytes : 0);
   if (address > kMaxCollectiveAddressBytes || bytes.size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat("a replica group offer of ", bytes.size(),
-                                                   " bytes does not match its fields (a Gloo address of ", address,
+                                                   " bytes does not match its fields (a collective address of ", address,
                                                    " bytes, flags ", flags, ")"));
   }
   ReplicaOffer offer;
   size_t at = kHeaderBytes;
-  offer.gloo_address = std::string(bytes.substr(at, address));
+  offer.address = std::string(bytes.substr(at, address));
   at += address;
   if (flags & kHasGpu) {
     offer.gpu_uuid = std::string(bytes.substr(at, kGpuUuidBytes));
@@ -78,23 +78,23 @@ absl::StatusOr<ReplicaOffer> DecodeReplicaOffer(absl::string_view bytes) {
 }
 
 const char* CollectiveLibraryName(CollectiveLibrary library) {
-  return library == CollectiveLibrary::kNccl ? "nccl" : "gloo";
+  return library == CollectiveLibrary::kNccl ? "nccl" : "tcp";
 }
 
 CollectiveLibrary ChooseLibrary(const std::vector<ReplicaOffer>& offers) {
-  if (offers.size() < 2 || offers[0].nccl_id.empty()) return CollectiveLibrary::kGloo;
+  if (offers.size() < 2 || offers[0].nccl_id.empty()) return CollectiveLibrary::kTcp;
   std::set<std::string> gpus;
   for (const ReplicaOffer& offer : offers) {
-    if (offer.gpu_uuid.empty() || !gpus.insert(offer.gpu_uuid).second) return CollectiveLibrary::kGloo;
+    if (offer.gpu_uuid.empty() || !gpus.insert(offer.gpu_uuid).second) return CollectiveLibrary::kTcp;
   }
   return CollectiveLibrary::kNccl;
 }
 
 struct ReplicaGroupOpening::Parts {
   ReplicaGroupMember member;
-  std::unique_ptr<GlooGroup> gloo;
-  ReplicaOffer own;  // this member's offer, less the per-member Gloo address
-  std::vector<std::string> gloo_offer;
+  std::unique_ptr<TcpCollectiveGroup> tcp;
+  ReplicaOffer own;  // this member's offer, less the per-member address
+  std::vector<std::string> tcp_offer;
   bool connected = false;
 };
 
@@ -103,11 +103,11 @@ ReplicaGroupOpening::~ReplicaGroupOpening() = default;
 
 absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> ReplicaGroupOpening::Open(ReplicaGroupMember member) {
   auto parts = std::make_unique<Parts>();
-  absl::StatusOr<std::unique_ptr<GlooGroup>> gloo =
-      GlooGroup::Open(member.actors, member.rank, member.host, member.timeout);
-  if (!gloo.ok()) return gloo.status();
-  parts->gloo = *std::move(gloo);
-  parts->gloo_offer = parts->gloo->Offer();
+  absl::StatusOr<std::unique_ptr<TcpCollectiveGroup>> tcp = TcpCollectiveGroup::Open(
+      member.actors, member.rank, {.host = member.host, .token = member.token, .log = member.log});
+  if (!tcp.ok()) return tcp.status();
+  parts->tcp = *std::move(tcp);
+  parts->tcp_offer = parts->tcp->Offer();
   if (member.cuda_device >= 0) {
 #ifdef TANDEM_WITH_CUDA
     absl::StatusOr<std::string> uuid = cuda::DeviceUuid(member.cuda_device);
@@ -130,11 +130,11 @@ absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> ReplicaGroupOpening::Open(R
 }
 
 std::vector<std::string> ReplicaGroupOpening::Offer() const {
-  std::vector<std::string> offers(parts_->gloo_offer.size());
+  std::vector<std::string> offers(parts_->tcp_offer.size());
   for (size_t member = 0; member < offers.size(); ++member) {
     if (static_cast<int32_t>(member) == parts_->member.rank) continue;
     ReplicaOffer offer = parts_->own;
-    offer.gloo_address = parts_->gloo_offer[member];
+    offer.address = parts_->tcp_offer[member];
     // Sizes were checked when they were made: Encode cannot fail here.
     offers[member] = EncodeReplicaOffer(offer).value_or(std::string());
   }
@@ -161,22 +161,22 @@ absl::StatusOr<std::unique_ptr<CollectiveGroup>> ReplicaGroupOpening::Connect(co
       return absl::InvalidArgumentError(absl::StrCat("the offer of actor ", member.actors[j], " in ",
                                                      DescribeGroup(member.actors), ": ", offer.status().message()));
     }
-    addresses[j] = offer->gloo_address;
+    addresses[j] = offer->address;
     decoded[j] = *std::move(offer);
   }
   library_ = ChooseLibrary(decoded);
 #ifdef TANDEM_WITH_CUDA
   if (library_ == CollectiveLibrary::kNccl) {
-    parts_->gloo.reset();  // its pairs are never connected
+    parts_->tcp.reset();  // never connected
     absl::StatusOr<std::unique_ptr<cuda::NcclReplicaGroup>> nccl = cuda::NcclReplicaGroup::Join(
         decoded[0].nccl_id, member.actors, member.rank, member.cuda_device, absl::Now() + timeout);
     if (!nccl.ok()) return nccl.status();
     return std::unique_ptr<CollectiveGroup>(*std::move(nccl));
   }
 #endif
-  library_ = CollectiveLibrary::kGloo;
-  if (absl::Status status = parts_->gloo->Connect(addresses, timeout); !status.ok()) return status;
-  return std::unique_ptr<CollectiveGroup>(std::move(parts_->gloo));
+  library_ = CollectiveLibrary::kTcp;
+  if (absl::Status status = parts_->tcp->Connect(addresses, timeout); !status.ok()) return status;
+  return std::unique_ptr<CollectiveGroup>(std::move(parts_->tcp));
 }
 
 }  // namespace tandem::actor

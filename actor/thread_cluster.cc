@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "actor/gloo_collective.h"
+#include "actor/tcp_collective.h"
 #include "ir/kernels.h"
 
 namespace tandem::actor {
@@ -45,8 +45,9 @@ absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector
                                                        " but actor ", member, "'s program does not"));
       }
     }
-    absl::StatusOr<std::vector<std::unique_ptr<GlooGroup>>> members =
-        ConnectGroupInProcess(group, "127.0.0.1", connect_timeout);
+    // One process plays every member: no token to prove.
+    absl::StatusOr<std::vector<std::unique_ptr<TcpCollectiveGroup>>> members =
+        ConnectGroupInProcess(group, {.host = "127.0.0.1"}, connect_timeout);
     if (!members.ok()) return members.status();
     for (size_t rank = 0; rank < group.size(); ++rank) {
       cluster->reducers_[group[rank]] = std::make_unique<Reducer>(std::move((*members)[rank]));

@@ -36,7 +36,8 @@ class ThreadCluster {
   // Builds one Executor per program; programs[p] must be actor p of
   // programs.size() (InvalidArgument otherwise, or the verifier's error).
   // Programs that all-reduce (data-parallel replicas) get their replica
-  // groups connected here, on Gloo over loopback, within `connect_timeout`.
+  // groups connected here, over loopback TCP (actor/tcp_collective.h),
+  // within `connect_timeout`.
   // Sets OpenBLAS to one thread (process-wide) so that P actors computing at
   // once give the reference interpreter's bits.
   // Each actor computes on OpenDevice(device, actor).

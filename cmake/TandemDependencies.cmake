@@ -7,7 +7,6 @@ find_package(TBB CONFIG REQUIRED)
 find_package(CapnProto CONFIG REQUIRED)
 find_package(ZLIB REQUIRED)  # CRC-32 of checkpoint files
 find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL)  # HMAC-SHA256 and nonces: proving the job's token; the control plane's TLS identity
-find_package(Gloo CONFIG REQUIRED)  # data-parallel collectives on CPU (libgloo-dev)
 find_package(CLI11 CONFIG REQUIRED)  # the `tandem` command line
 find_package(nlohmann_json CONFIG REQUIRED)  # every JSON Tandem reads or writes
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)  # content hashes

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a relocatable Tandem for GPU nodes that lack the build machine's
-# Debian packages (Cap'n Proto, Abseil, oneTBB, OpenBLAS, Gloo, ...).
+# Debian packages (Cap'n Proto, Abseil, oneTBB, OpenBLAS, ...).
 #
 #   tools/bundle.sh DIR
 #

@@ -28,15 +28,14 @@ esac
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  capnproto libcapnp-dev          # control plane (RPC)
-  libgloo-dev                     # data-parallel collectives on CPU
+  capnproto libcapnp-dev          # control plane (RPC; kj-tls for TCP)
   libabsl-dev                     # Status, strings, containers
   libtbb-dev                      # CPU-parallel work
   libgtest-dev libgmock-dev       # tests
   libbenchmark-dev                # micro-benchmarks
   libopenblas-dev                 # fp32 GEMM of the reference kernels
   zlib1g-dev                      # CRC-32 of checkpoint files
-  libssl-dev                      # HMAC-SHA256 and nonces (libcrypto): proving the job's token
+  libssl-dev                      # HMAC-SHA256 and nonces: proving the job's token; TLS identity
   libcli11-dev                    # the `tandem` command line
   nlohmann-json3-dev              # every JSON file Tandem reads or writes
   libxxhash-dev                   # content hashes (programs, compiled steps)

@@ -1,14 +1,17 @@
-// The replica groups' all-reduce on Gloo (actor/gloo_collective.h) and its
-// background runner (actor/collective.h): every member ends with the same
-// bits, the replicas' buckets added in replica order, whatever the shard
-// split; nothing waits past its deadline.
+// The replica groups' all-reduce on the actors' own TCP
+// (actor/tcp_collective.h) and its background runner (actor/collective.h):
+// every member ends with the same bits, the replicas' buckets added in
+// replica order, whatever the shard split; nothing waits past its
+// deadline; a stranger cannot join or disturb a group.
 #include "actor/collective.h"
 
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "actor/gloo_collective.h"
+#include "actor/tcp_collective.h"
+#include "actor/tcp_transport.h"
 #include "actor/replica_group.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -58,13 +61,15 @@ TEST(AllReduceShards, CoverTheBucketAndSendWhatARingSends) {
   EXPECT_EQ(ir::AllReduceSentBytes(12, 3, 1), 2 * 2 * 12 * 4 / 3);
 }
 
-TEST(GlooGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
+constexpr char kToken[] = "the-job's-token";
+
+TEST(TcpCollectiveGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
   for (int32_t replicas : {2, 3}) {
     const int64_t elements = 10;  // not a multiple of 3: uneven shards
     std::vector<int32_t> actors;
     for (int32_t r = 0; r < replicas; ++r) actors.push_back(2 * r + 1);
-    absl::StatusOr<std::vector<std::unique_ptr<GlooGroup>>> members =
-        ConnectGroupInProcess(actors, "127.0.0.1", absl::Seconds(20));
+    absl::StatusOr<std::vector<std::unique_ptr<TcpCollectiveGroup>>> members =
+        ConnectGroupInProcess(actors, {.host = "127.0.0.1", .token = kToken}, absl::Seconds(20));
     ASSERT_TRUE(members.ok()) << members.status();
     std::vector<std::vector<float>> buckets;
     for (int32_t r = 0; r < replicas; ++r) buckets.push_back(OrderSensitiveBucket(r, elements));
@@ -87,14 +92,14 @@ TEST(GlooGroup, EveryMemberGetsTheReplicaOrderedSumBitForBit) {
 
 // The actor service's path: each member opens through ReplicaGroupOpening,
 // the offers are relayed as a controller relays them, and the group the
-// offers choose (Gloo, for CPU actors) reduces in replica order.
+// offers choose (TCP, for CPU actors) reduces in replica order.
 TEST(ReplicaGroupOpening, MembersConnectThroughRelayedOffersAndReduceInReplicaOrder) {
   const std::vector<int32_t> actors = {0, 2, 4};
   const auto replicas = static_cast<int32_t>(actors.size());
   std::vector<std::unique_ptr<ReplicaGroupOpening>> openings;
   for (int32_t r = 0; r < replicas; ++r) {
     absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opening = ReplicaGroupOpening::Open(
-        {.actors = actors, .rank = r, .host = "127.0.0.1", .timeout = absl::Seconds(20)});
+        {.actors = actors, .rank = r, .host = "127.0.0.1", .token = kToken});
     ASSERT_TRUE(opening.ok()) << opening.status();
     openings.push_back(*std::move(opening));
   }
@@ -116,7 +121,7 @@ TEST(ReplicaGroupOpening, MembersConnectThroughRelayedOffersAndReduceInReplicaOr
   threads.clear();
   for (int32_t r = 0; r < replicas; ++r) {
     ASSERT_TRUE(statuses[r].ok()) << statuses[r];
-    EXPECT_EQ(openings[r]->library(), CollectiveLibrary::kGloo);
+    EXPECT_EQ(openings[r]->library(), CollectiveLibrary::kTcp);
     EXPECT_EQ(groups[r]->rank(), r);
   }
   const int64_t elements = 11;
@@ -135,13 +140,81 @@ TEST(ReplicaGroupOpening, MembersConnectThroughRelayedOffersAndReduceInReplicaOr
   }
 }
 
-TEST(GlooGroup, RefusesMalformedGroupsAndOffers) {
-  EXPECT_EQ(GlooGroup::Open({4}, 0, "127.0.0.1", absl::Seconds(5)).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GlooGroup::Open({4, 5}, 2, "127.0.0.1", absl::Seconds(5)).status().code(), absl::StatusCode::kInvalidArgument);
-  absl::Status too_many = GlooGroup::Open(std::vector<int32_t>(5000), 0, "127.0.0.1", absl::Seconds(5)).status();
+// The test: strangers reach a member while a reduction waits on a
+// late member. One sends garbage, one another job's token claiming a
+// member's rank; both are refused and counted, and every member still
+// gets the reference's bits.
+TEST(TcpCollectiveGroup, StrangersDuringAReductionAreRefusedCountedAndChangeNothing) {
+  const std::vector<int32_t> actors = {1, 3, 5};
+  const int64_t elements = 13;
+  std::vector<std::string> notices;
+  absl::Mutex notices_mu;
+  TcpCollectiveOptions options{.host = "127.0.0.1", .token = kToken, .log = [&](absl::string_view line) {
+                                 absl::MutexLock lock(&notices_mu);
+                                 notices.emplace_back(line);
+                               }};
+  absl::StatusOr<std::vector<std::unique_ptr<TcpCollectiveGroup>>> members =
+      ConnectGroupInProcess(actors, options, absl::Seconds(20));
+  ASSERT_TRUE(members.ok()) << members.status();
+  std::vector<std::vector<float>> buckets;
+  for (int32_t r = 0; r < 3; ++r) buckets.push_back(OrderSensitiveBucket(r, elements));
+  std::vector<absl::Status> statuses(3);
+  std::vector<std::thread> threads;
+  for (int32_t r = 0; r < 2; ++r) {  // member 2 is late: 0 and 1 wait in the reduction
+    threads.emplace_back([&, r] { statuses[r] = (*members)[r]->AllReduce(buckets[r], 9, absl::Seconds(20)); });
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  const std::string address = (*members)[0]->address();
+  // Garbage the size of a hello.
+  ASSERT_TRUE(testing::SendGarbage(address, std::string(80, '\x5a')));
+  // Another job's actor, claiming rank 2.
+  absl::StatusOr<std::unique_ptr<TcpTransport>> impostor =
+      TcpTransport::Listen(2, 3, {.token = "another job's token", .log = [](absl::string_view) {}});
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  absl::Status joined = (*impostor)->ConnectPeers({address, "", ""}, absl::Seconds(5));
+  EXPECT_EQ(joined.code(), absl::StatusCode::kPermissionDenied) << joined;
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while ((*members)[0]->refused_connections() < 2 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ((*members)[0]->refused_connections(), 2);
+
+  threads.emplace_back([&] { statuses[2] = (*members)[2]->AllReduce(buckets[2], 9, absl::Seconds(20)); });
+  for (std::thread& thread : threads) thread.join();
+  const std::vector<float> expected = ReferenceSum(3, elements);
+  for (int32_t r = 0; r < 3; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    for (int64_t i = 0; i < elements; ++i) {
+      EXPECT_EQ(absl::bit_cast<uint32_t>(buckets[r][i]), absl::bit_cast<uint32_t>(expected[i])) << r << ", " << i;
+    }
+  }
+  absl::MutexLock lock(&notices_mu);
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_THAT(notices[0], HasSubstr("refused a data-plane connection"));
+  EXPECT_THAT(notices[1], HasSubstr("not made with the job's token"));
+}
+
+TEST(TcpCollectiveGroup, AMemberWithAnotherTokenCannotJoin) {
+  absl::StatusOr<std::unique_ptr<TcpCollectiveGroup>> zero =
+      TcpCollectiveGroup::Open({4, 5}, 0, {.token = kToken, .log = [](absl::string_view) {}});
+  absl::StatusOr<std::unique_ptr<TcpCollectiveGroup>> one =
+      TcpCollectiveGroup::Open({4, 5}, 1, {.token = "another", .log = [](absl::string_view) {}});
+  ASSERT_TRUE(zero.ok() && one.ok());
+  absl::Status status;
+  std::thread joiner([&] { status = (*one)->Connect({(*zero)->Offer()[1], ""}, absl::Seconds(5)); });
+  absl::Status waited = (*zero)->Connect({"", (*one)->Offer()[0]}, absl::Milliseconds(500));
+  joiner.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_THAT(status.message(), HasSubstr("actor 5 joining replica group (actors 4, 5)"));
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_EQ((*zero)->refused_connections(), 1);
+}
+
+TEST(TcpCollectiveGroup, RefusesMalformedGroupsAndOffers) {
+  EXPECT_EQ(TcpCollectiveGroup::Open({4}, 0, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TcpCollectiveGroup::Open({4, 5}, 2, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::Status too_many = TcpCollectiveGroup::Open(std::vector<int32_t>(5000), 0, {}).status();
   EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(too_many.message(), HasSubstr("a replica group has 2 to 4096 members, not 5000"));
-  absl::StatusOr<std::unique_ptr<GlooGroup>> group = GlooGroup::Open({4, 5}, 0, "127.0.0.1", absl::Seconds(5));
+  absl::StatusOr<std::unique_ptr<TcpCollectiveGroup>> group = TcpCollectiveGroup::Open({4, 5}, 0, {});
   ASSERT_TRUE(group.ok()) << group.status();
   absl::Status status = (*group)->Connect({"", std::string(1000, 'x')}, absl::Seconds(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -154,8 +227,8 @@ TEST(GlooGroup, RefusesMalformedGroupsAndOffers) {
 class ReducerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::vector<std::unique_ptr<GlooGroup>>> members =
-        ConnectGroupInProcess({0, 1}, "127.0.0.1", absl::Seconds(20));
+    absl::StatusOr<std::vector<std::unique_ptr<TcpCollectiveGroup>>> members =
+        ConnectGroupInProcess({0, 1}, {.host = "127.0.0.1", .token = kToken}, absl::Seconds(20));
     ASSERT_TRUE(members.ok()) << members.status();
     first_ = std::make_unique<Reducer>(std::move((*members)[0]));
     second_ = std::make_unique<Reducer>(std::move((*members)[1]));

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "actor/gloo_collective.h"
+#include "actor/tcp_collective.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 
 ReplicaOffer Gpu(char uuid, bool with_id = false) {
   ReplicaOffer offer;
-  offer.gloo_address = "gloo-address";
+  offer.address = "host:1234";
   offer.gpu_uuid = std::string(kGpuUuidBytes, uuid);
   if (with_id) offer.nccl_id = std::string(128, 'i');
   return offer;
@@ -26,7 +26,7 @@ ReplicaOffer Gpu(char uuid, bool with_id = false) {
 
 TEST(ReplicaOffer, RoundTripsEveryShape) {
   ReplicaOffer cpu;
-  cpu.gloo_address = std::string(100, 'a');
+  cpu.address = std::string(100, 'a');
   for (const ReplicaOffer& offer : {cpu, Gpu('u'), Gpu('v', /*with_id=*/true)}) {
     absl::StatusOr<std::string> bytes = EncodeReplicaOffer(offer);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -59,7 +59,7 @@ TEST(ReplicaOffer, MalformedOffersAreRefusedWithAReason) {
     EXPECT_THAT(decoded.status().message(), HasSubstr(c.says));
   }
   ReplicaOffer long_address;
-  long_address.gloo_address = std::string(kMaxCollectiveAddressBytes + 1, 'a');
+  long_address.address = std::string(kMaxCollectiveAddressBytes + 1, 'a');
   EXPECT_EQ(EncodeReplicaOffer(long_address).status().code(), absl::StatusCode::kInvalidArgument);
   ReplicaOffer short_uuid = Gpu('u');
   short_uuid.gpu_uuid.pop_back();
@@ -69,20 +69,20 @@ TEST(ReplicaOffer, MalformedOffersAreRefusedWithAReason) {
 TEST(ChooseLibrary, NcclOnlyForGroupsOnDistinctGpusWithAnId) {
   EXPECT_EQ(ChooseLibrary({Gpu('a', true), Gpu('b'), Gpu('c')}), CollectiveLibrary::kNccl);
   // Two members on one GPU: NCCL would refuse them.
-  EXPECT_EQ(ChooseLibrary({Gpu('a', true), Gpu('b'), Gpu('a')}), CollectiveLibrary::kGloo);
+  EXPECT_EQ(ChooseLibrary({Gpu('a', true), Gpu('b'), Gpu('a')}), CollectiveLibrary::kTcp);
   // A CPU member.
   ReplicaOffer cpu;
-  cpu.gloo_address = "x";
-  EXPECT_EQ(ChooseLibrary({Gpu('a', true), cpu}), CollectiveLibrary::kGloo);
+  cpu.address = "x";
+  EXPECT_EQ(ChooseLibrary({Gpu('a', true), cpu}), CollectiveLibrary::kTcp);
   // Rank 0 made no id.
-  EXPECT_EQ(ChooseLibrary({Gpu('a'), Gpu('b')}), CollectiveLibrary::kGloo);
-  EXPECT_EQ(ChooseLibrary({Gpu('a', true)}), CollectiveLibrary::kGloo);
+  EXPECT_EQ(ChooseLibrary({Gpu('a'), Gpu('b')}), CollectiveLibrary::kTcp);
+  EXPECT_EQ(ChooseLibrary({Gpu('a', true)}), CollectiveLibrary::kTcp);
   EXPECT_STREQ(CollectiveLibraryName(CollectiveLibrary::kNccl), "nccl");
 }
 
-TEST(ReplicaGroupOpening, CpuActorsConnectOverGlooAndBadOffersNameTheActor) {
+TEST(ReplicaGroupOpening, CpuActorsConnectOverTcpAndBadOffersNameTheActor) {
   absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opening =
-      ReplicaGroupOpening::Open({.actors = {1, 3}, .rank = 0, .host = "127.0.0.1", .timeout = absl::Seconds(5)});
+      ReplicaGroupOpening::Open({.actors = {1, 3}, .rank = 0, .host = "127.0.0.1"});
   ASSERT_TRUE(opening.ok()) << opening.status();
   const std::vector<std::string> offers = (*opening)->Offer();
   ASSERT_EQ(offers.size(), 2u);
@@ -93,7 +93,7 @@ TEST(ReplicaGroupOpening, CpuActorsConnectOverGlooAndBadOffersNameTheActor) {
   EXPECT_TRUE(to_actor_3->nccl_id.empty());
   EXPECT_EQ((*opening)->Connect({""}, absl::Seconds(1)).status().code(), absl::StatusCode::kInvalidArgument);
   absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> again =
-      ReplicaGroupOpening::Open({.actors = {1, 3}, .rank = 0, .host = "127.0.0.1", .timeout = absl::Seconds(5)});
+      ReplicaGroupOpening::Open({.actors = {1, 3}, .rank = 0, .host = "127.0.0.1"});
   ASSERT_TRUE(again.ok()) << again.status();
   absl::Status bad = (*again)->Connect({"", "garbage"}, absl::Seconds(1)).status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);

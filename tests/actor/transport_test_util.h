@@ -4,6 +4,9 @@
 #ifndef TANDEM_TESTS_ACTOR_TRANSPORT_TEST_UTIL_H_
 #define TANDEM_TESTS_ACTOR_TRANSPORT_TEST_UTIL_H_
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -43,6 +46,32 @@ inline bool ReadAll(int socket, void* data, size_t bytes) {
     done += static_cast<size_t>(n);
   }
   return true;
+}
+
+// A stranger on loopback: connects to "127.0.0.1:PORT" `address`, sends
+// `bytes` and waits until the far end hangs up (at most 5 s), dropping
+// what it is sent. Whether it was hung up on.
+inline bool SendGarbage(const std::string& address, const std::string& bytes) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(static_cast<uint16_t>(std::atoi(address.c_str() + colon + 1)));
+  peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool closed = false;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) == 0 &&
+      send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    char buffer[256];
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (!closed && absl::Now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) closed = recv(fd, buffer, sizeof(buffer), 0) <= 0;
+    }
+  }
+  close(fd);
+  return closed;
 }
 
 // A forked child running `body(socket)`; reaped (killed if need be) by the

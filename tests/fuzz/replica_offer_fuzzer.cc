@@ -1,5 +1,5 @@
 // Fuzz target: DecodeReplicaOffer, which reads what another member of a
-// replica group offered (its Gloo address, GPU and NCCL id) as the
+// replica group offered (its TCP address, GPU and NCCL id) as the
 // controller relays it. Beyond not crashing: a refusal is InvalidArgument;
 // what decodes encodes back to the same offer.
 #include <cstddef>
