@@ -1,7 +1,7 @@
 // NcclReplicaGroup: the GPU CollectiveGroup (actor/collective.h), one NCCL
 // communicator over the members of a replica group, each on its own GPU
 // (NCCL refuses two ranks of one communicator on one GPU; such groups use
-// Gloo: actor/replica_group.h chooses).
+// TCP: actor/replica_group.h chooses).
 //
 // Bootstrap: rank 0 makes the communicator's unique id (NewNcclUniqueId;
 // needs no GPU), the controller relays it in the replica group's offers,
