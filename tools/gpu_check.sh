@@ -10,7 +10,8 @@
 #   parity     tandem train --verify (bit-identical to the single-process GPU
 #              reference) for 1f1b, zb-h1, interleaved and 2 x 2 data parallel,
 #              and the llama model with AdamW, a cosine schedule and global-norm
-#              clipping on 2 x 2, in each precision mode
+#              clipping on 2 x 2, in each precision mode; then the llama model
+#              in bf16 mixed precision (--precision bf16) on 4 actors
 #   block      tandem bench block against PyTorch eager on the same GPU
 #   gpt        the example GPT's step, single-process and over 2 actors,
 #              next to PyTorch's (tools/bench/torch_gpt_step.py)
@@ -119,7 +120,9 @@ for step in "${steps[@]}"; do
         run 90 "verify-llama-recipe-$mode" "$bin/tandem" train --device "$mode" --model llama --layers 4 --heads 4 \
           --kv-heads 2 --actors 2 --data-parallel 2 --schedule 1f1b --microbatches 8 --steps 3 --eval-batches 0 \
           --weight-decay 0.1 --warmup-steps 2 --lr-schedule cosine --clip-grad-norm 1 --verify
-      done ;;
+      done
+      run 90 verify-llama-mixed-bf16 "$bin/tandem" train --device cuda --precision bf16 --model llama --layers 4 \
+        --heads 4 --kv-heads 2 --actors 4 --schedule 1f1b --microbatches 8 --steps 3 --eval-batches 0 --verify ;;
     block)
       run 60 block-d256 "$bin/tandem" bench block --device cuda --python "$torchpy"
       run 60 block-d1024 "$bin/tandem" bench block --device cuda --python "$torchpy" --dim 1024 --heads 16 --seq 512 --batch 8
