@@ -150,7 +150,7 @@ absl::StatusOr<GraphPartitions> PartitionSegmentGraph(const CostFile& costs, con
       partition = PartitionSegments(part, cut);
     }
     if (!partition.ok()) return partition.status();
-    for (PlannedStage& stage : partition->stages) {
+    for (PlanStage& stage : partition->stages) {
       stage.first_segment += runs[run]->first;
       stage.end_segment += runs[run]->first;
     }
@@ -178,7 +178,7 @@ absl::StatusOr<GraphPartitions> PartitionSegmentGraph(const CostFile& costs, con
         return false;
       }
       partition.over_cap = partition.over_cap || (*cut)->second;
-      for (const PlannedStage& stage : (*cut)->first.stages) {
+      for (const PlanStage& stage : (*cut)->first.stages) {
         for (int32_t segment = stage.first_segment; segment < stage.end_segment; ++segment) {
           segment_stage[segment] = static_cast<int32_t>(partition.stages.size());
         }

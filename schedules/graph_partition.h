@@ -27,7 +27,7 @@ inline constexpr int32_t kMaxGraphAllocations = 4096;
 
 struct GraphPartition {
   std::vector<int32_t> run_stages;  // stages per run, in segment order
-  std::vector<PlannedStage> stages;  // in segment order: stage ids follow the segments
+  std::vector<PlanStage> stages;  // in segment order: stage ids follow the segments
   std::vector<ir::StageEdge> stage_edges;  // what the segment graph makes of the stages
   bool over_cap = false;  // some run fits the cap in no cut: cut without it
 };

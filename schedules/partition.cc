@@ -41,9 +41,9 @@ int64_t InFlightAt(const PartitionOptions& options, int32_t stage) {
   return std::min<int64_t>(options.microbatches, options.stages - stage + options.stages_after);
 }
 
-PlannedStage Evaluate(const CostFile& costs, const Sums& sums, const PartitionOptions& options, int32_t stage,
+PlanStage Evaluate(const CostFile& costs, const Sums& sums, const PartitionOptions& options, int32_t stage,
                       int32_t first, int32_t end, bool remat, int64_t working) {
-  PlannedStage planned{first, end, remat, 0.0, 0};
+  PlanStage planned{.first_segment = first, .end_segment = end, .remat = remat};
   planned.seconds = sums.compute[end] - sums.compute[first];
   if (remat) planned.seconds += sums.recompute[end] - sums.recompute[first];
   if (stage + 1 < options.stages + options.stages_after) {
@@ -59,7 +59,7 @@ PlannedStage Evaluate(const CostFile& costs, const Sums& sums, const PartitionOp
   return planned;
 }
 
-bool Fits(const PartitionOptions& options, const PlannedStage& stage) {
+bool Fits(const PartitionOptions& options, const PlanStage& stage) {
   return options.memory_cap <= 0 || stage.peak_bytes <= options.memory_cap;
 }
 
@@ -84,24 +84,24 @@ class StageTable {
     }
   }
 
-  const PlannedStage& at(int32_t stage, int32_t first, int32_t end, int remat) const {
+  const PlanStage& at(int32_t stage, int32_t first, int32_t end, int remat) const {
     return table_[((static_cast<size_t>(stage) * n_ + first) * (n_ + 1) + end) * 2 + remat];
   }
 
  private:
-  PlannedStage& at(int32_t stage, int32_t first, int32_t end, int remat) {
+  PlanStage& at(int32_t stage, int32_t first, int32_t end, int remat) {
     return table_[((static_cast<size_t>(stage) * n_ + first) * (n_ + 1) + end) * 2 + remat];
   }
 
   int32_t n_;
   int32_t stages_;
-  std::vector<PlannedStage> table_;
+  std::vector<PlanStage> table_;
 };
 
 // The stages chosen by a dynamic program's back-pointers.
-std::vector<PlannedStage> Unwind(const StageTable& table, int32_t stages, int32_t n,
+std::vector<PlanStage> Unwind(const StageTable& table, int32_t stages, int32_t n,
                                  const std::vector<std::vector<std::pair<int32_t, int>>>& choice) {
-  std::vector<PlannedStage> result(stages);
+  std::vector<PlanStage> result(stages);
   int32_t end = n;
   for (int32_t stage = stages - 1; stage >= 0; --stage) {
     const auto [first, remat] = choice[stage + 1][end];
@@ -135,12 +135,12 @@ absl::Status NothingFits(const CostFile& costs, const PartitionOptions& options,
       }
     }
   }
-  const std::vector<PlannedStage> closest = Unwind(table, stages, n, choice);
+  const std::vector<PlanStage> closest = Unwind(table, stages, n, choice);
   int32_t tightest = 0;
   for (int32_t stage = 1; stage < stages; ++stage) {
     if (closest[stage].peak_bytes > closest[tightest].peak_bytes) tightest = stage;
   }
-  const PlannedStage& stage = closest[tightest];
+  const PlanStage& stage = closest[tightest];
   return absl::ResourceExhaustedError(absl::StrCat(
       "no partition of ", n, " segments into ", stages, " stages fits ", options.memory_cap,
       " bytes per actor: the closest needs ", stage.peak_bytes, " bytes on actor ", tightest, " (segments ",
@@ -152,17 +152,17 @@ absl::Status NothingFits(const CostFile& costs, const PartitionOptions& options,
 
 }  // namespace
 
-PlannedStage EvaluateStage(const CostFile& costs, const PartitionOptions& options, int32_t stage,
+PlanStage EvaluateStage(const CostFile& costs, const PartitionOptions& options, int32_t stage,
                            int32_t first_segment, int32_t end_segment, bool remat) {
   int64_t working = 0;
   for (int32_t i = first_segment; i < end_segment; ++i) working = std::max(working, costs.segments[i].working_bytes);
   return Evaluate(costs, Sums(costs), options, stage, first_segment, end_segment, remat, working);
 }
 
-double StepSeconds(const std::vector<PlannedStage>& stages, int32_t microbatches) {
+double StepSeconds(const std::vector<PlanStage>& stages, int32_t microbatches) {
   double sum = 0.0;
   double slowest = 0.0;
-  for (const PlannedStage& stage : stages) {
+  for (const PlanStage& stage : stages) {
     sum += stage.seconds;
     slowest = std::max(slowest, stage.seconds);
   }
@@ -187,7 +187,7 @@ absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const Partiti
   // The table holds stages * n * (n + 1) * 2 stages: bound its bytes before
   // allocating.
   const int64_t table_bytes =
-      static_cast<int64_t>(options.stages) * n * (n + 1) * 2 * static_cast<int64_t>(sizeof(PlannedStage));
+      static_cast<int64_t>(options.stages) * n * (n + 1) * 2 * static_cast<int64_t>(sizeof(PlanStage));
   if (table_bytes > kMaxPlanTableBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         n, " segments over ", options.stages, " stages are too many to plan at once: the planner's table would take ",
@@ -204,7 +204,7 @@ absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const Partiti
     for (int32_t first = stage; first < n; ++first) {
       for (int32_t end = first + 1; end <= n - (stages - 1 - stage); ++end) {
         for (int remat = 0; remat < remats; ++remat) {
-          const PlannedStage& planned = table.at(stage, first, end, remat);
+          const PlanStage& planned = table.at(stage, first, end, remat);
           if (Fits(options, planned)) candidates.push_back(planned.seconds);
         }
       }
@@ -228,7 +228,7 @@ absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const Partiti
         for (int32_t first = k - 1; first < end; ++first) {
           if (sum[k - 1][first] == kInfinity) continue;
           for (int remat = 0; remat < remats; ++remat) {
-            const PlannedStage& planned = table.at(k - 1, first, end, remat);
+            const PlanStage& planned = table.at(k - 1, first, end, remat);
             if (planned.seconds > bottleneck || !Fits(options, planned)) continue;
             const double total = sum[k - 1][first] + planned.seconds;
             if (total < sum[k][end]) {
@@ -240,7 +240,7 @@ absl::StatusOr<Partition> PartitionSegments(const CostFile& costs, const Partiti
       }
     }
     if (sum[stages][n] == kInfinity) continue;
-    std::vector<PlannedStage> found = Unwind(table, stages, n, choice);
+    std::vector<PlanStage> found = Unwind(table, stages, n, choice);
     const double step = StepSeconds(found, options.microbatches);
     if (step < best.step_seconds) {
       best.stages = std::move(found);

@@ -38,6 +38,7 @@
 #include "schedules/cost_file.h"
 #include "schedules/cost_model.h"
 #include "schedules/generators.h"
+#include "schedules/plan_file.h"
 
 namespace tandem::schedules {
 
@@ -58,25 +59,19 @@ struct PartitionOptions {
   int32_t stages_after = 0;
 };
 
-struct PlannedStage {
-  int32_t first_segment = 0;
-  int32_t end_segment = 0;  // one past the last
-  bool remat = false;
-  double seconds = 0.0;     // t_s, per microbatch
-  int64_t peak_bytes = 0;   // its actor's peak, as above
-  friend bool operator==(const PlannedStage&, const PlannedStage&) = default;
-};
-
+// A partition's stages are plan stages (schedules/plan_file.h) with their
+// seconds and peak_bytes filled in; their actor is left to whoever places
+// them (the planner, from the schedule).
 struct Partition {
-  std::vector<PlannedStage> stages;
+  std::vector<PlanStage> stages;
   double step_seconds = 0.0;  // T
 };
 
 // The time and memory of one stage (exposed for tests and reports).
-PlannedStage EvaluateStage(const CostFile& costs, const PartitionOptions& options, int32_t stage,
+PlanStage EvaluateStage(const CostFile& costs, const PartitionOptions& options, int32_t stage,
                            int32_t first_segment, int32_t end_segment, bool remat);
 // T of a partition given as stages (each with its segments and remat).
-double StepSeconds(const std::vector<PlannedStage>& stages, int32_t microbatches);
+double StepSeconds(const std::vector<PlanStage>& stages, int32_t microbatches);
 
 // The best partition. InvalidArgument for options out of range (more stages
 // than segments, say); ResourceExhausted when no partition fits the cap,

@@ -1,5 +1,6 @@
 #include "schedules/plan_file.h"
 
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -64,7 +65,18 @@ absl::Status ReadStage(const Json& json, int32_t index, int32_t actors, PlanStag
   auto remat = json.find("remat");
   if (remat == json.end() || !remat->is_boolean()) return Problem(where, "'remat' must be true or false");
   stage.remat = remat->get<bool>();
-  return ReadInteger(json, "actor", 0, actors - 1, where, stage.actor);
+  if (absl::Status s = ReadInteger(json, "actor", 0, actors - 1, where, stage.actor); !s.ok()) return s;
+  // The planner's predictions: optional.
+  if (auto seconds = json.find("seconds"); seconds != json.end()) {
+    if (!seconds->is_number() || !(seconds->get<double>() >= 0.0) || !std::isfinite(seconds->get<double>())) {
+      return Problem(where, "'seconds' must be a finite number of at least 0");
+    }
+    stage.seconds = seconds->get<double>();
+  }
+  if (json.contains("peak_bytes")) {
+    if (absl::Status s = ReadInteger(json, "peak_bytes", 0, kMaxBytes, where, stage.peak_bytes); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -193,6 +205,8 @@ std::string FormatPlanFile(const Plan& plan) {
     entry["segments"] = {stage.first_segment, stage.end_segment};
     entry["remat"] = stage.remat;
     entry["actor"] = stage.actor;
+    entry["seconds"] = JsonNumber(stage.seconds);
+    entry["peak_bytes"] = stage.peak_bytes;
     stages.push_back(std::move(entry));
   }
   json["stages"] = std::move(stages);

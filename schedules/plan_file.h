@@ -8,12 +8,16 @@
 //   {"format": "tandem-plan", "version": 1, "model": "gpt: ...", "device": "cpu",
 //    "actors": 2, "data_parallel": 1, "schedule": "1f1b", "virtual_stages": 1,
 //    "microbatches": 8, "microbatch_size": 4, "segments": 8, "memory_cap": 0,
-//    "stages": [{"segments": [0, 5], "remat": false, "actor": 0}, ...],
+//    "stages": [{"segments": [0, 5], "remat": false, "actor": 0,
+//                "seconds": 0.004, "peak_bytes": 1200}, ...],
 //    "stage_graph": "0->2 1->2",
 //    "predicted": {"step_s": 0.051, "bubble": 0.12, "peak_bytes": [1200, 1100],
 //                  "memory": "compiled program"}}
 //
 // "segments": [a, b) of stage s; the stages cover the segments in order.
+// A stage's "seconds" (its time per microbatch) and "peak_bytes" (its
+// actor's peak, as the partitioner counts it) are the planner's
+// predictions, optional when read.
 // "stage_graph" (graph-1f1b and graph-gpipe; optional) is the stages' DAG
 // (ir/stage_graph.h), absent for a chain.
 // Every count is bounded before anything is allocated from it; a file that
@@ -40,11 +44,17 @@ absl::string_view MemorySourceName(MemorySource source);
 inline constexpr int32_t kPlanFileVersion = 1;
 inline constexpr size_t kMaxPlanFileBytes = size_t{4} << 20;
 
+// One stage of a plan: the planner's and the partitioner's unit, and a
+// plan file's.
 struct PlanStage {
   int32_t first_segment = 0;
   int32_t end_segment = 0;  // one past the last
   bool remat = false;
   int32_t actor = 0;  // where the schedule places it
+  // Predicted: the stage's time per microbatch (t_s), and its actor's peak
+  // as the partitioner counts it (schedules/partition.h); 0 when unknown.
+  double seconds = 0.0;
+  int64_t peak_bytes = 0;
   friend bool operator==(const PlanStage&, const PlanStage&) = default;
 };
 

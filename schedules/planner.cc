@@ -48,7 +48,7 @@ struct StageTotals {
   int64_t state = 0, stash = 0, kept = 0, working = 0, parameters = 0;
 };
 
-StageTotals Totals(const CostFile& costs, const PlannedStage& stage) {
+StageTotals Totals(const CostFile& costs, const PlanStage& stage) {
   StageTotals t;
   for (int32_t i = stage.first_segment; i < stage.end_segment; ++i) {
     const SegmentCost& s = costs.segments[i];
@@ -72,8 +72,8 @@ CostModel CandidateCostModel(const CostFile& scaled, const Candidate& candidate,
   model.data_parallel = options.data_parallel;
   double largest_activation = 0.0;
   const double overhead = options.task_overhead_s;
-  for (int32_t s = 0; s < static_cast<int32_t>(candidate.stages.size()); ++s) {
-    const PlannedStage& stage = candidate.stages[s];
+  for (int32_t s = 0; s < static_cast<int32_t>(candidate.plan.stages.size()); ++s) {
+    const PlanStage& stage = candidate.plan.stages[s];
     const StageTotals t = Totals(scaled, stage);
     model.stage_cost[{TaskKind::kForward, s}] = t.forward + overhead;
     model.stage_cost[{TaskKind::kBackward, s}] = t.backward + overhead;
@@ -81,7 +81,7 @@ CostModel CandidateCostModel(const CostFile& scaled, const Candidate& candidate,
     model.stage_cost[{TaskKind::kBackwardWeight, s}] = t.weight + overhead;
     if (stage.remat) model.remat_stages.insert(s);
     model.stage_gradient_bytes_override[s] = static_cast<double>(t.parameters);
-    if (s + 1 < static_cast<int32_t>(candidate.stages.size())) {
+    if (s + 1 < static_cast<int32_t>(candidate.plan.stages.size())) {
       largest_activation =
           std::max(largest_activation, static_cast<double>(scaled.segments[stage.end_segment - 1].activation_bytes));
     }
@@ -113,7 +113,7 @@ std::vector<int32_t> Divisors(int64_t n, int32_t bound) {
 void Rank(std::vector<Candidate>& candidates, int64_t cap) {
   std::stable_sort(candidates.begin(), candidates.end(), [cap](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;
-    if (a.fits) return a.step_seconds < b.step_seconds;
+    if (a.fits) return a.plan.predicted_step_s < b.plan.predicted_step_s;
     return a.LargestPeak() - cap < b.LargestPeak() - cap;
   });
 }
@@ -122,27 +122,34 @@ void Rank(std::vector<Candidate>& candidates, int64_t cap) {
 // of `size`, on the costs scaled to that size.
 absl::StatusOr<Candidate> Evaluate(const CostFile& scaled, const PlannerOptions& options, const std::string& name,
                                    const Schedule& schedule, int32_t microbatches, int64_t size,
-                                   const std::vector<PlannedStage>& stages) {
+                                   const std::vector<PlanStage>& stages) {
   const PartitionOptions cut{.stages = schedule.num_stages,
                              .microbatches = microbatches,
                              .link = options.link};
   Candidate candidate;
-  candidate.schedule = name;
-  candidate.virtual_stages = schedule.num_stages / schedule.num_actors;
-  candidate.microbatches = microbatches;
-  candidate.microbatch_size = size;
-  candidate.stage_edges = schedule.stage_edges;
+  Plan& plan = candidate.plan;
+  plan.model = scaled.model;
+  plan.device = scaled.device;
+  plan.actors = options.actors;
+  plan.data_parallel = options.data_parallel;
+  plan.schedule = name;
+  plan.virtual_stages = schedule.num_stages / schedule.num_actors;
+  plan.microbatches = microbatches;
+  plan.microbatch_size = size;
+  plan.segments = static_cast<int32_t>(scaled.segments.size());
+  plan.memory_cap = options.memory_cap;
+  plan.stage_edges = schedule.stage_edges;
   for (int32_t s = 0; s < schedule.num_stages; ++s) {
-    const PlannedStage& stage = stages[s];
-    candidate.stages.push_back(
-        EvaluateStage(scaled, cut, s, stage.first_segment, stage.end_segment, stage.remat));
-    candidate.stage_actor.push_back(schedule.ActorOf(StageId(s)).value);
+    const PlanStage& stage = stages[s];
+    plan.stages.push_back(EvaluateStage(scaled, cut, s, stage.first_segment, stage.end_segment, stage.remat));
+    plan.stages.back().actor = schedule.ActorOf(StageId(s)).value;
   }
   absl::StatusOr<SimulationResult> simulated = Simulate(schedule, CandidateCostModel(scaled, candidate, options));
   if (!simulated.ok()) return simulated.status();
-  candidate.step_seconds = simulated->makespan;
-  candidate.bubble = simulated->bubble;
-  candidate.peak_bytes = CostModelPeaks(scaled, candidate, schedule, options.input_grad_frees);
+  plan.predicted_step_s = simulated->makespan;
+  plan.predicted_bubble = simulated->bubble;
+  plan.predicted_peak_bytes = CostModelPeaks(scaled, candidate, schedule, options.input_grad_frees);
+  plan.memory_source = MemorySource::kCostModel;
   candidate.fits = options.memory_cap <= 0 || candidate.LargestPeak() <= options.memory_cap;
   return candidate;
 }
@@ -152,13 +159,13 @@ absl::StatusOr<Candidate> Evaluate(const CostFile& scaled, const PlannerOptions&
 // rematerialising, evaluated and added to `search`.
 absl::Status AddCandidates(const CostFile& scaled, const PlannerOptions& options, const std::string& name,
                            const Schedule& schedule, int32_t microbatches, int64_t size,
-                           const std::vector<PlannedStage>& stages, bool also_all_remat, PlanSearch& search) {
-  std::vector<std::vector<PlannedStage>> variants = {stages};
+                           const std::vector<PlanStage>& stages, bool also_all_remat, PlanSearch& search) {
+  std::vector<std::vector<PlanStage>> variants = {stages};
   if (also_all_remat && options.allow_remat && options.memory_cap > 0) {
     variants.push_back(stages);
-    for (PlannedStage& stage : variants.back()) stage.remat = true;
+    for (PlanStage& stage : variants.back()) stage.remat = true;
   }
-  for (const std::vector<PlannedStage>& variant : variants) {
+  for (const std::vector<PlanStage>& variant : variants) {
     absl::StatusOr<Candidate> candidate = Evaluate(scaled, options, name, schedule, microbatches, size, variant);
     if (!candidate.ok()) return candidate.status();
     search.candidates.push_back(*std::move(candidate));
@@ -229,29 +236,31 @@ std::vector<int64_t> PlannerMicrobatchSizes(const PlannerOptions& options) {
 }
 
 int64_t Candidate::LargestPeak() const {
-  return peak_bytes.empty() ? 0 : *std::max_element(peak_bytes.begin(), peak_bytes.end());
+  const std::vector<int64_t>& peaks = plan.predicted_peak_bytes;
+  return peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
 }
 
 int32_t Candidate::TightestActor() const {
-  return static_cast<int32_t>(std::max_element(peak_bytes.begin(), peak_bytes.end()) - peak_bytes.begin());
+  const std::vector<int64_t>& peaks = plan.predicted_peak_bytes;
+  return static_cast<int32_t>(std::max_element(peaks.begin(), peaks.end()) - peaks.begin());
 }
 
 std::string Candidate::Describe(const CostFile& costs) const {
   std::vector<std::string> parts;
-  for (const PlannedStage& stage : stages) {
+  for (const PlanStage& stage : plan.stages) {
     const std::string& first = costs.segments[stage.first_segment].name;
     const std::string& last = costs.segments[stage.end_segment - 1].name;
     parts.push_back(absl::StrCat(first, stage.end_segment - stage.first_segment > 1 ? absl::StrCat("..", last) : "",
                                  stage.remat ? " (remat)" : ""));
   }
   return absl::StrCat("[", absl::StrJoin(parts, " | "), "]",
-                      stage_edges.empty() ? "" : absl::StrCat(" graph ", ir::FormatStageEdges(stage_edges)));
+                      plan.stage_edges.empty() ? "" : absl::StrCat(" graph ", ir::FormatStageEdges(plan.stage_edges)));
 }
 
 std::vector<int64_t> CostModelPeaks(const CostFile& costs, const Candidate& candidate, const Schedule& schedule,
                                     double input_grad_frees) {
   std::vector<StageTotals> totals;
-  for (const PlannedStage& stage : candidate.stages) totals.push_back(Totals(costs, stage));
+  for (const PlanStage& stage : candidate.plan.stages) totals.push_back(Totals(costs, stage));
   std::vector<int64_t> peaks(schedule.num_actors, 0);
   for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
     int64_t live = 0;
@@ -264,7 +273,7 @@ std::vector<int64_t> CostModelPeaks(const CostFile& costs, const Candidate& cand
       for (const Task& task : slot.tasks) {
         const int32_t s = task.stage.value;
         const StageTotals& t = totals[s];
-        const bool remat = candidate.stages[s].remat;
+        const bool remat = candidate.plan.stages[s].remat;
         int64_t& kept = held[{s, task.microbatch.value}];
         switch (task.kind) {
           case TaskKind::kForward:
@@ -412,19 +421,21 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
   // the limit is reached: every candidate faster than the chosen one has
   // then been compiled.
   std::stable_sort(search.candidates.begin(), search.candidates.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.step_seconds < b.step_seconds; });
+                   [](const Candidate& a, const Candidate& b) {
+                     return a.plan.predicted_step_s < b.plan.predicted_step_s;
+                   });
   if (compiled) {
     search.exact = true;
     int32_t fitting = 0;
     for (Candidate& candidate : search.candidates) {
       if (search.compiled >= options.compiled_limit || fitting >= 3) break;
-      absl::StatusOr<Schedule> schedule = PlanSchedule(ToPlan(candidate, costs, options));
+      absl::StatusOr<Schedule> schedule = PlanSchedule(candidate.plan);
       if (!schedule.ok()) return schedule.status();
       absl::StatusOr<std::vector<int64_t>> peaks = compiled(candidate, *schedule);
       if (!peaks.ok()) return peaks.status();
       ++search.compiled;
-      candidate.peak_bytes = *std::move(peaks);
-      candidate.memory_source = MemorySource::kCompiledProgram;
+      candidate.plan.predicted_peak_bytes = *std::move(peaks);
+      candidate.plan.memory_source = MemorySource::kCompiledProgram;
       candidate.fits = options.memory_cap <= 0 || candidate.LargestPeak() <= options.memory_cap;
       if (candidate.fits) ++fitting;
     }
@@ -435,7 +446,7 @@ absl::StatusOr<PlanSearch> SearchPlans(const std::vector<CostFile>& measured, co
 
 absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measured, const PlannerOptions& options,
                                             const std::string& schedule, int32_t microbatches,
-                                            const std::vector<PlannedStage>& stages,
+                                            const std::vector<PlanStage>& stages,
                                             const std::vector<ir::StageEdge>& stage_edges) {
   if (measured.empty() || microbatches < 1 || options.global_batch % microbatches != 0) {
     return absl::InvalidArgumentError(
@@ -448,7 +459,7 @@ absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measure
   if (!generated.ok()) return generated.status();
   const int32_t n = static_cast<int32_t>(measured.front().segments.size());
   int32_t covered = 0;
-  for (const PlannedStage& stage : stages) {
+  for (const PlanStage& stage : stages) {
     if (stage.first_segment != covered || stage.end_segment <= covered || stage.end_segment > n) {
       return absl::InvalidArgumentError("the stages must hold contiguous segments, in order, at least one each");
     }
@@ -467,13 +478,14 @@ absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measure
 absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFile& costs,
                                           const PlannerOptions& options) {
   for (const Candidate& candidate : search.candidates) {
-    if (candidate.fits && (!search.exact || candidate.memory_source == MemorySource::kCompiledProgram)) return candidate;
+    const bool exact = candidate.plan.memory_source == MemorySource::kCompiledProgram;
+    if (candidate.fits && (!search.exact || exact)) return candidate;
   }
   // The closest: the least excess over the cap among those checked exactly
   // (or all, by the cost model).
   const Candidate* closest = nullptr;
   for (const Candidate& candidate : search.candidates) {
-    if (search.exact && candidate.memory_source != MemorySource::kCompiledProgram) continue;
+    if (search.exact && candidate.plan.memory_source != MemorySource::kCompiledProgram) continue;
     if (closest == nullptr || candidate.LargestPeak() < closest->LargestPeak()) closest = &candidate;
   }
   if (closest == nullptr) return absl::InternalError("no candidate was checked");
@@ -482,34 +494,11 @@ absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFi
   return absl::ResourceExhaustedError(absl::StrCat(
       "no plan fits the memory cap of ", options.memory_cap, " bytes per actor (", search.candidates.size(),
       " candidates", search.exact ? absl::StrCat(", the ", search.compiled, " fastest compiled") : "",
-      "): the closest, ", closest->schedule, " with M=", closest->microbatches, " ", closest->Describe(costs),
-      ", needs ", peak, " bytes on actor ", actor, " (", MemorySourceName(closest->memory_source), "), ", peak - options.memory_cap,
+      "): the closest, ", closest->plan.schedule, " with M=", closest->plan.microbatches, " ", closest->Describe(costs),
+      ", needs ", peak, " bytes on actor ", actor, " (", MemorySourceName(closest->plan.memory_source), "), ",
+      peak - options.memory_cap,
       " over; it fits with a cap of ", peak, " bytes", options.allow_remat ? "" : ", or with rematerialisation",
       ", or on more actors"));
-}
-
-Plan ToPlan(const Candidate& candidate, const CostFile& costs, const PlannerOptions& options) {
-  Plan plan;
-  plan.model = costs.model;
-  plan.device = costs.device;
-  plan.actors = options.actors;
-  plan.data_parallel = options.data_parallel;
-  plan.schedule = candidate.schedule;
-  plan.virtual_stages = candidate.virtual_stages;
-  plan.microbatches = candidate.microbatches;
-  plan.microbatch_size = candidate.microbatch_size;
-  plan.segments = static_cast<int32_t>(costs.segments.size());
-  plan.memory_cap = options.memory_cap;
-  for (size_t s = 0; s < candidate.stages.size(); ++s) {
-    const PlannedStage& stage = candidate.stages[s];
-    plan.stages.push_back({stage.first_segment, stage.end_segment, stage.remat, candidate.stage_actor[s]});
-  }
-  plan.stage_edges = candidate.stage_edges;
-  plan.predicted_step_s = candidate.step_seconds;
-  plan.predicted_bubble = candidate.bubble;
-  plan.predicted_peak_bytes = candidate.peak_bytes;
-  plan.memory_source = candidate.memory_source;
-  return plan;
 }
 
 }  // namespace tandem::schedules

@@ -68,18 +68,12 @@ struct PlannerOptions {
   int32_t compiled_limit = 8;
 };
 
+// A plan the search evaluated: the plan, its stages' times and peaks and
+// its prediction filled in (Plan::predicted_*: the simulated step and
+// bubble, each actor's peak and where it came from), and whether it fits
+// the cap.
 struct Candidate {
-  std::string schedule;
-  int32_t virtual_stages = 1;
-  int32_t microbatches = 0;
-  int64_t microbatch_size = 0;
-  std::vector<PlannedStage> stages;  // in stage order, with the segments' scaled times
-  std::vector<int32_t> stage_actor;  // where the schedule places each stage
-  std::vector<ir::StageEdge> stage_edges;  // graph-*: the stages' DAG; empty: the chain
-  double step_seconds = 0.0;  // simulated
-  double bubble = 0.0;
-  std::vector<int64_t> peak_bytes;  // per actor
-  MemorySource memory_source = MemorySource::kCostModel;
+  Plan plan;
   bool fits = true;  // every actor's peak within the cap
 
   int64_t LargestPeak() const;
@@ -123,7 +117,7 @@ std::vector<int64_t> PlannerMicrobatchSizes(const PlannerOptions& options);
 // stages do not fit the schedule.
 absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measured, const PlannerOptions& options,
                                             const std::string& schedule, int32_t microbatches,
-                                            const std::vector<PlannedStage>& stages,
+                                            const std::vector<PlanStage>& stages,
                                             const std::vector<ir::StageEdge>& stage_edges = {});
 
 // The fastest candidate that fits; ResourceExhausted when none does, naming
@@ -131,9 +125,6 @@ absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measure
 // and the cap that would fit it.
 absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFile& costs,
                                           const PlannerOptions& options);
-
-// `candidate` as a plan file.
-Plan ToPlan(const Candidate& candidate, const CostFile& costs, const PlannerOptions& options);
 
 // Every actor's peak bytes by the cost model: its stages' state, plus its
 // in-flight stashes (a rematerialising stage keeps only its inputs), plus

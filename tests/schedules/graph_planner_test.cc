@@ -207,15 +207,15 @@ TEST(GraphPlanner, TwoEqualTowersAndAnEqualHeadOnThreeActorsPlanAGraphThatBeatsT
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   // graph-gpipe ties with it here (as GPipe and 1F1B do on a chain); the
   // order searched breaks the tie.
-  EXPECT_EQ(chosen->schedule, "graph-1f1b");
-  EXPECT_EQ(chosen->microbatches, 8);
-  EXPECT_EQ(chosen->stage_edges, (std::vector<ir::StageEdge>{{0, 2}, {1, 2}}));
+  EXPECT_EQ(chosen->plan.schedule, "graph-1f1b");
+  EXPECT_EQ(chosen->plan.microbatches, 8);
+  EXPECT_EQ(chosen->plan.stage_edges, (std::vector<ir::StageEdge>{{0, 2}, {1, 2}}));
   EXPECT_EQ(chosen->Describe(costs), "[s0..s3 | s4..s7 | s8..s11] graph 0->2 1->2");
-  EXPECT_NEAR(chosen->step_seconds, 36.0, 1e-9);
+  EXPECT_NEAR(chosen->plan.predicted_step_s, 36.0, 1e-9);
   double best_chain = 1e300;
   for (const Candidate& c : search->candidates) {
-    if (c.stage_edges.empty() && c.microbatches == 8 && c.schedule == "1f1b") {
-      best_chain = std::min(best_chain, c.step_seconds);
+    if (c.plan.stage_edges.empty() && c.plan.microbatches == 8 && c.plan.schedule == "1f1b") {
+      best_chain = std::min(best_chain, c.plan.predicted_step_s);
     }
   }
   EXPECT_NEAR(best_chain, 40.0, 1e-9);
@@ -231,9 +231,9 @@ TEST(GraphPlanner, AHeavyHeadMakesTheChainFasterAndThePlannerSaysSo) {
   ASSERT_TRUE(search.ok()) << search.status();
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, costs, options);
   ASSERT_TRUE(chosen.ok());
-  EXPECT_EQ(chosen->schedule, "1f1b");
+  EXPECT_EQ(chosen->plan.schedule, "1f1b");
   bool graph_evaluated = false;
-  for (const Candidate& c : search->candidates) graph_evaluated = graph_evaluated || c.schedule == "graph-1f1b";
+  for (const Candidate& c : search->candidates) graph_evaluated = graph_evaluated || c.plan.schedule == "graph-1f1b";
   EXPECT_TRUE(graph_evaluated);
 }
 
@@ -241,7 +241,7 @@ TEST(GraphPlanner, AChainCostFileSkipsTheGraphSchedulesAndSaysWhy) {
   const CostFile costs = Segments({1, 1, 1, 1});
   absl::StatusOr<PlanSearch> search = SearchPlans(costs, {.actors = 2, .global_batch = 4});
   ASSERT_TRUE(search.ok()) << search.status();
-  for (const Candidate& c : search->candidates) EXPECT_TRUE(c.stage_edges.empty()) << c.schedule;
+  for (const Candidate& c : search->candidates) EXPECT_TRUE(c.plan.stage_edges.empty()) << c.plan.schedule;
   EXPECT_THAT(search->skipped, ::testing::Contains(HasSubstr("graph-1f1b: the segments form a chain")));
 }
 
@@ -260,7 +260,7 @@ TEST(GraphPlanner, AGraphPlanRoundTripsAndGeneratesItsScheduleOverItsStageGraph)
   ASSERT_TRUE(search.ok()) << search.status();
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, costs, options);
   ASSERT_TRUE(chosen.ok());
-  const Plan plan = ToPlan(*chosen, costs, options);
+  const Plan plan = chosen->plan;
   const std::string text = FormatPlanFile(plan);
   EXPECT_THAT(text, HasSubstr(R"("stage_graph":"0->2 1->2")"));
   absl::StatusOr<Plan> read = ParsePlanFile(text);
@@ -270,12 +270,12 @@ TEST(GraphPlanner, AGraphPlanRoundTripsAndGeneratesItsScheduleOverItsStageGraph)
   ASSERT_TRUE(schedule.ok()) << schedule.status();
   EXPECT_EQ(schedule->stage_edges, (std::vector<ir::StageEdge>{{0, 2}, {1, 2}}));
   // The same stages evaluated by hand give the search's prediction.
-  std::vector<PlannedStage> stages;
-  for (const PlannedStage& s : chosen->stages) stages.push_back({s.first_segment, s.end_segment, s.remat});
+  std::vector<PlanStage> stages;
+  for (const PlanStage& s : chosen->plan.stages) stages.push_back({s.first_segment, s.end_segment, s.remat});
   absl::StatusOr<Candidate> again =
-      EvaluateCandidate({costs}, options, "graph-1f1b", chosen->microbatches, stages, chosen->stage_edges);
+      EvaluateCandidate({costs}, options, "graph-1f1b", chosen->plan.microbatches, stages, chosen->plan.stage_edges);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_DOUBLE_EQ(again->step_seconds, chosen->step_seconds);
+  EXPECT_DOUBLE_EQ(again->plan.predicted_step_s, chosen->plan.predicted_step_s);
 }
 
 std::string GraphPlanText(const std::string& graph) {

@@ -26,7 +26,7 @@ using testing::Segments;
 
 std::vector<std::pair<int32_t, int32_t>> Ranges(const Partition& partition) {
   std::vector<std::pair<int32_t, int32_t>> ranges;
-  for (const PlannedStage& stage : partition.stages) ranges.emplace_back(stage.first_segment, stage.end_segment);
+  for (const PlanStage& stage : partition.stages) ranges.emplace_back(stage.first_segment, stage.end_segment);
   return ranges;
 }
 
@@ -35,7 +35,7 @@ std::vector<std::pair<int32_t, int32_t>> Ranges(const Partition& partition) {
 double BruteForce(const CostFile& costs, const PartitionOptions& options) {
   const int32_t n = static_cast<int32_t>(costs.segments.size());
   double best = std::numeric_limits<double>::infinity();
-  std::vector<PlannedStage> stages;
+  std::vector<PlanStage> stages;
   std::function<void(int32_t, int32_t)> place = [&](int32_t stage, int32_t first) {
     if (stage == options.stages) {
       if (first == n) best = std::min(best, StepSeconds(stages, options.microbatches));
@@ -43,7 +43,7 @@ double BruteForce(const CostFile& costs, const PartitionOptions& options) {
     }
     for (int32_t end = first + 1; end <= n - (options.stages - 1 - stage); ++end) {
       for (int remat = 0; remat < (options.allow_remat ? 2 : 1); ++remat) {
-        PlannedStage planned = EvaluateStage(costs, options, stage, first, end, remat != 0);
+        PlanStage planned = EvaluateStage(costs, options, stage, first, end, remat != 0);
         if (options.memory_cap > 0 && planned.peak_bytes > options.memory_cap) continue;
         stages.push_back(planned);
         place(stage + 1, end);
@@ -113,7 +113,7 @@ TEST(PartitionSegments, UnderACapAStageRematerialisesOrShrinks) {
   absl::StatusOr<Partition> remat =
       PartitionSegments(costs, {.stages = 2, .microbatches = 8, .memory_cap = 400});
   ASSERT_TRUE(remat.ok()) << remat.status();
-  for (const PlannedStage& stage : remat->stages) EXPECT_LE(stage.peak_bytes, 400);
+  for (const PlanStage& stage : remat->stages) EXPECT_LE(stage.peak_bytes, 400);
   // The even split, its first stage rematerialised (40 + 2 * 8 + 5 + 200).
   EXPECT_THAT(Ranges(*remat), ::testing::ElementsAre(std::make_pair(0, 2), std::make_pair(2, 4)));
   EXPECT_TRUE(remat->stages[0].remat);
@@ -166,7 +166,7 @@ TEST(PartitionSegments, MatchesExhaustiveSearchOnRandomModels) {
     EXPECT_NEAR(StepSeconds(partition->stages, options.microbatches), partition->step_seconds, 1e-12);
     ASSERT_EQ(partition->stages.size(), static_cast<size_t>(options.stages));
     int32_t next = 0;
-    for (const PlannedStage& stage : partition->stages) {
+    for (const PlanStage& stage : partition->stages) {
       EXPECT_EQ(stage.first_segment, next);
       EXPECT_GT(stage.end_segment, stage.first_segment);
       if (options.memory_cap > 0) {

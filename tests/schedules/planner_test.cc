@@ -25,7 +25,7 @@ using testing::Segments;
 
 std::vector<std::pair<int32_t, int32_t>> Ranges(const Candidate& candidate) {
   std::vector<std::pair<int32_t, int32_t>> ranges;
-  for (const PlannedStage& stage : candidate.stages) ranges.emplace_back(stage.first_segment, stage.end_segment);
+  for (const PlanStage& stage : candidate.plan.stages) ranges.emplace_back(stage.first_segment, stage.end_segment);
   return ranges;
 }
 
@@ -54,13 +54,13 @@ TEST(Planner, AHandPickedEvenSplitIsEvaluatedLikeTheSearchsOwnAndLoses) {
   PlannerOptions options{.actors = 2, .global_batch = 8, .schedules = {"1f1b"}};
   absl::StatusOr<Candidate> chosen = Plan1F1B(costs, 2, 8);
   ASSERT_TRUE(chosen.ok());
-  absl::StatusOr<Candidate> even = EvaluateCandidate({costs}, options, "1f1b", chosen->microbatches,
+  absl::StatusOr<Candidate> even = EvaluateCandidate({costs}, options, "1f1b", chosen->plan.microbatches,
                                                      {{.first_segment = 0, .end_segment = 4},
                                                       {.first_segment = 4, .end_segment = 8}});
   ASSERT_TRUE(even.ok()) << even.status();
   // Stages of 4 and 8 units against 6 and 6.
-  EXPECT_DOUBLE_EQ(even->stages[1].seconds, 8.0);
-  EXPECT_GT(even->step_seconds, chosen->step_seconds);
+  EXPECT_DOUBLE_EQ(even->plan.stages[1].seconds, 8.0);
+  EXPECT_GT(even->plan.predicted_step_s, chosen->plan.predicted_step_s);
   EXPECT_THAT(EvaluateCandidate({costs}, options, "1f1b", 8, {{.first_segment = 0, .end_segment = 8}}).status().message(),
               HasSubstr("1f1b needs 2 stages covering the 8 segments"));
 }
@@ -69,7 +69,9 @@ TEST(Planner, BalancedLayersSplitEvenlyOverFourActors) {
   absl::StatusOr<Candidate> chosen = Plan1F1B(Segments(std::vector<double>(8, 1.0)), 4, 8);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   EXPECT_EQ(Ranges(*chosen), (std::vector<std::pair<int32_t, int32_t>>{{0, 2}, {2, 4}, {4, 6}, {6, 8}}));
-  EXPECT_EQ(chosen->stage_actor, (std::vector<int32_t>{0, 1, 2, 3}));
+  std::vector<int32_t> actors;
+  for (const PlanStage& stage : chosen->plan.stages) actors.push_back(stage.actor);
+  EXPECT_EQ(actors, (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
 TEST(Planner, SearchesEverySchedulesMicrobatchCountsThatDivideTheBatch) {
@@ -78,9 +80,9 @@ TEST(Planner, SearchesEverySchedulesMicrobatchCountsThatDivideTheBatch) {
   ASSERT_TRUE(search.ok()) << search.status();
   std::set<std::pair<std::string, int32_t>> tried;
   for (const Candidate& c : search->candidates) {
-    tried.insert({c.schedule, c.microbatches});
-    EXPECT_EQ(c.microbatch_size * c.microbatches, 8);
-    EXPECT_EQ(static_cast<int32_t>(c.stages.size()), 2 * c.virtual_stages);
+    tried.insert({c.plan.schedule, c.plan.microbatches});
+    EXPECT_EQ(c.plan.microbatch_size * c.plan.microbatches, 8);
+    EXPECT_EQ(static_cast<int32_t>(c.plan.stages.size()), 2 * c.plan.virtual_stages);
   }
   for (int32_t m : {1, 2, 4, 8}) {
     EXPECT_TRUE(tried.count({"gpipe", m}) && tried.count({"1f1b", m}) && tried.count({"zb-h1", m})) << m;
@@ -91,7 +93,7 @@ TEST(Planner, SearchesEverySchedulesMicrobatchCountsThatDivideTheBatch) {
   EXPECT_THAT(search->skipped, Contains(HasSubstr("zb-v M=2")));
   // Ranked fastest first; more microbatches shrink the bubble here.
   for (size_t i = 1; i < search->candidates.size(); ++i) {
-    EXPECT_LE(search->candidates[i - 1].step_seconds, search->candidates[i].step_seconds);
+    EXPECT_LE(search->candidates[i - 1].plan.predicted_step_s, search->candidates[i].plan.predicted_step_s);
   }
 }
 
@@ -109,9 +111,9 @@ TEST(Planner, TheChosenPlanFitsTheCapOnEveryActorAndTheCapChangesTheChoice) {
   ASSERT_TRUE(search.ok());
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, costs, capped);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
-  for (int64_t peak : chosen->peak_bytes) EXPECT_LE(peak, capped.memory_cap);
+  for (int64_t peak : chosen->plan.predicted_peak_bytes) EXPECT_LE(peak, capped.memory_cap);
   EXPECT_GT(fastest->LargestPeak(), capped.memory_cap);
-  EXPECT_GE(chosen->step_seconds, fastest->step_seconds);
+  EXPECT_GE(chosen->plan.predicted_step_s, fastest->plan.predicted_step_s);
 }
 
 TEST(Planner, UnderATightCapAStageRematerialisesToFit) {
@@ -125,8 +127,8 @@ TEST(Planner, UnderATightCapAStageRematerialisesToFit) {
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, costs, options);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   bool any_remat = false;
-  for (const PlannedStage& stage : chosen->stages) any_remat |= stage.remat;
-  EXPECT_TRUE(any_remat || chosen->microbatches < 4);
+  for (const PlanStage& stage : chosen->plan.stages) any_remat |= stage.remat;
+  EXPECT_TRUE(any_remat || chosen->plan.microbatches < 4);
   EXPECT_LE(chosen->LargestPeak(), options.memory_cap);
 }
 
@@ -149,8 +151,8 @@ TEST(Planner, CompiledPeaksReplaceTheCostModelsForTheFastestCandidates) {
   int32_t calls = 0;
   CompiledPeaks compiled = [&](const Candidate& c, const Schedule& schedule) -> absl::StatusOr<std::vector<int64_t>> {
     ++calls;
-    EXPECT_EQ(schedule.num_microbatches, c.microbatches);
-    return std::vector<int64_t>(2, c.schedule == "gpipe" ? 5000 : 700);
+    EXPECT_EQ(schedule.num_microbatches, c.plan.microbatches);
+    return std::vector<int64_t>(2, c.plan.schedule == "gpipe" ? 5000 : 700);
   };
   absl::StatusOr<PlanSearch> search = SearchPlans(costs, options, compiled);
   ASSERT_TRUE(search.ok());
@@ -158,9 +160,9 @@ TEST(Planner, CompiledPeaksReplaceTheCostModelsForTheFastestCandidates) {
   EXPECT_EQ(search->compiled, calls);
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, costs, options);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
-  EXPECT_EQ(chosen->schedule, "1f1b");
-  EXPECT_EQ(chosen->memory_source, MemorySource::kCompiledProgram);
-  EXPECT_EQ(chosen->peak_bytes, (std::vector<int64_t>{700, 700}));
+  EXPECT_EQ(chosen->plan.schedule, "1f1b");
+  EXPECT_EQ(chosen->plan.memory_source, MemorySource::kCompiledProgram);
+  EXPECT_EQ(chosen->plan.predicted_peak_bytes, (std::vector<int64_t>{700, 700}));
 }
 
 TEST(Planner, EachMicrobatchSizeTakesTheCostsMeasuredAtIt) {
@@ -172,19 +174,19 @@ TEST(Planner, EachMicrobatchSizeTakesTheCostsMeasuredAtIt) {
   absl::StatusOr<PlanSearch> search = SearchPlans(measured, options);
   ASSERT_TRUE(search.ok()) << search.status();
   for (const Candidate& c : search->candidates) {
-    if (c.microbatches == 8) {
-      EXPECT_DOUBLE_EQ(c.stages[0].seconds, 10.0);  // measured at size 1
+    if (c.plan.microbatches == 8) {
+      EXPECT_DOUBLE_EQ(c.plan.stages[0].seconds, 10.0);  // measured at size 1
     }
-    if (c.microbatches == 2) {
-      EXPECT_DOUBLE_EQ(c.stages[0].seconds, 4.0);   // measured at size 4
+    if (c.plan.microbatches == 2) {
+      EXPECT_DOUBLE_EQ(c.plan.stages[0].seconds, 4.0);   // measured at size 4
     }
-    if (c.microbatches == 4) {
-      EXPECT_DOUBLE_EQ(c.stages[0].seconds, 2.0);   // size 2: size 4's, halved
+    if (c.plan.microbatches == 4) {
+      EXPECT_DOUBLE_EQ(c.plan.stages[0].seconds, 2.0);   // size 2: size 4's, halved
     }
   }
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, measured.front(), options);
   ASSERT_TRUE(chosen.ok());
-  EXPECT_NE(chosen->microbatches, 8);
+  EXPECT_NE(chosen->plan.microbatches, 8);
   // Files of different segments do not mix.
   measured.push_back(Segments({1, 1, 1}, 100, 10, 2));
   EXPECT_THAT(SearchPlans(measured, options).status().message(), HasSubstr("must measure the same segments"));
@@ -207,7 +209,7 @@ TEST(PlanFile, ThePlanOfACandidateRoundTripsAndGeneratesItsSchedule) {
   ASSERT_TRUE(search.ok()) << search.status();
   absl::StatusOr<Candidate> chosen = ChosenCandidate(*search, costs, options);
   ASSERT_TRUE(chosen.ok());
-  const Plan plan = ToPlan(*chosen, costs, options);
+  const Plan plan = chosen->plan;
   EXPECT_EQ(plan.virtual_stages, 2);
   EXPECT_EQ(plan.SegmentStages(), (std::vector<int32_t>{0, 1, 2, 3}));
   absl::StatusOr<Plan> read = ParsePlanFile(FormatPlanFile(plan));

@@ -77,7 +77,7 @@ struct Measured {
 // the launcher the options name.
 absl::StatusOr<double> MeasureStep(const PlanBenchOptions& options, const schedules::CostFile& costs,
                                    const schedules::PlannerOptions& planner, const schedules::Candidate& candidate) {
-  const schedules::Plan plan = schedules::ToPlan(candidate, costs, planner);
+  const schedules::Plan plan = candidate.plan;
   examples::ExampleJobOptions model = options.model;
   ScheduleOptions ignored;
   if (absl::Status s = ApplyPlan(plan, model, ignored); !s.ok()) return s;
@@ -158,7 +158,7 @@ absl::StatusOr<PlannedRuns> RunsToMeasure(const std::vector<schedules::CostFile>
   std::vector<Measured>& runs = planned.runs;
   runs.push_back({"chosen plan", chosen});
   const int32_t n = static_cast<int32_t>(costs.segments.size());
-  std::vector<schedules::PlannedStage> even;
+  std::vector<schedules::PlanStage> even;
   for (int32_t s = 0; s < planner.actors; ++s) {
     even.push_back({.first_segment = s * n / planner.actors, .end_segment = (s + 1) * n / planner.actors});
   }
@@ -169,15 +169,15 @@ absl::StatusOr<PlannedRuns> RunsToMeasure(const std::vector<schedules::CostFile>
     runs.push_back({absl::StrCat("hand-picked: even ", name), *hand});
   }
   absl::StatusOr<schedules::Candidate> uniform =
-      schedules::EvaluateCandidate(measured, planner, chosen.schedule, chosen.microbatches, even);
+      schedules::EvaluateCandidate(measured, planner, chosen.plan.schedule, chosen.plan.microbatches, even);
   if (!uniform.ok()) return uniform.status();
   runs.push_back({"even split, chosen schedule and M", *uniform});
   // A model with branches: the fastest plan of the other kind (a chain
   // against a stage DAG), the comparison GraphPipe makes.
   if (!costs.segment_edges.empty()) {
     for (const schedules::Candidate& c : search.candidates) {
-      if (c.fits && c.stage_edges.empty() != chosen.stage_edges.empty()) {
-        runs.push_back({c.stage_edges.empty() ? "best chain plan" : "best graph plan", c});
+      if (c.fits && c.plan.stage_edges.empty() != chosen.plan.stage_edges.empty()) {
+        runs.push_back({c.plan.stage_edges.empty() ? "best chain plan" : "best graph plan", c});
         break;
       }
     }
@@ -186,9 +186,9 @@ absl::StatusOr<PlannedRuns> RunsToMeasure(const std::vector<schedules::CostFile>
   double last = 0.0;
   for (const schedules::Candidate& c : search.candidates) {
     if (runs.size() - planned.first_ranked == 3) break;
-    if (!c.fits || c.step_seconds < last * 1.1) continue;
+    if (!c.fits || c.plan.predicted_step_s < last * 1.1) continue;
     runs.push_back({absl::StrCat("planner candidate ", runs.size() - planned.first_ranked + 1), c});
-    last = c.step_seconds;
+    last = c.plan.predicted_step_s;
   }
   return planned;
 }
@@ -200,7 +200,7 @@ void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& cost
   const std::vector<Measured>& runs = planned.runs;
   std::vector<double> predicted_ranked, measured_ranked;
   for (size_t i = planned.first_ranked; i < runs.size(); ++i) {
-    predicted_ranked.push_back(runs[i].candidate.step_seconds);
+    predicted_ranked.push_back(runs[i].candidate.plan.predicted_step_s);
     measured_ranked.push_back(runs[i].measured_s);
   }
   const std::vector<int32_t> predicted_order = Ranks(predicted_ranked);
@@ -215,10 +215,10 @@ void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& cost
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const Measured& run : runs) {
     rows.push_back({{"run", run.label},
-                    {"schedule", run.candidate.schedule},
-                    {"microbatches", run.candidate.microbatches},
+                    {"schedule", run.candidate.plan.schedule},
+                    {"microbatches", run.candidate.plan.microbatches},
                     {"stages", run.candidate.Describe(costs)},
-                    {"predicted_ms", schedules::JsonNumber(run.candidate.step_seconds * 1e3)},
+                    {"predicted_ms", schedules::JsonNumber(run.candidate.plan.predicted_step_s * 1e3)},
                     {"measured_ms", schedules::JsonNumber(run.measured_s * 1e3)}});
   }
   json["model"] = costs.model;
@@ -237,9 +237,10 @@ void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& cost
   out << absl::StrFormat("%-34s %-8s %4s %12s %12s %9s  %s\n", "run", "schedule", "M", "predicted ms", "measured ms",
                          "meas/pred", "stages");
   for (const Measured& run : runs) {
-    out << absl::StrFormat("%-34s %-8s %4d %12.1f %12.1f %9.2f  %s\n", run.label, run.candidate.schedule,
-                           run.candidate.microbatches, run.candidate.step_seconds * 1e3, run.measured_s * 1e3,
-                           run.measured_s / run.candidate.step_seconds, run.candidate.Describe(costs));
+    const schedules::Plan& plan = run.candidate.plan;
+    out << absl::StrFormat("%-34s %-8s %4d %12.1f %12.1f %9.2f  %s\n", run.label, plan.schedule, plan.microbatches,
+                           plan.predicted_step_s * 1e3, run.measured_s * 1e3, run.measured_s / plan.predicted_step_s,
+                           run.candidate.Describe(costs));
   }
   out << absl::StrFormat("chosen plan vs best hand-picked (%s): %.1f%% lower measured step\n", best_hand->label,
                          100 * vs_best_hand);

@@ -72,14 +72,14 @@ std::string Peaks(const std::vector<int64_t>& peaks) { return absl::StrJoin(peak
 
 nlohmann::ordered_json CandidateJson(const schedules::Candidate& c, const schedules::CostFile& costs) {
   nlohmann::ordered_json json;
-  json["schedule"] = c.schedule;
-  json["microbatches"] = c.microbatches;
-  json["microbatch_size"] = c.microbatch_size;
+  json["schedule"] = c.plan.schedule;
+  json["microbatches"] = c.plan.microbatches;
+  json["microbatch_size"] = c.plan.microbatch_size;
   json["stages"] = c.Describe(costs);
-  json["step_s"] = schedules::JsonNumber(c.step_seconds);
-  json["bubble"] = schedules::JsonNumber(c.bubble);
-  json["peak_bytes"] = c.peak_bytes;
-  json["memory"] = std::string(schedules::MemorySourceName(c.memory_source));
+  json["step_s"] = schedules::JsonNumber(c.plan.predicted_step_s);
+  json["bubble"] = schedules::JsonNumber(c.plan.predicted_bubble);
+  json["peak_bytes"] = c.plan.predicted_peak_bytes;
+  json["memory"] = std::string(schedules::MemorySourceName(c.plan.memory_source));
   json["fits"] = c.fits;
   return json;
 }
@@ -153,23 +153,24 @@ int RunPlan(const CLI::App& command, PlanCommandOptions& options, CommandStreams
                                    "step ms", "bubble", "fits", "peak bytes per actor (memory)", "stages");
     for (size_t i = 0; i < shown; ++i) {
       const schedules::Candidate& c = search->candidates[i];
-      streams.out << absl::StrFormat("%4d  %-11s %4d %5d %9.3f %6.1f%%  %-6s  %s (%s)  %s\n", i + 1, c.schedule,
-                                     c.microbatches, c.microbatch_size, c.step_seconds * 1e3, 100 * c.bubble,
-                                     c.fits ? "yes" : "no", Peaks(c.peak_bytes), schedules::MemorySourceName(c.memory_source),
-                                     c.Describe(*costs));
+      const schedules::Plan& p = c.plan;
+      streams.out << absl::StrFormat("%4d  %-11s %4d %5d %9.3f %6.1f%%  %-6s  %s (%s)  %s\n", i + 1, p.schedule,
+                                     p.microbatches, p.microbatch_size, p.predicted_step_s * 1e3,
+                                     100 * p.predicted_bubble, c.fits ? "yes" : "no", Peaks(p.predicted_peak_bytes),
+                                     schedules::MemorySourceName(p.memory_source), c.Describe(*costs));
     }
   }
   if (!chosen.ok()) return Failure(streams.err, command, chosen.status());
-  const schedules::Plan plan = schedules::ToPlan(*chosen, *costs, planner);
+  const schedules::Plan& plan = chosen->plan;
   std::ofstream file(options.out, std::ios::binary | std::ios::trunc);
   file << schedules::FormatPlanFile(plan);
   file.close();
   if (!file) return Failure(streams.err, command, absl::UnavailableError(absl::StrCat("cannot write ", options.out)));
   if (!options.json) {
     streams.out << absl::StrFormat("chosen: %s, M=%d of %d, %s, predicted step %.3f ms, bubble %.1f%%, peaks %s (%s)\n",
-                                   chosen->schedule, chosen->microbatches, chosen->microbatch_size,
-                                   chosen->Describe(*costs), chosen->step_seconds * 1e3, 100 * chosen->bubble,
-                                   Peaks(chosen->peak_bytes), schedules::MemorySourceName(chosen->memory_source));
+                                   plan.schedule, plan.microbatches, plan.microbatch_size, chosen->Describe(*costs),
+                                   plan.predicted_step_s * 1e3, 100 * plan.predicted_bubble,
+                                   Peaks(plan.predicted_peak_bytes), schedules::MemorySourceName(plan.memory_source));
     streams.out << "wrote " << options.out << " (run it: tandem train --plan " << options.out << " ...)\n";
   }
   return 0;

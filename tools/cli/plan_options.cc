@@ -124,11 +124,11 @@ schedules::CompiledPeaks CompiledPeaksOf(const examples::ExampleJobOptions& mode
                                  const schedules::Schedule& schedule) -> absl::StatusOr<std::vector<int64_t>> {
     examples::ExampleJobOptions traced = model;
     ScheduleOptions ignored;
-    if (absl::Status s = ApplyPlan(schedules::ToPlan(candidate, costs, planner), traced, ignored); !s.ok()) return s;
+    if (absl::Status s = ApplyPlan(candidate.plan, traced, ignored); !s.ok()) return s;
     absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(traced);
     if (!job.ok()) return job.status();
     std::vector<bool> remat;
-    for (const schedules::PlannedStage& stage : candidate.stages) remat.push_back(stage.remat);
+    for (const schedules::PlanStage& stage : candidate.plan.stages) remat.push_back(stage.remat);
     absl::StatusOr<controller::CompiledStep> compiled = controller::Compile(job->step, schedule, {.remat = remat});
     if (!compiled.ok()) return compiled.status();
     std::vector<int64_t> peaks;
