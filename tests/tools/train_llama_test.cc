@@ -41,7 +41,9 @@ TEST_P(TrainLlama, WithGroupedQueryAttentionOnFourActorsIsBitIdenticalToTheRefer
   std::string out, err;
   ASSERT_EQ(RunTrain(args, out, err), 0) << out << err;
   EXPECT_THAT(out, HasSubstr("llama: 8 layers, d=32, 4 heads (2 kv)"));
-  if (precision == "bf16") EXPECT_THAT(out, HasSubstr("bf16 mixed precision"));
+  if (precision == "bf16") {
+    EXPECT_THAT(out, HasSubstr("bf16 mixed precision"));
+  }
   EXPECT_THAT(out, HasSubstr("verify: losses of 2 steps and all"));
   EXPECT_THAT(out, HasSubstr("bit-identical to the reference"));
 }
