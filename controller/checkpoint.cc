@@ -76,7 +76,8 @@ std::string PrintCheckpointManifest(const CheckpointManifest& manifest) {
   absl::StrAppend(&text, "model\t", manifest.model, "\n");
   absl::StrAppend(&text, "step\t", manifest.step, "\n");
   absl::StrAppend(&text, "schedule\t", manifest.schedule, "\n");
-  absl::StrAppend(&text, "actors\t", manifest.actors, "\n");
+  // Informational, and optional when read: none when it was not given.
+  if (manifest.actors > 0) absl::StrAppend(&text, "actors\t", manifest.actors, "\n");
   for (const auto& [name, type] : manifest.state) absl::StrAppend(&text, "state\t", name, "\t", type, "\n");
   for (const std::string& name : manifest.parameters) absl::StrAppend(&text, "parameter\t", name, "\n");
   for (const CheckpointManifest::File& file : manifest.files) {

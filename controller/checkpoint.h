@@ -63,7 +63,7 @@ struct CheckpointManifest {
   std::string model;
   int64_t step = 0;
   std::string schedule;
-  int32_t actors = 0;
+  int32_t actors = 0;  // 0: not given (the record is optional)
   std::map<std::string, std::string> state;  // name -> type, e.g. "f32[64,64]"
   std::set<std::string> parameters;          // the state that is parameters
   int version = 3;                           // 2: written before parameters were listed

@@ -236,6 +236,21 @@ TEST(CheckpointManifest, MalformedManifestsAreDataLossQuotingShortly) {
   EXPECT_LT(error(std::string(1 << 20, 'x')).size(), 200u);
 }
 
+// The actors record is optional: a manifest without one prints without one,
+// instead of as "actors 0", which no parser accepts (a fuzz finding,
+// tests/fuzz/regressions/checkpoint_manifest/no-actors-record.txt).
+TEST(CheckpointManifest, AManifestWithoutAnActorsRecordPrintsAndParsesBack) {
+  absl::StatusOr<CheckpointManifest> manifest = ParseCheckpointManifest(
+      Resealed("tandem-checkpoint\t2\nmodel\tm\nstep\t1\nstate\tw\tf32[2]\nfile\ta\t1\tx\nchecksum\t"), "M");
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->actors, 0);
+  const std::string printed = PrintCheckpointManifest(*manifest);
+  EXPECT_THAT(printed, ::testing::Not(HasSubstr("actors")));
+  absl::StatusOr<CheckpointManifest> again = ParseCheckpointManifest(printed, "M");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *manifest);
+}
+
 TEST(PrepareCheckpointRoot, AnUnwritableRootIsFoundOutNamingThePathAndTheReason) {
   const fs::path file = fs::path(::testing::TempDir()) / absl::StrCat("tandem-not-a-directory-", getpid());
   Write(file, "x");
