@@ -1,7 +1,6 @@
 #include "rpc/auth.h"
 
 #include <openssl/crypto.h>
-#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -12,18 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/openssl_error.h"
 
 namespace tandem::rpc {
 namespace {
-
-// OpenSSL's reason for the last failure, for an Internal status.
-std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();
-  if (code == 0) return "no reason given";
-  char text[256];
-  ERR_error_string_n(code, text, sizeof(text));
-  return text;
-}
 
 void AppendId(std::vector<uint8_t>& message, int32_t id) {
   const auto value = static_cast<uint32_t>(id);

@@ -2,7 +2,6 @@
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
-#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -14,17 +13,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/openssl_error.h"
 
 namespace tandem::rpc {
 namespace {
-
-std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();
-  if (code == 0) return "no reason given";
-  char text[256];
-  ERR_error_string_n(code, text, sizeof(text));
-  return text;
-}
 
 absl::Status Failed(absl::string_view step) {
   return absl::InternalError(absl::StrCat("cannot make the controller's TLS identity: ", step, ": ", OpenSslError()));
