@@ -16,7 +16,7 @@ fail() { echo "ci parts test FAILED: $*" >&2; exit 1; }
   source "$source_dir/tools/ci/parts.sh"
   # The README's command shape: a broken build (false) left of &&.
   run_part build bash -ec 'false && touch "$0/ctest-ran"' "$work"
-  run_part tests false
+  run_part tests bash -c 'echo "[  FAILED  ] Suite.TheFlakyOne"; echo "[  PASSED  ] 9 tests"; exit 8'
   run_part later touch "$work/later-ran"
   run_part fine true
   finish_parts
@@ -30,6 +30,11 @@ cat "$work/out"
 grep -q '^ci: FAILED: build tests$' "$work/out" || fail "the failed parts are not named"
 grep -q '^ci: part build: FAILED (exit 1) in [0-9]* s$' "$work/out" || fail "no time for the failed part"
 grep -q '^ci: part fine: ok in [0-9]* s$' "$work/out" || fail "no time for the passing part"
+grep -q '^ci: part tests: FAILED (exit 8) in [0-9]* s$' "$work/out" || fail "a part's own exit status is not its result"
+# The failed test is named again after the table, where a log's tail shows it.
+sed -n '/^ci: total/,$p' "$work/out" | grep -q '^ci:   \[  FAILED  \] Suite.TheFlakyOne$' ||
+  fail "the failed test is not repeated after the table"
+! sed -n '/^ci: total/,$p' "$work/out" | grep -q 'PASSED' || fail "lines that are not failures are repeated"
 
 (
   source "$source_dir/tools/ci/parts.sh"
