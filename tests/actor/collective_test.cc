@@ -269,7 +269,7 @@ TEST_F(ReducerTest, AbortFailsWaitsAtOnce) {
   absl::StatusOr<Reducer::Result> result = first_->Wait(2, absl::Now() + absl::Seconds(10));
   aborter.join();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
-  EXPECT_LT(absl::Now() - begin, absl::Seconds(1));
+  EXPECT_LT(absl::Now() - begin, absl::Seconds(5));  // not the 10 s deadline
   EXPECT_EQ(first_->Start(4, OrderSensitiveBucket(0, 5), absl::Seconds(1)).code(), absl::StatusCode::kAborted);
 }
 

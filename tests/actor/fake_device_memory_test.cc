@@ -32,6 +32,10 @@ using ::tandem::actor::testing::ReadAll;
 using ::tandem::actor::testing::Upload;
 using ::tandem::actor::testing::WriteAll;
 
+// A copy slow enough that a test sees it still running however loaded the
+// machine is, and that a wait which wrongly waits for it shows.
+constexpr absl::Duration kSlowCopy = absl::Seconds(2);
+
 TEST(FakeDeviceMemory, MemoryExportedByOneProcessIsSharedWithAnother) {
   constexpr int64_t kElements = 50000;
   ForkedChild child([](int socket) {
@@ -83,7 +87,7 @@ TEST(FakeDeviceMemory, InterprocessEventOrdersAnotherProcessesCopy) {
   constexpr int64_t kElements = 4096;
   ForkedChild child([](int socket) {
     absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory =
-        FakeDeviceMemory::Create({.copy_delay = absl::Milliseconds(300)});
+        FakeDeviceMemory::Create({.copy_delay = kSlowCopy});
     if (!memory.ok()) return ChildFailure(1, std::string(memory.status().message()));
     IpcMemHandle memory_handle;
     IpcEventHandle event_handle;
@@ -140,7 +144,7 @@ TEST(FakeDeviceMemory, InterprocessEventOrdersAnotherProcessesCopy) {
 // CUDA's rule: a wait concerns the most recent record made before it.
 TEST(FakeDeviceMemory, StreamWaitConcernsOnlyRecordsMadeBeforeIt) {
   absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> slow =
-      FakeDeviceMemory::Create({.copy_delay = absl::Milliseconds(300)});
+      FakeDeviceMemory::Create({.copy_delay = kSlowCopy});
   absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> fast = FakeDeviceMemory::Create({});
   ASSERT_TRUE(slow.ok() && fast.ok());
   absl::StatusOr<DeviceEvent> event = (*slow)->CreateIpcEvent();
@@ -155,16 +159,16 @@ TEST(FakeDeviceMemory, StreamWaitConcernsOnlyRecordsMadeBeforeIt) {
   ASSERT_TRUE((*fast)->StreamWaitEvent(*imported).ok());
   ASSERT_TRUE((*slow)->CopyAsync(*a, *b, 64).ok());
   ASSERT_TRUE((*slow)->RecordEvent(*event).ok());
-  EXPECT_TRUE((*fast)->SynchronizeStream(In(absl::Milliseconds(100))).ok());
+  EXPECT_TRUE((*fast)->SynchronizeStream(In(kSlowCopy / 2)).ok());
 
   // A wait enqueued after it does; the host does not.
   const absl::Time start = absl::Now();
   ASSERT_TRUE((*fast)->StreamWaitEvent(*imported).ok());
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(50));
+  EXPECT_LT(absl::Now() - start, kSlowCopy / 2);
   EXPECT_FALSE(*(*fast)->QueryEvent(*imported));
   const absl::Status early = (*fast)->SynchronizeStream(In(absl::Milliseconds(50)));
   EXPECT_EQ(early.code(), absl::StatusCode::kDeadlineExceeded) << early;
-  EXPECT_TRUE((*fast)->SynchronizeStream(In(absl::Seconds(5))).ok());
+  EXPECT_TRUE((*fast)->SynchronizeStream(In(absl::Seconds(10))).ok());
   EXPECT_TRUE(*(*slow)->QueryEvent(*event));
   EXPECT_TRUE((*fast)->DestroyEvent(*imported).ok());
   EXPECT_EQ((*fast)->QueryEvent(*imported).status().code(), absl::StatusCode::kInvalidArgument);

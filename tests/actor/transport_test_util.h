@@ -1,10 +1,12 @@
 // Helpers shared by the data-plane transport tests: forked children joined
 // to the test by a socketpair (reaped, killed when they overstay), a
-// blocking byte exchange over it, and deterministic tensors to send.
+// blocking byte exchange over it, a go-ahead, and deterministic tensors to
+// send.
 #ifndef TANDEM_TESTS_ACTOR_TRANSPORT_TEST_UTIL_H_
 #define TANDEM_TESTS_ACTOR_TRANSPORT_TEST_UTIL_H_
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -47,6 +49,33 @@ inline bool ReadAll(int socket, void* data, size_t bytes) {
   }
   return true;
 }
+
+// A go-ahead from the test to a forked child, through a pipe made before
+// the fork: the test Give()s it once; the child's Wait() says whether it
+// came within `timeout`. A child that must not start (receiving, say)
+// before the test is done with something waits for it, so that "the test
+// did not wait for the child" is a fact about order, not about timing.
+class GoAhead {
+ public:
+  GoAhead() {
+    if (pipe2(fds_, O_CLOEXEC) != 0) std::abort();
+  }
+  GoAhead(const GoAhead&) = delete;
+  GoAhead& operator=(const GoAhead&) = delete;
+  ~GoAhead() {
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  void Give() const { (void)!write(fds_[1], "g", 1); }
+  bool Wait(absl::Duration timeout) const {
+    pollfd p{fds_[0], POLLIN, 0};
+    char byte;
+    return poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1 && read(fds_[0], &byte, 1) == 1;
+  }
+
+ private:
+  int fds_[2];
+};
 
 // A stranger on loopback: connects to "127.0.0.1:PORT" `address`, sends
 // `bytes` and waits until the far end hangs up (at most 5 s), dropping
