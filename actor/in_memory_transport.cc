@@ -33,8 +33,12 @@ class InMemoryNetwork::ActorEndpoint final : public Transport {
   int32_t actor_;
 };
 
-InMemoryNetwork::InMemoryNetwork(int32_t num_actors) : num_actors_(num_actors), mailboxes_(num_actors) {
-  for (int32_t a = 0; a < num_actors; ++a) endpoints_.push_back(std::make_unique<ActorEndpoint>(this, a));
+InMemoryNetwork::InMemoryNetwork(int32_t num_actors) : num_actors_(num_actors) {
+  absl::MutexLock lock(&mu_);
+  for (int32_t a = 0; a < num_actors; ++a) {
+    mailboxes_.emplace_back(num_actors);
+    endpoints_.push_back(std::make_unique<ActorEndpoint>(this, a));
+  }
 }
 
 InMemoryNetwork::~InMemoryNetwork() = default;
@@ -48,25 +52,23 @@ Transport& InMemoryNetwork::Endpoint(int32_t actor) {
 }
 
 void InMemoryNetwork::Abort(absl::Status status) {
-  if (status.ok()) status = absl::AbortedError("aborted");
   absl::MutexLock lock(&mu_);
-  if (!abort_status_.ok()) return;
-  abort_status_ = std::move(status);
-  for (Mailbox& mailbox : mailboxes_) mailbox.arrived.SignalAll();
+  for (Mailbox& mailbox : mailboxes_) mailbox.messages.Abort(status);
 }
 
 absl::Status InMemoryNetwork::abort_status() const {
   absl::MutexLock lock(&mu_);
-  return abort_status_;
+  return mailboxes_.empty() ? absl::OkStatus() : mailboxes_[0].messages.abort_status();
 }
 
 std::vector<PendingMessage> InMemoryNetwork::PendingMessages() const {
   absl::MutexLock lock(&mu_);
   std::vector<PendingMessage> pending;
   for (int32_t receiver = 0; receiver < num_actors_; ++receiver) {
-    for (const auto& [key, tensors] : mailboxes_[receiver].messages) {
-      pending.push_back({key.first, receiver, key.second, static_cast<int32_t>(tensors.size())});
-    }
+    mailboxes_[receiver].messages.ForEach(
+        [&](int32_t sender, uint64_t tag, const std::vector<ir::HostTensor>& tensors) {
+          pending.push_back({sender, receiver, tag, static_cast<int32_t>(tensors.size())});
+        });
   }
   return pending;
 }
@@ -74,26 +76,22 @@ std::vector<PendingMessage> InMemoryNetwork::PendingMessages() const {
 void InMemoryNetwork::Reset() {
   absl::MutexLock lock(&mu_);
   for (Mailbox& mailbox : mailboxes_) {
-    mailbox.messages.clear();
+    mailbox.messages.Clear();
     mailbox.seen.clear();
   }
-  abort_status_ = absl::OkStatus();
 }
 
 absl::Status InMemoryNetwork::Send(int32_t sender, int32_t receiver, uint64_t tag,
                                    std::vector<ir::HostTensor> tensors) {
   if (absl::Status status = CheckPeer(sender, num_actors_, receiver); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
-  if (!abort_status_.ok()) return abort_status_;
   Mailbox& mailbox = mailboxes_[receiver];
-  const MessageKey key{sender, tag};
-  if (!mailbox.seen.insert(key).second) {
+  if (!mailbox.messages.abort_status().ok()) return mailbox.messages.abort_status();
+  if (!mailbox.seen.insert(MessageKey{sender, tag}).second) {
     return absl::InvalidArgumentError(absl::StrCat("actor ", sender, " sent tag ", tag, " to actor ", receiver,
                                                    " twice in one step"));
   }
-  mailbox.messages.emplace(key, std::move(tensors));
-  mailbox.arrived.SignalAll();
-  return absl::OkStatus();
+  return mailbox.messages.File(sender, tag, std::move(tensors));
 }
 
 absl::StatusOr<std::vector<ir::HostTensor>> InMemoryNetwork::Receive(int32_t receiver, int32_t sender, uint64_t tag,
@@ -101,25 +99,7 @@ absl::StatusOr<std::vector<ir::HostTensor>> InMemoryNetwork::Receive(int32_t rec
   if (absl::Status status = CheckPeer(receiver, num_actors_, sender); !status.ok()) return status;
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
-  Mailbox& mailbox = mailboxes_[receiver];
-  const MessageKey key{sender, tag};
-  while (true) {
-    if (!abort_status_.ok()) return abort_status_;
-    auto it = mailbox.messages.find(key);
-    if (it != mailbox.messages.end()) {
-      std::vector<ir::HostTensor> tensors = std::move(it->second);
-      mailbox.messages.erase(it);
-      return tensors;
-    }
-    // WaitWithDeadline returns true on timeout; check the mailbox once more
-    // after it, since a message may have come with the deadline.
-    if (mailbox.arrived.WaitWithDeadline(&mu_, deadline) || absl::Now() >= deadline) {
-      if (!abort_status_.ok()) return abort_status_;
-      it = mailbox.messages.find(key);
-      if (it != mailbox.messages.end()) continue;
-      return ReceiveDeadlineError(sender, tag, absl::Now() - start);
-    }
-  }
+  return mailboxes_[receiver].messages.Receive(mu_, sender, tag, start, deadline);
 }
 
 }  // namespace tandem::actor

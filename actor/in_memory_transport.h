@@ -1,10 +1,11 @@
 // InMemoryNetwork: the data plane of P actors that run as threads of one
 // process (the `threads` launcher and the tests).
 //
-// One mailbox per receiving actor holds the messages sent to it, keyed by
-// (sender, tag), until the receiver claims them; Receive waits on the
-// mailbox's condition variable with a deadline. Tensors are handed over, not
-// copied: HostTensor copies share storage that no one writes again.
+// One mailbox per receiving actor (peer_mailbox.h) holds the messages sent
+// to it, keyed by (sender, tag), until the receiver claims them; Receive
+// waits on it under the network's mutex with a deadline. Tensors are handed
+// over, not copied: HostTensor copies share storage that no one writes
+// again.
 //
 // Ownership: the network owns one Transport endpoint per actor
 // (Endpoint(actor)); endpoints live as long as the network. Thread-safety:
@@ -16,7 +17,6 @@
 #define TANDEM_ACTOR_IN_MEMORY_TRANSPORT_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actor/peer_mailbox.h"
 #include "actor/transport.h"
 #include "ir/host_tensor.h"
 
@@ -75,11 +76,11 @@ class InMemoryNetwork {
   using MessageKey = std::pair<int32_t, uint64_t>;  // (sender, tag)
 
   struct Mailbox {
-    std::map<MessageKey, std::vector<ir::HostTensor>> messages;
+    explicit Mailbox(int32_t num_actors) : messages(num_actors) {}
+    PeerMailbox<std::vector<ir::HostTensor>> messages;  // every one holds the network's abort status
     // Every (sender, tag) delivered to this mailbox in this step, claimed or
     // not: a second one is an error.
     std::set<MessageKey> seen;
-    absl::CondVar arrived;
   };
 
   absl::Status Send(int32_t sender, int32_t receiver, uint64_t tag, std::vector<ir::HostTensor> tensors)
@@ -90,7 +91,6 @@ class InMemoryNetwork {
   const int32_t num_actors_;
   mutable absl::Mutex mu_;
   std::vector<Mailbox> mailboxes_ ABSL_GUARDED_BY(mu_);  // by receiver
-  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ActorEndpoint>> endpoints_;  // by actor; immutable after construction
 };
 

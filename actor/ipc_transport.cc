@@ -146,31 +146,20 @@ absl::StatusOr<std::vector<DeviceTensor>> IpcTransport::Receive(int32_t peer, ui
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&recv_mu_);
   Inbound& in = *inbound_[peer];
-  auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !abort_status_.ok() || in.mailbox.contains(tag) || !in.error.ok();
-  };
-  recv_mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
-  if (!abort_status_.ok()) return abort_status_;
-  auto it = in.mailbox.find(tag);
-  if (it == in.mailbox.end()) {
-    if (!in.error.ok()) {
-      return absl::Status(in.error.code(), absl::StrCat("no message from actor ", peer, " with tag ", tag, ": ",
-                                                        in.error.message()));
-    }
-    return ReceiveDeadlineError(peer, tag, absl::Now() - start);
-  }
-  Inbound::Frame frame = std::move(it->second);
-  in.mailbox.erase(it);
+  absl::StatusOr<Frame> claimed = mailbox_->Receive(recv_mu_, peer, tag, start, deadline);
+  if (!claimed.ok()) return claimed.status();
+  const Frame frame = *std::move(claimed);
 
-  auto fail = [&](absl::Status status) {
-    in.error = absl::Status(status.code(), absl::StrCat("actor ", actor_, ": receiving tag ", tag, " from actor ",
-                                                        peer, ": ", status.message()));
-    return in.error;
+  auto fail = [&](absl::Status status) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    absl::Status error(status.code(), absl::StrCat("actor ", actor_, ": receiving tag ", tag, " from actor ", peer,
+                                                   ": ", status.message()));
+    mailbox_->FailPeer(peer, error);
+    return error;
   };
   if (absl::Status status = memory_.StreamWaitEvent(in.ready[frame.slot]); !status.ok()) return fail(status);
   std::vector<DeviceTensor> tensors;
   absl::Status allocation_error;
-  for (const Inbound::FrameTensor& t : frame.tensors) {
+  for (const Frame::Tensor& t : frame.tensors) {
     absl::StatusOr<DeviceTensor> tensor = AllocateDeviceTensor(memory_, t.type);
     if (!tensor.ok()) {
       allocation_error = tensor.status();
@@ -198,11 +187,10 @@ absl::StatusOr<std::vector<DeviceTensor>> IpcTransport::Receive(int32_t peer, ui
 }
 
 void IpcTransport::Abort(absl::Status status) {
-  if (status.ok()) status = absl::AbortedError("aborted");
+  if (status.ok()) status = absl::AbortedError("aborted");  // the same status on every side
   {
     absl::MutexLock lock(&recv_mu_);
-    if (!abort_status_.ok()) return;
-    abort_status_ = status;
+    if (!mailbox_->Abort(status)) return;
   }
   {
     absl::MutexLock lock(&send_mu_);
@@ -292,7 +280,7 @@ void IpcTransport::FailPeer(int32_t peer, absl::Status status) {
     if (outbound_[peer]->error.ok()) outbound_[peer]->error = status;
   }
   absl::MutexLock lock(&recv_mu_);
-  if (inbound_[peer]->error.ok()) inbound_[peer]->error = status;
+  mailbox_->FailPeer(peer, std::move(status));
 }
 
 void IpcTransport::PumpLoop(int32_t peer, uint64_t next_host_index) {
@@ -325,10 +313,8 @@ void IpcTransport::PumpLoop(int32_t peer, uint64_t next_host_index) {
           // Frames already here can still be received (the peer keeps its
           // ring until this actor closes too); nothing more will come.
           absl::MutexLock lock(&recv_mu_);
-          if (inbound_[peer]->error.ok()) {
-            inbound_[peer]->error = absl::UnavailableError(
-                absl::StrCat("actor ", peer, " closed its IPC transport; nothing more will come from it"));
-          }
+          mailbox_->FailPeer(peer, absl::UnavailableError(absl::StrCat(
+                                       "actor ", peer, " closed its IPC transport; nothing more will come from it")));
           return;
         }
         default:
@@ -350,7 +336,7 @@ absl::Status IpcTransport::HandleFrame(int32_t peer, const std::vector<int32_t>&
     return absl::DataLossError(absl::StrCat("actor ", actor_, ": malformed frame from actor ", peer, ": ", why));
   };
   RecordReader reader(words);
-  Inbound::Frame frame;
+  Frame frame;
   frame.seq = reader.Get64();
   const uint64_t tag = reader.Get64();
   frame.slot = reader.Get32();
@@ -363,7 +349,7 @@ absl::Status IpcTransport::HandleFrame(int32_t peer, const std::vector<int32_t>&
     return bad(absl::StrCat("slot ", frame.slot, " is out of range or still in use"));
   }
   for (int32_t i = 0; i < count; ++i) {
-    Inbound::FrameTensor tensor;
+    Frame::Tensor tensor;
     const int32_t dtype = reader.Get32();
     const int32_t rank = reader.Get32();
     if (dtype < 0 || dtype > static_cast<int32_t>(ir::DType::kF16) || rank < 0 || rank > kMaxRank) {
@@ -390,12 +376,11 @@ absl::Status IpcTransport::HandleFrame(int32_t peer, const std::vector<int32_t>&
     }
     frame.tensors.push_back(std::move(tensor));
   }
-  if (in.mailbox.contains(tag)) {
-    return absl::DataLossError(absl::StrCat("actor ", actor_, ": actor ", peer, " sent tag ", tag,
-                                            " again before it was received"));
+  const int32_t slot = frame.slot;
+  if (absl::Status filed = mailbox_->File(peer, tag, std::move(frame)); !filed.ok()) {
+    return absl::Status(filed.code(), absl::StrCat("actor ", actor_, ": ", filed.message()));
   }
-  in.slot_in_use[frame.slot] = true;
-  in.mailbox.emplace(tag, std::move(frame));
+  in.slot_in_use[slot] = true;
   return absl::OkStatus();
 }
 

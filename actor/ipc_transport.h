@@ -96,6 +96,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/device_memory.h"
+#include "actor/peer_mailbox.h"
 #include "actor/transport.h"
 
 namespace tandem::actor {
@@ -171,6 +172,7 @@ class IpcTransport {
  private:
   struct Outbound;
   struct Inbound;
+  struct Frame;
 
   IpcTransport(int32_t actor, int32_t num_actors, DeviceMemory& memory, Transport& host_channel, Options options);
   // actor::CheckPeer's errors, and InvalidArgument for a peer not on this
@@ -215,7 +217,9 @@ class IpcTransport {
 
   absl::Mutex recv_mu_;
   std::vector<std::unique_ptr<Inbound>> inbound_;  // by actor; null for non-peers; entries guarded by recv_mu_
-  absl::Status abort_status_ ABSL_GUARDED_BY(recv_mu_);
+  // Frames announced and not yet received, each peer's error (the pair is
+  // broken once set), the abort status.
+  std::unique_ptr<PeerMailbox<Frame>> mailbox_ ABSL_PT_GUARDED_BY(recv_mu_);
 
   std::vector<std::thread> pumps_;
 };

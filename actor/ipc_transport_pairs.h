@@ -62,6 +62,18 @@ struct IpcTransport::Outbound {
   bool peer_closed = false;
 };
 
+// A message whose tensors are in the sender's ring, not yet received.
+struct IpcTransport::Frame {
+  struct Tensor {
+    ir::TensorType type;
+    uint64_t offset = 0;  // in the ring
+    uint64_t bytes = 0;
+  };
+  uint64_t seq = 0;
+  int32_t slot = 0;
+  std::vector<Tensor> tensors;
+};
+
 struct IpcTransport::Inbound {
   // Imported from the peer in Connect.
   DeviceAddress ring = 0;
@@ -69,20 +81,7 @@ struct IpcTransport::Inbound {
   std::vector<DeviceEvent> ready;  // by slot
   // Created here and exported to the peer in Connect.
   std::vector<DeviceEvent> consumed;  // by slot
-
-  struct FrameTensor {
-    ir::TensorType type;
-    uint64_t offset = 0;  // in the ring
-    uint64_t bytes = 0;
-  };
-  struct Frame {
-    uint64_t seq = 0;
-    int32_t slot = 0;
-    std::vector<FrameTensor> tensors;
-  };
-  std::map<uint64_t, Frame> mailbox;  // by tag
-  std::vector<bool> slot_in_use;      // a frame holds it, not yet released
-  absl::Status error;                 // the pair is broken
+  std::vector<bool> slot_in_use;  // a frame holds it, not yet released
 };
 
 }  // namespace tandem::actor

@@ -25,7 +25,12 @@ using ipc::RecordWriter;
 
 IpcTransport::IpcTransport(int32_t actor, int32_t num_actors, DeviceMemory& memory, Transport& host_channel,
                            Options options)
-    : actor_(actor), num_actors_(num_actors), memory_(memory), host_(host_channel), options_(std::move(options)) {}
+    : actor_(actor),
+      num_actors_(num_actors),
+      memory_(memory),
+      host_(host_channel),
+      options_(std::move(options)),
+      mailbox_(std::make_unique<PeerMailbox<Frame>>(num_actors)) {}
 
 absl::StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(int32_t actor, int32_t num_actors,
                                                                    DeviceMemory& memory, Transport& host_channel,

@@ -185,8 +185,6 @@ struct ShmTransport::Outbound {
 struct ShmTransport::Inbound {
   std::shared_ptr<ReleaseState> state;
   uint64_t read = 0;  // next unparsed position
-  std::map<uint64_t, std::vector<ir::HostTensor>> mailbox;  // by tag
-  absl::Status error;  // set once the ring is corrupt
 };
 
 absl::Status SendFd(int socket, int fd) {
@@ -242,7 +240,7 @@ absl::StatusOr<int> ReceiveFd(int socket, absl::Time deadline) {
 }
 
 ShmTransport::ShmTransport(int32_t actor, int32_t num_actors, Options options)
-    : actor_(actor), num_actors_(num_actors), options_(options) {}
+    : actor_(actor), num_actors_(num_actors), options_(options), mailbox_(num_actors) {}
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(int32_t actor, int32_t num_actors,
                                                                    Options options) {
@@ -350,7 +348,7 @@ absl::Status ShmTransport::Send(int32_t peer, uint64_t tag, std::vector<ir::Host
   if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   {
     absl::MutexLock lock(&receive_mu_);
-    if (!abort_status_.ok()) return abort_status_;
+    if (!mailbox_.abort_status().ok()) return mailbox_.abort_status();
   }
   absl::StatusOr<FrameLayout> layout = PlanFrame(actor_, peer, tag, tensors);
   if (!layout.ok()) return layout.status();
@@ -407,14 +405,15 @@ void ShmTransport::FlusherLoop() {
 
 absl::Status ShmTransport::DrainLocked(int32_t peer) {
   Inbound& in = *inbound_[peer];
-  if (!in.error.ok()) return in.error;
+  if (!mailbox_.peer_error(peer).ok()) return mailbox_.peer_error(peer);
   Region& region = *in.state->region;
   RingControl& control = region.control();
   const uint64_t capacity = region.capacity();
   const uint64_t head = control.head.load(std::memory_order_acquire);
-  auto fail = [&](absl::Status status) {
-    in.error = absl::Status(status.code(), absl::StrCat("actor ", actor_, ": ", status.message()));
-    return in.error;
+  auto fail = [&](absl::Status status) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    absl::Status error(status.code(), absl::StrCat("actor ", actor_, ": ", status.message()));
+    mailbox_.FailPeer(peer, error);
+    return error;
   };
   if (head - in.read > capacity || head < in.read) {
     return fail(absl::DataLossError(absl::StrCat("the ring from actor ", peer, " has an impossible head ", head)));
@@ -440,10 +439,6 @@ absl::Status ShmTransport::DrainLocked(int32_t peer) {
     absl::StatusOr<std::vector<FrameTensor>> parsed =
         ParseFrameTensors(header, reinterpret_cast<const TensorDescriptor*>(frame + sizeof(FrameHeader)), peer);
     if (!parsed.ok()) return fail(parsed.status());
-    if (in.mailbox.contains(header.tag)) {
-      return fail(absl::DataLossError(
-          absl::StrCat("actor ", peer, " sent tag ", header.tag, " again before it was received")));
-    }
     auto lease = std::make_shared<SlotLease>(in.state, in.read, in.read + header.frame_bytes);
     in.read += header.frame_bytes;
     std::vector<ir::HostTensor> tensors;
@@ -459,7 +454,7 @@ absl::Status ShmTransport::DrainLocked(int32_t peer) {
         tensors.push_back(*std::move(copy));
       }
     }
-    in.mailbox.emplace(header.tag, std::move(tensors));
+    if (absl::Status filed = mailbox_.File(peer, header.tag, std::move(tensors)); !filed.ok()) return fail(filed);
   }
   return absl::OkStatus();
 }
@@ -472,22 +467,18 @@ absl::StatusOr<std::vector<ir::HostTensor>> ShmTransport::Receive(int32_t peer, 
     uint32_t seen;
     {
       absl::MutexLock lock(&receive_mu_);
-      if (!abort_status_.ok()) return abort_status_;
+      if (!mailbox_.abort_status().ok()) return mailbox_.abort_status();
       if (inbound_[peer] == nullptr) {
         return absl::FailedPreconditionError(
             absl::StrCat("actor ", actor_, ": no region attached for actor ", peer));
       }
-      Inbound& in = *inbound_[peer];
-      word = &in.state->region->control().data_seq;
+      word = &inbound_[peer]->state->region->control().data_seq;
       seen = word->load(std::memory_order_acquire);
-      absl::Status drained = DrainLocked(peer);
-      auto it = in.mailbox.find(tag);
-      if (it != in.mailbox.end()) {
-        std::vector<ir::HostTensor> tensors = std::move(it->second);
-        in.mailbox.erase(it);
-        return tensors;
+      DrainLocked(peer).IgnoreError();  // a corrupt ring is the peer's error, which TryClaim answers
+      if (std::optional<absl::StatusOr<std::vector<ir::HostTensor>>> answer = mailbox_.TryClaim(peer, tag);
+          answer.has_value()) {
+        return *std::move(answer);
       }
-      if (!drained.ok()) return drained;
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
@@ -500,10 +491,8 @@ absl::StatusOr<std::vector<ir::HostTensor>> ShmTransport::Receive(int32_t peer, 
 }
 
 void ShmTransport::Abort(absl::Status status) {
-  if (status.ok()) status = absl::AbortedError("aborted");
   absl::MutexLock lock(&receive_mu_);
-  if (!abort_status_.ok()) return;
-  abort_status_ = std::move(status);
+  if (!mailbox_.Abort(std::move(status))) return;
   for (const auto& in : inbound_) {
     if (in == nullptr) continue;
     std::atomic<uint32_t>& word = in->state->region->control().data_seq;

@@ -60,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actor/peer_mailbox.h"
 #include "actor/transport.h"
 #include "ir/host_tensor.h"
 
@@ -138,7 +139,9 @@ class ShmTransport final : public Transport {
 
   absl::Mutex receive_mu_;
   std::vector<std::unique_ptr<Inbound>> inbound_ ABSL_GUARDED_BY(receive_mu_);  // by peer
-  absl::Status abort_status_ ABSL_GUARDED_BY(receive_mu_);
+  // Frames parsed and not yet received, each peer's error (its ring is
+  // corrupt once set), the abort status.
+  PeerMailbox<std::vector<ir::HostTensor>> mailbox_ ABSL_GUARDED_BY(receive_mu_);
   std::thread flusher_;
 };
 

@@ -96,8 +96,6 @@ struct TcpTransport::Connection {
   std::thread writer;
   std::deque<Outgoing> queue;
   bool writing = false;
-  std::map<uint64_t, std::vector<ir::HostTensor>> mailbox;  // by tag
-  absl::Status error;  // the connection is gone once set
 };
 
 TcpTransport::TcpTransport(int32_t actor, int32_t num_actors, Options options, int listen_fd, int wake_fd, int port)
@@ -106,7 +104,8 @@ TcpTransport::TcpTransport(int32_t actor, int32_t num_actors, Options options, i
       options_(std::move(options)),
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
-      port_(port) {
+      port_(port),
+      mailbox_(num_actors) {
   {
     absl::MutexLock lock(&mu_);
     connections_.resize(num_actors);
@@ -260,7 +259,7 @@ absl::Status TcpTransport::ConnectPeers(const std::vector<std::string>& peer_add
   for (int32_t peer = actor_ + 1; peer < num_actors_; ++peer) expected += peer_addresses[peer].empty() ? 0 : 1;
   absl::MutexLock lock(&mu_);
   while (true) {
-    if (!abort_status_.ok()) return abort_status_;
+    if (!mailbox_.abort_status().ok()) return mailbox_.abort_status();
     int32_t connected = 0;
     for (int32_t peer = actor_ + 1; peer < num_actors_; ++peer) {
       connected += !peer_addresses[peer].empty() && connections_[peer] != nullptr ? 1 : 0;
@@ -402,8 +401,9 @@ absl::Status TcpTransport::Flush(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   while (true) {
     bool pending = false;
-    for (const auto& c : connections_) {
-      if (c != nullptr && c->error.ok() && (!c->queue.empty() || c->writing)) pending = true;
+    for (int32_t peer = 0; peer < num_actors_; ++peer) {
+      const Connection* c = connections_[peer].get();
+      if (c != nullptr && mailbox_.peer_error(peer).ok() && (!c->queue.empty() || c->writing)) pending = true;
     }
     if (!pending) return absl::OkStatus();
     if (changed_.WaitWithDeadline(&mu_, deadline) || absl::Now() >= deadline) {
@@ -417,12 +417,12 @@ absl::Status TcpTransport::Send(int32_t peer, uint64_t tag, std::vector<ir::Host
   absl::StatusOr<FrameLayout> layout = PlanFrame(actor_, peer, tag, tensors);
   if (!layout.ok()) return layout.status();
   absl::MutexLock lock(&mu_);
-  if (!abort_status_.ok()) return abort_status_;
+  if (!mailbox_.abort_status().ok()) return mailbox_.abort_status();
   Connection* c = connections_[peer].get();
   if (c == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": not connected to actor ", peer));
   }
-  if (!c->error.ok()) return c->error;
+  if (!mailbox_.peer_error(peer).ok()) return mailbox_.peer_error(peer);
   c->queue.push_back(Outgoing{*std::move(layout), std::move(tensors), {}});
   changed_.SignalAll();
   return absl::OkStatus();
@@ -446,8 +446,10 @@ void TcpTransport::WriterLoop(int32_t peer, int fd) {
       Connection& c = *connections_[peer];
       c.writing = false;
       changed_.SignalAll();
-      while (!stopping_ && c.error.ok() && c.queue.empty()) changed_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
-      if (stopping_ || !c.error.ok()) return;
+      while (!stopping_ && mailbox_.peer_error(peer).ok() && c.queue.empty()) {
+        changed_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
+      }
+      if (stopping_ || !mailbox_.peer_error(peer).ok()) return;
       message = std::move(c.queue.front());
       c.queue.pop_front();
       c.writing = true;
@@ -467,12 +469,9 @@ void TcpTransport::WriterLoop(int32_t peer, int fd) {
     }
     if (!status.ok()) {
       absl::MutexLock lock(&mu_);
-      Connection& c = *connections_[peer];
-      if (c.error.ok()) {
-        c.error = absl::UnavailableError(
-            absl::StrCat("actor ", actor_, ": sending to actor ", peer, " failed: ", status.message()));
-      }
-      c.writing = false;
+      mailbox_.FailPeer(peer, absl::UnavailableError(absl::StrCat("actor ", actor_, ": sending to actor ", peer,
+                                                                  " failed: ", status.message())));
+      connections_[peer]->writing = false;
       changed_.SignalAll();
       return;
     }
@@ -504,12 +503,7 @@ absl::Status TcpTransport::ReadFrame(int32_t peer, int fd) {
     tensors.push_back(*std::move(tensor));
   }
   absl::MutexLock lock(&mu_);
-  Connection& c = *connections_[peer];
-  if (!c.mailbox.emplace(header.tag, std::move(tensors)).second) {
-    return absl::DataLossError(absl::StrCat("actor ", peer, " sent tag ", header.tag, " again before it was received"));
-  }
-  changed_.SignalAll();
-  return absl::OkStatus();
+  return mailbox_.File(peer, header.tag, std::move(tensors));
 }
 
 void TcpTransport::ReaderLoop(int32_t peer, int fd) {
@@ -517,14 +511,11 @@ void TcpTransport::ReaderLoop(int32_t peer, int fd) {
     absl::Status status = ReadFrame(peer, fd);
     if (status.ok()) continue;
     absl::MutexLock lock(&mu_);
-    Connection& c = *connections_[peer];
-    if (c.error.ok()) {
-      c.error = status.code() == absl::StatusCode::kUnavailable
-                    ? absl::UnavailableError(absl::StrCat("actor ", actor_, ": lost the connection to actor ", peer,
-                                                          " (", status.message(), ")"))
-                    : absl::Status(status.code(), absl::StrCat("actor ", actor_, ": ", status.message()));
-    }
-    changed_.SignalAll();
+    mailbox_.FailPeer(peer, status.code() == absl::StatusCode::kUnavailable
+                                ? absl::UnavailableError(absl::StrCat("actor ", actor_, ": lost the connection to actor ",
+                                                                      peer, " (", status.message(), ")"))
+                                : absl::Status(status.code(), absl::StrCat("actor ", actor_, ": ", status.message())));
+    changed_.SignalAll();  // the writer and Flush
     if (!stopping_) shutdown(fd, SHUT_RDWR);  // a corrupt stream cannot be resynchronized
     return;
   }
@@ -534,32 +525,15 @@ absl::StatusOr<std::vector<ir::HostTensor>> TcpTransport::Receive(int32_t peer, 
   if (absl::Status status = CheckPeer(actor_, num_actors_, peer); !status.ok()) return status;
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
-  while (true) {
-    if (!abort_status_.ok()) return abort_status_;
-    Connection* c = connections_[peer].get();
-    if (c == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": not connected to actor ", peer));
-    }
-    auto it = c->mailbox.find(tag);
-    if (it != c->mailbox.end()) {
-      std::vector<ir::HostTensor> tensors = std::move(it->second);
-      c->mailbox.erase(it);
-      return tensors;
-    }
-    if (!c->error.ok()) return c->error;
-    if (absl::Now() >= deadline) {
-      return ReceiveDeadlineError(peer, tag, absl::Now() - start);
-    }
-    changed_.WaitWithDeadline(&mu_, deadline);
+  if (connections_[peer] == nullptr && mailbox_.abort_status().ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": not connected to actor ", peer));
   }
+  return mailbox_.Receive(mu_, peer, tag, start, deadline);
 }
 
 void TcpTransport::Abort(absl::Status status) {
-  if (status.ok()) status = absl::AbortedError("aborted");
   absl::MutexLock lock(&mu_);
-  if (!abort_status_.ok()) return;
-  abort_status_ = std::move(status);
-  changed_.SignalAll();
+  if (mailbox_.Abort(std::move(status))) changed_.SignalAll();  // ConnectPeers
 }
 
 }  // namespace tandem::actor

@@ -62,6 +62,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actor/peer_mailbox.h"
 #include "actor/transport.h"
 #include "ir/host_tensor.h"
 
@@ -145,9 +146,11 @@ class TcpTransport final : public Transport {
   std::thread acceptor_;
 
   absl::Mutex mu_;
-  absl::CondVar changed_;  // a message, an error, a queued send or an abort
+  absl::CondVar changed_;  // a connection, a lost peer, a queued or written send, an abort
   std::vector<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);  // by peer
-  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
+  // Frames read and not yet received, each peer's error (its connection is
+  // gone once set), the abort status.
+  PeerMailbox<std::vector<ir::HostTensor>> mailbox_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
