@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedules/limits.h"
+#include "schedules/task_memory.h"
 
 namespace tandem::schedules {
 namespace {
@@ -53,9 +54,11 @@ PlanStage Evaluate(const CostFile& costs, const Sums& sums, const PartitionOptio
     planned.seconds += 2.0 * options.link.Seconds(bytes);
   }
   const int64_t stash = sums.stash[end] - sums.stash[first];
-  const int64_t kept = remat ? costs.segments[first].remat_stash_bytes : stash;
-  planned.peak_bytes = (sums.state[end] - sums.state[first]) + InFlightAt(options, stage) * kept + working +
-                       (remat ? stash : 0);
+  const StageMemory memory{.stash = static_cast<double>(stash),
+                           .kept = static_cast<double>(remat ? costs.segments[first].remat_stash_bytes : stash),
+                           .working = static_cast<double>(working)};
+  planned.peak_bytes =
+      (sums.state[end] - sums.state[first]) + std::llround(SteadyPeak(memory, InFlightAt(options, stage)));
   return planned;
 }
 

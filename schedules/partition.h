@@ -19,11 +19,12 @@
 // (M - 1) * t_max + t_max cannot beat the best found.
 //
 // The memory of stage s holding segments [a, b): parameters and optimizer
-// state of its segments, plus `in_flight(s)` stashes (the sum of its
-// segments' stash_bytes, or, rematerialising, its first segment's
-// remat_stash_bytes), plus, while its backward runs, the largest working
-// set of its segments (and, rematerialising, the recomputed stash, which
-// is live only then). in_flight(s) is the number of microbatches the
+// state of its segments, plus the task memory model's SteadyPeak
+// (task_memory.h) for `in_flight(s)` forwards held: that many kept stashes
+// (the sum of its segments' stash_bytes, or, rematerialising, its first
+// segment's remat_stash_bytes), plus the largest working set of its
+// segments, plus, rematerialising, the rest of the stash that a backward
+// recomputes while it runs. in_flight(s) is the number of microbatches the
 // schedule holds at once at stage s: M for GPipe, min(M, P - s) for 1F1B
 // and the zero-bubble schedules that keep 1F1B's memory (P - s: the
 // stages from s to the last, which `stages_after` extends past a run).

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +10,7 @@
 #include "schedules/graph_partition.h"
 #include "schedules/limits.h"
 #include "schedules/simulator.h"
+#include "schedules/task_memory.h"
 
 namespace tandem::schedules {
 namespace {
@@ -260,51 +260,28 @@ std::string Candidate::Describe(const CostFile& costs) const {
 std::vector<int64_t> CostModelPeaks(const CostFile& costs, const Candidate& candidate, const Schedule& schedule,
                                     double input_grad_frees) {
   std::vector<StageTotals> totals;
-  for (const PlanStage& stage : candidate.plan.stages) totals.push_back(Totals(costs, stage));
+  std::vector<StageMemory> memory;
+  for (const PlanStage& stage : candidate.plan.stages) {
+    const StageTotals& t = totals.emplace_back(Totals(costs, stage));
+    memory.push_back({.stash = static_cast<double>(t.stash),
+                      .kept = static_cast<double>(t.kept),
+                      .working = static_cast<double>(t.working)});
+  }
   std::vector<int64_t> peaks(schedule.num_actors, 0);
   for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
-    int64_t live = 0;
+    int64_t resident = 0;
     for (int32_t s = 0; s < schedule.num_stages; ++s) {
-      if (schedule.ActorOf(StageId(s)).value == actor) live += totals[s].state;
+      if (schedule.ActorOf(StageId(s)).value == actor) resident += totals[s].state;
     }
-    int64_t peak = live;
-    std::map<std::pair<int32_t, int32_t>, int64_t> held;  // (stage, microbatch) -> bytes kept for its backward
+    MemorySweep sweep(static_cast<double>(resident));
     for (const Slot& slot : schedule.programs[actor]) {
       for (const Task& task : slot.tasks) {
-        const int32_t s = task.stage.value;
-        const StageTotals& t = totals[s];
-        const bool remat = candidate.plan.stages[s].remat;
-        int64_t& kept = held[{s, task.microbatch.value}];
-        switch (task.kind) {
-          case TaskKind::kForward:
-            peak = std::max(peak, live + t.working);
-            live += t.kept;
-            kept = t.kept;
-            break;
-          case TaskKind::kBackward:
-            peak = std::max(peak, live + t.working + (remat ? t.stash : 0));
-            live -= kept;
-            kept = 0;
-            break;
-          case TaskKind::kBackwardInput: {
-            peak = std::max(peak, live + t.working + (remat ? t.stash : 0));
-            // W keeps what it needs of the stash (recomputed, when the
-            // stage rematerialises: W does not recompute again).
-            const int64_t for_weight = remat ? static_cast<int64_t>(std::llround(t.stash * (1.0 - input_grad_frees)))
-                                             : kept - static_cast<int64_t>(std::llround(kept * input_grad_frees));
-            live += for_weight - kept;
-            kept = for_weight;
-            break;
-          }
-          case TaskKind::kBackwardWeight:
-            peak = std::max(peak, live + t.working);
-            live -= kept;
-            kept = 0;
-            break;
-        }
+        const TaskMemory m = MemoryOf(task.kind, memory[task.stage.value], input_grad_frees);
+        sweep.Start(m);
+        sweep.End(m);
       }
     }
-    peaks[actor] = peak;
+    peaks[actor] = std::llround(sweep.peak());
   }
   return peaks;
 }

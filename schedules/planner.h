@@ -126,11 +126,9 @@ absl::StatusOr<Candidate> EvaluateCandidate(const std::vector<CostFile>& measure
 absl::StatusOr<Candidate> ChosenCandidate(const PlanSearch& search, const CostFile& costs,
                                           const PlannerOptions& options);
 
-// Every actor's peak bytes by the cost model: its stages' state, plus its
-// in-flight stashes (a rematerialising stage keeps only its inputs), plus
-// the working set of the running task (and the recomputed stash while a
-// rematerialising backward runs), swept over its tasks in program order.
-// `costs` are the candidate's scaled segment costs.
+// Every actor's peak bytes by the cost model: its stages' state, then the
+// memory model of schedules/task_memory.h swept over its tasks in program
+// order. `costs` are the candidate's scaled segment costs.
 std::vector<int64_t> CostModelPeaks(const CostFile& costs, const Candidate& candidate, const Schedule& schedule,
                                     double input_grad_frees);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "schedules/dataflow.h"
+#include "schedules/task_memory.h"
 
 namespace tandem::schedules {
 
@@ -434,47 +435,33 @@ void Simulation::ComputeMemory(SimulationResult& result) const {
   for (int32_t actor = 0; actor < num_actors_; ++actor) {
     std::vector<MemoryPoint>& points = result.memory[actor];
     points.push_back({0.0, 0.0});
-    double live = 0.0;
-    double peak = 0.0;
+    // Activations in units of one microbatch's stash at a stage, with no
+    // working set: task_memory.h's model, a slot's tasks together.
+    MemorySweep sweep;
     auto record = [&](double time) {
-      peak = std::max(peak, live);
       if (points.back().time == time) {
-        points.back().live = live;
+        points.back().live = sweep.live();
       } else {
-        points.push_back({time, live});
+        points.push_back({time, sweep.live()});
       }
     };
     for (int32_t slot = actor_first_slot_[actor]; slot < actor_first_slot_[actor + 1]; ++slot) {
-      double allocated = 0.0;
-      double freed = 0.0;
+      TaskMemory together;
       for (int32_t t = slot_first_task_[slot]; t < slot_first_task_[slot + 1]; ++t) {
-        // A rematerialised stage keeps remat_kept of its forward and
-        // recomputes the rest at the start of its backward (B, or I).
         const bool remat = costs_.remat_stages.count(tasks_[t].stage.value) > 0;
-        const double kept = remat ? costs_.remat_kept : 1.0;
-        switch (tasks_[t].kind) {
-          case TaskKind::kForward: allocated += kept; break;
-          case TaskKind::kBackward:
-            allocated += 1.0 - kept;
-            freed += 1.0;
-            break;
-          case TaskKind::kBackwardInput:
-            allocated += 1.0 - kept;
-            freed += input_frees;
-            break;
-          case TaskKind::kBackwardWeight: freed += 1.0 - input_frees; break;
-        }
+        const StageMemory stage{.stash = 1.0, .kept = remat ? costs_.remat_kept : 1.0};
+        together += MemoryOf(tasks_[t].kind, stage, input_frees);
       }
-      if (allocated != 0.0) {
-        live += allocated;
+      if (together.allocated != 0.0) {
+        sweep.Start(together);
         record(slot_time_[slot].start);
       }
-      if (freed != 0.0) {
-        live -= freed;
+      if (together.freed != 0.0) {
+        sweep.End(together);
         record(slot_time_[slot].end);
       }
     }
-    result.per_actor[actor].peak_activations = peak;
+    result.per_actor[actor].peak_activations = sweep.peak();
   }
   // Staging in flight: +staging at release, -staging at the end; at equal
   // times the ends come first, as frees do above.
