@@ -348,34 +348,42 @@ std::optional<ExitInfo> ProcessGroup::Poll() {
   return TakeUnreportedLocked();
 }
 
+ProcessGroup::Running ProcessGroup::RunningLocked() const {
+  Running running;
+  for (const auto& child : children_) {
+    if (child->exit.has_value() || child->reaped) continue;
+    ++running.count;
+    if (child->pidfd >= 0) {
+      running.pidfds.push_back(pollfd{.fd = child->pidfd, .events = POLLIN, .revents = 0});
+    } else {
+      running.every_one_has_a_pidfd = false;
+    }
+  }
+  return running;
+}
+
+void ProcessGroup::Running::AwaitAnEnd(absl::Time deadline) {
+  absl::Duration remaining = deadline - absl::Now();
+  if (!every_one_has_a_pidfd) remaining = std::min(remaining, kPollSlice);
+  // pidfds stay open until the destructor, so polling them unlocked is safe.
+  ::poll(pidfds.data(), pidfds.size(), PollTimeoutMs(remaining));
+}
+
 absl::StatusOr<ExitInfo> ProcessGroup::WaitAny(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    std::vector<pollfd> pidfds;
-    bool every_running_child_has_pidfd = true;
+    Running running;
     {
       absl::MutexLock lock(&mu_);
       ObserveExitsLocked();
       if (std::optional<ExitInfo> exit = TakeUnreportedLocked()) return *std::move(exit);
-      int running = 0;
-      for (const auto& child : children_) {
-        if (child->exit.has_value() || child->reaped) continue;
-        ++running;
-        if (child->pidfd >= 0) {
-          pidfds.push_back(pollfd{.fd = child->pidfd, .events = POLLIN, .revents = 0});
-        } else {
-          every_running_child_has_pidfd = false;
-        }
-      }
-      if (running == 0) return absl::FailedPreconditionError("every actor's end has already been reported");
+      running = RunningLocked();
+      if (running.count == 0) return absl::FailedPreconditionError("every actor's end has already been reported");
     }
-    absl::Duration remaining = deadline - absl::Now();
-    if (remaining <= absl::ZeroDuration()) {
+    if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no actor ended within ", absl::FormatDuration(timeout)));
     }
-    if (!every_running_child_has_pidfd) remaining = std::min(remaining, kPollSlice);
-    // pidfds stay open until the destructor, so polling them unlocked is safe.
-    ::poll(pidfds.data(), pidfds.size(), PollTimeoutMs(remaining));
+    running.AwaitAnEnd(deadline);
   }
 }
 
@@ -408,27 +416,15 @@ void ProcessGroup::SignalAllLocked(int signal) {
 
 bool ProcessGroup::AwaitAllEnded(absl::Time deadline) {
   while (true) {
-    std::vector<pollfd> pidfds;
-    bool every_running_child_has_pidfd = true;
+    Running running;
     {
       absl::MutexLock lock(&mu_);
       ObserveExitsLocked();
-      int running = 0;
-      for (const auto& child : children_) {
-        if (child->exit.has_value() || child->reaped) continue;
-        ++running;
-        if (child->pidfd >= 0) {
-          pidfds.push_back(pollfd{.fd = child->pidfd, .events = POLLIN, .revents = 0});
-        } else {
-          every_running_child_has_pidfd = false;
-        }
-      }
-      if (running == 0) return true;
+      running = RunningLocked();
+      if (running.count == 0) return true;
     }
-    absl::Duration remaining = deadline - absl::Now();
-    if (remaining <= absl::ZeroDuration()) return false;
-    if (!every_running_child_has_pidfd) remaining = std::min(remaining, kPollSlice);
-    ::poll(pidfds.data(), pidfds.size(), PollTimeoutMs(remaining));
+    if (absl::Now() >= deadline) return false;
+    running.AwaitAnEnd(deadline);
   }
 }
 

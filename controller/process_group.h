@@ -27,6 +27,7 @@
 #ifndef TANDEM_CONTROLLER_PROCESS_GROUP_H_
 #define TANDEM_CONTROLLER_PROCESS_GROUP_H_
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -190,6 +191,15 @@ class ProcessGroup final : public ActorProcesses {
   std::optional<ExitInfo> TakeUnreportedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends `signal` to the group and to each child not seen to end.
   void SignalAllLocked(int signal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The children not seen to end, and their pidfds to poll.
+  struct Running {
+    std::vector<pollfd> pidfds;
+    int count = 0;
+    bool every_one_has_a_pidfd = true;  // else a poll wakes every few milliseconds to look
+    // Waits (mu_ not held) until one of them may have ended, or `deadline`.
+    void AwaitAnEnd(absl::Time deadline);
+  };
+  Running RunningLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until every child was seen to end; false if `deadline` passed.
   bool AwaitAllEnded(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
