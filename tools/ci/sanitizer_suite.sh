@@ -14,13 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 jobs=${TANDEM_JOBS:-2}
 
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-if [[ ! -f build-asan/build.ninja ]]; then
-  cmake --preset asan -DTANDEM_WERROR=ON "${launcher[@]}" >/dev/null
-fi
+source tools/ci/preset.sh
+configure_preset asan build-asan
 start=$SECONDS
 cmake --build build-asan -j"$jobs"
 echo "sanitizer_suite: built in $((SECONDS - start)) s"

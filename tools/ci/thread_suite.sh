@@ -25,13 +25,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 jobs=${TANDEM_JOBS:-2}
 
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-if [[ ! -f build-tsan/build.ninja ]]; then
-  cmake --preset tsan -DTANDEM_WERROR=ON "${launcher[@]}" >/dev/null
-fi
+source tools/ci/preset.sh
+configure_preset tsan build-tsan
 targets=(tandem-actor)
 while read -r target; do
   targets+=("$target")
