@@ -16,6 +16,7 @@
 
 #include <utility>
 
+#include "ir/tsan.h"
 #include "tbb/task_arena.h"
 
 namespace tandem::ir {
@@ -32,7 +33,22 @@ class KernelThreads {
   // result.
   template <typename Work>
   auto Run(Work&& work) -> decltype(work()) {
-    return arena_.execute(std::forward<Work>(work));
+    // The arena may run `work` on one of its own threads: for TSan
+    // (ir/tsan.h), what came before happens before it, and it before what
+    // follows.
+    internal::TsanRelease(this);
+    struct AcquiredAfter {
+      const KernelThreads* threads;
+      ~AcquiredAfter() { internal::TsanAcquire(threads); }
+    } acquired_after{this};
+    return arena_.execute([&]() -> decltype(work()) {
+      internal::TsanAcquire(this);
+      struct ReleasedAfter {
+        const KernelThreads* threads;
+        ~ReleasedAfter() { internal::TsanRelease(threads); }
+      } released_after{this};
+      return work();
+    });
   }
 
  private:

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "ir/tsan.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
@@ -29,8 +30,13 @@ void ParallelFor(int64_t count, int64_t grain, const Body& body) {
     body(int64_t{0}, count);
     return;
   }
+#ifdef TANDEM_TSAN
+  // The TSan build runs the pieces on the calling thread (ir/tsan.h).
+  body(int64_t{0}, count);
+#else
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, count, grain),
                     [&body](const tbb::blocked_range<int64_t>& range) { body(range.begin(), range.end()); });
+#endif
 }
 
 // The grain of a row-wise kernel: rows enough for about kElementGrain

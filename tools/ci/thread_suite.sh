@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # The tests of the multithreaded, multiprocess parts under ThreadSanitizer,
-# as CI runs them: the `tsan` preset (CMakePresets.json: build-tsan/,
-# RelWithDebInfo, no CUDA), built with warnings as errors, only what those
+# as CI runs them: the `tsan` preset (CMakePresets.json: build-tsan/, -O1
+# with line tables, no CUDA), built with warnings as errors, only what those
 # tests need (their executables and tandem-actor, which they start), then
 # the tests labelled actor (executor, transports, collectives, the actor
 # service and process), controller (launchers, pipelines, the REPL's
 # debugger) and rpc (the control plane). A data race or a lock-order
-# inversion fails the test that hit it (halt_on_error). Tests labelled
-# `no_sanitizer`, `gpu` or `slurm` are left out.
+# inversion fails the test that hit it (halt_on_error), in the test's
+# process or in an actor process it started. Tests labelled `no_sanitizer`,
+# `gpu` or `slurm` are left out.
 #
-# Not a CI part, and why: TSan sees only the synchronization of code built
-# with it. Debian's Abseil and oneTBB are not, so an absl::Mutex or a TBB
-# task boundary is invisible to it, and accesses that one lock guards on
-# both sides are reported as races (e.g. TcpTransport::Start and
-# ConnectPeers, both under mu_). With Debian's builds 236 of the 401
-# tests fail that way; with TSan-built Abseil and oneTBB on the library
-# path the suite is meaningful.
+# TSan sees only the synchronization of code built with it, and Debian's
+# Abseil, KJ and oneTBB are not: alone, it would take every access that one
+# absl::Mutex guards on both sides for a race (236 of 401 tests failed so).
+# Three things make it see what they do:
+#  - libtandem_tsan_preload.so (tools/ci/tsan_preload.cc), preloaded into
+#    every process, annotates absl::Mutex, absl::CondVar,
+#    absl::Notification and kj::_::Mutex for TSan;
+#  - in this build a kernel's oneTBB pieces run on its calling thread, and
+#    a kernel arena's hand-off is annotated (ir/tsan.h);
+#  - tools/ci/tsan_suppressions.txt names the one reference count that
+#    lives inside KJ (kj::Executor's).
+# A lock taken out of InMemoryNetwork::Send, say, is then reported as the
+# race it is.
 #
 #   tools/ci/thread_suite.sh [CTEST_ARGS...]
 #
@@ -27,7 +34,7 @@ jobs=${TANDEM_JOBS:-2}
 
 source tools/ci/preset.sh
 configure_preset tsan build-tsan
-targets=(tandem-actor)
+targets=(tandem-actor tandem_tsan_preload)
 while read -r target; do
   targets+=("$target")
 done < <(ninja -C build-tsan -t targets all | sed -n 's/^\(\(actor\|controller\|rpc\)_[a-z0-9_]*_test\): .*/\1/p' | sort -u)
@@ -35,7 +42,10 @@ start=$SECONDS
 cmake --build build-tsan -j"$jobs" --target "${targets[@]}"
 echo "thread_suite: built ${#targets[@]} targets in $((SECONDS - start)) s"
 
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/ci/tsan_suppressions.txt}
+# Abseil's mutexes, made visible (tools/ci/tsan_preload.cc), in
+# every test and every actor process they start.
+export LD_PRELOAD="$PWD/build-tsan/lib/libtandem_tsan_preload.so${LD_PRELOAD:+:$LD_PRELOAD}"
 start=$SECONDS
 status=0
 ctest --test-dir build-tsan -j"$jobs" --output-on-failure -L '^(actor|controller|rpc)$' \
