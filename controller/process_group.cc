@@ -26,6 +26,9 @@ namespace {
 // reader keeps draining pipes after it is told to stop.
 constexpr absl::Duration kKillTimeout = absl::Seconds(5);
 constexpr absl::Duration kDrainTimeout = absl::Seconds(1);
+// How long an ended child's report waits for the rest of its output, should
+// a descendant keep its pipe open.
+constexpr absl::Duration kOutputGrace = absl::Seconds(1);
 // Slice of a wait where a child has no pidfd to poll.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(10);
 // A line longer than this is emitted in pieces.
@@ -331,15 +334,25 @@ void ProcessGroup::ObserveExitsLocked() {
       exit.core_dumped = info.si_code == CLD_DUMPED;
     }
     child.exit = std::move(exit);
+    child.exit_seen = absl::Now();
     unreported_.push_back(static_cast<int32_t>(i));
   }
 }
 
 std::optional<ExitInfo> ProcessGroup::TakeUnreportedLocked() {
-  if (unreported_.empty()) return std::nullopt;
-  const int32_t index = unreported_.front();
-  unreported_.pop_front();
-  return children_[static_cast<size_t>(index)]->exit;
+  const absl::Time now = absl::Now();
+  for (auto it = unreported_.begin(); it != unreported_.end(); ++it) {
+    const Child& child = *children_[static_cast<size_t>(*it)];
+    if (!child.output_ended && now < child.exit_seen + kOutputGrace) continue;
+    unreported_.erase(it);
+    return child.exit;
+  }
+  return std::nullopt;
+}
+
+void ProcessGroup::OutputEnded(ActorId actor) {
+  absl::MutexLock lock(&mu_);
+  if (actor.value >= 0 && actor.value < size()) children_[static_cast<size_t>(actor.value)]->output_ended = true;
 }
 
 std::optional<ExitInfo> ProcessGroup::Poll() {
@@ -364,7 +377,7 @@ ProcessGroup::Running ProcessGroup::RunningLocked() const {
 
 void ProcessGroup::Running::AwaitAnEnd(absl::Time deadline) {
   absl::Duration remaining = deadline - absl::Now();
-  if (!every_one_has_a_pidfd) remaining = std::min(remaining, kPollSlice);
+  if (!every_one_has_a_pidfd || output_pending) remaining = std::min(remaining, kPollSlice);
   // pidfds stay open until the destructor, so polling them unlocked is safe.
   ::poll(pidfds.data(), pidfds.size(), PollTimeoutMs(remaining));
 }
@@ -378,7 +391,10 @@ absl::StatusOr<ExitInfo> ProcessGroup::WaitAny(absl::Duration timeout) {
       ObserveExitsLocked();
       if (std::optional<ExitInfo> exit = TakeUnreportedLocked()) return *std::move(exit);
       running = RunningLocked();
-      if (running.count == 0) return absl::FailedPreconditionError("every actor's end has already been reported");
+      running.output_pending = !unreported_.empty();
+      if (running.count == 0 && !running.output_pending) {
+        return absl::FailedPreconditionError("every actor's end has already been reported");
+      }
     }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no actor ended within ", absl::FormatDuration(timeout)));
@@ -524,6 +540,7 @@ void ProcessGroup::ReaderLoop(std::vector<OutputStream> streams) {
       }
       EmitLines(streams[i], /*flush_partial=*/true);  // end of file
       close(streams[i].fd);
+      OutputEnded(streams[i].actor);
       streams.erase(streams.begin() + static_cast<std::ptrdiff_t>(i));
     }
     if (draining && absl::Now() >= drain_deadline) break;
@@ -531,6 +548,7 @@ void ProcessGroup::ReaderLoop(std::vector<OutputStream> streams) {
   for (OutputStream& stream : streams) {
     EmitLines(stream, /*flush_partial=*/true);
     close(stream.fd);
+    OutputEnded(stream.actor);
   }
 }
 

@@ -19,6 +19,10 @@
 // group and are reached by the group-wide SIGTERM/SIGKILL of Shutdown(); they
 // are not covered by the crash path unless they set PDEATHSIG themselves.
 //
+// A child's end is reported (Poll, WaitAny) once every line it wrote has
+// gone to the sink: its output pipe reached end of file, or, when a
+// descendant still holds the pipe, a second after the end.
+//
 // Ownership: the controller owns the group through the unique_ptr returned by
 // Start(). The group owns the children, their pipes and one reader thread.
 // Thread-safe: every method may be called from any thread. Nothing else in
@@ -170,7 +174,9 @@ class ProcessGroup final : public ActorProcesses {
     // zombie, holding its pid (and the leader's process group id), until
     // Shutdown() reaps it, so kill()/killpg() can never hit a reused pid.
     std::optional<ExitInfo> exit;
+    absl::Time exit_seen;  // when `exit` was set
     bool reaped = false;
+    bool output_ended = false;  // its output pipe reached end of file, every line sent to the sink
   };
   // One child's output pipe, owned by the reader thread once it runs.
   struct OutputStream {
@@ -188,14 +194,21 @@ class ProcessGroup final : public ActorProcesses {
 
   // Records the end of every child that ended, without reaping it.
   void ObserveExitsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first ended child whose output was all delivered (or whose grace for
+  // it is over), taken from unreported_.
   std::optional<ExitInfo> TakeUnreportedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The reader thread is done with `actor`'s output.
+  void OutputEnded(ActorId actor) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `signal` to the group and to each child not seen to end.
   void SignalAllLocked(int signal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The children not seen to end, and their pidfds to poll.
   struct Running {
     std::vector<pollfd> pidfds;
     int count = 0;
-    bool every_one_has_a_pidfd = true;  // else a poll wakes every few milliseconds to look
+    // Else a poll wakes every few milliseconds to look: a child without a
+    // pidfd, or an ended one whose output is still coming.
+    bool every_one_has_a_pidfd = true;
+    bool output_pending = false;
     // Waits (mu_ not held) until one of them may have ended, or `deadline`.
     void AwaitAnEnd(absl::Time deadline);
   };

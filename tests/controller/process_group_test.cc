@@ -121,6 +121,38 @@ TEST(ProcessGroup, ChildrenShareTheGroupsProcessGroup) {
   EXPECT_EQ((*group)->pid(ActorId(3)), -1);
 }
 
+// An end is reported once everything the child wrote reached the sink: its
+// last words (here after 300 KB, more than a pipe holds) come first.
+TEST(ProcessGroup, AnEndIsReportedAfterTheChildsLastLines) {
+  for (int round = 0; round < 5; ++round) {
+    LineCollector output;
+    absl::StatusOr<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(
+        {Shell("seq 1 50000; echo last words; exit 3")}, {.sink = output.Sink(), .prefix_lines = false});
+    ASSERT_TRUE(group.ok()) << group.status();
+    absl::StatusOr<ExitInfo> exit = (*group)->WaitAny(absl::Seconds(20));
+    ASSERT_TRUE(exit.ok()) << exit.status();
+    EXPECT_EQ(exit->exit_code, 3);
+    const std::vector<std::string> lines = output.Lines();
+    ASSERT_EQ(lines.size(), 50001u) << "round " << round;
+    EXPECT_EQ(lines.back(), "last words");
+  }
+}
+
+// A descendant that keeps the child's output open delays its report by the
+// grace of a second, not for as long as the descendant lives.
+TEST(ProcessGroup, AnEndIsReportedEvenWhileADescendantHoldsItsOutput) {
+  LineCollector output;
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> group =
+      ProcessGroup::Start({Shell("sleep 30 & echo started; exit 0")}, {.sink = output.Sink(), .prefix_lines = false});
+  ASSERT_TRUE(group.ok()) << group.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ExitInfo> exit = (*group)->WaitAny(absl::Seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(exit->exit_code, 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // not the descendant's 30 s
+  EXPECT_THAT(output.Lines(), ::testing::Contains("started"));
+}
+
 TEST(ProcessGroup, WaitAnyReportsAKilledChildWithinOneSecond) {
   absl::StatusOr<std::unique_ptr<ProcessGroup>> group =
       ProcessGroup::Start({Sleep30(), Sleep30(), Sleep30()}, {.sink = [](absl::string_view) {}});
