@@ -24,7 +24,7 @@ ci_log_dir=$(mktemp -d "${TMPDIR:-/tmp}/ci-parts.XXXXXX")
 # The lines of a part's log that say what failed, at most 60 of them.
 ci_failure_lines() {
   grep -a -E '(\*\*\*|FAILED|Failed|Failure|failed|error:|ERROR|Timeout|Exception|SEGV|Sanitizer|runtime error)' "$1" |
-    grep -a -v -E ' Passed | 0 tests failed' | tail -n 60
+    grep -a -v -E ' Passed | 0 tests failed|^ +Start +[0-9]+: ' | tail -n 60
 }
 
 run_part() {
