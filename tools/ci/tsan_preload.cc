@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
+#include <utility>
 
 extern "C" {
 void __tsan_mutex_pre_lock(void* addr, unsigned flags);
@@ -83,30 +85,58 @@ F Real(const char* name) {
   return reinterpret_cast<F>(real);
 }
 
-void Acquired(void* mu, unsigned flags) {
+// The three shapes of call, each made straight when nested (Outermost) and
+// annotated when outermost. `real` is the interposed function; `args` its
+// arguments, `mu` the mutex among them.
+
+// A call that takes `mu`. With kTryLock in `flags`, its result says whether
+// it did; any other result (a timed LockWhen's) is the caller's.
+template <typename F, typename... Args>
+auto Lock(F real, void* mu, unsigned flags, Args&&... args) {
+  const Outermost outermost;
+  if (!outermost) return real(std::forward<Args>(args)...);
   __tsan_mutex_pre_lock(mu, flags);
-  __tsan_mutex_post_lock(mu, flags, 0);
+  if constexpr (std::is_void_v<decltype(real(std::forward<Args>(args)...))>) {
+    real(std::forward<Args>(args)...);
+    __tsan_mutex_post_lock(mu, flags, 0);
+  } else {
+    auto result = real(std::forward<Args>(args)...);
+    __tsan_mutex_post_lock(mu, result || (flags & kTryLock) == 0 ? flags : flags | kTryLockFailed, 0);
+    return result;
+  }
 }
 
-// A call that takes `mu` (true: taken).
-template <typename Call>
-bool Locking(void* mu, unsigned flags, Call call) {
-  __tsan_mutex_pre_lock(mu, flags);
-  const bool taken = call();
-  __tsan_mutex_post_lock(mu, taken || (flags & kTryLock) == 0 ? flags : flags | kTryLockFailed, 0);
-  return taken;
+// A call that lets `mu` go.
+template <typename F, typename... Args>
+void Unlock(F real, void* mu, unsigned flags, Args&&... args) {
+  const Outermost outermost;
+  if (!outermost) return real(std::forward<Args>(args)...);
+  __tsan_mutex_pre_unlock(mu, flags);
+  real(std::forward<Args>(args)...);
+  __tsan_mutex_post_unlock(mu, flags);
 }
 
 // A call made with `mu` held that lets it go and takes it again before it
 // returns (a wait).
-template <typename Call>
-auto Waiting(void* mu, unsigned flags, Call call) {
-  __tsan_mutex_pre_unlock(mu, flags);
-  auto result = call();
-  __tsan_mutex_post_unlock(mu, flags);
-  Acquired(mu, flags);
-  return result;
+template <typename F, typename... Args>
+auto Wait(F real, void* mu, Args&&... args) {
+  const Outermost outermost;
+  if (!outermost) return real(std::forward<Args>(args)...);
+  __tsan_mutex_pre_unlock(mu, 0);
+  struct TakenAgain {
+    void* mu;
+    ~TakenAgain() {
+      __tsan_mutex_post_unlock(mu, 0);
+      __tsan_mutex_pre_lock(mu, 0);
+      __tsan_mutex_post_lock(mu, 0, 0);
+    }
+  } taken_again{mu};
+  return real(std::forward<Args>(args)...);
 }
+
+// The real function behind an extern "C" interposer, whose name is the
+// mangled name itself: `static const auto real = REAL_OF(its name);`.
+#define REAL_OF(name) Real<decltype(&name)>(#name)
 
 }  // namespace
 
@@ -115,233 +145,142 @@ extern "C" {
 // ---- absl::Mutex
 
 void _ZN4absl7debian35Mutex4LockEv(void* mu) {
-  static auto real = Real<void (*)(void*)>("_ZN4absl7debian35Mutex4LockEv");
-  const Outermost outermost;
-  if (!outermost) return real(mu);
-  Locking(mu, 0, [&] {
-    real(mu);
-    return true;
-  });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex4LockEv);
+  Lock(real, mu, 0, mu);
 }
 
 void _ZN4absl7debian35Mutex10ReaderLockEv(void* mu) {
-  static auto real = Real<void (*)(void*)>("_ZN4absl7debian35Mutex10ReaderLockEv");
-  const Outermost outermost;
-  if (!outermost) return real(mu);
-  Locking(mu, kReadLock, [&] {
-    real(mu);
-    return true;
-  });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex10ReaderLockEv);
+  Lock(real, mu, kReadLock, mu);
 }
 
 bool _ZN4absl7debian35Mutex7TryLockEv(void* mu) {
-  static auto real = Real<bool (*)(void*)>("_ZN4absl7debian35Mutex7TryLockEv");
-  const Outermost outermost;
-  if (!outermost) return real(mu);
-  return Locking(mu, kTryLock, [&] { return real(mu); });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex7TryLockEv);
+  return Lock(real, mu, kTryLock, mu);
 }
 
 bool _ZN4absl7debian35Mutex13ReaderTryLockEv(void* mu) {
-  static auto real = Real<bool (*)(void*)>("_ZN4absl7debian35Mutex13ReaderTryLockEv");
-  const Outermost outermost;
-  if (!outermost) return real(mu);
-  return Locking(mu, kReadLock | kTryLock, [&] { return real(mu); });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex13ReaderTryLockEv);
+  return Lock(real, mu, kReadLock | kTryLock, mu);
 }
 
 void _ZN4absl7debian35Mutex6UnlockEv(void* mu) {
-  static auto real = Real<void (*)(void*)>("_ZN4absl7debian35Mutex6UnlockEv");
-  const Outermost outermost;
-  if (!outermost) return real(mu);
-  __tsan_mutex_pre_unlock(mu, 0);
-  real(mu);
-  __tsan_mutex_post_unlock(mu, 0);
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex6UnlockEv);
+  Unlock(real, mu, 0, mu);
 }
 
 void _ZN4absl7debian35Mutex12ReaderUnlockEv(void* mu) {
-  static auto real = Real<void (*)(void*)>("_ZN4absl7debian35Mutex12ReaderUnlockEv");
-  const Outermost outermost;
-  if (!outermost) return real(mu);
-  __tsan_mutex_pre_unlock(mu, kReadLock);
-  real(mu);
-  __tsan_mutex_post_unlock(mu, kReadLock);
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex12ReaderUnlockEv);
+  Unlock(real, mu, kReadLock, mu);
 }
 
-// LockWhen: a lock, taken once the condition holds.
+// LockWhen: a lock, taken once the condition holds. The timed ones take
+// the mutex whatever they return (the result says whether the condition
+// holds).
 void _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE(void* mu, const void* condition) {
-  static auto real = Real<void (*)(void*, const void*)>("_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition);
-  Locking(mu, 0, [&] {
-    real(mu, condition);
-    return true;
-  });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE);
+  Lock(real, mu, 0, mu, condition);
 }
 
 void _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE(void* mu, const void* condition) {
-  static auto real = Real<void (*)(void*, const void*)>("_ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition);
-  Locking(mu, kReadLock, [&] {
-    real(mu, condition);
-    return true;
-  });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE);
+  Lock(real, mu, kReadLock, mu, condition);
 }
 
-// The timed LockWhens take the mutex whatever they return (the result says
-// whether the condition holds).
 bool _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE(void* mu, const void* condition,
                                                                                   Duration timeout) {
-  static auto real = Real<bool (*)(void*, const void*, Duration)>(
-      "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition, timeout);
-  bool held = false;
-  Locking(mu, 0, [&] {
-    held = real(mu, condition, timeout);
-    return true;
-  });
-  return held;
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE);
+  return Lock(real, mu, 0, mu, condition, timeout);
 }
 
 bool _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE(void* mu, const void* condition,
                                                                                Time deadline) {
-  static auto real = Real<bool (*)(void*, const void*, Time)>(
-      "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition, deadline);
-  bool held = false;
-  Locking(mu, 0, [&] {
-    held = real(mu, condition, deadline);
-    return true;
-  });
-  return held;
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE);
+  return Lock(real, mu, 0, mu, condition, deadline);
 }
 
 bool _ZN4absl7debian35Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE(void* mu,
                                                                                         const void* condition,
                                                                                         Duration timeout) {
-  static auto real = Real<bool (*)(void*, const void*, Duration)>(
-      "_ZN4absl7debian35Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition, timeout);
-  bool held = false;
-  Locking(mu, kReadLock, [&] {
-    held = real(mu, condition, timeout);
-    return true;
-  });
-  return held;
+  static const auto real =
+      REAL_OF(_ZN4absl7debian35Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE);
+  return Lock(real, mu, kReadLock, mu, condition, timeout);
 }
 
 bool _ZN4absl7debian35Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE(void* mu,
                                                                                      const void* condition,
                                                                                      Time deadline) {
-  static auto real = Real<bool (*)(void*, const void*, Time)>(
-      "_ZN4absl7debian35Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition, deadline);
-  bool held = false;
-  Locking(mu, kReadLock, [&] {
-    held = real(mu, condition, deadline);
-    return true;
-  });
-  return held;
+  static const auto real =
+      REAL_OF(_ZN4absl7debian35Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE);
+  return Lock(real, mu, kReadLock, mu, condition, deadline);
 }
 
 // Await: made with the mutex held (as a writer: Abseil's Await on a reader
 // lock is rare and Tandem makes none).
 void _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(void* mu, const void* condition) {
-  static auto real = Real<void (*)(void*, const void*)>("_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition);
-  Waiting(mu, 0, [&] {
-    real(mu, condition);
-    return true;
-  });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE);
+  Wait(real, mu, mu, condition);
 }
 
 bool _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(void* mu, const void* condition,
                                                                                Duration timeout) {
-  static auto real = Real<bool (*)(void*, const void*, Duration)>(
-      "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition, timeout);
-  return Waiting(mu, 0, [&] { return real(mu, condition, timeout); });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE);
+  return Wait(real, mu, mu, condition, timeout);
 }
 
 bool _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(void* mu, const void* condition,
                                                                             Time deadline) {
-  static auto real = Real<bool (*)(void*, const void*, Time)>(
-      "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  const Outermost outermost;
-  if (!outermost) return real(mu, condition, deadline);
-  return Waiting(mu, 0, [&] { return real(mu, condition, deadline); });
+  static const auto real = REAL_OF(_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE);
+  return Wait(real, mu, mu, condition, deadline);
 }
 
 // ---- absl::CondVar: every wait lets its mutex go and takes it again.
 
 void _ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(void* cv, void* mu) {
-  static auto real = Real<void (*)(void*, void*)>("_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE");
-  const Outermost outermost;
-  if (!outermost) return real(cv, mu);
-  Waiting(mu, 0, [&] {
-    real(cv, mu);
-    return true;
-  });
+  static const auto real = REAL_OF(_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE);
+  Wait(real, mu, cv, mu);
 }
 
 bool _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(void* cv, void* mu, Duration timeout) {
-  static auto real =
-      Real<bool (*)(void*, void*, Duration)>("_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
-  const Outermost outermost;
-  if (!outermost) return real(cv, mu, timeout);
-  return Waiting(mu, 0, [&] { return real(cv, mu, timeout); });
+  static const auto real = REAL_OF(_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE);
+  return Wait(real, mu, cv, mu, timeout);
 }
 
 bool _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(void* cv, void* mu, Time deadline) {
-  static auto real =
-      Real<bool (*)(void*, void*, Time)>("_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
-  const Outermost outermost;
-  if (!outermost) return real(cv, mu, deadline);
-  return Waiting(mu, 0, [&] { return real(cv, mu, deadline); });
+  static const auto real = REAL_OF(_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE);
+  return Wait(real, mu, cv, mu, deadline);
 }
 
 // ---- absl::Notification: Notify releases, a wait that saw it acquires.
 
 void _ZN4absl7debian312Notification6NotifyEv(void* notification) {
-  static auto real = Real<void (*)(void*)>("_ZN4absl7debian312Notification6NotifyEv");
-  const Outermost outermost;
-  if (!outermost) return real(notification);
-  __tsan_release(notification);
+  static const auto real = REAL_OF(_ZN4absl7debian312Notification6NotifyEv);
+  if (const Outermost outermost; outermost) __tsan_release(notification);
   real(notification);
 }
 
 void _ZNK4absl7debian312Notification19WaitForNotificationEv(const void* notification) {
-  static auto real = Real<void (*)(const void*)>("_ZNK4absl7debian312Notification19WaitForNotificationEv");
+  static const auto real = REAL_OF(_ZNK4absl7debian312Notification19WaitForNotificationEv);
   const Outermost outermost;
-  if (!outermost) return real(notification);
   real(notification);
-  __tsan_acquire(const_cast<void*>(notification));
+  if (outermost) __tsan_acquire(const_cast<void*>(notification));
 }
 
 bool _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE(const void* notification,
                                                                                     Duration timeout) {
-  static auto real = Real<bool (*)(const void*, Duration)>(
-      "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
+  static const auto real = REAL_OF(_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE);
   const Outermost outermost;
-  if (!outermost) return real(notification, timeout);
   const bool notified = real(notification, timeout);
-  if (notified) __tsan_acquire(const_cast<void*>(notification));
+  if (outermost && notified) __tsan_acquire(const_cast<void*>(notification));
   return notified;
 }
 
 bool _ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE(const void* notification,
                                                                                  Time deadline) {
-  static auto real = Real<bool (*)(const void*, Time)>(
-      "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE");
+  static const auto real = REAL_OF(_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE);
   const Outermost outermost;
-  if (!outermost) return real(notification, deadline);
   const bool notified = real(notification, deadline);
-  if (notified) __tsan_acquire(const_cast<void*>(notification));
+  if (outermost && notified) __tsan_acquire(const_cast<void*>(notification));
   return notified;
 }
 
@@ -353,37 +292,23 @@ bool _ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE
 namespace kj::_ {
 
 bool Mutex::lock(Exclusivity exclusivity, Maybe<Duration> timeout, LockSourceLocationArg location) {
-  using Lock = bool (*)(Mutex*, Exclusivity, Maybe<Duration>, LockSourceLocationArg);
-  static Lock real = Real<Lock>(
+  static const auto real = Real<bool (*)(Mutex*, Exclusivity, Maybe<Duration>, LockSourceLocationArg)>(
       "_ZN2kj1_5Mutex4lockENS1_11ExclusivityENS_5MaybeINS_8QuantityIlNS0_15NanosecondLabelEEEEENS_18NoopSourceLocationE");
-  const Outermost outermost;
-  if (!outermost) return real(this, exclusivity, kj::mv(timeout), location);
   const unsigned flags = (exclusivity == SHARED ? kReadLock : 0u) | (timeout == nullptr ? 0u : kTryLock);
-  return Locking(this, flags, [&] { return real(this, exclusivity, kj::mv(timeout), location); });
+  return ::Lock(real, this, flags, this, exclusivity, kj::mv(timeout), location);
 }
 
 void Mutex::unlock(Exclusivity exclusivity, Waiter* waiter_to_skip) {
-  using Unlock = void (*)(Mutex*, Exclusivity, Waiter*);
-  static Unlock real = Real<Unlock>("_ZN2kj1_5Mutex6unlockENS1_11ExclusivityEPNS1_6WaiterE");
-  const Outermost outermost;
-  if (!outermost) return real(this, exclusivity, waiter_to_skip);
-  const unsigned flags = exclusivity == SHARED ? kReadLock : 0u;
-  __tsan_mutex_pre_unlock(this, flags);
-  real(this, exclusivity, waiter_to_skip);
-  __tsan_mutex_post_unlock(this, flags);
+  static const auto real =
+      Real<void (*)(Mutex*, Exclusivity, Waiter*)>("_ZN2kj1_5Mutex6unlockENS1_11ExclusivityEPNS1_6WaiterE");
+  ::Unlock(real, this, exclusivity == SHARED ? kReadLock : 0u, this, exclusivity, waiter_to_skip);
 }
 
 // Made with the mutex held exclusively; it lets it go while it waits.
 void Mutex::wait(Predicate& predicate, Maybe<Duration> timeout, LockSourceLocationArg location) {
-  using Wait = void (*)(Mutex*, Predicate&, Maybe<Duration>, LockSourceLocationArg);
-  static Wait real = Real<Wait>(
+  static const auto real = Real<void (*)(Mutex*, Predicate&, Maybe<Duration>, LockSourceLocationArg)>(
       "_ZN2kj1_5Mutex4waitERNS1_9PredicateENS_5MaybeINS_8QuantityIlNS0_15NanosecondLabelEEEEENS_18NoopSourceLocationE");
-  const Outermost outermost;
-  if (!outermost) return real(this, predicate, kj::mv(timeout), location);
-  Waiting(this, 0, [&] {
-    real(this, predicate, kj::mv(timeout), location);
-    return true;
-  });
+  ::Wait(real, this, this, predicate, kj::mv(timeout), location);
 }
 
 }  // namespace kj::_
