@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ir/limits.h"
 
 namespace tandem::actor {
 namespace {
@@ -91,18 +92,13 @@ absl::StatusOr<std::vector<FrameTensor>> ParseFrameTensors(const FrameHeader& he
     if (d.rank > kMaxFrameRank) return Malformed(peer, absl::StrCat(where, "rank ", d.rank));
     FrameTensor tensor;
     tensor.type.dtype = static_cast<ir::DType>(d.dtype);
-    // Elements, guarded against overflow: no frame holds more than 2^62 bytes.
-    uint64_t elements = 1;
-    for (int k = 0; k < d.rank; ++k) {
-      if (d.dims[k] < 0 || (d.dims[k] > 0 && elements > (uint64_t{1} << 62) / static_cast<uint64_t>(d.dims[k]))) {
-        return Malformed(peer, absl::StrCat(where, "bad extent ", d.dims[k]));
-      }
-      elements *= static_cast<uint64_t>(d.dims[k]);
-      tensor.type.shape.push_back(d.dims[k]);
-    }
-    const uint64_t expected = elements * static_cast<uint64_t>(ir::DTypeSize(tensor.type.dtype));
-    if (d.bytes != expected) {
-      return Malformed(peer, absl::StrCat(where, d.bytes, " bytes for ", expected, " expected"));
+    tensor.type.shape.assign(d.dims, d.dims + d.rank);
+    // The shape's bytes, bounded (ir/limits.h) before any product is taken:
+    // a wrapped count could agree with a forged descriptor's.
+    absl::StatusOr<int64_t> expected = ir::CheckedNumBytes(tensor.type);
+    if (!expected.ok()) return Malformed(peer, absl::StrCat(where, expected.status().message()));
+    if (d.bytes != static_cast<uint64_t>(*expected)) {
+      return Malformed(peer, absl::StrCat(where, d.bytes, " bytes for ", *expected, " expected"));
     }
     if (d.offset != next || d.offset > header.frame_bytes || header.frame_bytes - d.offset < AlignFrame(d.bytes)) {
       return Malformed(peer, absl::StrCat(where, "bytes [", d.offset, ", +", d.bytes, ") outside the frame of ",

@@ -13,6 +13,7 @@
 #include "actor/ipc_record.h"
 #include "actor/ipc_transport_pairs.h"
 #include "ir/dtype.h"
+#include "ir/limits.h"
 
 namespace tandem::actor {
 
@@ -356,21 +357,17 @@ absl::Status IpcTransport::HandleFrame(int32_t peer, const std::vector<int32_t>&
       return bad(absl::StrCat("tensor ", i, " has dtype ", dtype, " and rank ", rank));
     }
     tensor.type.dtype = static_cast<ir::DType>(dtype);
-    uint64_t elements = 1;
     for (int axis = 0; axis < kMaxRank; ++axis) {
       const uint64_t dim = reader.Get64();
-      if (axis >= rank) continue;
-      if (dim > (uint64_t{1} << 40) || __builtin_mul_overflow(elements, dim, &elements)) {
-        return bad(absl::StrCat("tensor ", i, " has an impossible shape"));
-      }
-      tensor.type.shape.push_back(static_cast<int64_t>(dim));
+      if (axis < rank) tensor.type.shape.push_back(static_cast<int64_t>(dim));
     }
     tensor.offset = reader.Get64();
     tensor.bytes = reader.Get64();
-    uint64_t bytes = 0;
-    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(ir::DTypeSize(tensor.type.dtype)), &bytes) ||
-        bytes != tensor.bytes || tensor.offset % kIpcAlignment != 0 || tensor.offset > in.capacity ||
-        tensor.bytes > in.capacity - tensor.offset) {
+    // The shape's bytes, bounded (ir/limits.h) before any product is taken.
+    absl::StatusOr<int64_t> bytes = ir::CheckedNumBytes(tensor.type);
+    if (!bytes.ok()) return bad(absl::StrCat("tensor ", i, ": ", bytes.status().message()));
+    if (static_cast<uint64_t>(*bytes) != tensor.bytes || tensor.offset % kIpcAlignment != 0 ||
+        tensor.offset > in.capacity || tensor.bytes > in.capacity - tensor.offset) {
       return bad(absl::StrCat("tensor ", i, " (", ir::TypeToString(tensor.type), ", ", tensor.bytes, " bytes at ",
                               tensor.offset, ") does not fit its type or the ring"));
     }
