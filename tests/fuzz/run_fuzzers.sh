@@ -82,6 +82,11 @@ for target in "${targets[@]}"; do
   else
     result="FAILED (exit $status)"
     failed+=("$target")
+    # The finding's first lines (what broke: a sanitizer's report, a failed
+    # FuzzCheck, an uncaught exception), which two stack traces can push
+    # out of the log's last lines, then those last lines.
+    echo "---- $target: the finding in $log" >&2
+    grep -a -m 8 -E 'runtime error|==ERROR|fuzz check failed|terminate called|SUMMARY' "$log" >&2 || true
     echo "---- $target: last lines of $log" >&2
     tail -n 40 "$log" >&2
     grep -h 'Test unit written to\|artifact_prefix' "$log" >&2 || true
