@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "actor/actor_service.h"
 #include "actor/fake_cuda_device.h"
 #include "ir/fault_point.h"
@@ -64,7 +67,17 @@ class ExitWatchdog {
   std::thread thread_;
 };
 
-enum class Ending { kShutdown, kDisconnected };
+enum class Ending { kShutdown, kDisconnected, kControllerSilent };
+
+// Resolves once `service` has had no call from the controller for
+// `timeout` (heartbeats come every fraction of a second while it runs).
+kj::Promise<void> ControllerFallsSilent(kj::Timer& timer, const ActorService& service, absl::Duration timeout) {
+  const absl::Duration look = std::clamp(timeout / 4, absl::Milliseconds(50), absl::Seconds(1));
+  return timer.afterDelay(absl::ToInt64Milliseconds(look) * kj::MILLISECONDS).then([&timer, &service, timeout]() {
+    if (absl::Now() - service.last_call() >= timeout) return kj::Promise<void>(kj::READY_NOW);
+    return ControllerFallsSilent(timer, service, timeout);
+  });
+}
 
 }  // namespace
 
@@ -137,8 +150,9 @@ int RunActorProcess(const ActorProcessOptions& options) {
     service_options.collective_host = options.data_plane_options.tcp_bind_host;
     service_options.token = options.token;
     service_options.regions_by_path = options.control_plane == rpc::ControlPlaneKind::kTcp;
-    wire::Actor::Client service =
-        kj::heap<ActorService>(**data_plane, service_options, kj::mv(shutdown.fulfiller));
+    kj::Own<ActorService> own_service = kj::heap<ActorService>(**data_plane, service_options, kj::mv(shutdown.fulfiller));
+    const ActorService& served = *own_service;  // kept alive by `service` until this scope ends
+    wire::Actor::Client service = kj::mv(own_service);
 
     kj::Timer& timer = io.provider->getTimer();
     absl::StatusOr<wire::ActorSession::Client> session =
@@ -158,14 +172,22 @@ int RunActorProcess(const ActorProcessOptions& options) {
 
     ending = shutdown.promise.then([] { return Ending::kShutdown; })
                  .exclusiveJoin(connection.OnDisconnect().then([] { return Ending::kDisconnected; }))
+                 .exclusiveJoin(ControllerFallsSilent(timer, served, options.controller_timeout).then([] {
+                   return Ending::kControllerSilent;
+                 }))
                  .wait(io.waitScope);
     if (ending == Ending::kShutdown) {
       // Let the loop write the shutdown reply before the connection goes.
       timer.afterDelay(50 * kj::MILLISECONDS).wait(io.waitScope);
     } else {
-      Log(actor, "the controller's connection dropped; exiting");
-      (*data_plane)->transport().Abort(absl::UnavailableError(
-          absl::StrCat("actor ", actor, ": the controller's connection dropped")));
+      const std::string why =
+          ending == Ending::kDisconnected
+              ? "the controller's connection dropped"
+              : absl::StrCat("the controller has sent nothing, not even a heartbeat, for ",
+                             absl::FormatDuration(options.controller_timeout),
+                             " (it was stopped, e.g. by SIGSTOP, or its host is lost)");
+      Log(actor, absl::StrCat(why, "; exiting"));
+      (*data_plane)->transport().Abort(absl::UnavailableError(absl::StrCat("actor ", actor, ": ", why)));
     }
     watchdog.emplace(options.exit_grace,
                      ending == Ending::kShutdown ? kActorExitOk : kActorExitControllerLost);

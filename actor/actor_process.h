@@ -15,10 +15,11 @@
 //     code 1, a refused answer exit code 2);
 //  3. runs its event loop: the ActorService answers the controller's calls
 //     and computes on its own thread;
-//  4. leaves the loop on Actor.shutdown (exit code 0) or when the control
-//     connection drops (exit code 3, within `exit_grace` even if a step is
-//     computing: the data plane is aborted, and a watchdog ends the process
-//     if unwinding takes longer).
+//  4. leaves the loop on Actor.shutdown (exit code 0), or when the control
+//     connection drops or the controller has been silent (no call, not even
+//     a heartbeat) for `controller_timeout` (exit code 3, within
+//     `exit_grace` even if a step is computing: the data plane is aborted,
+//     and a watchdog ends the process if unwinding takes longer).
 // Diagnostics go to stderr, one line each; the local launcher prefixes them
 // with the actor id.
 #ifndef TANDEM_ACTOR_ACTOR_PROCESS_H_
@@ -56,6 +57,9 @@ struct ActorProcessOptions {
   int32_t local_rank = -1;
   absl::Duration receive_timeout = absl::Seconds(30);
   absl::Duration register_timeout = absl::Seconds(30);
+  // Once registered: exits (code kActorExitControllerLost) when the
+  // controller has made no call, heartbeats included, for this long.
+  absl::Duration controller_timeout = absl::Seconds(60);
   absl::Duration exit_grace = absl::Seconds(2);
 };
 

@@ -322,6 +322,12 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
   });
 }
 
+ActorService::DispatchCallResult ActorService::dispatchCall(
+    uint64_t interface_id, uint16_t method_id, capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
+  last_call_ = absl::Now();
+  return rpc::wire::Actor::Server::dispatchCall(interface_id, method_id, context);
+}
+
 kj::Promise<void> ActorService::health(HealthContext context) {
   wire::Actor::HealthResults::Builder results = context.getResults();
   absl::MutexLock lock(&mu_);

@@ -112,6 +112,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actor/data_plane.h"
 #include "actor/device.h"
@@ -163,6 +164,15 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   // Aborts the Transport if a step is still running, then joins the compute
   // thread (bounded by the step's receive timeout).
   ~ActorService();
+
+  // Loop thread: when the last call from the controller arrived, health
+  // calls (its heartbeats) included; construction counts as one.
+  absl::Time last_call() const { return last_call_; }
+
+  // Every call passes here first, to be counted as a sign of the
+  // controller's life.
+  DispatchCallResult dispatchCall(uint64_t interface_id, uint16_t method_id,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) override;
 
  protected:
   kj::Promise<void> loadProgram(LoadProgramContext context) override;
@@ -260,6 +270,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   std::pair<std::string, ir::HostTensor> read_cache_;
   bool have_state_ = false;
   int64_t range_step_ = -1;  // the step a runRange sequence is in, or -1
+  absl::Time last_call_ = absl::Now();  // loop thread only
 
   mutable absl::Mutex mu_;
   absl::CondVar work_available_;

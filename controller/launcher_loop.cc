@@ -18,6 +18,7 @@ CallBoard::CallBoard(int32_t num_actors) {
   last_heard.assign(num_actors, absl::InfinitePast());
   done.assign(num_actors, std::nullopt);
   data_plane_refused.assign(num_actors, 0);
+  last_tick = absl::Now();
 }
 
 void CallBoard::Refused(rpc::RegistrationRefusal refusal) {
@@ -112,7 +113,11 @@ absl::StatusOr<std::string> LauncherLoop::Serve(rpc::ControlPlaneKind kind, cons
   server_ = std::make_unique<rpc::ControlServer>(
       std::move(listener),
       kj::heap<rpc::ControllerService>(token, static_cast<int32_t>(actors_.size()), on_register, on_refusal), limits,
-      on_connection_event);
+      on_connection_event, io.provider->getTimer());
+  {
+    absl::MutexLock lock(&board_.mu);
+    board_.last_tick = absl::Now();
+  }
   tasks.add(Heartbeat());
   return address;
 }
@@ -148,6 +153,16 @@ void LauncherLoop::CancelCalls(absl::string_view reason) {
 
 kj::Promise<void> LauncherLoop::Heartbeat() {
   return io.provider->getTimer().afterDelay(heartbeat_interval_).then([this]() {
+    {
+      absl::MutexLock lock(&board_.mu);
+      const absl::Time now = absl::Now();
+      const absl::Duration since = now - board_.last_tick;
+      if (since > std::max(absl::Seconds(1), 4 * absl::Milliseconds(heartbeat_interval_ / kj::MILLISECONDS))) {
+        board_.loop_resumed = now;
+        board_.loop_pause = since;
+      }
+      board_.last_tick = now;
+    }
     if (notices_ != nullptr) notices_->Tick();
     for (int32_t actor = 0; actor < static_cast<int32_t>(actors_.size()); ++actor) {
       if (actors_[actor].get() == nullptr || health_outstanding_[actor]) continue;

@@ -56,6 +56,13 @@ struct CallBoard {
   // Strangers refused by each actor's data plane, as it last reported.
   std::vector<int64_t> data_plane_refused ABSL_GUARDED_BY(mu);
   bool shutting_down ABSL_GUARDED_BY(mu) = false;
+  // The loop's heartbeat ticks: when it last ticked, and the last time a
+  // tick came far later than its period (the controller did not run: a
+  // SIGSTOP, a starved machine), when it resumed and after how long.
+  // Silence of the actors over such a pause is not theirs.
+  absl::Time last_tick ABSL_GUARDED_BY(mu);
+  absl::Time loop_resumed ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  absl::Duration loop_pause ABSL_GUARDED_BY(mu);
 };
 
 class LauncherLoop final : private kj::TaskSet::ErrorHandler {

@@ -45,7 +45,9 @@
 //  - an actor process that dies -> Unavailable naming the actor, its stages,
 //    the step (or setup phase) and how it died, within moments;
 //  - an actor that stops answering for unresponsive_after (SIGSTOPped, or
-//    hung) -> DeadlineExceeded naming it;
+//    hung) -> DeadlineExceeded naming it; silence while the controller
+//    itself did not run (stopped, starved) is not counted, and an error
+//    that follows such a pause says so;
 //  - an actor's failed call -> its status, with the actor, stages and step;
 //  - a wait longer than its timeout -> DeadlineExceeded naming the actors
 //    that did not finish.
@@ -135,6 +137,10 @@ struct LocalLauncherOptions {
   absl::Duration receive_timeout = absl::Seconds(30);
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   absl::Duration unresponsive_after = absl::Seconds(3);
+  // An actor that has heard nothing from the controller (no call, no
+  // heartbeat) for this long exits by itself (the controller was stopped,
+  // or its host lost): tandem-actor --controller-timeout-ms.
+  absl::Duration controller_timeout = absl::Seconds(60);
   // Where the actors' prefixed output lines go (default: stderr).
   LineSink output;
   // Where the launcher's own notices go (refused registrations, ...;
@@ -203,6 +209,8 @@ class LocalLauncher final : public Launcher {
                      const std::function<bool(int32_t actor)>& pending);
   // Marks the launcher broken with `status` (the first one wins) and
   // cancels the calls still outstanding.
+  // Never called with the board's mutex held: it waits on the loop thread,
+  // which takes that mutex.
   absl::Status Fail(absl::Status status);
   // On the loop thread: sends runRange [range) of step `step` to `actor`,
   // with `inputs` when the range begins its program, counting it as a step

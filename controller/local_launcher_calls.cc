@@ -4,6 +4,7 @@
 // local_launcher.cc starts the actors and drives the steps through these.
 #include <sys/types.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -42,6 +43,10 @@ bool MoreTelling(const absl::Status& a, const absl::Status& b) {
 }  // namespace
 
 absl::Status LocalLauncher::Fail(absl::Status status) {
+  // The loop thread takes the board's mutex to report a call's end: waiting
+  // on it while holding that mutex would deadlock (a step's deadline meeting
+  // a call that just finished).
+  board_->mu.AssertNotHeld();
   if (!broken_.has_value()) broken_ = status;
   if (loop_ != nullptr) {
     loop_->executor.executeSync([this] { loop_->CancelCalls("the launcher failed"); });
@@ -51,57 +56,92 @@ absl::Status LocalLauncher::Fail(absl::Status status) {
 
 absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout, const std::function<bool()>& ready,
                                   const std::function<bool(int32_t actor)>& pending) {
-  const absl::Time deadline = absl::Now() + timeout;
+  absl::Time deadline = absl::Now() + timeout;
   const absl::Duration tick = absl::Milliseconds(50);
   // An actor not registered yet sends no heartbeats: a stopped process is
   // seen in /proc instead, once it has stayed stopped as long as a silent
   // actor may.
   std::vector<std::optional<absl::Time>> stopped_since(num_actors_);
+  // The controller itself may not run for a while (SIGSTOP, a suspended
+  // terminal, a starved machine). Its loop sent no heartbeats then, so the
+  // actors' silence over that time says nothing about them: silence counts
+  // from the controller's return, the deadline moves by the pause, and an
+  // error that follows a pause says so. A pause shows as a gap between this
+  // thread's looks, or between the loop's heartbeat ticks (the board's), far
+  // past their period.
+  const absl::Duration pause_threshold = std::max(absl::Seconds(1), 4 * options_.heartbeat_interval);
+  absl::Time last_look = absl::Now();
+  absl::Time resumed = absl::InfinitePast();
+  absl::Duration longest_pause;
+  auto note_pause = [&](absl::Status status) {
+    if (longest_pause <= absl::ZeroDuration()) return status;
+    return absl::Status(
+        status.code(),
+        absl::StrCat(status.message(), " (the controller itself did not run for ",
+                     absl::FormatDuration(absl::Trunc(longest_pause, absl::Milliseconds(100))),
+                     ": stopped, e.g. by SIGSTOP, or starved; its actors end by themselves once it has been silent for ",
+                     absl::FormatDuration(options_.controller_timeout), ")"));
+  };
   while (true) {
     {
       absl::MutexLock lock(&board_->mu);
       board_->changed.WaitWithTimeout(&board_->mu, tick);
       if (ready()) return absl::OkStatus();
+      const absl::Time now = absl::Now();
+      const absl::Duration gap = now - last_look;
+      absl::Duration pause = std::max(gap, now - board_->last_tick);
+      if (board_->loop_resumed > resumed) pause = std::max(pause, board_->loop_pause);
+      if (pause > pause_threshold) {
+        resumed = now;
+        longest_pause = std::max(longest_pause, pause);
+      }
+      if (gap > pause_threshold) deadline += gap;
+      last_look = now;
     }
     // A process that ended says more than the calls it broke.
     if (std::optional<ExitInfo> exit = processes_->Poll(); exit.has_value()) {
-      return Fail(absl::UnavailableError(
-          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe())));
+      return Fail(note_pause(absl::UnavailableError(
+          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe()))));
     }
+    // The failure, if any, is decided under the board's mutex and reported
+    // (Fail waits on the loop thread) after it is released.
+    std::optional<absl::Status> failure;
     const absl::Time now = absl::Now();
-    absl::MutexLock lock(&board_->mu);
-    for (int32_t actor = 0; actor < num_actors_; ++actor) {
-      if (!pending(actor)) continue;
-      if (!board_->registered[actor]) {
-        const pid_t pid = processes_->pid(ActorId{actor});
-        if (!ProcessIsStopped(pid)) {
-          stopped_since[actor].reset();
-        } else if (!stopped_since[actor].has_value()) {
-          stopped_since[actor] = now;
-        } else if (now - *stopped_since[actor] >= options_.unresponsive_after) {
-          return Fail(absl::DeadlineExceededError(absl::StrCat(Describe(actor), " stopped during ", what,
+    {
+      absl::MutexLock lock(&board_->mu);
+      for (int32_t actor = 0; actor < num_actors_ && !failure.has_value(); ++actor) {
+        if (!pending(actor)) continue;
+        if (!board_->registered[actor]) {
+          const pid_t pid = processes_->pid(ActorId{actor});
+          if (!ProcessIsStopped(pid)) {
+            stopped_since[actor].reset();
+          } else if (!stopped_since[actor].has_value() || *stopped_since[actor] < resumed) {
+            stopped_since[actor] = now;
+          } else if (now - *stopped_since[actor] >= options_.unresponsive_after) {
+            failure = absl::DeadlineExceededError(absl::StrCat(Describe(actor), " stopped during ", what,
                                                                " before it registered: its process ", pid,
-                                                               " is stopped (e.g. by SIGSTOP)")));
+                                                               " is stopped (e.g. by SIGSTOP)"));
+          }
+          continue;
         }
-        continue;
+        const absl::Duration silent = now - std::max(board_->last_heard[actor], resumed);
+        if (silent < options_.unresponsive_after) continue;
+        const pid_t pid = processes_->pid(ActorId{actor});
+        failure = absl::DeadlineExceededError(absl::StrCat(
+            Describe(actor), " stopped answering during ", what, ": no heartbeat for ",
+            absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
+            ProcessIsStopped(pid) ? absl::StrCat(" (its process ", pid, " is stopped, e.g. by SIGSTOP)") : ""));
       }
-      const absl::Duration silent = now - board_->last_heard[actor];
-      if (silent < options_.unresponsive_after) continue;
-      const pid_t pid = processes_->pid(ActorId{actor});
-      return Fail(absl::DeadlineExceededError(absl::StrCat(
-          Describe(actor), " stopped answering during ", what, ": no heartbeat for ",
-          absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
-          ProcessIsStopped(pid) ? absl::StrCat(" (its process ", pid, " is stopped, e.g. by SIGSTOP)") : "")));
-    }
-    if (now > deadline) {
-      std::vector<std::string> late;
-      for (int32_t actor = 0; actor < num_actors_; ++actor) {
-        if (pending(actor)) late.push_back(Describe(actor));
+      if (!failure.has_value() && now > deadline) {
+        std::vector<std::string> late;
+        for (int32_t actor = 0; actor < num_actors_; ++actor) {
+          if (pending(actor)) late.push_back(Describe(actor));
+        }
+        failure = absl::DeadlineExceededError(absl::StrCat(what, ": ", absl::StrJoin(late, ", "),
+                                                           " did not finish within ", absl::FormatDuration(timeout)));
       }
-      return Fail(absl::DeadlineExceededError(absl::StrCat(what, ": ", absl::StrJoin(late, ", "),
-                                                           " did not finish within ",
-                                                           absl::FormatDuration(timeout))));
     }
+    if (failure.has_value()) return Fail(note_pause(*std::move(failure)));
   }
 }
 

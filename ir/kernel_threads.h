@@ -21,6 +21,10 @@
 
 namespace tandem::ir {
 
+// The most kernel threads a process may ask for (--threads of tandem and
+// tandem-actor), checked before anything is started.
+inline constexpr int kMaxKernelThreads = 4096;
+
 class KernelThreads {
  public:
   // `threads` >= 1, or 0 for every core of this host.

@@ -2,7 +2,7 @@
 // (the local launcher forks and execs it), never by hand in normal use:
 //
 //   TANDEM_JOB_TOKEN=... tandem-actor [--control unix|tcp] --controller SOCKET|HOST:PORT
-//       --actor A --actors P [--transport shm|tcp|auto] [--receive-timeout-ms N]
+//       --actor A --actors P [--transport shm|tcp|auto] [--receive-timeout-ms N] [--controller-timeout-ms N]
 //       [--shm-ring-mib N] [--bind HOST] [--device cpu|cuda|cuda:N[+tf32|+bf16]] [--threads N]
 //   TANDEM_JOB_TOKEN=... TANDEM_CONTROLLER_CERT=... srun ... tandem-actor --slurm --control tcp
 //       --controller HOST:PORT --actors P ...
@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "actor/actor_process.h"
+#include "ir/kernel_threads.h"
 #include "rpc/connection.h"
 
 namespace {
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   int32_t actors = 0;
   std::string transport = "shm";
   int64_t receive_timeout_ms = 30000;
+  int64_t controller_timeout_ms = 60000;
   int64_t ring_mib = 256;
   int threads = 1;
   std::string bind = "127.0.0.1";
@@ -102,6 +104,10 @@ int main(int argc, char** argv) {
   app.add_option("--receive-timeout-ms", receive_timeout_ms, "deadline of every data-plane receive")
       ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000))
       ->capture_default_str();
+  app.add_option("--controller-timeout-ms", controller_timeout_ms,
+                 "exit when the controller has sent nothing (no call, no heartbeat) for this long")
+      ->check(CLI::Range(int64_t{100}, int64_t{24} * 3600 * 1000))
+      ->capture_default_str();
   app.add_option("--shm-ring-mib", ring_mib, "shared-memory ring per ordered pair of actors")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
@@ -115,7 +121,7 @@ int main(int argc, char** argv) {
       ->excludes(actor_option);
   app.add_option("--device", device, "where the functions compute: cpu, cuda, cuda:N (+tf32 or +bf16)")->capture_default_str();
   app.add_option("--threads", threads, "threads of the CPU kernels (0: every core); the bits do not depend on it")
-      ->check(CLI::Range(0, 4096))
+      ->check(CLI::Range(0, tandem::ir::kMaxKernelThreads))
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -182,6 +188,7 @@ int main(int argc, char** argv) {
   options.data_plane_options.shm_ring_bytes = ring_mib << 20;
   options.data_plane_options.tcp_bind_host = bind;
   options.receive_timeout = absl::Milliseconds(receive_timeout_ms);
+  options.controller_timeout = absl::Milliseconds(controller_timeout_ms);
   if (const char* token = std::getenv("TANDEM_JOB_TOKEN"); token != nullptr) options.token = token;
   if (const char* certificate = std::getenv("TANDEM_CONTROLLER_CERT"); certificate != nullptr) {
     options.controller_certificate = certificate;

@@ -109,6 +109,63 @@ TEST(TrainProcess, CtrlCShutsTheActorsDownAndExits130) {
   for (pid_t pid : actors) EXPECT_TRUE(Gone(pid)) << "actor pid " << pid << " survived";
 }
 
+// Counts the step lines a run printed so far.
+size_t StepLines(const std::string& out) {
+  size_t lines = 0;
+  for (size_t at = out.find("  loss"); at != std::string::npos; at = out.find("  loss", at + 1)) ++lines;
+  return lines;
+}
+
+TEST(TrainProcess, ControllerStoppedBrieflyGoesOnWithoutBlamingAnActor) {
+  // Longer than an actor may stay silent (3 s), shorter than the actors'
+  // patience with a silent controller (60 s by default): on SIGCONT the run
+  // goes on, since the actors' silence was the controller's own.
+  TrainProcess train(kLongRun);
+  std::vector<pid_t> actors = train.AwaitTraining(2);
+  ASSERT_EQ(actors.size(), 2u) << train.err();
+  ASSERT_EQ(kill(train.pid(), SIGSTOP), 0);
+  absl::SleepFor(absl::Seconds(5));
+  const size_t before = StepLines(train.out());
+  ASSERT_EQ(kill(train.pid(), SIGCONT), 0);
+  EXPECT_TRUE(TrainProcess::Within(absl::Seconds(20), [&] { return StepLines(train.out()) > before + 2; }))
+      << "no step after the controller continued: " << train.err();
+  ASSERT_EQ(kill(train.pid(), SIGINT), 0);
+  std::optional<int> status = train.Wait(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value()) << "no exit within 10 s of SIGINT";
+  ASSERT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 130) << train.err();
+  EXPECT_THAT(train.err(), ::testing::Not(HasSubstr("stopped answering")));
+  for (pid_t pid : actors) EXPECT_TRUE(Gone(pid)) << "actor pid " << pid << " survived";
+}
+
+TEST(TrainProcess, ControllerStoppedPastItsActorsPatienceEndsTheJobNamingTheController) {
+  // The actors give a silent controller 2 s, then exit; the controller,
+  // continued, reports them gone and says that it was the one stopped. It
+  // exits within seconds: nothing it waits on holds the board's lock.
+  std::vector<std::string> args = kLongRun;
+  args.insert(args.end(), {"--controller-timeout", "2"});
+  TrainProcess train(args);
+  std::vector<pid_t> actors = train.AwaitTraining(2);
+  ASSERT_EQ(actors.size(), 2u) << train.err();
+  ASSERT_EQ(kill(train.pid(), SIGSTOP), 0);
+  const bool actors_left = TrainProcess::Within(absl::Seconds(30), [&] {
+    for (pid_t pid : actors) {
+      if (!Gone(pid)) return false;
+    }
+    return true;
+  });
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_EQ(kill(train.pid(), SIGCONT), 0);
+  EXPECT_TRUE(actors_left) << "the actors waited on a stopped controller for 30 s";
+  std::optional<int> status = train.Wait(absl::Seconds(20));
+  ASSERT_TRUE(status.has_value()) << "the controller hung after SIGCONT: " << train.err();
+  ASSERT_TRUE(WIFEXITED(*status));
+  EXPECT_NE(WEXITSTATUS(*status), 0) << train.err();
+  EXPECT_THAT(train.err(), AllOf(HasSubstr("the controller has sent nothing, not even a heartbeat, for 2s"),
+                                 HasSubstr("the controller itself did not run for")));
+  for (pid_t pid : actors) EXPECT_TRUE(Gone(pid)) << "actor pid " << pid << " survived";
+}
+
 TEST(TrainProcess, BadTransportIsAUsageError) {
   TrainProcess train({"--transport", "carrier-pigeon", "--steps", "1"});
   std::optional<int> status = train.Wait(absl::Seconds(30));

@@ -8,6 +8,7 @@
 #include "controller/compiler.h"
 #include "controller/local_launcher.h"
 #include "controller/session.h"
+#include "ir/kernel_threads.h"
 #include "rpc/connection.h"
 #include "schedules/generators.h"
 #include "schedules/resolve.h"
@@ -85,7 +86,14 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
                    "CPU kernel threads of each actor process and of the reference (default 0: the actors of this "
                    "host share its cores evenly, the reference uses them all; actors as threads share them all); "
                    "the bits do not depend on it",
-                   0);
+                   0)
+      ->check(CLI::Range(0, ir::kMaxKernelThreads));
+  command
+      .add_option("--controller-timeout", options.controller_timeout_seconds,
+                  "seconds after which actor processes that have heard nothing from the controller, not even a "
+                  "heartbeat, exit by themselves (the controller was stopped or its host lost)")
+      ->check(CLI::Range(1, 24 * 3600))
+      ->capture_default_str();
 }
 
 absl::StatusOr<actor::DeviceSpec> DeviceFrom(const LauncherOptions& options) {
@@ -147,6 +155,7 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   }
   local.device = device_name;
   local.actor_threads = options.threads;
+  local.controller_timeout = absl::Seconds(options.controller_timeout_seconds);
   if (slurm) local.start = controller::ActorStart::kSrun;
   choice.launcher = std::make_unique<controller::LocalLauncher>(std::move(local));
   if (slurm) {

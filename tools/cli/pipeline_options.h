@@ -53,11 +53,14 @@ struct LauncherOptions {
   // Kernel threads per actor process and of the reference (ir/kernel_threads.h);
   // 0: the actors of this host share its cores, the reference takes them all.
   int threads = 0;
+  // Actors of the local and slurm launchers exit once the controller has
+  // been silent this long (LocalLauncherOptions::controller_timeout).
+  int64_t controller_timeout_seconds = 60;
 };
 
 // Declares --launcher (accepting local, threads and `extra_launchers`, each
 // described in `extra_help`), --control, --transport, --actor-binary,
-// --device and --threads.
+// --device, --threads and --controller-timeout.
 void AddLauncherOptions(CLI::App& command, LauncherOptions& options,
                         const std::vector<std::string>& extra_launchers = {}, const std::string& extra_help = "");
 
