@@ -126,26 +126,34 @@ namespace {
 // the connection, which forgets them.
 class ConnectionController final : public wire::Controller::Server {
  public:
-  ConnectionController(ControllerService& service, uint64_t owner) : service_(service), owner_(owner) {}
+  // `registered` is set once an actor registered over this connection.
+  ConnectionController(ControllerService& service, uint64_t owner, std::shared_ptr<bool> registered)
+      : service_(service), owner_(owner), registered_(std::move(registered)) {}
   ~ConnectionController() { service_.ForgetOwner(owner_); }
 
  protected:
   kj::Promise<void> challenge(ChallengeContext context) override { return service_.Challenge(owner_, kj::mv(context)); }
-  kj::Promise<void> register_(RegisterContext context) override { return service_.Register(kj::mv(context)); }
+  kj::Promise<void> register_(RegisterContext context) override {
+    return service_.Register(kj::mv(context)).then([registered = registered_]() { *registered = true; });
+  }
 
  private:
   ControllerService& service_;
   const uint64_t owner_;
+  std::shared_ptr<bool> registered_;
 };
 
 }  // namespace
 
 ControlServer::ControlServer(std::unique_ptr<ControlListener> listener, kj::Own<ControllerService> service,
-                             ConnectionLimits limits, LogSink log)
+                             ConnectionLimits limits, LogSink log, kj::Timer& timer,
+                             absl::Duration registration_timeout)
     : listener_(std::move(listener)),
       service_(kj::mv(service)),
       limits_(limits),
       log_(std::move(log)),
+      timer_(timer),
+      registration_timeout_(registration_timeout),
       tasks_(*this) {}
 
 ControlServer::~ControlServer() = default;
@@ -161,11 +169,24 @@ void ControlServer::Serve(ControlStream stream) {
   // Secured on its own: a failed or abandoned handshake (a stranger) ends
   // in taskFailed, and other connections never wait for it.
   tasks_.add(listener_->Secure(kj::mv(stream)).then([this](ControlStream secured) {
-    capnp::Capability::Client bootstrap = kj::heap<ConnectionController>(*service_, next_owner_++);
+    auto registered = std::make_shared<bool>(false);
+    capnp::Capability::Client bootstrap = kj::heap<ConnectionController>(*service_, next_owner_++, registered);
     auto connection =
         kj::heap<RpcConnection>(kj::mv(secured), capnp::rpc::twoparty::Side::SERVER, kj::mv(bootstrap), limits_);
     ++connections_;
-    kj::Promise<void> disconnected = connection->OnDisconnect();
+    // Ends the connection (dropping it closes the stream) unless an actor
+    // registered over it in time.
+    kj::Promise<void> unregistered =
+        timer_.afterDelay(absl::ToInt64Milliseconds(registration_timeout_) * kj::MILLISECONDS)
+            .then([this, registered]() -> kj::Promise<void> {
+              if (*registered) return kj::NEVER_DONE;
+              if (log_) {
+                log_(absl::StrCat("control connection closed: no actor registered over it within ",
+                                  absl::FormatDuration(registration_timeout_)));
+              }
+              return kj::READY_NOW;
+            });
+    kj::Promise<void> disconnected = connection->OnDisconnect().exclusiveJoin(kj::mv(unregistered));
     return disconnected.attach(kj::mv(connection), kj::defer([this]() {
       --connections_;
       if (log_) log_("control connection closed");

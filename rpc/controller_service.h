@@ -19,7 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "kj/async.h"
+#include "kj/timer.h"
 #include "rpc/auth.h"
 #include "rpc/connection.h"
 #include "rpc/tandem.capnp.h"
@@ -95,12 +97,20 @@ class ControllerService final : public wire::Controller::Server {
 // accepted on `listener`; each connection lives until its peer disconnects
 // or this object is destroyed (which drops them all). Owned by the
 // controller's main; not thread-safe.
+// How long a control connection may stay without registering an actor.
+inline constexpr absl::Duration kRegistrationTimeout = absl::Seconds(10);
+
 class ControlServer final : private kj::TaskSet::ErrorHandler {
  public:
   // Each connection's bootstrap is its own Controller capability over
   // `service` (ControllerService::Challenge with the connection as owner).
+  // A connection that has not registered an actor within
+  // `registration_timeout` of being secured is closed (and logged), so
+  // idle strangers cannot hold connections open on a Unix socket any more
+  // than on TCP, where TLS's handshake timeout already bounds them.
   ControlServer(std::unique_ptr<ControlListener> listener, kj::Own<ControllerService> service,
-                ConnectionLimits limits, LogSink log);
+                ConnectionLimits limits, LogSink log, kj::Timer& timer,
+                absl::Duration registration_timeout = kRegistrationTimeout);
   ~ControlServer();
 
   // Accepts connections until destroyed. The promise never resolves on its
@@ -118,6 +128,8 @@ class ControlServer final : private kj::TaskSet::ErrorHandler {
   kj::Own<ControllerService> service_;  // outlives the connections (tasks_)
   ConnectionLimits limits_;
   LogSink log_;
+  kj::Timer& timer_;
+  absl::Duration registration_timeout_;
   int connections_ = 0;
   uint64_t next_owner_ = 1;
   // One task per connection: it owns the connection and completes when the

@@ -70,7 +70,7 @@ class ActorProcessTest : public ::testing::Test {
     auto on_refusal = [this](rpc::RegistrationRefusal, absl::string_view line) { log_.emplace_back(line); };
     server_ = std::make_unique<rpc::ControlServer>(
         std::move(listener), kj::heap<rpc::ControllerService>(kToken, 1, on_register, on_refusal),
-        rpc::ConnectionLimits{}, log);
+        rpc::ConnectionLimits{}, log, io_.provider->getTimer());
     serving_ = server_->Run().eagerlyEvaluate(nullptr);
   }
 

@@ -6,6 +6,7 @@
 // a promise, bounded by a timer.
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -278,7 +279,7 @@ TEST_F(ControlPlaneTest, ReceiverDropsAnOversizedMessageWithoutDisturbingOthers)
     auto listener = UnixListener::Listen(io_, path);
     ASSERT_TRUE(listener.ok()) << listener.status();
     ControlServer server(*std::move(listener), NewService(), small_limits,
-                         [this](absl::string_view line) { log_.emplace_back(line); });
+                         [this](absl::string_view line) { log_.emplace_back(line); }, io_.provider->getTimer());
     kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
 
     auto connect = [&](const ConnectionLimits& limits) {
@@ -428,7 +429,7 @@ TEST_F(ControlPlaneTest, TcpRegistrationWorksAndTheTokenNeverCrossesTheSocket) {
   EXPECT_EQ((*listener)->address(), absl::StrCat("127.0.0.1:", (*listener)->port()));
   test::RecordingRelay relay((*listener)->address());
   ControlServer server(*std::move(listener), NewService(), controller_limits_,
-                       [this](absl::string_view line) { log_.emplace_back(line); });
+                       [this](absl::string_view line) { log_.emplace_back(line); }, io_.provider->getTimer());
   kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
 
   absl::StatusOr<ControlStream> stream = DialTcp(relay.address(), identity_.certificate_pem);
@@ -465,7 +466,7 @@ TEST_F(ControlPlaneTest, TcpActorsRefuseAControllerWithAnotherCertificate) {
   ASSERT_TRUE(listener.ok()) << listener.status();
   const std::string address = (*listener)->address();
   ControlServer server(*std::move(listener), NewService(), controller_limits_,
-                       [this](absl::string_view line) { log_.emplace_back(line); });
+                       [this](absl::string_view line) { log_.emplace_back(line); }, io_.provider->getTimer());
   kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
   absl::StatusOr<ControllerIdentity> other = MakeControllerIdentity();
   ASSERT_TRUE(other.ok()) << other.status();
@@ -492,7 +493,7 @@ TEST_F(ControlPlaneTest, ASilentTcpConnectionNeitherBlocksOthersNorLingers) {
   ASSERT_TRUE(listener.ok()) << listener.status();
   const std::string address = (*listener)->address();
   ControlServer server(*std::move(listener), NewService(), controller_limits_,
-                       [this](absl::string_view line) { log_.emplace_back(line); });
+                       [this](absl::string_view line) { log_.emplace_back(line); }, io_.provider->getTimer());
   kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
   auto silent = io_.provider->getNetwork()
                     .parseAddress(kj::StringPtr(address.c_str()))
@@ -510,6 +511,46 @@ TEST_F(ControlPlaneTest, ASilentTcpConnectionNeitherBlocksOthersNorLingers) {
   EXPECT_EQ(read, 0u);
   ASSERT_FALSE(log_.empty());
   EXPECT_THAT(log_[0], HasSubstr("timed out"));
+}
+
+// Issue 41, finding 7: a Unix control socket held open by something that
+// never registers is closed at its deadline, as TLS's handshake timeout
+// closes one over TCP; an actor that registers in time keeps its own.
+TEST_F(ControlPlaneTest, AConnectionThatNeverRegistersIsClosedAtItsDeadline) {
+  absl::StatusOr<std::string> directory = MakePrivateRunDirectory();
+  ASSERT_TRUE(directory.ok()) << directory.status();
+  const std::string path = *directory + "/control.sock";
+  {
+    absl::StatusOr<std::unique_ptr<UnixListener>> listener = UnixListener::Listen(io_, path);
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    ControlServer server(*std::move(listener), NewService(), controller_limits_,
+                         [this](absl::string_view line) { log_.emplace_back(line); }, io_.provider->getTimer(),
+                         absl::Milliseconds(300));
+    kj::Promise<void> serving = server.Run().eagerlyEvaluate(nullptr);
+    absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> idle = ConnectUnix(io_, path);
+    ASSERT_TRUE(idle.ok()) << idle.status();
+    absl::StatusOr<kj::Own<kj::AsyncCapabilityStream>> actor_stream = ConnectUnix(io_, path);
+    ASSERT_TRUE(actor_stream.ok()) << actor_stream.status();
+    RpcConnection connection(ControlStream::Unix(*std::move(actor_stream)), capnp::rpc::twoparty::Side::CLIENT,
+                             kj::heap<FakeActor>(), {});
+    EXPECT_TRUE(RegisterOver(connection, 1, kToken, kj::heap<FakeActor>()).ok());
+
+    // The idle one reads end of file once its deadline passed, well within
+    // the bound of this wait.
+    char byte;
+    const size_t read = (*idle)
+                            ->tryRead(&byte, 1, 1)
+                            .exclusiveJoin(io_.provider->getTimer().afterDelay(10 * kj::SECONDS).then([]() -> size_t {
+                              return 99;
+                            }))
+                            .wait(io_.waitScope);
+    EXPECT_EQ(read, 0u) << "the idle connection is still open after 10 s";
+    EXPECT_THAT(log_, ::testing::Contains(HasSubstr("no actor registered over it within 300ms")));
+    // The registered actor's connection outlived the deadline.
+    io_.provider->getTimer().afterDelay(500 * kj::MILLISECONDS).wait(io_.waitScope);
+    EXPECT_EQ(server.connections(), 1);
+  }
+  std::filesystem::remove_all(*directory);
 }
 
 TEST_F(ControlPlaneTest, DialingABadOrDeadControllerIsAClearError) {
