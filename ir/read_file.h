@@ -1,5 +1,9 @@
-// Reading a whole file that a user or a peer names, bounded before anything
-// is allocated: the one way Tandem reads small files whole (manifests,
+// Opening a file that a user or a peer names, and reading a small one whole,
+// bounded before anything is allocated. Every file Tandem reads is opened
+// with kOpenForReading, so that a FIFO cannot block the open, and checked
+// with RequireRegularFile before a byte is read, so that a FIFO, a device or
+// a socket is refused naming it instead of hanging or reading without end.
+// ReadFileUpTo is the one way Tandem reads small files whole (manifests,
 // schedule files, plans, cost files, IR text). Header-only, so every folder
 // may use it; state files, which are legitimately large, are read in pieces
 // (ir/state_file.h).
@@ -22,28 +26,62 @@
 
 namespace tandem::ir {
 
+// open(2) flags for a file to read: O_NONBLOCK makes the open of a FIFO
+// return at once (RequireRegularFile then refuses it and clears the flag
+// for a regular file).
+inline constexpr int kOpenForReading = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+
+// What a file that is not regular is, for messages: "a FIFO", "a directory".
+inline const char* FileKindName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// OK if `fd` (opened with kOpenForReading) is a regular file, which is then
+// read blocking as usual; InvalidArgument "WHAT is a directory" or "WHAT is
+// a FIFO, not a regular file" otherwise; NotFound if it cannot be looked at.
+// `size`, if given, receives its size.
+inline absl::Status RequireRegularFile(int fd, absl::string_view what, int64_t* size = nullptr) {
+  struct stat info {};
+  if (fstat(fd, &info) != 0) return ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat("cannot stat ", what));
+  if (S_ISDIR(info.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, " is a directory"));
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is ", FileKindName(info.st_mode), ", not a regular file: Tandem reads only regular files"));
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat("cannot read ", what));
+  }
+  if (size != nullptr) *size = static_cast<int64_t>(info.st_size);
+  return absl::OkStatus();
+}
+
 // The whole of `path`, where `what` names it in errors ("the file",
 // "plan /x.json"):
 //   - NotFound "cannot open WHAT: No such file or directory" (or the C
 //     library's other words) when it cannot be opened or read;
-//   - InvalidArgument "WHAT is a directory";
+//   - InvalidArgument "WHAT is a directory", "WHAT is a FIFO, not a regular
+//     file" (devices, sockets alike), before anything is read;
 //   - InvalidArgument "WHAT has N bytes, more than the M it may have" for a
 //     file over `max_bytes`, before anything is read.
 inline absl::StatusOr<std::string> ReadFileUpTo(const std::string& path, int64_t max_bytes, absl::string_view what) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), kOpenForReading);
   if (fd < 0) return ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat("cannot open ", what));
   struct Closer {
     int fd;
     ~Closer() { close(fd); }
   } closer{fd};
-  struct stat info {};
-  if (fstat(fd, &info) != 0) return ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat("cannot open ", what));
-  if (S_ISDIR(info.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, " is a directory"));
-  // Regular files say their size; others (pipes, /proc) are read up to the
-  // bound.
-  if (S_ISREG(info.st_mode) && info.st_size > max_bytes) {
+  int64_t size = 0;
+  if (absl::Status regular = RequireRegularFile(fd, what, &size); !regular.ok()) return regular;
+  // /proc's files say 0 bytes and are read up to the bound.
+  if (size > max_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " has ", info.st_size, " bytes, more than the ", max_bytes, " it may have"));
+        absl::StrCat(what, " has ", size, " bytes, more than the ", max_bytes, " it may have"));
   }
   std::string contents;
   char buffer[1 << 16];

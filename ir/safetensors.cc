@@ -13,6 +13,7 @@
 #include "ir/errno_status.h"
 #include "ir/excerpt.h"
 #include "ir/limits.h"
+#include "ir/read_file.h"
 #include "ir/state_file.h"
 #include "nlohmann/json.hpp"
 
@@ -138,7 +139,7 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(absl::strin
 }
 
 absl::StatusOr<std::vector<SafetensorsEntry>> IndexSafetensors(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), kOpenForReading);
   if (fd < 0) {
     return ErrnoStatus(errno == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kUnavailable,
                        absl::StrCat("open ", path));
@@ -147,9 +148,9 @@ absl::StatusOr<std::vector<SafetensorsEntry>> IndexSafetensors(const std::string
     int fd;
     ~Closer() { close(fd); }
   } closer{fd};
-  struct stat info{};
-  if (fstat(fd, &info) != 0) return ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("stat ", path));
-  const auto size = static_cast<uint64_t>(info.st_size);
+  int64_t file_bytes = 0;
+  if (absl::Status regular = RequireRegularFile(fd, path, &file_bytes); !regular.ok()) return regular;
+  const auto size = static_cast<uint64_t>(file_bytes);
   unsigned char length_bytes[8];
   if (size < sizeof(length_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a safetensors file: ", size, " bytes"));

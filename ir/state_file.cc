@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "ir/excerpt.h"
 #include "ir/limits.h"
+#include "ir/read_file.h"
 #include "ir/errno_status.h"
 
 namespace tandem::ir {
@@ -261,7 +262,43 @@ absl::Status SyncDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& path) {
+namespace {
+
+// Where a write to `path` lands: `path` itself, or through its symbolic
+// links (each followed, relative ones from their own directory) to the
+// file they name, so that the link stays a link. InvalidArgument when that
+// is no regular file (a device, a FIFO, a directory): a rename over it
+// would replace it.
+absl::StatusOr<std::string> OutputTarget(const std::string& path) {
+  std::string target = path;
+  for (int links = 0; links < 40; ++links) {
+    struct stat info {};
+    if (lstat(target.c_str(), &info) != 0) {
+      if (errno == ENOENT) return target;
+      return Errno("stat", target);
+    }
+    if (S_ISREG(info.st_mode)) return target;
+    if (!S_ISLNK(info.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, target == path ? "" : absl::StrCat(" (a link to ", target, ")"), " is ", FileKindName(info.st_mode),
+          ", not a regular file: Tandem writes its outputs only to regular files"));
+    }
+    std::string link(4096, '\0');
+    const ssize_t length = readlink(target.c_str(), link.data(), link.size());
+    if (length < 0) return Errno("read the link", target);
+    link.resize(static_cast<size_t>(length));
+    const size_t slash = target.rfind('/');
+    target = link.starts_with('/') || slash == std::string::npos ? link : absl::StrCat(target.substr(0, slash + 1), link);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, ": too many levels of symbolic links"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& requested) {
+  absl::StatusOr<std::string> resolved = OutputTarget(requested);
+  if (!resolved.ok()) return resolved.status();
+  const std::string& path = *resolved;
   std::string temporary = absl::StrCat(path, ".tmp.", getpid());
   const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("create", temporary);
@@ -344,14 +381,14 @@ struct OpenFile {
 };
 
 absl::Status Open(const std::string& path, OpenFile& file) {
-  file.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  file.fd = open(path.c_str(), kOpenForReading);
   if (file.fd < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
     return Errno("open", path);
   }
-  struct stat info {};
-  if (fstat(file.fd, &info) != 0) return Errno("stat", path);
-  file.size = static_cast<uint64_t>(info.st_size);
+  int64_t size = 0;
+  if (absl::Status regular = RequireRegularFile(file.fd, path, &size); !regular.ok()) return regular;
+  file.size = static_cast<uint64_t>(size);
   return absl::OkStatus();
 }
 

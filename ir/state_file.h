@@ -60,8 +60,12 @@ struct WrittenFile {
 // A file written so that a crash at any moment leaves either the old file
 // (or none) or the whole new one: appended to a temporary file beside
 // `path`, then Commit() fsyncs it, renames it over `path` and fsyncs the
-// directory. Destroying it uncommitted removes the temporary file. Errors
-// are Unavailable with the path and errno's text. Not synchronized.
+// directory. A `path` that is a symbolic link is written through: the file
+// it names is replaced and the link stays. A `path` (or link target) that
+// exists and is no regular file (a device, a FIFO, a directory) is
+// InvalidArgument naming it, before anything is written. Destroying it
+// uncommitted removes the temporary file. Other errors are Unavailable
+// with the path and errno's text. Not synchronized.
 class AtomicFileWriter {
  public:
   static absl::StatusOr<std::unique_ptr<AtomicFileWriter>> Create(const std::string& path);

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "examples/limits.h"
+#include "ir/read_file.h"
 
 namespace tandem::examples {
 namespace {
@@ -77,18 +76,11 @@ absl::Status CheckText(absl::string_view text, absl::string_view source) {
 
 // The file's bytes; InvalidArgument before reading one larger than what is
 // left of kMaxCorpusBytes after `already` bytes.
+// A FIFO, a device or a directory is InvalidArgument before a byte is read
+// (ir/read_file.h): /dev/zero would otherwise be read until memory ends.
 absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path, int64_t already = 0) {
-  std::error_code error;
-  const uintmax_t size = std::filesystem::file_size(path, error);
-  if (!error && size > static_cast<uintmax_t>(kMaxCorpusBytes - already)) {
-    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": the text data would pass ", kMaxCorpusBytes,
-                                                   " bytes, the most an example job reads"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  return ir::ReadFileUpTo(path.string(), kMaxCorpusBytes - already,
+                          absl::StrCat("the text data (at most ", kMaxCorpusBytes, " bytes in all) ", path.string()));
 }
 
 }  // namespace

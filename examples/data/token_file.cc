@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/errno_status.h"
+#include "ir/read_file.h"
 
 namespace tandem::examples {
 
@@ -16,18 +17,17 @@ int TokenFile::TokenBytes(int64_t vocab_size) { return vocab_size <= 65536 ? 2 :
 
 absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& path, Tokenizer tokenizer) {
   const int64_t vocab_size = tokenizer.vocab_size();
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), ir::kOpenForReading);
   if (fd < 0) {
     return ir::ErrnoStatus(errno == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kUnavailable,
                            absl::StrCat("open ", path));
   }
-  struct stat info{};
-  if (fstat(fd, &info) != 0) {
-    const absl::Status status = ir::ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("stat ", path));
+  int64_t file_bytes = 0;
+  if (absl::Status regular = ir::RequireRegularFile(fd, path, &file_bytes); !regular.ok()) {
     close(fd);
-    return status;
+    return regular;
   }
-  const auto bytes = static_cast<size_t>(info.st_size);
+  const auto bytes = static_cast<size_t>(file_bytes);
   const int width = TokenBytes(vocab_size);
   const auto bits = absl::StrCat("uint", 8 * width, " token ids");
   if (bytes % static_cast<size_t>(width) != 0 || bytes / static_cast<size_t>(width) < kMinTokens) {
