@@ -212,6 +212,9 @@ class LocalLauncher final : public Launcher {
   // Never called with the board's mutex held: it waits on the loop thread,
   // which takes that mutex.
   absl::Status Fail(absl::Status status);
+  // `status`, saying how long the controller itself did not run during the
+  // last wait, if it was paused (controller_pause_).
+  absl::Status NotePause(absl::Status status) const;
   // On the loop thread: sends runRange [range) of step `step` to `actor`,
   // with `inputs` when the range begins its program, counting it as a step
   // RPC; the promise of its decoded reply.
@@ -265,6 +268,9 @@ class LocalLauncher final : public Launcher {
   std::unique_ptr<LauncherLoop> loop_;  // created and destroyed on loop_thread_
   std::thread loop_thread_;
   std::optional<absl::Status> broken_;
+  // The longest pause of the controller itself (SIGSTOP, starvation) that
+  // the last Await saw; zero if none.
+  absl::Duration controller_pause_;
   bool shut_down_ = false;
 };
 

@@ -70,33 +70,29 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
   // thread's looks, or between the loop's heartbeat ticks (the board's), far
   // past their period.
   const absl::Duration pause_threshold = std::max(absl::Seconds(1), 4 * options_.heartbeat_interval);
-  absl::Time last_look = absl::Now();
+  const absl::Time started = absl::Now();
+  absl::Time last_look = started;
   absl::Time resumed = absl::InfinitePast();
-  absl::Duration longest_pause;
-  auto note_pause = [&](absl::Status status) {
-    if (longest_pause <= absl::ZeroDuration()) return status;
-    return absl::Status(
-        status.code(),
-        absl::StrCat(status.message(), " (the controller itself did not run for ",
-                     absl::FormatDuration(absl::Trunc(longest_pause, absl::Milliseconds(100))),
-                     ": stopped, e.g. by SIGSTOP, or starved; its actors end by themselves once it has been silent for ",
-                     absl::FormatDuration(options_.controller_timeout), ")"));
-  };
+  controller_pause_ = absl::ZeroDuration();
+  auto note_pause = [this](absl::Status status) { return NotePause(std::move(status)); };
   while (true) {
     {
       absl::MutexLock lock(&board_->mu);
       board_->changed.WaitWithTimeout(&board_->mu, tick);
-      if (ready()) return absl::OkStatus();
       const absl::Time now = absl::Now();
       const absl::Duration gap = now - last_look;
       absl::Duration pause = std::max(gap, now - board_->last_tick);
-      if (board_->loop_resumed > resumed) pause = std::max(pause, board_->loop_pause);
+      // A pause the loop saw end just before this wait began counts too.
+      if (board_->loop_resumed > resumed && board_->loop_resumed > started - 2 * pause_threshold) {
+        pause = std::max(pause, board_->loop_pause);
+      }
       if (pause > pause_threshold) {
         resumed = now;
-        longest_pause = std::max(longest_pause, pause);
+        controller_pause_ = std::max(controller_pause_, pause);
       }
       if (gap > pause_threshold) deadline += gap;
       last_look = now;
+      if (ready()) return absl::OkStatus();
     }
     // A process that ended says more than the calls it broke.
     if (std::optional<ExitInfo> exit = processes_->Poll(); exit.has_value()) {
@@ -143,6 +139,16 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
     }
     if (failure.has_value()) return Fail(note_pause(*std::move(failure)));
   }
+}
+
+absl::Status LocalLauncher::NotePause(absl::Status status) const {
+  if (controller_pause_ <= absl::ZeroDuration() || status.ok()) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(), " (the controller itself did not run for ",
+                   absl::FormatDuration(absl::Trunc(controller_pause_, absl::Milliseconds(100))),
+                   ": stopped, e.g. by SIGSTOP, or starved; its actors end by themselves once it has been silent for ",
+                   absl::FormatDuration(options_.controller_timeout), ")"));
 }
 
 absl::Status LocalLauncher::CallAll(absl::string_view what, absl::Duration timeout,
@@ -233,12 +239,12 @@ absl::Status LocalLauncher::CallSome(absl::string_view what, absl::Duration time
   if (failure->second.code() == absl::StatusCode::kUnavailable) {
     absl::StatusOr<ExitInfo> exit = processes_->WaitAny(absl::Seconds(1));
     if (exit.ok()) {
-      return Fail(absl::UnavailableError(
-          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe())));
+      return Fail(NotePause(absl::UnavailableError(
+          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe()))));
     }
   }
   const auto& [actor, status] = *failure;
-  return Fail(absl::Status(status.code(), absl::StrCat(Describe(actor), ", ", what, ": ", status.message())));
+  return Fail(NotePause(absl::Status(status.code(), absl::StrCat(Describe(actor), ", ", what, ": ", status.message()))));
 }
 
 std::vector<bool> LocalLauncher::Answering(const std::vector<int32_t>& actors, absl::Duration timeout) {
