@@ -11,9 +11,9 @@ class Model {
   sentencepiece::SentencePieceProcessor processor;
 };
 
-std::string Load(const std::string& path, std::shared_ptr<const Model>* model) {
+std::string LoadSerialized(std::string_view serialized, std::shared_ptr<const Model>* model) {
   auto loaded = std::make_shared<Model>();
-  const sentencepiece::util::Status status = loaded->processor.Load(path);
+  const sentencepiece::util::Status status = loaded->processor.LoadFromSerializedProto(serialized);
   if (!status.ok()) return status.ToString();
   *model = std::move(loaded);
   return "";

@@ -15,7 +15,9 @@ namespace tandem::examples::spm {
 class Model;  // a loaded SentencePieceProcessor; immutable
 
 // Each returns "" on success, else the library's message.
-std::string Load(const std::string& path, std::shared_ptr<const Model>* model);
+// `serialized` is a model file's bytes, checked first
+// (sentencepiece_model_check.h): the library trusts its tables.
+std::string LoadSerialized(std::string_view serialized, std::shared_ptr<const Model>* model);
 int PieceCount(const Model& model);
 std::string Encode(const Model& model, std::string_view text, std::vector<int>* ids);
 std::string Decode(const Model& model, const std::vector<int>& ids, std::string* text);

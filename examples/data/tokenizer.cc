@@ -1,14 +1,21 @@
 #include "examples/data/tokenizer.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
+
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "examples/data/corpus.h"
 #include "examples/data/sentencepiece_bridge.h"
+#include "examples/data/sentencepiece_model_check.h"
 #include "examples/data/token_file.h"
 #include "examples/limits.h"
+#include "ir/errno_status.h"
+#include "ir/read_file.h"
 #include "ir/state_file.h"
 
 namespace tandem::examples {
@@ -20,8 +27,16 @@ constexpr size_t kPieceBytes = size_t{1} << 20;
 }  // namespace
 
 absl::StatusOr<Tokenizer> Tokenizer::Load(const std::string& path) {
+  // A model is read whole, within a bound, and checked before the library
+  // sees it: it trusts the tables inside.
+  absl::StatusOr<std::string> bytes = ir::ReadFileUpTo(path, kMaxTokenizerModelBytes, path);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("cannot load the SentencePiece model ", path, ": ", bytes.status().message()));
+  }
+  if (absl::Status checked = CheckSentencePieceModel(*bytes, path); !checked.ok()) return checked;
   std::shared_ptr<const spm::Model> model;
-  if (const std::string error = spm::Load(path, &model); !error.empty()) {
+  if (const std::string error = spm::LoadSerialized(*bytes, &model); !error.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load the SentencePiece model ", path, ": ", error));
   }
   return Tokenizer(path, std::move(model));
@@ -116,14 +131,25 @@ absl::StatusOr<TokenizedText> TokenizeText(const Tokenizer& tokenizer, const std
   // before its last incomplete UTF-8 character instead.
   std::string buffer;
   for (const std::string& file : *files) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return absl::UnavailableError(absl::StrCat("cannot read ", file));
-    while (in) {
+    const int fd = open(file.c_str(), ir::kOpenForReading);
+    if (fd < 0) return ir::ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot read ", file));
+    const absl::Cleanup closer = [fd] { close(fd); };
+    if (absl::Status regular = ir::RequireRegularFile(fd, file); !regular.ok()) return regular;
+    for (bool more = true; more;) {
       const size_t kept = buffer.size();
       buffer.resize(kept + kPieceBytes);
-      in.read(buffer.data() + kept, static_cast<std::streamsize>(kPieceBytes));
-      buffer.resize(kept + static_cast<size_t>(in.gcount()));
-      if (in.bad()) return absl::UnavailableError(absl::StrCat("cannot read ", file));
+      size_t got = 0;
+      while (got < kPieceBytes) {
+        const ssize_t read_now = read(fd, buffer.data() + kept + got, kPieceBytes - got);
+        if (read_now < 0 && errno == EINTR) continue;
+        if (read_now < 0) return ir::ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot read ", file));
+        if (read_now == 0) {
+          more = false;
+          break;
+        }
+        got += static_cast<size_t>(read_now);
+      }
+      buffer.resize(kept + got);
       size_t cut = buffer.rfind('\n');
       if (cut != std::string::npos) {
         ++cut;

@@ -2,6 +2,9 @@
 // licence texts encodes and decodes any text back exactly; a token file
 // holds the ids of its text, little-endian, as wide as the vocabulary
 // needs; and a file that is not one is refused naming where.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -9,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/data/sentencepiece_bridge.h"
+#include "examples/data/sentencepiece_model_check.h"
 #include "examples/data/token_file.h"
 #include "examples/data/tokenizer.h"
 #include "gmock/gmock.h"
@@ -18,6 +22,7 @@
 namespace tandem::examples {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr char kLicences[] = "/usr/share/common-licenses";
@@ -133,6 +138,101 @@ TEST_F(TokenizerTest, AFileThatIsNotTheTokenizersIsRefusedNamingWhere) {
   EXPECT_THAT(Tokenizer::Train({kLicences}, 100, directory_->Path("small.model")).message(),
               HasSubstr("a vocabulary of 100 pieces is outside"));
   EXPECT_THAT(Tokenizer::Train({kLicences}, 400, directory_->Path("no-suffix")).message(), HasSubstr("must end in .model"));
+}
+
+// Protobuf's wire format: a length-delimited field.
+std::string Field(int number, const std::string& bytes) {
+  std::string out(1, static_cast<char>(number << 3 | 2));
+  for (uint64_t length = bytes.size();; length >>= 7) {
+    out.push_back(static_cast<char>((length & 0x7F) | (length > 0x7F ? 0x80 : 0)));
+    if (length <= 0x7F) break;
+  }
+  return out + bytes;
+}
+
+// A charsmap of `units` trie units (given, little-endian) and `strings`.
+std::string Charsmap(const std::vector<uint32_t>& units, const std::string& strings) {
+  std::string out;
+  auto put = [&](uint32_t word) {
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>(word >> (8 * b)));
+  };
+  put(static_cast<uint32_t>(4 * units.size()));
+  for (uint32_t unit : units) put(unit);
+  return out + strings;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The library follows a normaliser's trie wherever its units point: the
+// check must pass a real one and refuse one that points outside itself.
+TEST_F(TokenizerTest, ANormalisingModelPassesTheCheckAndNormalises) {
+  const std::string prefix = directory_->Path("nfkc");
+  ASSERT_EQ(spm::Train(absl::StrCat("--input=", kLicences, "/GPL-3 --model_prefix=", prefix,
+                                    " --vocab_size=300 --model_type=unigram --normalization_rule_name=nmt_nfkc"
+                                    " --add_dummy_prefix=false --minloglevel=2")),
+            "");
+  EXPECT_TRUE(CheckSentencePieceModel(ReadAll(prefix + ".model"), "nfkc.model").ok());
+  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(prefix + ".model");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  // NFKC: full-width letters become ASCII ones.
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode("\xef\xbd\x86\xef\xbd\x92\xef\xbd\x85\xef\xbd\x85");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  absl::StatusOr<std::string> text = tokenizer->Decode(*ids);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "free");
+}
+
+TEST_F(TokenizerTest, AForgedNormaliserTableIsRefusedBeforeTheLibraryReadsIt) {
+  // A spec appended to a good model merges into it (protobuf), and its
+  // charsmap replaces the model's.
+  const std::string good = ReadAll(model_);
+  auto forged = [&](const std::string& charsmap) {
+    const std::string path = directory_->Path("forged.model");
+    std::ofstream(path, std::ios::binary) << good + Field(3, Field(2, charsmap));
+    return Tokenizer::Load(path).status();
+  };
+  // Unit 0's offset sends the search to unit 2^20, far past a trie of 256.
+  std::vector<uint32_t> units(256, 0);
+  units[0] = (1u << 20) << 10;
+  absl::Status status = forged(Charsmap(units, std::string("a\0", 2)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("forged.model"), HasSubstr("points outside its trie of 256 units")));
+  // A trie bigger than the table that holds it.
+  std::string short_table = Charsmap(units, "");
+  short_table.resize(100);
+  EXPECT_THAT(forged(short_table).message(), HasSubstr("which is not a whole number of units within its 96"));
+  // A leaf whose replacement lies past the strings: byte 'a' at unit 'a'
+  // (base 0), with a leaf; its value unit at 'a' ^ 0 = 'a'... value 1000.
+  units.assign(256, 0);
+  units['a'] = 'a' | (1u << 8) | (0u << 10);
+  EXPECT_THAT(forged(Charsmap(units, std::string("x\0", 2))).message(), HasSubstr("names replacement"));
+  // Random bytes, the probe's case.
+  std::string random(4096, '\0');
+  uint32_t state = 12345;
+  for (char& c : random) {
+    state = state * 1103515245u + 12345u;
+    c = static_cast<char>(state >> 16);
+  }
+  random[0] = 0;
+  random[1] = 8;  // a trie of 2048 bytes
+  random[2] = random[3] = 0;
+  EXPECT_EQ(forged(random).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TokenizerTest, ATokenizerThatIsNoRegularFileOrTooLargeIsRefusedWithoutReadingIt) {
+  EXPECT_THAT(Tokenizer::Load("/dev/zero").status().message(),
+              HasSubstr("/dev/zero is a character device, not a regular file"));
+  const std::string fifo = directory_->Path("model.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(Tokenizer::Load(fifo).status().message(), HasSubstr("is a FIFO, not a regular file"));
+  const std::string sparse = directory_->Path("sparse.model");
+  std::ofstream(sparse).close();
+  ASSERT_EQ(truncate(sparse.c_str(), kMaxTokenizerModelBytes + 1), 0);
+  EXPECT_THAT(Tokenizer::Load(sparse).status().message(),
+              HasSubstr(absl::StrCat("has ", kMaxTokenizerModelBytes + 1, " bytes, more than the")));
 }
 
 }  // namespace

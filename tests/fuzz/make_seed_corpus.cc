@@ -31,6 +31,7 @@
 #include "actor/replica_group.h"
 #include "controller/checkpoint.h"
 #include "controller/compiler.h"
+#include "examples/data/sentencepiece_bridge.h"
 #include "examples/example_job.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -238,6 +239,39 @@ void WriteSafetensorsSeeds(CorpusWriter& writer, const examples::ExampleJob& job
   std::string long_header = bytes;
   long_header[7] = '\x7f';  // a header length past the file
   writer.Write(target, "near-header-past-the-end.safetensors", long_header);
+}
+
+// SentencePiece models: Tandem's own (BPE, no normaliser table) and one with
+// NFKC's table, as most downloaded models have, both trained here on a
+// licence text; and near-valid ones whose table points outside itself.
+void WriteTokenizerModelSeeds(CorpusWriter& writer) {
+  const std::string target = "tokenizer_model";
+  const fs::path directory = fs::temp_directory_path() / absl::StrCat("tandem-seed-spm-", getpid());
+  fs::create_directories(directory);
+  const std::string text = "/usr/share/common-licenses/GPL-3";
+  auto train = [&](const std::string& name, const std::string& options) {
+    const std::string prefix = (directory / name).string();
+    if (const std::string error = examples::spm::Train(absl::StrCat("--input=", text, " --model_prefix=", prefix, " ",
+                                                                    options, " --minloglevel=2"));
+        !error.empty()) {
+      CorpusWriter::Die(absl::StrCat("tokenizer_model: ", error));
+    }
+    std::ifstream in(prefix + ".model", std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string bpe = train("bpe", "--vocab_size=400 --model_type=bpe --byte_fallback=true "
+                                       "--normalization_rule_name=identity --add_dummy_prefix=false");
+  const std::string nfkc = train("nfkc", "--vocab_size=300 --model_type=unigram --normalization_rule_name=nmt_nfkc");
+  fs::remove_all(directory);
+  writer.Write(target, "bpe-identity.model", bpe);
+  writer.Write(target, "unigram-nfkc.model", nfkc);
+  writer.Write(target, "near-truncated.model", Truncated(bpe));
+  // A normaliser spec appended to a model merges into it; its charsmap's
+  // trie (256 units) sends the search to unit 2^20.
+  std::string charsmap = std::string("\x00\x04\x00\x00", 4) + std::string(1024, '\0') + std::string("x\0", 2);
+  charsmap[4 + 3] = '\x40';
+  std::string spec = std::string("\x12\x86\x08", 3) + charsmap;  // field 2, 1030 bytes
+  writer.Write(target, "near-trie-outside.model", bpe + std::string("\x1a\x89\x08", 3) + spec);  // field 3, 1033 bytes
 }
 
 void WriteProgramSeeds(CorpusWriter& writer, const controller::CompiledStep& compiled) {
@@ -457,6 +491,7 @@ int main(int argc, char** argv) {
   fuzz::WriteIrSeeds(writer, job, compiled);
   fuzz::WriteStateSeeds(writer, job);
   fuzz::WriteSafetensorsSeeds(writer, job);
+  fuzz::WriteTokenizerModelSeeds(writer);
   fuzz::WriteProgramSeeds(writer, compiled);
   fuzz::WriteTensorSeeds(writer, job);
   fuzz::WriteManifestSeeds(writer, job);
