@@ -61,6 +61,8 @@ absl::StatusOr<std::unique_ptr<TcpCollectiveGroup>> TcpCollectiveGroup::Open(std
   transport_options.bind_host = options.host;
   transport_options.token = std::move(options.token);
   transport_options.log = std::move(options.log);
+  transport_options.actor_ids = actors;
+  transport_options.group_name = "replica group";
   absl::StatusOr<std::unique_ptr<TcpTransport>> transport = TcpTransport::Listen(rank, size, transport_options);
   if (!transport.ok()) {
     return absl::UnavailableError(absl::StrCat("listening on ", options.host, " for ", DescribeGroup(actors), ": ",

@@ -23,6 +23,15 @@
 #include "rpc/rate_limited_log.h"
 
 namespace tandem::actor {
+
+std::string TcpTransport::ActorName(const Options& options, int32_t rank) {
+  if (options.actor_ids.empty()) return absl::StrCat("actor ", rank);
+  if (rank < 0 || rank >= static_cast<int32_t>(options.actor_ids.size())) return absl::StrCat("rank ", rank);
+  return absl::StrCat("actor ", options.actor_ids[static_cast<size_t>(rank)], " (rank ", rank, " of its ",
+                      options.group_name, ")");
+}
+
+std::string TcpTransport::Name(int32_t rank) const { return ActorName(options_, rank); }
 namespace {
 
 // The handshake, in order: the acceptor's challenge, the dialer's hello
@@ -126,7 +135,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Listen(int32_t actor
   socklen_t length = sizeof(*addr);
   if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) != 0 || listen(fd, 64) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&*addr), &length) != 0) {
-    absl::Status status = Errno(absl::StrCat("actor ", actor, ": listening on ", options.bind_host));
+    absl::Status status = Errno(absl::StrCat(ActorName(options, actor), ": listening on ", options.bind_host));
     close(fd);
     return status;
   }
@@ -181,7 +190,7 @@ void TcpTransport::Start(int32_t peer, int fd) {
 absl::Status TcpTransport::Dial(int32_t peer, const std::string& address, absl::Time deadline) {
   absl::StatusOr<sockaddr_in> addr = ParseAddress(address);
   if (!addr.ok()) return addr.status();
-  const std::string to = absl::StrCat("actor ", actor_, ": connecting to actor ", peer, " at ", address);
+  const std::string to = absl::StrCat(Name(actor_), ": connecting to ", Name(peer), " at ", address);
   int fd = -1;
   Challenge challenge{};
   absl::Status status;
@@ -242,7 +251,7 @@ absl::Status TcpTransport::Dial(int32_t peer, const std::string& address, absl::
 
 absl::Status TcpTransport::ConnectPeers(const std::vector<std::string>& peer_addresses, absl::Duration timeout) {
   if (static_cast<int32_t>(peer_addresses.size()) != num_actors_) {
-    return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, ": ", peer_addresses.size(),
+    return absl::InvalidArgumentError(absl::StrCat(Name(actor_), ": ", peer_addresses.size(),
                                                    " addresses for ", num_actors_, " actors"));
   }
   const absl::Time deadline = absl::Now() + timeout;
@@ -266,7 +275,7 @@ absl::Status TcpTransport::ConnectPeers(const std::vector<std::string>& peer_add
     }
     if (connected == expected) return absl::OkStatus();
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("actor ", actor_, ": only ", connected, " of ", expected,
+      return absl::DeadlineExceededError(absl::StrCat(Name(actor_), ": only ", connected, " of ", expected,
                                                       " higher-numbered actors connected in time"));
     }
     changed_.WaitWithDeadline(&mu_, deadline);
@@ -291,7 +300,7 @@ absl::StatusOr<int32_t> TcpTransport::Verify(const Handshake& handshake) {
   }
   absl::MutexLock lock(&mu_);
   if (connections_[hello.from] != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat("actor ", hello.from, " is connected already"));
+    return absl::AlreadyExistsError(absl::StrCat(Name(hello.from), " is connected already"));
   }
   return hello.from;
 }
@@ -305,11 +314,11 @@ void TcpTransport::AcceptLoop() {
     };
   }
   // Anyone who can reach the port can cause these notices.
-  rpc::RateLimitedLog notices(std::move(sink), absl::StrCat("actor ", actor_, " data plane"));
+  rpc::RateLimitedLog notices(std::move(sink), absl::StrCat(Name(actor_), " data plane"));
   std::vector<Handshake> pending;
   auto refuse = [&](int fd, absl::string_view from, absl::string_view why) {
     refused_.fetch_add(1, std::memory_order_relaxed);
-    notices.Log(absl::StrCat("actor ", actor_, " refused a data-plane connection from ", from, ": ", why));
+    notices.Log(absl::StrCat(Name(actor_), " refused a data-plane connection from ", from, ": ", why));
     close(fd);
   };
   while (true) {
@@ -321,7 +330,7 @@ void TcpTransport::AcceptLoop() {
     }
     const int64_t wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(wake_at - absl::Now()) + 1);
     if (poll(fds.data(), fds.size(), static_cast<int>(wait_ms)) < 0 && errno != EINTR) {
-      notices.Log(absl::StrCat("actor ", actor_, ": the data plane stopped accepting: poll: ", std::strerror(errno)));
+      notices.Log(absl::StrCat(Name(actor_), ": the data plane stopped accepting: poll: ", std::strerror(errno)));
       break;
     }
     if (fds[0].revents != 0) break;
@@ -351,7 +360,7 @@ void TcpTransport::AcceptLoop() {
           refuse(fd, from, welcome.status().message());
         } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
                    !WriteAll(fd, &*welcome, sizeof(Welcome)).ok()) {
-          refuse(fd, from, absl::StrCat("actor ", *peer, " was gone before it was welcomed"));
+          refuse(fd, from, absl::StrCat(Name(*peer), " was gone before it was welcomed"));
         } else {
           Start(*peer, fd);
         }
@@ -407,7 +416,7 @@ absl::Status TcpTransport::Flush(absl::Time deadline) {
     }
     if (!pending) return absl::OkStatus();
     if (changed_.WaitWithDeadline(&mu_, deadline) || absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("actor ", actor_, ": messages still queued at the deadline"));
+      return absl::DeadlineExceededError(absl::StrCat(Name(actor_), ": messages still queued at the deadline"));
     }
   }
 }
@@ -420,7 +429,7 @@ absl::Status TcpTransport::Send(int32_t peer, uint64_t tag, std::vector<ir::Host
   if (!mailbox_.abort_status().ok()) return mailbox_.abort_status();
   Connection* c = connections_[peer].get();
   if (c == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": not connected to actor ", peer));
+    return absl::FailedPreconditionError(absl::StrCat(Name(actor_), ": not connected to ", Name(peer)));
   }
   if (!mailbox_.peer_error(peer).ok()) return mailbox_.peer_error(peer);
   c->queue.push_back(Outgoing{*std::move(layout), std::move(tensors), {}});
@@ -469,7 +478,7 @@ void TcpTransport::WriterLoop(int32_t peer, int fd) {
     }
     if (!status.ok()) {
       absl::MutexLock lock(&mu_);
-      mailbox_.FailPeer(peer, absl::UnavailableError(absl::StrCat("actor ", actor_, ": sending to actor ", peer,
+      mailbox_.FailPeer(peer, absl::UnavailableError(absl::StrCat(Name(actor_), ": sending to ", Name(peer),
                                                                   " failed: ", status.message())));
       connections_[peer]->writing = false;
       changed_.SignalAll();
@@ -512,9 +521,9 @@ void TcpTransport::ReaderLoop(int32_t peer, int fd) {
     if (status.ok()) continue;
     absl::MutexLock lock(&mu_);
     mailbox_.FailPeer(peer, status.code() == absl::StatusCode::kUnavailable
-                                ? absl::UnavailableError(absl::StrCat("actor ", actor_, ": lost the connection to actor ",
-                                                                      peer, " (", status.message(), ")"))
-                                : absl::Status(status.code(), absl::StrCat("actor ", actor_, ": ", status.message())));
+                                ? absl::UnavailableError(absl::StrCat(Name(actor_), ": lost the connection to ",
+                                                                      Name(peer), " (", status.message(), ")"))
+                                : absl::Status(status.code(), absl::StrCat(Name(actor_), ": ", status.message())));
     changed_.SignalAll();  // the writer and Flush
     if (!stopping_) shutdown(fd, SHUT_RDWR);  // a corrupt stream cannot be resynchronized
     return;
@@ -526,7 +535,7 @@ absl::StatusOr<std::vector<ir::HostTensor>> TcpTransport::Receive(int32_t peer, 
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
   if (connections_[peer] == nullptr && mailbox_.abort_status().ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": not connected to actor ", peer));
+    return absl::FailedPreconditionError(absl::StrCat(Name(actor_), ": not connected to ", Name(peer)));
   }
   return mailbox_.Receive(mu_, peer, tag, start, deadline);
 }

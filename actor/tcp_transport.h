@@ -83,6 +83,13 @@ class TcpTransport final : public Transport {
     int max_pending_handshakes = 64;
     // Where refusals are logged (rate-limited); default: stderr.
     std::function<void(absl::string_view line)> log;
+    // When the ends are ranks of a group rather than actors (a replica
+    // group's collective links): each rank's actor, and what the group is
+    // called, so that messages name the actor ("actor 5 (rank 1 of its
+    // replica group)"), not the rank as if it were one. Empty: ranks are
+    // actors.
+    std::vector<int32_t> actor_ids;
+    std::string group_name;
   };
 
   // Listens on a port of `options.bind_host` that the OS picks, and starts
@@ -135,6 +142,11 @@ class TcpTransport final : public Transport {
   void ReaderLoop(int32_t peer, int fd);
   void WriterLoop(int32_t peer, int fd);
   absl::Status ReadFrame(int32_t peer, int fd);
+
+  // "actor 3", or with Options::actor_ids "actor 5 (rank 1 of its replica
+  // group)", for messages.
+  static std::string ActorName(const Options& options, int32_t rank);
+  std::string Name(int32_t rank) const;
 
   const int32_t actor_;
   const int32_t num_actors_;

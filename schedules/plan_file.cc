@@ -1,9 +1,12 @@
 #include "schedules/plan_file.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "schedules/cost_file.h"
 #include "schedules/generators.h"
@@ -22,6 +25,17 @@ constexpr int64_t kMaxBytes = int64_t{1} << 50;
 
 absl::Status Problem(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("plan file: ", where, ": ", what));
+}
+
+// InvalidArgument naming the first key of `object` not among `known`: a
+// misspelt field ("peak_bypes") would otherwise be read as absent.
+absl::Status OnlyKnownKeys(const Json& object, std::initializer_list<absl::string_view> known, absl::string_view where) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (std::find(known.begin(), known.end(), absl::string_view(it.key())) != known.end()) continue;
+    return Problem(where, absl::StrCat("'", it.key().substr(0, kMaxNameBytes), "' is not a field of it (its fields: ",
+                                       absl::StrJoin(known, ", "), ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ReadString(const Json& object, const char* key, std::string& out) {
@@ -62,6 +76,9 @@ absl::Status ReadStage(const Json& json, int32_t index, int32_t actors, PlanStag
   const Json pair = {{"first", (*segments)[0]}, {"end", (*segments)[1]}};
   if (absl::Status s = ReadInteger(pair, "first", 0, kMaxSegments - 1, where, stage.first_segment); !s.ok()) return s;
   if (absl::Status s = ReadInteger(pair, "end", 1, kMaxSegments, where, stage.end_segment); !s.ok()) return s;
+  if (absl::Status s = OnlyKnownKeys(json, {"segments", "remat", "actor", "seconds", "peak_bytes"}, where); !s.ok()) {
+    return s;
+  }
   auto remat = json.find("remat");
   if (remat == json.end() || !remat->is_boolean()) return Problem(where, "'remat' must be true or false");
   stage.remat = remat->get<bool>();
@@ -110,6 +127,14 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
              .max_bytes = kMaxPlanFileBytes});
   if (!parsed.ok()) return parsed.status();
   const Json& json = *parsed;
+  if (absl::Status s = OnlyKnownKeys(json,
+                                     {"format", "version", "model", "device", "actors", "data_parallel", "schedule",
+                                      "virtual_stages", "microbatches", "microbatch_size", "segments", "memory_cap",
+                                      "stages", "stage_graph", "predicted"},
+                                     "the file");
+      !s.ok()) {
+    return s;
+  }
   Plan plan;
   for (absl::Status s : {ReadString(json, "model", plan.model), ReadString(json, "device", plan.device),
                          ReadString(json, "schedule", plan.schedule),
@@ -155,6 +180,9 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
     plan.stage_edges = *std::move(edges);
   }
   if (auto predicted = json.find("predicted"); predicted != json.end() && predicted->is_object()) {
+    if (absl::Status s = OnlyKnownKeys(*predicted, {"step_s", "bubble", "peak_bytes", "memory"}, "predicted"); !s.ok()) {
+      return s;
+    }
     if (auto step = predicted->find("step_s"); step != predicted->end() && step->is_number()) {
       plan.predicted_step_s = step->get<double>();
     }

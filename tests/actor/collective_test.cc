@@ -188,7 +188,9 @@ TEST(TcpCollectiveGroup, StrangersDuringAReductionAreRefusedCountedAndChangeNoth
   }
   absl::MutexLock lock(&notices_mu);
   ASSERT_EQ(notices.size(), 2u);
-  EXPECT_THAT(notices[0], HasSubstr("refused a data-plane connection"));
+  // Member 0 is actor 1: the lines name the actor, not its rank as if it
+  // were one (issue 41, finding 11).
+  EXPECT_THAT(notices[0], HasSubstr("actor 1 (rank 0 of its replica group) refused a data-plane connection"));
   EXPECT_THAT(notices[1], HasSubstr("not made with the job's token"));
 }
 

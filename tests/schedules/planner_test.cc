@@ -263,6 +263,14 @@ TEST(PlanFile, BadPlansAreErrorsNamingTheField) {
   std::string huge = PlanText(good);
   huge.replace(huge.find("\"microbatches\":4"), 16, "\"microbatches\":18446744073709551615");
   EXPECT_THAT(ParsePlanFile(huge).status().message(), HasSubstr("'microbatches'"));
+  // A misspelt field is named, not read as absent (issue 41, finding 11).
+  EXPECT_THAT(ParsePlanFile(PlanText(R"([{"segments":[0,3],"remat":false,"actor":0,"peak_bypes":5},{"segments":[3,4],"remat":true,"actor":1}])"))
+                  .status()
+                  .message(),
+              HasSubstr("plan file: stage 0: 'peak_bypes' is not a field of it"));
+  std::string extra = PlanText(good);
+  extra.insert(1, "\"microbatch\":4,");
+  EXPECT_THAT(ParsePlanFile(extra).status().message(), HasSubstr("plan file: the file: 'microbatch' is not a field of it"));
   // A placement the generator does not make is refused when the schedule is built.
   Plan moved = *plan;
   moved.stages[1].actor = 0;
