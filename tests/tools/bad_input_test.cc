@@ -4,6 +4,7 @@
 // (an unbounded allocation fails there instead of eating the machine), and
 // every wait is bounded.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,10 +12,12 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -220,6 +223,142 @@ TEST_F(BadInput, AKilledControllersRunDirectoryIsRemovedByTheNextStart) {
   EXPECT_EQ(next.exit_code, 0) << next.err;
   EXPECT_FALSE(fs::exists(left[0]));
   EXPECT_TRUE(run_directories().empty());
+}
+
+}  // namespace
+}  // namespace tandem::cli
+
+namespace tandem::cli {
+namespace {
+
+// Issue 41, findings 3 and 7: a FIFO or a device given where a file is read
+// is refused at once, naming it, instead of blocking in open() or reading
+// without end.
+TEST_F(BadInput, AFifoOrADeviceGivenAsAnInputFileIsRefusedAtOnce) {
+  const std::string fifo = (dir_ / "input.fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::string> gpt = {"train", "--model", "gpt", "--layers", "2", "--dim", "32", "--heads", "4",
+                                        "--seq", "16", "--actors", "2", "--steps", "1", "--launcher", "threads"};
+  for (const auto& [flags, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--import", fifo}, fifo + " is a FIFO, not a regular file"},
+           {{"--data", fifo}, fifo + " is a FIFO, not a regular file"},
+           {{"--data", "/dev/zero"}, "/dev/zero is a character device, not a regular file"},
+           {{"--plan", fifo}, "is a FIFO, not a regular file"},
+           {{"--schedule", fifo}, "is a FIFO, not a regular file"}}) {
+    std::vector<std::string> args = gpt;
+    args.insert(args.end(), flags.begin(), flags.end());
+    const absl::Time start = absl::Now();
+    Finished run = RunCapped(args, absl::Seconds(30));
+    EXPECT_EQ(run.exit_code, 1) << flags[0] << " " << flags[1] << ": signal " << run.signal << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr(expected)) << flags[0];
+    EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << flags[0];
+  }
+  for (const std::string& model : {fifo, std::string("/dev/zero")}) {
+    Finished run = RunCapped({"tokenize", "--model", model, "--input", Write("t.txt", "text\n"), "--output",
+                              (dir_ / "t.bin").string()},
+                             absl::Seconds(30));
+    EXPECT_EQ(run.exit_code, 1) << model << ": signal " << run.signal << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr("not a regular file")) << model;
+  }
+}
+
+// Finding 2: a tokenizer model whose normaliser table points outside itself
+// is refused naming the file; the library never reads it.
+TEST_F(BadInput, ATokenizerModelWithAForgedNormaliserTableIsRefusedNotACrash) {
+  // A model of one field: a normaliser spec whose charsmap's trie sends the
+  // search to unit 2^20 of 256.
+  std::string charsmap = {0, 4, 0, 0};  // a trie of 1024 bytes
+  std::string trie(1024, '\0');
+  trie[2] = 0;
+  trie[3] = 0x40;  // unit 0 = 2^30: offset 2^20
+  charsmap += trie + std::string("x\0", 2);
+  std::string spec = std::string(1, 2 << 3 | 2);
+  spec += static_cast<char>(0x86);
+  spec += static_cast<char>(0x08);  // 1030 as a varint
+  spec += charsmap;
+  std::string model = std::string(1, 3 << 3 | 2);
+  model += static_cast<char>(0x89);
+  model += static_cast<char>(0x08);  // 1033
+  model += spec;
+  ASSERT_EQ(spec.size(), 1033u);
+  const std::string path = Write("forged.model", model);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"tokenize", "--model", path, "--input", Write("t.txt", "text\n"), "--output",
+                                 (dir_ / "t.bin").string()},
+        {"train", "--model", "llama", "--layers", "1", "--dim", "32", "--heads", "4", "--steps", "1", "--tokenizer",
+         path, "--data", Write("tokens.bin", std::string(4096, '\0'))}}) {
+    Finished run = RunCapped(args);
+    EXPECT_EQ(run.signal, 0) << args[0] << ": " << run.err;
+    EXPECT_EQ(run.exit_code, 1) << args[0] << ": " << run.err;
+    EXPECT_THAT(run.err, AllOf(HasSubstr(path), HasSubstr("points outside its trie"))) << args[0];
+  }
+}
+
+// Finding 6: an output that is a symbolic link is written through it (the
+// link stays); one that is no regular file is refused, left as it was.
+TEST_F(BadInput, AnOutputIsWrittenThroughItsLinkAndNeverReplacesAFifo) {
+  const std::string model = (dir_ / "licences.model").string();
+  Finished trained = RunCapped({"tokenize", "--train", "--input", "/usr/share/common-licenses/GPL-3", "--vocab", "400",
+                                "--model", model},
+                               absl::Seconds(120));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::string text = Write("text.txt", "Everyone is permitted to copy and distribute verbatim copies.\n");
+  const std::string target = (dir_ / "real.bin").string();
+  const std::string link = (dir_ / "link.bin").string();
+  fs::create_symlink("real.bin", link);
+  Finished run = RunCapped({"tokenize", "--model", model, "--input", text, "--output", link}, absl::Seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(fs::is_symlink(link)) << "the link was replaced by a file";
+  EXPECT_TRUE(fs::is_regular_file(target));
+  EXPECT_GT(fs::file_size(target), 0u);
+
+  const std::string fifo = (dir_ / "out.fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  run = RunCapped({"tokenize", "--model", model, "--input", text, "--output", fifo}, absl::Seconds(60));
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(fifo + " is a FIFO, not a regular file: Tandem writes its outputs only to regular files"));
+  EXPECT_EQ(fs::status(fifo).type(), fs::file_type::fifo);
+  const std::string fifo_link = (dir_ / "fifo-link.bin").string();
+  fs::create_symlink(fifo, fifo_link);
+  run = RunCapped({"tokenize", "--model", model, "--input", text, "--output", fifo_link}, absl::Seconds(60));
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(absl::StrCat("(a link to ", fifo, ") is a FIFO")));
+  EXPECT_TRUE(fs::is_symlink(fifo_link));
+}
+
+// Finding 10: a loss that is not a finite number stops the run, naming the
+// step, and no checkpoint of that step (or after it) is written.
+TEST_F(BadInput, ANonFiniteLossStopsTheRunBeforeItIsSaved) {
+  const std::string root = (dir_ / "checkpoints").string();
+  Finished run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "20", "--launcher", "threads",
+                            "--lr", "1e30", "--checkpoint-dir", root, "--checkpoint-every", "1", "--eval-batches", "0"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_THAT(run.err, AllOf(HasSubstr("OUT_OF_RANGE"), HasSubstr("not a finite number: the run stops here")));
+  const size_t at = run.err.find("step ");
+  ASSERT_NE(at, std::string::npos) << run.err;
+  const int bad_step = std::atoi(run.err.c_str() + at + 5);
+  ASSERT_GT(bad_step, 0) << run.err;
+  EXPECT_LT(bad_step, 20) << run.err;
+  for (int step = bad_step; step <= 20; ++step) {
+    EXPECT_FALSE(fs::exists(absl::StrFormat("%s/step-%08d", root, step))) << "a checkpoint of step " << step;
+  }
+  if (bad_step > 1) {
+    EXPECT_TRUE(fs::exists(absl::StrFormat("%s/step-%08d", root, bad_step - 1)));
+  }
+}
+
+// Findings 7 and 11: --threads past what any process may ask for, and
+// --eval-batches past its bound, are usage errors of `tandem` itself,
+// before an actor starts.
+TEST_F(BadInput, CountFlagsPastTheirBoundsAreUsageErrorsBeforeAnyActorStarts) {
+  for (const auto& [flag, value, bound] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--threads", "100000", "4096"}, {"--eval-batches", "9223372036854775807", "65536"}}) {
+    Finished run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "1", flag, value});
+    EXPECT_EQ(run.exit_code, 2) << flag << ": " << run.err;
+    EXPECT_THAT(run.err, AllOf(HasSubstr(flag), HasSubstr(bound))) << flag;
+    EXPECT_THAT(run.err, Not(HasSubstr("actor 0"))) << flag;
+    EXPECT_THAT(run.out, Not(HasSubstr("step "))) << flag;
+  }
 }
 
 }  // namespace

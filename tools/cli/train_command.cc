@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +39,9 @@
 
 namespace tandem::cli {
 namespace {
+
+// --eval-batches: each is a forward pass of the whole model here.
+constexpr int64_t kMaxEvalBatches = 65536;
 
 struct TrainOptions {
   examples::ExampleJobOptions model;
@@ -90,7 +94,8 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
       ->excludes("--resume");
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
                    "validation steps' worth of batches for the final loss, evaluated in the controller on the "
-                   "whole model (0 for models of real size)", 0);
+                   "whole model (0 for models of real size)", 0)
+      ->check(CLI::Range(int64_t{0}, kMaxEvalBatches));
   train.add_option("--fill", options.fill,
                    "run a fill job in the pipeline's bubbles: infer:mlp[,batch=N,layers=N,dim=N,items=N] or "
                    "train:mlp[,batch=N,layers=N,dim=N,lr=X] (a copy of the model trained on each filling actor); "
@@ -208,6 +213,21 @@ float Mean(const std::vector<float>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0f) / static_cast<float>(values.size());
 }
 
+// OutOfRange naming the step and the first microbatch whose loss is not a
+// finite number, or OK. A run stops there: the parameters it would save are
+// no longer numbers, and the checkpoints it wrote before stay the newest.
+absl::Status CheckFinite(const std::vector<float>& losses, int64_t step) {
+  for (size_t microbatch = 0; microbatch < losses.size(); ++microbatch) {
+    if (std::isfinite(losses[microbatch])) continue;
+    return absl::OutOfRangeError(absl::StrFormat(
+        "step %d: the loss of microbatch %d is %f, not a finite number: the run stops here and saves no checkpoint "
+        "of it (the last one saved stays the newest). A smaller --lr, or a look at the data or the imported "
+        "parameters, may help",
+        step, microbatch, losses[microbatch]));
+  }
+  return absl::OkStatus();
+}
+
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
@@ -249,6 +269,10 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
       return Failure(
           streams.err, train,
           absl::Status(losses.status().code(), absl::StrFormat("step %d: %s", step, losses.status().message())));
+    }
+    if (absl::Status finite = CheckFinite(*losses, step); !finite.ok()) {
+      progress.Clear();
+      return Failure(streams.err, train, finite);
     }
     ++totals.steps_run;
     totals.seconds += seconds;
@@ -342,6 +366,11 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   }
   std::vector<float> validation;
   for (int64_t i = 0; i < options.eval_batches; ++i) {
+    if (g_interrupted != 0) {
+      streams.err << CommandPath(train) << ": interrupted by " << strsignal(g_interrupted) << " during evaluation, after "
+                  << i << " of " << options.eval_batches << " batches\n";
+      return 128 + g_interrupted;
+    }
     absl::StatusOr<std::vector<float>> losses =
         ir::EvaluateLosses(job.step, *state, job.validation_batch(static_cast<uint64_t>(i)));
     if (!losses.ok()) return Failure(streams.err, train, losses.status());
