@@ -347,6 +347,19 @@ TEST_F(BadInput, ANonFiniteLossStopsTheRunBeforeItIsSaved) {
   }
 }
 
+// Finding 5: the reference launcher checks its memory before it allocates
+// the model, as the local and threads launchers check their actors'.
+TEST_F(BadInput, AModelTooLargeForTheReferenceIsRefusedBeforeItIsAllocated) {
+  // 4 layers of 65536 x 65536 with Adam: 192 GiB of state, past any
+  // machine this runs on.
+  const absl::Time start = absl::Now();
+  Finished run = RunCapped({"train", "--model", "mlp", "--dim", "65536", "--steps", "1", "--launcher", "reference"});
+  EXPECT_EQ(run.exit_code, 1) << "signal " << run.signal << ": " << run.err;
+  EXPECT_THAT(run.err, AllOf(HasSubstr("RESOURCE_EXHAUSTED"),
+                             HasSubstr("the reference interpreter holds the whole model in this process")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+}
+
 // Findings 7 and 11: --threads past what any process may ask for, and
 // --eval-batches past its bound, are usage errors of `tandem` itself,
 // before an actor starts.

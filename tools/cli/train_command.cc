@@ -540,6 +540,9 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
       return code;
     }
   } else {
+    if (absl::Status fits = ReferenceTrainer::CheckFits(job->step, *device); !fits.ok()) {
+      return Failure(streams.err, train, fits);
+    }
     absl::StatusOr<std::unique_ptr<Trainer>> reference =
         ReferenceTrainer::Open(job->step, start->state, *device, options.launcher.threads);
     if (!reference.ok()) return Failure(streams.err, train, reference.status(), 2);
@@ -548,6 +551,9 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   }
   std::unique_ptr<Trainer> reference;
   if (options.verify) {
+    if (absl::Status fits = ReferenceTrainer::CheckFits(job->step, *device); !fits.ok()) {
+      return Failure(streams.err, train, absl::Status(fits.code(), absl::StrCat("--verify: ", fits.message())));
+    }
     absl::StatusOr<std::unique_ptr<Trainer>> opened =
         ReferenceTrainer::Open(job->step, start->state, *device, options.launcher.threads);
     if (!opened.ok()) return Failure(streams.err, train, opened.status(), 2);

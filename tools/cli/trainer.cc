@@ -1,10 +1,13 @@
 #include "tools/cli/trainer.h"
 
+#include <cstdint>
 #include <fstream>
+#include <optional>
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "controller/memory_fit.h"
 #include "ir/kernels.h"
 #include "schedules/simulator.h"
 
@@ -12,6 +15,28 @@ namespace tandem::cli {
 
 absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string&) {
   return absl::UnimplementedError("checkpoints need a pipeline (--launcher local or threads)");
+}
+
+absl::Status ReferenceTrainer::CheckFits(const ir::TrainStep& step, const actor::DeviceSpec& device) {
+  if (device.kind == actor::DeviceSpec::Kind::kCuda) return absl::OkStatus();
+  const std::optional<int64_t> available = controller::HostAvailableBytes();
+  if (!available.has_value()) return absl::OkStatus();
+  int64_t state_bytes = 0;
+  int64_t gradient_bytes = 0;
+  for (const ir::StateSpec& spec : step.state) {
+    state_bytes += spec.type.num_bytes();
+    if (spec.role == ir::StateRole::kParameter) gradient_bytes += spec.type.num_bytes();
+  }
+  if (step.forward_only()) gradient_bytes = 0;
+  const int64_t needed = state_bytes + 2 * gradient_bytes;
+  if (needed <= *available) return absl::OkStatus();
+  constexpr double kGiB = 1 << 30;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the reference interpreter holds the whole model in this process: its state (%.1f GiB) and two sums of its "
+      "gradients (%.1f GiB) need at least %.1f GiB, more than this host's available memory (%.1f GiB, "
+      "MemAvailable). Train it pipelined over actors (--launcher local), whose memory is checked per actor, or "
+      "on a larger machine",
+      state_bytes / kGiB, 2 * gradient_bytes / kGiB, needed / kGiB, *available / kGiB));
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step,

@@ -48,6 +48,12 @@ class Trainer {
 // GPU (the reference a pipelined --device cuda run is compared with).
 class ReferenceTrainer : public Trainer {
  public:
+  // ResourceExhausted when what the reference interpreter holds at least
+  // (the whole state, and two sums of the gradients: its replica's and the
+  // step's) is more than this host's available memory: checked before any
+  // of it is allocated, as the launchers check their actors' static peaks.
+  // A GPU's memory is checked by the device as it allocates.
+  static absl::Status CheckFits(const ir::TrainStep& step, const actor::DeviceSpec& device);
   // Opens `device` (as actor 0 would) and starts from `state`; the CPU
   // kernels run on `threads` threads (0: every core).
   static absl::StatusOr<std::unique_ptr<Trainer>> Open(const ir::TrainStep& step, const ir::StateSources& state,
