@@ -80,7 +80,7 @@ schedules::Schedule ProfileSchedule(int32_t stages, int32_t microbatches) {
 
 absl::StatusOr<schedules::CostFile> ProfileSegments(
     const ir::TrainStep& step, std::unique_ptr<Launcher> launcher,
-    const std::function<std::vector<ir::TensorMap>(int64_t index)>& batches, const ProfileOptions& options) {
+    const std::function<absl::StatusOr<std::vector<ir::TensorMap>>(int64_t index)>& batches, const ProfileOptions& options) {
   if (step.forward_only()) return absl::InvalidArgumentError("profiling needs a training step, not a forward-only one");
   if (options.steps < 1) return absl::InvalidArgumentError("profiling needs at least one measured step");
   const int32_t stages = step.num_stages;
@@ -93,7 +93,9 @@ absl::StatusOr<schedules::CostFile> ProfileSegments(
   // Every run's duration, by (kind letter, stage), over the measured steps.
   std::map<std::pair<char, int32_t>, std::vector<int64_t>> runs;
   for (int64_t index = 0; index <= options.steps; ++index) {
-    absl::StatusOr<StepReport> report = (*pipeline)->Step(batches(index));
+    absl::StatusOr<std::vector<ir::TensorMap>> batch = batches(index);
+    if (!batch.ok()) return batch.status();
+    absl::StatusOr<StepReport> report = (*pipeline)->Step(*batch);
     if (!report.ok()) return report.status();
     if (index == 0) continue;  // warm-up: first touches of memory, caches
     for (const ir::InstructionTiming& timing : report->timings[0]) {

@@ -41,7 +41,8 @@ schedules::Schedule ProfileSchedule(int32_t stages, int32_t microbatches);
 // compiler's errors; InvalidArgument for a forward-only step.
 absl::StatusOr<schedules::CostFile> ProfileSegments(
     const ir::TrainStep& step, std::unique_ptr<Launcher> launcher,
-    const std::function<std::vector<ir::TensorMap>(int64_t index)>& batches, const ProfileOptions& options);
+    const std::function<absl::StatusOr<std::vector<ir::TensorMap>>(int64_t index)>& batches,
+    const ProfileOptions& options);
 
 }  // namespace tandem::controller
 

@@ -371,8 +371,10 @@ absl::Status Repl::Step(int64_t count) {
       out_ << absl::StrFormat("interrupted after step %d\n", session_->steps_done());
       return absl::OkStatus();
     }
-    const std::vector<ir::TensorMap> batch =
+    absl::StatusOr<std::vector<ir::TensorMap>> next_batch =
         model_.train_batch(static_cast<uint64_t>(session_->steps_done()), session_->compiled().num_microbatches);
+    if (!next_batch.ok()) return next_batch.status();
+    const std::vector<ir::TensorMap>& batch = *next_batch;
     const auto start = std::chrono::steady_clock::now();
     if (debugger_->breakpoints().empty()) {
       absl::StatusOr<controller::StepReport> report = session_->Step(batch);

@@ -41,7 +41,7 @@ struct ReplModel {
   // the update's 1/M is part of the traced step).
   std::function<absl::StatusOr<ir::TrainStep>(int32_t microbatches)> trace;
   // The microbatches of training step `index` (0-based).
-  std::function<std::vector<ir::TensorMap>(uint64_t index, int32_t microbatches)> train_batch;
+  std::function<absl::StatusOr<std::vector<ir::TensorMap>>(uint64_t index, int32_t microbatches)> train_batch;
 };
 
 struct ReplOptions {

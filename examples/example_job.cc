@@ -213,9 +213,13 @@ void TakeCorpusBatches(std::shared_ptr<const Corpus> corpus, int64_t batch, int6
   job.microbatch_size = batch;
   job.corpus = corpus;
   auto batches = [corpus, batch, seq, count = basis.num_microbatches, seed = basis.data_seed](
-                     Corpus::Split split, uint64_t index) {
+                     Corpus::Split split, uint64_t index) -> absl::StatusOr<std::vector<ir::TensorMap>> {
     std::vector<ir::TensorMap> microbatches;
-    for (int32_t m = 0; m < count; ++m) microbatches.push_back(corpus->Batch(split, batch, seq, seed, index * count + m));
+    for (int32_t m = 0; m < count; ++m) {
+      absl::StatusOr<ir::TensorMap> microbatch = corpus->Batch(split, batch, seq, seed, index * count + m);
+      if (!microbatch.ok()) return microbatch.status();
+      microbatches.push_back(*std::move(microbatch));
+    }
     return microbatches;
   };
   job.train_batch = [batches](uint64_t index) { return batches(Corpus::Split::kTrain, index); };
@@ -229,7 +233,8 @@ void TakeSyntheticBatches(std::function<ir::TensorMap(uint64_t)> example_batch, 
   job.items_per_step = batch * basis.num_microbatches;
   job.item_name = "examples";
   job.microbatch_size = batch;
-  auto batches = [example_batch = std::move(example_batch), count = basis.num_microbatches](uint64_t base) {
+  auto batches = [example_batch = std::move(example_batch),
+                  count = basis.num_microbatches](uint64_t base) -> absl::StatusOr<std::vector<ir::TensorMap>> {
     std::vector<ir::TensorMap> microbatches;
     for (int32_t m = 0; m < count; ++m) microbatches.push_back(example_batch(base + m));
     return microbatches;

@@ -87,10 +87,12 @@ struct ExampleJob {
   std::string item_name;
   // Sequences (gpt) or examples (mlp) per microbatch.
   int64_t microbatch_size = 0;
-  // The microbatches of training step `index` (0-based) from the train split.
-  std::function<std::vector<ir::TensorMap>(uint64_t index)> train_batch;
+  // The microbatches of training step `index` (0-based) from the train
+  // split; an error when the data cannot be read (a token file truncated
+  // under the run, an id past the vocabulary), naming where.
+  std::function<absl::StatusOr<std::vector<ir::TensorMap>>(uint64_t index)> train_batch;
   // A held-out batch set for the validation loss.
-  std::function<std::vector<ir::TensorMap>(uint64_t index)> validation_batch;
+  std::function<absl::StatusOr<std::vector<ir::TensorMap>>(uint64_t index)> validation_batch;
   // Language models (gpt, llama): the corpus (its text to ids and back),
   // and the model's forward to its logits, input "tokens" i32 [batch, seq],
   // the same parameters: what `tandem generate` runs. Null for the others.

@@ -240,10 +240,11 @@ PYBIND11_MODULE(_tandem, m) {
            py::arg("updates") = "flush", py::arg("update_every") = 0)
       .def_property_readonly("description", [](const PyExampleJob& self) { return self.job->description; })
       .def_property_readonly("step", [](const PyExampleJob& self) { return self.job->step; })
-      .def("train_batch", [](const PyExampleJob& self, uint64_t index) { return ToPython(self.job->train_batch(index)); },
+      .def("train_batch",
+           [](const PyExampleJob& self, uint64_t index) { return ToPython(Value(self.job->train_batch(index))); },
            py::arg("index"))
       .def("validation_batch",
-           [](const PyExampleJob& self, uint64_t index) { return ToPython(self.job->validation_batch(index)); },
+           [](const PyExampleJob& self, uint64_t index) { return ToPython(Value(self.job->validation_batch(index))); },
            py::arg("index"));
 
   py::class_<schedules::Schedule>(m, "Schedule", "A pipeline schedule: a task list per actor.")

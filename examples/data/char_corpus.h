@@ -4,6 +4,7 @@
 #ifndef TANDEM_EXAMPLES_DATA_CHAR_CORPUS_H_
 #define TANDEM_EXAMPLES_DATA_CHAR_CORPUS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,7 +34,10 @@ class CharCorpus : public Corpus {
   int64_t vocab_size() const override { return static_cast<int64_t>(alphabet_.size()); }
   int64_t size() const override { return static_cast<int64_t>(ids_.size()); }
   std::string description() const override;
-  int32_t Token(int64_t i) const override { return ids_[static_cast<size_t>(i)]; }
+  absl::Status Read(int64_t start, int64_t count, int32_t* ids) const override {
+    std::copy_n(ids_.begin() + start, count, ids);
+    return absl::OkStatus();
+  }
   // Each byte is its id; a byte the corpus never has cannot be encoded.
   absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text) const override;
   absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;

@@ -22,8 +22,8 @@ absl::StatusOr<std::vector<std::string>> TextFiles(const std::string& path) {
   return files;
 }
 
-ir::TensorMap Corpus::Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed,
-                            uint64_t index) const {
+absl::StatusOr<ir::TensorMap> Corpus::Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed,
+                                            uint64_t index) const {
   const int64_t split_point = SplitPoint(size());
   const int64_t begin = split == Split::kTrain ? 0 : split_point;
   const int64_t end = split == Split::kTrain ? split_point : size();
@@ -33,15 +33,24 @@ ir::TensorMap Corpus::Batch(Split split, int64_t batch, int64_t sequence_length,
                                           {ir::Initializer::Kind::kUniform, 0.0, 1.0, seed * 1000003 + index});
   std::vector<int32_t> tokens(batch * sequence_length);
   std::vector<int32_t> labels(batch * sequence_length);
+  std::vector<int32_t> window(sequence_length + 1);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t start = begin + std::min<int64_t>(span - 1, static_cast<int64_t>(starts.f32()[b] * span));
+    // The window and the token after it; past the end, the last token
+    // repeats.
+    const int64_t count = std::min<int64_t>(sequence_length + 1, size() - start);
+    if (absl::Status status = Read(start, count, window.data()); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat(description(), ": tokens ", start, " to ", start + count - 1,
+                                                      ": ", status.message()));
+    }
+    for (int64_t t = count; t <= sequence_length; ++t) window[t] = window[count - 1];
     for (int64_t t = 0; t < sequence_length; ++t) {
-      tokens[b * sequence_length + t] = Token(std::min<int64_t>(start + t, size() - 1));
-      labels[b * sequence_length + t] = Token(std::min<int64_t>(start + t + 1, size() - 1));
+      tokens[b * sequence_length + t] = window[t];
+      labels[b * sequence_length + t] = window[t + 1];
     }
   }
-  return {{"tokens", ir::HostTensor::FromInts({batch, sequence_length}, tokens)},
-          {"labels", ir::HostTensor::FromInts({batch, sequence_length}, labels)}};
+  return ir::TensorMap{{"tokens", ir::HostTensor::FromInts({batch, sequence_length}, tokens)},
+                       {"labels", ir::HostTensor::FromInts({batch, sequence_length}, labels)}};
 }
 
 }  // namespace tandem::examples

@@ -27,8 +27,11 @@ class Corpus {
   virtual int64_t size() const = 0;
   // "<path> (N bytes)", "<path> (N tokens of M.model)": where it comes from.
   virtual std::string description() const = 0;
-  // Token i, for i in [0, size()).
-  virtual int32_t Token(int64_t i) const = 0;
+  // Tokens [start, start + count) into `ids`, within [0, size()).
+  // InvalidArgument naming the position for an id outside the vocabulary;
+  // DataLoss when the tokens cannot be read (a file that shrank while the
+  // run reads it).
+  virtual absl::Status Read(int64_t start, int64_t count, int32_t* ids) const = 0;
   // Text to ids and back, as the corpus was made (a prompt, a generation).
   // InvalidArgument for text the vocabulary cannot express, or an id
   // outside it.
@@ -38,8 +41,9 @@ class Corpus {
   // "tokens" and "labels" (the next token of each position), i32
   // [batch, sequence_length], from windows of the split whose starts are
   // drawn from (seed, index) by the seeded generator: the same arguments
-  // give the same batch.
-  ir::TensorMap Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed, uint64_t index) const;
+  // give the same batch. Read's errors, with the window that met them.
+  absl::StatusOr<ir::TensorMap> Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed,
+                                      uint64_t index) const;
 
  protected:
   // Where the validation part begins: 90% of `size`.

@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
   for (int s = (*session)->steps_done() + 1; s <= steps; ++s) {
     std::vector<tandem::ir::TensorMap> batch;
     for (int m = 0; m < kMicrobatches; ++m) {
-      batch.push_back(corpus->Batch(tandem::examples::CharCorpus::Split::kTrain, kBatch, kSeq, 1, s * kMicrobatches + m));
+      auto microbatch = corpus->Batch(tandem::examples::CharCorpus::Split::kTrain, kBatch, kSeq, 1, s * kMicrobatches + m);
+      if (!microbatch.ok()) return Fail(microbatch.status());
+      batch.push_back(*std::move(microbatch));
     }
     auto report = (*session)->Step(batch);
     if (!report.ok()) return Fail(report.status());

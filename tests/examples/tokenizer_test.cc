@@ -78,8 +78,8 @@ TEST_F(TokenizerTest, ATokenFileHoldsTheTextsIdsAsNarrowAsTheVocabularyAllows) {
   EXPECT_EQ(static_cast<int64_t>(std::filesystem::file_size(tokens_path)), 2 * counts->tokens) << "uint16";
   absl::StatusOr<std::unique_ptr<TokenFile>> file = TokenFile::Open(tokens_path, *tokenizer);
   ASSERT_TRUE(file.ok()) << file.status();
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < (*file)->size(); ++i) ids.push_back((*file)->Token(i));
+  std::vector<int32_t> ids(static_cast<size_t>((*file)->size()));
+  ASSERT_TRUE((*file)->Read(0, (*file)->size(), ids.data()).ok());
   EXPECT_EQ(*tokenizer->Decode(ids), text);
   EXPECT_EQ(TokenFile::TokenBytes(65536), 2);
   EXPECT_EQ(TokenFile::TokenBytes(65537), 4);
@@ -100,8 +100,8 @@ TEST_F(TokenizerTest, ALineLongerThanAPieceIsCutBetweenCharacters) {
   EXPECT_EQ(counts->bytes, static_cast<int64_t>(line.size()));
   absl::StatusOr<std::unique_ptr<TokenFile>> file = TokenFile::Open(tokens_path, *tokenizer);
   ASSERT_TRUE(file.ok()) << file.status();
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < (*file)->size(); ++i) ids.push_back((*file)->Token(i));
+  std::vector<int32_t> ids(static_cast<size_t>((*file)->size()));
+  ASSERT_TRUE((*file)->Read(0, (*file)->size(), ids.data()).ok());
   absl::StatusOr<std::string> back = tokenizer->Decode(ids);
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(*back == line) << "the decoded text differs from the line";
@@ -138,6 +138,30 @@ TEST_F(TokenizerTest, AFileThatIsNotTheTokenizersIsRefusedNamingWhere) {
   EXPECT_THAT(Tokenizer::Train({kLicences}, 100, directory_->Path("small.model")).message(),
               HasSubstr("a vocabulary of 100 pieces is outside"));
   EXPECT_THAT(Tokenizer::Train({kLicences}, 400, directory_->Path("no-suffix")).message(), HasSubstr("must end in .model"));
+}
+
+// Issue 41, finding 8: a token file is never read whole. Open checks its
+// first ids; the rest are checked as windows are read, and a file
+// truncated under a run is an error naming it, not a SIGBUS.
+TEST_F(TokenizerTest, ATokenFileIsReadByWindowsAndATruncationIsAnErrorNotASignal) {
+  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(model_);
+  ASSERT_TRUE(tokenizer.ok());
+  const std::string path = directory_->Path("windows.bin");
+  const int64_t tokens = TokenFile::kCheckedAtOpen + 4096;
+  std::string ids(static_cast<size_t>(2 * tokens), '\0');
+  ids[static_cast<size_t>(2 * (tokens - 10))] = '\x34';
+  ids[static_cast<size_t>(2 * (tokens - 10) + 1)] = '\x12';  // id 4660, past the checked prefix
+  std::ofstream(path, std::ios::binary) << ids;
+  absl::StatusOr<std::unique_ptr<TokenFile>> file = TokenFile::Open(path, *tokenizer);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::vector<int32_t> window(64);
+  EXPECT_TRUE((*file)->Read(0, 64, window.data()).ok());
+  EXPECT_THAT((*file)->Read(tokens - 64, 64, window.data()).message(),
+              HasSubstr(absl::StrCat("token ", tokens - 10, " is 4660, not below the 400")));
+  ASSERT_EQ(truncate(path.c_str(), 2 * 2048), 0);
+  const absl::Status truncated = (*file)->Read(4000, 64, window.data());
+  EXPECT_EQ(truncated.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(truncated.message(), AllOf(HasSubstr(path), HasSubstr("ends before token 4000"), HasSubstr("truncated")));
 }
 
 // Protobuf's wire format: a length-delimited field.

@@ -312,7 +312,7 @@ void WriteProgramSeeds(CorpusWriter& writer, const controller::CompiledStep& com
 
 void WriteTensorSeeds(CorpusWriter& writer, const examples::ExampleJob& job) {
   const std::string target = "tensor_decoder";
-  const std::vector<ir::TensorMap> batch = job.train_batch(0);
+  const std::vector<ir::TensorMap> batch = Require(job.train_batch(0), "train batch");
   ir::StepInputs inputs;
   for (size_t microbatch = 0; microbatch < batch.size(); ++microbatch) {
     for (const auto& [name, tensor] : batch[microbatch]) {

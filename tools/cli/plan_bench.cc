@@ -92,9 +92,10 @@ absl::StatusOr<double> MeasureStep(const PlanBenchOptions& options, const schedu
   if (!session.ok()) return session.status();
   double total = 0.0;
   for (int64_t step = 0; step <= options.steps; ++step) {
-    const std::vector<ir::TensorMap> batches = job->train_batch(static_cast<uint64_t>(step));
+    absl::StatusOr<std::vector<ir::TensorMap>> batches = job->train_batch(static_cast<uint64_t>(step));
+    if (!batches.ok()) return batches.status();
     const Clock::time_point start = Clock::now();
-    if (absl::StatusOr<controller::StepReport> report = (*session)->Step(batches); !report.ok()) {
+    if (absl::StatusOr<controller::StepReport> report = (*session)->Step(*batches); !report.ok()) {
       return report.status();
     }
     if (step > 0) total += std::chrono::duration<double>(Clock::now() - start).count();

@@ -103,9 +103,10 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
     if (!job.ok()) return job.status();
     return (*job)->step;
   };
-  repl_model.train_batch = [model](uint64_t index, int32_t m) {
+  repl_model.train_batch = [model](uint64_t index, int32_t m) -> absl::StatusOr<std::vector<ir::TensorMap>> {
     absl::StatusOr<const examples::ExampleJob*> job = model->For(m);
-    return job.ok() ? (*job)->train_batch(index) : std::vector<ir::TensorMap>();
+    if (!job.ok()) return job.status();
+    return (*job)->train_batch(index);
   };
   ReplOptions repl_options{
       .schedule = options.schedule.schedule, .virtual_stages = options.schedule.virtual_stages, .steps = options.steps};

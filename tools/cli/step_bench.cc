@@ -56,7 +56,9 @@ absl::StatusOr<Measured> MeasureTandem(const examples::ExampleJob& job, const ir
   ir::TensorMap state = initial;
   std::vector<double> times;
   for (int64_t r = 0; r <= repeats; ++r) {  // run 0 is the warm-up, and the one compared
-    const std::vector<ir::TensorMap> batch = job.train_batch(static_cast<uint64_t>(r));
+    absl::StatusOr<std::vector<ir::TensorMap>> next_batch = job.train_batch(static_cast<uint64_t>(r));
+    if (!next_batch.ok()) return next_batch.status();
+    const std::vector<ir::TensorMap>& batch = *next_batch;
     const Clock::time_point start = Clock::now();
     absl::StatusOr<ir::StepResult> result =
         kernel_threads.Run([&] { return ir::RunReferenceStep(job.step, state, batch, r + 1); });

@@ -260,7 +260,14 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
                   << "; shutting the actors down\n";
       return 128 + g_interrupted;
     }
-    std::vector<ir::TensorMap> batch = job.train_batch(static_cast<uint64_t>(step - 1));
+    absl::StatusOr<std::vector<ir::TensorMap>> next_batch = job.train_batch(static_cast<uint64_t>(step - 1));
+    if (!next_batch.ok()) {
+      progress.Clear();
+      return Failure(streams.err, train,
+                     absl::Status(next_batch.status().code(),
+                                  absl::StrFormat("step %d: %s", step, next_batch.status().message())));
+    }
+    const std::vector<ir::TensorMap>& batch = *next_batch;
     const Clock::time_point start = Clock::now();
     absl::StatusOr<std::vector<float>> losses = trainer.Step(batch, step);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -371,8 +378,9 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
                   << i << " of " << options.eval_batches << " batches\n";
       return 128 + g_interrupted;
     }
-    absl::StatusOr<std::vector<float>> losses =
-        ir::EvaluateLosses(job.step, *state, job.validation_batch(static_cast<uint64_t>(i)));
+    absl::StatusOr<std::vector<ir::TensorMap>> batch = job.validation_batch(static_cast<uint64_t>(i));
+    if (!batch.ok()) return Failure(streams.err, train, batch.status());
+    absl::StatusOr<std::vector<float>> losses = ir::EvaluateLosses(job.step, *state, *batch);
     if (!losses.ok()) return Failure(streams.err, train, losses.status());
     validation.insert(validation.end(), losses->begin(), losses->end());
   }
