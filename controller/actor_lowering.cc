@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/all_reduce.h"
+#include "ir/limits.h"
 
 namespace tandem::controller {
 namespace {
@@ -36,6 +37,12 @@ class Lowering {
   absl::StatusOr<ir::ActorProgram> Run() {
     for (int32_t task : plan_.actor_tasks(actor_)) {
       if (absl::Status status = LowerTask(task); !status.ok()) return status;
+      // Stop as soon as the program passes its bound, rather than finish a
+      // program no one may run (Compile words the error).
+      if (program_.instructions.size() > static_cast<size_t>(ir::kMaxProgramInstructions) ||
+          program_.buffers.size() > static_cast<size_t>(ir::kMaxProgramBuffers)) {
+        return std::move(program_);
+      }
     }
     if (absl::Status status = step_.asynchronous() ? CheckUpdates() : LowerUpdate(); !status.ok()) return status;
     AssignLifetimes(program_);

@@ -12,6 +12,7 @@
 #include "controller/step_plan.h"
 #include "ir/all_reduce.h"
 #include "ir/hash.h"
+#include "ir/limits.h"
 #include "ir/verifier.h"
 #include "schedules/generators.h"
 #include "schedules/validator.h"
@@ -225,9 +226,25 @@ std::vector<bool> RematEveryStage(int32_t num_stages, bool remat) {
   return remat ? std::vector<bool>(num_stages, true) : std::vector<bool>();
 }
 
+// What makes a step smaller, for the size errors below.
+constexpr absl::string_view kSmallerStep =
+    "fewer microbatches, or more of them per actor through fewer actors or stages, make it smaller";
+
 absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules::Schedule& schedule,
                                      const CompileOptions& options) {
   if (absl::Status status = CheckFits(step, schedule); !status.ok()) return status;
+  // Every task lowers to at least one instruction: a schedule past the
+  // step's bound is refused before anything is lowered.
+  int64_t tasks = 0;
+  for (const auto& actor_program : schedule.programs) {
+    for (const auto& slot : actor_program) tasks += static_cast<int64_t>(slot.tasks.size());
+  }
+  if (tasks > ir::kMaxStepInstructions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule '", schedule.name, "' has ", tasks, " tasks on its ", schedule.num_actors, " actors (",
+        schedule.num_microbatches, " microbatches of ", schedule.num_stages, " stages): more than the ",
+        ir::kMaxStepInstructions, " instructions a compiled step may have; ", kSmallerStep));
+  }
   absl::StatusOr<StepPlan> plan = StepPlan::Build(step, schedule, options.remat);
   if (!plan.ok()) return plan.status();
   if (absl::Status status = CheckAsynchronous(*plan, schedule); !status.ok()) return status;
@@ -240,9 +257,22 @@ absl::StatusOr<CompiledStep> Compile(const ir::TrainStep& step, const schedules:
   compiled.num_actors = schedule.num_actors * step.num_replicas;
   compiled.num_stages = schedule.num_stages;
   compiled.num_microbatches = schedule.num_microbatches;
+  int64_t instructions = 0;
   for (int32_t actor = 0; actor < schedule.num_actors; ++actor) {
     absl::StatusOr<ir::ActorProgram> program = LowerActor(*plan, actor);
     if (!program.ok()) return program.status();
+    // Sizes follow from the user's flags: too large is their error, not a
+    // bug the verifier found.
+    if (absl::Status status = ir::CheckProgramSize(program->instructions.size(), program->buffers.size());
+        !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("actor ", actor, ": ", status.message(), "; ", kSmallerStep));
+    }
+    instructions += static_cast<int64_t>(program->instructions.size());
+    if (instructions > ir::kMaxStepInstructions) {
+      return absl::InvalidArgumentError(absl::StrCat("the programs of actors 0 to ", actor, " have ", instructions,
+                                                     " instructions, more than the ", ir::kMaxStepInstructions,
+                                                     " a compiled step may have; ", kSmallerStep));
+    }
     if (absl::Status status = ir::VerifyActorProgram(*program); !status.ok()) {
       return absl::InternalError(absl::StrCat("actor ", actor, ": ", status.message()));
     }

@@ -44,6 +44,13 @@ inline constexpr int64_t kMaxIrTextBytes = int64_t{256} << 20;
 // allocates (a Cap'n Proto list of empty structs costs a peer no bytes).
 inline constexpr int64_t kMaxProgramInstructions = int64_t{1} << 20;
 inline constexpr int64_t kMaxProgramBuffers = int64_t{1} << 20;
+// Instructions of one compiled step, all actors' programs of a replica
+// together (replicas share them): the controller holds them all while it
+// compiles, some 650 bytes each with their buffers, so this keeps a compile
+// under a gigabyte. Each task is at least one instruction, so a schedule of
+// more tasks is refused before lowering. GPT-3's shapes over 96 stages and
+// 192 microbatches take about 400,000.
+inline constexpr int64_t kMaxStepInstructions = int64_t{1} << 20;
 
 // The number of elements of `shape`, or InvalidArgument naming the shape
 // when an extent is negative, the rank is over kMaxRank, or the product

@@ -347,6 +347,26 @@ TEST_F(BadInput, ANonFiniteLossStopsTheRunBeforeItIsSaved) {
   }
 }
 
+// Finding 4: counts inside their documented ranges whose product makes a
+// step too large to compile are refused as the user's error, quickly and in
+// bounded memory, not an INTERNAL error or an abort after gigabytes.
+TEST_F(BadInput, AStepTooLargeToCompileIsRefusedQuicklyInBoundedMemory) {
+  for (const auto& [flags, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--layers", "1024", "--actors", "1024", "--microbatches", "4096"},
+            "has 8388608 tasks on its 1024 actors (4096 microbatches of 1024 stages): more than the 1048576"},
+           {{"--layers", "4", "--actors", "4", "--microbatches", "65536"}, "one actor program may have"},
+           {{"--layers", "256", "--actors", "256", "--microbatches", "4096"}, "a compiled step may have"}}) {
+    std::vector<std::string> args = {"compile", "--model", "gpt"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const absl::Time start = absl::Now();
+    Finished run = RunCapped(args, absl::Seconds(120));
+    EXPECT_EQ(run.exit_code, 1) << flags[1] << ": signal " << run.signal << ": " << run.err;
+    EXPECT_THAT(run.err, AllOf(HasSubstr("INVALID_ARGUMENT"), HasSubstr(expected), HasSubstr("make it smaller")))
+        << flags[1];
+    EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << flags[1];
+  }
+}
+
 // Finding 5: the reference launcher checks its memory before it allocates
 // the model, as the local and threads launchers check their actors'.
 TEST_F(BadInput, AModelTooLargeForTheReferenceIsRefusedBeforeItIsAllocated) {
