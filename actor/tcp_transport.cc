@@ -75,7 +75,6 @@ absl::StatusOr<Welcome> WelcomeFor(absl::string_view token, const Hello& hello, 
 using socket_io::Errno;
 using socket_io::ParseAddress;
 using socket_io::PeerName;
-using socket_io::ReadAll;
 using socket_io::ReadAllBy;
 using socket_io::Tune;
 using socket_io::WriteAll;
@@ -176,13 +175,13 @@ TcpTransport::~TcpTransport() {
   close(wake_fd_);
 }
 
-void TcpTransport::Start(int32_t peer, int fd) {
+void TcpTransport::Start(int32_t peer, int fd, const StreamKeys& keys) {
   Tune(fd);
   absl::MutexLock lock(&mu_);
   auto connection = std::make_unique<Connection>();
   connection->fd = fd;
-  connection->reader = std::thread([this, peer, fd] { ReaderLoop(peer, fd); });
-  connection->writer = std::thread([this, peer, fd] { WriterLoop(peer, fd); });
+  connection->reader = std::thread([this, peer, fd, key = keys.receive] { ReaderLoop(peer, fd, key); });
+  connection->writer = std::thread([this, peer, fd, key = keys.send] { WriterLoop(peer, fd, key); });
   connections_[peer] = std::move(connection);
   changed_.SignalAll();
 }
@@ -241,11 +240,20 @@ absl::Status TcpTransport::Dial(int32_t peer, const std::string& address, absl::
       }
     }
   }
+  absl::StatusOr<StreamKeys> keys = absl::FailedPreconditionError("the handshake did not finish");
+  if (status.ok()) {
+    rpc::Nonce acceptor_nonce;
+    rpc::Nonce dialer_nonce;
+    std::copy(std::begin(challenge.nonce), std::end(challenge.nonce), acceptor_nonce.begin());
+    std::copy(std::begin(hello.nonce), std::end(hello.nonce), dialer_nonce.begin());
+    keys = DeriveStreamKeys(options_.token, acceptor_nonce, dialer_nonce, actor_, peer, /*is_dialer=*/true);
+    status = keys.status();
+  }
   if (!status.ok()) {
     close(fd);
     return absl::Status(status.code(), absl::StrCat(to, ": ", status.message()));
   }
-  Start(peer, fd);
+  Start(peer, fd, *keys);
   return absl::OkStatus();
 }
 
@@ -353,16 +361,22 @@ void TcpTransport::AcceptLoop() {
         absl::StatusOr<int32_t> peer = Verify(handshake);
         absl::StatusOr<Welcome> welcome =
             peer.ok() ? WelcomeFor(options_.token, handshake.hello, actor_) : absl::StatusOr<Welcome>(peer.status());
+        rpc::Nonce dialer_nonce;
+        std::copy(std::begin(handshake.hello.nonce), std::end(handshake.hello.nonce), dialer_nonce.begin());
+        const absl::StatusOr<StreamKeys> keys =
+            welcome.ok()
+                ? DeriveStreamKeys(options_.token, handshake.nonce, dialer_nonce, *peer, actor_, /*is_dialer=*/false)
+                : absl::StatusOr<StreamKeys>(welcome.status());
         const int fd = handshake.fd;
         const std::string from = handshake.from;
         pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-        if (!welcome.ok()) {
-          refuse(fd, from, welcome.status().message());
+        if (!keys.ok()) {
+          refuse(fd, from, keys.status().message());
         } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
                    !WriteAll(fd, &*welcome, sizeof(Welcome)).ok()) {
           refuse(fd, from, absl::StrCat(Name(*peer), " was gone before it was welcomed"));
         } else {
-          Start(*peer, fd);
+          Start(*peer, fd, *keys);
         }
       } else if (now >= handshake.deadline) {
         refuse(handshake.fd, handshake.from,
@@ -446,8 +460,9 @@ absl::Status TcpTransport::SendRawForTesting(int32_t peer, const std::vector<std
   return absl::OkStatus();
 }
 
-void TcpTransport::WriterLoop(int32_t peer, int fd) {
+void TcpTransport::WriterLoop(int32_t peer, int fd, const SealKey& key) {
   static constexpr std::byte kZeros[kFrameAlignment] = {};
+  SealedWriter writer(fd, key);
   while (true) {
     Outgoing message;
     {
@@ -465,17 +480,18 @@ void TcpTransport::WriterLoop(int32_t peer, int fd) {
     }
     absl::Status status;
     if (!message.raw.empty()) {
-      status = WriteAll(fd, message.raw.data(), message.raw.size());
+      status = writer.Write(message.raw.data(), message.raw.size());
     } else {
       std::vector<std::byte> head(message.layout.head_bytes);
       WriteFrameHead(message.layout, head.data());
-      status = WriteAll(fd, head.data(), head.size());
+      status = writer.Write(head.data(), head.size());
       for (size_t i = 0; status.ok() && i < message.tensors.size(); ++i) {
         const uint64_t bytes = message.layout.descriptors[i].bytes;
-        status = WriteAll(fd, message.tensors[i].data(), bytes);
-        if (status.ok() && AlignFrame(bytes) != bytes) status = WriteAll(fd, kZeros, AlignFrame(bytes) - bytes);
+        status = writer.Write(message.tensors[i].data(), bytes);
+        if (status.ok() && AlignFrame(bytes) != bytes) status = writer.Write(kZeros, AlignFrame(bytes) - bytes);
       }
     }
+    if (status.ok()) status = writer.Flush();
     if (!status.ok()) {
       absl::MutexLock lock(&mu_);
       mailbox_.FailPeer(peer, absl::UnavailableError(absl::StrCat(Name(actor_), ": sending to ", Name(peer),
@@ -487,37 +503,38 @@ void TcpTransport::WriterLoop(int32_t peer, int fd) {
   }
 }
 
-absl::Status TcpTransport::ReadFrame(int32_t peer, int fd) {
+absl::Status TcpTransport::ReadFrame(int32_t peer, SealedReader& reader) {
   FrameHeader header;
-  if (absl::Status status = ReadAll(fd, &header, sizeof(header)); !status.ok()) return status;
+  if (absl::Status status = reader.Read(&header, sizeof(header)); !status.ok()) return status;
   if (absl::Status status = ValidateFrameHeader(header, peer, actor_, options_.max_frame_bytes); !status.ok()) {
     return status;
   }
   std::vector<TensorDescriptor> descriptors(header.num_tensors);
-  if (absl::Status status = ReadAll(fd, descriptors.data(), descriptors.size() * sizeof(TensorDescriptor));
+  if (absl::Status status = reader.Read(descriptors.data(), descriptors.size() * sizeof(TensorDescriptor));
       !status.ok()) {
     return status;
   }
   std::byte scratch[kFrameAlignment];
   const uint64_t head_pad = FrameHeadBytes(header.num_tensors) - sizeof(header) - descriptors.size() * sizeof(TensorDescriptor);
-  if (absl::Status status = ReadAll(fd, scratch, head_pad); !status.ok()) return status;
+  if (absl::Status status = reader.Read(scratch, head_pad); !status.ok()) return status;
   absl::StatusOr<std::vector<FrameTensor>> parsed = ParseFrameTensors(header, descriptors.data(), peer);
   if (!parsed.ok()) return parsed.status();
   std::vector<ir::HostTensor> tensors;
   for (FrameTensor& t : *parsed) {
     absl::StatusOr<ir::HostTensor> tensor = ir::HostTensor::Allocate(std::move(t.type));
     if (!tensor.ok()) return tensor.status();
-    if (absl::Status status = ReadAll(fd, tensor->data(), t.bytes); !status.ok()) return status;
-    if (absl::Status status = ReadAll(fd, scratch, AlignFrame(t.bytes) - t.bytes); !status.ok()) return status;
+    if (absl::Status status = reader.Read(tensor->data(), t.bytes); !status.ok()) return status;
+    if (absl::Status status = reader.Read(scratch, AlignFrame(t.bytes) - t.bytes); !status.ok()) return status;
     tensors.push_back(*std::move(tensor));
   }
   absl::MutexLock lock(&mu_);
   return mailbox_.File(peer, header.tag, std::move(tensors));
 }
 
-void TcpTransport::ReaderLoop(int32_t peer, int fd) {
+void TcpTransport::ReaderLoop(int32_t peer, int fd, const SealKey& key) {
+  SealedReader reader(fd, key);
   while (true) {
-    absl::Status status = ReadFrame(peer, fd);
+    absl::Status status = ReadFrame(peer, reader);
     if (status.ok()) continue;
     absl::MutexLock lock(&mu_);
     mailbox_.FailPeer(peer, status.code() == absl::StatusCode::kUnavailable

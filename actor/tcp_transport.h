@@ -13,7 +13,11 @@
 // dialed, HMAC-SHA256(token, nonce || dialer || receiver || label) and a
 // nonce of its own; the acceptor checks it and welcomes the dialer with its
 // answer to that nonce, which the dialer checks before it sends anything
-// (a listener without the token is PermissionDenied). Anything else (a wrong
+// (a listener without the token is PermissionDenied). From then on every
+// byte of the connection, both ways, is sealed with keys derived from the
+// handshake's two nonces and the token (actor/sealed_stream.h): frames
+// cannot be read or changed between hosts, and a record that fails its tag
+// is DataLoss naming the peer. Anything else (a wrong
 // answer, a hello from no dialing peer or for another actor, a peer that
 // is connected already, no answer within Options::handshake_timeout, more
 // than Options::max_pending_handshakes connections being challenged at
@@ -63,6 +67,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/peer_mailbox.h"
+#include "actor/sealed_stream.h"
 #include "actor/transport.h"
 #include "ir/host_tensor.h"
 
@@ -138,10 +143,12 @@ class TcpTransport final : public Transport {
   void AcceptLoop();
   // A complete hello on `handshake`: the dialing peer it proves, or why not.
   absl::StatusOr<int32_t> Verify(const Handshake& handshake);
-  void Start(int32_t peer, int fd);
-  void ReaderLoop(int32_t peer, int fd);
-  void WriterLoop(int32_t peer, int fd);
-  absl::Status ReadFrame(int32_t peer, int fd);
+  // Starts the connection's reader and writer, which seal its frames with
+  // `keys` (actor/sealed_stream.h).
+  void Start(int32_t peer, int fd, const StreamKeys& keys);
+  void ReaderLoop(int32_t peer, int fd, const SealKey& key);
+  void WriterLoop(int32_t peer, int fd, const SealKey& key);
+  absl::Status ReadFrame(int32_t peer, SealedReader& reader);
 
   // "actor 3", or with Options::actor_ids "actor 5 (rank 1 of its replica
   // group)", for messages.

@@ -20,10 +20,12 @@
 // capability over only once the controller has answered it; on the TCP
 // data plane the dialer's hello carries a nonce that the acceptor's welcome
 // answers. So a process without the token can pose as neither a controller
-// nor an actor. (An impostor that relays every message to the real one in
-// the middle of a connection is not kept out by proofs alone: that takes
-// protecting the frames after the handshake, which the planes do not do
-// yet.)
+// nor an actor. An impostor that relays every message to the real one in
+// the middle of a connection is not kept out by proofs alone: what follows
+// the handshake is protected too, by TLS on the TCP control plane
+// (rpc/control_tls.h) and, on the TCP data plane and a replica group's
+// links, by sealing every byte with keys derived from the handshake's
+// nonces and the token (actor/sealed_stream.h).
 //
 // Sizes come from the wire: a nonce or an answer of the wrong length is
 // InvalidArgument, never a crash; a wrong answer is PermissionDenied.

@@ -1,5 +1,6 @@
-// Internal to rpc/: OpenSSL's reason for its last failure, for the message
-// of an Internal status (auth.cc, control_tls.cc).
+// OpenSSL's reason for its last failure, for the message of an Internal
+// status: the one home for it (rpc/auth.cc, rpc/control_tls.cc,
+// actor/sealed_stream.cc).
 #ifndef TANDEM_RPC_OPENSSL_ERROR_H_
 #define TANDEM_RPC_OPENSSL_ERROR_H_
 

@@ -524,6 +524,33 @@ TEST(TcpTransportAuth, TheTokenNeverCrossesTheSocket) {
   EXPECT_FALSE(relay.Carried(std::string(kToken).substr(40, 16)));
 }
 
+// Issue 41, finding 9: after the handshake, frames cross the socket sealed
+// (actor/sealed_stream.h): neither the frame magic nor a tensor's bytes
+// show on the wire, and the tensors arrive as sent.
+TEST(TcpTransportAuth, FramesCrossTheSocketSealed) {
+  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(0, 2, {.token = kToken});
+  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
+  ASSERT_TRUE(zero.ok() && one.ok());
+  test::RecordingRelay relay(absl::StrCat("127.0.0.1:", (*zero)->port()));
+  ASSERT_TRUE(ConnectPair(**zero, **one, relay.address()).ok());
+  std::vector<float> values(1024);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  std::vector<ir::HostTensor> sent = {ir::HostTensor::FromFloats({1024}, values)};
+  ASSERT_TRUE((*one)->Send(0, 7, sent).ok());
+  absl::StatusOr<std::vector<ir::HostTensor>> got = (*zero)->Receive(1, 7, In(absl::Seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_TRUE((*got)[0].BitwiseEquals(sent[0]));
+  ASSERT_TRUE(RoundTrip(**zero, **one, 8).ok());
+  ASSERT_TRUE((*one)->Flush(In(absl::Seconds(5))).ok());
+  ASSERT_TRUE((*zero)->Flush(In(absl::Seconds(5))).ok());
+  EXPECT_GT(relay.total_bytes(), 4096);
+  const std::string magic("FMDT", 4);  // kFrameMagic, little-endian
+  EXPECT_FALSE(relay.Carried(magic)) << "a frame header crossed the socket in clear";
+  const std::string floats(reinterpret_cast<const char*>(values.data()) + 400, 64);
+  EXPECT_FALSE(relay.Carried(floats)) << "tensor bytes crossed the socket in clear";
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DataPlaneTest, ::testing::Values(Kind::kShm, Kind::kTcp),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return std::string(info.param == Kind::kShm ? "Shm" : "Tcp");
