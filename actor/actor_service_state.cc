@@ -2,6 +2,8 @@
 // loading state from its sources, reading buffers piece by piece and saving
 // the state to a file. actor_service.cc holds the rest of the service.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +27,30 @@ using rpc::ToString;
 namespace {
 
 namespace wire = rpc::wire;
+
+// The index of `tensor`'s first element that is a NaN or an infinity, for
+// the floating types; nullopt when every one is finite (or it holds ints).
+std::optional<int64_t> FirstNonFinite(const ir::HostTensor& tensor) {
+  const int64_t count = tensor.num_elements();
+  switch (tensor.dtype()) {
+    case ir::DType::kF32:
+      for (int64_t i = 0; i < count; ++i) {
+        if (!std::isfinite(tensor.f32()[i])) return i;
+      }
+      return std::nullopt;
+    case ir::DType::kBF16:  // exponent all ones
+    case ir::DType::kF16: {
+      const uint16_t exponent = tensor.dtype() == ir::DType::kBF16 ? 0x7f80 : 0x7c00;
+      for (int64_t i = 0; i < count; ++i) {
+        if ((tensor.bf16()[i] & exponent) == exponent) return i;
+      }
+      return std::nullopt;
+    }
+    case ir::DType::kI32:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -142,6 +168,15 @@ kj::Promise<void> ActorService::saveState(SaveStateContext context) {
   return OnCompute([this, path, written]() -> absl::Status {
            absl::StatusOr<ir::TensorMap> state = executor_ != nullptr ? executor_->State() : loaded_state_;
            if (!state.ok()) return state.status();
+           // A state that no longer holds numbers is never saved: the
+           // checkpoint before it stays the newest that loads.
+           for (const auto& [name, tensor] : *state) {
+             if (std::optional<int64_t> at = FirstNonFinite(tensor); at.has_value()) {
+               return absl::OutOfRangeError(absl::StrCat(
+                   Name(), ": state '", name, "' is not finite (element ", *at,
+                   "): no checkpoint is written of it, and the last one saved stays the newest"));
+             }
+           }
            absl::StatusOr<ir::WrittenFile> file = ir::WriteStateFile(path, *state);
            if (!file.ok()) return absl::Status(file.status().code(), absl::StrCat(Name(), ": ", file.status().message()));
            written->bytes = file->bytes;

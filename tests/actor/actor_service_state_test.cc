@@ -3,6 +3,11 @@
 // not arrive whole changes nothing.
 #include "actor/actor_service.h"
 
+#include <unistd.h>
+
+#include <limits>
+#include <string>
+
 #include "ir/interpreter.h"
 #include "ir/limits.h"
 #include "ir/state_source.h"
@@ -52,6 +57,30 @@ TEST_F(ActorServiceTest, SeedSourcesAreGeneratedOnTheActorWithTheReferenceBits) 
   ASSERT_TRUE(w0.ok() && w1.ok());
   EXPECT_TRUE(w0->BitwiseEquals(*ir::MakeTensor(type, normal)));
   EXPECT_TRUE(w1->BitwiseEquals(*ir::MakeTensor(F32({4, 1}), uniform)));
+}
+
+// Issue 41, finding 10: a state that holds a NaN or an infinity is never
+// saved, so a non-finite checkpoint never replaces a good one.
+TEST_F(ActorServiceTest, AStateThatIsNotFiniteIsNotSaved) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  ir::TensorMap state = TwoStageState();
+  const std::string path = ::testing::TempDir() + "/tandem-nonfinite-" + std::to_string(getpid()) + ".state";
+  auto save = [&]() {
+    auto request = actor.saveStateRequest();
+    request.setPath(path);
+    return rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
+  };
+  ASSERT_TRUE(LoadState(actor, state, /*piece_bytes=*/1 << 20).ok());
+  ASSERT_TRUE(save().ok());
+  ASSERT_EQ(unlink(path.c_str()), 0) << "a finite state is saved";
+  state["w0"].f32()[3] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(LoadState(actor, state, /*piece_bytes=*/1 << 20).ok());
+  const absl::Status saved = save();
+  EXPECT_EQ(saved.code(), absl::StatusCode::kOutOfRange) << saved;
+  EXPECT_THAT(saved.message(), HasSubstr("state 'w0' is not finite (element 3)"));
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << "a non-finite state was written";
 }
 
 TEST_F(ActorServiceTest, AStagedTensorThatDidNotArriveWholeLeavesTheStateAsItWas) {
