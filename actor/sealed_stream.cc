@@ -62,17 +62,16 @@ absl::StatusOr<StreamKeys> DeriveStreamKeys(absl::string_view token, const rpc::
   return keys;
 }
 
-// An AES-256-GCM context with its key set; each record sets its IV.
-struct SealedWriter::Cipher {
+// Each record sets its IV; null `context` if OpenSSL could not make one.
+struct GcmContext {
   EVP_CIPHER_CTX* context = EVP_CIPHER_CTX_new();
-  ~Cipher() { EVP_CIPHER_CTX_free(context); }
-};
-struct SealedReader::Cipher {
-  EVP_CIPHER_CTX* context = EVP_CIPHER_CTX_new();
-  ~Cipher() { EVP_CIPHER_CTX_free(context); }
+  GcmContext() = default;
+  GcmContext(const GcmContext&) = delete;
+  GcmContext& operator=(const GcmContext&) = delete;
+  ~GcmContext() { EVP_CIPHER_CTX_free(context); }
 };
 
-SealedWriter::SealedWriter(int fd, const SealKey& key) : fd_(fd), cipher_(std::make_unique<Cipher>()) {
+SealedWriter::SealedWriter(int fd, const SealKey& key) : fd_(fd), cipher_(std::make_unique<GcmContext>()) {
   plain_.reserve(kMaxRecordBytes);
   sealed_.resize(4 + kMaxRecordBytes + kSealTagBytes);
   if (cipher_->context != nullptr) {
@@ -116,7 +115,7 @@ absl::Status SealedWriter::Flush() {
   return socket_io::WriteAll(fd_, sealed_.data(), 4 + length + kSealTagBytes);
 }
 
-SealedReader::SealedReader(int fd, const SealKey& key) : fd_(fd), cipher_(std::make_unique<Cipher>()) {
+SealedReader::SealedReader(int fd, const SealKey& key) : fd_(fd), cipher_(std::make_unique<GcmContext>()) {
   if (cipher_->context != nullptr) {
     EVP_DecryptInit_ex(cipher_->context, EVP_aes_256_gcm(), nullptr, key.data(), nullptr);
   }

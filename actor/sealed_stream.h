@@ -66,6 +66,9 @@ absl::StatusOr<StreamKeys> DeriveStreamKeys(absl::string_view token, const rpc::
                                             const rpc::Nonce& dialer_nonce, int32_t dialer, int32_t receiver,
                                             bool is_dialer);
 
+// An OpenSSL AES-256-GCM context with its key set (sealed_stream.cc).
+struct GcmContext;
+
 // Seals the bytes written to it into records on `fd`. Write buffers up to a
 // record's worth; Flush seals and sends what is buffered (call it at the
 // end of each message). Unavailable when the socket fails, Internal when
@@ -81,9 +84,8 @@ class SealedWriter {
   absl::Status Flush();
 
  private:
-  struct Cipher;
   int fd_;
-  std::unique_ptr<Cipher> cipher_;
+  std::unique_ptr<GcmContext> cipher_;
   uint64_t records_ = 0;
   std::vector<uint8_t> plain_;   // what is buffered
   std::vector<uint8_t> sealed_;  // one record on its way
@@ -105,9 +107,8 @@ class SealedReader {
  private:
   absl::Status NextRecord();
 
-  struct Cipher;
   int fd_;
-  std::unique_ptr<Cipher> cipher_;
+  std::unique_ptr<GcmContext> cipher_;
   uint64_t records_ = 0;
   std::vector<uint8_t> sealed_;
   std::vector<uint8_t> plain_;
