@@ -384,6 +384,22 @@ TEST_F(BadInput, AModelTooLargeForTheReferenceIsRefusedBeforeItIsAllocated) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
 }
 
+// Finding 11: a plan made for another model or device than the run's is
+// not applied in silence: the run says so, and goes on with its cut.
+TEST_F(BadInput, APlanForAnotherModelOrDeviceIsNamedNotIgnored) {
+  const std::string plan = Write(
+      "plan.json",
+      R"({"format":"tandem-plan","version":1,"model":"mlp: 99 hidden layers of 7, batch 1 x 2 microbatches, 2 stages",)"
+      R"("device":"cuda","actors":2,"data_parallel":1,"schedule":"1f1b","virtual_stages":1,"microbatches":2,)"
+      R"("microbatch_size":4,"segments":2,"memory_cap":0,"stages":[{"segments":[0,1],"remat":false,"actor":0},)"
+      R"({"segments":[1,2],"remat":false,"actor":1}]})");
+  Finished run = RunCapped({"train", "--model", "mlp", "--plan", plan, "--steps", "1", "--launcher", "threads",
+                            "--eval-batches", "0"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("note: plan " + plan + " was made for \"mlp: 99 hidden layers of 7\", not this run's"));
+  EXPECT_THAT(run.err, HasSubstr("was measured on cuda, not this run's cpu"));
+}
+
 // Findings 7 and 11: --threads past what any process may ask for, and
 // --eval-batches past its bound, are usage errors of `tandem` itself,
 // before an actor starts.

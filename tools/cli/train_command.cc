@@ -60,6 +60,9 @@ struct TrainOptions {
   std::optional<std::string> import;  // a safetensors file of the parameters to start from
   int64_t eval_batches = 4;
   std::optional<std::string> plan;
+  // What --plan's file says it was made for (ApplyPlanFile).
+  std::string plan_model;
+  std::string plan_device;
   std::optional<std::string> fill;
 
   bool pipelined() const { return launcher.launcher != "reference"; }
@@ -434,10 +437,37 @@ int ApplyPlanFile(const CLI::App& train, TrainOptions& options, CommandStreams& 
   if (absl::Status status = ApplyPlan(train, *plan, options.model, options.schedule); !status.ok()) {
     return UsageError(streams.err, train, std::string(status.message()));
   }
+  options.plan_model = plan->model;
+  options.plan_device = plan->device;
   streams.out << absl::StrFormat("plan %s: %s on %d actors, %d microbatches of %d, predicted step %.3f ms\n",
                                  *options.plan, plan->schedule, plan->actors, plan->microbatches,
                                  plan->microbatch_size, plan->predicted_step_s * 1e3);
   return 0;
+}
+
+// The model a job description names: what comes before its batching
+// (", batch N x M microbatches, S stages; data: ..."), which a plan sets.
+absl::string_view ModelShape(absl::string_view description) {
+  return description.substr(0, description.find(", batch "));
+}
+
+// A note on stderr when --plan's file was made for another model or device
+// than this run's: the run goes on (the plan's cut and schedule still
+// apply), but its predictions were measured for what the file names.
+void NotePlanMismatch(const CLI::App& train, const TrainOptions& options, absl::string_view description,
+                      const actor::DeviceSpec& device, std::ostream& err) {
+  const absl::string_view planned = ModelShape(options.plan_model);
+  if (planned != ModelShape(description)) {
+    err << CommandPath(train) << ": note: plan " << *options.plan << " was made for \"" << planned
+        << "\", not this run's \"" << ModelShape(description)
+        << "\": its stage cut still applies, its predictions do not\n";
+  }
+  const std::string device_name = actor::DeviceSpecName(device);
+  if (options.plan_device != device_name) {
+    err << CommandPath(train) << ": note: plan " << *options.plan << " was measured on " << options.plan_device
+        << ", not this run's " << device_name << ": its predicted step time and peaks are for " << options.plan_device
+        << "\n";
+  }
 }
 
 // The pipelined trainer of `job` on its actors, with its step trace and
@@ -538,6 +568,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   }
 
   streams.out << job->description << "\n";
+  if (options.plan.has_value()) NotePlanMismatch(train, options, job->description, *device, streams.err);
   std::unique_ptr<Trainer> trainer;
   std::optional<controller::StepTrace> trace;
   std::optional<FillRun> fill_run;
