@@ -157,7 +157,7 @@ kj::Promise<void> LauncherLoop::Heartbeat() {
       absl::MutexLock lock(&board_.mu);
       const absl::Time now = absl::Now();
       const absl::Duration since = now - board_.last_tick;
-      if (since > std::max(absl::Seconds(1), 4 * absl::Milliseconds(heartbeat_interval_ / kj::MILLISECONDS))) {
+      if (since > ControllerPauseAfter(absl::Milliseconds(heartbeat_interval_ / kj::MILLISECONDS))) {
         board_.loop_resumed = now;
         board_.loop_pause = since;
       }

@@ -11,6 +11,7 @@
 #ifndef TANDEM_CONTROLLER_LAUNCHER_LOOP_H_
 #define TANDEM_CONTROLLER_LAUNCHER_LOOP_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -33,6 +34,13 @@
 #include "rpc/tandem.capnp.h"
 
 namespace tandem::controller {
+
+// How late a heartbeat tick (or a look of the waiting thread) must come to
+// count as a pause of the controller itself rather than a busy moment:
+// four periods, and at least a second.
+inline absl::Duration ControllerPauseAfter(absl::Duration heartbeat_interval) {
+  return std::max(absl::Seconds(1), 4 * heartbeat_interval);
+}
 
 struct CallBoard {
   explicit CallBoard(int32_t num_actors);

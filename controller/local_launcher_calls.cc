@@ -69,12 +69,11 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
   // error that follows a pause says so. A pause shows as a gap between this
   // thread's looks, or between the loop's heartbeat ticks (the board's), far
   // past their period.
-  const absl::Duration pause_threshold = std::max(absl::Seconds(1), 4 * options_.heartbeat_interval);
+  const absl::Duration pause_threshold = ControllerPauseAfter(options_.heartbeat_interval);
   const absl::Time started = absl::Now();
   absl::Time last_look = started;
   absl::Time resumed = absl::InfinitePast();
   controller_pause_ = absl::ZeroDuration();
-  auto note_pause = [this](absl::Status status) { return NotePause(std::move(status)); };
   while (true) {
     {
       absl::MutexLock lock(&board_->mu);
@@ -96,7 +95,7 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
     }
     // A process that ended says more than the calls it broke.
     if (std::optional<ExitInfo> exit = processes_->Poll(); exit.has_value()) {
-      return Fail(note_pause(absl::UnavailableError(
+      return Fail(NotePause(absl::UnavailableError(
           absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe()))));
     }
     // The failure, if any, is decided under the board's mutex and reported
@@ -137,7 +136,7 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
                                                            " did not finish within ", absl::FormatDuration(timeout)));
       }
     }
-    if (failure.has_value()) return Fail(note_pause(*std::move(failure)));
+    if (failure.has_value()) return Fail(NotePause(*std::move(failure)));
   }
 }
 

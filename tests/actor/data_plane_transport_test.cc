@@ -506,16 +506,36 @@ TEST(TcpTransportAuth, ADialerRefusesAListenerThatCannotProveTheToken) {
   EXPECT_THAT(dialed.message(), HasSubstr("its welcome does not answer this actor's challenge with the job's token"));
 }
 
+// Two connected actors whose connection runs through a relay that keeps
+// every byte (declared first, so it goes last).
+struct RelayedPair {
+  std::unique_ptr<test::RecordingRelay> relay;
+  std::unique_ptr<TcpTransport> zero;
+  std::unique_ptr<TcpTransport> one;
+};
+
+absl::StatusOr<RelayedPair> ConnectThroughRelay() {
+  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(0, 2, {.token = kToken});
+  if (!zero.ok()) return zero.status();
+  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
+  if (!one.ok()) return one.status();
+  RelayedPair pair{std::make_unique<test::RecordingRelay>(absl::StrCat("127.0.0.1:", (*zero)->port())),
+                   *std::move(zero), *std::move(one)};
+  if (absl::Status connected = ConnectPair(*pair.zero, *pair.one, pair.relay->address()); !connected.ok()) {
+    return connected;
+  }
+  return pair;
+}
+
 // Through a relay that keeps every byte: the handshake and the tensors go
 // by, the token never does.
 TEST(TcpTransportAuth, TheTokenNeverCrossesTheSocket) {
-  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(0, 2, {.token = kToken});
-  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
-  ASSERT_TRUE(zero.ok() && one.ok());
-  test::RecordingRelay relay(absl::StrCat("127.0.0.1:", (*zero)->port()));
-  ASSERT_TRUE(ConnectPair(**zero, **one, relay.address()).ok());
-  for (uint64_t tag = 1; tag <= 3; ++tag) ASSERT_TRUE(RoundTrip(**zero, **one, tag).ok());
-  ASSERT_TRUE((*zero)->Flush(In(absl::Seconds(5))).ok());
+  absl::StatusOr<RelayedPair> pair = ConnectThroughRelay();
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  TcpTransport& zero = *pair->zero;
+  const test::RecordingRelay& relay = *pair->relay;
+  for (uint64_t tag = 1; tag <= 3; ++tag) ASSERT_TRUE(RoundTrip(zero, *pair->one, tag).ok());
+  ASSERT_TRUE(zero.Flush(In(absl::Seconds(5))).ok());
   EXPECT_EQ(relay.connections(), 1);
   EXPECT_TRUE(relay.Carried("TDMHELLO") || relay.Carried("OLLEHMDT"));
   EXPECT_GT(relay.total_bytes(), 200);
@@ -528,22 +548,22 @@ TEST(TcpTransportAuth, TheTokenNeverCrossesTheSocket) {
 // (actor/sealed_stream.h): neither the frame magic nor a tensor's bytes
 // show on the wire, and the tensors arrive as sent.
 TEST(TcpTransportAuth, FramesCrossTheSocketSealed) {
-  absl::StatusOr<std::unique_ptr<TcpTransport>> zero = TcpTransport::Listen(0, 2, {.token = kToken});
-  absl::StatusOr<std::unique_ptr<TcpTransport>> one = TcpTransport::Listen(1, 2, {.token = kToken});
-  ASSERT_TRUE(zero.ok() && one.ok());
-  test::RecordingRelay relay(absl::StrCat("127.0.0.1:", (*zero)->port()));
-  ASSERT_TRUE(ConnectPair(**zero, **one, relay.address()).ok());
+  absl::StatusOr<RelayedPair> pair = ConnectThroughRelay();
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  TcpTransport& zero = *pair->zero;
+  TcpTransport& one = *pair->one;
+  const test::RecordingRelay& relay = *pair->relay;
   std::vector<float> values(1024);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
   std::vector<ir::HostTensor> sent = {ir::HostTensor::FromFloats({1024}, values)};
-  ASSERT_TRUE((*one)->Send(0, 7, sent).ok());
-  absl::StatusOr<std::vector<ir::HostTensor>> got = (*zero)->Receive(1, 7, In(absl::Seconds(10)));
+  ASSERT_TRUE(one.Send(0, 7, sent).ok());
+  absl::StatusOr<std::vector<ir::HostTensor>> got = zero.Receive(1, 7, In(absl::Seconds(10)));
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 1u);
   EXPECT_TRUE((*got)[0].BitwiseEquals(sent[0]));
-  ASSERT_TRUE(RoundTrip(**zero, **one, 8).ok());
-  ASSERT_TRUE((*one)->Flush(In(absl::Seconds(5))).ok());
-  ASSERT_TRUE((*zero)->Flush(In(absl::Seconds(5))).ok());
+  ASSERT_TRUE(RoundTrip(zero, one, 8).ok());
+  ASSERT_TRUE(one.Flush(In(absl::Seconds(5))).ok());
+  ASSERT_TRUE(zero.Flush(In(absl::Seconds(5))).ok());
   EXPECT_GT(relay.total_bytes(), 4096);
   const std::string magic("FMDT", 4);  // kFrameMagic, little-endian
   EXPECT_FALSE(relay.Carried(magic)) << "a frame header crossed the socket in clear";
