@@ -35,6 +35,23 @@ absl::Status CheckMemoryFit(const std::vector<ir::ActorProgram>& programs, const
   return absl::OkStatus();
 }
 
+absl::Status CheckWholeModelFits(const ir::TrainStep& step, const MemoryPool& pool) {
+  int64_t state_bytes = 0;
+  int64_t gradient_bytes = 0;
+  for (const ir::StateSpec& spec : step.state) {
+    state_bytes += spec.type.num_bytes();
+    if (spec.role == ir::StateRole::kParameter && !step.forward_only()) gradient_bytes += spec.type.num_bytes();
+  }
+  const int64_t needed = state_bytes + 2 * gradient_bytes;
+  if (needed <= pool.free_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the reference interpreter holds the whole model in this process: its state (", ir::FormatBytes(state_bytes),
+      ") and two sums of its gradients (", ir::FormatBytes(2 * gradient_bytes), ") need at least ",
+      ir::FormatBytes(needed), ", more than ", pool.name, " (", ir::FormatBytes(pool.free_bytes),
+      "). Train it pipelined over actors (--launcher local), whose memory is checked per actor, or on a larger "
+      "machine"));
+}
+
 namespace {
 
 // The "Key:   N kB" line of a /proc file, in bytes.

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "ir/actor_program.h"
+#include "ir/train_step.h"
 
 namespace tandem::controller {
 
@@ -34,6 +35,12 @@ struct MemoryPool {
 // with the largest peak and its bytes, and the ways to fit (more actors,
 // fewer microbatches in flight, --remat stage, tandem plan --memory-cap).
 absl::Status CheckMemoryFit(const std::vector<ir::ActorProgram>& programs, const std::vector<MemoryPool>& pools);
+
+// ResourceExhausted when a process that holds the whole model, as the
+// reference interpreter does, cannot fit in `pool`: at least its state and
+// two sums of its gradients (a replica's and the step's), counted from the
+// traced step before any of it is allocated.
+absl::Status CheckWholeModelFits(const ir::TrainStep& step, const MemoryPool& pool);
 
 // This host's available memory (MemAvailable in /proc/meminfo), or nullopt
 // when it cannot be read.

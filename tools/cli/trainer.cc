@@ -21,22 +21,8 @@ absl::Status ReferenceTrainer::CheckFits(const ir::TrainStep& step, const actor:
   if (device.kind == actor::DeviceSpec::Kind::kCuda) return absl::OkStatus();
   const std::optional<int64_t> available = controller::HostAvailableBytes();
   if (!available.has_value()) return absl::OkStatus();
-  int64_t state_bytes = 0;
-  int64_t gradient_bytes = 0;
-  for (const ir::StateSpec& spec : step.state) {
-    state_bytes += spec.type.num_bytes();
-    if (spec.role == ir::StateRole::kParameter) gradient_bytes += spec.type.num_bytes();
-  }
-  if (step.forward_only()) gradient_bytes = 0;
-  const int64_t needed = state_bytes + 2 * gradient_bytes;
-  if (needed <= *available) return absl::OkStatus();
-  constexpr double kGiB = 1 << 30;
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "the reference interpreter holds the whole model in this process: its state (%.1f GiB) and two sums of its "
-      "gradients (%.1f GiB) need at least %.1f GiB, more than this host's available memory (%.1f GiB, "
-      "MemAvailable). Train it pipelined over actors (--launcher local), whose memory is checked per actor, or "
-      "on a larger machine",
-      state_bytes / kGiB, 2 * gradient_bytes / kGiB, needed / kGiB, *available / kGiB));
+  return controller::CheckWholeModelFits(step, {.name = "this host's available memory (MemAvailable)",
+                                                .free_bytes = *available});
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step,
