@@ -290,17 +290,20 @@ class Lowering {
                        .tag = plan_.first_update_tag() + static_cast<uint64_t>(info.index)});
       accumulator_buffers[name] = buffer;
     }
-    if (step_.clips_gradients()) ExchangeNormPartials(label, accumulator_buffers);
+    if (step_.computes_gradient_norm()) NormPartials(label, accumulator_buffers);
     EmitUpdate(label, -1, accumulator_buffers);
     return absl::OkStatus();
   }
 
-  // Clipping by the global norm: runs the norm graph's part for this
-  // actor's stages on the final accumulators, sends each partial to every
-  // other actor that updates, and receives theirs into `buffers`; every
-  // updating actor then sums all the stages' partials, in stage order,
-  // inside its update.
-  void ExchangeNormPartials(const ir::TaskLabel& label, std::map<std::string, BufferId>& buffers) {
+  // The stages' gradient norms (ir/train_step.h `norm`): runs the norm
+  // graph's part for this actor's stages on the final accumulators and
+  // emits each partial (result NormPartialName(stage), microbatch -1) for
+  // the controller. When the update reads them (clipping, skipping
+  // non-finite updates), sends each partial to every other actor that
+  // updates, and receives theirs into `buffers`; every updating actor then
+  // sums all the stages' partials, in stage order, inside its update.
+  void NormPartials(const ir::TaskLabel& label, std::map<std::string, BufferId>& buffers) {
+    const bool exchange = step_.update_reads_gradient_norm();
     const ir::Graph& norm = step_.norm;
     const std::set<int32_t> updating = plan_.UpdatingActors();
     auto owner = [&](const ir::GraphOutput& output) {
@@ -328,6 +331,9 @@ class Lowering {
       Emit(std::move(run));
       for (const ir::GraphOutput& output : norm.outputs()) {
         if (owner(output) != actor_) continue;
+        Emit(Instruction{.kind = InstructionKind::kEmit, .task = label, .buffers = {buffers.at(output.name)},
+                         .result = output.name});
+        if (!exchange) continue;
         for (int32_t peer : updating) {
           if (peer == actor_) continue;
           Emit(Instruction{.kind = InstructionKind::kSend, .task = label, .buffers = {buffers.at(output.name)},
@@ -335,7 +341,7 @@ class Lowering {
         }
       }
     }
-    if (!updating.count(actor_)) return;
+    if (!exchange || !updating.count(actor_)) return;
     for (const ir::GraphOutput& output : norm.outputs()) {
       if (owner(output) == actor_) continue;
       BufferId buffer = AddBuffer(output.name, norm.node(output.value).type, ir::BufferKind::kTemporary);

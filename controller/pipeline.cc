@@ -160,6 +160,19 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
       report.losses.push_back(found->f32()[0]);
     }
   }
+  for (const ir::GraphOutput& output : step_.norm.outputs()) {
+    const int32_t stage = step_.norm.node(output.value).stage;
+    for (const ir::StepOutputs& result : results) {
+      auto named = result.results.find(output.name);
+      if (named == result.results.end() || named->second.empty()) continue;
+      report.gradient_squares[stage] = named->second.begin()->second.f32()[0];
+      break;
+    }
+    if (!report.gradient_squares.count(stage)) {
+      return absl::InternalError(absl::StrCat("no actor reported ", output.name, ", stage ", stage,
+                                              "'s gradient norm"));
+    }
+  }
   for (size_t actor = 0; actor < results.size(); ++actor) {
     ir::StepOutputs& result = results[actor];
     const std::vector<ir::Instruction>& instructions = compiled_.ProgramOf(static_cast<int32_t>(actor)).instructions;

@@ -26,6 +26,9 @@ struct StepReport {
   int64_t step = 0;
   std::vector<float> losses;            // per microbatch (empty for forward-only)
   std::vector<ir::HostTensor> outputs;  // per microbatch, forward-only steps
+  // By stage: its sum of squared averaged gradients, in a step that
+  // computes them (ir::StepResult's, as the stage's actor reported it).
+  std::map<int32_t, float> gradient_squares;
   std::vector<int64_t> peak_live_bytes; // measured, per actor
   std::vector<int64_t> device_peak_bytes;  // measured on device memory, per actor (0: host-resident)
   // Per actor: time spent in run instructions (compute), and every

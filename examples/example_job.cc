@@ -183,6 +183,7 @@ JobBasis BasisOf(const ExampleJobOptions& options) {
   basis.trace.seed = options.seed;
   basis.trace.updates = options.updates;
   basis.trace.clip_grad_norm = options.clip_grad_norm;
+  basis.trace.skip_nonfinite_updates = options.skip_nonfinite_updates;
   basis.data_seed = options.seed;
   basis.num_microbatches = options.microbatches * options.replicas;
   if (options.replicas != 1) {

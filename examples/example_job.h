@@ -67,6 +67,10 @@ struct ExampleJobOptions {
   // Clip the gradients to this global norm across all stages and replicas
   // (TraceOptions::clip_grad_norm); 0: no clipping.
   double clip_grad_norm = 0.0;
+  // A step whose gradients hold a NaN or an infinity leaves the weights as
+  // they were (TraceOptions::skip_nonfinite_updates) instead of updating
+  // them with it.
+  bool skip_nonfinite_updates = false;
   uint64_t seed = 1;               // parameter initialization and data sampling
   // gpt, llama: with a tokenizer (a SentencePiece .model), `data` is a
   // token file (examples/data/token_file.h) of its ids, and the head is as

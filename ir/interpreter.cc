@@ -198,17 +198,20 @@ TensorMap MicrobatchInputs(const TensorMap& state, const TensorMap& data) {
 }
 
 // Runs the update graph on `accumulators` as update `update_number`
-// (1-based), after the norm graph when the step clips its gradients, and
-// replaces `state` by its outputs.
+// (1-based), after the norm graph when the step has one (its partials go
+// into `gradient_squares`), and replaces `state` by its outputs.
 template <typename Run>
 absl::Status Update(const TrainStep& step, TensorMap& state, const TensorMap& accumulators, int64_t update_number,
-                    const Run& run) {
+                    const Run& run, std::map<int32_t, float>& gradient_squares) {
   TensorMap update_inputs = state;
   for (const auto& [name, tensor] : accumulators) update_inputs[name] = tensor;
   update_inputs["step"] = HostTensor::Scalar(static_cast<float>(update_number));
-  if (step.clips_gradients()) {
+  if (step.computes_gradient_norm()) {
     absl::StatusOr<TensorMap> partials = run(step.norm, accumulators);
     if (!partials.ok()) return partials.status();
+    for (const GraphOutput& output : step.norm.outputs()) {
+      gradient_squares[step.norm.node(output.value).stage] = partials->at(output.name).f32()[0];
+    }
     for (auto& [name, tensor] : *partials) update_inputs[name] = std::move(tensor);
   }
   absl::StatusOr<TensorMap> updated = run(step.update, update_inputs);
@@ -244,7 +247,10 @@ absl::StatusOr<StepResult> RunAsynchronousStep(const TrainStep& step, TensorMap&
       }
     }
     const int64_t update_number = (step_number - 1) * step.updates_per_step() + group + 1;
-    if (absl::Status status = Update(step, state, accumulators, update_number, run); !status.ok()) return status;
+    if (absl::Status status = Update(step, state, accumulators, update_number, run, result.gradient_squares);
+        !status.ok()) {
+      return status;
+    }
   }
   return result;
 }
@@ -286,7 +292,10 @@ absl::StatusOr<StepResult> RunReferenceStep(const TrainStep& step, TensorMap& st
     }
   }
   if (step.forward_only()) return result;
-  if (absl::Status status = Update(step, state, accumulators, step_number, run); !status.ok()) return status;
+  if (absl::Status status = Update(step, state, accumulators, step_number, run, result.gradient_squares);
+      !status.ok()) {
+    return status;
+  }
   return result;
 }
 

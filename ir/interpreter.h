@@ -54,6 +54,10 @@ absl::StatusOr<HostTensor> AccumulateGradient(const HostTensor& acc, const HostT
 
 struct StepResult {
   std::vector<float> losses;  // one per microbatch, in microbatch order
+  // By stage: its sum of squared averaged gradients (the norm graph's
+  // partial, ir/train_step.h), in a step that computes them; empty in
+  // others.
+  std::map<int32_t, float> gradient_squares;
 };
 
 // How a whole graph is evaluated: RunGraph (the reference kernels) unless

@@ -116,7 +116,7 @@ std::string PrintTrainStep(const TrainStep& step) {
     absl::StrAppend(&out, "  accumulate ", QuoteTextString(accumulator.name), " = ",
                     QuoteTextString(accumulator.source), "\n");
   }
-  if (step.clips_gradients()) AppendGraph(step.norm, "  ", &out);
+  if (step.computes_gradient_norm()) AppendGraph(step.norm, "  ", &out);
   AppendGraph(step.update, "  ", &out);
   absl::StrAppend(&out, "}\n");
   return out;

@@ -100,17 +100,8 @@ using GradientParts = std::map<std::string, std::vector<const ir::ParameterGradi
 
 // Traces the norm graph (ir/train_step.h): each stage's sum of squared
 // averaged gradients, over the parameters it updates (those whose first
-// gradient part it computes), in state order. Then traces, on the update's
-// `builder`, the clipping coefficient from every stage's partial.
-absl::StatusOr<Tensor> TraceClipping(ir::TrainStep& step, const GradientParts& by_parameter, double max_norm,
-                                     ir::GraphBuilder& builder) {
-  if (!std::isfinite(max_norm) || max_norm <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("clip_grad_norm ", max_norm, " must be a finite number above 0"));
-  }
-  if (step.asynchronous()) {
-    return absl::InvalidArgumentError(
-        "clipping by the global norm needs a synchronous step: pipedream and 2bw update each stage on its own");
-  }
+// gradient part it computes), in state order.
+absl::Status TraceNormPartials(ir::TrainStep& step, const GradientParts& by_parameter) {
   ir::GraphBuilder norm(&step.norm);
   norm.set_phase(ir::Phase::kUpdate);
   std::map<int32_t, Tensor> partials;
@@ -125,37 +116,76 @@ absl::StatusOr<Tensor> TraceClipping(ir::TrainStep& step, const GradientParts& b
     partial = partial.valid() ? partial + squares : squares;
   }
   for (const auto& [stage, partial] : partials) step.norm.AddOutput(ir::NormPartialName(stage), partial.id());
-  if (!norm.ok()) return norm.status();
+  return norm.status();
+}
+
+// Traces, on the update's `builder`, the sum of every stage's partial in
+// stage order: the squared global norm, the same on every stage.
+Tensor TraceSquaredNorm(const ir::TrainStep& step, ir::GraphBuilder& builder) {
   Tensor total;
-  for (const auto& [stage, partial] : partials) {
-    builder.set_stage(stage);
-    Tensor input(&builder, builder.AddInput(ir::NormPartialName(stage), ir::InputRole::kGradientNorm,
-                                            {ir::DType::kF32, {}}, {}));
+  for (const ir::GraphOutput& output : step.norm.outputs()) {
+    builder.set_stage(step.norm.node(output.value).stage);
+    Tensor input(&builder, builder.AddInput(output.name, ir::InputRole::kGradientNorm, {ir::DType::kF32, {}}, {}));
     total = total.valid() ? total + input : input;
   }
-  // min(1, max_norm / (norm + 1e-6)), torch.nn.utils.clip_grad_norm_'s.
-  Tensor coefficient = max_norm / (sqrt(total) + 1e-6);
-  return -maximum(-coefficient, full(coefficient, {}, -1.0));
+  return total;
+}
+
+// The update's gradient norm: the clipping coefficient
+// min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.clip_grad_norm_'s) when
+// `clip_grad_norm` is above 0, and whether the norm is finite (1 or 0)
+// when the step skips non-finite updates.
+struct NormUse {
+  Tensor clip;
+  Tensor finite;
+};
+
+absl::StatusOr<NormUse> TraceNormUse(ir::TrainStep& step, const GradientParts& by_parameter,
+                                     const TraceOptions& options, ir::GraphBuilder& builder) {
+  const bool clips = options.clip_grad_norm != 0;
+  if (clips && (!std::isfinite(options.clip_grad_norm) || options.clip_grad_norm <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("clip_grad_norm ", options.clip_grad_norm, " must be a finite number above 0"));
+  }
+  if (step.asynchronous()) {
+    if (clips) {
+      return absl::InvalidArgumentError(
+          "clipping by the global norm needs a synchronous step: pipedream and 2bw update each stage on its own");
+    }
+    if (options.skip_nonfinite_updates) {
+      return absl::InvalidArgumentError(
+          "skipping non-finite updates needs a synchronous step: pipedream and 2bw update each stage on its own");
+    }
+    return NormUse{};  // no global norm: each stage's update has its own group
+  }
+  if (absl::Status status = TraceNormPartials(step, by_parameter); !status.ok()) return status;
+  NormUse use;
+  if (!clips && !options.skip_nonfinite_updates) return use;
+  Tensor total = TraceSquaredNorm(step, builder);
+  if (clips) {
+    Tensor coefficient = options.clip_grad_norm / (sqrt(total) + 1e-6);
+    use.clip = -maximum(-coefficient, full(coefficient, {}, -1.0));
+  }
+  // x - x is 0 for a finite x, NaN for an infinity or a NaN.
+  if (options.skip_nonfinite_updates) use.finite = equal(total - total, full(total, {}, 0.0));
+  return use;
 }
 
 // Traces the update graph: per parameter, its averaged gradient (clipped
-// when `clip_grad_norm` is above 0), and the optimizer's update. A
+// when `clip_grad_norm` is above 0), and the optimizer's update (kept only
+// when the norm is finite, when the step skips non-finite updates). A
 // parameter with a version delay d also shifts its stashed versions:
 // stash<k> takes stash<k-1> (stash0 being the parameter as it was), and
 // the oldest drops.
 absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGradient>& gradients,
-                         const Optimizer& optimizer, double clip_grad_norm) {
+                         const Optimizer& optimizer, const TraceOptions& options) {
   ir::GraphBuilder builder(&step.update);
   builder.set_phase(ir::Phase::kUpdate);
   Tensor step_number(&builder, builder.AddInput("step", ir::InputRole::kStep, {ir::DType::kF32, {}}, {}));
   GradientParts by_parameter;
   for (const ir::ParameterGradient& g : gradients) by_parameter[g.parameter].push_back(&g);
-  Tensor clip;
-  if (clip_grad_norm != 0) {
-    absl::StatusOr<Tensor> coefficient = TraceClipping(step, by_parameter, clip_grad_norm, builder);
-    if (!coefficient.ok()) return coefficient.status();
-    clip = *coefficient;
-  }
+  absl::StatusOr<NormUse> norm = TraceNormUse(step, by_parameter, options, builder);
+  if (!norm.ok()) return norm.status();
 
   std::map<std::string, ir::SourceLocation> declared_at;
   for (ir::ValueId id : step.microbatch.Inputs()) {
@@ -180,7 +210,7 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
     builder.set_location_override(location);
     Tensor p(&builder, builder.AddInput(parameter.name, ir::InputRole::kParameter, parameter.type, location));
     Tensor gradient = AveragedGradient(builder, step, parameter, parts, location);
-    if (clip.valid()) gradient = gradient * clip;
+    if (norm->clip.valid()) gradient = gradient * norm->clip;
     std::vector<Tensor> slot_values;
     std::vector<std::string> slot_names;
     for (const std::string& slot : optimizer.SlotNames()) {
@@ -190,6 +220,10 @@ absl::Status TraceUpdate(ir::TrainStep& step, const std::vector<ir::ParameterGra
       slot_values.emplace_back(&builder, builder.AddInput(name, ir::InputRole::kOptimizerState, parameter.type, location));
     }
     std::vector<Tensor> updated = optimizer.Update({parameter.name, p, gradient, slot_values, step_number});
+    if (norm->finite.valid()) {  // a step whose norm is not finite leaves the parameter and its slots as they were
+      updated[0] = where(norm->finite, updated[0], p);
+      for (size_t i = 0; i < slot_values.size(); ++i) updated[i + 1] = where(norm->finite, updated[i + 1], slot_values[i]);
+    }
     if (!builder.ok()) return builder.status();
     step.update.AddOutput(parameter.name, updated[0].id());
     for (size_t i = 0; i < slot_names.size(); ++i) step.update.AddOutput(slot_names[i], updated[i + 1].id());
@@ -241,7 +275,7 @@ absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const Mode
     step.accumulators.push_back({ir::AccumulatorName(g.parameter, g.stage), output});
   }
   if (absl::Status status = SetWeightUpdates(step, options.updates); !status.ok()) return status;
-  if (absl::Status status = TraceUpdate(step, *gradients, optimizer, options.clip_grad_norm); !status.ok()) {
+  if (absl::Status status = TraceUpdate(step, *gradients, optimizer, options); !status.ok()) {
     return status;
   }
   if (absl::Status status = ir::VerifyTrainStep(step); !status.ok()) return status;

@@ -40,6 +40,13 @@ struct TraceOptions {
   // to at most this (ir/train_step.h `norm`); 0: no clipping. Synchronous
   // steps only.
   double clip_grad_norm = 0;
+  // A step whose global gradient norm is not a finite number (a NaN or an
+  // infinity in any stage's gradients) leaves every parameter and optimizer
+  // slot as it was, instead of updating them with it. Synchronous steps
+  // only. Every synchronous step computes each stage's part of the norm
+  // (ir/train_step.h `norm`), for whoever runs it to see; this makes the
+  // update read them too.
+  bool skip_nonfinite_updates = false;
 };
 
 // Traces `model` once, differentiates it, and traces `optimizer`'s update
@@ -47,8 +54,8 @@ struct TraceOptions {
 // dtype mismatches, parameters declared twice or never declared) come back
 // as InvalidArgument naming the op and the model's file:line. Asynchronous
 // `updates` need one replica, a chain of stages and, under PipeDream, each
-// parameter on one stage, and clip no gradients; InvalidArgument says which
-// is missing.
+// parameter on one stage, and neither clip gradients nor skip non-finite
+// updates; InvalidArgument says which is missing.
 absl::StatusOr<ir::TrainStep> TraceTrainStep(const std::string& name, const ModelFunction& model,
                                              const Optimizer& optimizer,
                                              const TraceOptions& options = {});

@@ -33,6 +33,13 @@ int32_t TrainStep::MaxVersionDelay() const {
   return most;
 }
 
+bool TrainStep::update_reads_gradient_norm() const {
+  for (ValueId id : update.Inputs()) {
+    if (HasRole(update.node(id), InputRole::kGradientNorm)) return true;
+  }
+  return false;
+}
+
 std::map<std::string, int32_t> ParameterVersionDelays(const TrainStep& step) {
   std::map<std::string, int32_t> delays;
   if (step.MaxVersionDelay() == 0) return delays;

@@ -18,13 +18,18 @@
 //    f32 scalar, 1 for the first step). It sums a parameter's accumulators in
 //    stage order, scales by 1/(D*M) and applies the optimizer; each output is the
 //    new value of the state tensor with the same name.
-//  - `norm` (clipping by the global norm; empty without): run after the
-//    loop, before the update, on the same accumulators. It outputs each
-//    stage's sum of squared averaged gradients, NormPartialName(stage), over
-//    the parameters the stage updates, in state order. The update reads
-//    every stage's partial (role "gradient_norm"), adds them in stage order
-//    to the same total everywhere, and scales each gradient by
-//    min(1, max_norm / (sqrt(total) + 1e-6)), as torch.nn.utils.clip_grad_norm_.
+//  - `norm` (every synchronous step's; empty in an asynchronous one): run
+//    after the loop, before the update, on the same accumulators. It
+//    outputs each stage's sum of squared averaged gradients,
+//    NormPartialName(stage), over the parameters the stage updates, in state
+//    order; whoever runs the step reports them, so that a gradient that is
+//    not finite is seen and its stage named. When the update clips by the
+//    global norm or skips non-finite updates, it reads every stage's partial
+//    (role "gradient_norm") and adds them in stage order to the same total
+//    everywhere. Clipping scales each gradient by
+//    min(1, max_norm / (sqrt(total) + 1e-6)), as torch.nn.utils.clip_grad_norm_;
+//    skipping keeps each parameter and slot as it was when the total is
+//    not finite.
 // A forward-only step has no gradients, accumulators or update ops.
 //
 // Asynchronous pipelines (PipeDream, PipeDream-2BW; schedules/FORMAT.md)
@@ -103,7 +108,11 @@ struct TrainStep {
   const StateSpec* FindState(const std::string& state_name) const;
   StageGraph stage_graph() const { return StageGraph(num_stages, stage_edges); }
   bool forward_only() const { return accumulators.empty(); }
-  bool clips_gradients() const { return !norm.outputs().empty(); }
+  // Whether the step computes its stages' gradient norms (the norm graph).
+  bool computes_gradient_norm() const { return !norm.outputs().empty(); }
+  // Whether the update reads them: it clips by the global norm or skips
+  // non-finite updates.
+  bool update_reads_gradient_norm() const;
   int32_t group_size() const { return microbatches_per_update > 0 ? microbatches_per_update : num_microbatches; }
   int32_t updates_per_step() const { return num_microbatches / group_size(); }
   int32_t VersionDelay(int32_t stage) const {

@@ -98,10 +98,10 @@ absl::Status VerifyNode(const Graph& graph, ValueId id) {
   return absl::OkStatus();
 }
 
-// The norm graph (clipping by the global norm) reads only accumulators and
+// The norm graph (the stages' gradient norms) reads only accumulators and
 // outputs one f32 scalar per stage, NormPartialName(stage), computed on
-// that stage; the update reads exactly those partials as its
-// "gradient_norm" inputs.
+// that stage; the update reads either exactly those partials as its
+// "gradient_norm" inputs (clipping, skipping non-finite updates) or none.
 absl::Status VerifyNormGraph(const TrainStep& step, const std::set<std::string>& update_inputs) {
   std::set<std::string> accumulators;
   for (const Accumulator& acc : step.accumulators) accumulators.insert(acc.name);
@@ -119,8 +119,12 @@ absl::Status VerifyNormGraph(const TrainStep& step, const std::set<std::string>&
                                                      NormPartialName(node.stage), "' of its stage ", node.stage));
     }
     partials.insert(output.name);
-    if (!update_inputs.count(output.name)) {
-      return absl::InvalidArgumentError(absl::StrCat("norm output '", output.name, "' is not an input of the update"));
+  }
+  const bool reads_norm = step.update_reads_gradient_norm();
+  for (const std::string& partial : partials) {
+    if (reads_norm && !update_inputs.count(partial)) {
+      return absl::InvalidArgumentError(absl::StrCat("norm output '", partial,
+                                                     "' is not an input of the update, which reads other stages'"));
     }
   }
   for (ValueId id : step.update.Inputs()) {

@@ -18,7 +18,8 @@ using testing_harness::MustGenerate;
 
 TEST(Compiler, OneFOneBTransfersWhatTheScheduleImplies) {
   // 1F1B, P=4, M=8: each inner actor receives and sends 8 activations and 8
-  // gradients; the ends do half of that. One run per task, plus the update.
+  // gradients; the ends do half of that. One run per task, plus the
+  // stage's gradient norm and the update.
   absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(4, 8);
   ASSERT_TRUE(step.ok()) << step.status();
   absl::StatusOr<CompiledStep> compiled = Compile(*step, MustGenerate("1f1b", 4, 8));
@@ -27,7 +28,7 @@ TEST(Compiler, OneFOneBTransfersWhatTheScheduleImplies) {
   for (int32_t actor = 0; actor < 4; ++actor) {
     const ActorStats& stats = compiled->stats[actor];
     const bool inner = actor == 1 || actor == 2;
-    EXPECT_EQ(stats.runs, 16 + 1) << "actor " << actor;
+    EXPECT_EQ(stats.runs, 16 + 2) << "actor " << actor;
     EXPECT_EQ(stats.sends, inner ? 16 : 8) << "actor " << actor;
     EXPECT_EQ(stats.receives, inner ? 16 : 8) << "actor " << actor;
     EXPECT_EQ(stats.bytes_sent, (inner ? 16 : 8) * activation_bytes) << "actor " << actor;

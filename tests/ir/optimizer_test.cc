@@ -1,7 +1,9 @@
 // What an LLM recipe's optimizer does, traced into the update: the learning
 // rate's warmup and decay computed from the step number, AdamW's decoupled
-// weight decay with its exclusions, and clipping by the global norm across
-// stages, each against its formula.
+// weight decay with its exclusions, clipping by the global norm across
+// stages, each against its formula; the stages' gradient norms every step
+// reports, and skipping a step whose gradients are not finite.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -111,7 +113,7 @@ TEST(ClipGradNorm, ScalesEveryStagesGradientByTheGlobalNormOnce) {
   absl::StatusOr<ir::TrainStep> clipped_step =
       TraceTrainStep("clipped", TwoStages, Sgd({.learning_rate = 1.0}), {.clip_grad_norm = max_norm});
   ASSERT_TRUE(clipped_step.ok()) << clipped_step.status();
-  ASSERT_TRUE(clipped_step->clips_gradients());
+  ASSERT_TRUE(clipped_step->computes_gradient_norm());
   EXPECT_EQ(clipped_step->norm.outputs().size(), 2u) << "one partial per stage";
   ir::TensorMap clipped = initial;
   ASSERT_TRUE(ir::RunReferenceStep(*clipped_step, clipped, {batch}, 1).ok());
@@ -134,6 +136,88 @@ TEST(ClipGradNorm, NeedsASynchronousStepAndANormAboveZero) {
   EXPECT_THAT(async.status().message(), HasSubstr("clipping by the global norm needs a synchronous step"));
   absl::StatusOr<ir::TrainStep> negative = TraceTrainStep("negative", TwoStages, Sgd({}), {.clip_grad_norm = -1.0});
   EXPECT_THAT(negative.status().message(), HasSubstr("clip_grad_norm -1 must be a finite number above 0"));
+}
+
+// Every synchronous step reports each stage's sum of squared gradients,
+// whether or not it clips: what lets a runner name the stage whose
+// gradient is not finite.
+TEST(GradientNorm, EverySynchronousStepReportsEachStagesSumOfSquares) {
+  const ir::TensorMap batch = {{"x", ir::HostTensor::FromFloats({2, 3}, {0.5f, -1, 2, 1.5f, 0.25f, -2})}};
+  absl::StatusOr<ir::TrainStep> step = TraceTrainStep("plain", TwoStages, Sgd({.learning_rate = 1.0}));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(step->computes_gradient_norm());
+  EXPECT_FALSE(step->update_reads_gradient_norm()) << "no clipping, no skipping: the update ignores the norm";
+  const ir::TensorMap initial = *ir::InitialState(*step);
+  ir::TensorMap state = initial;
+  absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(*step, state, {batch}, 1);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->gradient_squares.size(), 2u);
+  // SGD at lr 1: the gradient is what the step took off.
+  for (const auto& [stage, name] : std::vector<std::pair<int32_t, std::string>>{{0, "a"}, {1, "c"}}) {
+    double squares = 0;
+    for (int64_t i = 0; i < initial.at(name).num_elements(); ++i) {
+      const double g = initial.at(name).f32()[i] - state.at(name).f32()[i];
+      squares += g * g;
+    }
+    EXPECT_NEAR(result->gradient_squares.at(stage), squares, 1e-4 * squares) << name;
+  }
+  // An infinity in the data reaches stage 0's gradient only (tanh(inf) is
+  // 1): the report says which stage.
+  ir::TensorMap bad = {{"x", ir::HostTensor::FromFloats({2, 3}, {0.5f, -1, 2, 1.5f, INFINITY, -2})}};
+  state = initial;
+  result = ir::RunReferenceStep(*step, state, {bad}, 1);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(std::isfinite(result->gradient_squares.at(0)));
+  EXPECT_TRUE(std::isfinite(result->gradient_squares.at(1)));
+  // Asynchronous steps have no global norm to report.
+  absl::StatusOr<ir::TrainStep> async = TraceTrainStep(
+      "async", TwoStages, Sgd({}), {.num_microbatches = 2, .updates = {WeightUpdates::Mode::kPipeDream, 1}});
+  ASSERT_TRUE(async.ok()) << async.status();
+  EXPECT_FALSE(async->computes_gradient_norm());
+}
+
+// --on-nonfinite skip: a step whose gradients hold an infinity leaves every
+// parameter and Adam slot as it was (on every stage, not only the one whose
+// gradient is not finite), and a finite step is the same bits as without it.
+TEST(SkipNonFinite, AStepWhoseGradientIsNotFiniteLeavesEveryWeightAndSlotAsItWas) {
+  absl::StatusOr<ir::TrainStep> plain = TraceTrainStep("plain", TwoStages, Adam({.learning_rate = 0.1}));
+  absl::StatusOr<ir::TrainStep> skipping =
+      TraceTrainStep("skipping", TwoStages, Adam({.learning_rate = 0.1}), {.skip_nonfinite_updates = true});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(skipping.ok()) << skipping.status();
+  EXPECT_TRUE(skipping->update_reads_gradient_norm());
+  const ir::TensorMap good = {{"x", ir::HostTensor::FromFloats({2, 3}, {0.5f, -1, 2, 1.5f, 0.25f, -2})}};
+  const ir::TensorMap bad = {{"x", ir::HostTensor::FromFloats({2, 3}, {0.5f, -1, 2, 1.5f, INFINITY, -2})}};
+
+  ir::TensorMap expected = *ir::InitialState(*plain);
+  ASSERT_TRUE(ir::RunReferenceStep(*plain, expected, {good}, 1).ok());
+  ir::TensorMap state = *ir::InitialState(*skipping);
+  ASSERT_EQ(state.size(), expected.size()) << "the same parameters and slots";
+  ASSERT_TRUE(ir::RunReferenceStep(*skipping, state, {good}, 1).ok());
+  for (const auto& [name, tensor] : expected) EXPECT_TRUE(state.at(name).BitwiseEquals(tensor)) << name;
+
+  const ir::TensorMap before = state;
+  absl::StatusOr<ir::StepResult> skipped = ir::RunReferenceStep(*skipping, state, {bad}, 2);
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_FALSE(std::isfinite(skipped->gradient_squares.at(0)));
+  for (const auto& [name, tensor] : before) EXPECT_TRUE(state.at(name).BitwiseEquals(tensor)) << name;
+  // Without skipping the same step poisons the weights.
+  ASSERT_TRUE(ir::RunReferenceStep(*plain, expected, {bad}, 2).ok());
+  const ir::HostTensor& poisoned = expected.at("a");
+  EXPECT_FALSE(std::all_of(poisoned.f32(), poisoned.f32() + poisoned.num_elements(),
+                           [](float value) { return std::isfinite(value); }));
+
+  // The text form keeps the gate.
+  absl::StatusOr<ir::TrainStep> parsed = ir::ParseTrainStep(ir::PrintTrainStep(*skipping));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, *skipping);
+}
+
+TEST(SkipNonFinite, NeedsASynchronousStep) {
+  absl::StatusOr<ir::TrainStep> async = TraceTrainStep(
+      "async", TwoStages, Sgd({}),
+      {.num_microbatches = 2, .updates = {WeightUpdates::Mode::kPipeDream, 1}, .skip_nonfinite_updates = true});
+  EXPECT_THAT(async.status().message(), HasSubstr("skipping non-finite updates needs a synchronous step"));
 }
 
 }  // namespace

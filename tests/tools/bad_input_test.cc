@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::AllOf;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -327,14 +328,18 @@ TEST_F(BadInput, AnOutputIsWrittenThroughItsLinkAndNeverReplacesAFifo) {
   EXPECT_TRUE(fs::is_symlink(fifo_link));
 }
 
-// Finding 10: a loss that is not a finite number stops the run, naming the
-// step, and no checkpoint of that step (or after it) is written.
+// Finding 10: a loss or a gradient that is not a finite number stops the
+// run, naming the step and the stage whose gradients are not finite, and no
+// checkpoint of that step (or after it) is written.
 TEST_F(BadInput, ANonFiniteLossStopsTheRunBeforeItIsSaved) {
   const std::string root = (dir_ / "checkpoints").string();
   Finished run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "20", "--launcher", "threads",
                             "--lr", "1e30", "--checkpoint-dir", root, "--checkpoint-every", "1", "--eval-batches", "0"});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  EXPECT_THAT(run.err, AllOf(HasSubstr("OUT_OF_RANGE"), HasSubstr("not a finite number: the run stops here")));
+  EXPECT_THAT(run.err, AllOf(HasSubstr("OUT_OF_RANGE"), HasSubstr("the run stops here"),
+                             ContainsRegex("the loss of microbatch [0-9]+ is -?nan"),
+                             ContainsRegex("the gradients of stage [01] are not finite"),
+                             HasSubstr("--on-nonfinite skip would leave the weights as they were")));
   const size_t at = run.err.find("step ");
   ASSERT_NE(at, std::string::npos) << run.err;
   const int bad_step = std::atoi(run.err.c_str() + at + 5);
@@ -346,6 +351,33 @@ TEST_F(BadInput, ANonFiniteLossStopsTheRunBeforeItIsSaved) {
   if (bad_step > 1) {
     EXPECT_TRUE(fs::exists(absl::StrFormat("%s/step-%08d", root, bad_step - 1)));
   }
+}
+
+// Finding 10, asked otherwise: --on-nonfinite skip leaves the weights (and
+// Adam's moments) of a step whose gradients are not finite as they were,
+// goes on, counts the skipped steps, and saves finite checkpoints: every one
+// after the first good step holds the same bytes. The pipeline and the
+// reference skip the same steps (--verify).
+TEST_F(BadInput, SkippingNonFiniteStepsKeepsTheWeightsAndCountsThem) {
+  const std::string root = (dir_ / "checkpoints").string();
+  Finished run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "6", "--launcher", "threads",
+                            "--lr", "1e30", "--on-nonfinite", "skip", "--verify", "--checkpoint-dir", root,
+                            "--checkpoint-every", "1", "--eval-batches", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, AllOf(HasSubstr("done: 6 steps, 5 skipped (gradients not finite)"),
+                             ContainsRegex("step +2/6  loss -?nan .*skipped: .*the gradients of stage"),
+                             HasSubstr("bit-identical to the reference")));
+  for (const std::string file : {"actor-0.state", "actor-1.state"}) {
+    const std::string first = ReadFile(absl::StrFormat("%s/step-%08d/%s", root, 1, file));
+    ASSERT_FALSE(first.empty()) << file;
+    for (int step = 2; step <= 6; ++step) {
+      EXPECT_EQ(ReadFile(absl::StrFormat("%s/step-%08d/%s", root, step, file)), first)
+          << file << " after skipped step " << step;
+    }
+  }
+  Finished bad = RunCapped({"train", "--model", "mlp", "--steps", "1", "--on-nonfinite", "ignore"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("--on-nonfinite"));
 }
 
 // Finding 4: counts inside their documented ranges whose product makes a

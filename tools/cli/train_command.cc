@@ -15,10 +15,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <ostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "controller/checkpoint.h"
@@ -77,6 +79,14 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
   train.add_option("--dispatch", options.dispatch, "fused (one call per actor per step) or per-task (for measurement)")
       ->check(CLI::IsMember({"fused", "per-task"}))
       ->capture_default_str();
+  train
+      .add_option_function<std::string>(
+          "--on-nonfinite",
+          [&options](const std::string& mode) { options.model.skip_nonfinite_updates = mode == "skip"; },
+          "a step whose loss or gradients are not finite (NaN, infinity): stop (the run ends there, naming the step "
+          "and the stages) or skip (the weights stay as they were, and the run goes on; counted in the summary)")
+      ->check(CLI::IsMember({"stop", "skip"}))
+      ->default_str("stop");
   train.add_flag("--verify", options.verify, "also run the reference and fail unless bit-identical");
   AddIntegerOption(train, "--log-every", options.log_every, "keep a progress line every N steps");
   train.add_option("--trace", options.trace,
@@ -216,28 +226,62 @@ float Mean(const std::vector<float>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0f) / static_cast<float>(values.size());
 }
 
-// OutOfRange naming the step and the first microbatch whose loss is not a
-// finite number, or OK. A run stops there: the parameters it would save are
-// no longer numbers, and the checkpoints it wrote before stay the newest.
-absl::Status CheckFinite(const std::vector<float>& losses, int64_t step) {
-  for (size_t microbatch = 0; microbatch < losses.size(); ++microbatch) {
-    if (std::isfinite(losses[microbatch])) continue;
-    return absl::OutOfRangeError(absl::StrFormat(
-        "step %d: the loss of microbatch %d is %f, not a finite number: the run stops here and saves no checkpoint "
-        "of it (the last one saved stays the newest). A smaller --lr, or a look at the data or the imported "
-        "parameters, may help",
-        step, microbatch, losses[microbatch]));
+// What a step's numbers say: whether its losses and its stages' gradient
+// norms are finite, and whether its update was skipped for that.
+struct Finiteness {
+  std::vector<std::string> problems;  // "the loss of microbatch 3 is nan", ...
+  bool update_skipped = false;
+};
+
+Finiteness CheckFinite(const ir::StepResult& result, bool skip_nonfinite_updates) {
+  Finiteness finiteness;
+  for (size_t microbatch = 0; microbatch < result.losses.size(); ++microbatch) {
+    if (std::isfinite(result.losses[microbatch])) continue;
+    finiteness.problems.push_back(absl::StrFormat("the loss of microbatch %d is %f", microbatch, result.losses[microbatch]));
+    break;
   }
-  return absl::OkStatus();
+  // The update's own test (ir/trace.h): the stages' partials added in
+  // stage order in f32 are not finite.
+  float total = 0;
+  for (const auto& [stage, squares] : result.gradient_squares) {
+    total += squares;
+    if (std::isfinite(squares)) continue;
+    finiteness.problems.push_back(
+        absl::StrFormat("the gradients of stage %d are not finite (their sum of squares is %f)", stage, squares));
+  }
+  finiteness.update_skipped = skip_nonfinite_updates && !result.gradient_squares.empty() && !std::isfinite(total);
+  return finiteness;
+}
+
+// OutOfRange naming the step and what in it is not a finite number. A run
+// stops there: the parameters it would save are no longer numbers, and the
+// checkpoints it wrote before stay the newest.
+absl::Status NonFiniteError(const Finiteness& finiteness, int64_t step, bool skip_nonfinite_updates) {
+  return absl::OutOfRangeError(absl::StrFormat(
+      "step %d: %s: the run stops here and saves no checkpoint of it (the last one saved stays the newest). A "
+      "smaller --lr, --clip-grad-norm, or a look at the data or the imported parameters may help%s",
+      step, absl::StrJoin(finiteness.problems, "; "),
+      skip_nonfinite_updates ? " (--on-nonfinite skip skips a step only when its gradients are not finite)"
+                             : "; --on-nonfinite skip would leave the weights as they were and go on"));
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
+bool SameSquares(const std::map<int32_t, float>& a, const std::map<int32_t, float>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [stage, squares] : a) {
+    auto it = b.find(stage);
+    if (it == b.end() || std::memcmp(&squares, &it->second, sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
 // What a run of `tandem train` measured, for its report.
 struct RunTotals {
   int64_t steps_run = 0;
+  int64_t steps_skipped = 0;  // --on-nonfinite skip: updates left out
   double seconds = 0;
   double bubble_sum = 0;
   int64_t rpcs = 0;
@@ -272,37 +316,45 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
     }
     const std::vector<ir::TensorMap>& batch = *next_batch;
     const Clock::time_point start = Clock::now();
-    absl::StatusOr<std::vector<float>> losses = trainer.Step(batch, step);
+    absl::StatusOr<ir::StepResult> result = trainer.Step(batch, step);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (!losses.ok()) {
+    if (!result.ok()) {
       progress.Clear();
       return Failure(
           streams.err, train,
-          absl::Status(losses.status().code(), absl::StrFormat("step %d: %s", step, losses.status().message())));
+          absl::Status(result.status().code(), absl::StrFormat("step %d: %s", step, result.status().message())));
     }
-    if (absl::Status finite = CheckFinite(*losses, step); !finite.ok()) {
+    const std::vector<float>& losses = result->losses;
+    const bool skip_nonfinite = options.model.skip_nonfinite_updates;
+    const Finiteness finiteness = CheckFinite(*result, skip_nonfinite);
+    if (!finiteness.problems.empty() && !finiteness.update_skipped) {
       progress.Clear();
-      return Failure(streams.err, train, finite);
+      return Failure(streams.err, train, NonFiniteError(finiteness, step, skip_nonfinite));
     }
     ++totals.steps_run;
     totals.seconds += seconds;
-    totals.last_loss = Mean(*losses);
+    totals.last_loss = Mean(losses);
+    if (finiteness.update_skipped) ++totals.steps_skipped;
     if (options.losses.has_value()) {
-      totals.losses.push_back({{"step", step}, {"losses", std::vector<double>(losses->begin(), losses->end())}});
+      totals.losses.push_back({{"step", step}, {"losses", std::vector<double>(losses.begin(), losses.end())}});
     }
     if (reference != nullptr) {
-      absl::StatusOr<std::vector<float>> expected = reference->Step(batch, step);
+      absl::StatusOr<ir::StepResult> expected = reference->Step(batch, step);
       if (!expected.ok()) return Failure(streams.err, train, expected.status());
-      if (!SameBits(*losses, *expected)) {
+      if (!SameBits(losses, expected->losses) || !SameSquares(result->gradient_squares, expected->gradient_squares)) {
         progress.Clear();
-        streams.err << absl::StrFormat("%s: --verify failed at step %d: loss %.9g, reference %.9g\n",
-                                       CommandPath(train), step, totals.last_loss, Mean(*expected));
+        streams.err << absl::StrFormat("%s: --verify failed at step %d: loss %.9g, reference %.9g%s\n",
+                                       CommandPath(train), step, totals.last_loss, Mean(expected->losses),
+                                       SameBits(losses, expected->losses) ? " (the gradient norms differ)" : "");
         return 1;
       }
     }
     std::string line =
         absl::StrFormat("step %5d/%d  loss %.4f  %7.1f ms/step  %9.0f %s/s", step, options.steps, totals.last_loss,
                         seconds * 1e3, static_cast<double>(job.items_per_step) / seconds, job.item_name);
+    if (finiteness.update_skipped) {
+      absl::StrAppend(&line, "  skipped: ", absl::StrJoin(finiteness.problems, "; "));
+    }
     if (const controller::StepReport* report = trainer.last_report()) {
       if (trace.has_value() && step - steps_done <= options.trace_steps) trace->AddStep(*report);
       const double bubble = Bubble(report->busy_ns, seconds);
@@ -311,7 +363,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
       absl::StrAppendFormat(&line, "  bubble %4.1f%%", 100 * bubble);
       if (fill != nullptr) {
         const bool was_started = fill->started();
-        absl::StatusOr<std::string> note = fill->AfterStep(step - steps_done, batch, *losses, seconds, *report);
+        absl::StatusOr<std::string> note = fill->AfterStep(step - steps_done, batch, losses, seconds, *report);
         if (!note.ok()) {
           progress.Clear();
           return Failure(streams.err, train,
@@ -391,6 +443,9 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   const double mean_step = totals.seconds / steps_run;
   out << absl::StrFormat("done: %d steps", totals.steps_run);
   if (steps_done > 0) out << absl::StrFormat(" (%d to %d)", steps_done + 1, options.steps);
+  if (options.model.skip_nonfinite_updates) {
+    out << absl::StrFormat(", %d skipped (gradients not finite)", totals.steps_skipped);
+  }
   out << absl::StrFormat(", final train loss %.4f", totals.last_loss);
   if (!validation.empty()) out << absl::StrFormat(", validation loss %.4f", Mean(validation));
   out << absl::StrFormat(", mean step %.1f ms, %.0f %s/s", mean_step * 1e3,

@@ -37,21 +37,18 @@ absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainS
   return std::make_unique<ReferenceTrainer>(step, *std::move(tensors), *std::move(opened), threads);
 }
 
-absl::StatusOr<std::vector<float>> ReferenceTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t step) {
+absl::StatusOr<ir::StepResult> ReferenceTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t step) {
   ir::GraphRunner runner = [this](const ir::Graph& graph, const ir::TensorMap& inputs) {
     return device_->RunGraph(graph, inputs);
   };
-  absl::StatusOr<ir::StepResult> result =
-      threads_.Run([&] { return ir::RunReferenceStep(step_, state_, batch, step, runner); });
-  if (!result.ok()) return result.status();
-  return result->losses;
+  return threads_.Run([&] { return ir::RunReferenceStep(step_, state_, batch, step, runner); });
 }
 
-absl::StatusOr<std::vector<float>> PipelineTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t) {
+absl::StatusOr<ir::StepResult> PipelineTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t) {
   absl::StatusOr<controller::StepReport> report = session_->Step(batch);
   if (!report.ok()) return report.status();
   last_ = *std::move(report);
-  return last_.losses;
+  return ir::StepResult{.losses = last_.losses, .gradient_squares = last_.gradient_squares};
 }
 
 absl::Status WriteTrace(const controller::StepTrace& trace, const schedules::Schedule& schedule,

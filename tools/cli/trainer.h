@@ -25,9 +25,10 @@ namespace tandem::cli {
 class Trainer {
  public:
   virtual ~Trainer() = default;
-  // Runs training step `step` (numbered from 1) on `batch`; each
-  // microbatch's loss.
-  virtual absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) = 0;
+  // Runs training step `step` (numbered from 1) on `batch`: each
+  // microbatch's loss, and each stage's sum of squared gradients when the
+  // step computes them.
+  virtual absl::StatusOr<ir::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) = 0;
   // Every parameter and optimizer slot.
   virtual absl::StatusOr<ir::TensorMap> State() = 0;
   // Where it computes, for people: the reference's device ("cpu").
@@ -62,7 +63,7 @@ class ReferenceTrainer : public Trainer {
                    int threads)
       : step_(step), state_(std::move(state)), device_(std::move(device)), threads_(threads) {}
 
-  absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
+  absl::StatusOr<ir::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
   absl::StatusOr<ir::TensorMap> State() override { return state_; }
   std::string description() const override { return device_->name(); }
 
@@ -78,7 +79,7 @@ class PipelineTrainer : public Trainer {
  public:
   explicit PipelineTrainer(std::unique_ptr<Session> session) : session_(std::move(session)) {}
 
-  absl::StatusOr<std::vector<float>> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
+  absl::StatusOr<ir::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
   absl::StatusOr<ir::TensorMap> State() override { return session_->State(); }
   std::string description() const override { return session_->launcher_description(); }
   const controller::CompiledStep* compiled() const override { return &session_->compiled(); }
