@@ -13,9 +13,14 @@
 // The formulas and their rounding order follow ir/kernels/*.cc; where the
 // reference documents a rounding (layer_norm's separate multiply and add),
 // __fmul_rn/__fadd_rn keep nvcc from contracting it into an FMA.
+#ifdef __CUDACC__
 #include <cuda_bf16.h>
 
 #include <cub/device/device_radix_sort.cuh>
+#else
+#include <algorithm>
+#include <numeric>
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include "actor/cuda/cuda_kernels.cuh"
 
 namespace tandem::actor::cuda::kernels {
+inline namespace TANDEM_KERNELS_TARGET {
 namespace {
 
 constexpr int kThreads = 256;
@@ -42,7 +48,7 @@ unsigned BlocksFor(int64_t n) {
 template <typename Kernel, typename... Args>
 cudaError_t Launch(int64_t n, cudaStream_t stream, Kernel kernel, Args... args) {
   if (n <= 0) return cudaSuccess;
-  kernel<<<BlocksFor(n), kThreads, 0, stream>>>(args...);
+  TANDEM_LAUNCH(kernel, BlocksFor(n), kThreads, 0, stream)(args...);
   return cudaGetLastError();
 }
 
@@ -560,8 +566,35 @@ int RowThreads(int64_t length) {
 
 unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
+// Sorts `count` (key, value) pairs by key, stably (equal keys keep their
+// order), into sorted_keys and sorted_values; with temp == nullptr, only
+// sets temp_bytes to the scratch it needs. A library call, not a kernel:
+// CUB's LSD radix sort on the GPU, std::stable_sort on the CPU (the same
+// permutation).
+cudaError_t SortPairsStably(void* temp, size_t& temp_bytes, const int32_t* keys, int32_t* sorted_keys,
+                            const int32_t* values, int32_t* sorted_values, int count, cudaStream_t stream) {
+#ifdef __CUDACC__
+  return cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, sorted_keys, values, sorted_values, count, 0, 32,
+                                         stream);
+#else
+  (void)stream;
+  if (temp == nullptr) {
+    temp_bytes = static_cast<size_t>(count) * sizeof(int32_t);
+    return cudaSuccess;
+  }
+  int32_t* order = static_cast<int32_t*>(temp);
+  std::iota(order, order + count, 0);
+  std::stable_sort(order, order + count, [keys](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+  for (int i = 0; i < count; ++i) {
+    sorted_keys[i] = keys[order[i]];
+    sorted_values[i] = values[order[i]];
+  }
+  return cudaSuccess;
+#endif
+}
+
 // The embedding gradient's scratch: sorted ids, positions, sorted positions,
-// then cub's own, each 256-byte aligned.
+// then the sort's own, each 256-byte aligned.
 struct EmbeddingGradScratch {
   size_t ids_offset = 0, positions_offset = 0, sorted_positions_offset = 0, cub_offset = 0, cub_bytes = 0, total = 0;
 };
@@ -569,9 +602,7 @@ size_t Aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 EmbeddingGradScratch EmbeddingGradLayout(int64_t positions) {
   EmbeddingGradScratch layout;
   const size_t ints = Aligned(static_cast<size_t>(positions) * sizeof(int32_t));
-  cub::DeviceRadixSort::SortPairs(nullptr, layout.cub_bytes, static_cast<const int32_t*>(nullptr),
-                                  static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                  static_cast<int32_t*>(nullptr), static_cast<int>(positions));
+  SortPairsStably(nullptr, layout.cub_bytes, nullptr, nullptr, nullptr, nullptr, static_cast<int>(positions), nullptr);
   layout.ids_offset = 0;
   layout.positions_offset = ints;
   layout.sorted_positions_offset = 2 * ints;
@@ -669,9 +700,9 @@ cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const Reductio
   const int64_t blocks = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block;
   const unsigned grid = static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
   if (op == ReduceOp::kMax) {
-    ReduceKernel<<<grid, kFoldThreads, 0, stream>>>(x, out, plan, outputs_per_block, false, MaxOp());
+    TANDEM_LAUNCH(ReduceKernel, grid, kFoldThreads, 0, stream)(x, out, plan, outputs_per_block, false, MaxOp());
   } else {
-    ReduceKernel<<<grid, kFoldThreads, 0, stream>>>(x, out, plan, outputs_per_block, op == ReduceOp::kMean,
+    TANDEM_LAUNCH(ReduceKernel, grid, kFoldThreads, 0, stream)(x, out, plan, outputs_per_block, op == ReduceOp::kMean,
                                                      AddOp());
   }
   return cudaGetLastError();
@@ -680,7 +711,7 @@ cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const Reductio
 cudaError_t LaunchRows(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
                        int64_t length, cudaStream_t stream) {
   if (length <= 0 || rows <= 0) return cudaSuccess;
-  RowsKernel<<<RowBlocks(rows), RowThreads(length), 0, stream>>>(op, x, dy, out, rows, length);
+  TANDEM_LAUNCH(RowsKernel, RowBlocks(rows), RowThreads(length), 0, stream)(op, x, dy, out, rows, length);
   return cudaGetLastError();
 }
 
@@ -688,7 +719,7 @@ cudaError_t LaunchNormalization(NormOp op, const float* x, const float* second, 
                                 float* out, int64_t rows, int64_t length, float eps,
                                 cudaStream_t stream) {
   if (length <= 0 || rows <= 0) return cudaSuccess;
-  NormalizationKernel<<<RowBlocks(rows), RowThreads(length), 0, stream>>>(op, x, second, beta, out, rows, length,
+  TANDEM_LAUNCH(NormalizationKernel, RowBlocks(rows), RowThreads(length), 0, stream)(op, x, second, beta, out, rows, length,
                                                                           eps);
   return cudaGetLastError();
 }
@@ -730,14 +761,14 @@ cudaError_t LaunchRotary(const float* x, float* out, int64_t matrices, int64_t p
 cudaError_t LaunchFindFirstOutOfRange(const int32_t* values, int64_t n, int64_t limit,
                                       RangeCheckResult* result, cudaStream_t stream) {
   // Launched even for n == 0: the result must be written.
-  FindFirstOutOfRangeKernel<<<1, kCheckThreads, 0, stream>>>(values, n, limit, result);
+  TANDEM_LAUNCH(FindFirstOutOfRangeKernel, 1, kCheckThreads, 0, stream)(values, n, limit, result);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchCrossEntropy(const float* logits, const int32_t* labels, float* loss,
                                int64_t rows, int64_t classes, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  CrossEntropyKernel<<<RowBlocks(rows), RowThreads(classes), 0, stream>>>(logits, labels, loss, rows, classes);
+  TANDEM_LAUNCH(CrossEntropyKernel, RowBlocks(rows), RowThreads(classes), 0, stream)(logits, labels, loss, rows, classes);
   return cudaGetLastError();
 }
 
@@ -745,7 +776,7 @@ cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, c
                                    float* out, int64_t rows, int64_t classes,
                                    cudaStream_t stream) {
   if (classes <= 0 || rows <= 0) return cudaSuccess;
-  CrossEntropyGradKernel<<<RowBlocks(rows), RowThreads(classes), 0, stream>>>(logits, labels, dy, out, rows,
+  TANDEM_LAUNCH(CrossEntropyGradKernel, RowBlocks(rows), RowThreads(classes), 0, stream)(logits, labels, dy, out, rows,
                                                                               classes);
   return cudaGetLastError();
 }
@@ -776,17 +807,17 @@ cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out,
     return error;
   }
   size_t cub_bytes = layout.cub_bytes;
-  // LSD radix sort is stable: equal ids keep their positions' order.
-  if (cudaError_t error = cub::DeviceRadixSort::SortPairs(base + layout.cub_offset, cub_bytes, ids, sorted_ids,
-                                                          position_of, sorted_positions, static_cast<int>(positions),
-                                                          0, 32, stream);
+  // Stable: equal ids keep their positions' order.
+  if (cudaError_t error = SortPairsStably(base + layout.cub_offset, cub_bytes, ids, sorted_ids, position_of,
+                                          sorted_positions, static_cast<int>(positions), stream);
       error != cudaSuccess) {
     return error;
   }
   const int threads = width >= 256 ? 256 : 32;
-  EmbeddingGradRunsKernel<<<RowBlocks(positions), threads, 0, stream>>>(sorted_ids, sorted_positions, dy, out,
+  TANDEM_LAUNCH(EmbeddingGradRunsKernel, RowBlocks(positions), threads, 0, stream)(sorted_ids, sorted_positions, dy, out,
                                                                        positions, num_rows, width);
   return cudaGetLastError();
 }
 
+}  // namespace TANDEM_KERNELS_TARGET
 }  // namespace tandem::actor::cuda::kernels

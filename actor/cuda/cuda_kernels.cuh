@@ -24,11 +24,24 @@
 #ifndef TANDEM_ACTOR_CUDA_CUDA_KERNELS_CUH_
 #define TANDEM_ACTOR_CUDA_CUDA_KERNELS_CUH_
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 
+// One kernel source, two compilers: nvcc, and the host compiler with
+// CUDA's execution model on host threads (cuda_on_cpu.h), where every
+// kernel is tested against the CPU reference. A launch is written
+// TANDEM_LAUNCH(kernel, grid, block, shared_bytes, stream)(args...).
+#ifdef TANDEM_CUDA_ON_CPU
+#include "actor/cuda/cuda_on_cpu.h"
+#define TANDEM_KERNELS_TARGET on_cpu
+#else
+#include <cuda_runtime_api.h>
+#define TANDEM_LAUNCH(kernel, grid, block, shared_bytes, stream) kernel<<<grid, block, shared_bytes, stream>>>
+#define TANDEM_KERNELS_TARGET on_gpu
+#endif
+
 namespace tandem::actor::cuda::kernels {
+// The two builds' symbols differ, so one program may link both.
+inline namespace TANDEM_KERNELS_TARGET {
 
 // Enough for every model we trace (attention uses rank 4); the runner merges
 // axes before filling a StridedMap and refuses ranks beyond this.
@@ -168,6 +181,7 @@ cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out,
 cudaError_t LaunchSumInOrder(const float* slots, int64_t stride, int32_t count, float* out, int64_t n,
                              cudaStream_t stream);
 
+}  // namespace TANDEM_KERNELS_TARGET
 }  // namespace tandem::actor::cuda::kernels
 
 #endif  // TANDEM_ACTOR_CUDA_CUDA_KERNELS_CUH_

@@ -5,7 +5,9 @@
 # tests need (their executables and tandem-actor, which they start), then
 # the tests labelled actor (executor, transports, collectives, the actor
 # service and process), controller (launchers, pipelines, the REPL's
-# debugger) and rpc (the control plane). A data race or a lock-order
+# debugger), rpc (the control plane) and cuda-on-cpu (the CUDA backend's
+# kernels on host threads, actor/cuda/cuda_on_cpu.h: a kernel missing a
+# __syncthreads is a race here). A data race or a lock-order
 # inversion fails the test that hit it (halt_on_error), in the test's
 # process or in an actor process it started. Tests labelled `no_sanitizer`,
 # `gpu` or `slurm` are left out.
@@ -51,7 +53,7 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:supp
 export LD_PRELOAD="$PWD/build-tsan/lib/libtandem_tsan_preload.so${LD_PRELOAD:+:$LD_PRELOAD}"
 start=$SECONDS
 status=0
-ctest --test-dir build-tsan -j"$jobs" --output-on-failure -L '^(actor|controller|rpc|tsan)$' \
+ctest --test-dir build-tsan -j"$jobs" --output-on-failure -L '^(actor|controller|rpc|tsan|cuda-on-cpu)$' \
   -LE '^(no_sanitizer|gpu|slurm)$' "$@" || status=$?
 echo "thread_suite: tests ran in $((SECONDS - start)) s"
 exit "$status"
