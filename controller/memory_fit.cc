@@ -35,21 +35,45 @@ absl::Status CheckMemoryFit(const std::vector<ir::ActorProgram>& programs, const
   return absl::OkStatus();
 }
 
-absl::Status CheckWholeModelFits(const ir::TrainStep& step, const MemoryPool& pool) {
+absl::Status CheckWholeModelFits(const ir::TrainStep& step, const MemoryPool& pool, WholeModel use) {
+  int64_t parameter_bytes = 0;
   int64_t state_bytes = 0;
-  int64_t gradient_bytes = 0;
   for (const ir::StateSpec& spec : step.state) {
     state_bytes += spec.type.num_bytes();
-    if (spec.role == ir::StateRole::kParameter && !step.forward_only()) gradient_bytes += spec.type.num_bytes();
+    if (spec.role == ir::StateRole::kParameter) parameter_bytes += spec.type.num_bytes();
   }
-  const int64_t needed = state_bytes + 2 * gradient_bytes;
-  if (needed <= pool.free_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the reference interpreter holds the whole model in this process: its state (", ir::FormatBytes(state_bytes),
-      ") and two sums of its gradients (", ir::FormatBytes(2 * gradient_bytes), ") need at least ",
-      ir::FormatBytes(needed), ", more than ", pool.name, " (", ir::FormatBytes(pool.free_bytes),
-      "). Train it pipelined over actors (--launcher local), whose memory is checked per actor, or on a larger "
-      "machine"));
+  const int64_t gradient_bytes = step.forward_only() ? 0 : parameter_bytes;
+  switch (use) {
+    case WholeModel::kTraining: {
+      const int64_t needed = state_bytes + 2 * gradient_bytes;
+      if (needed <= pool.free_bytes) return absl::OkStatus();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the reference interpreter holds the whole model in this process: its state (",
+          ir::FormatBytes(state_bytes), ") and two sums of its gradients (", ir::FormatBytes(2 * gradient_bytes),
+          ") need at least ", ir::FormatBytes(needed), ", more than ", pool.name, " (",
+          ir::FormatBytes(pool.free_bytes),
+          "). Train it pipelined over actors (--launcher local), whose memory is checked per actor, or on a larger "
+          "machine"));
+    }
+    case WholeModel::kState:
+    case WholeModel::kParameters: {
+      const bool state = use == WholeModel::kState;
+      const int64_t needed = state ? state_bytes : parameter_bytes;
+      if (needed <= pool.free_bytes) return absl::OkStatus();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this process would hold the whole model's ", state ? "state (parameters and optimizer slots)" : "parameters",
+          ": ", ir::FormatBytes(needed), ", more than ", pool.name, " (", ir::FormatBytes(pool.free_bytes),
+          "); a model of this size runs only pipelined over actors, each holding its stages"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWholeModelFitsThisHost(const ir::TrainStep& step, WholeModel use) {
+  const std::optional<int64_t> available = HostAvailableBytes();
+  if (!available.has_value()) return absl::OkStatus();
+  return CheckWholeModelFits(step, {.name = "this host's available memory (MemAvailable)", .free_bytes = *available},
+                             use);
 }
 
 namespace {

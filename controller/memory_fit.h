@@ -36,11 +36,22 @@ struct MemoryPool {
 // fewer microbatches in flight, --remat stage, tandem plan --memory-cap).
 absl::Status CheckMemoryFit(const std::vector<ir::ActorProgram>& programs, const std::vector<MemoryPool>& pools);
 
-// ResourceExhausted when a process that holds the whole model, as the
-// reference interpreter does, cannot fit in `pool`: at least its state and
-// two sums of its gradients (a replica's and the step's), counted from the
-// traced step before any of it is allocated.
-absl::Status CheckWholeModelFits(const ir::TrainStep& step, const MemoryPool& pool);
+// What a process holding the whole model keeps of it, at least.
+enum class WholeModel : uint8_t {
+  kTraining,    // the reference interpreter: the state and two sums of the gradients (a replica's and the step's)
+  kState,       // the state (parameters and optimizer slots), as a controller reading it for evaluation
+  kParameters,  // the parameters, as generation
+};
+
+// ResourceExhausted when a process that holds the whole model as `use`
+// says cannot fit in `pool`, counted from the traced step before any of it
+// is allocated; the message names what it holds, the bytes and the pool.
+absl::Status CheckWholeModelFits(const ir::TrainStep& step, const MemoryPool& pool,
+                                 WholeModel use = WholeModel::kTraining);
+
+// CheckWholeModelFits against this host's available memory; OK when that
+// cannot be read.
+absl::Status CheckWholeModelFitsThisHost(const ir::TrainStep& step, WholeModel use);
 
 // This host's available memory (MemAvailable in /proc/meminfo), or nullopt
 // when it cannot be read.

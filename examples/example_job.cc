@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <set>
 
@@ -139,22 +140,21 @@ absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes) 
     if (!bytes.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("state '", spec.name, "': ", bytes.status().message()));
     }
-    state_bytes += *bytes;  // checked after every tensor, so far from overflowing
-    if (state_bytes > kMaxStateBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the model's parameters and optimizer state need more than the ", kMaxStateBytes,
-          " bytes an example job may use (", sizes, "): choose smaller sizes"));
+    if (state_bytes > std::numeric_limits<int64_t>::max() - *bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("the model's parameters and optimizer state need more than ",
+                                                     std::numeric_limits<int64_t>::max(), " bytes (", sizes,
+                                                     "): choose smaller sizes"));
     }
+    state_bytes += *bytes;
   }
   for (const ir::Graph* graph : {&step.microbatch, &step.update}) {
     for (ir::ValueId id = 0; id < graph->size(); ++id) {
       const ir::Node& node = graph->node(id);
       absl::StatusOr<int64_t> bytes = ir::CheckedNumBytes(node.type);
-      if (!bytes.ok() || *bytes > kMaxValueBytes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "value %", id, " (", ir::OpName(node.op), ") of the traced step is ", ir::TypeToString(node.type),
-            ", more than the ", kMaxValueBytes, " bytes one value of an example job may have (", sizes,
-            "): choose smaller sizes"));
+      if (!bytes.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("value %", id, " (", ir::OpName(node.op),
+                                                       ") of the traced step: ", bytes.status().message(), " (",
+                                                       sizes, "): choose smaller sizes"));
       }
     }
   }

@@ -19,10 +19,13 @@
 
 namespace tandem::examples {
 
-// What `step` would allocate, from its shapes, before anything is: its
-// state (parameters and optimizer slots) within kMaxStateBytes and every
-// value within kMaxValueBytes (examples/limits.h). InvalidArgument naming
-// `sizes` (e.g. "mlp: 4 layers, dim 64") otherwise.
+// That what `step` would allocate can be counted: every state tensor's and
+// every value's bytes, and the state's total, fit in an int64.
+// InvalidArgument naming `sizes` (e.g. "mlp: 4 layers, dim 64") otherwise.
+// Whether it fits a machine is asked where it would be allocated, before it
+// is (the launchers' static peaks, controller::CheckWholeModelFits for one
+// process holding the whole model): compiling, simulating and planning
+// work at any size.
 absl::Status CheckFootprint(const ir::TrainStep& step, absl::string_view sizes);
 
 // What to build. Unset sizes take the model's defaults (GptConfig,

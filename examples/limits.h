@@ -30,15 +30,6 @@ inline constexpr int64_t kMaxVocab = int64_t{1} << 20;
 inline constexpr int64_t kMaxBatch = 65536;
 // Microbatches per step (the schedules' own bound).
 inline constexpr int64_t kMaxMicrobatches = 65536;
-// Parameters and optimizer state together: 1 TiB (some 90 B parameters
-// with Adam's two slots), past any machine's memory: a size over it is a
-// mistyped flag. The controller holds none of it; the actors generate or
-// read their shares.
-inline constexpr int64_t kMaxStateBytes = int64_t{1} << 40;
-// Any one value of the traced step (an activation, a gradient): 64 GiB,
-// past any one machine's memory (a 1.3B GPT's attention scores at seq 2048
-// are 2 GiB a sequence batch of 8): a size over it is a mistyped flag.
-inline constexpr int64_t kMaxValueBytes = int64_t{64} << 30;
 // Text a character corpus reads (--data): 256 MiB, held as 1 GiB of ids.
 inline constexpr int64_t kMaxCorpusBytes = int64_t{256} << 20;
 // Tokens one `tandem generate` may add: each costs a forward pass.

@@ -403,6 +403,25 @@ TEST_F(BadInput, AStepTooLargeToCompileIsRefusedQuicklyInBoundedMemory) {
   }
 }
 
+// The other side of finding 4: a model too large for any one machine still
+// compiles (GPT-3 175B's shapes, 96 stages x 8 replicas: 768 actor
+// programs) in bounded memory; running it is what the memory-fit checks
+// refuse, naming the bytes.
+TEST_F(BadInput, GptThreeShapesCompileButAreRefusedToRunHere) {
+  const std::vector<std::string> gpt3 = {"--model", "gpt",  "--layers", "96",   "--dim",          "12288",
+                                         "--heads", "96",   "--seq",    "2048", "--microbatches", "192"};
+  std::vector<std::string> compile = {"compile", "--actors", "96", "--data-parallel", "8"};
+  compile.insert(compile.end(), gpt3.begin(), gpt3.end());
+  Finished compiled = RunCapped(compile, absl::Seconds(240));
+  ASSERT_EQ(compiled.exit_code, 0) << "signal " << compiled.signal << ": " << compiled.err;
+  EXPECT_THAT(compiled.out, HasSubstr("768 actors, 96 stages, 192 microbatches per replica, 8 data-parallel replicas"));
+  std::vector<std::string> train = {"train", "--actors", "96", "--steps", "1"};
+  train.insert(train.end(), gpt3.begin(), gpt3.end());
+  Finished refused = RunCapped(train, absl::Seconds(240));
+  EXPECT_EQ(refused.exit_code, 1) << "signal " << refused.signal << ": " << refused.err;
+  EXPECT_THAT(refused.err, AllOf(HasSubstr("RESOURCE_EXHAUSTED: the step does not fit"), HasSubstr("GiB")));
+}
+
 // Finding 5: the reference launcher checks its memory before it allocates
 // the model, as the local and threads launchers check their actors'.
 TEST_F(BadInput, AModelTooLargeForTheReferenceIsRefusedBeforeItIsAllocated) {

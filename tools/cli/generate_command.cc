@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "controller/checkpoint.h"
+#include "controller/memory_fit.h"
 #include "examples/generation.h"
 #include "ir/state_source.h"
 #include "tools/cli/commands.h"
@@ -85,6 +86,10 @@ void AddGenerateCommand(CommandLine& command_line) {
     if (!job.ok()) return Failure(streams.err, *command, job.status());
     absl::StatusOr<ir::TrainStep> forward = TraceForwardStep("generate", job->logits);
     if (!forward.ok()) return Failure(streams.err, *command, forward.status());
+    if (absl::Status fits = controller::CheckWholeModelFitsThisHost(*forward, controller::WholeModel::kParameters);
+        !fits.ok()) {
+      return Failure(streams.err, *command, fits);
+    }
     absl::StatusOr<ir::TensorMap> parameters = CheckpointParameters(options->checkpoint, *forward, streams.err);
     if (!parameters.ok()) return Failure(streams.err, *command, parameters.status());
     absl::StatusOr<std::vector<int32_t>> prompt = job->corpus->Encode(options->prompt);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "controller/memory_fit.h"
 #include "examples/example_job.h"
 #include "ir/interpreter.h"
 #include "ir/kernel_threads.h"
@@ -100,6 +101,11 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
   if (options.threads.empty()) {
     options.threads = {1};
     if (ir::HostCores() > 1) options.threads.push_back(ir::HostCores());
+  }
+  if (absl::Status fits = controller::CheckWholeModelFitsThisHost(job->step, controller::WholeModel::kTraining);
+      !fits.ok()) {
+    err << "tandem bench step: " << fits << "\n";
+    return 1;
   }
   absl::StatusOr<ir::TensorMap> initial = ir::MaterializeStates(ir::SeedSources(job->step));
   if (!initial.ok()) {

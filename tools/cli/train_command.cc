@@ -411,6 +411,14 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   // The whole model comes to the controller only to be checked or
   // evaluated here.
   absl::StatusOr<ir::TensorMap> state = ir::TensorMap();
+  if (options.eval_batches > 0 && trainer.compiled() != nullptr) {
+    if (absl::Status fits = controller::CheckWholeModelFitsThisHost(job.step, controller::WholeModel::kState);
+        !fits.ok()) {
+      return Failure(streams.err, train,
+                     absl::Status(fits.code(), absl::StrCat("--eval-batches evaluates in the controller: ",
+                                                            fits.message(), "; pass --eval-batches 0")));
+    }
+  }
   if (reference != nullptr || options.eval_batches > 0) state = trainer.State();
   if (!state.ok()) return Failure(streams.err, train, state.status());
   if (reference != nullptr) {

@@ -19,10 +19,7 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string&) {
 
 absl::Status ReferenceTrainer::CheckFits(const ir::TrainStep& step, const actor::DeviceSpec& device) {
   if (device.kind == actor::DeviceSpec::Kind::kCuda) return absl::OkStatus();
-  const std::optional<int64_t> available = controller::HostAvailableBytes();
-  if (!available.has_value()) return absl::OkStatus();
-  return controller::CheckWholeModelFits(step, {.name = "this host's available memory (MemAvailable)",
-                                                .free_bytes = *available});
+  return controller::CheckWholeModelFitsThisHost(step, controller::WholeModel::kTraining);
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step,
