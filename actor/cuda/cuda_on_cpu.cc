@@ -5,13 +5,17 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace tandem::cuda_on_cpu {
 namespace {
+
+uint64_t Count(dim3 size) { return uint64_t{size.x} * size.y * size.z; }
 
 // A wait at a barrier longer than this is a kernel that deadlocks (a
 // barrier some thread never reaches in a way the checks below miss): it
@@ -37,7 +41,15 @@ struct Grid {
   int at_sync = 0;
   int at_exit = 0;
   uint64_t generation = 0;
-  std::vector<Warp> warps;
+  std::unique_ptr<Warp[]> warps;
+  int num_warps = 0;
+  // Whether a thread called __syncthreads or a shuffle. A kernel whose
+  // first block did neither has blocks that share nothing (its threads
+  // never wait for each other, so no __shared__ value can pass between
+  // them): its later blocks run without the barrier at their end, which is
+  // most of what a launch costs here. Set when block 0 ends, read after.
+  bool synchronizes = false;
+  bool independent_blocks = false;
 };
 
 thread_local Grid* t_grid = nullptr;
@@ -72,6 +84,14 @@ void AwaitRelease(Grid& grid, std::unique_lock<std::mutex>& lock, const uint64_t
   }
 }
 
+// Notes, with grid.mu held, that the kernel synchronizes its threads.
+void NoteSynchronization(Grid& grid) {
+  if (grid.independent_blocks) {
+    AbortLocked(grid, "synchronizes threads in a later block of a kernel whose first block did not (not modelled)");
+  }
+  grid.synchronizes = true;
+}
+
 // The block barrier. `exiting`: the thread is done with the block (it
 // returned from the kernel), which releases the barrier like an arrival,
 // but a barrier where some threads exited and others wait at
@@ -87,6 +107,7 @@ void ArriveAtBlockBarrier(bool exiting) {
     ++grid.at_exit;
     ++warp.exited;
   } else {
+    NoteSynchronization(grid);
     ++grid.at_sync;
   }
   if (grid.at_sync > 0 && grid.at_exit > 0) {
@@ -98,7 +119,8 @@ void ArriveAtBlockBarrier(bool exiting) {
     grid.at_sync = 0;
     grid.at_exit = 0;
     if (exiting) {
-      for (Warp& each : grid.warps) each.exited = 0;
+      for (int w = 0; w < grid.num_warps; ++w) grid.warps[static_cast<size_t>(w)].exited = 0;
+      if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) grid.independent_blocks = !grid.synchronizes;
     }
     ++grid.generation;
     grid.changed.notify_all();
@@ -118,11 +140,59 @@ void ArriveAtWarpBarrier(Grid& grid, std::unique_lock<std::mutex>& lock, Warp& w
   AwaitRelease(grid, lock, &warp.generation, seen, "a warp shuffle");
 }
 
+// The host threads that play CUDA threads, kept between launches: a launch
+// of N threads runs on the first N (the pool grows to the largest block
+// asked for). Creating a block's threads per launch cost more than the
+// kernels themselves. Never destroyed: its threads wait for work until the
+// process ends.
+class ThreadPool {
+ public:
+  static ThreadPool& Get() {
+    static ThreadPool* pool = new ThreadPool;
+    return *pool;
+  }
+
+  // Runs work(i) on threads i = 0 .. count-1 and returns when all are done.
+  // One call at a time (RunGrid holds LaunchMutex).
+  void Run(int count, const std::function<void(int)>& work) {
+    while (static_cast<int>(workers_.size()) < count) {
+      auto worker = std::make_unique<Worker>();
+      Worker* raw = worker.get();
+      const int index = static_cast<int>(workers_.size());
+      std::thread([this, raw, index] { Serve(*raw, index); }).detach();
+      workers_.push_back(std::move(worker));
+    }
+    work_ = &work;
+    remaining_.store(count, std::memory_order_relaxed);
+    for (int i = 0; i < count; ++i) workers_[static_cast<size_t>(i)]->start.release();
+    done_.acquire();
+    work_ = nullptr;
+  }
+
+ private:
+  struct Worker {
+    std::binary_semaphore start{0};
+  };
+
+  void Serve(Worker& worker, int index) {
+    for (;;) {
+      worker.start.acquire();
+      (*work_)(index);
+      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.release();
+    }
+  }
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  const std::function<void(int)>* work_ = nullptr;
+  std::atomic<int> remaining_{0};
+  std::binary_semaphore done_{0};
+};
+
 }  // namespace
 
 cudaError_t RunGrid(const char* name, dim3 grid_size, dim3 block_size, size_t shared_bytes,
                     const std::function<void()>& body) {
-  if (grid_size.count() == 0 || block_size.count() == 0 || block_size.count() > 1024 || block_size.z > 64 ||
+  if (Count(grid_size) == 0 || Count(block_size) == 0 || Count(block_size) > 1024 || block_size.z > 64 ||
       grid_size.y > 65535 || grid_size.z > 65535) {
     return cudaErrorInvalidConfiguration;
   }
@@ -132,32 +202,29 @@ cudaError_t RunGrid(const char* name, dim3 grid_size, dim3 block_size, size_t sh
   grid.name = name;
   grid.grid = grid_size;
   grid.block = block_size;
-  grid.threads = static_cast<int>(block_size.count());
-  grid.warps.resize(static_cast<size_t>((grid.threads + warpSize - 1) / warpSize));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(grid.threads));
-  for (int linear = 0; linear < grid.threads; ++linear) {
-    threads.emplace_back([&grid, &body, linear] {
-      t_grid = &grid;
-      t_thread = linear;
-      blockDim = grid.block;
-      gridDim = grid.grid;
-      threadIdx = {static_cast<unsigned>(linear) % grid.block.x,
-                   static_cast<unsigned>(linear) / grid.block.x % grid.block.y,
-                   static_cast<unsigned>(linear) / (grid.block.x * grid.block.y)};
-      for (unsigned z = 0; z < grid.grid.z; ++z) {
-        for (unsigned y = 0; y < grid.grid.y; ++y) {
-          for (unsigned x = 0; x < grid.grid.x; ++x) {
-            blockIdx = {x, y, z};
-            body();
-            ArriveAtBlockBarrier(/*exiting=*/true);
-          }
+  grid.threads = static_cast<int>(Count(block_size));
+  grid.num_warps = (grid.threads + warpSize - 1) / warpSize;
+  grid.warps = std::make_unique<Warp[]>(static_cast<size_t>(grid.num_warps));
+  ThreadPool::Get().Run(grid.threads, [&grid, &body](int linear) {
+    t_grid = &grid;
+    t_thread = linear;
+    blockDim = grid.block;
+    gridDim = grid.grid;
+    threadIdx = {static_cast<unsigned>(linear) % grid.block.x,
+                 static_cast<unsigned>(linear) / grid.block.x % grid.block.y,
+                 static_cast<unsigned>(linear) / (grid.block.x * grid.block.y)};
+    for (unsigned z = 0; z < grid.grid.z; ++z) {
+      for (unsigned y = 0; y < grid.grid.y; ++y) {
+        for (unsigned x = 0; x < grid.grid.x; ++x) {
+          blockIdx = {x, y, z};
+          body();
+          const bool first = x == 0 && y == 0 && z == 0;
+          if (first || !grid.independent_blocks) ArriveAtBlockBarrier(/*exiting=*/true);
         }
       }
-      t_grid = nullptr;
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+    }
+    t_grid = nullptr;
+  });
   return cudaSuccess;
 }
 
@@ -182,6 +249,7 @@ uint32_t WarpExchange(uint32_t mask, uint32_t value, int source_lane, bool in_ra
   if (mask != full) {
     AbortLocked(grid, "a warp shuffle whose mask does not name every thread of the warp (not modelled)");
   }
+  NoteSynchronization(grid);
   Warp& warp = grid.warps[static_cast<size_t>(t_thread / warpSize)];
   if (warp.exited > 0) {
     AbortLocked(grid, "a warp shuffle after a thread of its warp returned (divergent shuffle)");
@@ -206,6 +274,8 @@ void Abort(const char* what) {
   std::fflush(stderr);
   std::abort();
 }
+
+cudaError_t PeekLastError() { return t_last_error; }
 
 cudaError_t TakeLastError() {
   const cudaError_t error = t_last_error;

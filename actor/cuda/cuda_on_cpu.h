@@ -1,11 +1,10 @@
 // CUDA's execution model on the CPU: what a kernel source written for nvcc
 // needs to compile with the host compiler and run on host threads, so that
-// every kernel of the CUDA backend is tested in CI on machines without a GPU
-// (GPU-NOTES §10 of the project's notes records the approach). One kernel
-// source, two compilers: a source includes this header (through
-// cuda_kernels.cuh when TANDEM_CUDA_ON_CPU is defined) instead of the CUDA
-// runtime's, and launches with TANDEM_LAUNCH, which is `<<<...>>>` under
-// nvcc.
+// every kernel of the CUDA backend, and the backend's graph runner around
+// them, is tested in CI on machines without a GPU. One source, two
+// compilers: a kernel source includes this header (through cuda_kernels.cuh
+// when TANDEM_CUDA_ON_CPU is defined) and launches with TANDEM_LAUNCH, which
+// is `<<<...>>>` under nvcc.
 //
 // The model:
 //  - A launch runs on the calling thread's behalf, to completion, before it
@@ -34,8 +33,12 @@
 //    memory without a `__syncthreads` between is reported as the race it is.
 //  - Math is the host's libm (not libdevice): results agree with the GPU's
 //    within a few ulp, bit for bit only where the source fixes the rounding
-//    (__fadd_rn, __fmul_rn, fold orders). bf16 conversions round to nearest
-//    even, as cuda_bf16.h's.
+//    (__fadd_rn, __fmul_rn, fold orders). bf16 conversions are cuda_bf16.h's
+//    own host code.
+//  - The runtime's types and declarations are the toolkit's headers, which
+//    the host compiler reads: building this needs the CUDA toolkit's
+//    headers, not nvcc or a GPU. Its functions (streams, events, memory,
+//    copies) run on host memory, synchronously (cuda_runtime_on_cpu.cc).
 // Not modelled: speed, inline PTX, tensor cores, cp.async/TMA, CUB and
 // cooperative groups (library calls stay outside kernels, behind the
 // backend's function table), dynamic shared memory (a launch asking for
@@ -48,37 +51,26 @@
 #error "actor/cuda/cuda_on_cpu.h is for the host compiler; nvcc has CUDA itself"
 #endif
 
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 
-// ---- What the CUDA runtime's headers would declare.
-
-enum cudaError_t : int {
-  cudaSuccess = 0,
-  cudaErrorInvalidValue = 1,
-  cudaErrorInvalidConfiguration = 9,
-};
-struct CUstream_st;
-using cudaStream_t = CUstream_st*;
-
-struct uint3 {
-  unsigned x = 0, y = 0, z = 0;
-};
-struct dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
-  unsigned count() const { return x * y * z; }
-};
-
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
+// The CUDA runtime's types and declarations come from the toolkit's
+// headers, which the host compiler reads (its functions are implemented on
+// host memory in cuda_runtime_on_cpu.cc); what only nvcc knows is below.
+// The toolkit's execution-space macros expand to nothing for the host
+// compiler; __shared__ must be storage the block's threads share.
+#undef __shared__
 #define __shared__ static
-#define __restrict__
+#undef __global__
+#define __global__
+#undef __forceinline__
+#define __forceinline__ inline
 
 inline thread_local uint3 threadIdx;
 inline thread_local uint3 blockIdx;
@@ -105,8 +97,10 @@ uint32_t WarpExchange(uint32_t mask, uint32_t value, int source_lane, bool in_ra
 int LaneId();
 int WarpLanes();
 
-// The last error a launch returned on this thread (cudaGetLastError).
+// The calling thread's last error (cudaGetLastError takes it,
+// cudaPeekAtLastError reads it), set by launches and runtime calls.
 cudaError_t TakeLastError();
+cudaError_t PeekLastError();
 void SetLastError(cudaError_t error);
 
 template <typename T>
@@ -197,31 +191,5 @@ T atomicMin(T* address, T value) {
 // -ffp-contract=off, a + b and a * b are already rounded so.
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
-
-// bf16 as cuda_bf16.h's __nv_bfloat16: the top 16 bits of an f32.
-struct __nv_bfloat16 {
-  uint16_t bits;
-};
-inline float __bfloat162float(__nv_bfloat16 value) {
-  const uint32_t wide = static_cast<uint32_t>(value.bits) << 16;
-  float out;
-  std::memcpy(&out, &wide, 4);
-  return out;
-}
-// Round to nearest, ties to even; every NaN becomes the canonical 0x7fff,
-// as cuda_bf16.hpp's host path (__internal_float2bfloat16) makes it.
-inline __nv_bfloat16 __float2bfloat16_rn(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if (std::isnan(value)) return {0x7fffu};
-  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return {static_cast<uint16_t>((bits + rounding) >> 16)};
-}
-
-inline cudaError_t cudaGetLastError() { return tandem::cuda_on_cpu::TakeLastError(); }
-inline cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t) {
-  std::memset(pointer, value, bytes);
-  return cudaSuccess;
-}
 
 #endif  // TANDEM_ACTOR_CUDA_CUDA_ON_CPU_H_
