@@ -156,8 +156,10 @@ absl::StatusOr<std::shared_ptr<Mapping>> OpenHandle(const std::array<std::byte, 
       return absl::DataLossError(absl::StrCat("fake device: the ", what, " exported by process ", fields.pid,
                                               " was freed (descriptor ", fields.fd, " is closed)"));
     }
-    return absl::UnavailableError(absl::StrCat("fake device: cannot open the ", what, " exported by process ",
-                                               fields.pid, " (", path, "): ", std::strerror(error)));
+    return ir::ErrnoStatus(absl::StatusCode::kUnavailable,
+                           absl::StrCat("fake device: cannot open the ", what, " exported by process ", fields.pid,
+                                        " (", path, ")"),
+                           error);
   }
   struct stat info;
   const uint64_t mapped = RoundToPages(fields.bytes);

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "actor/data_plane_frame.h"
 #include "actor/socket_io.h"
+#include "ir/errno_status.h"
 #include "rpc/auth.h"
 #include "rpc/rate_limited_log.h"
 
@@ -338,7 +339,7 @@ void TcpTransport::AcceptLoop() {
     }
     const int64_t wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(wake_at - absl::Now()) + 1);
     if (poll(fds.data(), fds.size(), static_cast<int>(wait_ms)) < 0 && errno != EINTR) {
-      notices.Log(absl::StrCat(Name(actor_), ": the data plane stopped accepting: poll: ", std::strerror(errno)));
+      notices.Log(absl::StrCat(Name(actor_), ": the data plane stopped accepting: poll: ", ir::ErrnoText(errno)));
       break;
     }
     if (fds[0].revents != 0) break;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ir/errno_status.h"
 #include "ir/excerpt.h"
 #include "ir/fault_point.h"
 #include "ir/limits.h"
@@ -169,8 +170,8 @@ absl::StatusOr<CheckpointManifest> ParseCheckpointManifest(absl::string_view tex
 
 absl::Status PrepareCheckpointRoot(const std::string& root) {
   auto failed = [&root](absl::string_view action, int error) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot write checkpoints under ", root, ": ", action, ": ",
-                                                      std::strerror(error)));
+    return ir::ErrnoStatus(absl::StatusCode::kFailedPrecondition,
+                           absl::StrCat("cannot write checkpoints under ", root, ": ", action), error);
   };
   std::error_code error;
   fs::create_directories(root, error);

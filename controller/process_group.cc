@@ -14,6 +14,7 @@
 #include <cstring>
 #include <set>
 
+#include "ir/errno_status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -41,11 +42,6 @@ struct ChildFailure {
   ChildStage stage;
   int32_t error;
 };
-
-std::string ErrnoText(int error) {
-  char buffer[256];
-  return std::string(strerror_r(error, buffer, sizeof(buffer)));  // GNU variant
-}
 
 std::string ActorLabel(ActorId actor) { return absl::StrCat("actor ", actor.value); }
 
@@ -284,17 +280,17 @@ absl::Status ProcessGroup::StartChild(ActorId actor, const ProcessSpec& spec) {
   switch (failure.stage) {
     case ChildStage::kExec:
       return absl::Status(absl::ErrnoToStatusCode(failure.error),
-                          absl::StrCat(actor_label, ": cannot execute ", spec.program, ": ", ErrnoText(failure.error)));
+                          absl::StrCat(actor_label, ": cannot execute ", spec.program, ": ", ir::ErrnoText(failure.error)));
     case ChildStage::kSetProcessGroup:
       return absl::Status(absl::ErrnoToStatusCode(failure.error),
                           absl::StrCat(actor_label, ": cannot start ", spec.program,
-                                       ": setpgid: ", ErrnoText(failure.error)));
+                                       ": setpgid: ", ir::ErrnoText(failure.error)));
     case ChildStage::kRedirect:
       break;
   }
   return absl::Status(absl::ErrnoToStatusCode(failure.error),
                       absl::StrCat(actor_label, ": cannot start ", spec.program,
-                                   ": redirecting stdio: ", ErrnoText(failure.error)));
+                                   ": redirecting stdio: ", ir::ErrnoText(failure.error)));
 }
 
 ProcessGroup::~ProcessGroup() {

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "ir/errno_status.h"
 #include "rpc/connection.h"
 
 namespace tandem::controller {
@@ -87,7 +88,7 @@ absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Create(absl::string_
     if (fd >= 0) close(fd);
     std::error_code ignored;
     std::filesystem::remove_all(*path, ignored);
-    return absl::InternalError(absl::StrCat("cannot lock the run directory ", *path, ": ", std::strerror(error)));
+    return ir::ErrnoStatus(absl::StatusCode::kInternal, absl::StrCat("cannot lock the run directory ", *path), error);
   }
   return std::unique_ptr<RunDirectory>(new RunDirectory(*std::move(path), fd));
 }

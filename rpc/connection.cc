@@ -22,16 +22,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "capnp/rpc.h"
+#include "ir/errno_status.h"
 #include "rpc/control_tls.h"
 #include "rpc/status_convert.h"
 
 namespace tandem::rpc {
 namespace {
 
+// A socket call's failure on `path`: Unavailable when no one listens there,
+// Internal otherwise.
 absl::Status ErrnoError(absl::string_view what, absl::string_view path, int error) {
-  std::string text = absl::StrCat(what, " ", path, ": ", strerror(error));
-  if (error == ENOENT || error == ECONNREFUSED) return absl::UnavailableError(text);
-  return absl::InternalError(text);
+  const bool nobody = error == ENOENT || error == ECONNREFUSED;
+  return ir::ErrnoStatus(nobody ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
+                         absl::StrCat(what, " ", path), error);
 }
 
 absl::StatusOr<sockaddr_un> UnixAddress(absl::string_view path) {
@@ -246,7 +249,7 @@ kj::Promise<ControlStream> UnixListener::Accept() {
   if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED) {
     return observer_.whenBecomesReadable().then([this]() { return Accept(); });
   }
-  return KJ_EXCEPTION(FAILED, "accept failed", path_.c_str(), strerror(error));
+  return KJ_EXCEPTION(FAILED, "accept failed", path_.c_str(), ir::ErrnoText(error));
 }
 
 absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(kj::AsyncIoContext& io, absl::string_view host,
@@ -274,7 +277,7 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(kj::AsyncIoCont
   if (error == 0 && getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) error = errno;
   if (error != 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen for the control plane on ", host, ": ", strerror(error)));
+        absl::StrCat("cannot listen for the control plane on ", host, ": ", ir::ErrnoText(error)));
   }
   const int port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
                                                      : reinterpret_cast<const sockaddr_in&>(bound).sin_port);

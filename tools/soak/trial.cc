@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "ir/errno_status.h"
 
 namespace tandem::soak {
 namespace {
@@ -226,7 +227,7 @@ TrialResult RunTrial(const TrialOptions& options, Fault fault, std::mt19937_64& 
   result.fault = fault;
   char directory_template[] = "/tmp/tandem-soak-XXXXXX";
   if (mkdtemp(directory_template) == nullptr) {
-    result.problem = absl::StrCat("cannot make a trial directory: ", strerror(errno));
+    result.problem = absl::StrCat("cannot make a trial directory: ", ir::ErrnoText(errno));
     return result;
   }
   const std::string directory = directory_template;
@@ -292,7 +293,7 @@ TrialResult RunTrial(const TrialOptions& options, Fault fault, std::mt19937_64& 
         if (fault == Fault::kActorStop) signal_number = SIGSTOP;
       }
       if (kill(target, signal_number) != 0) {
-        result.problem = absl::StrCat("cannot signal pid ", target, ": ", strerror(errno));
+        result.problem = absl::StrCat("cannot signal pid ", target, ": ", ir::ErrnoText(errno));
       } else {
         fault_time = absl::Now();
       }
