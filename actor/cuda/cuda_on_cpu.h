@@ -170,21 +170,25 @@ T atomicCAS(T* address, T expected, T desired) {
   std::atomic_ref<T>(*address).compare_exchange_strong(expected, desired);
   return expected;
 }
-template <typename T>
-T atomicMax(T* address, T value) {
+namespace tandem::cuda_on_cpu {
+// Stores `value` while it is `better` than the stored value;
+// returns the old value, as atomicMax and atomicMin do.
+template <typename T, typename Better>
+T AtomicKeepBest(T* address, T value, Better better) {
   std::atomic_ref<T> ref(*address);
   T old = ref.load();
-  while (old < value && !ref.compare_exchange_weak(old, value)) {
+  while (better(value, old) && !ref.compare_exchange_weak(old, value)) {
   }
   return old;
 }
+}  // namespace tandem::cuda_on_cpu
+template <typename T>
+T atomicMax(T* address, T value) {
+  return tandem::cuda_on_cpu::AtomicKeepBest(address, value, [](T a, T b) { return b < a; });
+}
 template <typename T>
 T atomicMin(T* address, T value) {
-  std::atomic_ref<T> ref(*address);
-  T old = ref.load();
-  while (value < old && !ref.compare_exchange_weak(old, value)) {
-  }
-  return old;
+  return tandem::cuda_on_cpu::AtomicKeepBest(address, value, [](T a, T b) { return a < b; });
 }
 
 // Arithmetic with the rounding written out: on the host, with
