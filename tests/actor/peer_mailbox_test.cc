@@ -85,12 +85,13 @@ TEST(PeerMailbox, ClearForgetsMessagesAndErrors) {
 
 TEST(PeerMailbox, AReceiveWakesForAMessageFiledUnderTheMutex) {
   Guarded g;
+  // Held from before the sender starts until Receive waits (releasing it):
+  // the message is filed only while the receive is waiting for it.
+  absl::MutexLock lock(&g.mu);
   std::thread sender([&] {
-    absl::SleepFor(absl::Milliseconds(50));
     absl::MutexLock lock(&g.mu);
     ASSERT_TRUE(g.mailbox.File(2, 4, "late").ok());
   });
-  absl::MutexLock lock(&g.mu);
   const absl::Time start = absl::Now();
   absl::StatusOr<std::string> got = g.mailbox.Receive(g.mu, 2, 4, start, start + absl::Seconds(20));
   sender.join();
@@ -102,8 +103,8 @@ TEST(PeerMailbox, AReceiveWakesForAMessageFiledUnderTheMutex) {
 TEST(PeerMailbox, AReceiveWakesForAnAbortAndForAPeersError) {
   for (const bool abort : {true, false}) {
     Guarded g;
+    absl::MutexLock lock(&g.mu);  // as above: the failure comes while the receive waits
     std::thread failer([&] {
-      absl::SleepFor(absl::Milliseconds(50));
       absl::MutexLock lock(&g.mu);
       if (abort) {
         g.mailbox.Abort(absl::UnavailableError("actor 2 died"));
@@ -111,7 +112,6 @@ TEST(PeerMailbox, AReceiveWakesForAnAbortAndForAPeersError) {
         g.mailbox.FailPeer(1, absl::UnavailableError("lost"));
       }
     });
-    absl::MutexLock lock(&g.mu);
     const absl::Time start = absl::Now();
     absl::StatusOr<std::string> got = g.mailbox.Receive(g.mu, 1, 4, start, start + absl::Seconds(20));
     failer.join();
