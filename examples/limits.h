@@ -1,12 +1,12 @@
 // The largest example job `tandem train`, `tandem ir` and the benchmarks
-// build. Every size is checked before the model is traced, and what the
-// traced model would allocate (its state, its largest value) before
-// anything is allocated, so a mistyped flag is a clear error instead of
-// minutes of tracing or a machine out of memory.
+// build. Every size is checked before the model is traced, so a mistyped
+// flag is a clear error instead of minutes of tracing.
 //
 // The bounds leave room for models far larger than these examples train
-// on a CPU; whether a model fits the memory of the actors that run it is
-// the launcher's check (controller/memory_fit.h), not a bound here.
+// on a CPU (GPT-3 175B's shapes compile). Whether a model fits the memory
+// of what would hold it is asked there, before anything is allocated: the
+// launchers for their actors, and every process that holds the whole model
+// for itself (controller/memory_fit.h), not a bound here.
 // Constants; thread-safe.
 #ifndef TANDEM_EXAMPLES_LIMITS_H_
 #define TANDEM_EXAMPLES_LIMITS_H_
