@@ -422,6 +422,19 @@ TEST_F(BadInput, GptThreeShapesCompileButAreRefusedToRunHere) {
   EXPECT_THAT(refused.err, AllOf(HasSubstr("RESOURCE_EXHAUSTED: the step does not fit"), HasSubstr("GiB")));
 }
 
+// --actor-timeout, how long an actor may go unheard, is bounded like every
+// flag: below half a second every busy moment would end the job.
+TEST_F(BadInput, AnActorTimeoutOutsideItsRangeIsRefusedBeforeLaunch) {
+  for (const std::string value : {"0", "0.1", "-3", "1e9"}) {
+    Finished run = RunCapped({"train", "--model", "mlp", "--steps", "1", "--actor-timeout", value});
+    EXPECT_EQ(run.exit_code, 2) << value << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr("--actor-timeout")) << value;
+  }
+  Finished run = RunCapped({"train", "--model", "mlp", "--actors", "2", "--steps", "2", "--actor-timeout", "10",
+                            "--eval-batches", "0"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 // Finding 5: the reference launcher checks its memory before it allocates
 // the model, as the local and threads launchers check their actors'.
 TEST_F(BadInput, AModelTooLargeForTheReferenceIsRefusedBeforeItIsAllocated) {

@@ -94,6 +94,13 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
                   "heartbeat, exit by themselves (the controller was stopped or its host lost)")
       ->check(CLI::Range(1, 24 * 3600))
       ->capture_default_str();
+  command
+      .add_option("--actor-timeout", options.actor_timeout_seconds,
+                  "seconds an actor process may go without answering a heartbeat during a call before the job ends "
+                  "naming it (stopped, hung or lost); raise it on a machine so loaded that a busy actor's heartbeat "
+                  "can wait")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->capture_default_str();
 }
 
 absl::StatusOr<actor::DeviceSpec> DeviceFrom(const LauncherOptions& options) {
@@ -156,6 +163,7 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   local.device = device_name;
   local.actor_threads = options.threads;
   local.controller_timeout = absl::Seconds(options.controller_timeout_seconds);
+  local.unresponsive_after = absl::Seconds(options.actor_timeout_seconds);
   if (slurm) local.start = controller::ActorStart::kSrun;
   choice.launcher = std::make_unique<controller::LocalLauncher>(std::move(local));
   if (slurm) {

@@ -56,11 +56,14 @@ struct LauncherOptions {
   // Actors of the local and slurm launchers exit once the controller has
   // been silent this long (LocalLauncherOptions::controller_timeout).
   int64_t controller_timeout_seconds = 60;
+  // An actor process silent this long (no heartbeat) during a call is taken
+  // for stopped or lost (LocalLauncherOptions::unresponsive_after).
+  double actor_timeout_seconds = 3;
 };
 
 // Declares --launcher (accepting local, threads and `extra_launchers`, each
 // described in `extra_help`), --control, --transport, --actor-binary,
-// --device, --threads and --controller-timeout.
+// --device, --threads, --controller-timeout and --actor-timeout.
 void AddLauncherOptions(CLI::App& command, LauncherOptions& options,
                         const std::vector<std::string>& extra_launchers = {}, const std::string& extra_help = "");
 
