@@ -28,7 +28,6 @@
 #include "actor/cuda/cuda_kernels.cuh"
 
 namespace tandem::actor::cuda::kernels {
-inline namespace TANDEM_KERNELS_TARGET {
 namespace {
 
 constexpr int kThreads = 256;
@@ -819,5 +818,4 @@ cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out,
   return cudaGetLastError();
 }
 
-}  // namespace TANDEM_KERNELS_TARGET
 }  // namespace tandem::actor::cuda::kernels

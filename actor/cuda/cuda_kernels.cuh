@@ -32,16 +32,12 @@
 // TANDEM_LAUNCH(kernel, grid, block, shared_bytes, stream)(args...).
 #ifdef TANDEM_CUDA_ON_CPU
 #include "actor/cuda/cuda_on_cpu.h"
-#define TANDEM_KERNELS_TARGET on_cpu
 #else
 #include <cuda_runtime_api.h>
 #define TANDEM_LAUNCH(kernel, grid, block, shared_bytes, stream) kernel<<<grid, block, shared_bytes, stream>>>
-#define TANDEM_KERNELS_TARGET on_gpu
 #endif
 
 namespace tandem::actor::cuda::kernels {
-// The two builds' symbols differ, so one program may link both.
-inline namespace TANDEM_KERNELS_TARGET {
 
 // Enough for every model we trace (attention uses rank 4); the runner merges
 // axes before filling a StridedMap and refuses ranks beyond this.
@@ -181,7 +177,6 @@ cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out,
 cudaError_t LaunchSumInOrder(const float* slots, int64_t stride, int32_t count, float* out, int64_t n,
                              cudaStream_t stream);
 
-}  // namespace TANDEM_KERNELS_TARGET
 }  // namespace tandem::actor::cuda::kernels
 
 #endif  // TANDEM_ACTOR_CUDA_CUDA_KERNELS_CUH_
