@@ -1,5 +1,6 @@
-// Gradient rules: for each op, the ops that pull a cotangent back to the
-// op's operands. Used by autodiff; rules are written in the tensor API.
+// Pulling a cotangent back through one node, by the gradient rule of its
+// op's definition (ir/op_def.h; the rules live with the ops in ir/ops/ and
+// are written in the tensor API). Used by autodiff.
 #ifndef TANDEM_IR_GRADIENTS_H_
 #define TANDEM_IR_GRADIENTS_H_
 

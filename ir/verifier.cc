@@ -6,51 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/limits.h"
+#include "ir/op_def.h"
 #include "ir/shape_rules.h"
 
 namespace tandem::ir {
 namespace {
-
-enum class AttributeKind { kInt, kDouble, kString, kInts };
-
-struct RequiredAttribute {
-  const char* name;
-  AttributeKind kind;
-};
-
-std::vector<RequiredAttribute> RequiredAttributes(OpKind op) {
-  using K = AttributeKind;
-  switch (op) {
-    case OpKind::kInput: return {{"name", K::kString}, {"role", K::kString}};
-    case OpKind::kConstant: return {{"value", K::kDouble}};
-    case OpKind::kConvert: return {{"dtype", K::kString}};
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceMax: return {{"axes", K::kInts}};
-    case OpKind::kReshape:
-    case OpKind::kBroadcast: return {{"shape", K::kInts}};
-    case OpKind::kTranspose: return {{"permutation", K::kInts}};
-    case OpKind::kSlice: return {{"axis", K::kInt}, {"start", K::kInt}, {"limit", K::kInt}};
-    case OpKind::kConcat: return {{"axis", K::kInt}};
-    case OpKind::kLayerNorm:
-    case OpKind::kNormalize:
-    case OpKind::kNormalizeGrad: return {{"eps", K::kDouble}};
-    case OpKind::kCausalMask: return {{"fill", K::kDouble}};
-    case OpKind::kRotary: return {{"theta", K::kDouble}, {"inverse", K::kInt}};
-    case OpKind::kEmbeddingGrad: return {{"num_embeddings", K::kInt}};
-    default: return {};
-  }
-}
-
-bool HasKind(const AttributeValue& value, AttributeKind kind) {
-  switch (kind) {
-    case AttributeKind::kInt: return std::holds_alternative<int64_t>(value);
-    case AttributeKind::kDouble: return std::holds_alternative<double>(value);
-    case AttributeKind::kString: return std::holds_alternative<std::string>(value);
-    case AttributeKind::kInts: return std::holds_alternative<std::vector<int64_t>>(value);
-  }
-  return false;
-}
 
 std::string Where(const Graph& graph, ValueId id) {
   return absl::StrCat("graph @", graph.name(), ": ", DescribeValue(graph, id));
@@ -71,10 +31,15 @@ absl::Status VerifyNode(const Graph& graph, ValueId id) {
       return Fail(graph, id, absl::StrCat("operand %", operand, " is not an earlier value"));
     }
   }
-  for (const RequiredAttribute& required : RequiredAttributes(node.op)) {
-    auto it = node.attributes.values().find(required.name);
-    if (it == node.attributes.values().end() || !HasKind(it->second, required.kind)) {
-      return Fail(graph, id, absl::StrCat("attribute '", required.name, "' is missing or of the wrong kind"));
+  const OpDef& def = Def(node.op);
+  for (int i = 0; i < def.num_attributes(); ++i) {
+    const AttributeSpec& spec = def.attributes[i];
+    auto it = node.attributes.values().find(spec.name);
+    if (it == node.attributes.values().end() ? spec.required : !HoldsKind(it->second, spec.kind)) {
+      return Fail(graph, id,
+                  absl::StrCat("attribute '", spec.name, "' is ",
+                               it == node.attributes.values().end() ? "missing" : "of the wrong kind", " (",
+                               def.name, " reads an attribute of kind ", AttributeKindName(spec.kind), ")"));
     }
   }
   if (node.op == OpKind::kInput || node.op == OpKind::kConstant) return absl::OkStatus();

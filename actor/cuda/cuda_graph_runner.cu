@@ -44,6 +44,7 @@
 #include "actor/cuda/cublas_library.h"
 #include "actor/cuda/cuda_kernels.cuh"
 #include "actor/cuda/cuda_runtime.h"
+#include "ir/op_def.h"
 #include "ir/shape_rules.h"
 
 namespace tandem::actor::cuda {
@@ -160,62 +161,6 @@ absl::StatusOr<kernels::StridedMap> MakeBroadcastMap(const ir::Node& node, const
     strides.push_back(std::move(aligned));
   }
   return MakeStridedMap(node, out, strides);
-}
-
-std::optional<kernels::UnaryOp> UnaryOpOf(OpKind op) {
-  switch (op) {
-    case OpKind::kNeg:
-      return kernels::UnaryOp::kNeg;
-    case OpKind::kExp:
-      return kernels::UnaryOp::kExp;
-    case OpKind::kExpm1:
-      return kernels::UnaryOp::kExpm1;
-    case OpKind::kLog:
-      return kernels::UnaryOp::kLog;
-    case OpKind::kTanh:
-      return kernels::UnaryOp::kTanh;
-    case OpKind::kSin:
-      return kernels::UnaryOp::kSin;
-    case OpKind::kCos:
-      return kernels::UnaryOp::kCos;
-    case OpKind::kSqrt:
-      return kernels::UnaryOp::kSqrt;
-    case OpKind::kRelu:
-      return kernels::UnaryOp::kRelu;
-    case OpKind::kGelu:
-      return kernels::UnaryOp::kGelu;
-    case OpKind::kSilu:
-      return kernels::UnaryOp::kSilu;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<kernels::BinaryOp> BinaryOpOf(OpKind op) {
-  switch (op) {
-    case OpKind::kAdd:
-      return kernels::BinaryOp::kAdd;
-    case OpKind::kSub:
-      return kernels::BinaryOp::kSub;
-    case OpKind::kMul:
-      return kernels::BinaryOp::kMul;
-    case OpKind::kDiv:
-      return kernels::BinaryOp::kDiv;
-    case OpKind::kPow:
-      return kernels::BinaryOp::kPow;
-    case OpKind::kMaximum:
-      return kernels::BinaryOp::kMaximum;
-    case OpKind::kEqual:
-      return kernels::BinaryOp::kEqual;
-    case OpKind::kGeluGrad:
-      return kernels::BinaryOp::kGeluGrad;
-    case OpKind::kSiluGrad:
-      return kernels::BinaryOp::kSiluGrad;
-    case OpKind::kReluGrad:
-      return kernels::BinaryOp::kReluGrad;
-    default:
-      return std::nullopt;
-  }
 }
 
 std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to) {
@@ -544,22 +489,26 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
   std::vector<const Shape*> shapes;
   for (const DeviceValue* operand : operands) shapes.push_back(&operand->type.shape);
   cudaError_t error = cudaSuccess;
-  if (const std::optional<kernels::UnaryOp> unary = UnaryOpOf(node.op)) {
-    error = kernels::LaunchUnary(*unary, operands[0]->f32(), out->mutable_f32(),
-                                 node.type.num_elements(), stream);
-  } else if (const std::optional<kernels::BinaryOp> binary = BinaryOpOf(node.op)) {
-    absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
-    if (!map.ok()) return map.status();
-    error = kernels::LaunchBinary(*binary, operands[0]->f32(), operands[1]->f32(),
-                                  out->mutable_f32(), *map, stream);
-  } else if (node.op == OpKind::kWhere) {
-    absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
-    if (!map.ok()) return map.status();
-    error = kernels::LaunchWhere(operands[0]->f32(), operands[1]->f32(), operands[2]->f32(),
-                                 out->mutable_f32(), *map, stream);
-  } else {
-    return absl::InternalError(
-        absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not elementwise"));
+  switch (ir::Def(node.op).family) {
+    case ir::OpFamily::kUnary:
+      error = kernels::LaunchUnary(node.op, operands[0]->f32(), out->mutable_f32(), node.type.num_elements(), stream);
+      break;
+    case ir::OpFamily::kBinary: {
+      absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
+      if (!map.ok()) return map.status();
+      error = kernels::LaunchBinary(node.op, operands[0]->f32(), operands[1]->f32(), out->mutable_f32(), *map,
+                                    stream);
+      break;
+    }
+    case ir::OpFamily::kSelect: {
+      absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
+      if (!map.ok()) return map.status();
+      error = kernels::LaunchWhere(operands[0]->f32(), operands[1]->f32(), operands[2]->f32(), out->mutable_f32(),
+                                   *map, stream);
+      break;
+    }
+    default:
+      return absl::InternalError(absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not elementwise"));
   }
   if (absl::Status s = CudaStatus(error, "elementwise launch"); !s.ok()) return s;
   return out;
@@ -915,64 +864,30 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::EvaluateThroughF32(
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
     ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
-  switch (node.op) {
-    case OpKind::kInput:
-      return absl::InternalError(
-          "input: not a kernel; its value is supplied by whoever runs the graph");
-    case OpKind::kConstant:
+  switch (ir::Def(node.op).family) {
+    case ir::OpFamily::kSource:
+      if (node.op == OpKind::kInput) {
+        return absl::InternalError("input: not a kernel; its value is supplied by whoever runs the graph");
+      }
       return Constant(node);
-    case OpKind::kConvert:
+    case ir::OpFamily::kConvert:
       return Convert(node, *operands[0]);
-    case OpKind::kNeg:
-    case OpKind::kExp:
-    case OpKind::kExpm1:
-    case OpKind::kLog:
-    case OpKind::kTanh:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kSqrt:
-    case OpKind::kRelu:
-    case OpKind::kGelu:
-    case OpKind::kSilu:
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kMaximum:
-    case OpKind::kEqual:
-    case OpKind::kWhere:
-    case OpKind::kGeluGrad:
-    case OpKind::kSiluGrad:
-    case OpKind::kReluGrad:
+    case ir::OpFamily::kUnary:
+    case ir::OpFamily::kBinary:
+    case ir::OpFamily::kSelect:
       return Elementwise(node, operands);
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceMax:
+    case ir::OpFamily::kReduction:
       return Reduce(node, *operands[0]);
-    case OpKind::kPipelineYield:
-    case OpKind::kReshape:
-    case OpKind::kTranspose:
-    case OpKind::kBroadcast:
-    case OpKind::kSlice:
-    case OpKind::kConcat:
+    case ir::OpFamily::kDataMovement:
       return DataMovement(node, operands);
-    case OpKind::kMatMul:
+    case ir::OpFamily::kMatMul:
       return MatMul(node, *operands[0], *operands[1]);
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-    case OpKind::kSoftmaxGrad:
-    case OpKind::kLogSoftmaxGrad:
-    case OpKind::kCausalMask:
-    case OpKind::kRotary:
-    case OpKind::kLayerNorm:
-    case OpKind::kNormalize:
-    case OpKind::kNormalizeGrad:
-    case OpKind::kCrossEntropy:
-    case OpKind::kCrossEntropyGrad:
+    case ir::OpFamily::kRowwise:
+    case ir::OpFamily::kNormalization:
+    case ir::OpFamily::kCrossEntropy:
+    case ir::OpFamily::kRotary:
       return RowWise(id, node, operands);
-    case OpKind::kEmbedding:
-    case OpKind::kEmbeddingGrad:
+    case ir::OpFamily::kEmbedding:
       return Embedding(id, node, operands);
   }
   return absl::InternalError(

@@ -78,53 +78,54 @@ __device__ float Sigmoid(float x) {
   return e / (1.0f + e);
 }
 
-__device__ float ApplyUnary(UnaryOp op, float x) {
+__device__ float ApplyUnary(ir::OpKind op, float x) {
   switch (op) {
-    case UnaryOp::kNeg:
+    case ir::OpKind::kNeg:
       return -x;
-    case UnaryOp::kExp:
+    case ir::OpKind::kExp:
       return expf(x);
-    case UnaryOp::kExpm1:
+    case ir::OpKind::kExpm1:
       return expm1f(x);
-    case UnaryOp::kLog:
+    case ir::OpKind::kLog:
       return logf(x);
-    case UnaryOp::kTanh:
+    case ir::OpKind::kTanh:
       return Tanh(x);
-    case UnaryOp::kSin:
+    case ir::OpKind::kSin:
       return static_cast<float>(sin(static_cast<double>(x)));  // as the reference: double, rounded
-    case UnaryOp::kCos:
+    case ir::OpKind::kCos:
       return static_cast<float>(cos(static_cast<double>(x)));
-    case UnaryOp::kSqrt:
+    case ir::OpKind::kSqrt:
       return sqrtf(x);
-    case UnaryOp::kRelu:
+    case ir::OpKind::kRelu:
       return x < 0.0f ? 0.0f : x;  // NaN passes through
-    case UnaryOp::kGelu: {
+    case ir::OpKind::kGelu: {
       const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
       return 0.5f * x * (1.0f + Tanh(inner));
     }
-    case UnaryOp::kSilu:
+    case ir::OpKind::kSilu:
       return x * Sigmoid(x);
+    default:  // not unary: the runner never launches it
+      return x;
   }
-  return x;
 }
 
-__device__ float ApplyBinary(BinaryOp op, float x, float y) {
+__device__ float ApplyBinary(ir::OpKind op, float x, float y) {
   switch (op) {
-    case BinaryOp::kAdd:
+    case ir::OpKind::kAdd:
       return x + y;
-    case BinaryOp::kSub:
+    case ir::OpKind::kSub:
       return x - y;
-    case BinaryOp::kMul:
+    case ir::OpKind::kMul:
       return x * y;
-    case BinaryOp::kDiv:
+    case ir::OpKind::kDiv:
       return x / y;
-    case BinaryOp::kPow:
+    case ir::OpKind::kPow:
       return powf(x, y);
-    case BinaryOp::kMaximum:
+    case ir::OpKind::kMaximum:
       return (x >= y || isnan(x)) ? x : y;  // NaN on either side wins; x on ties
-    case BinaryOp::kEqual:
+    case ir::OpKind::kEqual:
       return x == y ? 1.0f : 0.0f;
-    case BinaryOp::kGeluGrad: {
+    case ir::OpKind::kGeluGrad: {
       // y is dy; the exact derivative of the tanh approximation.
       const float x2 = x * x;
       const float t = Tanh(kGeluScale * (x + kGeluCubic * x2 * x));
@@ -132,14 +133,15 @@ __device__ float ApplyBinary(BinaryOp op, float x, float y) {
       const float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
       return y * derivative;
     }
-    case BinaryOp::kSiluGrad: {
+    case ir::OpKind::kSiluGrad: {
       const float sigmoid = Sigmoid(x);
       return y * (sigmoid * (1.0f + x * (1.0f - sigmoid)));
     }
-    case BinaryOp::kReluGrad:
+    case ir::OpKind::kReluGrad:
       return x > 0.0f ? y : 0.0f;
+    default:  // not binary: the runner never launches it
+      return x;
   }
-  return x;
 }
 
 // ---- Elementwise.
@@ -148,11 +150,11 @@ __global__ void FillKernel(uint32_t bits, uint32_t* out, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = bits;
 }
 
-__global__ void UnaryKernel(UnaryOp op, const float* x, float* out, int64_t n) {
+__global__ void UnaryKernel(ir::OpKind op, const float* x, float* out, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = ApplyUnary(op, x[i]);
 }
 
-__global__ void BinaryKernel(BinaryOp op, const float* x, const float* y, float* out,
+__global__ void BinaryKernel(ir::OpKind op, const float* x, const float* y, float* out,
                              StridedMap map, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
     int64_t offsets[kMaxOperands];
@@ -616,11 +618,11 @@ cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t strea
   return Launch(n, stream, FillKernel, bits, static_cast<uint32_t*>(out), n);
 }
 
-cudaError_t LaunchUnary(UnaryOp op, const float* x, float* out, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchUnary(ir::OpKind op, const float* x, float* out, int64_t n, cudaStream_t stream) {
   return Launch(n, stream, UnaryKernel, op, x, out, n);
 }
 
-cudaError_t LaunchBinary(BinaryOp op, const float* x, const float* y, float* out,
+cudaError_t LaunchBinary(ir::OpKind op, const float* x, const float* y, float* out,
                          const StridedMap& map, cudaStream_t stream) {
   int64_t n = 1;
   for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];

@@ -19,12 +19,16 @@
 // give the same bits on every run, in every process. The order is not the
 // reference's single loop, so a sum agrees with it within rounding.
 //
-// No Abseil or IR headers here: the runner translates IR nodes into these
-// calls and cudaError_t into absl::Status.
+// Of the IR only ir/op.h, whose OpKind names the op of a unary or binary
+// kernel: a new elementwise op is one case in ApplyUnary or ApplyBinary
+// (cuda_kernels.cu) and nothing else here. No Abseil: the runner translates
+// IR nodes into these calls and cudaError_t into absl::Status.
 #ifndef TANDEM_ACTOR_CUDA_CUDA_KERNELS_CUH_
 #define TANDEM_ACTOR_CUDA_CUDA_KERNELS_CUH_
 
 #include <cstdint>
+
+#include "ir/op.h"
 
 // One kernel source, two compilers: nvcc, and the host compiler with
 // CUDA's execution model on host threads (cuda_on_cpu.h), where every
@@ -68,9 +72,6 @@ struct ReductionPlan {
   float reduced_count = 1.0f;  // the divisor of reduce_mean
 };
 
-enum class UnaryOp : int { kNeg, kExp, kExpm1, kLog, kTanh, kSin, kCos, kSqrt, kRelu, kGelu, kSilu };
-// (x, y) -> out; gelu_grad, silu_grad and relu_grad take (x, dy).
-enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kPow, kMaximum, kEqual, kGeluGrad, kSiluGrad, kReluGrad };
 enum class ReduceOp : int { kSum, kMean, kMax };
 // Row-wise over the last axis; the grads take (y, dy).
 enum class RowOp : int { kSoftmax, kLogSoftmax, kSoftmaxGrad, kLogSoftmaxGrad };
@@ -89,10 +90,12 @@ struct RangeCheckResult {
 // out[i] = the 32-bit pattern `bits` (a constant of f32 or i32).
 cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t stream);
 
-cudaError_t LaunchUnary(UnaryOp op, const float* x, float* out, int64_t n, cudaStream_t stream);
+// `op` is of the unary family (ir/op_def.h).
+cudaError_t LaunchUnary(ir::OpKind op, const float* x, float* out, int64_t n, cudaStream_t stream);
 
-// out has map.extents; map has two operands (x, y).
-cudaError_t LaunchBinary(BinaryOp op, const float* x, const float* y, float* out,
+// `op` is of the binary family: (x, y) -> out, where gelu_grad, silu_grad
+// and relu_grad take (x, dy). out has map.extents; map has two operands.
+cudaError_t LaunchBinary(ir::OpKind op, const float* x, const float* y, float* out,
                          const StridedMap& map, cudaStream_t stream);
 
 // out = cond != 0 ? x : y; map has three operands (cond, x, y).

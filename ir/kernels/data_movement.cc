@@ -1,5 +1,5 @@
-// Data movement kernels: reshape, transpose, broadcast, slice, concat. They
-// move elements without looking at them, so they serve every dtype.
+// Data movement kernels: pipeline_yield, reshape, transpose, broadcast, slice,
+// concat. They move elements without looking at them, so they serve every dtype.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +22,15 @@ absl::Status ExpectSameDType(const Node& node, Operands operands) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<HostTensor> PipelineYield(const Node& node, Operands operands) {
+  if (operands[0]->type() != node.type) {
+    return KernelTypeError(node, absl::StrCat("operand type ", TypeToString(operands[0]->type()),
+                                              " differs from the result type ",
+                                              TypeToString(node.type)));
+  }
+  return *operands[0];
 }
 
 absl::StatusOr<HostTensor> Reshape(const Node& node, Operands operands) {
@@ -282,6 +291,8 @@ absl::StatusOr<HostTensor> Concat(const Node& node, Operands operands) {
 
 absl::StatusOr<HostTensor> EvaluateDataMovement(const Node& node, Operands operands) {
   switch (node.op) {
+    case OpKind::kPipelineYield:
+      return PipelineYield(node, operands);
     case OpKind::kReshape:
       return Reshape(node, operands);
     case OpKind::kTranspose:

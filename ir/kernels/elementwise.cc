@@ -1,4 +1,4 @@
-// Elementwise kernels: constant, the unary ops, pipeline_yield, convert, the
+// Elementwise kernels: constant, the unary ops, convert, the
 // broadcasting binary ops, where, and the elementwise backward helpers
 // gelu_grad, silu_grad and relu_grad.
 #include <cmath>
@@ -245,15 +245,6 @@ absl::StatusOr<HostTensor> Constant(const Node& node) {
   }
 }
 
-absl::StatusOr<HostTensor> PipelineYield(const Node& node, Operands operands) {
-  if (operands[0]->type() != node.type) {
-    return KernelTypeError(node, absl::StrCat("operand type ", TypeToString(operands[0]->type()),
-                                              " differs from the result type ",
-                                              TypeToString(node.type)));
-  }
-  return *operands[0];
-}
-
 int32_t TruncateToInt32(float value) {
   if (std::isnan(value)) return 0;
   if (value >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
@@ -295,8 +286,6 @@ absl::StatusOr<HostTensor> EvaluateElementwise(const Node& node, Operands operan
   switch (node.op) {
     case OpKind::kConstant:
       return Constant(node);
-    case OpKind::kPipelineYield:
-      return PipelineYield(node, operands);
     case OpKind::kConvert:
       return Convert(node, operands);
     case OpKind::kNeg:

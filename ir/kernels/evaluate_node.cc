@@ -1,79 +1,47 @@
-// EvaluateNode: checks the operand count, hands the node to its family, and
+// EvaluateNode: checks the operand count, hands the node to the kernel of its
+// family (ir/op_def.h), and
 // computes bf16 through the f32 kernels.
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ir/kernels.h"
+#include "ir/op_def.h"
 #include "ir/kernels/kernel_support.h"
 
 namespace tandem::ir {
 namespace {
 
 absl::StatusOr<HostTensor> Dispatch(const Node& node, absl::Span<const HostTensor* const> operands) {
-  switch (node.op) {
-    case OpKind::kInput:
-      return absl::InternalError(
-          "input: not a kernel; its value is supplied by whoever runs the graph");
-    case OpKind::kConstant:
-    case OpKind::kNeg:
-    case OpKind::kExp:
-    case OpKind::kExpm1:
-    case OpKind::kLog:
-    case OpKind::kTanh:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kSqrt:
-    case OpKind::kRelu:
-    case OpKind::kGelu:
-    case OpKind::kSilu:
-    case OpKind::kPipelineYield:
-    case OpKind::kConvert:
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kMaximum:
-    case OpKind::kEqual:
-    case OpKind::kWhere:
-    case OpKind::kGeluGrad:
-    case OpKind::kSiluGrad:
-    case OpKind::kReluGrad:
+  switch (Def(node.op).family) {
+    case OpFamily::kSource:
+      if (node.op == OpKind::kInput) {
+        return absl::InternalError("input: not a kernel; its value is supplied by whoever runs the graph");
+      }
       return internal::EvaluateElementwise(node, operands);
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceMax:
+    case OpFamily::kUnary:
+    case OpFamily::kBinary:
+    case OpFamily::kSelect:
+    case OpFamily::kConvert:
+      return internal::EvaluateElementwise(node, operands);
+    case OpFamily::kReduction:
       return internal::EvaluateReduction(node, operands);
-    case OpKind::kReshape:
-    case OpKind::kTranspose:
-    case OpKind::kBroadcast:
-    case OpKind::kSlice:
-    case OpKind::kConcat:
+    case OpFamily::kDataMovement:
       return internal::EvaluateDataMovement(node, operands);
-    case OpKind::kMatMul:
+    case OpFamily::kMatMul:
       return internal::EvaluateMatMul(node, operands);
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-    case OpKind::kSoftmaxGrad:
-    case OpKind::kLogSoftmaxGrad:
-    case OpKind::kCausalMask:
+    case OpFamily::kRowwise:
       return internal::EvaluateSoftmaxFamily(node, operands);
-    case OpKind::kLayerNorm:
-    case OpKind::kNormalize:
-    case OpKind::kNormalizeGrad:
+    case OpFamily::kNormalization:
       return internal::EvaluateNormalization(node, operands);
-    case OpKind::kCrossEntropy:
-    case OpKind::kCrossEntropyGrad:
+    case OpFamily::kCrossEntropy:
       return internal::EvaluateCrossEntropy(node, operands);
-    case OpKind::kEmbedding:
-    case OpKind::kEmbeddingGrad:
+    case OpFamily::kEmbedding:
       return internal::EvaluateEmbedding(node, operands);
-    case OpKind::kRotary:
+    case OpFamily::kRotary:
       return internal::EvaluateRotary(node, operands);
   }
-  return absl::InternalError(
-      absl::StrCat("EvaluateNode: unknown op kind ", static_cast<int>(node.op)));
+  return absl::InternalError(absl::StrCat("EvaluateNode: unknown op kind ", static_cast<int>(node.op)));
 }
 
 // Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)

@@ -57,6 +57,17 @@ TEST(Verifier, RejectsMissingAttributeWithoutCrashing) {
   EXPECT_THAT(VerifyGraph(graph).message(), HasSubstr("attribute 'permutation' is missing"));
 }
 
+TEST(Verifier, RejectsAnOptionalAttributeOfTheWrongKind) {
+  // matmul reads transpose_a as an int when present; a double there would
+  // otherwise reach the shape rule's typed getter.
+  Graph graph("g");
+  graph.Append(Input("a", kF32x23));
+  graph.Append(Input("b", TensorType{DType::kF32, {3, 2}}));
+  graph.Append(Op(OpKind::kMatMul, {0, 1}, TensorType{DType::kF32, {2, 2}}, Attributes{{"transpose_a", 1.0}}));
+  EXPECT_THAT(VerifyGraph(graph).message(),
+              HasSubstr("attribute 'transpose_a' is of the wrong kind (matmul reads an attribute of kind int)"));
+}
+
 TEST(Verifier, RejectsForwardReadOfLaterStage) {
   Graph graph("g");
   graph.Append(Input("a", kF32x23));
