@@ -1,8 +1,9 @@
 // The closed set of IR operations and what each one means.
 //
-// Every op has a shape rule (shape_rules.cc), a gradient rule (gradients.cc)
-// and a CPU reference kernel (kernels/). The reference kernels are the
-// meaning of an op; the comments below say it in words. Unless stated
+// Every op has a definition in the op table (op_def.h: its attributes and
+// its result-type, gradient and cost rules, by family in ops/) and a CPU
+// reference kernel (kernels/). The reference kernels are the meaning of an
+// op; the comments below say it in words. Unless stated
 // otherwise an op takes and returns f32, and "last axis" means axis rank-1.
 //
 // Broadcasting follows NumPy: shapes are aligned at their trailing axes and
