@@ -39,6 +39,10 @@ enum class OpKind : uint8_t {
   kSin,
   kCos,
   kSqrt,
+  // 1 / sqrt(x): the square root rounded, then divided into 1 (IEEE on every
+  // backend, never an approximate reciprocal square root), so rsqrt(x) ==
+  // 1 / sqrt(x) bit for bit; one kernel instead of two.
+  kRsqrt,
   kRelu,  // max(x, 0)
   // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
   kGelu,

@@ -105,6 +105,8 @@ Tensor tanh(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor sin(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor cos(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor sqrt(const Tensor& x, SourceLoc loc = SourceLoc::current());
+// 1 / sqrt(x) in one op, bit for bit (RMSNorm's scale).
+Tensor rsqrt(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor relu(const Tensor& x, SourceLoc loc = SourceLoc::current());
 Tensor gelu(const Tensor& x, SourceLoc loc = SourceLoc::current());
 // x * sigmoid(x) (SiLU, the swish of SwiGLU).

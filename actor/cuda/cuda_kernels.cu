@@ -96,6 +96,8 @@ __device__ float ApplyUnary(ir::OpKind op, float x) {
       return static_cast<float>(cos(static_cast<double>(x)));
     case ir::OpKind::kSqrt:
       return sqrtf(x);
+    case ir::OpKind::kRsqrt:
+      return 1.0f / sqrtf(x);  // IEEE division of the rounded root, as the reference; never rsqrtf
     case ir::OpKind::kRelu:
       return x < 0.0f ? 0.0f : x;  // NaN passes through
     case ir::OpKind::kGelu: {

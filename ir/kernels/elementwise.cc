@@ -51,6 +51,9 @@ struct CosOp {
 struct SqrtOp {
   static float Apply(float x) { return std::sqrt(x); }
 };
+struct RsqrtOp {
+  static float Apply(float x) { return 1.0f / std::sqrt(x); }
+};
 struct ReluOp {
   static float Apply(float x) { return x < 0.0f ? 0.0f : x; }
 };
@@ -304,6 +307,8 @@ absl::StatusOr<HostTensor> EvaluateElementwise(const Node& node, Operands operan
       return MapUnary<CosOp>(node, operands);
     case OpKind::kSqrt:
       return MapUnary<SqrtOp>(node, operands);
+    case OpKind::kRsqrt:
+      return MapUnary<RsqrtOp>(node, operands);
     case OpKind::kRelu:
       return MapUnary<ReluOp>(node, operands);
     case OpKind::kGelu:

@@ -103,6 +103,12 @@ constexpr OpDef kElementwiseOps[] = {
             if (a.want(0)) d[0] = a.dy * 0.5 / a.y;
           },
           PerElement<0, 1>),
+    Unary(OpKind::kRsqrt, "rsqrt",
+          [](const GradientArgs& a, std::vector<Tensor>& d) {
+            // d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3.
+            if (a.want(0)) d[0] = a.dy * (a.y * a.y * a.y) * -0.5;
+          },
+          PerElement<1, 1>),
     Unary(OpKind::kRelu, "relu",
           [](const GradientArgs& a, std::vector<Tensor>& d) {
             if (a.want(0)) d[0] = Apply(OpKind::kReluGrad, {a.x[0], a.dy}, {}, {});
@@ -244,6 +250,7 @@ Tensor tanh(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kTanh, x, l
 Tensor sin(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kSin, x, loc); }
 Tensor cos(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kCos, x, loc); }
 Tensor sqrt(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kSqrt, x, loc); }
+Tensor rsqrt(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kRsqrt, x, loc); }
 Tensor relu(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kRelu, x, loc); }
 Tensor gelu(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kGelu, x, loc); }
 Tensor silu(const Tensor& x, SourceLoc loc) { return UnaryAt(OpKind::kSilu, x, loc); }

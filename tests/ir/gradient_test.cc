@@ -48,6 +48,7 @@ std::vector<GradientCase> Cases() {
       {"Log", [](Tracer& t) { return log(Positive(t, "a", {2, 3})); }},
       {"Tanh", [](Tracer& t) { return tanh(P(t, "a", {2, 3})); }},
       {"Sqrt", [](Tracer& t) { return sqrt(Positive(t, "a", {2, 3})); }},
+      {"Rsqrt", [](Tracer& t) { return rsqrt(Positive(t, "a", {2, 3})); }},
       {"Relu", [](Tracer& t) { return relu(P(t, "a", {3, 4})); }, 1e-3},
       {"Gelu", [](Tracer& t) { return gelu(P(t, "a", {3, 4})); }},
       {"Silu", [](Tracer& t) { return silu(P(t, "a", {3, 4}, 2.0)); }},

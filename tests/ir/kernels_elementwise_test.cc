@@ -1,4 +1,8 @@
 // The reference kernels of sources and elementwise ops.
+#include <bit>
+#include <cmath>
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/ir/kernel_test_util.h"
@@ -50,6 +54,25 @@ TEST(UnaryKernels, MatchHandComputedValues) {
               ElementsAre(1.0f, 2.0f, 0.5f));
   EXPECT_THAT(Values(Evaluate(OpKind::kLog, F32({3}), {}, {&positive})),
               ElementsAre(0.0f, FloatEq(1.3862944f), FloatEq(-1.3862944f)));
+}
+
+// rsqrt is 1 / sqrt(x) bit for bit, special values included: the rounded
+// root divided into 1, never an approximate reciprocal square root.
+TEST(RsqrtKernel, IsOneOverSqrtBitForBit) {
+  const std::vector<float> xs = {0.25f, 1.0f, 2.0f, 3.0f, 1e-30f, 7e30f, 0.0f, -0.0f, -1.0f,
+                                 std::numeric_limits<float>::infinity(), std::nanf("")};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  HostTensor x = HostTensor::FromFloats({n}, xs);
+  const std::vector<float> y = Values(Evaluate(OpKind::kRsqrt, F32({n}), {}, {&x}));
+  ASSERT_EQ(y.size(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float expected = 1.0f / std::sqrt(xs[i]);
+    EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(expected)) << "rsqrt(" << xs[i] << ")";
+  }
+  EXPECT_EQ(y[0], 2.0f);
+  EXPECT_EQ(y[6], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(y[7], -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(y[8]));
 }
 
 // silu(x) = x sigmoid(x) and its derivative s (1 + x (1 - s)), against

@@ -64,6 +64,7 @@ std::vector<OpCaseSpec> AllCases() {
   add("log", [](CaseBuilder& b) { UnaryCase(b, OpKind::kLog, 1e-3f, 50); });
   add("tanh", [](CaseBuilder& b) { UnaryCase(b, OpKind::kTanh, -4, 4); });
   add("sqrt", [](CaseBuilder& b) { UnaryCase(b, OpKind::kSqrt, 0, 50); });
+  add("rsqrt", [](CaseBuilder& b) { UnaryCase(b, OpKind::kRsqrt, 1e-3f, 50); });
   add("relu", [](CaseBuilder& b) { UnaryCase(b, OpKind::kRelu, -3, 3); });
   add("gelu", [](CaseBuilder& b) { UnaryCase(b, OpKind::kGelu, -4, 4); });
   add("silu", [](CaseBuilder& b) { UnaryCase(b, OpKind::kSilu, -30, 30); });
@@ -73,7 +74,7 @@ std::vector<OpCaseSpec> AllCases() {
     const ValueId x = b.Input(
         "x", HostTensor::FromFloats({8}, {kNan, kInf, -kInf, 0.0f, -0.0f, 1e-30f, -1.0f, 100.0f}));
     for (OpKind op : {OpKind::kNeg, OpKind::kExp, OpKind::kExpm1, OpKind::kLog, OpKind::kTanh,
-                      OpKind::kSqrt, OpKind::kRelu, OpKind::kGelu, OpKind::kSilu, OpKind::kSin, OpKind::kCos}) {
+                      OpKind::kSqrt, OpKind::kRsqrt, OpKind::kRelu, OpKind::kGelu, OpKind::kSilu, OpKind::kSin, OpKind::kCos}) {
       b.Output(b.Op(op, {x}));
     }
   });
