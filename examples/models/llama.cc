@@ -18,13 +18,13 @@ Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, i
   return matmul(x, convert(weight, x.dtype()), {.transpose_b = true});
 }
 
-// x / sqrt(mean(x^2) + eps) * weight over the last axis (Zhang & Sennrich,
+// x * rsqrt(mean(x^2) + eps) * weight over the last axis (Zhang & Sennrich,
 // 2019), as Hugging Face's LlamaRMSNorm computes it: the normalization in
 // f32, whatever x's dtype, then the gain in x's dtype.
 Tensor RmsNorm(Tracer& t, const std::string& name, const Tensor& x, const LlamaConfig& c) {
   Tensor weight = t.Parameter(absl::StrCat(name, ".weight"), {c.model_dim}, init::Ones());
   Tensor x32 = convert(x, ir::DType::kF32);
-  Tensor inverse_rms = 1.0 / sqrt(reduce_mean(x32 * x32, {-1}, /*keep_dims=*/true) + c.norm_eps);
+  Tensor inverse_rms = rsqrt(reduce_mean(x32 * x32, {-1}, /*keep_dims=*/true) + c.norm_eps);
   return convert(x32 * inverse_rms, x.dtype()) * convert(weight, x.dtype());
 }
 
