@@ -20,23 +20,37 @@
 namespace tandem::actor {
 namespace {
 
-// The reference kernels on host tensors (the CPU device).
-class ReferenceDevice final : public Device {
+// A graph and its plan on the reference kernels, over host tensors.
+class ReferenceExecutable final : public Executable {
  public:
-  std::string name() const override { return "cpu"; }
-  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override {
+  explicit ReferenceExecutable(const ir::Graph& graph) : graph_(graph), plan_(ir::PlanGraph(graph_)) {}
+  const ir::Graph& graph() const override { return graph_; }
+  absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override {
     ir::TensorMap host_inputs;
     for (const auto& [input, handle] : inputs) {
       if (handle.on_device()) {
-        return absl::InvalidArgumentError(absl::StrCat(name(), ": input '", input, "' is a device tensor"));
+        return absl::InvalidArgumentError(absl::StrCat("cpu: input '", input, "' is a device tensor"));
       }
       host_inputs.emplace(input, handle.host());
     }
-    absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph, host_inputs);
+    absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph_, plan_, host_inputs);
     if (!results.ok()) return results.status();
     HandleMap outputs;
     for (auto& [output, tensor] : *results) outputs.emplace(output, std::move(tensor));
     return outputs;
+  }
+
+ private:
+  const ir::Graph graph_;
+  const ir::GraphPlan plan_;
+};
+
+// The reference kernels on host tensors (the CPU device).
+class ReferenceDevice final : public Device {
+ public:
+  std::string name() const override { return "cpu"; }
+  absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Graph& graph) override {
+    return std::make_unique<ReferenceExecutable>(graph);
   }
 };
 
@@ -44,6 +58,38 @@ class ReferenceDevice final : public Device {
 // The GPU: a device-resident Device over CudaGraphRunner, whose memory is
 // every buffer's home and the data plane's.
 class CudaDevice final : public Device {
+  // A CudaExecutable of the device's runner, over device tensors.
+  class Compiled final : public Executable {
+   public:
+    Compiled(std::string device, cuda::CudaGraphRunner* runner, std::unique_ptr<cuda::CudaExecutable> executable)
+        : device_(std::move(device)), runner_(runner), executable_(std::move(executable)) {}
+    const ir::Graph& graph() const override { return executable_->graph(); }
+    absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override {
+      cuda::DeviceTensorMap device_inputs;
+      for (const auto& [input, handle] : inputs) {
+        if (!handle.on_device()) {
+          return absl::InvalidArgumentError(absl::StrCat(device_, ": input '", input, "' is not a device tensor"));
+        }
+        device_inputs.emplace(input, handle.device());
+      }
+      absl::StatusOr<cuda::DeviceTensorMap> results = runner_->Run(*executable_, device_inputs);
+      if (!results.ok()) return results.status();
+      HandleMap outputs;
+      for (auto& [output, tensor] : *results) {
+        if (!tensor.defined()) {
+          return absl::InternalError(absl::StrCat(device_, ": output '", output, "' was not computed"));
+        }
+        outputs.emplace(output, TensorHandle(std::move(tensor)));
+      }
+      return outputs;
+    }
+
+   private:
+    const std::string device_;
+    cuda::CudaGraphRunner* const runner_;
+    const std::unique_ptr<cuda::CudaExecutable> executable_;
+  };
+
  public:
   CudaDevice(DeviceSpec spec, std::unique_ptr<cuda::CudaGraphRunner> runner, absl::Duration wait_timeout)
       : spec_(spec), runner_(std::move(runner)), wait_timeout_(wait_timeout) {}
@@ -59,22 +105,10 @@ class CudaDevice final : public Device {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override {
-    cuda::DeviceTensorMap device_inputs;
-    for (const auto& [input, handle] : inputs) {
-      if (!handle.on_device()) {
-        return absl::InvalidArgumentError(absl::StrCat(name(), ": input '", input, "' is not a device tensor"));
-      }
-      device_inputs.emplace(input, handle.device());
-    }
-    absl::StatusOr<cuda::DeviceTensorMap> results = runner_->Run(graph, device_inputs);
-    if (!results.ok()) return results.status();
-    HandleMap outputs;
-    for (auto& [output, tensor] : *results) {
-      if (!tensor.defined()) return absl::InternalError(absl::StrCat(name(), ": output '", output, "' was not computed"));
-      outputs.emplace(output, TensorHandle(std::move(tensor)));
-    }
-    return outputs;
+  absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Graph& graph) override {
+    absl::StatusOr<std::unique_ptr<cuda::CudaExecutable>> compiled = runner_->Compile(graph);
+    if (!compiled.ok()) return compiled.status();
+    return std::make_unique<Compiled>(name(), runner_.get(), *std::move(compiled));
   }
   absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override {
     absl::StatusOr<DeviceTensor> device = CopyToDevice(runner_->memory(), tensor, absl::Now() + wait_timeout_);
@@ -89,9 +123,13 @@ class CudaDevice final : public Device {
     if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
       return absl::InvalidArgumentError(absl::StrCat(name(), ": accumulating tensors of different types"));
     }
-    auto [graph, built] = accumulate_graphs_.try_emplace(ir::TypeToString(acc.type()));
-    if (built) graph->second = AccumulateGraph(acc.type());
-    absl::StatusOr<HandleMap> results = Run(graph->second, {{"acc", acc}, {"grad", grad}});
+    std::unique_ptr<Executable>& executable = accumulate_[ir::TypeToString(acc.type())];
+    if (executable == nullptr) {
+      absl::StatusOr<std::unique_ptr<Executable>> compiled = Compile(AccumulateGraph(acc.type()));
+      if (!compiled.ok()) return compiled.status();
+      executable = *std::move(compiled);
+    }
+    absl::StatusOr<HandleMap> results = executable->Run({{"acc", acc}, {"grad", grad}});
     if (!results.ok()) return results.status();
     return results->at("sum");
   }
@@ -100,7 +138,7 @@ class CudaDevice final : public Device {
   const DeviceSpec spec_;  // with the resolved index
   std::unique_ptr<cuda::CudaGraphRunner> runner_;
   const absl::Duration wait_timeout_;
-  std::map<std::string, ir::Graph> accumulate_graphs_;  // by type
+  std::map<std::string, std::unique_ptr<Executable>> accumulate_;  // AccumulateGraph's, by type
 };
 
 cuda::Precision RunnerPrecision(DeviceSpec::Precision precision) {
@@ -145,6 +183,12 @@ absl::StatusOr<TensorHandle> Device::Accumulate(const TensorHandle& acc, const T
   absl::StatusOr<ir::HostTensor> sum = ir::AccumulateGradient(acc.host(), grad.host());
   if (!sum.ok()) return sum.status();
   return TensorHandle(*std::move(sum));
+}
+
+absl::StatusOr<HandleMap> Device::Run(const ir::Graph& graph, const HandleMap& inputs) {
+  absl::StatusOr<std::unique_ptr<Executable>> executable = Compile(graph);
+  if (!executable.ok()) return executable.status();
+  return (*executable)->Run(inputs);
 }
 
 absl::StatusOr<ir::TensorMap> Device::RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs) {

@@ -1,8 +1,11 @@
 // Device: where an actor's stage functions compute, and where its buffers
 // live.
 //
-// The executor (actor/executor.h) runs every `run` instruction through its
-// Device. Three kinds:
+// A Device compiles each stage function once into an Executable (the
+// boundary between the IR and a backend, like PjRt's client and loaded
+// executable): the executor (actor/executor.h) compiles its program's
+// functions when it is created and runs every `run` instruction through
+// the function's Executable. Three kinds:
 //   - cpu: the reference kernels (ir::RunGraph); the default, and what every
 //     pipelined CPU run is compared with bitwise.
 //   - cuda: CudaGraphRunner (actor/cuda/cuda_graph_runner.h), a CUDA kernel
@@ -51,6 +54,22 @@ using ir::DeviceSpecName;
 using ir::GpuForRank;
 using ir::ParseDeviceSpec;
 
+// A graph compiled for one device. What follows from the graph alone (the
+// nodes each output needs, when each value is released, each node's type
+// checks, bf16 casts and launch plans) is worked out once by
+// Device::Compile; Run does only the work of one call. Holds its own copy
+// of the graph. Used from its device's thread only, like the device, and
+// must not outlive it.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual const ir::Graph& graph() const = 0;
+  // The graph's outputs by name, computed from `inputs` by input name, with
+  // the errors of ir::RunGraph and the device's own. Inputs and outputs are
+  // where the device's memory() says (host tensors when it is null).
+  virtual absl::StatusOr<HandleMap> Run(const HandleMap& inputs) = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -59,10 +78,11 @@ class Device {
   // The memory an executor on this device keeps its buffers in; null when
   // they are host tensors.
   virtual DeviceMemory* memory() const { return nullptr; }
-  // `graph`'s outputs by name, computed from `inputs` by input name, with the
-  // errors of ir::RunGraph and the device's own. Inputs and outputs are
-  // where memory() says (host tensors when it is null).
-  virtual absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) = 0;
+  // `graph` (a verified graph) compiled for this device; InvalidArgument or
+  // Unimplemented naming the node for one the device cannot run.
+  virtual absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Graph& graph) = 0;
+  // Compile and Run once: for callers that run a graph once.
+  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs);
   // A host tensor as this device keeps it (the tensor itself on a host
   // device), and back.
   virtual absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) { return TensorHandle(tensor); }

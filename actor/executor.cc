@@ -32,7 +32,17 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram prog
     return absl::InvalidArgumentError(absl::StrCat("replica ", replica, " of a program for ", program.num_replicas,
                                                    " replicas"));
   }
-  return std::unique_ptr<Executor>(new Executor(std::move(program), std::move(device), replica));
+  std::unique_ptr<Executor> executor(new Executor(std::move(program), std::move(device), replica));
+  for (const ir::Function& function : executor->program_.functions) {
+    absl::StatusOr<std::unique_ptr<Executable>> compiled = executor->device_->Compile(function.graph);
+    if (!compiled.ok()) {
+      return absl::Status(compiled.status().code(), absl::StrCat("function ", function.name, " on ",
+                                                                 executor->device_->name(), ": ",
+                                                                 compiled.status().message()));
+    }
+    executor->executables_.push_back(*std::move(compiled));
+  }
+  return executor;
 }
 
 Executor::Executor(ir::ActorProgram program, std::shared_ptr<Device> device, int32_t replica)
@@ -344,7 +354,7 @@ absl::Status Executor::Run(const Instruction& instruction) {
     if (!tensor.ok()) return tensor.status();
     inputs.emplace(names[k], **tensor);
   }
-  absl::StatusOr<HandleMap> results = device_->Run(function.graph, inputs);
+  absl::StatusOr<HandleMap> results = executables_[instruction.function]->Run(inputs);
   if (!results.ok()) return results.status();
   const std::vector<ir::GraphOutput>& outputs = function.graph.outputs();
   for (size_t k = 0; k < outputs.size(); ++k) {

@@ -178,6 +178,9 @@ class Executor {
   // For each function, its input nodes' names in program order: kRun binds
   // instruction.inputs[k] to input_names_[function][k].
   std::vector<std::vector<std::string>> input_names_;
+  // For each function, compiled for device_ once when the executor is made
+  // (after device_ here: destroyed before it).
+  std::vector<std::unique_ptr<Executable>> executables_;
 
   Phase phase_ = Phase::kNeedsState;
   DeviceMemory* const memory_;  // device_->memory(): null when buffers are host tensors

@@ -43,7 +43,25 @@ absl::StatusOr<std::shared_ptr<FakeCudaDevice>> FakeCudaDevice::Create(Options o
   return std::shared_ptr<FakeCudaDevice>(new FakeCudaDevice(options, *std::move(memory)));
 }
 
-absl::StatusOr<HandleMap> FakeCudaDevice::Run(const ir::Graph& graph, const HandleMap& inputs) {
+class FakeCudaDevice::Compiled final : public Executable {
+ public:
+  Compiled(FakeCudaDevice* device, const ir::Graph& graph)
+      : device_(device), graph_(graph), plan_(ir::PlanGraph(graph_)) {}
+  const ir::Graph& graph() const override { return graph_; }
+  absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override { return device_->RunPlanned(graph_, plan_, inputs); }
+
+ private:
+  FakeCudaDevice* const device_;
+  const ir::Graph graph_;
+  const ir::GraphPlan plan_;
+};
+
+absl::StatusOr<std::unique_ptr<Executable>> FakeCudaDevice::Compile(const ir::Graph& graph) {
+  return std::make_unique<Compiled>(this, graph);
+}
+
+absl::StatusOr<HandleMap> FakeCudaDevice::RunPlanned(const ir::Graph& graph, const ir::GraphPlan& plan,
+                                                     const HandleMap& inputs) {
   ++runs_;
   if (runs_ == options_.poison_at_run) {
     memory_->Poison(absl::InternalError(
@@ -66,7 +84,7 @@ absl::StatusOr<HandleMap> FakeCudaDevice::Run(const ir::Graph& graph, const Hand
     std::shared_ptr<std::byte[]> view(tensor.storage, reinterpret_cast<std::byte*>(tensor.address()));
     host_inputs.emplace(name, ir::HostTensor::Borrow(tensor.type, std::move(view)));
   }
-  absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph, host_inputs);
+  absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph, plan, host_inputs);
   if (!results.ok()) return results.status();
   HandleMap outputs;
   for (auto& [name, tensor] : *results) {
@@ -82,9 +100,13 @@ absl::StatusOr<TensorHandle> FakeCudaDevice::Accumulate(const TensorHandle& acc,
     return absl::InvalidArgumentError("fake-cuda: accumulating tensors of different types");
   }
   const ir::TensorType& type = acc.type();
-  auto [graph, built] = accumulate_graphs_.try_emplace(ir::TypeToString(type));
-  if (built) graph->second = AccumulateGraph(type);
-  absl::StatusOr<HandleMap> results = Run(graph->second, {{"acc", acc}, {"grad", grad}});
+  std::unique_ptr<Executable>& executable = accumulate_[ir::TypeToString(type)];
+  if (executable == nullptr) {
+    absl::StatusOr<std::unique_ptr<Executable>> compiled = Compile(AccumulateGraph(type));
+    if (!compiled.ok()) return compiled.status();
+    executable = *std::move(compiled);
+  }
+  absl::StatusOr<HandleMap> results = executable->Run({{"acc", acc}, {"grad", grad}});
   if (!results.ok()) return results.status();
   return results->at("sum");
 }

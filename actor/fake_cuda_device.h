@@ -72,7 +72,7 @@ class FakeCudaDevice final : public Device {
   std::optional<int64_t> FreeBytes() const override {
     return options_.free_bytes >= 0 ? std::optional<int64_t>(options_.free_bytes) : std::nullopt;
   }
-  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override;
+  absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Graph& graph) override;
   absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override;
   absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override;
   // Runs AccumulateGraph (device.h), built once per type.
@@ -81,13 +81,19 @@ class FakeCudaDevice final : public Device {
   FakeDeviceMemory& fake_memory() { return *memory_; }
 
  private:
+  class Compiled;
+
   FakeCudaDevice(Options options, std::unique_ptr<FakeDeviceMemory> memory)
       : options_(options), memory_(std::move(memory)) {}
+
+  // One call of a compiled graph: the reference kernels on the device
+  // memory, in stream order, with the injected faults.
+  absl::StatusOr<HandleMap> RunPlanned(const ir::Graph& graph, const ir::GraphPlan& plan, const HandleMap& inputs);
 
   const Options options_;
   std::unique_ptr<FakeDeviceMemory> memory_;
   int64_t runs_ = 0;
-  std::map<std::string, ir::Graph> accumulate_graphs_;  // by type
+  std::map<std::string, std::unique_ptr<Executable>> accumulate_;  // AccumulateGraph's, by type
 };
 
 }  // namespace tandem::actor

@@ -27,23 +27,33 @@ double UniformOpen(uint64_t seed, uint64_t counter) {
 
 }  // namespace
 
-absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
-                                   const std::vector<std::string>* wanted) {
+GraphPlan PlanGraph(const Graph& graph, const std::vector<std::string>* wanted) {
   const int32_t n = graph.size();
-  std::vector<GraphOutput> outputs;
+  GraphPlan plan;
   for (const GraphOutput& output : graph.outputs()) {
     if (wanted == nullptr || std::find(wanted->begin(), wanted->end(), output.name) != wanted->end()) {
-      outputs.push_back(output);
+      plan.outputs.push_back(output);
     }
   }
-  std::vector<bool> needed(n, wanted == nullptr);
-  for (const GraphOutput& output : outputs) needed[output.value] = true;
+  plan.needed.assign(n, wanted == nullptr);
+  for (const GraphOutput& output : plan.outputs) plan.needed[output.value] = true;
   for (ValueId id = n - 1; id >= 0; --id) {
-    if (!needed[id]) continue;
-    for (ValueId operand : graph.node(id).operands) needed[operand] = true;
+    if (!plan.needed[id]) continue;
+    for (ValueId operand : graph.node(id).operands) plan.needed[operand] = true;
   }
-  const std::vector<int32_t> last_use = LastUses(graph, outputs, &needed);
+  plan.last_use = LastUses(graph, plan.outputs, &plan.needed);
+  return plan;
+}
 
+absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
+                                   const std::vector<std::string>* wanted) {
+  return RunGraph(graph, PlanGraph(graph, wanted), inputs);
+}
+
+absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const GraphPlan& plan, const TensorMap& inputs) {
+  const int32_t n = graph.size();
+  const std::vector<bool>& needed = plan.needed;
+  const std::vector<int32_t>& last_use = plan.last_use;
   std::vector<HostTensor> values(n);
   std::vector<const HostTensor*> operands;
   for (ValueId id = 0; id < n; ++id) {
@@ -72,7 +82,7 @@ absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
     if (last_use[id] == -1) values[id] = HostTensor();
   }
   TensorMap results;
-  for (const GraphOutput& output : outputs) results[output.name] = values[output.value];
+  for (const GraphOutput& output : plan.outputs) results[output.name] = values[output.value];
   return results;
 }
 

@@ -17,6 +17,19 @@
 
 namespace tandem::ir {
 
+// What running a graph needs that follows from the graph alone, worked out
+// once (a device's Compile keeps it with the graph): the outputs computed,
+// the nodes they need, and the node after which each value is released
+// (LastUses). Plain value type; meaningful only with the graph it was made
+// for.
+struct GraphPlan {
+  std::vector<GraphOutput> outputs;
+  std::vector<bool> needed;
+  std::vector<int32_t> last_use;
+};
+// The plan of `graph`; with `wanted`, for only those outputs.
+GraphPlan PlanGraph(const Graph& graph, const std::vector<std::string>* wanted = nullptr);
+
 // Runs `graph` in program order. `inputs` supplies every input node's value
 // by name, of the declared type. Each value is released after its last use.
 // Returns the graph's outputs by name; with `wanted`, only those outputs,
@@ -24,6 +37,8 @@ namespace tandem::ir {
 // source location: "%12 = embedding at examples/gpt.cc:40: ...".
 absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const TensorMap& inputs,
                                    const std::vector<std::string>* wanted = nullptr);
+// The same with the plan made beforehand (PlanGraph(graph, ...)).
+absl::StatusOr<TensorMap> RunGraph(const Graph& graph, const GraphPlan& plan, const TensorMap& inputs);
 
 // What every evaluator of graphs (RunGraph, the CUDA runner, the profilers)
 // shares:

@@ -176,16 +176,71 @@ std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to) {
 
 // Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
 // and an operand or its result is bf16.
-bool ComputesOnBf16(const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+bool ComputesOnBf16(const ir::Node& node, const std::vector<TensorType>& operands) {
   if (ir::MovesAnyDType(node.op)) return false;
   if (node.type.dtype == DType::kBF16) return true;
-  for (const DeviceValue* operand : operands) {
-    if (operand->type.dtype == DType::kBF16) return true;
+  for (const TensorType& operand : operands) {
+    if (operand.dtype == DType::kBF16) return true;
   }
   return false;
 }
 
+// The plan of reducing `in` over node's axes (one operand).
+absl::StatusOr<kernels::ReductionPlan> PlanReduction(const ir::Node& node, const Shape& in) {
+  const std::vector<int64_t>& axes = node.attributes.GetInts("axes");
+  const std::vector<int64_t> strides = RowMajorStrides(in);
+  std::vector<int64_t> kept_extents, kept_strides, reduced_extents, reduced_strides;
+  int64_t reduced_count = 1;
+  for (int64_t axis = 0; axis < static_cast<int64_t>(in.size()); ++axis) {
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
+      reduced_extents.push_back(in[axis]);
+      reduced_strides.push_back(strides[axis]);
+      reduced_count *= in[axis];
+    } else {
+      kept_extents.push_back(in[axis]);
+      kept_strides.push_back(strides[axis]);
+    }
+  }
+  kernels::ReductionPlan plan;
+  plan.num_outputs = node.type.num_elements();
+  plan.reduced_count = static_cast<float>(reduced_count);
+  absl::StatusOr<kernels::StridedMap> kept = MakeStridedMap(node, kept_extents, {kept_strides});
+  if (!kept.ok()) return kept.status();
+  plan.kept = *kept;
+  absl::StatusOr<kernels::StridedMap> reduced = MakeStridedMap(node, reduced_extents, {reduced_strides});
+  if (!reduced.ok()) return reduced.status();
+  plan.reduced_rank = reduced->rank;
+  for (int axis = 0; axis < reduced->rank; ++axis) {
+    plan.reduced_extents[axis] = reduced->extents[axis];
+    plan.reduced_strides[axis] = reduced->strides[0][axis];
+  }
+  return plan;
+}
+
+// What one node's launch needs that its static shapes decide.
+struct NodePlan {
+  // An arithmetic op on bf16: the f32 kernel on widened operands, the
+  // result rounded once (ir/kernels.h).
+  bool through_f32 = false;
+  // The f32 node the kernel is launched for (node itself, or its copy typed
+  // f32 where through_f32).
+  ir::Node f32_node;
+  // binary, where, broadcast, transpose: the index map of the operands.
+  std::optional<kernels::StridedMap> map;
+  std::optional<kernels::ReductionPlan> reduction;
+};
+
 }  // namespace
+
+struct CudaExecutable::Compiled {
+  ir::Graph graph;
+  ir::GraphPlan plan;
+  std::vector<NodePlan> nodes;  // by value id; empty for inputs
+};
+
+CudaExecutable::CudaExecutable(std::unique_ptr<Compiled> compiled) : compiled_(std::move(compiled)) {}
+CudaExecutable::~CudaExecutable() = default;
+const ir::Graph& CudaExecutable::graph() const { return compiled_->graph; }
 
 struct CudaGraphRunner::Impl {
   Impl(const RunnerOptions& options, std::unique_ptr<CudaDeviceMemory> memory)
@@ -194,7 +249,8 @@ struct CudaGraphRunner::Impl {
   ~Impl();
   absl::Status Init();
 
-  absl::StatusOr<DeviceTensorMap> Run(const ir::Graph& graph, const DeviceTensorMap& inputs);
+  absl::StatusOr<std::unique_ptr<CudaExecutable>> Compile(const ir::Graph& graph);
+  absl::StatusOr<DeviceTensorMap> Run(const CudaExecutable::Compiled& executable, const DeviceTensorMap& inputs);
   absl::Time Deadline() const { return absl::Now() + options.wait_timeout; }
 
   // Allocation.
@@ -203,24 +259,24 @@ struct CudaGraphRunner::Impl {
 
   // The node's value from its operands: checks them, and computes bf16
   // through the f32 kernels as the reference does (ir/kernels.h).
-  absl::StatusOr<DeviceValue> Evaluate(ir::ValueId id, const ir::Node& node,
+  absl::StatusOr<DeviceValue> Evaluate(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                        const std::vector<const DeviceValue*>& operands);
   // The f32 kernel on the bf16 operands widened exactly, the result rounded
   // to bf16 once where the node's type is bf16.
-  absl::StatusOr<DeviceValue> EvaluateThroughF32(ir::ValueId id, const ir::Node& node,
+  absl::StatusOr<DeviceValue> EvaluateThroughF32(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                                  const std::vector<const DeviceValue*>& operands);
   // The op's kernel, on operands the checks passed.
-  absl::StatusOr<DeviceValue> Dispatch(ir::ValueId id, const ir::Node& node,
+  absl::StatusOr<DeviceValue> Dispatch(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                        const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> ConvertTo(const ir::Node& node, const DeviceValue& x, DType to);
-  absl::Status CheckOperandTypes(const ir::Node& node,
-                                 const std::vector<const DeviceValue*>& operands);
+  // At compile time: the node's operand types fit its op and give its type.
+  absl::Status CheckOperandTypes(const ir::Node& node, const std::vector<TensorType>& types);
   absl::StatusOr<DeviceValue> Constant(const ir::Node& node);
   absl::StatusOr<DeviceValue> Convert(const ir::Node& node, const DeviceValue& x);
-  absl::StatusOr<DeviceValue> Elementwise(const ir::Node& node,
+  absl::StatusOr<DeviceValue> Elementwise(const ir::Node& node, const NodePlan& plan,
                                           const std::vector<const DeviceValue*>& operands);
-  absl::StatusOr<DeviceValue> Reduce(const ir::Node& node, const DeviceValue& x);
-  absl::StatusOr<DeviceValue> DataMovement(const ir::Node& node,
+  absl::StatusOr<DeviceValue> Reduce(const ir::Node& node, const NodePlan& plan, const DeviceValue& x);
+  absl::StatusOr<DeviceValue> DataMovement(const ir::Node& node, const NodePlan& plan,
                                            const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> MatMul(const ir::Node& node, const DeviceValue& a,
                                      const DeviceValue& b);
@@ -398,11 +454,8 @@ absl::Status CudaGraphRunner::Impl::Fail(const ir::Graph& graph, absl::Status st
   return earlier.ok() ? status : earlier;
 }
 
-absl::Status CudaGraphRunner::Impl::CheckOperandTypes(
-    const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+absl::Status CudaGraphRunner::Impl::CheckOperandTypes(const ir::Node& node, const std::vector<TensorType>& types) {
   if (node.op == OpKind::kConstant) return absl::OkStatus();
-  std::vector<TensorType> types;
-  for (const DeviceValue* operand : operands) types.push_back(operand->type);
   absl::StatusOr<TensorType> inferred = ir::InferResultType(node.op, types, node.attributes);
   // Internal, as the reference kernels report operands that do not fit: a
   // graph the verifier would have rejected.
@@ -483,30 +536,22 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::ConvertTo(const ir::Node& nod
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
-    const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+    const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
-  std::vector<const Shape*> shapes;
-  for (const DeviceValue* operand : operands) shapes.push_back(&operand->type.shape);
   cudaError_t error = cudaSuccess;
   switch (ir::Def(node.op).family) {
     case ir::OpFamily::kUnary:
       error = kernels::LaunchUnary(node.op, operands[0]->f32(), out->mutable_f32(), node.type.num_elements(), stream);
       break;
-    case ir::OpFamily::kBinary: {
-      absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
-      if (!map.ok()) return map.status();
-      error = kernels::LaunchBinary(node.op, operands[0]->f32(), operands[1]->f32(), out->mutable_f32(), *map,
+    case ir::OpFamily::kBinary:
+      error = kernels::LaunchBinary(node.op, operands[0]->f32(), operands[1]->f32(), out->mutable_f32(), *plan.map,
                                     stream);
       break;
-    }
-    case ir::OpFamily::kSelect: {
-      absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
-      if (!map.ok()) return map.status();
+    case ir::OpFamily::kSelect:
       error = kernels::LaunchWhere(operands[0]->f32(), operands[1]->f32(), operands[2]->f32(), out->mutable_f32(),
-                                   *map, stream);
+                                   *plan.map, stream);
       break;
-    }
     default:
       return absl::InternalError(absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not elementwise"));
   }
@@ -514,44 +559,15 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
   return out;
 }
 
-absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node,
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node, const NodePlan& plan,
                                                           const DeviceValue& x) {
-  const Shape& in = x.type.shape;
-  const std::vector<int64_t>& axes = node.attributes.GetInts("axes");
-  const std::vector<int64_t> strides = RowMajorStrides(in);
-  std::vector<int64_t> kept_extents, kept_strides, reduced_extents, reduced_strides;
-  int64_t reduced_count = 1;
-  for (int64_t axis = 0; axis < static_cast<int64_t>(in.size()); ++axis) {
-    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
-      reduced_extents.push_back(in[axis]);
-      reduced_strides.push_back(strides[axis]);
-      reduced_count *= in[axis];
-    } else {
-      kept_extents.push_back(in[axis]);
-      kept_strides.push_back(strides[axis]);
-    }
-  }
-  kernels::ReductionPlan plan;
-  plan.num_outputs = node.type.num_elements();
-  plan.reduced_count = static_cast<float>(reduced_count);
-  absl::StatusOr<kernels::StridedMap> kept = MakeStridedMap(node, kept_extents, {kept_strides});
-  if (!kept.ok()) return kept.status();
-  plan.kept = *kept;
-  absl::StatusOr<kernels::StridedMap> reduced =
-      MakeStridedMap(node, reduced_extents, {reduced_strides});
-  if (!reduced.ok()) return reduced.status();
-  plan.reduced_rank = reduced->rank;
-  for (int axis = 0; axis < reduced->rank; ++axis) {
-    plan.reduced_extents[axis] = reduced->extents[axis];
-    plan.reduced_strides[axis] = reduced->strides[0][axis];
-  }
   kernels::ReduceOp op = kernels::ReduceOp::kSum;
   if (node.op == OpKind::kReduceMean) op = kernels::ReduceOp::kMean;
   if (node.op == OpKind::kReduceMax) op = kernels::ReduceOp::kMax;
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
   if (absl::Status s = CudaStatus(
-          kernels::LaunchReduce(op, x.f32(), out->mutable_f32(), plan, stream), "Reduce launch");
+          kernels::LaunchReduce(op, x.f32(), out->mutable_f32(), *plan.reduction, stream), "Reduce launch");
       !s.ok()) {
     return s;
   }
@@ -559,7 +575,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node,
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::DataMovement(
-    const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+    const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   const DeviceValue& x = *operands[0];
   // reshape and pipeline_yield share the operand's storage, as on the CPU.
   if (node.op == OpKind::kReshape || node.op == OpKind::kPipelineYield) {
@@ -571,22 +587,10 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::DataMovement(
   const Shape& out_shape = node.type.shape;
   cudaError_t error = cudaSuccess;
   switch (node.op) {
-    case OpKind::kTranspose: {
-      const std::vector<int64_t>& permutation = node.attributes.GetInts("permutation");
-      const std::vector<int64_t> in_strides = RowMajorStrides(x.type.shape);
-      std::vector<int64_t> strides;
-      for (int64_t axis : permutation) strides.push_back(in_strides[axis]);
-      absl::StatusOr<kernels::StridedMap> map = MakeStridedMap(node, out_shape, {strides});
-      if (!map.ok()) return map.status();
-      error = kernels::LaunchGather(x.data(), out->data(), element_size, *map, stream);
+    case OpKind::kTranspose:
+    case OpKind::kBroadcast:
+      error = kernels::LaunchGather(x.data(), out->data(), element_size, *plan.map, stream);
       break;
-    }
-    case OpKind::kBroadcast: {
-      absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, out_shape, {&x.type.shape});
-      if (!map.ok()) return map.status();
-      error = kernels::LaunchGather(x.data(), out->data(), element_size, *map, stream);
-      break;
-    }
     case OpKind::kSlice: {
       const Shape& in = x.type.shape;
       const size_t axis = static_cast<size_t>(node.attributes.GetInt("axis"));
@@ -832,20 +836,19 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
-    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+    ir::ValueId id, const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   for (const DeviceValue* operand : operands) {
     if (!operand->defined()) {
       return absl::InternalError(
           absl::StrCat(ir::OpName(node.op), ": an operand tensor is missing (not computed)"));
     }
   }
-  if (absl::Status s = CheckOperandTypes(node, operands); !s.ok()) return s;
-  if (ComputesOnBf16(node, operands)) return EvaluateThroughF32(id, node, operands);
-  return Dispatch(id, node, operands);
+  if (plan.through_f32) return EvaluateThroughF32(id, node, plan, operands);
+  return Dispatch(id, node, plan, operands);
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::EvaluateThroughF32(
-    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+    ir::ValueId id, const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   std::vector<DeviceValue> widened(operands.size());
   std::vector<const DeviceValue*> f32_operands = operands;
   for (size_t i = 0; i < operands.size(); ++i) {
@@ -855,15 +858,13 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::EvaluateThroughF32(
     widened[i] = *std::move(wide);
     f32_operands[i] = &widened[i];
   }
-  ir::Node f32_node = node;
-  if (f32_node.type.dtype == DType::kBF16) f32_node.type.dtype = DType::kF32;
-  absl::StatusOr<DeviceValue> result = Dispatch(id, f32_node, f32_operands);
+  absl::StatusOr<DeviceValue> result = Dispatch(id, plan.f32_node, plan, f32_operands);
   if (!result.ok() || node.type.dtype != DType::kBF16) return result;
   return ConvertTo(node, *result, DType::kBF16);
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
-    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+    ir::ValueId id, const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   switch (ir::Def(node.op).family) {
     case ir::OpFamily::kSource:
       if (node.op == OpKind::kInput) {
@@ -875,11 +876,11 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
     case ir::OpFamily::kUnary:
     case ir::OpFamily::kBinary:
     case ir::OpFamily::kSelect:
-      return Elementwise(node, operands);
+      return Elementwise(node, plan, operands);
     case ir::OpFamily::kReduction:
-      return Reduce(node, *operands[0]);
+      return Reduce(node, plan, *operands[0]);
     case ir::OpFamily::kDataMovement:
-      return DataMovement(node, operands);
+      return DataMovement(node, plan, operands);
     case ir::OpFamily::kMatMul:
       return MatMul(node, *operands[0], *operands[1]);
     case ir::OpFamily::kRowwise:
@@ -894,14 +895,62 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
       absl::StrCat("CudaGraphRunner: unknown op kind ", static_cast<int>(node.op)));
 }
 
-absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& graph, const DeviceTensorMap& inputs) {
+absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaGraphRunner::Impl::Compile(const ir::Graph& graph) {
+  auto compiled = std::make_unique<CudaExecutable::Compiled>();
+  compiled->graph = graph;
+  // Every node is needed, as in ir::RunGraph without wanted outputs.
+  compiled->plan = ir::PlanGraph(compiled->graph);
+  compiled->nodes.resize(static_cast<size_t>(graph.size()));
+  std::vector<TensorType> types;
+  for (ir::ValueId id = 0; id < graph.size(); ++id) {
+    const ir::Node& node = graph.node(id);
+    if (node.op == OpKind::kInput) continue;
+    auto fail = [&](const absl::Status& status) {
+      return absl::Status(status.code(), absl::StrCat(ir::DescribeValue(graph, id), ": ", status.message()));
+    };
+    types.clear();
+    for (ir::ValueId operand : node.operands) types.push_back(graph.type(operand));
+    if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return fail(s);
+    NodePlan& plan = compiled->nodes[static_cast<size_t>(id)];
+    plan.through_f32 = ComputesOnBf16(node, types);
+    if (plan.through_f32) {
+      plan.f32_node = node;
+      if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;
+    }
+    std::vector<const Shape*> shapes;
+    for (const TensorType& type : types) shapes.push_back(&type.shape);
+    absl::StatusOr<kernels::StridedMap> map = kernels::StridedMap{};
+    const ir::OpFamily family = ir::Def(node.op).family;
+    if (family == ir::OpFamily::kBinary || family == ir::OpFamily::kSelect || node.op == OpKind::kBroadcast) {
+      map = MakeBroadcastMap(node, node.type.shape, shapes);
+    } else if (node.op == OpKind::kTranspose) {
+      const std::vector<int64_t> in_strides = RowMajorStrides(types[0].shape);
+      std::vector<int64_t> strides;
+      for (int64_t axis : node.attributes.GetInts("permutation")) strides.push_back(in_strides[axis]);
+      map = MakeStridedMap(node, node.type.shape, {strides});
+    } else if (family == ir::OpFamily::kReduction) {
+      absl::StatusOr<kernels::ReductionPlan> reduction = PlanReduction(node, types[0].shape);
+      if (!reduction.ok()) return fail(reduction.status());
+      plan.reduction = *reduction;
+      continue;
+    } else {
+      continue;
+    }
+    if (!map.ok()) return fail(map.status());
+    plan.map = *map;
+  }
+  return std::unique_ptr<CudaExecutable>(new CudaExecutable(std::move(compiled)));
+}
+
+absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable::Compiled& executable,
+                                                           const DeviceTensorMap& inputs) {
   checks.clear();
   if (absl::Status s = CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"); !s.ok()) {
     return s;
   }
-  // Last uses as ir::RunGraph computes them (every node is needed).
+  const ir::Graph& graph = executable.graph;
   const int32_t count = graph.size();
-  const std::vector<int32_t> last_use = ir::LastUses(graph, graph.outputs());
+  const std::vector<int32_t>& last_use = executable.plan.last_use;
 
   std::vector<DeviceValue> values(count);
   std::vector<const DeviceValue*> operands;
@@ -924,7 +973,7 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const ir::Graph& grap
       operands.clear();
       for (ir::ValueId operand : node.operands) operands.push_back(&values[operand]);
       if (absl::Status s = MarkNode(id, false); !s.ok()) return Fail(graph, s);
-      absl::StatusOr<DeviceValue> result = Evaluate(id, node, operands);
+      absl::StatusOr<DeviceValue> result = Evaluate(id, node, executable.nodes[static_cast<size_t>(id)], operands);
       if (!result.ok()) {
         return Fail(graph, absl::Status(result.status().code(),
                                         absl::StrCat(ir::DescribeValue(graph, id), ": ",
@@ -966,8 +1015,18 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(const R
 
 CudaDeviceMemory& CudaGraphRunner::memory() const { return *impl_->memory; }
 
+absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaGraphRunner::Compile(const ir::Graph& graph) {
+  return impl_->Compile(graph);
+}
+
+absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Run(const CudaExecutable& executable, const DeviceTensorMap& inputs) {
+  return impl_->Run(*executable.compiled_, inputs);
+}
+
 absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Run(const ir::Graph& graph, const DeviceTensorMap& inputs) {
-  return impl_->Run(graph, inputs);
+  absl::StatusOr<std::unique_ptr<CudaExecutable>> executable = impl_->Compile(graph);
+  if (!executable.ok()) return executable.status();
+  return impl_->Run(*(*executable)->compiled_, inputs);
 }
 
 absl::StatusOr<ir::TensorMap> CudaGraphRunner::RunFromHost(const ir::Graph& graph, const ir::TensorMap& inputs) {
@@ -984,7 +1043,7 @@ absl::StatusOr<ir::TensorMap> CudaGraphRunner::RunFromHost(const ir::Graph& grap
     }
     device_inputs[name] = *std::move(uploaded);
   }
-  absl::StatusOr<DeviceTensorMap> outputs = impl_->Run(graph, device_inputs);
+  absl::StatusOr<DeviceTensorMap> outputs = Run(graph, device_inputs);
   if (!outputs.ok()) return outputs.status();
   ir::TensorMap results;
   for (const auto& [name, tensor] : *outputs) {

@@ -60,6 +60,25 @@ struct RunnerOptions {
 
 using DeviceTensorMap = std::map<std::string, DeviceTensor>;
 
+// A graph compiled by CudaGraphRunner::Compile, for that runner only: its
+// plan (ir::GraphPlan: when each value is released), each node's type check,
+// whether it computes on bf16 through the f32 kernels, and the index maps
+// and reduction plans its kernels take, all worked out once from the graph's
+// static shapes. Holds its own copy of the graph.
+class CudaExecutable {
+ public:
+  ~CudaExecutable();
+  CudaExecutable(const CudaExecutable&) = delete;
+  CudaExecutable& operator=(const CudaExecutable&) = delete;
+  const ir::Graph& graph() const;
+
+ private:
+  friend class CudaGraphRunner;
+  struct Compiled;
+  explicit CudaExecutable(std::unique_ptr<Compiled> compiled);
+  std::unique_ptr<Compiled> compiled_;
+};
+
 class CudaGraphRunner {
  public:
   // FailedPrecondition (CheckDevice's message) without that device.
@@ -71,7 +90,11 @@ class CudaGraphRunner {
   // The memory every tensor of Run lives in.
   CudaDeviceMemory& memory() const;
 
-  // `graph`'s outputs by name, for `inputs` by input name (as ir::RunGraph),
+  // `graph` compiled for this runner; Internal naming the value for a node
+  // whose operands do not fit its op (a graph the verifier rejects).
+  absl::StatusOr<std::unique_ptr<CudaExecutable>> Compile(const ir::Graph& graph);
+
+  // The executable's outputs by name, for `inputs` by input name (as ir::RunGraph),
   // all tensors of memory() (an undefined input is a missing value, as on
   // the CPU). The same errors as ir::RunGraph for missing or mistyped inputs
   // and data-dependent failures (an embedding id out of range is detected on
@@ -79,6 +102,8 @@ class CudaGraphRunner {
   // of other memory; Internal for CUDA errors, naming the op and the call.
   // A kernel that faults during execution surfaces at the next wait for the
   // device (a download, a range check, the next RunFromHost).
+  absl::StatusOr<DeviceTensorMap> Run(const CudaExecutable& executable, const DeviceTensorMap& inputs);
+  // Compile and Run once.
   absl::StatusOr<DeviceTensorMap> Run(const ir::Graph& graph, const DeviceTensorMap& inputs);
 
   // Run from host tensors to host tensors: uploads, runs, downloads, and

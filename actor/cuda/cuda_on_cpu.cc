@@ -1,5 +1,7 @@
 #include "actor/cuda/cuda_on_cpu.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -190,6 +192,14 @@ class ThreadPool {
 
 }  // namespace
 
+std::atomic<bool>& SkippedFlag() {
+  static std::atomic<bool> skipped{false};
+  return skipped;
+}
+
+void SetKernelsSkipped(bool skipped) { SkippedFlag().store(skipped); }
+bool KernelsSkipped() { return SkippedFlag().load(std::memory_order_relaxed); }
+
 cudaError_t RunGrid(const char* name, dim3 grid_size, dim3 block_size, size_t shared_bytes,
                     const std::function<void()>& body) {
   if (Count(grid_size) == 0 || Count(block_size) == 0 || Count(block_size) > 1024 || block_size.z > 64 ||
@@ -197,6 +207,7 @@ cudaError_t RunGrid(const char* name, dim3 grid_size, dim3 block_size, size_t sh
     return cudaErrorInvalidConfiguration;
   }
   if (shared_bytes != 0) return cudaErrorInvalidValue;
+  if (KernelsSkipped()) return cudaSuccess;
   std::lock_guard<std::mutex> one_launch_at_a_time(LaunchMutex());
   Grid grid;
   grid.name = name;

@@ -89,6 +89,13 @@ namespace tandem::cuda_on_cpu {
 // dynamic shared memory.
 cudaError_t RunGrid(const char* name, dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body);
 
+// Host work only: while set, a launch checks its configuration and returns
+// without running the kernel, and the CPU cuBLAS table's GEMMs return at
+// once, so that a caller's own host work per call can be timed
+// (tandem-bench-runner-on-cpu). Results are garbage meanwhile.
+void SetKernelsSkipped(bool skipped);
+bool KernelsSkipped();
+
 // The calling (emulated CUDA) thread's block barrier and warp exchanges.
 void SyncThreads();
 uint32_t WarpExchange(uint32_t mask, uint32_t value, int source_lane, bool in_range);

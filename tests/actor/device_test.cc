@@ -55,22 +55,37 @@ TEST(Device, ACudaDeviceThatIsNotThereIsAClearError) {
 #endif
 }
 
-// A device that computes with the reference kernels and records what it ran,
-// and can be told to fail.
+// A device that computes with the reference kernels and records what it
+// compiled and ran, and can be told to fail.
 class RecordingDevice final : public Device {
  public:
+  class Recorded final : public Executable {
+   public:
+    Recorded(RecordingDevice* device, const ir::Graph& graph) : device_(device), graph_(graph) {}
+    const ir::Graph& graph() const override { return graph_; }
+    absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override {
+      device_->ran.push_back(graph_.name());
+      if (device_->fail) return absl::ResourceExhaustedError("out of device memory");
+      ir::TensorMap host;
+      for (const auto& [input, handle] : inputs) host.emplace(input, handle.host());
+      absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph_, host);
+      if (!results.ok()) return results.status();
+      HandleMap outputs;
+      for (auto& [output, tensor] : *results) outputs.emplace(output, std::move(tensor));
+      return outputs;
+    }
+
+   private:
+    RecordingDevice* const device_;
+    const ir::Graph graph_;
+  };
+
   std::string name() const override { return "recording"; }
-  absl::StatusOr<HandleMap> Run(const ir::Graph& graph, const HandleMap& inputs) override {
-    ran.push_back(graph.name());
-    if (fail) return absl::ResourceExhaustedError("out of device memory");
-    ir::TensorMap host;
-    for (const auto& [input, handle] : inputs) host.emplace(input, handle.host());
-    absl::StatusOr<ir::TensorMap> results = ir::RunGraph(graph, host);
-    if (!results.ok()) return results.status();
-    HandleMap outputs;
-    for (auto& [output, tensor] : *results) outputs.emplace(output, std::move(tensor));
-    return outputs;
+  absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Graph& graph) override {
+    compiled.push_back(graph.name());
+    return std::make_unique<Recorded>(this, graph);
   }
+  std::vector<std::string> compiled;
   std::vector<std::string> ran;
   bool fail = false;
 };
@@ -96,6 +111,8 @@ TEST(Device, TheExecutorRunsEveryFunctionOnItsDevice) {
   ASSERT_TRUE((*actor0)->RunStep(1, inputs, network.Endpoint(0), kTimeout).ok());
   absl::StatusOr<ir::StepOutputs> out1 = (*actor1)->RunStep(1, inputs, network.Endpoint(1), kTimeout);
   ASSERT_TRUE(out1.ok()) << out1.status();
+  // Each function compiled once, when the executor was made; run per microbatch.
+  EXPECT_EQ(device0->compiled, std::vector<std::string>{programs.actor0.functions[0].graph.name()});
   EXPECT_EQ(device0->ran, std::vector<std::string>(kMicrobatches, programs.actor0.functions[0].graph.name()));
   EXPECT_EQ(device1->ran, std::vector<std::string>(kMicrobatches, programs.actor1.functions[0].graph.name()));
   EXPECT_EQ(out1->results.at("loss").size(), kMicrobatches);

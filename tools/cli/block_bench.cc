@@ -201,11 +201,14 @@ class BlockOnDevice {
       if (!uploaded.ok()) return uploaded.status();
       block.handles_.emplace(name, *std::move(uploaded));
     }
+    absl::StatusOr<std::unique_ptr<actor::Executable>> executable = block.device_->Compile(block.graph());
+    if (!executable.ok()) return executable.status();
+    block.executable_ = *std::move(executable);
     return block;
   }
 
   absl::Status RunOnce() const {
-    absl::StatusOr<actor::HandleMap> outputs = device_->Run(graph(), handles_);
+    absl::StatusOr<actor::HandleMap> outputs = executable_->Run(handles_);
     if (!outputs.ok()) return outputs.status();
     const actor::TensorHandle* smallest = nullptr;
     for (const auto& [name, handle] : *outputs) {
@@ -232,6 +235,7 @@ class BlockOnDevice {
 
  private:
   std::shared_ptr<actor::Device> device_;
+  std::unique_ptr<actor::Executable> executable_;  // the microbatch graph's, compiled once
   ir::TrainStep step_;
   ir::TensorMap inputs_;
   actor::HandleMap handles_;
