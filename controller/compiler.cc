@@ -13,6 +13,7 @@
 #include "ir/all_reduce.h"
 #include "ir/hash.h"
 #include "ir/limits.h"
+#include "ir/op_def.h"
 #include "ir/verifier.h"
 #include "schedules/generators.h"
 #include "schedules/validator.h"
@@ -155,9 +156,14 @@ absl::Status CheckStreams(const std::vector<ir::ActorProgram>& programs) {
 ActorStats Count(const ir::ActorProgram& program, int32_t replica, std::vector<int64_t>& buckets) {
   ActorStats stats;
   stats.instructions = static_cast<int32_t>(program.instructions.size());
+  std::vector<double> function_flops;
+  for (const ir::Function& function : program.functions) function_flops.push_back(ir::GraphCost(function.graph).flops);
   for (const Instruction& instruction : program.instructions) {
     switch (instruction.kind) {
-      case InstructionKind::kRun: ++stats.runs; break;
+      case InstructionKind::kRun:
+        ++stats.runs;
+        stats.flops += function_flops[instruction.function];
+        break;
       case InstructionKind::kSend:
         ++stats.sends;
         for (ir::BufferId id : instruction.buffers) stats.bytes_sent += program.buffers[id].type.num_bytes();
@@ -316,13 +322,13 @@ std::string DumpCompiledStep(const CompiledStep& compiled, bool with_functions) 
   }
   if (!remat.empty()) absl::StrAppend(&out, ", rematerialising stages ", absl::StrJoin(remat, ", "));
   absl::StrAppend(&out, "\n\n actor  instructions   runs  sends  receives  bytes sent  static peak bytes",
-                  replicated ? "  all-reduces  reduce bytes sent" : "", "\n");
+                  replicated ? "  all-reduces  reduce bytes sent" : "", "  GFLOP/step\n");
   for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
     const ActorStats& s = compiled.stats[actor];
     absl::StrAppendFormat(&out, " %5d  %12d  %5d  %5d  %8d  %10d  %17d", actor, s.instructions, s.runs, s.sends,
                           s.receives, s.bytes_sent, compiled.ProgramOf(actor).static_peak_bytes);
     if (replicated) absl::StrAppendFormat(&out, "  %11d  %17d", s.all_reduces, s.reduce_bytes_sent);
-    absl::StrAppend(&out, "\n");
+    absl::StrAppendFormat(&out, "  %10.4g\n", s.flops / 1e9);
   }
   for (const ir::ActorProgram& program : compiled.programs) {
     absl::StrAppend(&out, "\n", ir::PrintActorProgram(program, with_functions));

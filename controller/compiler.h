@@ -47,6 +47,10 @@ struct ActorStats {
   int32_t instructions = 0;
   int32_t all_reduces = 0;
   int64_t reduce_bytes_sent = 0;  // by its all-reduces (ir/all_reduce.h)
+  // The arithmetic of its runs in one step, by the op table's costs
+  // (ir::GraphCost of each run's function): a static estimate of how the
+  // work falls on the actors.
+  double flops = 0.0;
 };
 
 // With data parallelism the job runs `num_replicas` copies of the schedule's

@@ -116,4 +116,16 @@ OpCost NodeCost(const Node& node, absl::Span<const TensorType> operand_types) {
   return def.cost != nullptr ? def.cost(node, operand_types) : OpCost{};
 }
 
+OpCost GraphCost(const Graph& graph) {
+  OpCost total;
+  std::vector<TensorType> operands;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    operands.clear();
+    for (ValueId operand : node.operands) operands.push_back(graph.type(operand));
+    total += NodeCost(node, operands);
+  }
+  return total;
+}
+
 }  // namespace tandem::ir

@@ -26,6 +26,7 @@ class Tensor;
 
 namespace tandem::ir {
 
+class Graph;
 struct Node;
 
 // The kind of an attribute's value (ir::AttributeValue's alternatives).
@@ -132,6 +133,8 @@ const OpDef& Def(OpKind op);
 
 // The cost of `node` (operands' types from `operand_types`).
 OpCost NodeCost(const Node& node, absl::Span<const TensorType> operand_types);
+// The sum of NodeCost over every node of `graph`: one run of it.
+OpCost GraphCost(const Graph& graph);
 
 }  // namespace tandem::ir
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/op_def.h"
 #include "schedules/generators.h"
 #include "schedules/text_format.h"
 #include "tests/controller/parity_harness.h"
@@ -33,6 +34,26 @@ TEST(Compiler, OneFOneBTransfersWhatTheScheduleImplies) {
     EXPECT_EQ(stats.receives, inner ? 16 : 8) << "actor " << actor;
     EXPECT_EQ(stats.bytes_sent, (inner ? 16 : 8) * activation_bytes) << "actor " << actor;
   }
+}
+
+TEST(Compiler, TheActorsArithmeticAddsUpToTheStepsByTheOpTable) {
+  // Splitting into stage functions moves nodes, it does not add arithmetic:
+  // M runs of the microbatch graph, one of the norm graph and one update,
+  // spread over the actors.
+  constexpr int32_t kMicrobatches = 8;
+  absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(4, kMicrobatches);
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<CompiledStep> compiled = Compile(*step, MustGenerate("1f1b", 4, kMicrobatches));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  double total = 0;
+  for (const ActorStats& stats : compiled->stats) {
+    EXPECT_GT(stats.flops, 0.0);
+    total += stats.flops;
+  }
+  const double expected = kMicrobatches * ir::GraphCost(step->microbatch).flops + ir::GraphCost(step->norm).flops +
+                          ir::GraphCost(step->update).flops;
+  EXPECT_GT(expected, 0.0);
+  EXPECT_DOUBLE_EQ(total, expected);
 }
 
 TEST(Compiler, WhatAStepSendsOnePeerIsCountedAsTheDataPlaneFramesIt) {
