@@ -1,4 +1,5 @@
-// Opening a file that a user or a peer names, and reading a small one whole,
+// Owning an open file descriptor, reading exactly N bytes at an offset, and
+// opening a file that a user or a peer names, and reading a small one whole,
 // bounded before anything is allocated. Every file Tandem reads is opened
 // with kOpenForReading, so that a FIFO cannot block the open, and checked
 // with RequireRegularFile before a byte is read, so that a FIFO, a device or
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,6 +27,56 @@
 #include "ir/errno_status.h"
 
 namespace tandem::ir {
+
+// An open file descriptor, closed when the owner goes (or is reset).
+// Move-only; -1 owns nothing.
+class FileDescriptor {
+ public:
+  FileDescriptor() = default;
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    Reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  // Closes what it owns (errno kept, so that a caller can still report the
+  // failure that led here) and owns `fd` instead.
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) {
+      const int saved = errno;
+      close(fd_);
+      errno = saved;
+    }
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Reads exactly `size` bytes at `offset` of `fd` into `out` (pread,
+// interrupted reads retried): Unavailable "cannot read PATH: <errno's
+// words>" when a read fails, InvalidArgument "PATH ended while it was being
+// read" when the file is shorter.
+inline absl::Status ReadExactlyAt(int fd, void* out, uint64_t size, uint64_t offset, absl::string_view path) {
+  auto* bytes = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t n = pread(fd, bytes, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot read ", path));
+    if (n == 0) return absl::InvalidArgumentError(absl::StrCat(path, " ended while it was being read"));
+    bytes += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
 
 // open(2) flags for a file to read: O_NONBLOCK makes the open of a FIFO
 // return at once (RequireRegularFile then refuses it and clears the flag
@@ -70,12 +122,9 @@ inline absl::Status RequireRegularFile(int fd, absl::string_view what, int64_t* 
 //   - InvalidArgument "WHAT has N bytes, more than the M it may have" for a
 //     file over `max_bytes`, before anything is read.
 inline absl::StatusOr<std::string> ReadFileUpTo(const std::string& path, int64_t max_bytes, absl::string_view what) {
-  const int fd = open(path.c_str(), kOpenForReading);
-  if (fd < 0) return ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat("cannot open ", what));
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
+  const FileDescriptor file(open(path.c_str(), kOpenForReading));
+  if (!file.valid()) return ErrnoStatus(absl::StatusCode::kNotFound, absl::StrCat("cannot open ", what));
+  const int fd = file.get();
   int64_t size = 0;
   if (absl::Status regular = RequireRegularFile(fd, what, &size); !regular.ok()) return regular;
   // /proc's files say 0 bytes and are read up to the bound.

@@ -36,20 +36,6 @@ const char* SafetensorsDType(DType dtype) {
   return "";
 }
 
-// Reads `size` bytes at `offset` of the open file.
-absl::Status ReadExactly(int fd, char* out, uint64_t size, uint64_t offset, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = pread(fd, out, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("read ", path));
-    if (n == 0) return absl::InvalidArgumentError(absl::StrCat(path, " ended while it was being read"));
-    out += n;
-    size -= static_cast<uint64_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(absl::string_view header, uint64_t data_bytes,
@@ -139,15 +125,12 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(absl::strin
 }
 
 absl::StatusOr<std::vector<SafetensorsEntry>> IndexSafetensors(const std::string& path) {
-  const int fd = open(path.c_str(), kOpenForReading);
-  if (fd < 0) {
+  const FileDescriptor file(open(path.c_str(), kOpenForReading));
+  if (!file.valid()) {
     return ErrnoStatus(errno == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kUnavailable,
                        absl::StrCat("open ", path));
   }
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
+  const int fd = file.get();
   int64_t file_bytes = 0;
   if (absl::Status regular = RequireRegularFile(fd, path, &file_bytes); !regular.ok()) return regular;
   const auto size = static_cast<uint64_t>(file_bytes);
@@ -155,7 +138,7 @@ absl::StatusOr<std::vector<SafetensorsEntry>> IndexSafetensors(const std::string
   if (size < sizeof(length_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a safetensors file: ", size, " bytes"));
   }
-  if (absl::Status status = ReadExactly(fd, reinterpret_cast<char*>(length_bytes), 8, 0, path); !status.ok()) {
+  if (absl::Status status = ReadExactlyAt(fd, length_bytes, 8, 0, path); !status.ok()) {
     return status;
   }
   uint64_t header_bytes = 0;
@@ -166,7 +149,7 @@ absl::StatusOr<std::vector<SafetensorsEntry>> IndexSafetensors(const std::string
                                                    size - 8, ")"));
   }
   std::string header(header_bytes, '\0');
-  if (absl::Status status = ReadExactly(fd, header.data(), header_bytes, 8, path); !status.ok()) return status;
+  if (absl::Status status = ReadExactlyAt(fd, header.data(), header_bytes, 8, path); !status.ok()) return status;
   const uint64_t data_start = 8 + header_bytes;
   absl::StatusOr<std::vector<SafetensorsEntry>> entries = ParseSafetensorsHeader(header, size - data_start, path);
   if (!entries.ok()) return entries.status();

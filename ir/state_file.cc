@@ -77,19 +77,7 @@ class FileSource {
   uint64_t offset() const { return offset_; }
   uint64_t remaining() const { return size_ - offset_; }
 
-  absl::Status ReadAt(void* out, uint64_t size, uint64_t at) {
-    auto* bytes = static_cast<char*>(out);
-    while (size > 0) {
-      const ssize_t n = pread(fd_, bytes, size, static_cast<off_t>(at));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Errno("read", path_);
-      if (n == 0) return absl::InvalidArgumentError(absl::StrCat(path_, " ended while it was being read"));
-      bytes += n;
-      at += static_cast<uint64_t>(n);
-      size -= static_cast<uint64_t>(n);
-    }
-    return absl::OkStatus();
-  }
+  absl::Status ReadAt(void* out, uint64_t size, uint64_t at) { return ReadExactlyAt(fd_, out, size, at, path_); }
 
  private:
   int fd_;
@@ -252,13 +240,9 @@ absl::StatusOr<TensorMap> DecodeStateFile(absl::string_view bytes, absl::string_
 }
 
 absl::Status SyncDirectory(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("open the directory", path);
-  const int result = fsync(fd);
-  const int saved = errno;
-  close(fd);
-  errno = saved;
-  if (result != 0) return Errno("fsync the directory", path);
+  const FileDescriptor directory(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!directory.valid()) return Errno("open the directory", path);
+  if (fsync(directory.get()) != 0) return Errno("fsync the directory", path);
   return absl::OkStatus();
 }
 
@@ -373,15 +357,14 @@ namespace {
 
 // An open file, closed when it goes.
 struct OpenFile {
-  int fd = -1;
+  FileDescriptor descriptor;
+  int fd = -1;  // descriptor's
   uint64_t size = 0;
-  ~OpenFile() {
-    if (fd >= 0) close(fd);
-  }
 };
 
 absl::Status Open(const std::string& path, OpenFile& file) {
-  file.fd = open(path.c_str(), kOpenForReading);
+  file.descriptor.Reset(open(path.c_str(), kOpenForReading));
+  file.fd = file.descriptor.get();
   if (file.fd < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
     return Errno("open", path);
