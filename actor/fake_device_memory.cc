@@ -11,13 +11,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "ir/errno_status.h"
+#include "ir/process_stat.h"
 
 namespace tandem::actor {
 namespace {
@@ -61,11 +61,8 @@ uint64_t RoundToPages(uint64_t bytes) { return std::max<uint64_t>(kPageBytes, (b
 // True when process `pid` has exited (gone, or a zombie not yet reaped).
 bool ProcessGone(int32_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+  const std::optional<ir::ProcessStat> stat = ir::ReadProcessStat(pid);
+  return !stat.has_value() || stat->exited();
 }
 
 }  // namespace

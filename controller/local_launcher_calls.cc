@@ -5,7 +5,6 @@
 #include <sys/types.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -18,19 +17,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/local_launcher.h"
+#include "ir/process_stat.h"
 
 namespace tandem::controller {
 namespace {
 
 // True if /proc says the process is stopped (SIGSTOP, SIGTSTP, a tracer).
 bool ProcessIsStopped(pid_t pid) {
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string contents((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // "pid (comm) S ...": the state follows the last ')'.
-  size_t paren = contents.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= contents.size()) return false;
-  char state = contents[paren + 2];
-  return state == 'T' || state == 't';
+  const std::optional<ir::ProcessStat> stat = ir::ReadProcessStat(pid);
+  return stat.has_value() && stat->stopped();
 }
 
 // The most useful of several failures: an actor's own error rather than the

@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "ir/errno_status.h"
+#include "ir/process_stat.h"
 
 namespace tandem::soak {
 namespace {
@@ -38,34 +39,10 @@ std::string ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// What /proc/<pid>/stat says about a process; nullopt once it is gone.
-struct ProcessStat {
-  std::string name;
-  char state = '?';
-  pid_t parent = 0;
-  pid_t group = 0;
-};
-
-std::optional<ProcessStat> ReadStat(pid_t pid) {
-  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  const size_t open = stat.find('(');
-  const size_t close = stat.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
-  const std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
-  ProcessStat result;
-  result.name = stat.substr(open + 1, close - open - 1);
-  if (fields.size() < 3 || fields[0].size() != 1 || !absl::SimpleAtoi(fields[1], &result.parent) ||
-      !absl::SimpleAtoi(fields[2], &result.group)) {
-    return std::nullopt;
-  }
-  result.state = fields[0][0];
-  return result;
-}
-
 // Alive: exists and is neither a zombie nor dead. A stopped process is alive.
 bool Alive(pid_t pid) {
-  const std::optional<ProcessStat> stat = ReadStat(pid);
-  return stat.has_value() && stat->state != 'Z' && stat->state != 'X';
+  const std::optional<ir::ProcessStat> stat = ir::ReadProcessStat(pid);
+  return stat.has_value() && !stat->exited();
 }
 
 std::vector<pid_t> AllPids() {
@@ -94,7 +71,7 @@ int32_t ActorIdOf(pid_t pid) {
 std::map<int32_t, pid_t> ActorsOf(pid_t controller) {
   std::map<int32_t, pid_t> actors;
   for (pid_t pid : AllPids()) {
-    const std::optional<ProcessStat> stat = ReadStat(pid);
+    const std::optional<ir::ProcessStat> stat = ir::ReadProcessStat(pid);
     if (!stat.has_value() || stat->parent != controller || stat->name != kActorName || !Alive(pid)) continue;
     const int32_t id = ActorIdOf(pid);
     if (id >= 0) actors[id] = pid;
@@ -110,7 +87,7 @@ std::vector<pid_t> Survivors(const std::vector<pid_t>& pids, pid_t group) {
   }
   if (group > 0) {
     for (pid_t pid : AllPids()) {
-      const std::optional<ProcessStat> stat = ReadStat(pid);
+      const std::optional<ir::ProcessStat> stat = ir::ReadProcessStat(pid);
       if (stat.has_value() && stat->group == group && Alive(pid)) alive.insert(pid);
     }
   }
@@ -270,7 +247,7 @@ TrialResult RunTrial(const TrialOptions& options, Fault fault, std::mt19937_64& 
   std::vector<pid_t> actor_pids;
   for (const auto& [id, pid] : actors) actor_pids.push_back(pid);
   if (!actor_pids.empty()) {
-    const std::optional<ProcessStat> stat = ReadStat(actor_pids.front());
+    const std::optional<ir::ProcessStat> stat = ir::ReadProcessStat(actor_pids.front());
     if (stat.has_value()) actor_group = stat->group;
   }
 
