@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "schedules/json_fields.h"
 #include "schedules/json_text.h"
 #include "schedules/limits.h"
 #include "schedules/versioned_json.h"
@@ -15,69 +16,23 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The largest byte count a field may hold (1 PiB): far above any device, far
-// below where sums of a few thousand of them could overflow.
-constexpr int64_t kMaxBytes = int64_t{1} << 50;
-// The longest time a field may hold (one day per microbatch).
-constexpr double kMaxSeconds = 86400.0;
-constexpr size_t kMaxNameBytes = 256;
-
-absl::Status Problem(absl::string_view where, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("cost file: ", where, ": ", what));
-}
-
-absl::Status ReadString(const Json& object, const char* key, absl::string_view where, std::string& out) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) return Problem(where, absl::StrCat("'", key, "' must be a string"));
-  const std::string& value = it->get_ref<const std::string&>();
-  if (value.size() > kMaxNameBytes) {
-    return Problem(where, absl::StrCat("'", key, "' is longer than ", kMaxNameBytes, " bytes"));
-  }
-  out = value;
-  return absl::OkStatus();
-}
-
-absl::Status ReadSeconds(const Json& object, const char* key, absl::string_view where, double& out) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return Problem(where, absl::StrCat("'", key, "' must be a number"));
-  const double value = it->get<double>();
-  if (!(value >= 0.0 && value <= kMaxSeconds)) {
-    return Problem(where, absl::StrCat("'", key, "' = ", value, " is not a time in [0, ", kMaxSeconds, "] seconds"));
-  }
-  out = value;
-  return absl::OkStatus();
-}
-
-absl::Status ReadBytes(const Json& object, const char* key, absl::string_view where, int64_t& out) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) {
-    return Problem(where, absl::StrCat("'", key, "' must be an integer"));
-  }
-  const bool negative = it->is_number_integer() && !it->is_number_unsigned() && it->get<int64_t>() < 0;
-  if (negative || it->get<uint64_t>() > static_cast<uint64_t>(kMaxBytes)) {
-    return Problem(where, absl::StrCat("'", key, "' is not a byte count in [0, 2^50]"));
-  }
-  out = it->get<int64_t>();
-  return absl::OkStatus();
-}
-
 absl::StatusOr<SegmentCost> ReadSegment(const Json& json, int64_t index) {
-  const std::string where = absl::StrCat("segment ", index);
-  if (!json.is_object()) return Problem(where, "must be an object");
+  const JsonFields fields(json, "cost file", absl::StrCat("segment ", index));
+  if (!json.is_object()) return fields.Problem("must be an object");
   SegmentCost segment;
   for (absl::Status status : {
-           ReadString(json, "name", where, segment.name),
-           ReadSeconds(json, "forward_s", where, segment.forward_s),
-           ReadSeconds(json, "backward_s", where, segment.backward_s),
-           ReadSeconds(json, "backward_input_s", where, segment.backward_input_s),
-           ReadSeconds(json, "backward_weight_s", where, segment.backward_weight_s),
-           ReadSeconds(json, "recompute_s", where, segment.recompute_s),
-           ReadBytes(json, "activation_bytes", where, segment.activation_bytes),
-           ReadBytes(json, "stash_bytes", where, segment.stash_bytes),
-           ReadBytes(json, "remat_stash_bytes", where, segment.remat_stash_bytes),
-           ReadBytes(json, "parameter_bytes", where, segment.parameter_bytes),
-           ReadBytes(json, "optimizer_bytes", where, segment.optimizer_bytes),
-           ReadBytes(json, "working_bytes", where, segment.working_bytes),
+           fields.String("name", segment.name),
+           fields.Seconds("forward_s", segment.forward_s),
+           fields.Seconds("backward_s", segment.backward_s),
+           fields.Seconds("backward_input_s", segment.backward_input_s),
+           fields.Seconds("backward_weight_s", segment.backward_weight_s),
+           fields.Seconds("recompute_s", segment.recompute_s),
+           fields.ByteCount("activation_bytes", segment.activation_bytes),
+           fields.ByteCount("stash_bytes", segment.stash_bytes),
+           fields.ByteCount("remat_stash_bytes", segment.remat_stash_bytes),
+           fields.ByteCount("parameter_bytes", segment.parameter_bytes),
+           fields.ByteCount("optimizer_bytes", segment.optimizer_bytes),
+           fields.ByteCount("working_bytes", segment.working_bytes),
        }) {
     if (!status.ok()) return status;
   }
@@ -95,19 +50,18 @@ absl::StatusOr<CostFile> ParseCostFile(absl::string_view text) {
              .max_bytes = kMaxCostFileBytes});
   if (!parsed.ok()) return parsed.status();
   const Json& json = *parsed;
+  const JsonFields file(json, "cost file", "the file");
   CostFile costs;
-  if (absl::Status status = ReadString(json, "model", "the file", costs.model); !status.ok()) return status;
-  if (absl::Status status = ReadString(json, "device", "the file", costs.device); !status.ok()) return status;
+  if (absl::Status status = file.String("model", costs.model); !status.ok()) return status;
+  if (absl::Status status = file.String("device", costs.device); !status.ok()) return status;
   if (json.contains("microbatch_size")) {
-    if (absl::Status status = ReadBytes(json, "microbatch_size", "the file", costs.microbatch_size); !status.ok()) {
-      return status;
-    }
-    if (costs.microbatch_size < 1) return Problem("the file", "'microbatch_size' must be at least 1");
+    if (absl::Status status = file.ByteCount("microbatch_size", costs.microbatch_size); !status.ok()) return status;
+    if (costs.microbatch_size < 1) return file.Problem("'microbatch_size' must be at least 1");
   }
   auto segments = json.find("segments");
-  if (segments == json.end() || !segments->is_array()) return Problem("the file", "'segments' must be an array");
+  if (segments == json.end() || !segments->is_array()) return file.Problem("'segments' must be an array");
   if (segments->empty() || segments->size() > static_cast<size_t>(kMaxSegments)) {
-    return Problem("the file", absl::StrCat("has ", segments->size(), " segments; it needs 1 to ", kMaxSegments));
+    return file.Problem(absl::StrCat("has ", segments->size(), " segments; it needs 1 to ", kMaxSegments));
   }
   costs.segments.reserve(segments->size());
   for (size_t i = 0; i < segments->size(); ++i) {
@@ -116,10 +70,10 @@ absl::StatusOr<CostFile> ParseCostFile(absl::string_view text) {
     costs.segments.push_back(*std::move(segment));
   }
   if (auto graph = json.find("segment_graph"); graph != json.end()) {
-    if (!graph->is_string()) return Problem("the file", "'segment_graph' must be a string of edges, e.g. \"0->2 1->2\"");
+    if (!graph->is_string()) return file.Problem("'segment_graph' must be a string of edges, e.g. \"0->2 1->2\"");
     absl::StatusOr<std::vector<ir::StageEdge>> edges = ir::ParseStoredStageEdges(
         graph->get_ref<const std::string&>(), static_cast<int32_t>(costs.segments.size()), kMaxStageEdges);
-    if (!edges.ok()) return Problem("segment_graph", edges.status().message());
+    if (!edges.ok()) return FileProblem("cost file", "segment_graph", edges.status().message());
     costs.segment_edges = *std::move(edges);
   }
   return costs;

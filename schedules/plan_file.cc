@@ -12,6 +12,7 @@
 #include "schedules/generators.h"
 #include "schedules/json_text.h"
 #include "schedules/versioned_json.h"
+#include "schedules/json_fields.h"
 #include "schedules/limits.h"
 #include "schedules/simulator.h"
 
@@ -20,78 +21,37 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr size_t kMaxNameBytes = 256;
-constexpr int64_t kMaxBytes = int64_t{1} << 50;
-
 absl::Status Problem(absl::string_view where, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("plan file: ", where, ": ", what));
-}
-
-// InvalidArgument naming the first key of `object` not among `known`: a
-// misspelt field ("peak_bypes") would otherwise be read as absent.
-absl::Status OnlyKnownKeys(const Json& object, std::initializer_list<absl::string_view> known, absl::string_view where) {
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    if (std::find(known.begin(), known.end(), absl::string_view(it.key())) != known.end()) continue;
-    return Problem(where, absl::StrCat("'", it.key().substr(0, kMaxNameBytes), "' is not a field of it (its fields: ",
-                                       absl::StrJoin(known, ", "), ")"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadString(const Json& object, const char* key, std::string& out) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) return Problem(key, "must be a string");
-  if (it->get_ref<const std::string&>().size() > kMaxNameBytes) {
-    return Problem(key, absl::StrCat("is longer than ", kMaxNameBytes, " bytes"));
-  }
-  out = it->get<std::string>();
-  return absl::OkStatus();
-}
-
-// An integer in [low, high].
-template <typename T>
-absl::Status ReadInteger(const Json& object, const char* key, int64_t low, int64_t high, absl::string_view where,
-                         T& out) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) return Problem(where, absl::StrCat("'", key, "' must be an integer"));
-  // Non-negative integers parse as unsigned: compare them as such, so that
-  // one past INT64_MAX is out of range rather than negative.
-  const bool in_range = it->is_number_unsigned()
-                            ? it->get<uint64_t>() <= static_cast<uint64_t>(high) && it->get<int64_t>() >= low
-                            : it->get<int64_t>() >= low && it->get<int64_t>() <= high;
-  if (!in_range) {
-    return Problem(where, absl::StrCat("'", key, "' = ", it->dump(), " is outside [", low, ", ", high, "]"));
-  }
-  out = static_cast<T>(it->get<int64_t>());
-  return absl::OkStatus();
+  return FileProblem("plan file", where, what);
 }
 
 absl::Status ReadStage(const Json& json, int32_t index, int32_t actors, PlanStage& stage) {
-  const std::string where = absl::StrCat("stage ", index);
-  if (!json.is_object()) return Problem(where, "must be an object");
+  const JsonFields fields(json, "plan file", absl::StrCat("stage ", index));
+  if (!json.is_object()) return fields.Problem("must be an object");
   auto segments = json.find("segments");
   if (segments == json.end() || !segments->is_array() || segments->size() != 2) {
-    return Problem(where, "'segments' must be [first, end]");
+    return fields.Problem("'segments' must be [first, end]");
   }
   const Json pair = {{"first", (*segments)[0]}, {"end", (*segments)[1]}};
-  if (absl::Status s = ReadInteger(pair, "first", 0, kMaxSegments - 1, where, stage.first_segment); !s.ok()) return s;
-  if (absl::Status s = ReadInteger(pair, "end", 1, kMaxSegments, where, stage.end_segment); !s.ok()) return s;
-  if (absl::Status s = OnlyKnownKeys(json, {"segments", "remat", "actor", "seconds", "peak_bytes"}, where); !s.ok()) {
+  const JsonFields pair_fields(pair, "plan file", absl::StrCat("stage ", index));
+  if (absl::Status s = pair_fields.Integer("first", 0, kMaxSegments - 1, stage.first_segment); !s.ok()) return s;
+  if (absl::Status s = pair_fields.Integer("end", 1, kMaxSegments, stage.end_segment); !s.ok()) return s;
+  if (absl::Status s = fields.OnlyKnownKeys({"segments", "remat", "actor", "seconds", "peak_bytes"}); !s.ok()) {
     return s;
   }
   auto remat = json.find("remat");
-  if (remat == json.end() || !remat->is_boolean()) return Problem(where, "'remat' must be true or false");
+  if (remat == json.end() || !remat->is_boolean()) return fields.Problem("'remat' must be true or false");
   stage.remat = remat->get<bool>();
-  if (absl::Status s = ReadInteger(json, "actor", 0, actors - 1, where, stage.actor); !s.ok()) return s;
+  if (absl::Status s = fields.Integer("actor", 0, actors - 1, stage.actor); !s.ok()) return s;
   // The planner's predictions: optional.
   if (auto seconds = json.find("seconds"); seconds != json.end()) {
     if (!seconds->is_number() || !(seconds->get<double>() >= 0.0) || !std::isfinite(seconds->get<double>())) {
-      return Problem(where, "'seconds' must be a finite number of at least 0");
+      return fields.Problem("'seconds' must be a finite number of at least 0");
     }
     stage.seconds = seconds->get<double>();
   }
   if (json.contains("peak_bytes")) {
-    if (absl::Status s = ReadInteger(json, "peak_bytes", 0, kMaxBytes, where, stage.peak_bytes); !s.ok()) return s;
+    if (absl::Status s = fields.Integer("peak_bytes", 0, kMaxFieldBytes, stage.peak_bytes); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -127,24 +87,22 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
              .max_bytes = kMaxPlanFileBytes});
   if (!parsed.ok()) return parsed.status();
   const Json& json = *parsed;
-  if (absl::Status s = OnlyKnownKeys(json,
-                                     {"format", "version", "model", "device", "actors", "data_parallel", "schedule",
-                                      "virtual_stages", "microbatches", "microbatch_size", "segments", "memory_cap",
-                                      "stages", "stage_graph", "predicted"},
-                                     "the file");
+  const JsonFields file(json, "plan file", "the file");
+  if (absl::Status s = file.OnlyKnownKeys({"format", "version", "model", "device", "actors", "data_parallel",
+                                           "schedule", "virtual_stages", "microbatches", "microbatch_size",
+                                           "segments", "memory_cap", "stages", "stage_graph", "predicted"});
       !s.ok()) {
     return s;
   }
   Plan plan;
-  for (absl::Status s : {ReadString(json, "model", plan.model), ReadString(json, "device", plan.device),
-                         ReadString(json, "schedule", plan.schedule),
-                         ReadInteger(json, "actors", 1, kMaxActors, "the file", plan.actors),
-                         ReadInteger(json, "data_parallel", 1, kMaxDataParallel, "the file", plan.data_parallel),
-                         ReadInteger(json, "virtual_stages", 1, kMaxVirtualStages, "the file", plan.virtual_stages),
-                         ReadInteger(json, "microbatches", 1, kMaxMicrobatches, "the file", plan.microbatches),
-                         ReadInteger(json, "microbatch_size", 1, kMaxBytes, "the file", plan.microbatch_size),
-                         ReadInteger(json, "segments", 1, kMaxSegments, "the file", plan.segments),
-                         ReadInteger(json, "memory_cap", 0, kMaxBytes, "the file", plan.memory_cap)}) {
+  for (absl::Status s : {file.String("model", plan.model), file.String("device", plan.device),
+                         file.String("schedule", plan.schedule), file.Integer("actors", 1, kMaxActors, plan.actors),
+                         file.Integer("data_parallel", 1, kMaxDataParallel, plan.data_parallel),
+                         file.Integer("virtual_stages", 1, kMaxVirtualStages, plan.virtual_stages),
+                         file.Integer("microbatches", 1, kMaxMicrobatches, plan.microbatches),
+                         file.Integer("microbatch_size", 1, kMaxFieldBytes, plan.microbatch_size),
+                         file.Integer("segments", 1, kMaxSegments, plan.segments),
+                         file.Integer("memory_cap", 0, kMaxFieldBytes, plan.memory_cap)}) {
     if (!s.ok()) return s;
   }
   auto stages = json.find("stages");
@@ -180,7 +138,9 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
     plan.stage_edges = *std::move(edges);
   }
   if (auto predicted = json.find("predicted"); predicted != json.end() && predicted->is_object()) {
-    if (absl::Status s = OnlyKnownKeys(*predicted, {"step_s", "bubble", "peak_bytes", "memory"}, "predicted"); !s.ok()) {
+    if (absl::Status s = JsonFields(*predicted, "plan file", "predicted").OnlyKnownKeys(
+            {"step_s", "bubble", "peak_bytes", "memory"});
+        !s.ok()) {
       return s;
     }
     if (auto step = predicted->find("step_s"); step != predicted->end() && step->is_number()) {
@@ -205,7 +165,10 @@ absl::StatusOr<Plan> ParsePlanFile(absl::string_view text) {
       for (size_t a = 0; a < peaks->size(); ++a) {
         int64_t bytes = 0;
         const Json entry = {{"peak", (*peaks)[a]}};
-        if (absl::Status s = ReadInteger(entry, "peak", 0, kMaxBytes, "predicted", bytes); !s.ok()) return s;
+        if (absl::Status s = JsonFields(entry, "plan file", "predicted").Integer("peak", 0, kMaxFieldBytes, bytes);
+            !s.ok()) {
+          return s;
+        }
         plan.predicted_peak_bytes.push_back(bytes);
       }
     }
