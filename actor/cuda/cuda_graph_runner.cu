@@ -228,7 +228,48 @@ struct NodePlan {
   // binary, where, broadcast, transpose: the index map of the operands.
   std::optional<kernels::StridedMap> map;
   std::optional<kernels::ReductionPlan> reduction;
+  // The node's attributes, read once by name here and typed for the launch.
+  struct Attributes {
+    std::string input_name;                         // input
+    double value = 0;                               // constant
+    int64_t axis = 0, start = 0, limit = 0;         // slice (axis also concat)
+    bool transpose_a = false, transpose_b = false;  // matmul
+    float eps = 0;                                  // layer_norm, normalize, normalize_grad
+    float fill = 0;                                 // causal_mask
+    double theta = 0;                               // rotary
+    bool inverse = false;                           // rotary
+  } attributes;
 };
+
+// `node`'s attributes as its launch reads them.
+NodePlan::Attributes TypedAttributes(const ir::Node& node) {
+  NodePlan::Attributes typed;
+  const ir::Attributes& a = node.attributes;
+  switch (node.op) {
+    case OpKind::kInput: typed.input_name = a.GetString("name"); break;
+    case OpKind::kConstant: typed.value = a.GetDouble("value"); break;
+    case OpKind::kSlice:
+      typed.axis = a.GetInt("axis");
+      typed.start = a.GetInt("start");
+      typed.limit = a.GetInt("limit");
+      break;
+    case OpKind::kConcat: typed.axis = a.GetInt("axis"); break;
+    case OpKind::kMatMul:
+      typed.transpose_a = a.GetIntOr("transpose_a", 0) != 0;
+      typed.transpose_b = a.GetIntOr("transpose_b", 0) != 0;
+      break;
+    case OpKind::kLayerNorm:
+    case OpKind::kNormalize:
+    case OpKind::kNormalizeGrad: typed.eps = static_cast<float>(a.GetDouble("eps")); break;
+    case OpKind::kCausalMask: typed.fill = static_cast<float>(a.GetDouble("fill")); break;
+    case OpKind::kRotary:
+      typed.theta = a.GetDouble("theta");
+      typed.inverse = a.GetInt("inverse") != 0;
+      break;
+    default: break;
+  }
+  return typed;
+}
 
 }  // namespace
 
@@ -271,16 +312,16 @@ struct CudaGraphRunner::Impl {
   absl::StatusOr<DeviceValue> ConvertTo(const ir::Node& node, const DeviceValue& x, DType to);
   // At compile time: the node's operand types fit its op and give its type.
   absl::Status CheckOperandTypes(const ir::Node& node, const std::vector<TensorType>& types);
-  absl::StatusOr<DeviceValue> Constant(const ir::Node& node);
+  absl::StatusOr<DeviceValue> Constant(const ir::Node& node, const NodePlan& plan);
   absl::StatusOr<DeviceValue> Convert(const ir::Node& node, const DeviceValue& x);
   absl::StatusOr<DeviceValue> Elementwise(const ir::Node& node, const NodePlan& plan,
                                           const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> Reduce(const ir::Node& node, const NodePlan& plan, const DeviceValue& x);
   absl::StatusOr<DeviceValue> DataMovement(const ir::Node& node, const NodePlan& plan,
                                            const std::vector<const DeviceValue*>& operands);
-  absl::StatusOr<DeviceValue> MatMul(const ir::Node& node, const DeviceValue& a,
+  absl::StatusOr<DeviceValue> MatMul(const ir::Node& node, const NodePlan& plan, const DeviceValue& a,
                                      const DeviceValue& b);
-  absl::StatusOr<DeviceValue> RowWise(ir::ValueId id, const ir::Node& node,
+  absl::StatusOr<DeviceValue> RowWise(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                       const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> Embedding(ir::ValueId id, const ir::Node& node,
                                         const std::vector<const DeviceValue*>& operands);
@@ -474,8 +515,8 @@ absl::Status CudaGraphRunner::Impl::CheckOperandTypes(const ir::Node& node, cons
   return absl::OkStatus();
 }
 
-absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node) {
-  const double value = node.attributes.GetDouble("value");
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node, const NodePlan& plan) {
+  const double value = plan.attributes.value;
   uint32_t bits = 0;
   switch (node.type.dtype) {
     case DType::kF32:
@@ -593,9 +634,9 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::DataMovement(
       break;
     case OpKind::kSlice: {
       const Shape& in = x.type.shape;
-      const size_t axis = static_cast<size_t>(node.attributes.GetInt("axis"));
-      const int64_t start = node.attributes.GetInt("start");
-      const int64_t limit = node.attributes.GetInt("limit");
+      const size_t axis = static_cast<size_t>(plan.attributes.axis);
+      const int64_t start = plan.attributes.start;
+      const int64_t limit = plan.attributes.limit;
       const int64_t outer = Product(in, 0, axis);
       const int64_t inner = Product(in, axis + 1, in.size());
       const auto* src = static_cast<const std::byte*>(x.data());
@@ -605,7 +646,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::DataMovement(
       break;
     }
     case OpKind::kConcat: {
-      const size_t axis = static_cast<size_t>(node.attributes.GetInt("axis"));
+      const size_t axis = static_cast<size_t>(plan.attributes.axis);
       const int64_t outer = Product(out_shape, 0, axis);
       const int64_t inner = Product(out_shape, axis + 1, out_shape.size());
       auto* dst = static_cast<std::byte*>(out->data());
@@ -628,11 +669,10 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::DataMovement(
   return out;
 }
 
-absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
-                                                          const DeviceValue& a,
-                                                          const DeviceValue& b) {
-  const bool transpose_a = node.attributes.GetIntOr("transpose_a", 0) != 0;
-  const bool transpose_b = node.attributes.GetIntOr("transpose_b", 0) != 0;
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, const NodePlan& plan,
+                                                          const DeviceValue& a, const DeviceValue& b) {
+  const bool transpose_a = plan.attributes.transpose_a;
+  const bool transpose_b = plan.attributes.transpose_b;
   const Shape& a_shape = a.type.shape;
   const Shape& b_shape = b.type.shape;
   const size_t ra = a_shape.size();
@@ -726,7 +766,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node,
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
-    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+    ir::ValueId id, const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
   const Shape& shape = operands[0]->type.shape;
@@ -756,7 +796,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
     case OpKind::kNormalize:
     case OpKind::kLayerNorm:
     case OpKind::kNormalizeGrad: {
-      const float eps = static_cast<float>(node.attributes.GetDouble("eps"));
+      const float eps = plan.attributes.eps;
       kernels::NormOp op = kernels::NormOp::kNormalize;
       if (node.op == OpKind::kLayerNorm) op = kernels::NormOp::kLayerNorm;
       if (node.op == OpKind::kNormalizeGrad) op = kernels::NormOp::kNormalizeGrad;
@@ -768,14 +808,14 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
       const int64_t matrix_rows = shape[shape.size() - 2];
       const int64_t matrices = Product(shape, 0, shape.size() - 2);
       error = kernels::LaunchCausalMask(x, result, matrices, matrix_rows, length,
-                                        static_cast<float>(node.attributes.GetDouble("fill")),
+                                        plan.attributes.fill,
                                         stream);
       break;
     }
     case OpKind::kRotary: {
       const int64_t positions = shape[shape.size() - 2];
       error = kernels::LaunchRotary(x, result, Product(shape, 0, shape.size() - 2), positions, length,
-                                    node.attributes.GetDouble("theta"), node.attributes.GetInt("inverse") != 0,
+                                    plan.attributes.theta, plan.attributes.inverse,
                                     stream);
       break;
     }
@@ -870,7 +910,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
       if (node.op == OpKind::kInput) {
         return absl::InternalError("input: not a kernel; its value is supplied by whoever runs the graph");
       }
-      return Constant(node);
+      return Constant(node, plan);
     case ir::OpFamily::kConvert:
       return Convert(node, *operands[0]);
     case ir::OpFamily::kUnary:
@@ -882,12 +922,12 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
     case ir::OpFamily::kDataMovement:
       return DataMovement(node, plan, operands);
     case ir::OpFamily::kMatMul:
-      return MatMul(node, *operands[0], *operands[1]);
+      return MatMul(node, plan, *operands[0], *operands[1]);
     case ir::OpFamily::kRowwise:
     case ir::OpFamily::kNormalization:
     case ir::OpFamily::kCrossEntropy:
     case ir::OpFamily::kRotary:
-      return RowWise(id, node, operands);
+      return RowWise(id, node, plan, operands);
     case ir::OpFamily::kEmbedding:
       return Embedding(id, node, operands);
   }
@@ -904,6 +944,8 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaGraphRunner::Impl::Compile(c
   std::vector<TensorType> types;
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
+    NodePlan& plan = compiled->nodes[static_cast<size_t>(id)];
+    plan.attributes = TypedAttributes(node);
     if (node.op == OpKind::kInput) continue;
     auto fail = [&](const absl::Status& status) {
       return absl::Status(status.code(), absl::StrCat(ir::DescribeValue(graph, id), ": ", status.message()));
@@ -911,7 +953,6 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaGraphRunner::Impl::Compile(c
     types.clear();
     for (ir::ValueId operand : node.operands) types.push_back(graph.type(operand));
     if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return fail(s);
-    NodePlan& plan = compiled->nodes[static_cast<size_t>(id)];
     plan.through_f32 = ComputesOnBf16(node, types);
     if (plan.through_f32) {
       plan.f32_node = node;
@@ -957,7 +998,7 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable:
   for (ir::ValueId id = 0; id < count; ++id) {
     const ir::Node& node = graph.node(id);
     if (node.op == OpKind::kInput) {
-      const std::string& name = node.attributes.GetString("name");
+      const std::string& name = executable.nodes[static_cast<size_t>(id)].attributes.input_name;
       auto it = inputs.find(name);
       if (absl::Status status = ir::CheckInputValue(graph, id, it == inputs.end() ? nullptr : &it->second.type);
           !status.ok()) {
