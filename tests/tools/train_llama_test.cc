@@ -92,9 +92,13 @@ std::vector<ActorPlan> CompiledPlan(const std::string& precision) {
   std::istringstream lines(run.out.substr(run.out.find("static peak bytes")));
   std::string header;
   std::getline(lines, header);
-  int64_t actor, instructions, runs, sends, receives;
-  ActorPlan row;
-  while (lines >> actor >> instructions >> runs >> sends >> receives >> row.bytes_sent >> row.static_peak) {
+  // The row's first seven columns; later ones (GFLOP/step) are not read.
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    int64_t actor, instructions, runs, sends, receives;
+    ActorPlan row;
+    if (!(fields >> actor >> instructions >> runs >> sends >> receives >> row.bytes_sent >> row.static_peak)) break;
     plan.push_back(row);
   }
   return plan;
