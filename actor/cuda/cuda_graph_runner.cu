@@ -222,8 +222,8 @@ struct NodePlan {
   // An arithmetic op on bf16: the f32 kernel on widened operands, the
   // result rounded once (ir/kernels.h).
   bool through_f32 = false;
-  // The f32 node the kernel is launched for (node itself, or its copy typed
-  // f32 where through_f32).
+  // Where through_f32: the node's copy typed f32, which the kernel is
+  // launched for (unset otherwise).
   ir::Node f32_node;
   // binary, where, broadcast, transpose: the index map of the operands.
   std::optional<kernels::StridedMap> map;
