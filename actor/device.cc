@@ -24,7 +24,6 @@ namespace {
 class ReferenceExecutable final : public Executable {
  public:
   explicit ReferenceExecutable(const ir::Graph& graph) : graph_(graph), plan_(ir::PlanGraph(graph_)) {}
-  const ir::Graph& graph() const override { return graph_; }
   absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override {
     ir::TensorMap host_inputs;
     for (const auto& [input, handle] : inputs) {
@@ -63,7 +62,6 @@ class CudaDevice final : public Device {
    public:
     Compiled(std::string device, cuda::CudaGraphRunner* runner, std::unique_ptr<cuda::CudaExecutable> executable)
         : device_(std::move(device)), runner_(runner), executable_(std::move(executable)) {}
-    const ir::Graph& graph() const override { return executable_->graph(); }
     absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override {
       cuda::DeviceTensorMap device_inputs;
       for (const auto& [input, handle] : inputs) {
@@ -120,25 +118,14 @@ class CudaDevice final : public Device {
     return CopyToHost(runner_->memory(), handle.device(), absl::Now() + wait_timeout_);
   }
   absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) override {
-    if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
-      return absl::InvalidArgumentError(absl::StrCat(name(), ": accumulating tensors of different types"));
-    }
-    std::unique_ptr<Executable>& executable = accumulate_[ir::TypeToString(acc.type())];
-    if (executable == nullptr) {
-      absl::StatusOr<std::unique_ptr<Executable>> compiled = Compile(AccumulateGraph(acc.type()));
-      if (!compiled.ok()) return compiled.status();
-      executable = *std::move(compiled);
-    }
-    absl::StatusOr<HandleMap> results = executable->Run({{"acc", acc}, {"grad", grad}});
-    if (!results.ok()) return results.status();
-    return results->at("sum");
+    return accumulator_.Accumulate(*this, acc, grad);
   }
 
  private:
   const DeviceSpec spec_;  // with the resolved index
   std::unique_ptr<cuda::CudaGraphRunner> runner_;
   const absl::Duration wait_timeout_;
-  std::map<std::string, std::unique_ptr<Executable>> accumulate_;  // AccumulateGraph's, by type
+  DeviceAccumulator accumulator_;
 };
 
 cuda::Precision RunnerPrecision(DeviceSpec::Precision precision) {
@@ -160,13 +147,25 @@ absl::Status Device::set_node_times(std::vector<double>*) {
   return absl::UnimplementedError(absl::StrCat(name(), " does not time nodes"));
 }
 
-ir::Graph AccumulateGraph(const ir::TensorType& type) {
-  ir::Graph graph;
-  ir::GraphBuilder builder(&graph);
-  const ir::ValueId a = builder.AddInput("acc", ir::InputRole::kAccumulator, type, {});
-  const ir::ValueId g = builder.AddInput("grad", ir::InputRole::kGradient, type, {});
-  graph.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
-  return graph;
+absl::StatusOr<TensorHandle> DeviceAccumulator::Accumulate(Device& device, const TensorHandle& acc,
+                                                            const TensorHandle& grad) {
+  if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
+    return absl::InvalidArgumentError(absl::StrCat(device.name(), ": accumulating tensors of different types"));
+  }
+  std::unique_ptr<Executable>& executable = executables_[ir::TypeToString(acc.type())];
+  if (executable == nullptr) {
+    ir::Graph graph;
+    ir::GraphBuilder builder(&graph);
+    const ir::ValueId a = builder.AddInput("acc", ir::InputRole::kAccumulator, acc.type(), {});
+    const ir::ValueId g = builder.AddInput("grad", ir::InputRole::kGradient, acc.type(), {});
+    graph.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
+    absl::StatusOr<std::unique_ptr<Executable>> compiled = device.Compile(graph);
+    if (!compiled.ok()) return compiled.status();
+    executable = *std::move(compiled);
+  }
+  absl::StatusOr<HandleMap> results = executable->Run({{"acc", acc}, {"grad", grad}});
+  if (!results.ok()) return results.status();
+  return results->at("sum");
 }
 
 absl::StatusOr<ir::HostTensor> Device::Download(const TensorHandle& handle) {

@@ -31,6 +31,7 @@
 #define TANDEM_ACTOR_DEVICE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,7 +64,6 @@ using ir::ParseDeviceSpec;
 class Executable {
  public:
   virtual ~Executable() = default;
-  virtual const ir::Graph& graph() const = 0;
   // The graph's outputs by name, computed from `inputs` by input name, with
   // the errors of ir::RunGraph and the device's own. Inputs and outputs are
   // where the device's memory() says (host tensors when it is null).
@@ -109,11 +109,19 @@ class Device {
   absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs);
 };
 
-// The graph `acc + grad` of inputs "acc" and "grad" and output "sum" (one
-// kAdd, whose reference kernel is ir::AccumulateGradient's add): how a
-// device-resident device accumulates with the bits of the host's
-// AccumulateGradient.
-ir::Graph AccumulateGraph(const ir::TensorType& type);
+// How a device-resident device accumulates with the bits of the host's
+// ir::AccumulateGradient: it runs the graph `acc + grad` (one kAdd, whose
+// reference kernel is that add), compiled once per type on first use. A
+// member of the device it serves; used from that device's thread.
+class DeviceAccumulator {
+ public:
+  // acc + grad on `device` (which owns this); InvalidArgument naming the
+  // device for tensors missing or of different types.
+  absl::StatusOr<TensorHandle> Accumulate(Device& device, const TensorHandle& acc, const TensorHandle& grad);
+
+ private:
+  std::map<std::string, std::unique_ptr<Executable>> executables_;  // by type
+};
 
 // The reference-kernel device (stateless; shared by everyone).
 std::shared_ptr<Device> CpuDevice();

@@ -47,7 +47,6 @@ class FakeCudaDevice::Compiled final : public Executable {
  public:
   Compiled(FakeCudaDevice* device, const ir::Graph& graph)
       : device_(device), graph_(graph), plan_(ir::PlanGraph(graph_)) {}
-  const ir::Graph& graph() const override { return graph_; }
   absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override { return device_->RunPlanned(graph_, plan_, inputs); }
 
  private:
@@ -93,22 +92,6 @@ absl::StatusOr<HandleMap> FakeCudaDevice::RunPlanned(const ir::Graph& graph, con
     outputs.emplace(name, *std::move(uploaded));
   }
   return outputs;
-}
-
-absl::StatusOr<TensorHandle> FakeCudaDevice::Accumulate(const TensorHandle& acc, const TensorHandle& grad) {
-  if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
-    return absl::InvalidArgumentError("fake-cuda: accumulating tensors of different types");
-  }
-  const ir::TensorType& type = acc.type();
-  std::unique_ptr<Executable>& executable = accumulate_[ir::TypeToString(type)];
-  if (executable == nullptr) {
-    absl::StatusOr<std::unique_ptr<Executable>> compiled = Compile(AccumulateGraph(type));
-    if (!compiled.ok()) return compiled.status();
-    executable = *std::move(compiled);
-  }
-  absl::StatusOr<HandleMap> results = executable->Run({{"acc", acc}, {"grad", grad}});
-  if (!results.ok()) return results.status();
-  return results->at("sum");
 }
 
 absl::StatusOr<TensorHandle> FakeCudaDevice::Upload(const ir::HostTensor& tensor) {

@@ -75,8 +75,10 @@ class FakeCudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Graph& graph) override;
   absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override;
   absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override;
-  // Runs AccumulateGraph (device.h), built once per type.
-  absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) override;
+  // Through DeviceAccumulator (device.h).
+  absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) override {
+    return accumulator_.Accumulate(*this, acc, grad);
+  }
 
   FakeDeviceMemory& fake_memory() { return *memory_; }
 
@@ -93,7 +95,7 @@ class FakeCudaDevice final : public Device {
   const Options options_;
   std::unique_ptr<FakeDeviceMemory> memory_;
   int64_t runs_ = 0;
-  std::map<std::string, std::unique_ptr<Executable>> accumulate_;  // AccumulateGraph's, by type
+  DeviceAccumulator accumulator_;
 };
 
 }  // namespace tandem::actor

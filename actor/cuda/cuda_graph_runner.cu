@@ -281,7 +281,6 @@ struct CudaExecutable::Compiled {
 
 CudaExecutable::CudaExecutable(std::unique_ptr<Compiled> compiled) : compiled_(std::move(compiled)) {}
 CudaExecutable::~CudaExecutable() = default;
-const ir::Graph& CudaExecutable::graph() const { return compiled_->graph; }
 
 struct CudaGraphRunner::Impl {
   Impl(const RunnerOptions& options, std::unique_ptr<CudaDeviceMemory> memory)

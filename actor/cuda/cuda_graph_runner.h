@@ -70,7 +70,6 @@ class CudaExecutable {
   ~CudaExecutable();
   CudaExecutable(const CudaExecutable&) = delete;
   CudaExecutable& operator=(const CudaExecutable&) = delete;
-  const ir::Graph& graph() const;
 
  private:
   friend class CudaGraphRunner;

@@ -62,7 +62,6 @@ class RecordingDevice final : public Device {
   class Recorded final : public Executable {
    public:
     Recorded(RecordingDevice* device, const ir::Graph& graph) : device_(device), graph_(graph) {}
-    const ir::Graph& graph() const override { return graph_; }
     absl::StatusOr<HandleMap> Run(const HandleMap& inputs) override {
       device_->ran.push_back(graph_.name());
       if (device_->fail) return absl::ResourceExhaustedError("out of device memory");
