@@ -271,6 +271,60 @@ NodePlan::Attributes TypedAttributes(const ir::Node& node) {
   return typed;
 }
 
+// The node's operand types fit its op and give its type (Internal, as the
+// reference kernels report operands that do not fit: a graph the verifier
+// would have rejected).
+absl::Status CheckOperandTypes(const ir::Node& node, const std::vector<TensorType>& types) {
+  if (node.op == OpKind::kConstant) return absl::OkStatus();
+  absl::StatusOr<TensorType> inferred = ir::InferResultType(node.op, types, node.attributes);
+  if (!inferred.ok()) return absl::InternalError(inferred.status().message());
+  if (*inferred != node.type) {
+    return absl::InternalError(absl::StrCat(ir::OpName(node.op), ": result type ",
+                                            ir::TypeToString(node.type), " differs from ",
+                                            ir::TypeToString(*inferred),
+                                            ", the type of its operands' shape rule"));
+  }
+  // The shape rule of cross_entropy_grad leaves these to the kernel.
+  if (node.op == OpKind::kCrossEntropyGrad &&
+      (!ir::IsComputedFloat(types[0].dtype) || types[2].dtype != types[0].dtype)) {
+    return absl::InternalError("cross_entropy_grad: logits and dy must be f32 or bf16, alike");
+  }
+  return absl::OkStatus();
+}
+
+// What `node`'s launches need that its operands' static types decide.
+absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<TensorType>& types) {
+  NodePlan plan;
+  plan.attributes = TypedAttributes(node);
+  if (node.op == OpKind::kInput) return plan;
+  if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return s;
+  plan.through_f32 = ComputesOnBf16(node, types);
+  if (plan.through_f32) {
+    plan.f32_node = node;
+    if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;
+  }
+  const ir::OpFamily family = ir::Def(node.op).family;
+  if (family == ir::OpFamily::kReduction) {
+    absl::StatusOr<kernels::ReductionPlan> reduction = PlanReduction(node, types[0].shape);
+    if (!reduction.ok()) return reduction.status();
+    plan.reduction = *reduction;
+  } else if (node.op == OpKind::kTranspose) {
+    const std::vector<int64_t> in_strides = RowMajorStrides(types[0].shape);
+    std::vector<int64_t> strides;
+    for (int64_t axis : node.attributes.GetInts("permutation")) strides.push_back(in_strides[axis]);
+    absl::StatusOr<kernels::StridedMap> map = MakeStridedMap(node, node.type.shape, {strides});
+    if (!map.ok()) return map.status();
+    plan.map = *map;
+  } else if (family == ir::OpFamily::kBinary || family == ir::OpFamily::kSelect || node.op == OpKind::kBroadcast) {
+    std::vector<const Shape*> shapes;
+    for (const TensorType& type : types) shapes.push_back(&type.shape);
+    absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
+    if (!map.ok()) return map.status();
+    plan.map = *map;
+  }
+  return plan;
+}
+
 }  // namespace
 
 struct CudaExecutable::Compiled {
@@ -309,8 +363,6 @@ struct CudaGraphRunner::Impl {
   absl::StatusOr<DeviceValue> Dispatch(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                        const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> ConvertTo(const ir::Node& node, const DeviceValue& x, DType to);
-  // At compile time: the node's operand types fit its op and give its type.
-  absl::Status CheckOperandTypes(const ir::Node& node, const std::vector<TensorType>& types);
   absl::StatusOr<DeviceValue> Constant(const ir::Node& node, const NodePlan& plan);
   absl::StatusOr<DeviceValue> Convert(const ir::Node& node, const DeviceValue& x);
   absl::StatusOr<DeviceValue> Elementwise(const ir::Node& node, const NodePlan& plan,
@@ -492,26 +544,6 @@ absl::Status CudaGraphRunner::Impl::CollectNodeTimes(const ir::Graph& graph) {
 absl::Status CudaGraphRunner::Impl::Fail(const ir::Graph& graph, absl::Status status) {
   absl::Status earlier = FlushChecks(graph);
   return earlier.ok() ? status : earlier;
-}
-
-absl::Status CudaGraphRunner::Impl::CheckOperandTypes(const ir::Node& node, const std::vector<TensorType>& types) {
-  if (node.op == OpKind::kConstant) return absl::OkStatus();
-  absl::StatusOr<TensorType> inferred = ir::InferResultType(node.op, types, node.attributes);
-  // Internal, as the reference kernels report operands that do not fit: a
-  // graph the verifier would have rejected.
-  if (!inferred.ok()) return absl::InternalError(inferred.status().message());
-  if (*inferred != node.type) {
-    return absl::InternalError(absl::StrCat(ir::OpName(node.op), ": result type ",
-                                            ir::TypeToString(node.type), " differs from ",
-                                            ir::TypeToString(*inferred),
-                                            ", the type of its operands' shape rule"));
-  }
-  // The shape rule of cross_entropy_grad leaves these to the kernel.
-  if (node.op == OpKind::kCrossEntropyGrad &&
-      (!ir::IsComputedFloat(types[0].dtype) || types[2].dtype != types[0].dtype)) {
-    return absl::InternalError("cross_entropy_grad: logits and dy must be f32 or bf16, alike");
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node, const NodePlan& plan) {
@@ -943,41 +975,14 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaGraphRunner::Impl::Compile(c
   std::vector<TensorType> types;
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
-    NodePlan& plan = compiled->nodes[static_cast<size_t>(id)];
-    plan.attributes = TypedAttributes(node);
-    if (node.op == OpKind::kInput) continue;
-    auto fail = [&](const absl::Status& status) {
-      return absl::Status(status.code(), absl::StrCat(ir::DescribeValue(graph, id), ": ", status.message()));
-    };
     types.clear();
     for (ir::ValueId operand : node.operands) types.push_back(graph.type(operand));
-    if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return fail(s);
-    plan.through_f32 = ComputesOnBf16(node, types);
-    if (plan.through_f32) {
-      plan.f32_node = node;
-      if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;
+    absl::StatusOr<NodePlan> plan = PlanNode(node, types);
+    if (!plan.ok()) {
+      return absl::Status(plan.status().code(),
+                          absl::StrCat(ir::DescribeValue(graph, id), ": ", plan.status().message()));
     }
-    std::vector<const Shape*> shapes;
-    for (const TensorType& type : types) shapes.push_back(&type.shape);
-    absl::StatusOr<kernels::StridedMap> map = kernels::StridedMap{};
-    const ir::OpFamily family = ir::Def(node.op).family;
-    if (family == ir::OpFamily::kBinary || family == ir::OpFamily::kSelect || node.op == OpKind::kBroadcast) {
-      map = MakeBroadcastMap(node, node.type.shape, shapes);
-    } else if (node.op == OpKind::kTranspose) {
-      const std::vector<int64_t> in_strides = RowMajorStrides(types[0].shape);
-      std::vector<int64_t> strides;
-      for (int64_t axis : node.attributes.GetInts("permutation")) strides.push_back(in_strides[axis]);
-      map = MakeStridedMap(node, node.type.shape, {strides});
-    } else if (family == ir::OpFamily::kReduction) {
-      absl::StatusOr<kernels::ReductionPlan> reduction = PlanReduction(node, types[0].shape);
-      if (!reduction.ok()) return fail(reduction.status());
-      plan.reduction = *reduction;
-      continue;
-    } else {
-      continue;
-    }
-    if (!map.ok()) return fail(map.status());
-    plan.map = *map;
+    compiled->nodes[static_cast<size_t>(id)] = *std::move(plan);
   }
   return std::unique_ptr<CudaExecutable>(new CudaExecutable(std::move(compiled)));
 }
