@@ -48,19 +48,28 @@ absl::Status RequireRankAtLeast(OpKind op, absl::Span<const TensorType> types, s
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorType> SameFloatType(OpKind op, absl::Span<const TensorType> types, const Attributes&) {
-  if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
+namespace {
+
+absl::Status RequireSameShapes(OpKind op, absl::Span<const TensorType> types) {
   for (size_t i = 1; i < types.size(); ++i) {
     if (types[i].shape != types[0].shape) return Error(op, "operand shapes differ", types);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TensorType> SameFloatType(OpKind op, absl::Span<const TensorType> types, const Attributes&) {
+  if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
+  if (absl::Status s = RequireSameShapes(op, types); !s.ok()) return s;
   return types[0];
 }
 
-absl::StatusOr<TensorType> LastAxisSameType(OpKind op, absl::Span<const TensorType> types,
-                                            const Attributes& attributes) {
+absl::StatusOr<TensorType> LastAxisSameType(OpKind op, absl::Span<const TensorType> types, const Attributes&) {
   if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
   if (absl::Status s = RequireRankAtLeast(op, types, 0, 1); !s.ok()) return s;
-  return SameFloatType(op, types, attributes);
+  if (absl::Status s = RequireSameShapes(op, types); !s.ok()) return s;
+  return types[0];
 }
 
 Tensor Zeros(const Tensor& like, Shape shape) { return full(like, std::move(shape), 0.0); }
