@@ -18,9 +18,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actor/actor_service.h"
-#include "actor/fake_cuda_device.h"
+#include "backends/cpu/kernels.h"
+#include "backends/fake/fake_cuda_device.h"
+#include "backends/open_device.h"
+#include "ir/device_spec.h"
 #include "ir/fault_point.h"
-#include "ir/kernels.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
 #include "rpc/async_status.h"
@@ -93,21 +95,22 @@ int RunActorProcess(const ActorProcessOptions& options) {
   }
   // One BLAS thread: the bits of matmul depend on OpenBLAS's thread count,
   // and the reference runs with one; the actors of a host share its cores.
-  ir::SetBlasThreads(1);
-  OpenDeviceOptions device_options;
+  cpu::SetBlasThreads(1);
+  backends::OpenDeviceOptions device_options;
   device_options.wait_timeout = options.receive_timeout;
   device_options.fault = ir::FaultSetting();
   device_options.local_rank = options.local_rank;
-  absl::StatusOr<std::shared_ptr<Device>> device = OpenDevice(options.device, actor, device_options);
+  absl::StatusOr<std::shared_ptr<backends::Device>> device =
+      backends::OpenDevice(options.device, actor, device_options);
   if (!device.ok()) {
     Log(actor, absl::StrCat("cannot open its device: ", device.status().ToString()));
     return kActorExitSetupFailed;
   }
-  absl::StatusOr<FakeCudaFaults> faults = ParseFakeCudaFaults(device_options.fault, actor);
+  absl::StatusOr<fake::FakeCudaFaults> faults = fake::ParseFakeCudaFaults(device_options.fault, actor);
   DataPlaneOptions data_plane_options = options.data_plane_options;
   data_plane_options.token = options.token;
   data_plane_options.device_memory = (*device)->memory();
-  if (options.device.kind == DeviceSpec::Kind::kFakeCuda && faults.ok()) {
+  if (options.device.kind == ir::DeviceSpec::Kind::kFakeCuda && faults.ok()) {
     data_plane_options.die_at_device_send = faults->die_at_send;
   }
   data_plane_options.log = [](absl::string_view line) {  // lines that name the actor already

@@ -6,7 +6,7 @@
 // controller's connection drops.
 //
 // Lifetime, from the process's point of view:
-//  0. opens its device (actor/device.h: the CPU, or a GPU);
+//  0. opens its device (backends/device.h: the CPU, or a GPU);
 //  1. creates its DataPlane (shared-memory rings, or a TCP listener whose
 //     peers prove the same token);
 //  2. connects to `controller_address` and registers (Controller.challenge,
@@ -30,7 +30,8 @@
 
 #include "absl/time/time.h"
 #include "actor/data_plane.h"
-#include "actor/device.h"
+#include "backends/device.h"
+#include "ir/device_spec.h"
 #include "rpc/connection.h"
 
 namespace tandem::actor {
@@ -50,7 +51,7 @@ struct ActorProcessOptions {
   int32_t num_actors = 0;
   ir::DataPlaneKind data_plane = ir::DataPlaneKind::kShm;
   DataPlaneOptions data_plane_options;
-  DeviceSpec device;  // opened before registering; a device that cannot open is exit code 1
+  ir::DeviceSpec device;  // opened before registering; a device that cannot open is exit code 1
   int threads = 1;    // the kernels' threads (ActorServiceOptions::threads)
   // Among the actors of its node (Slurm's SLURM_LOCALID): picks the GPU of a
   // `cuda` device without an index (GpuForRank); -1: the actor id.

@@ -14,13 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/errno_status.h"
 #include "ir/limits.h"
 #include "kj/vector.h"
 #include "rpc/capnp_text.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
-#include "ir/errno_status.h"
 
 namespace tandem::actor {
 

@@ -114,15 +114,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "actor/data_plane.h"
-#include "actor/device.h"
 #include "actor/collective.h"
+#include "actor/data_plane.h"
 #include "actor/executor.h"
 #include "actor/replica_group.h"
 #include "actor/transport.h"
+#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/kernel_threads.h"
+#include "backends/device.h"
 #include "ir/actor_program.h"
-#include "ir/interpreter.h"
-#include "ir/kernel_threads.h"
 #include "kj/async.h"
 #include "kj/function.h"
 #include "rpc/state_codec.h"
@@ -134,10 +134,11 @@ struct ActorServiceOptions {
   // The deadline of every Receive of a step.
   absl::Duration receive_timeout = absl::Seconds(30);
   // Where the programs' functions compute.
-  std::shared_ptr<Device> device = CpuDevice();
-  // Threads the kernels of a host device use (ir/kernel_threads.h): the
-  // compute thread runs every job inside an arena of this many; 0: every
-  // core of the host. The bits do not depend on it.
+  std::shared_ptr<backends::Device> device = cpu::CpuDevice();
+  // Threads the kernels of a host device use
+  // (backends/cpu/kernel_threads.h): the compute thread runs every job inside
+  // an arena of this many; 0: every core of the host. The bits do not depend
+  // on it.
   int threads = 1;
   // The interface the replica group's collective library binds to.
   std::string collective_host = "127.0.0.1";
@@ -262,7 +263,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   // Compute thread only (after construction). The reducer is declared
   // before the executor, which borrows it.
   std::unique_ptr<Reducer> reducer_;
-  ir::KernelThreads kernel_threads_;
+  cpu::KernelThreads kernel_threads_;
   std::unique_ptr<Executor> executor_;
   uint64_t executor_hash_ = 0;
   ir::TensorMap loaded_state_;

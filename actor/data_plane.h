@@ -31,8 +31,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "actor/device_memory.h"
 #include "actor/transport.h"
+#include "backends/device_memory.h"
 #include "ir/data_plane_kind.h"
 
 namespace tandem::actor {
@@ -84,7 +84,7 @@ struct DataPlaneOptions {
   std::function<void(absl::string_view line)> log;
   // A device-resident actor's device memory (borrowed: it must outlive the
   // data plane); null for a host-resident actor.
-  DeviceMemory* device_memory = nullptr;
+  backends::DeviceMemory* device_memory = nullptr;
   // Per ordered pair of actors sharing the device: the IPC staging ring.
   int64_t ipc_ring_bytes = int64_t{64} << 20;
   // Injected fault (fake_cuda_device.h): the device send that kills the

@@ -9,7 +9,8 @@
 
 namespace tandem::actor {
 
-absl::StatusOr<std::unique_ptr<DeviceTransport>> DeviceTransport::Create(Transport& host, DeviceMemory& memory,
+absl::StatusOr<std::unique_ptr<DeviceTransport>> DeviceTransport::Create(Transport& host,
+                                                                         backends::DeviceMemory& memory,
                                                                          int32_t num_actors, Options options) {
   if (num_actors <= 0 || host.actor() < 0 || host.actor() >= num_actors) {
     return absl::InvalidArgumentError(absl::StrCat("device transport of actor ", host.actor(), " of ", num_actors));
@@ -73,7 +74,7 @@ absl::StatusOr<IpcTransport*> DeviceTransport::IpcTo(int32_t peer) const {
   return nullptr;
 }
 
-absl::Status DeviceTransport::SendDevice(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors) {
+absl::Status DeviceTransport::SendDevice(int32_t peer, uint64_t tag, std::vector<backends::DeviceTensor> tensors) {
   absl::StatusOr<IpcTransport*> ipc = IpcTo(peer);
   if (!ipc.ok()) return ipc.status();
   absl::Status sent;
@@ -85,8 +86,8 @@ absl::Status DeviceTransport::SendDevice(int32_t peer, uint64_t tag, std::vector
     std::vector<ir::HostTensor> staged;
     staged.reserve(tensors.size());
     const absl::Time deadline = absl::Now() + options_.staging_wait;
-    for (const DeviceTensor& tensor : tensors) {
-      absl::StatusOr<ir::HostTensor> host = CopyToHost(memory_, tensor, deadline);
+    for (const backends::DeviceTensor& tensor : tensors) {
+      absl::StatusOr<ir::HostTensor> host = backends::CopyToHost(memory_, tensor, deadline);
       if (!host.ok()) {
         return absl::Status(host.status().code(), absl::StrCat("actor ", actor(), " staging a send to actor ", peer,
                                                                ": ", host.status().message()));
@@ -99,17 +100,17 @@ absl::Status DeviceTransport::SendDevice(int32_t peer, uint64_t tag, std::vector
   return sent;
 }
 
-absl::StatusOr<std::vector<DeviceTensor>> DeviceTransport::ReceiveDevice(int32_t peer, uint64_t tag,
-                                                                         absl::Time deadline) {
+absl::StatusOr<std::vector<backends::DeviceTensor>> DeviceTransport::ReceiveDevice(int32_t peer, uint64_t tag,
+                                                                                   absl::Time deadline) {
   absl::StatusOr<IpcTransport*> ipc = IpcTo(peer);
   if (!ipc.ok()) return ipc.status();
   if (*ipc != nullptr) return (*ipc)->Receive(peer, tag, deadline);
   absl::StatusOr<std::vector<ir::HostTensor>> staged = host_.Receive(peer, tag, deadline);
   if (!staged.ok()) return staged.status();
-  std::vector<DeviceTensor> tensors;
+  std::vector<backends::DeviceTensor> tensors;
   tensors.reserve(staged->size());
   for (const ir::HostTensor& host : *staged) {
-    absl::StatusOr<DeviceTensor> tensor = CopyToDevice(memory_, host, deadline);
+    absl::StatusOr<backends::DeviceTensor> tensor = backends::CopyToDevice(memory_, host, deadline);
     if (!tensor.ok()) {
       return absl::Status(tensor.status().code(), absl::StrCat("actor ", actor(), " receiving from actor ", peer,
                                                                " through the host: ", tensor.status().message()));

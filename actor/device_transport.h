@@ -34,9 +34,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "actor/device_memory.h"
 #include "actor/ipc_transport.h"
 #include "actor/transport.h"
+#include "backends/device_memory.h"
 
 namespace tandem::actor {
 
@@ -51,7 +51,7 @@ class DeviceTransport final : public Transport {
 
   // The transport of host.actor() among `num_actors`, whose host side works
   // at once. InvalidArgument for a bad actor count.
-  static absl::StatusOr<std::unique_ptr<DeviceTransport>> Create(Transport& host, DeviceMemory& memory,
+  static absl::StatusOr<std::unique_ptr<DeviceTransport>> Create(Transport& host, backends::DeviceMemory& memory,
                                                                  int32_t num_actors, Options options);
   DeviceTransport(const DeviceTransport&) = delete;
   DeviceTransport& operator=(const DeviceTransport&) = delete;
@@ -69,19 +69,20 @@ class DeviceTransport final : public Transport {
   int32_t actor() const override { return host_.actor(); }
   absl::Status Send(int32_t peer, uint64_t tag, std::vector<ir::HostTensor> tensors) override;
   absl::StatusOr<std::vector<ir::HostTensor>> Receive(int32_t peer, uint64_t tag, absl::Time deadline) override;
-  absl::Status SendDevice(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors) override;
-  absl::StatusOr<std::vector<DeviceTensor>> ReceiveDevice(int32_t peer, uint64_t tag, absl::Time deadline) override;
+  absl::Status SendDevice(int32_t peer, uint64_t tag, std::vector<backends::DeviceTensor> tensors) override;
+  absl::StatusOr<std::vector<backends::DeviceTensor>> ReceiveDevice(int32_t peer, uint64_t tag,
+                                                                    absl::Time deadline) override;
   void Abort(absl::Status status) override;
 
  private:
-  DeviceTransport(Transport& host, DeviceMemory& memory, int32_t num_actors, Options options)
+  DeviceTransport(Transport& host, backends::DeviceMemory& memory, int32_t num_actors, Options options)
       : host_(host), memory_(memory), num_actors_(num_actors), options_(std::move(options)) {}
   // The IpcTransport when `peer` is one of its peers; null when the pair
   // stages through the host; the abort status after Abort.
   absl::StatusOr<IpcTransport*> IpcTo(int32_t peer) const;
 
   Transport& host_;
-  DeviceMemory& memory_;
+  backends::DeviceMemory& memory_;
   const int32_t num_actors_;
   const Options options_;
   int64_t device_sends_ = 0;  // compute thread only

@@ -25,7 +25,7 @@ int64_t SteadyNowNs() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram program,
-                                                           std::shared_ptr<Device> device, int32_t replica) {
+                                                           std::shared_ptr<backends::Device> device, int32_t replica) {
   if (absl::Status status = ir::VerifyActorProgram(program); !status.ok()) return status;
   if (device == nullptr) return absl::InvalidArgumentError("Executor::Create: no device");
   if (replica < 0 || replica >= program.num_replicas) {
@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram prog
   }
   std::unique_ptr<Executor> executor(new Executor(std::move(program), std::move(device), replica));
   for (const ir::Function& function : executor->program_.functions) {
-    absl::StatusOr<std::unique_ptr<Executable>> compiled = executor->device_->Compile(function.graph);
+    absl::StatusOr<std::unique_ptr<backends::Executable>> compiled = executor->device_->Compile(function.graph);
     if (!compiled.ok()) {
       return absl::Status(compiled.status().code(), absl::StrCat("function ", function.name, " on ",
                                                                  executor->device_->name(), ": ",
@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram prog
   return executor;
 }
 
-Executor::Executor(ir::ActorProgram program, std::shared_ptr<Device> device, int32_t replica)
+Executor::Executor(ir::ActorProgram program, std::shared_ptr<backends::Device> device, int32_t replica)
     : program_(std::move(program)), device_(std::move(device)), replica_(replica), memory_(device_->memory()),
       buffers_(program_.buffers.size()) {
   for (const ir::Function& function : program_.functions) {
@@ -99,12 +99,12 @@ absl::StatusOr<HostTensor> Executor::ReadBuffer(const std::string& name) const {
   return absl::NotFoundError(absl::StrCat("actor ", program_.actor, " has no buffer named ", name));
 }
 
-absl::StatusOr<const TensorHandle*> Executor::Read(BufferId id) const {
+absl::StatusOr<const backends::TensorHandle*> Executor::Read(BufferId id) const {
   if (!buffers_[id].defined()) return absl::InternalError(absl::StrCat(BufferName(id), " is empty"));
   return &buffers_[id];
 }
 
-absl::Status Executor::Write(BufferId id, TensorHandle tensor) {
+absl::Status Executor::Write(BufferId id, backends::TensorHandle tensor) {
   const ir::TensorType& type = program_.buffers[id].type;
   if (!tensor.defined() || tensor.type() != type) {
     return absl::InternalError(absl::StrCat(BufferName(id), " is ", ir::TypeToString(type), " but got ",
@@ -123,7 +123,7 @@ absl::Status Executor::Write(BufferId id, TensorHandle tensor) {
 void Executor::Release(BufferId id) {
   if (!buffers_[id].defined()) return;
   live_bytes_ -= buffers_[id].num_bytes();
-  buffers_[id] = TensorHandle();
+  buffers_[id] = backends::TensorHandle();
 }
 
 void Executor::ReleaseAll() {
@@ -149,7 +149,7 @@ absl::Status Executor::LoadState(const ir::TensorMap& state) {
                                                      "' is ", ir::TypeToString(it->second.type()), " but ",
                                                      BufferName(id), " is ", ir::TypeToString(buffer.type)));
     }
-    absl::StatusOr<TensorHandle> uploaded = device_->Upload(it->second);
+    absl::StatusOr<backends::TensorHandle> uploaded = device_->Upload(it->second);
     if (!uploaded.ok()) {
       ReleaseAll();
       return absl::Status(uploaded.status().code(), absl::StrCat("actor ", actor(), ": uploading state tensor '",
@@ -201,7 +201,7 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
           "actor ", actor(), ", step ", step, ": input '", buffer.binding, "' of microbatch ", buffer.microbatch,
           " is ", ir::TypeToString(it->second.type()), " but ", BufferName(id), " is ", ir::TypeToString(buffer.type)));
     }
-    absl::StatusOr<TensorHandle> uploaded;
+    absl::StatusOr<backends::TensorHandle> uploaded;
     if (error.ok()) {
       uploaded = device_->Upload(it->second);
       if (!uploaded.ok()) {
@@ -314,10 +314,10 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
     case InstructionKind::kRun:
       return Run(instruction);
     case InstructionKind::kSend: {
-      std::vector<TensorHandle> tensors;
+      std::vector<backends::TensorHandle> tensors;
       tensors.reserve(instruction.buffers.size());
       for (BufferId id : instruction.buffers) {
-        absl::StatusOr<const TensorHandle*> tensor = Read(id);
+        absl::StatusOr<const backends::TensorHandle*> tensor = Read(id);
         if (!tensor.ok()) return tensor.status();
         tensors.push_back(**tensor);
       }
@@ -348,13 +348,13 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
 absl::Status Executor::Run(const Instruction& instruction) {
   const ir::Function& function = program_.functions[instruction.function];
   const std::vector<std::string>& names = input_names_[instruction.function];
-  HandleMap inputs;
+  backends::HandleMap inputs;
   for (size_t k = 0; k < names.size(); ++k) {
-    absl::StatusOr<const TensorHandle*> tensor = Read(instruction.inputs[k]);
+    absl::StatusOr<const backends::TensorHandle*> tensor = Read(instruction.inputs[k]);
     if (!tensor.ok()) return tensor.status();
     inputs.emplace(names[k], **tensor);
   }
-  absl::StatusOr<HandleMap> results = executables_[instruction.function]->Run(inputs);
+  absl::StatusOr<backends::HandleMap> results = executables_[instruction.function]->Run(inputs);
   if (!results.ok()) return results.status();
   const std::vector<ir::GraphOutput>& outputs = function.graph.outputs();
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -369,7 +369,7 @@ absl::Status Executor::Run(const Instruction& instruction) {
 
 absl::Status Executor::Receive(const Instruction& instruction, Transport& transport,
                                absl::Duration receive_timeout) {
-  absl::StatusOr<std::vector<TensorHandle>> tensors;
+  absl::StatusOr<std::vector<backends::TensorHandle>> tensors;
   auto claimed = claimed_.find({Peer(instruction), instruction.tag});
   if (claimed != claimed_.end()) {
     tensors = std::move(claimed->second);
@@ -385,7 +385,7 @@ absl::Status Executor::Receive(const Instruction& instruction, Transport& transp
   }
   for (size_t k = 0; k < tensors->size(); ++k) {
     const BufferId id = instruction.buffers[k];
-    const TensorHandle& tensor = (*tensors)[k];
+    const backends::TensorHandle& tensor = (*tensors)[k];
     if (!tensor.defined() || tensor.type() != program_.buffers[id].type) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor ", k, " of the message from actor ", Peer(instruction), " with tag ", instruction.tag, " is ",
@@ -402,11 +402,11 @@ absl::Status Executor::Receive(const Instruction& instruction, Transport& transp
 absl::Status Executor::Accumulate(const Instruction& instruction) {
   const BufferId acc = instruction.buffers[0];
   const BufferId grad = instruction.buffers[1];
-  absl::StatusOr<const TensorHandle*> gradient = Read(grad);
+  absl::StatusOr<const backends::TensorHandle*> gradient = Read(grad);
   if (!gradient.ok()) return gradient.status();
-  TensorHandle sum = **gradient;
+  backends::TensorHandle sum = **gradient;
   if (buffers_[acc].defined()) {
-    absl::StatusOr<TensorHandle> added = device_->Accumulate(buffers_[acc], **gradient);
+    absl::StatusOr<backends::TensorHandle> added = device_->Accumulate(buffers_[acc], **gradient);
     if (!added.ok()) {
       return absl::Status(added.status().code(),
                           absl::StrCat("accumulating into ", BufferName(acc), ": ", added.status().message()));
@@ -418,41 +418,41 @@ absl::Status Executor::Accumulate(const Instruction& instruction) {
 }
 
 absl::Status Executor::SendHandles(Transport& transport, int32_t peer, uint64_t tag,
-                                   std::vector<TensorHandle> tensors) {
+                                   std::vector<backends::TensorHandle> tensors) {
   if (memory_ == nullptr) {
     std::vector<HostTensor> host;
     host.reserve(tensors.size());
-    for (const TensorHandle& tensor : tensors) host.push_back(tensor.host());
+    for (const backends::TensorHandle& tensor : tensors) host.push_back(tensor.host());
     return transport.Send(peer, tag, std::move(host));
   }
-  std::vector<DeviceTensor> device;
+  std::vector<backends::DeviceTensor> device;
   device.reserve(tensors.size());
-  for (const TensorHandle& tensor : tensors) device.push_back(tensor.device());
+  for (const backends::TensorHandle& tensor : tensors) device.push_back(tensor.device());
   return transport.SendDevice(peer, tag, std::move(device));
 }
 
-absl::StatusOr<std::vector<TensorHandle>> Executor::ReceiveHandles(Transport& transport, int32_t peer, uint64_t tag,
-                                                                   absl::Time deadline) {
-  std::vector<TensorHandle> handles;
+absl::StatusOr<std::vector<backends::TensorHandle>> Executor::ReceiveHandles(Transport& transport, int32_t peer,
+                                                                             uint64_t tag, absl::Time deadline) {
+  std::vector<backends::TensorHandle> handles;
   if (memory_ == nullptr) {
     absl::StatusOr<std::vector<HostTensor>> host = transport.Receive(peer, tag, deadline);
     if (!host.ok()) return host.status();
     for (HostTensor& tensor : *host) handles.emplace_back(std::move(tensor));
   } else {
-    absl::StatusOr<std::vector<DeviceTensor>> device = transport.ReceiveDevice(peer, tag, deadline);
+    absl::StatusOr<std::vector<backends::DeviceTensor>> device = transport.ReceiveDevice(peer, tag, deadline);
     if (!device.ok()) return device.status();
-    for (DeviceTensor& tensor : *device) handles.emplace_back(std::move(tensor));
+    for (backends::DeviceTensor& tensor : *device) handles.emplace_back(std::move(tensor));
   }
   return handles;
 }
 
 absl::Status Executor::Emit(const Instruction& instruction) {
-  absl::StatusOr<const TensorHandle*> tensor = Read(instruction.buffers[0]);
+  absl::StatusOr<const backends::TensorHandle*> tensor = Read(instruction.buffers[0]);
   if (!tensor.ok()) return tensor.status();
   return Report(instruction, **tensor);
 }
 
-absl::Status Executor::Report(const Instruction& instruction, const TensorHandle& tensor) {
+absl::Status Executor::Report(const Instruction& instruction, const backends::TensorHandle& tensor) {
   absl::StatusOr<HostTensor> host = device_->Download(tensor);
   if (!host.ok()) return host.status();
   auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch, *std::move(host));
@@ -471,7 +471,7 @@ absl::Status Executor::Fill(const Instruction& instruction, Transport& transport
       skip = true;
     } else {
       // A deadline already past: the message if it is there, at once.
-      absl::StatusOr<std::vector<TensorHandle>> arrived =
+      absl::StatusOr<std::vector<backends::TensorHandle>> arrived =
           ReceiveHandles(transport, key.first, key.second, absl::InfinitePast());
       if (arrived.ok()) {
         claimed_.emplace(key, *std::move(arrived));
@@ -517,7 +517,7 @@ absl::Status Executor::AllReduceStart(int32_t index, absl::Duration receive_time
   std::vector<float> bucket;
   bucket.reserve(static_cast<size_t>(elements));
   for (BufferId id : instruction.buffers) {
-    absl::StatusOr<const TensorHandle*> handle = Read(id);
+    absl::StatusOr<const backends::TensorHandle*> handle = Read(id);
     if (!handle.ok()) return handle.status();
     absl::StatusOr<HostTensor> tensor = device_->Download(**handle);
     if (!tensor.ok()) return tensor.status();
@@ -544,7 +544,7 @@ absl::Status Executor::AllReduceWait(const Instruction& instruction, absl::Durat
     const auto count = static_cast<size_t>(tensor->num_elements());
     std::copy_n(result->bucket.data() + offset, count, tensor->f32());
     offset += count;
-    absl::StatusOr<TensorHandle> uploaded = device_->Upload(*tensor);
+    absl::StatusOr<backends::TensorHandle> uploaded = device_->Upload(*tensor);
     if (!uploaded.ok()) return uploaded.status();
     if (absl::Status status = Write(id, *std::move(uploaded)); !status.ok()) return status;
   }

@@ -1,5 +1,5 @@
 // Executor: runs one actor's instruction stream (an ir::ActorProgram) on its
-// Device (actor/device.h: the reference kernels by default), step after step.
+// Device (backends/device.h: the reference kernels by default), step after step.
 //
 // Its buffers hold TensorHandles (tensor_handle.h): host tensors, or device
 // tensors when the Device is device-resident (Device::memory()). A resident
@@ -48,12 +48,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "actor/collective.h"
-#include "actor/device.h"
-#include "actor/tensor_handle.h"
 #include "actor/transport.h"
+#include "backends/cpu/cpu_device.h"
+#include "backends/device.h"
+#include "backends/tensor_handle.h"
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
-#include "ir/interpreter.h"
 #include "ir/step_io.h"
 
 namespace tandem::actor {
@@ -66,7 +66,7 @@ class Executor {
   // the global actor and its peers move by replica * num_actors).
   // InvalidArgument for a replica outside [0, program.num_replicas).
   static absl::StatusOr<std::unique_ptr<Executor>> Create(ir::ActorProgram program,
-                                                          std::shared_ptr<Device> device = CpuDevice(),
+                                                          std::shared_ptr<backends::Device> device = cpu::CpuDevice(),
                                                           int32_t replica = 0);
 
   Executor(const Executor&) = delete;
@@ -74,7 +74,7 @@ class Executor {
   ~Executor();
 
   const ir::ActorProgram& program() const { return program_; }
-  const Device& device() const { return *device_; }
+  const backends::Device& device() const { return *device_; }
   // The global actor this executor runs as, and its replica.
   int32_t actor() const { return ir::GlobalActor(program_, replica_); }
   int32_t replica() const { return replica_; }
@@ -135,7 +135,7 @@ class Executor {
  private:
   enum class Phase { kNeedsState, kIdle, kInStep };
 
-  Executor(ir::ActorProgram program, std::shared_ptr<Device> device, int32_t replica);
+  Executor(ir::ActorProgram program, std::shared_ptr<backends::Device> device, int32_t replica);
   // A peer of the program as the global actor of this replica.
   int32_t Peer(const ir::Instruction& instruction) const {
     return instruction.peer + replica_ * program_.num_actors;
@@ -148,7 +148,7 @@ class Executor {
   absl::Status Emit(const ir::Instruction& instruction);
   // Records `tensor` as the step's result instruction.result for
   // instruction.microbatch (kEmit, kFill); Internal when it already is.
-  absl::Status Report(const ir::Instruction& instruction, const TensorHandle& tensor);
+  absl::Status Report(const ir::Instruction& instruction, const backends::TensorHandle& tensor);
   absl::Status Fill(const ir::Instruction& instruction, Transport& transport);
   absl::Status AllReduceStart(int32_t index, absl::Duration receive_timeout);
   absl::Status AllReduceWait(const ir::Instruction& instruction, absl::Duration receive_timeout);
@@ -156,14 +156,15 @@ class Executor {
   int64_t StagingBytes(const ir::Instruction& instruction) const;
 
   // The tensor of a buffer that must hold one; Internal if it is empty.
-  absl::StatusOr<const TensorHandle*> Read(ir::BufferId id) const;
+  absl::StatusOr<const backends::TensorHandle*> Read(ir::BufferId id) const;
   // Stores `tensor` (of the buffer's type and where this device keeps
   // buffers, or Internal) into the buffer.
-  absl::Status Write(ir::BufferId id, TensorHandle tensor);
+  absl::Status Write(ir::BufferId id, backends::TensorHandle tensor);
   // Sends or receives a message of handles, on the device when resident.
-  absl::Status SendHandles(Transport& transport, int32_t peer, uint64_t tag, std::vector<TensorHandle> tensors);
-  absl::StatusOr<std::vector<TensorHandle>> ReceiveHandles(Transport& transport, int32_t peer, uint64_t tag,
-                                                           absl::Time deadline);
+  absl::Status SendHandles(Transport& transport, int32_t peer, uint64_t tag,
+                           std::vector<backends::TensorHandle> tensors);
+  absl::StatusOr<std::vector<backends::TensorHandle>> ReceiveHandles(Transport& transport, int32_t peer, uint64_t tag,
+                                                                     absl::Time deadline);
   // Samples the device memory for the step's device peak (resident only).
   void SampleDevicePeak();
   void Release(ir::BufferId id);
@@ -173,18 +174,18 @@ class Executor {
   absl::Status Fail(absl::Status status);
 
   ir::ActorProgram program_;
-  std::shared_ptr<Device> device_;
+  std::shared_ptr<backends::Device> device_;
   int32_t replica_ = 0;
   // For each function, its input nodes' names in program order: kRun binds
   // instruction.inputs[k] to input_names_[function][k].
   std::vector<std::vector<std::string>> input_names_;
   // For each function, compiled for device_ once when the executor is made
   // (after device_ here: destroyed before it).
-  std::vector<std::unique_ptr<Executable>> executables_;
+  std::vector<std::unique_ptr<backends::Executable>> executables_;
 
   Phase phase_ = Phase::kNeedsState;
-  DeviceMemory* const memory_;  // device_->memory(): null when buffers are host tensors
-  std::vector<TensorHandle> buffers_;  // by BufferId; undefined = empty
+  backends::DeviceMemory* const memory_;  // device_->memory(): null when buffers are host tensors
+  std::vector<backends::TensorHandle> buffers_;  // by BufferId; undefined = empty
   int64_t device_baseline_ = 0;       // allocated device bytes not the step's (resident)
   int64_t live_bytes_ = 0;
   int32_t next_instruction_ = 0;
@@ -193,7 +194,7 @@ class Executor {
   Reducer* reducer_ = nullptr;
   // Messages a fill piece found already there, claimed from the transport
   // for the receive that waits on them: (global peer, tag) -> tensors.
-  std::map<std::pair<int32_t, uint64_t>, std::vector<TensorHandle>> claimed_;
+  std::map<std::pair<int32_t, uint64_t>, std::vector<backends::TensorHandle>> claimed_;
   // All-reduces started and not yet waited for in this step: tag -> the
   // index in outputs_.timings of their start instruction.
   std::map<uint64_t, size_t> reducing_;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "actor/device_memory.h"
+#include "backends/device_memory.h"
 #include "ir/host_tensor.h"
 
 namespace tandem::actor::ipc {
@@ -24,7 +24,7 @@ namespace tandem::actor::ipc {
 constexpr int32_t kRecordMagic = 0x54444950;  // "TDIP"
 enum class RecordKind : int32_t { kSetup = 1, kMessage = 2, kRelease = 3, kClosed = 4 };
 constexpr size_t kRecordHeadWords = 4;
-constexpr size_t kHandleWords = kIpcHandleBytes / sizeof(int32_t);
+constexpr size_t kHandleWords = backends::kIpcHandleBytes / sizeof(int32_t);
 constexpr int kMaxRank = 8;
 constexpr size_t kTensorWords = 2 + 2 * kMaxRank + 2 + 2;  // dtype, rank, dims, offset, bytes
 constexpr size_t kMaxTensors = 4096;
@@ -40,10 +40,10 @@ class RecordWriter {
     words_.push_back(static_cast<int32_t>(static_cast<uint32_t>(value)));
     words_.push_back(static_cast<int32_t>(static_cast<uint32_t>(value >> 32)));
   }
-  void PutHandle(const std::array<std::byte, kIpcHandleBytes>& bytes) {
+  void PutHandle(const std::array<std::byte, backends::kIpcHandleBytes>& bytes) {
     const size_t at = words_.size();
     words_.resize(at + kHandleWords);
-    std::memcpy(words_.data() + at, bytes.data(), kIpcHandleBytes);
+    std::memcpy(words_.data() + at, bytes.data(), backends::kIpcHandleBytes);
   }
   std::vector<int32_t> Take() { return std::move(words_); }
 
@@ -73,7 +73,7 @@ class RecordReader {
   Handle GetHandle() {
     Handle handle;
     if (!Have(kHandleWords)) return handle;
-    std::memcpy(handle.bytes.data(), words_.data() + at_, kIpcHandleBytes);
+    std::memcpy(handle.bytes.data(), words_.data() + at_, backends::kIpcHandleBytes);
     at_ += kHandleWords;
     return handle;
   }

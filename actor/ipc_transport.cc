@@ -28,7 +28,7 @@ using ipc::RecordKind;
 using ipc::RecordReader;
 using ipc::RecordWriter;
 
-absl::Status IpcTransport::Send(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors) {
+absl::Status IpcTransport::Send(int32_t peer, uint64_t tag, std::vector<backends::DeviceTensor> tensors) {
   if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
   if (!connected_ || closing_) {
     return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": Send to actor ", peer, " tag ", tag,
@@ -41,7 +41,7 @@ absl::Status IpcTransport::Send(int32_t peer, uint64_t tag, std::vector<DeviceTe
   Outbound::Message message;
   message.tag = tag;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const DeviceTensor& tensor = tensors[i];
+    const backends::DeviceTensor& tensor = tensors[i];
     if (!tensor.defined() || tensor.type.rank() > kMaxRank ||
         tensor.storage->bytes() < tensor.num_bytes() || &tensor.storage->memory() != &memory_) {
       return absl::InvalidArgumentError(
@@ -98,7 +98,7 @@ absl::StatusOr<bool> IpcTransport::TryWriteLocked(Outbound& out) {
     // Reclaim the oldest released message: its range and slot may be reused
     // once the receiver's copy out of it is done.
     const Outbound::InFlight& oldest = out.in_flight.front();
-    const DeviceEvent consumed = out.consumed[oldest.slot];
+    const backends::DeviceEvent consumed = out.consumed[oldest.slot];
     absl::StatusOr<bool> done = memory_.QueryEvent(consumed);
     if (!done.ok()) return done.status();
     if (!*done) {
@@ -116,7 +116,7 @@ absl::StatusOr<bool> IpcTransport::TryWriteLocked(Outbound& out) {
   frame.Put32(slot);
   frame.Put32(static_cast<int32_t>(message.tensors.size()));
   for (size_t i = 0; i < message.tensors.size(); ++i) {
-    const DeviceTensor& tensor = message.tensors[i];
+    const backends::DeviceTensor& tensor = message.tensors[i];
     const uint64_t at = ring_offset + message.offsets[i];
     if (absl::Status status = memory_.CopyAsync(out.ring + at, tensor.address(), tensor.num_bytes()); !status.ok()) {
       return status;
@@ -138,7 +138,8 @@ absl::StatusOr<bool> IpcTransport::TryWriteLocked(Outbound& out) {
   return true;
 }
 
-absl::StatusOr<std::vector<DeviceTensor>> IpcTransport::Receive(int32_t peer, uint64_t tag, absl::Time deadline) {
+absl::StatusOr<std::vector<backends::DeviceTensor>> IpcTransport::Receive(int32_t peer, uint64_t tag,
+                                                                          absl::Time deadline) {
   if (absl::Status status = CheckPeer(peer); !status.ok()) return status;
   if (!connected_ || closing_) {
     return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": Receive from actor ", peer, " tag ", tag,
@@ -158,10 +159,10 @@ absl::StatusOr<std::vector<DeviceTensor>> IpcTransport::Receive(int32_t peer, ui
     return error;
   };
   if (absl::Status status = memory_.StreamWaitEvent(in.ready[frame.slot]); !status.ok()) return fail(status);
-  std::vector<DeviceTensor> tensors;
+  std::vector<backends::DeviceTensor> tensors;
   absl::Status allocation_error;
   for (const Frame::Tensor& t : frame.tensors) {
-    absl::StatusOr<DeviceTensor> tensor = AllocateDeviceTensor(memory_, t.type);
+    absl::StatusOr<backends::DeviceTensor> tensor = backends::AllocateDeviceTensor(memory_, t.type);
     if (!tensor.ok()) {
       allocation_error = tensor.status();
       break;

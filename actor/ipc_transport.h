@@ -95,9 +95,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "actor/device_memory.h"
 #include "actor/peer_mailbox.h"
 #include "actor/transport.h"
+#include "backends/device_memory.h"
 
 namespace tandem::actor {
 
@@ -123,7 +123,7 @@ class IpcTransport {
   // rings and events. InvalidArgument for a bad actor, peer list or option;
   // the DeviceMemory's errors.
   static absl::StatusOr<std::unique_ptr<IpcTransport>> Create(int32_t actor, int32_t num_actors,
-                                                              DeviceMemory& memory, Transport& host_channel,
+                                                              backends::DeviceMemory& memory, Transport& host_channel,
                                                               Options options);
   IpcTransport(const IpcTransport&) = delete;
   IpcTransport& operator=(const IpcTransport&) = delete;
@@ -145,7 +145,7 @@ class IpcTransport {
   // not yet received); ResourceExhausted for a message larger than the
   // ring; FailedPrecondition before Connect or after Close; the abort
   // status; the error that broke the pair.
-  absl::Status Send(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors);
+  absl::Status Send(int32_t peer, uint64_t tag, std::vector<backends::DeviceTensor> tensors);
 
   // Waits until message `tag` from `peer` is there and claims it (see
   // above). DeadlineExceeded: "no message from actor 0 with tag 5 after
@@ -153,7 +153,7 @@ class IpcTransport {
   // when no device memory is left for the tensors (the message is consumed
   // all the same); InvalidArgument for a bad peer; FailedPrecondition
   // before Connect or after Close.
-  absl::StatusOr<std::vector<DeviceTensor>> Receive(int32_t peer, uint64_t tag, absl::Time deadline);
+  absl::StatusOr<std::vector<backends::DeviceTensor>> Receive(int32_t peer, uint64_t tag, absl::Time deadline);
 
   // Fails every pending and later call with `status`; aborts the host
   // channel too. Thread-safe; the first call wins.
@@ -174,7 +174,8 @@ class IpcTransport {
   struct Inbound;
   struct Frame;
 
-  IpcTransport(int32_t actor, int32_t num_actors, DeviceMemory& memory, Transport& host_channel, Options options);
+  IpcTransport(int32_t actor, int32_t num_actors, backends::DeviceMemory& memory, Transport& host_channel,
+               Options options);
   // actor::CheckPeer's errors, and InvalidArgument for a peer not on this
   // device's IPC data plane.
   absl::Status CheckPeer(int32_t peer) const;
@@ -197,7 +198,7 @@ class IpcTransport {
 
   const int32_t actor_;
   const int32_t num_actors_;
-  DeviceMemory& memory_;
+  backends::DeviceMemory& memory_;
   Transport& host_;
   const Options options_;
   uint64_t capacity_ = 0;  // ring bytes, immutable after Create

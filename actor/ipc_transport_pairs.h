@@ -32,14 +32,14 @@ inline uint64_t AlignUp(uint64_t bytes) { return (bytes + kIpcAlignment - 1) / k
 struct IpcTransport::Outbound {
   int32_t peer = -1;
   // Created here and exported to the peer in Connect.
-  DeviceAddress ring = 0;
-  std::vector<DeviceEvent> ready;  // by slot
+  backends::DeviceAddress ring = 0;
+  std::vector<backends::DeviceEvent> ready;  // by slot
   // Imported from the peer in Connect.
-  std::vector<DeviceEvent> consumed;  // by slot
+  std::vector<backends::DeviceEvent> consumed;  // by slot
 
   struct Message {
     uint64_t tag = 0;
-    std::vector<DeviceTensor> tensors;
+    std::vector<backends::DeviceTensor> tensors;
     std::vector<uint64_t> offsets;  // of each tensor within the message
     uint64_t bytes = 0;             // multiple of kIpcAlignment
   };
@@ -76,11 +76,11 @@ struct IpcTransport::Frame {
 
 struct IpcTransport::Inbound {
   // Imported from the peer in Connect.
-  DeviceAddress ring = 0;
+  backends::DeviceAddress ring = 0;
   uint64_t capacity = 0;
-  std::vector<DeviceEvent> ready;  // by slot
+  std::vector<backends::DeviceEvent> ready;  // by slot
   // Created here and exported to the peer in Connect.
-  std::vector<DeviceEvent> consumed;  // by slot
+  std::vector<backends::DeviceEvent> consumed;  // by slot
   std::vector<bool> slot_in_use;  // a frame holds it, not yet released
 };
 

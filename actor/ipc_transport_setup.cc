@@ -23,7 +23,7 @@ using ipc::RecordKind;
 using ipc::RecordReader;
 using ipc::RecordWriter;
 
-IpcTransport::IpcTransport(int32_t actor, int32_t num_actors, DeviceMemory& memory, Transport& host_channel,
+IpcTransport::IpcTransport(int32_t actor, int32_t num_actors, backends::DeviceMemory& memory, Transport& host_channel,
                            Options options)
     : actor_(actor),
       num_actors_(num_actors),
@@ -33,8 +33,8 @@ IpcTransport::IpcTransport(int32_t actor, int32_t num_actors, DeviceMemory& memo
       mailbox_(std::make_unique<PeerMailbox<Frame>>(num_actors)) {}
 
 absl::StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(int32_t actor, int32_t num_actors,
-                                                                   DeviceMemory& memory, Transport& host_channel,
-                                                                   Options options) {
+                                                                   backends::DeviceMemory& memory,
+                                                                   Transport& host_channel, Options options) {
   if (absl::Status status = CheckActor(actor, num_actors); !status.ok()) return status;
   if (host_channel.actor() != actor) {
     return absl::InvalidArgumentError(absl::StrCat("actor ", actor, ": the host channel belongs to actor ",
@@ -78,17 +78,18 @@ absl::StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(int32_t actor
     Outbound& out = *t.outbound_[peer];
     Inbound& in = *t.inbound_[peer];
     out.peer = peer;
-    absl::StatusOr<DeviceAddress> ring = memory.Allocate(static_cast<int64_t>(t.capacity_), Sharing::kExportable);
+    absl::StatusOr<backends::DeviceAddress> ring =
+        memory.Allocate(static_cast<int64_t>(t.capacity_), backends::Sharing::kExportable);
     if (!ring.ok()) {
       return absl::Status(ring.status().code(), absl::StrCat("actor ", actor, ": the device ring to actor ", peer,
                                                              ": ", ring.status().message()));
     }
     out.ring = *ring;
     for (int32_t slot = 0; slot < t.options_.slots; ++slot) {
-      absl::StatusOr<DeviceEvent> ready = memory.CreateIpcEvent();
+      absl::StatusOr<backends::DeviceEvent> ready = memory.CreateIpcEvent();
       if (!ready.ok()) return ready.status();
       out.ready.push_back(*ready);
-      absl::StatusOr<DeviceEvent> consumed = memory.CreateIpcEvent();
+      absl::StatusOr<backends::DeviceEvent> consumed = memory.CreateIpcEvent();
       if (!consumed.ok()) return consumed.status();
       in.consumed.push_back(*consumed);
     }
@@ -113,20 +114,20 @@ IpcTransport::~IpcTransport() {
 }
 
 void IpcTransport::CloseImports(Inbound& in, Outbound& out) {
-  for (DeviceEvent event : in.ready) memory_.DestroyEvent(event).IgnoreError();
+  for (backends::DeviceEvent event : in.ready) memory_.DestroyEvent(event).IgnoreError();
   in.ready.clear();
   if (in.ring != 0) memory_.CloseImported(in.ring).IgnoreError();
   in.ring = 0;
-  for (DeviceEvent event : out.consumed) memory_.DestroyEvent(event).IgnoreError();
+  for (backends::DeviceEvent event : out.consumed) memory_.DestroyEvent(event).IgnoreError();
   out.consumed.clear();
 }
 
 void IpcTransport::FreeExports(Inbound& in, Outbound& out) {
   if (out.ring != 0) memory_.Free(out.ring).IgnoreError();
   out.ring = 0;
-  for (DeviceEvent event : out.ready) memory_.DestroyEvent(event).IgnoreError();
+  for (backends::DeviceEvent event : out.ready) memory_.DestroyEvent(event).IgnoreError();
   out.ready.clear();
-  for (DeviceEvent event : in.consumed) memory_.DestroyEvent(event).IgnoreError();
+  for (backends::DeviceEvent event : in.consumed) memory_.DestroyEvent(event).IgnoreError();
   in.consumed.clear();
 }
 
@@ -167,12 +168,12 @@ absl::Status IpcTransport::Connect(absl::Time deadline) {
       const Inbound& in = *inbound_[peer];
       setup.Put64(capacity_);
       setup.Put32(options_.slots);
-      absl::StatusOr<IpcMemHandle> ring = memory_.ExportMemory(out.ring);
+      absl::StatusOr<backends::IpcMemHandle> ring = memory_.ExportMemory(out.ring);
       if (!ring.ok()) return ring.status();
       setup.PutHandle(ring->bytes);
-      for (const std::vector<DeviceEvent>* events : {&out.ready, &in.consumed}) {
-        for (DeviceEvent event : *events) {
-          absl::StatusOr<IpcEventHandle> handle = memory_.ExportEvent(event);
+      for (const std::vector<backends::DeviceEvent>* events : {&out.ready, &in.consumed}) {
+        for (backends::DeviceEvent event : *events) {
+          absl::StatusOr<backends::IpcEventHandle> handle = memory_.ExportEvent(event);
           if (!handle.ok()) return handle.status();
           setup.PutHandle(handle->bytes);
         }
@@ -207,10 +208,11 @@ absl::Status IpcTransport::Connect(absl::Time deadline) {
         capacity % kIpcAlignment != 0 || capacity == 0) {
       return absl::DataLossError(absl::StrCat("actor ", actor_, ": malformed IPC setup from actor ", peer));
     }
-    const IpcMemHandle ring_handle = reader.GetHandle<IpcMemHandle>();
-    std::vector<IpcEventHandle> ready_handles, consumed_handles;
-    for (int32_t slot = 0; slot < slots; ++slot) ready_handles.push_back(reader.GetHandle<IpcEventHandle>());
-    for (int32_t slot = 0; slot < slots; ++slot) consumed_handles.push_back(reader.GetHandle<IpcEventHandle>());
+    const backends::IpcMemHandle ring_handle = reader.GetHandle<backends::IpcMemHandle>();
+    std::vector<backends::IpcEventHandle> ready_handles, consumed_handles;
+    for (int32_t slot = 0; slot < slots; ++slot) ready_handles.push_back(reader.GetHandle<backends::IpcEventHandle>());
+    for (int32_t slot = 0; slot < slots; ++slot)
+      consumed_handles.push_back(reader.GetHandle<backends::IpcEventHandle>());
 
     absl::MutexLock send_lock(&send_mu_);
     absl::MutexLock recv_lock(&recv_mu_);
@@ -220,17 +222,17 @@ absl::Status IpcTransport::Connect(absl::Time deadline) {
       return absl::Status(status.code(), absl::StrCat("actor ", actor_, ": opening the IPC handles of actor ", peer,
                                                       ": ", status.message()));
     };
-    absl::StatusOr<DeviceAddress> ring = memory_.ImportMemory(ring_handle);
+    absl::StatusOr<backends::DeviceAddress> ring = memory_.ImportMemory(ring_handle);
     if (!ring.ok()) return context(ring.status());
     in.ring = *ring;
     in.capacity = capacity;
-    for (const IpcEventHandle& handle : ready_handles) {
-      absl::StatusOr<DeviceEvent> event = memory_.ImportEvent(handle);
+    for (const backends::IpcEventHandle& handle : ready_handles) {
+      absl::StatusOr<backends::DeviceEvent> event = memory_.ImportEvent(handle);
       if (!event.ok()) return context(event.status());
       in.ready.push_back(*event);
     }
-    for (const IpcEventHandle& handle : consumed_handles) {
-      absl::StatusOr<DeviceEvent> event = memory_.ImportEvent(handle);
+    for (const backends::IpcEventHandle& handle : consumed_handles) {
+      absl::StatusOr<backends::DeviceEvent> event = memory_.ImportEvent(handle);
       if (!event.ok()) return context(event.status());
       out.consumed.push_back(*event);
     }

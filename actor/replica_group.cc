@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "actor/tcp_collective.h"
 #ifdef TANDEM_WITH_CUDA
-#include "actor/cuda/nccl_replica_group.h"
+#include "actor/nccl/nccl_replica_group.h"
 #endif
 
 namespace tandem::actor {
@@ -110,14 +110,14 @@ absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> ReplicaGroupOpening::Open(R
   parts->tcp_offer = parts->tcp->Offer();
   if (member.cuda_device >= 0) {
 #ifdef TANDEM_WITH_CUDA
-    absl::StatusOr<std::string> uuid = cuda::DeviceUuid(member.cuda_device);
+    absl::StatusOr<std::string> uuid = nccl::DeviceUuid(member.cuda_device);
     if (!uuid.ok()) {
       return absl::Status(uuid.status().code(), absl::StrCat("the UUID of CUDA device ", member.cuda_device, ": ",
                                                              uuid.status().message()));
     }
     parts->own.gpu_uuid = *std::move(uuid);
     if (member.rank == 0) {
-      absl::StatusOr<std::string> id = cuda::NewNcclUniqueId();
+      absl::StatusOr<std::string> id = nccl::NewNcclUniqueId();
       if (!id.ok()) return id.status();
       parts->own.nccl_id = *std::move(id);
     }
@@ -168,7 +168,7 @@ absl::StatusOr<std::unique_ptr<CollectiveGroup>> ReplicaGroupOpening::Connect(co
 #ifdef TANDEM_WITH_CUDA
   if (library_ == CollectiveLibrary::kNccl) {
     parts_->tcp.reset();  // never connected
-    absl::StatusOr<std::unique_ptr<cuda::NcclReplicaGroup>> nccl = cuda::NcclReplicaGroup::Join(
+    absl::StatusOr<std::unique_ptr<nccl::NcclReplicaGroup>> nccl = nccl::NcclReplicaGroup::Join(
         decoded[0].nccl_id, member.actors, member.rank, member.cuda_device, absl::Now() + timeout);
     if (!nccl.ok()) return nccl.status();
     return std::unique_ptr<CollectiveGroup>(*std::move(nccl));

@@ -10,12 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actor/tcp_collective.h"
-#include "ir/kernels.h"
+#include "backends/cpu/kernels.h"
+#include "backends/open_device.h"
+#include "ir/device_spec.h"
 
 namespace tandem::actor {
 
 absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector<ir::ActorProgram> programs,
-                                                                     const DeviceSpec& device,
+                                                                     const ir::DeviceSpec& device,
                                                                      absl::Duration connect_timeout) {
   const auto num_actors = static_cast<int32_t>(programs.size());
   if (num_actors == 0) return absl::InvalidArgumentError("a cluster needs at least one actor program");
@@ -25,14 +27,14 @@ absl::StatusOr<std::unique_ptr<ThreadCluster>> ThreadCluster::Create(std::vector
     if (!replica.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("program ", a, " ", replica.status().message()));
     }
-    absl::StatusOr<std::shared_ptr<Device>> opened = OpenDevice(device, a);
+    absl::StatusOr<std::shared_ptr<backends::Device>> opened = backends::OpenDevice(device, a);
     if (!opened.ok()) return opened.status();
     absl::StatusOr<std::unique_ptr<Executor>> executor =
         Executor::Create(std::move(programs[a]), *std::move(opened), *replica);
     if (!executor.ok()) return executor.status();
     executors.push_back(*std::move(executor));
   }
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   auto cluster = std::unique_ptr<ThreadCluster>(new ThreadCluster(std::move(executors)));
   // Each replica group once, from its first member.
   cluster->reducers_.resize(num_actors);

@@ -27,7 +27,7 @@
 #include "actor/executor.h"
 #include "actor/in_memory_transport.h"
 #include "ir/actor_program.h"
-#include "ir/interpreter.h"
+#include "ir/device_spec.h"
 
 namespace tandem::actor {
 
@@ -42,7 +42,7 @@ class ThreadCluster {
   // once give the reference interpreter's bits.
   // Each actor computes on OpenDevice(device, actor).
   static absl::StatusOr<std::unique_ptr<ThreadCluster>> Create(std::vector<ir::ActorProgram> programs,
-                                                               const DeviceSpec& device = {},
+                                                               const ir::DeviceSpec& device = {},
                                                                absl::Duration connect_timeout = absl::Seconds(30));
 
   ThreadCluster(const ThreadCluster&) = delete;

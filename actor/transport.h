@@ -52,7 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "actor/device_memory.h"
+#include "backends/device_memory.h"
 #include "ir/host_tensor.h"
 
 namespace tandem::actor {
@@ -78,20 +78,22 @@ class Transport {
                                                               absl::Time deadline) = 0;
 
   // Device tensors (see above).
-  virtual absl::Status SendDevice(int32_t peer, uint64_t tag, std::vector<DeviceTensor> tensors);
-  virtual absl::StatusOr<std::vector<DeviceTensor>> ReceiveDevice(int32_t peer, uint64_t tag, absl::Time deadline);
+  virtual absl::Status SendDevice(int32_t peer, uint64_t tag, std::vector<backends::DeviceTensor> tensors);
+  virtual absl::StatusOr<std::vector<backends::DeviceTensor>> ReceiveDevice(int32_t peer, uint64_t tag,
+                                                                            absl::Time deadline);
 
   // Fails the whole cluster's step with `status` (which should name the
   // failed actor): wakes every waiter. Thread-safe; the first call wins.
   virtual void Abort(absl::Status status) = 0;
 };
 
-inline absl::Status Transport::SendDevice(int32_t peer, uint64_t, std::vector<DeviceTensor>) {
+inline absl::Status Transport::SendDevice(int32_t peer, uint64_t, std::vector<backends::DeviceTensor>) {
   return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), " cannot send device tensors to actor ", peer,
                                                     ": this data plane carries host tensors only"));
 }
 
-inline absl::StatusOr<std::vector<DeviceTensor>> Transport::ReceiveDevice(int32_t peer, uint64_t, absl::Time) {
+inline absl::StatusOr<std::vector<backends::DeviceTensor>> Transport::ReceiveDevice(int32_t peer, uint64_t,
+                                                                                    absl::Time) {
   return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), " cannot receive device tensors from actor ",
                                                     peer, ": this data plane carries host tensors only"));
 }

@@ -52,7 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "controller/pipeline.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 #include "ir/state_source.h"
 #include "ir/train_step.h"
 

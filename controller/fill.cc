@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/interpreter.h"
 #include "ir/hash.h"
 #include "ir/statistics.h"
 
@@ -129,7 +130,7 @@ absl::StatusOr<ir::HostTensor> RunFillPiece(const FillJob& job, ir::TensorMap& s
     auto it = state.find(name);
     if (it != state.end()) all[name] = it->second;
   }
-  absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(job.piece, all);
+  absl::StatusOr<ir::TensorMap> outputs = cpu::RunGraph(job.piece, all);
   if (!outputs.ok()) return outputs.status();
   for (const ir::GraphOutput& output : job.piece.outputs()) {
     if (IsState(job, output.name)) state[output.name] = outputs->at(output.name);

@@ -34,10 +34,11 @@
 #include "absl/status/statusor.h"
 #include "controller/memory_fit.h"
 #include "ir/actor_program.h"
+#include "ir/host_tensor.h"
 #include "ir/ids.h"
-#include "ir/interpreter.h"
 #include "ir/state_source.h"
 #include "ir/step_io.h"
+#include "ir/train_step.h"
 
 namespace tandem::controller {
 

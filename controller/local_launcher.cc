@@ -16,10 +16,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "backends/cpu/kernel_threads.h"
+#include "ir/state_file.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
-#include "ir/kernel_threads.h"
-#include "ir/state_file.h"
 #include "rpc/capnp_text.h"
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
@@ -299,7 +299,7 @@ ProcessSpec LocalLauncher::ActorProcess(int32_t actor, const std::string& dial, 
                "--threads",
                absl::StrCat(options_.actor_threads > 0 ? options_.actor_threads
                             : srun                      ? 0
-                                                        : ir::SharedCoreThreads(num_actors_))};
+                                                        : cpu::SharedCoreThreads(num_actors_))};
   // Its identity: given here, or taken from Slurm by each task.
   if (srun) {
     spec.args.push_back("--slurm");

@@ -78,10 +78,10 @@
 #include "absl/time/time.h"
 #include "controller/launcher.h"
 #include "controller/launcher_loop.h"
-#include "ir/data_plane_kind.h"
 #include "controller/process_group.h"
 #include "controller/run_directory.h"
 #include "controller/srun_step.h"
+#include "ir/data_plane_kind.h"
 #include "rpc/connection.h"
 
 namespace tandem::controller {
@@ -126,7 +126,7 @@ struct LocalLauncherOptions {
   // with +tf32 or +bf16); the actor checks it and exits at once if it cannot open it.
   std::string device = "cpu";
   // Each actor's kernel threads (tandem-actor --threads). 0: forked actors
-  // share this host's cores evenly (ir::SharedCoreThreads); an srun task
+  // share this host's cores evenly (cpu::SharedCoreThreads); an srun task
   // takes the CPUs Slurm gave it.
   int actor_threads = 0;
   // Bound on starting: spawning, registering, data plane, programs, state.

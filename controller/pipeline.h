@@ -15,7 +15,7 @@
 #include "controller/compiler.h"
 #include "controller/fill.h"
 #include "controller/launcher.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 #include "ir/state_source.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"
@@ -27,7 +27,7 @@ struct StepReport {
   std::vector<float> losses;            // per microbatch (empty for forward-only)
   std::vector<ir::HostTensor> outputs;  // per microbatch, forward-only steps
   // By stage: its sum of squared averaged gradients, in a step that
-  // computes them (ir::StepResult's, as the stage's actor reported it).
+  // computes them (cpu::StepResult's, as the stage's actor reported it).
   std::map<int32_t, float> gradient_squares;
   std::vector<int64_t> peak_live_bytes; // measured, per actor
   std::vector<int64_t> device_peak_bytes;  // measured on device memory, per actor (0: host-resident)

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <set>
 
-#include "ir/errno_status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/errno_status.h"
 
 extern char** environ;  // NOLINT: POSIX; read before fork to build each child's environment
 

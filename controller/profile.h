@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "controller/launcher.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 #include "ir/train_step.h"
 #include "schedules/cost_file.h"
 #include "schedules/schedule.h"

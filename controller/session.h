@@ -30,7 +30,7 @@
 #include "controller/launcher.h"
 #include "controller/pipeline.h"
 #include "ir/data_plane_kind.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 #include "ir/train_step.h"
 #include "rpc/control_plane_kind.h"
 #include "schedules/plan_file.h"

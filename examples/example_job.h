@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "examples/data/corpus.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 #include "ir/trace.h"
 #include "ir/train_step.h"
 

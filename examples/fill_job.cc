@@ -12,6 +12,7 @@
 #include "examples/example_job.h"
 #include "examples/limits.h"
 #include "examples/models/mlp.h"
+#include "ir/initial_state.h"
 #include "ir/single_update.h"
 #include "ir/trace.h"
 

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/graph.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 
 namespace tandem::examples {
 

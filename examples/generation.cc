@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/interpreter.h"
 #include "examples/limits.h"
 
 namespace tandem::examples {
@@ -77,7 +78,7 @@ absl::StatusOr<std::vector<int32_t>> Generate(const ir::Graph& forward, const ir
     std::vector<int32_t> context(static_cast<size_t>(window), 0);
     std::copy(text.end() - used, text.end(), context.begin());
     inputs["tokens"] = ir::HostTensor::FromInts({1, window}, context);
-    absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(forward, inputs);
+    absl::StatusOr<ir::TensorMap> outputs = cpu::RunGraph(forward, inputs);
     if (!outputs.ok()) return outputs.status();
     const ir::HostTensor& logits = outputs->at(forward.outputs()[0].name);
     const int32_t next = Pick(logits.f32() + (used - 1) * vocab, vocab, options, static_cast<uint64_t>(n));

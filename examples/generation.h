@@ -11,7 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "ir/graph.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
+#include "ir/train_step.h"
 
 namespace tandem::examples {
 

@@ -11,8 +11,8 @@
 
 #include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
-#include "ir/all_reduce.h"
 #include "absl/strings/str_join.h"
+#include "ir/all_reduce.h"
 #include "ir/hash.h"
 #include "ir/printer.h"
 

@@ -49,7 +49,7 @@ enum class InstructionKind : uint8_t {
   // Waits (with a deadline) for the message `tag` from actor `peer` and
   // stores its tensors into `buffers`, in order.
   kReceive,
-  // buffers[0] = buffers[0] + buffers[1] in f32 (ir::AccumulateGradient), or
+  // buffers[0] = buffers[0] + buffers[1] in f32 (cpu::AccumulateGradient), or
   // buffers[1] itself when buffers[0] is empty; buffers[1] is then released.
   // Gradients are accumulated in microbatch order this way.
   kAccumulate,

@@ -6,7 +6,7 @@
 // D replicas each hold a bucket of n f32 elements. The result, on every
 // replica, is their elementwise sum added in replica order:
 //   ((b_0 + b_1) + b_2) + ... + b_{D-1}
-// which is what ir::RunReferenceStep computes. A ring all-reduce adds each
+// which is what cpu::RunReferenceStep computes. A ring all-reduce adds each
 // chunk starting from a different replica, so it is not used. Instead:
 //  1. reduce-scatter: the bucket is cut into D contiguous shards; replica j
 //     owns shard j, receives shard j of every other replica and adds the D

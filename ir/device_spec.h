@@ -1,5 +1,5 @@
 // Where an actor computes: the one name of a device that launchers pass on
-// (tandem-actor --device), actors open (actor/device.h) and controllers use
+// (tandem-actor --device), actors open (backends/device.h) and controllers use
 // to tell which actors share a device.
 //
 // Naming a device: "cpu"; "cuda" (the actor's own GPU: GpuForRank of its

@@ -24,7 +24,7 @@ int64_t DTypeSize(DType dtype);  // bytes per element
 
 // The floating types arithmetic computes on: f32 and bf16. An op on bf16
 // computes as on f32 from its operands' exact f32 values and rounds its
-// result to bf16 once (ir/kernels.h).
+// result to bf16 once (backends/cpu/kernels.h).
 inline bool IsComputedFloat(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16; }
 
 // bf16 is the upper half of an f32's bits. FloatToBf16 rounds to nearest,

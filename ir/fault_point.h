@@ -3,8 +3,9 @@
 //   - a crash point: TANDEM_FAULT=checkpoint-before-manifest kills the
 //     process that reaches CrashIfFaultAt("checkpoint-before-manifest");
 //   - faults with arguments, parsed by their owner from FaultSetting()
-//     (actor/fake_cuda_device.h: fake-cuda-poison:A:N, fake-cuda-die:A:N,
-//     fake-cuda-free:A:BYTES), which crash through InjectedCrash().
+//     (backends/fake/fake_cuda_device.h: fake-cuda-poison:A:N,
+//     fake-cuda-die:A:N, fake-cuda-free:A:BYTES), which crash through
+//     InjectedCrash().
 // Unset (as in every real run), nothing happens. Header-only, for every
 // folder.
 #ifndef TANDEM_IR_FAULT_POINT_H_

@@ -142,7 +142,7 @@ int OpArity(OpKind op);
 // Whether the op moves or converts elements whatever their dtype: input,
 // pipeline_yield, convert and the data movement ops. Every other op is
 // arithmetic; on bf16 it computes as on f32 from the exact widened operands
-// and rounds its result once (ir/kernels.h), on every backend.
+// and rounds its result once (backends/cpu/kernels.h), on every backend.
 bool MovesAnyDType(OpKind op);
 
 }  // namespace tandem::ir

@@ -11,7 +11,7 @@
 // microbatch's data and labels. Outputs, in order: "loss", then the new
 // value of every state tensor the update writes and of kSingleUpdateStep,
 // each named like the state it replaces. Running it once gives the bits of
-// ir::RunReferenceStep on that microbatch.
+// cpu::RunReferenceStep on that microbatch.
 #ifndef TANDEM_IR_SINGLE_UPDATE_H_
 #define TANDEM_IR_SINGLE_UPDATE_H_
 

@@ -13,10 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/errno_status.h"
 #include "ir/excerpt.h"
 #include "ir/limits.h"
 #include "ir/read_file.h"
-#include "ir/errno_status.h"
 
 namespace tandem::ir {
 namespace {

@@ -25,8 +25,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "ir/interpreter.h"
+#include "ir/host_tensor.h"
 #include "ir/limits.h"
+#include "ir/train_step.h"
 
 namespace tandem::ir {
 

@@ -1,7 +1,7 @@
 #include "ir/state_source.h"
 
 #include "absl/strings/str_cat.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 #include "ir/state_file.h"
 
 namespace tandem::ir {

@@ -122,9 +122,9 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y,
 // A tensor of `shape` filled with `value`, recorded by `like`'s builder, of
 // like's dtype where that is f32 or bf16, else f32.
 Tensor full(const Tensor& like, ir::Shape shape, double value, SourceLoc loc = SourceLoc::current());
-// x as `dtype` (ir/kernels.h says how each pair converts); x itself when it
-// already is. Mixed precision converts f32 parameters to bf16 where they
-// are used, and the gradient converts back.
+// x as `dtype` (backends/cpu/kernels.h says how each pair converts); x itself
+// when it already is. Mixed precision converts f32 parameters to bf16 where
+// they are used, and the gradient converts back.
 Tensor convert(const Tensor& x, ir::DType dtype, SourceLoc loc = SourceLoc::current());
 
 // ---- Reductions over `axes` (negative axes count from the end).

@@ -4,8 +4,8 @@
 // library Debian does not build with TSan, so TSan cannot see those
 // hand-offs and reports TBB's own task objects as raced. So in the TSan
 // build a kernel's pieces run on its calling thread (ParallelFor,
-// ir/kernels/parallel.h): what TSan checks is Tandem's threads (actors,
-// transports, launchers, replica groups), and the kernels' pieces are
+// backends/cpu/kernels/parallel.h): what TSan checks is Tandem's threads
+// (actors, transports, launchers, replica groups), and the kernels' pieces are
 // checked by the tests that give 1 and N kernel threads the same bits. A
 // KernelThreads arena may still run a whole graph on one of its threads:
 // TsanRelease and TsanAcquire give that hand-off its edges; they are no-ops

@@ -15,11 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "ir/initial_state.h"
 #include "ir/limits.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
-#include "ir/stage_graph.h"
 #include "ir/read_file.h"
+#include "ir/stage_graph.h"
 #include "ir/state_file.h"
 #include "schedules/generators.h"
 #include "schedules/limits.h"

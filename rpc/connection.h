@@ -36,8 +36,8 @@
 #include "capnp/message.h"
 #include "capnp/rpc-twoparty.h"
 #include "kj/async-io.h"
-#include "kj/compat/tls.h"
 #include "kj/async-unix.h"
+#include "kj/compat/tls.h"
 #include "kj/io.h"
 #include "rpc/control_plane_kind.h"
 

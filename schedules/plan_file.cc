@@ -10,11 +10,11 @@
 #include "nlohmann/json.hpp"
 #include "schedules/cost_file.h"
 #include "schedules/generators.h"
-#include "schedules/json_text.h"
-#include "schedules/versioned_json.h"
 #include "schedules/json_fields.h"
+#include "schedules/json_text.h"
 #include "schedules/limits.h"
 #include "schedules/simulator.h"
+#include "schedules/versioned_json.h"
 
 namespace tandem::schedules {
 namespace {

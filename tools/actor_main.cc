@@ -30,7 +30,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "actor/actor_process.h"
-#include "ir/kernel_threads.h"
+#include "backends/cpu/kernel_threads.h"
+#include "ir/device_spec.h"
 #include "rpc/connection.h"
 
 namespace {
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
       ->excludes(actor_option);
   app.add_option("--device", device, "where the functions compute: cpu, cuda, cuda:N (+tf32 or +bf16)")->capture_default_str();
   app.add_option("--threads", threads, "threads of the CPU kernels (0: every core); the bits do not depend on it")
-      ->check(CLI::Range(0, tandem::ir::kMaxKernelThreads))
+      ->check(CLI::Range(0, tandem::cpu::kMaxKernelThreads))
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
     return tandem::actor::kActorExitSetupFailed;
   }
   absl::StatusOr<tandem::ir::DataPlaneKind> kind = tandem::ir::ParseDataPlaneKind(transport);
-  absl::StatusOr<tandem::actor::DeviceSpec> spec = tandem::actor::ParseDeviceSpec(device);
+  absl::StatusOr<tandem::ir::DeviceSpec> spec = tandem::ir::ParseDeviceSpec(device);
   absl::StatusOr<tandem::rpc::ControlPlaneKind> control_plane = tandem::rpc::ParseControlPlaneKind(control);
   absl::Status address = absl::OkStatus();
   if (control_plane.ok() && *control_plane == tandem::rpc::ControlPlaneKind::kTcp) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ir/initial_state.h"
 
 namespace tandem::examples {
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 
 namespace tandem::examples {
 

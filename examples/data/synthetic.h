@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "examples/models/mlp.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 
 namespace tandem::examples {
 

@@ -57,7 +57,7 @@ Tensor Attention(Tracer& t, const Tensor& x, const LlamaConfig& c, const ir::Ini
   const double scale = 1.0 / std::sqrt(static_cast<double>(width));
   // In x's dtype, as Hugging Face's eager attention scales and masks; its
   // softmax takes f32 and rounds to x's dtype, which is what softmax on bf16
-  // computes (ir/kernels.h), without keeping f32 probabilities.
+  // computes (backends/cpu/kernels.h), without keeping f32 probabilities.
   Tensor scores = causal_mask(matmul(q, k, {.transpose_b = true}) * scale, -std::numeric_limits<double>::infinity());
   Tensor heads = matmul(softmax(scores), v);
   Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}), {c.batch_size, c.sequence_length, c.model_dim});

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "examples/data/synthetic.h"
 #include "examples/models/layer_stages.h"
+#include "ir/initial_state.h"
 #include "ir/layers.h"
 
 namespace tandem::examples {

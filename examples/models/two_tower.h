@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 #include "ir/trace.h"
 
 namespace tandem::examples {

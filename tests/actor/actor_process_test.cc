@@ -18,12 +18,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actor/actor_process.h"
-#include "rpc/control_tls.h"
 #include "controller/process_group.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kj/async-io.h"
 #include "rpc/connection.h"
+#include "rpc/control_tls.h"
 #include "rpc/controller_service.h"
 
 namespace tandem::actor {

@@ -22,16 +22,15 @@
 #include "gtest/gtest.h"
 #include "ir/actor_program.h"
 #include "ir/host_tensor.h"
-#include "ir/interpreter.h"
-#include "ir/state_source.h"
 #include "ir/limits.h"
+#include "ir/state_source.h"
 #include "kj/async-io.h"
 #include "rpc/async_status.h"
 #include "rpc/connection.h"
 #include "rpc/program_codec.h"
 #include "rpc/state_codec.h"
-#include "rpc/step_codec.h"
 #include "rpc/status_convert.h"
+#include "rpc/step_codec.h"
 #include "tests/actor/test_programs.h"
 
 namespace tandem::actor::testing {

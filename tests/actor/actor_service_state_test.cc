@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 #include "ir/limits.h"
 #include "ir/state_source.h"
 #include "rpc/state_codec.h"

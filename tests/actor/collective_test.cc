@@ -10,14 +10,14 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "actor/replica_group.h"
 #include "actor/tcp_collective.h"
 #include "actor/tcp_transport.h"
-#include "actor/replica_group.h"
+#include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/all_reduce.h"
 #include "tests/actor/transport_test_util.h"
-#include "ir/interpreter.h"
 
 namespace tandem::actor {
 namespace {
@@ -26,7 +26,8 @@ using ::testing::HasSubstr;
 
 using ::tandem::actor::testing::OrderSensitiveBucket;
 
-// The reference's two-level order: ((b0 + b1) + b2) ... with ir::AccumulateGradient.
+// The reference's two-level order: ((b0 + b1) + b2) ... with
+// cpu::AccumulateGradient.
 std::vector<float> ReferenceSum(int32_t replicas, int64_t elements) {
   const ir::TensorType type{ir::DType::kF32, {elements}};
   ir::HostTensor total(type);
@@ -36,7 +37,7 @@ std::vector<float> ReferenceSum(int32_t replicas, int64_t elements) {
     ir::HostTensor next(type);
     std::vector<float> values = OrderSensitiveBucket(r, elements);
     std::copy(values.begin(), values.end(), next.f32());
-    total = *ir::AccumulateGradient(total, next);
+    total = *cpu::AccumulateGradient(total, next);
   }
   return std::vector<float>(total.f32(), total.f32() + elements);
 }

@@ -10,9 +10,9 @@
 
 #include "absl/time/clock.h"
 #include "actor/in_memory_transport.h"
+#include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/interpreter.h"
 #include "tests/actor/test_programs.h"
 
 namespace tandem::actor::testing {
@@ -29,7 +29,7 @@ std::unique_ptr<Executor> MakeExecutor(ir::ActorProgram program) {
 }
 
 ir::HostTensor RunOne(const ir::Function& function, const ir::TensorMap& inputs, const std::string& output) {
-  absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(function.graph, inputs);
+  absl::StatusOr<ir::TensorMap> outputs = cpu::RunGraph(function.graph, inputs);
   EXPECT_TRUE(outputs.ok()) << outputs.status();
   return outputs.ok() ? outputs->at(output) : ir::HostTensor();
 }
@@ -80,7 +80,7 @@ TEST(Executor, TwoActorsMatchRunGraphBitwise) {
 }
 
 // One actor, three microbatches of a "gradient" g = x * 1: acc receives g0
-// by move, then g1 and g2 by ir::AccumulateGradient, in that order.
+// by move, then g1 and g2 by cpu::AccumulateGradient, in that order.
 ir::ActorProgram AccumulateProgram() {
   ir::ActorProgram program;
   program.functions.push_back(TraceFunction("W0", [](Tracer& t) -> std::vector<std::pair<std::string, Tensor>> {
@@ -108,8 +108,8 @@ TEST(Executor, AccumulateMovesTheFirstGradientThenAddsInMicrobatchOrder) {
   const ir::HostTensor g0 = ir::HostTensor::FromFloats({3}, {1e8f, 1.0f, 0.1f});
   const ir::HostTensor g1 = ir::HostTensor::FromFloats({3}, {1.0f, 1e8f, 0.2f});
   const ir::HostTensor g2 = ir::HostTensor::FromFloats({3}, {-1e8f, -1e8f, 0.3f});
-  const ir::HostTensor in_order = *ir::AccumulateGradient(*ir::AccumulateGradient(g0, g1), g2);
-  ASSERT_FALSE(in_order.BitwiseEquals(*ir::AccumulateGradient(g0, *ir::AccumulateGradient(g1, g2))));
+  const ir::HostTensor in_order = *cpu::AccumulateGradient(*cpu::AccumulateGradient(g0, g1), g2);
+  ASSERT_FALSE(in_order.BitwiseEquals(*cpu::AccumulateGradient(g0, *cpu::AccumulateGradient(g1, g2))));
 
   std::unique_ptr<Executor> executor = MakeExecutor(AccumulateProgram());
   ASSERT_TRUE(executor->LoadState({}).ok());

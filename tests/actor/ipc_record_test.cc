@@ -18,7 +18,7 @@ ir::HostTensor AsTensor(const std::vector<int32_t>& words) {
 }
 
 TEST(IpcRecord, WhatTheWriterWritesTheReaderReadsBack) {
-  IpcMemHandle handle;
+  backends::IpcMemHandle handle;
   for (size_t i = 0; i < handle.bytes.size(); ++i) handle.bytes[i] = std::byte(static_cast<uint8_t>(i * 7 + 1));
   RecordWriter writer(RecordKind::kMessage, 2, 5);
   writer.Put32(-7);
@@ -33,7 +33,7 @@ TEST(IpcRecord, WhatTheWriterWritesTheReaderReadsBack) {
   RecordReader reader(*parsed);
   EXPECT_EQ(reader.Get32(), -7);
   EXPECT_EQ(reader.Get64(), 0xFEDCBA9876543210u);
-  EXPECT_EQ(reader.GetHandle<IpcMemHandle>().bytes, handle.bytes);
+  EXPECT_EQ(reader.GetHandle<backends::IpcMemHandle>().bytes, handle.bytes);
   EXPECT_TRUE(reader.ok());
   EXPECT_EQ(reader.left(), 0u);
   reader.Get32();  // past the end

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "actor/device_memory.h"
+#include "backends/device_memory.h"
 #include "ir/host_tensor.h"
 #include "tests/actor/transport_test_util.h"
 
@@ -22,10 +22,11 @@ inline std::vector<ir::HostTensor> IpcTestTensors(int seed) {
   return tensors;
 }
 
-inline absl::StatusOr<std::vector<DeviceTensor>> Upload(DeviceMemory& memory, const std::vector<ir::HostTensor>& tensors) {
-  std::vector<DeviceTensor> device;
+inline absl::StatusOr<std::vector<backends::DeviceTensor>> Upload(backends::DeviceMemory& memory,
+                                                                  const std::vector<ir::HostTensor>& tensors) {
+  std::vector<backends::DeviceTensor> device;
   for (const ir::HostTensor& t : tensors) {
-    absl::StatusOr<DeviceTensor> d = CopyToDevice(memory, t, In(absl::Seconds(10)));
+    absl::StatusOr<backends::DeviceTensor> d = backends::CopyToDevice(memory, t, In(absl::Seconds(10)));
     if (!d.ok()) return d.status();
     device.push_back(*std::move(d));
   }
@@ -33,13 +34,13 @@ inline absl::StatusOr<std::vector<DeviceTensor>> Upload(DeviceMemory& memory, co
 }
 
 // OK when the device tensors hold exactly `expected` (types and bits).
-inline absl::Status CheckTensors(DeviceMemory& memory, const std::vector<DeviceTensor>& got,
-                          const std::vector<ir::HostTensor>& expected) {
+inline absl::Status CheckTensors(backends::DeviceMemory& memory, const std::vector<backends::DeviceTensor>& got,
+                                 const std::vector<ir::HostTensor>& expected) {
   if (got.size() != expected.size()) {
     return absl::InternalError(absl::StrCat(got.size(), " tensors, expected ", expected.size()));
   }
   for (size_t i = 0; i < got.size(); ++i) {
-    absl::StatusOr<ir::HostTensor> host = CopyToHost(memory, got[i], In(absl::Seconds(10)));
+    absl::StatusOr<ir::HostTensor> host = backends::CopyToHost(memory, got[i], In(absl::Seconds(10)));
     if (!host.ok()) return host.status();
     if (!host->BitwiseEquals(expected[i])) {
       return absl::InternalError(absl::StrCat("tensor ", i, " differs: ", ir::DescribeTensor(*host), " vs ",

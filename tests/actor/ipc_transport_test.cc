@@ -20,11 +20,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "actor/device_memory.h"
-#include "actor/fake_device_memory.h"
 #include "actor/in_memory_transport.h"
 #include "actor/ipc_transport.h"
 #include "actor/shm_transport.h"
+#include "backends/device_memory.h"
+#include "backends/fake/fake_device_memory.h"
 #include "gtest/gtest.h"
 #include "tests/actor/ipc_test_util.h"
 
@@ -54,7 +54,7 @@ struct SideOptions {
 struct Side {
   // Destroyed in reverse: the transport before the device and the channel.
   std::unique_ptr<ShmTransport> host;
-  std::unique_ptr<FakeDeviceMemory> memory;
+  std::unique_ptr<fake::FakeDeviceMemory> memory;
   std::unique_ptr<IpcTransport> ipc;
 
   // Closes the IPC transport (both sides must) and flushes the host channel.
@@ -74,7 +74,8 @@ absl::StatusOr<std::unique_ptr<Side>> MakeSide(int32_t actor, int socket, const 
   absl::StatusOr<int> fd = ReceiveFd(socket, In(absl::Seconds(10)));
   if (!fd.ok()) return fd.status();
   if (absl::Status status = side->host->AttachInbound(peer, *fd); !status.ok()) return status;
-  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory = FakeDeviceMemory::Create({.copy_delay = options.copy_delay});
+  absl::StatusOr<std::unique_ptr<fake::FakeDeviceMemory>> memory =
+      fake::FakeDeviceMemory::Create({.copy_delay = options.copy_delay});
   if (!memory.ok()) return memory.status();
   side->memory = *std::move(memory);
   absl::StatusOr<std::unique_ptr<IpcTransport>> ipc = IpcTransport::Create(
@@ -103,7 +104,7 @@ ForkedChild ActorOne(std::function<int(Side&)> body, SideOptions options = {}) {
 
 TEST(IpcTransport, RoundTripsTensorsOfSeveralDtypesBitExact) {
   ForkedChild child = ActorOne([](Side& side) {
-    absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(10)));
+    absl::StatusOr<std::vector<backends::DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(10)));
     if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
     if (absl::Status status = CheckTensors(*side.memory, *got, IpcTestTensors(3)); !status.ok()) {
       return ChildFailure(2, std::string(status.message()));
@@ -115,10 +116,10 @@ TEST(IpcTransport, RoundTripsTensorsOfSeveralDtypesBitExact) {
   ASSERT_TRUE(side.ok()) << side.status();
   Side& s = **side;
   {
-    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, IpcTestTensors(3));
+    absl::StatusOr<std::vector<backends::DeviceTensor>> tensors = Upload(*s.memory, IpcTestTensors(3));
     ASSERT_TRUE(tensors.ok());
     ASSERT_TRUE(s.ipc->Send(1, 1, *std::move(tensors)).ok());  // the sender keeps no reference
-    absl::StatusOr<std::vector<DeviceTensor>> echo = s.ipc->Receive(1, 2, In(absl::Seconds(10)));
+    absl::StatusOr<std::vector<backends::DeviceTensor>> echo = s.ipc->Receive(1, 2, In(absl::Seconds(10)));
     ASSERT_TRUE(echo.ok()) << echo.status();
     EXPECT_TRUE(CheckTensors(*s.memory, *echo, IpcTestTensors(3)).ok());
   }
@@ -146,7 +147,8 @@ TEST(IpcTransport, ManyMessagesMatchedByTagThroughASmallRing) {
       [&](Side& side) {
         for (int group = 0; group < kMessages; group += kGroup) {
           for (int i = group + kGroup - 1; i >= group; --i) {
-            absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, tag_of(i), In(absl::Seconds(10)));
+            absl::StatusOr<std::vector<backends::DeviceTensor>> got =
+                side.ipc->Receive(0, tag_of(i), In(absl::Seconds(10)));
             if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
             if (absl::Status status = CheckTensors(*side.memory, *got, message(i)); !status.ok()) {
               return ChildFailure(2, absl::StrCat("message ", i, ": ", status.message()));
@@ -161,7 +163,7 @@ TEST(IpcTransport, ManyMessagesMatchedByTagThroughASmallRing) {
   Side& s = **side;
   const absl::Time start = absl::Now();
   for (int i = 0; i < kMessages; ++i) {
-    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, message(i));
+    absl::StatusOr<std::vector<backends::DeviceTensor>> tensors = Upload(*s.memory, message(i));
     ASSERT_TRUE(tensors.ok());
     ASSERT_TRUE(s.ipc->Send(1, tag_of(i), *std::move(tensors)).ok()) << i;
   }
@@ -194,7 +196,7 @@ TEST_P(SlowStreamTest, RingReuseNeverCorruptsMessages) {
           return ChildFailure(3, "the sender's Sends did not return before this receiver started");
         }
         for (int i = 0; i < kMessages; ++i) {
-          absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, i, In(absl::Seconds(10)));
+          absl::StatusOr<std::vector<backends::DeviceTensor>> got = side.ipc->Receive(0, i, In(absl::Seconds(10)));
           if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
           if (absl::Status status = CheckTensors(*side.memory, *got, message(i)); !status.ok()) {
             return ChildFailure(2, absl::StrCat("message ", i, ": ", status.message()));
@@ -207,7 +209,7 @@ TEST_P(SlowStreamTest, RingReuseNeverCorruptsMessages) {
   ASSERT_TRUE(side.ok()) << side.status();
   Side& s = **side;
   for (int i = 0; i < kMessages; ++i) {
-    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*s.memory, message(i));
+    absl::StatusOr<std::vector<backends::DeviceTensor>> tensors = Upload(*s.memory, message(i));
     ASSERT_TRUE(tensors.ok());
     ASSERT_TRUE(s.ipc->Send(1, i, *std::move(tensors)).ok());
   }
@@ -225,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(Delays, SlowStreamTest,
 TEST(IpcTransport, RefusesBadMessagesWithClearErrors) {
   ForkedChild child = ActorOne(
       [](Side& side) {
-        absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 5, In(absl::Seconds(10)));
+        absl::StatusOr<std::vector<backends::DeviceTensor>> got = side.ipc->Receive(0, 5, In(absl::Seconds(10)));
         if (!got.ok()) return ChildFailure(1, std::string(got.status().message()));
         return CheckTensors(*side.memory, *got, {Pattern(5, 10)}).ok() ? 0 : 2;
       },
@@ -234,7 +236,7 @@ TEST(IpcTransport, RefusesBadMessagesWithClearErrors) {
   ASSERT_TRUE(side.ok()) << side.status();
   Side& s = **side;
   {
-    absl::StatusOr<std::vector<DeviceTensor>> big = Upload(*s.memory, {Pattern(1, 20000)});  // 80 KB
+    absl::StatusOr<std::vector<backends::DeviceTensor>> big = Upload(*s.memory, {Pattern(1, 20000)});  // 80 KB
     ASSERT_TRUE(big.ok());
     const absl::Status too_large = s.ipc->Send(1, 4, *big);
     EXPECT_EQ(too_large.code(), absl::StatusCode::kResourceExhausted) << too_large;
@@ -243,11 +245,11 @@ TEST(IpcTransport, RefusesBadMessagesWithClearErrors) {
 
     EXPECT_EQ(s.ipc->Send(2, 4, {}).code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(s.ipc->Send(0, 4, {}).code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(s.ipc->Send(1, 4, {DeviceTensor{}}).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.ipc->Send(1, 4, {backends::DeviceTensor{}}).code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(s.ipc->Receive(-1, 4, In(absl::Seconds(1))).status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(s.ipc->Connect(In(absl::Seconds(1))).code(), absl::StatusCode::kFailedPrecondition);
 
-    absl::StatusOr<std::vector<DeviceTensor>> small = Upload(*s.memory, {Pattern(5, 10)});
+    absl::StatusOr<std::vector<backends::DeviceTensor>> small = Upload(*s.memory, {Pattern(5, 10)});
     ASSERT_TRUE(small.ok());
     ASSERT_TRUE(s.ipc->Send(1, 5, *small).ok());
   }
@@ -262,7 +264,7 @@ TEST(IpcTransport, TagInFlightCannotBeSentAgainUntilReceived) {
     absl::StatusOr<std::vector<ir::HostTensor>> wait = side.host->Receive(0, 77, In(absl::Seconds(10)));
     if (!wait.ok()) return ChildFailure(1, std::string(wait.status().message()));
     for (int round = 0; round < 2; ++round) {
-      absl::StatusOr<std::vector<DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(10)));
+      absl::StatusOr<std::vector<backends::DeviceTensor>> got = side.ipc->Receive(0, 1, In(absl::Seconds(10)));
       if (!got.ok()) return ChildFailure(2, std::string(got.status().message()));
       if (!CheckTensors(*side.memory, *got, {Pattern(round, 100)}).ok()) return ChildFailure(3, "wrong bytes");
       if (!side.ipc->Send(0, 2 + round, {}).ok()) return 4;
@@ -273,8 +275,8 @@ TEST(IpcTransport, TagInFlightCannotBeSentAgainUntilReceived) {
   ASSERT_TRUE(side.ok()) << side.status();
   Side& s = **side;
   {
-    absl::StatusOr<std::vector<DeviceTensor>> first = Upload(*s.memory, {Pattern(0, 100)});
-    absl::StatusOr<std::vector<DeviceTensor>> second = Upload(*s.memory, {Pattern(1, 100)});
+    absl::StatusOr<std::vector<backends::DeviceTensor>> first = Upload(*s.memory, {Pattern(0, 100)});
+    absl::StatusOr<std::vector<backends::DeviceTensor>> second = Upload(*s.memory, {Pattern(1, 100)});
     ASSERT_TRUE(first.ok() && second.ok());
     ASSERT_TRUE(s.ipc->Send(1, 1, *first).ok());
     const absl::Status twice = s.ipc->Send(1, 1, *second);
@@ -298,7 +300,7 @@ TEST(IpcTransport, MissingMessageIsDeadlineExceededNamingPeerAndTag) {
   ASSERT_TRUE(side.ok()) << side.status();
   Side& s = **side;
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::vector<DeviceTensor>> got = s.ipc->Receive(1, 99, start + absl::Milliseconds(200));
+  absl::StatusOr<std::vector<backends::DeviceTensor>> got = s.ipc->Receive(1, 99, start + absl::Milliseconds(200));
   const absl::Duration waited = absl::Now() - start;
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
   EXPECT_NE(got.status().message().find("actor 1 with tag 99"), absl::string_view::npos) << got.status();
@@ -323,7 +325,7 @@ TEST(IpcTransport, AbortWakesAWaitingReceive) {
     s.ipc->Abort(absl::UnavailableError("actor 3 died"));
   });
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::vector<DeviceTensor>> got = s.ipc->Receive(1, 5, start + absl::Seconds(5));
+  absl::StatusOr<std::vector<backends::DeviceTensor>> got = s.ipc->Receive(1, 5, start + absl::Seconds(5));
   aborter.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));  // the abort, not the deadline, ended it
   EXPECT_EQ(got.status().message(), "actor 3 died");
@@ -343,7 +345,7 @@ TEST(IpcTransport, ConnectWithoutPeerEndsAtTheDeadline) {
   });
   absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket(), {.connect = false});
   ASSERT_TRUE(side.ok()) << side.status();
-  absl::StatusOr<std::vector<DeviceTensor>> early = (*side)->ipc->Receive(1, 1, In(absl::Seconds(1)));
+  absl::StatusOr<std::vector<backends::DeviceTensor>> early = (*side)->ipc->Receive(1, 1, In(absl::Seconds(1)));
   EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
   const absl::Time start = absl::Now();
   const absl::Status status = (*side)->ipc->Connect(start + absl::Milliseconds(200));
@@ -356,7 +358,7 @@ TEST(IpcTransport, ConnectWithoutPeerEndsAtTheDeadline) {
 
 TEST(IpcTransport, ReceiveFromAPeerThatClosedFailsAtOnce) {
   ForkedChild child = ActorOne([](Side& side) {
-    absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(*side.memory, {Pattern(1, 1000)});
+    absl::StatusOr<std::vector<backends::DeviceTensor>> tensors = Upload(*side.memory, {Pattern(1, 1000)});
     return tensors.ok() && side.ipc->Send(0, 1, *std::move(tensors)).ok() ? 0 : 1;
   });
   absl::StatusOr<std::unique_ptr<Side>> side = MakeSide(0, child.socket());
@@ -365,11 +367,11 @@ TEST(IpcTransport, ReceiveFromAPeerThatClosedFailsAtOnce) {
   const absl::Time start = absl::Now();
   {
     // Sent before the peer closed: still there to receive.
-    absl::StatusOr<std::vector<DeviceTensor>> got = s.ipc->Receive(1, 1, In(absl::Seconds(10)));
+    absl::StatusOr<std::vector<backends::DeviceTensor>> got = s.ipc->Receive(1, 1, In(absl::Seconds(10)));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(CheckTensors(*s.memory, *got, {Pattern(1, 1000)}).ok());
   }
-  absl::StatusOr<std::vector<DeviceTensor>> never = s.ipc->Receive(1, 2, In(absl::Seconds(10)));
+  absl::StatusOr<std::vector<backends::DeviceTensor>> never = s.ipc->Receive(1, 2, In(absl::Seconds(10)));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // not the 10 s deadline
   EXPECT_EQ(never.status().code(), absl::StatusCode::kUnavailable) << never.status();
   EXPECT_NE(never.status().message().find("actor 1 with tag 2"), absl::string_view::npos) << never.status();
@@ -407,11 +409,11 @@ TEST(IpcTransport, ThreeActorsExchangeOverEveryPairAtOnce) {
     return std::vector<ir::HostTensor>{Pattern(tag_of(from, to, i), 100 + (i * 997) % 6000)};
   };
   InMemoryNetwork network(kActors + 1);
-  std::vector<std::unique_ptr<FakeDeviceMemory>> memories;
+  std::vector<std::unique_ptr<fake::FakeDeviceMemory>> memories;
   std::vector<std::unique_ptr<IpcTransport>> transports;
   for (int32_t actor = 0; actor < kActors; ++actor) {
-    absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory =
-        FakeDeviceMemory::Create({.copy_delay = absl::Microseconds(200 * actor)});
+    absl::StatusOr<std::unique_ptr<fake::FakeDeviceMemory>> memory =
+        fake::FakeDeviceMemory::Create({.copy_delay = absl::Microseconds(200 * actor)});
     ASSERT_TRUE(memory.ok());
     memories.push_back(*std::move(memory));
     std::vector<int32_t> peers;
@@ -429,21 +431,22 @@ TEST(IpcTransport, ThreeActorsExchangeOverEveryPairAtOnce) {
   for (int32_t actor = 0; actor < kActors; ++actor) {
     threads.emplace_back([&, actor] {
       IpcTransport& ipc = *transports[actor];
-      DeviceMemory& memory = *memories[actor];
+      backends::DeviceMemory& memory = *memories[actor];
       absl::Status& result = results[actor];
       result = ipc.Connect(In(absl::Seconds(10)));
       if (!result.ok()) return;
       for (int i = 0; i < kMessages && result.ok(); ++i) {
         for (int32_t peer = 0; peer < kActors && result.ok(); ++peer) {
           if (peer == actor) continue;
-          absl::StatusOr<std::vector<DeviceTensor>> tensors = Upload(memory, message(actor, peer, i));
+          absl::StatusOr<std::vector<backends::DeviceTensor>> tensors = Upload(memory, message(actor, peer, i));
           result = tensors.ok() ? ipc.Send(peer, tag_of(actor, peer, i), *std::move(tensors)) : tensors.status();
         }
       }
       for (int i = 0; i < kMessages && result.ok(); ++i) {
         for (int32_t peer = 0; peer < kActors && result.ok(); ++peer) {
           if (peer == actor) continue;
-          absl::StatusOr<std::vector<DeviceTensor>> got = ipc.Receive(peer, tag_of(peer, actor, i), In(absl::Seconds(10)));
+          absl::StatusOr<std::vector<backends::DeviceTensor>> got =
+              ipc.Receive(peer, tag_of(peer, actor, i), In(absl::Seconds(10)));
           result = got.ok() ? CheckTensors(memory, *got, message(peer, actor, i)) : got.status();
         }
       }

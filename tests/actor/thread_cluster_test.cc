@@ -10,9 +10,9 @@
 
 #include "absl/time/clock.h"
 #include "actor/in_memory_transport.h"
+#include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/interpreter.h"
 #include "tests/actor/test_programs.h"
 
 namespace tandem::actor::testing {
@@ -113,9 +113,9 @@ TEST(ThreadCluster, TwoActorsMatchRunGraphBitwiseOverSteps) {
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     ASSERT_EQ(outputs->size(), 2u);
     for (int32_t m = 0; m < kMicrobatches; ++m) {
-      absl::StatusOr<ir::TensorMap> h = ir::RunGraph(f0.graph, {{"x", inputs[{"x", m}]}, {"w0", state.at("w0")}});
+      absl::StatusOr<ir::TensorMap> h = cpu::RunGraph(f0.graph, {{"x", inputs[{"x", m}]}, {"w0", state.at("w0")}});
       ASSERT_TRUE(h.ok());
-      absl::StatusOr<ir::TensorMap> loss = ir::RunGraph(f1.graph, {{"h", h->at("h")}, {"w1", state.at("w1")}});
+      absl::StatusOr<ir::TensorMap> loss = cpu::RunGraph(f1.graph, {{"h", h->at("h")}, {"w1", state.at("w1")}});
       ASSERT_TRUE(loss.ok());
       EXPECT_TRUE((*outputs)[1].results.at("loss").at(m).BitwiseEquals(loss->at("loss"))) << "step " << step << " mb " << m;
     }

@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
 #include "controller/compiler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/all_reduce.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 #include "schedules/generators.h"
 #include "tests/controller/parity_harness.h"
 
@@ -178,8 +179,8 @@ TEST(DataParallelReference, TwoReplicasOfTheSameDataGiveOneReplicasBits) {
   absl::StatusOr<ir::TensorMap> state_one = ir::InitialState(*one);
   absl::StatusOr<ir::TensorMap> state_two = ir::InitialState(*two);
   ASSERT_TRUE(state_one.ok() && state_two.ok());
-  absl::StatusOr<ir::StepResult> a = ir::RunReferenceStep(*one, *state_one, data, 1);
-  absl::StatusOr<ir::StepResult> b = ir::RunReferenceStep(*two, *state_two, doubled, 1);
+  absl::StatusOr<cpu::StepResult> a = cpu::RunReferenceStep(*one, *state_one, data, 1);
+  absl::StatusOr<cpu::StepResult> b = cpu::RunReferenceStep(*two, *state_two, doubled, 1);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
   ASSERT_EQ(b->losses.size(), 4u);
   EXPECT_EQ(b->losses[0], a->losses[0]);
@@ -196,7 +197,7 @@ TEST(DataParallelReference, NeedsEveryReplicasMicrobatches) {
   ASSERT_TRUE(state.ok());
   std::vector<ir::TensorMap> data = testing_harness::Batches(*step, 1);
   data.pop_back();
-  absl::Status status = ir::RunReferenceStep(*step, *state, data, 1).status();
+  absl::Status status = cpu::RunReferenceStep(*step, *state, data, 1).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("traced for 2 microbatches on each of 3 replicas, got 5"));
 }

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "backends/cpu/kernels.h"
 #include "controller/local_launcher.h"
 #include "examples/models/mlp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/kernels.h"
 #include "ir/trace.h"
 #include "schedules/generators.h"
 #include "tests/controller/parity_harness.h"
@@ -52,7 +52,7 @@ enum class Actors { kProcesses, kThreads };
 
 std::unique_ptr<Pipeline> Start(const ir::TrainStep& step, absl::Duration receive_timeout = absl::Seconds(20),
                                 Actors actors = Actors::kProcesses, int32_t pipeline_actors = kActors) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   std::unique_ptr<Launcher> launcher;
   if (actors == Actors::kThreads) {
     launcher = std::make_unique<cli::ThreadsLauncher>(receive_timeout);

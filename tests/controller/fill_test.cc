@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "absl/base/casts.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
+#include "backends/cpu/interpreter.h"
 #include "controller/session.h"
 #include "controller/step_trace.h"
 #include "examples/fill_job.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/initial_state.h"
 #include "tests/controller/parity_harness.h"
 
 namespace tandem::controller {
@@ -134,7 +136,7 @@ TEST_F(FillPipeline, TheMainJobStaysBitIdenticalAndEveryFillOutputIsRight) {
     const std::vector<ir::TensorMap> batch = Batches(step_, number);
     absl::StatusOr<StepReport> report = session_->Step(batch);
     ASSERT_TRUE(report.ok()) << report.status();
-    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(step_, *reference, batch, number);
+    absl::StatusOr<cpu::StepResult> expected = cpu::RunReferenceStep(step_, *reference, batch, number);
     ASSERT_TRUE(expected.ok()) << expected.status();
     ASSERT_EQ(report->losses.size(), expected->losses.size());
     for (size_t m = 0; m < expected->losses.size(); ++m) {
@@ -192,7 +194,7 @@ TEST(FillTraining, EachActorTrainsItsOwnCopyPieceByPieceAsTheReferenceReplaysIt)
     const std::vector<ir::TensorMap> batch = Batches(*step, number);
     absl::StatusOr<StepReport> report = (*session)->Step(batch);
     ASSERT_TRUE(report.ok()) << report.status();
-    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(*step, main_reference, batch, number);
+    absl::StatusOr<cpu::StepResult> expected = cpu::RunReferenceStep(*step, main_reference, batch, number);
     ASSERT_TRUE(expected.ok()) << expected.status();
     EXPECT_EQ(report->losses, expected->losses) << "step " << number;
     ASSERT_EQ(report->fill_items.size(), actor_of_slot.size());

@@ -5,10 +5,10 @@
 // refused at compile time.
 #include <string>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "controller/compiler.h"
 #include "examples/models/two_tower.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "schedules/generators.h"
 #include "schedules/text_format.h"
 #include "tests/controller/parity_harness.h"

@@ -29,22 +29,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "backends/cpu/kernels.h"
 #include "controller/pipeline.h"
 #include "examples/models/mlp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/kernels.h"
 #include "kj/async-io.h"
-#include "rpc/connection.h"
 #include "rpc/async_status.h"
+#include "rpc/connection.h"
 #include "rpc/controller_service.h"
-#include "tests/testing/recording_relay.h"
 #include "schedules/generators.h"
 #include "tests/controller/parity_harness.h"
+#include "tests/testing/recording_relay.h"
 
 namespace tandem::controller {
 namespace {
@@ -145,7 +145,7 @@ struct Job {
 // step computes.
 void StartJob(Job& job, int32_t actors, int32_t microbatches, int64_t width = 12, int64_t batch = 4,
               LocalLauncherOptions options = TestOptions()) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   examples::MlpConfig config;
   config.input_dim = width;
   config.hidden_dim = width;

@@ -4,11 +4,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
 #include "controller/local_launcher.h"
 #include "controller/pipeline.h"
 #include "examples/models/gpt.h"
 #include "gtest/gtest.h"
-#include "ir/kernels.h"
+#include "ir/initial_state.h"
 #include "schedules/generators.h"
 #include "tools/cli/threads_launcher.h"
 
@@ -102,7 +104,7 @@ std::unique_ptr<Launcher> ThreadsLauncher() { return std::make_unique<cli::Threa
 
 void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule, int steps,
                   const LauncherFactory& make_launcher, const CompileOptions& options) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
       Pipeline::Create(step, schedule, ir::SeedSources(step), make_launcher(), 0, options);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
@@ -111,7 +113,7 @@ void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule
     std::vector<ir::TensorMap> batches = Batches(step, s);
     absl::StatusOr<StepReport> report = (*pipeline)->Step(batches);
     ASSERT_TRUE(report.ok()) << report.status();
-    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(step, reference, batches, s);
+    absl::StatusOr<cpu::StepResult> expected = cpu::RunReferenceStep(step, reference, batches, s);
     ASSERT_TRUE(expected.ok()) << expected.status();
     ASSERT_EQ(report->losses.size(), expected->losses.size());
     for (size_t m = 0; m < expected->losses.size(); ++m) {
@@ -137,14 +139,15 @@ void ExpectParity(const ir::TrainStep& step, const schedules::Schedule& schedule
 
 void ExpectForwardParity(const ir::TrainStep& step, const schedules::Schedule& schedule,
                          const examples::MlpConfig& config) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
       Pipeline::Create(step, schedule, ir::SeedSources(step), ThreadsLauncher());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   std::vector<ir::TensorMap> batches = Batches(step, 1);
   absl::StatusOr<StepReport> report = (*pipeline)->Step(batches);
   ASSERT_TRUE(report.ok()) << report.status();
-  absl::StatusOr<std::vector<ir::HostTensor>> expected = ir::RunReferenceForward(step, *ir::InitialState(step), batches);
+  absl::StatusOr<std::vector<ir::HostTensor>> expected =
+      cpu::RunReferenceForward(step, *ir::InitialState(step), batches);
   ASSERT_TRUE(expected.ok()) << expected.status();
   ASSERT_EQ(report->outputs.size(), expected->size());
   for (size_t m = 0; m < expected->size(); ++m) EXPECT_TRUE(report->outputs[m].BitwiseEquals((*expected)[m])) << m;

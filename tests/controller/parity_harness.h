@@ -12,7 +12,6 @@
 #include "controller/compiler.h"
 #include "controller/launcher.h"
 #include "examples/models/mlp.h"
-#include "ir/interpreter.h"
 #include "ir/trace.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"

@@ -4,18 +4,18 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/kernels.h"
 #include "controller/pipeline.h"
 #include "examples/data/synthetic.h"
 #include "examples/models/gpt.h"
 #include "examples/models/mlp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_data.h"
-#include "ir/kernels.h"
 #include "schedules/generators.h"
 #include "schedules/pytorch_csv.h"
 #include "schedules/text_format.h"
 #include "tests/controller/parity_harness.h"
+#include "tests/testing/test_data.h"
 
 namespace tandem::controller {
 namespace {

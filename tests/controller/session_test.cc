@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
 #include "examples/models/mlp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/kernels.h"
+#include "ir/initial_state.h"
 #include "ir/trace.h"
 #include "schedules/resolve.h"
 #include "tests/controller/parity_harness.h"
@@ -38,7 +40,7 @@ ir::TrainStep Mlp(int32_t microbatches) {
 }
 
 SessionOptions Options() {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   SessionOptions options;
   options.actor_binary = TANDEM_ACTOR_BINARY;
   return options;
@@ -66,7 +68,7 @@ TEST(Session, SwitchingSchedulesKeepsTheReferenceBits) {
     absl::StatusOr<controller::StepReport> report = (*session)->Step(batch);
     ASSERT_TRUE(report.ok()) << report.status();
     EXPECT_EQ(report->step, s);
-    absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(step, state, batch, s);
+    absl::StatusOr<cpu::StepResult> expected = cpu::RunReferenceStep(step, state, batch, s);
     ASSERT_TRUE(expected.ok());
     EXPECT_EQ(Bits(report->losses), Bits(expected->losses)) << "step " << s;
   }
@@ -93,7 +95,7 @@ TEST(Session, APlanRunsItsScheduleAndRematerialisesTheStagesItNames) {
   absl::StatusOr<controller::StepReport> report = (*session)->Step(batch);
   ASSERT_TRUE(report.ok()) << report.status();
   ir::TensorMap state = *ir::InitialState(step);
-  absl::StatusOr<ir::StepResult> expected = ir::RunReferenceStep(step, state, batch, 1);
+  absl::StatusOr<cpu::StepResult> expected = cpu::RunReferenceStep(step, state, batch, 1);
   ASSERT_TRUE(expected.ok());
   EXPECT_EQ(Bits(report->losses), Bits(expected->losses));
 }

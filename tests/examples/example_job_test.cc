@@ -18,9 +18,9 @@
 #include "absl/time/clock.h"
 #include "controller/memory_fit.h"
 #include "examples/data/char_corpus.h"
-#include "ir/stage_graph.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/stage_graph.h"
 #include "tests/testing/memory_limit.h"
 
 namespace tandem::examples {

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
 #include "examples/generation.h"
 #include "examples/models/llama.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/initial_state.h"
 #include "ir/trace.h"
 
 namespace tandem::examples {
@@ -38,7 +40,7 @@ TEST(Generate, GreedyPicksTheLastPromptPositionsArgmaxAndRepeats) {
   // The first token, recomputed by hand: the argmax at position 2.
   ir::TensorMap inputs = model.parameters;
   inputs["tokens"] = ir::HostTensor::FromInts({1, 8}, {3, 1, 4, 0, 0, 0, 0, 0});
-  absl::StatusOr<ir::TensorMap> out = ir::RunGraph(model.forward.microbatch, inputs);
+  absl::StatusOr<ir::TensorMap> out = cpu::RunGraph(model.forward.microbatch, inputs);
   ASSERT_TRUE(out.ok());
   const float* logits = out->at("output").f32() + 2 * 23;
   EXPECT_EQ((*first)[0], std::max_element(logits, logits + 23) - logits);

@@ -46,7 +46,7 @@ void Run(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < record->size() + 4; ++i) {
     (void)reader.Get32();
     (void)reader.Get64();
-    (void)reader.GetHandle<IpcMemHandle>();
+    (void)reader.GetHandle<backends::IpcMemHandle>();
   }
   fuzz::FuzzCheck(!reader.ok(), "reading past a record's end did not say so");
 }

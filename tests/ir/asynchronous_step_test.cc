@@ -3,11 +3,12 @@
 // move, and that none of it depends on how many updates one step holds.
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
 #include "examples/data/synthetic.h"
 #include "examples/models/mlp.h"
 #include "gtest/gtest.h"
-#include "ir/interpreter.h"
-#include "ir/kernels.h"
+#include "ir/initial_state.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/trace.h"
@@ -54,10 +55,10 @@ struct Trained {
 
 // `steps` steps of `step` over consecutive microbatches of one stream.
 Trained Train(const ir::TrainStep& step, int32_t steps, bool same_data = false) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   Trained run{*ir::InitialState(step), {}};
   for (int32_t s = 0; s < steps; ++s) {
-    absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(
+    absl::StatusOr<cpu::StepResult> result = cpu::RunReferenceStep(
         step, run.state, Batches(step.num_stages, int64_t{s} * step.num_microbatches, step.num_microbatches, same_data),
         s + 1);
     EXPECT_TRUE(result.ok()) << result.status();
@@ -175,20 +176,20 @@ TEST(AsynchronousStep, TwoBufferIsTheDelayedUpdateWrittenOutByHand) {
     for (const ir::TensorMap& batch : Batches(2, int64_t{g} * 2, 2)) {
       ir::TensorMap inputs = previous;
       for (const auto& [name, tensor] : batch) inputs[name] = tensor;
-      absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(synchronous.microbatch, inputs);
+      absl::StatusOr<ir::TensorMap> outputs = cpu::RunGraph(synchronous.microbatch, inputs);
       ASSERT_TRUE(outputs.ok()) << outputs.status();
       losses.push_back(outputs->at("loss").f32()[0]);
       for (const ir::Accumulator& acc : synchronous.accumulators) {
         auto it = accumulators.find(acc.name);
         accumulators[acc.name] = it == accumulators.end()
                                      ? outputs->at(acc.source)
-                                     : *ir::AccumulateGradient(it->second, outputs->at(acc.source));
+                                     : *cpu::AccumulateGradient(it->second, outputs->at(acc.source));
       }
     }
     ir::TensorMap inputs = state;
     for (const auto& [name, tensor] : accumulators) inputs[name] = tensor;
     inputs["step"] = ir::HostTensor::Scalar(static_cast<float>(g + 1));
-    absl::StatusOr<ir::TensorMap> updated = ir::RunGraph(synchronous.update, inputs);
+    absl::StatusOr<ir::TensorMap> updated = cpu::RunGraph(synchronous.update, inputs);
     ASSERT_TRUE(updated.ok()) << updated.status();
     previous = state;
     for (auto& [name, tensor] : *updated) state[name] = tensor;

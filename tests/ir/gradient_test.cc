@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
 #include "gtest/gtest.h"
 #include "ir/autodiff.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 #include "ir/tracer.h"
 #include "ir/verifier.h"
 
@@ -166,12 +167,12 @@ TEST_P(GradientRule, MatchesFiniteDifferences) {
 
   ir::TensorMap inputs = DataInputs(graph);
   for (const ir::StateSpec& spec : tracer.parameters()) inputs[spec.name] = *ir::InitialValue(spec);
-  absl::StatusOr<ir::TensorMap> analytic = ir::RunGraph(graph, inputs);
+  absl::StatusOr<ir::TensorMap> analytic = cpu::RunGraph(graph, inputs);
   ASSERT_TRUE(analytic.ok()) << analytic.status();
 
   const std::vector<std::string> wanted = {"loss"};
   auto loss_at = [&](const ir::TensorMap& values) {
-    absl::StatusOr<ir::TensorMap> result = ir::RunGraph(graph, values, &wanted);
+    absl::StatusOr<ir::TensorMap> result = cpu::RunGraph(graph, values, &wanted);
     EXPECT_TRUE(result.ok()) << result.status();
     return static_cast<double>(result->at("loss").f32()[0]);
   };
@@ -223,7 +224,7 @@ TEST(ConvertGradient, ConvertsBackToTheOperandDType) {
 
   // p = 1, 2, ... exactly: d/dp sum((3p)^2) = 18p, in bf16 exactly.
   HostTensor values = HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, -5, 6});
-  absl::StatusOr<ir::TensorMap> out = ir::RunGraph(graph, {{"p", values}});
+  absl::StatusOr<ir::TensorMap> out = cpu::RunGraph(graph, {{"p", values}});
   ASSERT_TRUE(out.ok()) << out.status();
   const HostTensor& grad = out->at("grad");
   ASSERT_EQ(grad.dtype(), DType::kF32);
@@ -239,7 +240,7 @@ TEST(ConvertGradient, NoneFlowsAcrossAnIntegerConvert) {
   ASSERT_TRUE(gradients.ok()) << gradients.status();
   graph.AddOutput("grad", (*gradients)[0].value);
   HostTensor values = HostTensor::FromFloats({3}, {1.5f, -2.5f, 3.0f});
-  absl::StatusOr<ir::TensorMap> out = ir::RunGraph(graph, {{"p", values}});
+  absl::StatusOr<ir::TensorMap> out = cpu::RunGraph(graph, {{"p", values}});
   ASSERT_TRUE(out.ok()) << out.status();
   // d/dp (p * trunc(p)) is trunc(p) where the truncation is flat.
   EXPECT_EQ(out->at("grad").f32()[0], 1.0f);

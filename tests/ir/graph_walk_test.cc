@@ -1,12 +1,13 @@
-// What every evaluator of graphs shares (ir/interpreter.h): when each value
-// is released, and how a missing or mistyped input is reported.
+// What every evaluator of graphs shares (backends/cpu/interpreter.h): when each
+// value is released, and how a missing or mistyped input is reported.
 #include <string>
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph_builder.h"
-#include "ir/interpreter.h"
+#include "ir/graph_plan.h"
 
 namespace tandem::ir {
 namespace {
@@ -44,7 +45,7 @@ TEST(GraphWalk, AMissingOrMistypedInputIsNamed) {
   const TensorType right{DType::kF32, {2}};
   EXPECT_TRUE(CheckInputValue(graph, 0, &right).ok());
   // RunGraph reports exactly these.
-  EXPECT_EQ(RunGraph(graph, {}).status().message(), "graph @chain: no value for input 'x'");
+  EXPECT_EQ(cpu::RunGraph(graph, {}).status().message(), "graph @chain: no value for input 'x'");
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/interpreter.h"
 #include "ir/layers.h"
 #include "ir/trace.h"
 
@@ -152,7 +152,7 @@ ForwardRun RunForward(const ir::Shape& x_shape, const std::function<Tensor(Trace
   for (const ir::StateSpec& spec : step->state) run.state[spec.name] = Pattern(spec.type.shape, phase += 1.0);
   run.x = Pattern(x_shape, 0.0);
   absl::StatusOr<std::vector<HostTensor>> outputs =
-      ir::RunReferenceForward(*step, run.state, {ir::TensorMap{{"x", run.x}}});
+      cpu::RunReferenceForward(*step, run.state, {ir::TensorMap{{"x", run.x}}});
   EXPECT_TRUE(outputs.ok()) << outputs.status();
   if (outputs.ok() && outputs->size() == 1) run.y = (*outputs)[0];
   return run;

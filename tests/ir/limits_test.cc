@@ -14,12 +14,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
 #include "examples/models/mlp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/host_tensor.h"
-#include "ir/interpreter.h"
-#include "ir/kernels.h"
+#include "ir/initial_state.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/state_file.h"
@@ -101,7 +102,7 @@ TEST(HostTensorAllocate, KernelsAndTheInterpreterReportFailedAllocations) {
   graph.Append(broadcast);
   graph.AddOutput("y", 1);
   ExpectWithinMemory([&] {
-    absl::StatusOr<TensorMap> outputs = RunGraph(graph, {{"x", HostTensor::Scalar(1.0f)}});
+    absl::StatusOr<TensorMap> outputs = cpu::RunGraph(graph, {{"x", HostTensor::Scalar(1.0f)}});
     return Reports(outputs.status(), absl::StatusCode::kResourceExhausted,
                    "%1 = broadcast: broadcast: cannot allocate a tensor of f32[2147483648]");
   });

@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/graph_builder.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 #include "ir/optimizers.h"
-#include "ir/printer.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "ir/trace.h"
 
 namespace tandem {
@@ -29,7 +30,7 @@ float RateAt(double peak, const LearningRateSchedule& schedule, int64_t t) {
   ir::GraphBuilder builder(&graph);
   Tensor step(&builder, builder.AddInput("step", ir::InputRole::kStep, {ir::DType::kF32, {}}, {}));
   graph.AddOutput("rate", ScheduledLearningRate(step, peak, schedule).id());
-  absl::StatusOr<ir::TensorMap> out = ir::RunGraph(graph, {{"step", ir::HostTensor::Scalar(static_cast<float>(t))}});
+  absl::StatusOr<ir::TensorMap> out = cpu::RunGraph(graph, {{"step", ir::HostTensor::Scalar(static_cast<float>(t))}});
   EXPECT_TRUE(out.ok()) << out.status();
   return out->at("rate").f32()[0];
 }
@@ -76,7 +77,7 @@ TEST(AdamW, DecaysMatricesByLrTimesDecayButNeverVectorsOrExcludedNames) {
   ir::TensorMap state = *ir::InitialState(*step);
   const ir::TensorMap before = state;
   ir::TensorMap batch = {{"x", ir::HostTensor::FromFloats({2, 3}, {1, 2, 3, 4, 5, 6})}};
-  ASSERT_TRUE(ir::RunReferenceStep(*step, state, {batch}, 1).ok());
+  ASSERT_TRUE(cpu::RunReferenceStep(*step, state, {batch}, 1).ok());
   // A zero gradient moves nothing in Adam: only the decay acts.
   for (int i = 0; i < 12; ++i) EXPECT_EQ(state.at("w").f32()[i], before.at("w").f32()[i] * (1.0f - 0.1f * 0.5f));
   EXPECT_TRUE(state.at("b").BitwiseEquals(before.at("b")));
@@ -98,7 +99,7 @@ TEST(ClipGradNorm, ScalesEveryStagesGradientByTheGlobalNormOnce) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   const ir::TensorMap initial = *ir::InitialState(*plain);
   ir::TensorMap unclipped = initial;
-  ASSERT_TRUE(ir::RunReferenceStep(*plain, unclipped, {batch}, 1).ok());
+  ASSERT_TRUE(cpu::RunReferenceStep(*plain, unclipped, {batch}, 1).ok());
   double squares = 0;
   for (const std::string name : {"a", "c"}) {
     for (int64_t i = 0; i < initial.at(name).num_elements(); ++i) {
@@ -116,7 +117,7 @@ TEST(ClipGradNorm, ScalesEveryStagesGradientByTheGlobalNormOnce) {
   ASSERT_TRUE(clipped_step->computes_gradient_norm());
   EXPECT_EQ(clipped_step->norm.outputs().size(), 2u) << "one partial per stage";
   ir::TensorMap clipped = initial;
-  ASSERT_TRUE(ir::RunReferenceStep(*clipped_step, clipped, {batch}, 1).ok());
+  ASSERT_TRUE(cpu::RunReferenceStep(*clipped_step, clipped, {batch}, 1).ok());
   for (const std::string name : {"a", "c"}) {
     for (int64_t i = 0; i < initial.at(name).num_elements(); ++i) {
       const double g = initial.at(name).f32()[i] - unclipped.at(name).f32()[i];
@@ -149,7 +150,7 @@ TEST(GradientNorm, EverySynchronousStepReportsEachStagesSumOfSquares) {
   EXPECT_FALSE(step->update_reads_gradient_norm()) << "no clipping, no skipping: the update ignores the norm";
   const ir::TensorMap initial = *ir::InitialState(*step);
   ir::TensorMap state = initial;
-  absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(*step, state, {batch}, 1);
+  absl::StatusOr<cpu::StepResult> result = cpu::RunReferenceStep(*step, state, {batch}, 1);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->gradient_squares.size(), 2u);
   // SGD at lr 1: the gradient is what the step took off.
@@ -165,7 +166,7 @@ TEST(GradientNorm, EverySynchronousStepReportsEachStagesSumOfSquares) {
   // 1): the report says which stage.
   ir::TensorMap bad = {{"x", ir::HostTensor::FromFloats({2, 3}, {0.5f, -1, 2, 1.5f, INFINITY, -2})}};
   state = initial;
-  result = ir::RunReferenceStep(*step, state, {bad}, 1);
+  result = cpu::RunReferenceStep(*step, state, {bad}, 1);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_FALSE(std::isfinite(result->gradient_squares.at(0)));
   EXPECT_TRUE(std::isfinite(result->gradient_squares.at(1)));
@@ -190,19 +191,19 @@ TEST(SkipNonFinite, AStepWhoseGradientIsNotFiniteLeavesEveryWeightAndSlotAsItWas
   const ir::TensorMap bad = {{"x", ir::HostTensor::FromFloats({2, 3}, {0.5f, -1, 2, 1.5f, INFINITY, -2})}};
 
   ir::TensorMap expected = *ir::InitialState(*plain);
-  ASSERT_TRUE(ir::RunReferenceStep(*plain, expected, {good}, 1).ok());
+  ASSERT_TRUE(cpu::RunReferenceStep(*plain, expected, {good}, 1).ok());
   ir::TensorMap state = *ir::InitialState(*skipping);
   ASSERT_EQ(state.size(), expected.size()) << "the same parameters and slots";
-  ASSERT_TRUE(ir::RunReferenceStep(*skipping, state, {good}, 1).ok());
+  ASSERT_TRUE(cpu::RunReferenceStep(*skipping, state, {good}, 1).ok());
   for (const auto& [name, tensor] : expected) EXPECT_TRUE(state.at(name).BitwiseEquals(tensor)) << name;
 
   const ir::TensorMap before = state;
-  absl::StatusOr<ir::StepResult> skipped = ir::RunReferenceStep(*skipping, state, {bad}, 2);
+  absl::StatusOr<cpu::StepResult> skipped = cpu::RunReferenceStep(*skipping, state, {bad}, 2);
   ASSERT_TRUE(skipped.ok()) << skipped.status();
   EXPECT_FALSE(std::isfinite(skipped->gradient_squares.at(0)));
   for (const auto& [name, tensor] : before) EXPECT_TRUE(state.at(name).BitwiseEquals(tensor)) << name;
   // Without skipping the same step poisons the weights.
-  ASSERT_TRUE(ir::RunReferenceStep(*plain, expected, {bad}, 2).ok());
+  ASSERT_TRUE(cpu::RunReferenceStep(*plain, expected, {bad}, 2).ok());
   const ir::HostTensor& poisoned = expected.at("a");
   EXPECT_FALSE(std::all_of(poisoned.f32(), poisoned.f32() + poisoned.num_elements(),
                            [](float value) { return std::isfinite(value); }));

@@ -5,12 +5,13 @@
 
 #include <vector>
 
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
 #include "examples/data/synthetic.h"
 #include "examples/models/mlp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/interpreter.h"
-#include "ir/kernels.h"
+#include "ir/initial_state.h"
 #include "ir/trace.h"
 
 namespace tandem {
@@ -35,7 +36,7 @@ ir::TrainStep Trace(const Optimizer& optimizer, TraceOptions options = {.seed = 
 }
 
 TEST(SingleUpdate, ThreeRunsGiveTheReferenceStepsLossesAndStateBitForBit) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   const ir::TrainStep step = Trace(Adam({.learning_rate = 0.01}));
   absl::StatusOr<ir::Graph> graph = ir::SingleUpdateGraph(step);
   ASSERT_TRUE(graph.ok()) << graph.status();
@@ -46,13 +47,13 @@ TEST(SingleUpdate, ThreeRunsGiveTheReferenceStepsLossesAndStateBitForBit) {
   joined[ir::kSingleUpdateStep] = ir::HostTensor::Scalar(0.0f);
   for (uint64_t s = 0; s < 3; ++s) {
     const ir::TensorMap batch = examples::ClassificationBatch(SmallMlp(), 7, s);
-    absl::StatusOr<ir::StepResult> expected =
-        ir::RunReferenceStep(step, reference, {batch}, static_cast<int64_t>(s + 1));
+    absl::StatusOr<cpu::StepResult> expected =
+        cpu::RunReferenceStep(step, reference, {batch}, static_cast<int64_t>(s + 1));
     ASSERT_TRUE(expected.ok()) << expected.status();
 
     ir::TensorMap inputs = joined;
     for (const auto& [name, tensor] : batch) inputs[name] = tensor;
-    absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(*graph, inputs);
+    absl::StatusOr<ir::TensorMap> outputs = cpu::RunGraph(*graph, inputs);
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     EXPECT_EQ(outputs->at("loss").f32()[0], expected->losses[0]) << "update " << s + 1;
     for (const ir::GraphOutput& output : graph->outputs()) {

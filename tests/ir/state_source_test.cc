@@ -8,7 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ir/interpreter.h"
+#include "ir/initial_state.h"
 #include "ir/state_file.h"
 
 namespace tandem::ir {

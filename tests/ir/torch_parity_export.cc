@@ -24,11 +24,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
 #include "examples/models/gpt.h"
 #include "examples/models/llama.h"
 #include "ir/host_tensor.h"
-#include "ir/interpreter.h"
-#include "ir/kernels.h"
+#include "ir/initial_state.h"
 #include "ir/optimizers.h"
 #include "ir/safetensors.h"
 #include "ir/trace.h"
@@ -149,7 +150,7 @@ absl::Status ExportCase(const ParityCase& c, const std::filesystem::path& dir) {
     const std::string prefix = absl::StrCat("s", s, ".");
     ir::TensorMap inputs = state;
     for (const auto& [name, tensor] : batch) inputs[name] = tensor;
-    absl::StatusOr<ir::TensorMap> outputs = ir::RunGraph(step->microbatch, inputs);
+    absl::StatusOr<ir::TensorMap> outputs = cpu::RunGraph(step->microbatch, inputs);
     if (!outputs.ok()) return outputs.status();
     if (s == 1) initial_loss = outputs->at("loss").f32()[0];
     if (absl::Status st = WriteNpy(dir / (prefix + "loss.npy"), outputs->at("loss")); !st.ok()) return st;
@@ -158,7 +159,7 @@ absl::Status ExportCase(const ParityCase& c, const std::filesystem::path& dir) {
       if (it == outputs->end()) return absl::InternalError(absl::StrCat("no gradient output for ", p));
       if (absl::Status st = WriteNpy(dir / (prefix + "grad." + p + ".npy"), it->second); !st.ok()) return st;
     }
-    absl::StatusOr<ir::StepResult> result = ir::RunReferenceStep(*step, state, {batch}, s);
+    absl::StatusOr<cpu::StepResult> result = cpu::RunReferenceStep(*step, state, {batch}, s);
     if (!result.ok()) return result.status();
     for (const std::string& p : parameters) {
       if (absl::Status st = WriteNpy(dir / (prefix + "param." + p + ".npy"), state.at(p)); !st.ok()) return st;
@@ -184,7 +185,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: torch_parity_export OUT_DIR\n";
     return 2;
   }
-  tandem::ir::SetBlasThreads(1);
+  tandem::cpu::SetBlasThreads(1);
   tandem::examples::GptConfig gpt{.vocab_size = 65,
                                   .sequence_length = 32,
                                   .model_dim = 64,

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/schedules/test_schedules.h"
 

@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schedules/cost_file.h"
-#include "tests/schedules/test_cost_files.h"
 #include "schedules/plan_file.h"
+#include "tests/schedules/test_cost_files.h"
 
 namespace tandem::schedules {
 namespace {

@@ -7,11 +7,11 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_data.h"
 #include "schedules/generators.h"
 #include "schedules/placement.h"
 #include "schedules/text_format.h"
 #include "schedules/validator.h"
+#include "tests/testing/test_data.h"
 
 namespace tandem::schedules {
 namespace {

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "schedules/drawing.h"
 #include "schedules/generators.h"
 #include "schedules/simulation_report.h"

@@ -8,8 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/schedules/test_schedules.h"
 #include "schedules/simulation_report.h"
+#include "tests/schedules/test_schedules.h"
 
 namespace tandem::schedules {
 namespace {

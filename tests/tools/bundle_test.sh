@@ -62,7 +62,7 @@ grep -q -- "--torch-script TEXT=$bundle/share/tandem/bench/torch_block.py" "$wor
 OUT=$work/check env -u LD_LIBRARY_PATH timeout 120 "$bundle/tools/gpu_check.sh" --deadline 100 tests \
   > "$work/check.out" 2>&1 || { cat "$work/check.out"; fail "gpu_check.sh tests failed"; }
 grep -q '^step  *status  *seconds  *last line$' "$work/check.out" || { cat "$work/check.out"; fail "no table"; }
-grep -q '^actor_cuda_kernels_test  *0 ' "$work/check.out" || { cat "$work/check.out"; fail "no row for the kernel tests"; }
+grep -q '^backends_cuda_kernels_test  *0 ' "$work/check.out" || { cat "$work/check.out"; fail "no row for the kernel tests"; }
 [[ -s "$work/check/gpu_check.log" ]] || fail "gpu_check.sh wrote no log"
 if "$bundle/tools/gpu_check.sh" --deadline soon > "$work/usage.out" 2>&1; then fail "a bad --deadline was accepted"; fi
 grep -q "takes seconds" "$work/usage.out" || fail "the usage error does not say why: $(cat "$work/usage.out")"

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/tools/command_run.h"
-#include "absl/strings/str_join.h"
 #include "tools/cli/commands.h"
 
 namespace tandem::cli {

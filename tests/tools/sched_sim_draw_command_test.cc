@@ -8,12 +8,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "schedules/generators.h"
 #include "nlohmann/json.hpp"
+#include "schedules/generators.h"
 #include "schedules/text_format.h"
+#include "tests/tools/command_run.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/sched_commands.h"
-#include "tests/tools/command_run.h"
 
 namespace tandem::cli {
 namespace {

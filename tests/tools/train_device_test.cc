@@ -14,7 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/tools/cli_process.h"
 #ifdef TANDEM_WITH_CUDA
-#include "actor/cuda/cuda_runtime.h"
+#include "backends/cuda/cuda_runtime.h"
 #endif
 
 namespace tandem::cli {
@@ -24,7 +24,7 @@ using ::testing::HasSubstr;
 
 int GpuCount() {
 #ifdef TANDEM_WITH_CUDA
-  return actor::cuda::ProbeDevices().count;
+  return cuda::ProbeDevices().count;
 #else
   return 0;
 #endif

@@ -1,6 +1,6 @@
 // tandem-bench-runner-on-cpu: the CUDA backend's host work per call,
 // measured on the CPU (the runner built on CUDA's execution model,
-// actor/cuda/cuda_on_cpu.h). The training graph of one transformer block
+// backends/cuda/cuda_on_cpu.h). The training graph of one transformer block
 // (layer norms, causal self-attention, GELU MLP, forward and backward, as
 // `tandem bench block` traces it) at tiny shapes is run again and again two
 // ways, interleaved in one process:
@@ -21,9 +21,9 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "actor/cuda/cuda_graph_runner.h"
-#include "actor/cuda/cuda_on_cpu.h"
-#include "ir/interpreter.h"
+#include "backends/cuda/cuda_graph_runner.h"
+#include "backends/cuda/cuda_on_cpu.h"
+#include "ir/initial_state.h"
 #include "ir/layers.h"
 #include "ir/optimizers.h"
 #include "ir/trace.h"
@@ -61,19 +61,19 @@ struct Timing {
 };
 
 // Alternating calls each way until `seconds` have passed.
-absl::StatusOr<Timing> Measure(actor::cuda::CudaGraphRunner& runner, const ir::Graph& graph,
-                               const actor::cuda::CudaExecutable& executable,
-                               const actor::cuda::DeviceTensorMap& inputs, double seconds) {
+absl::StatusOr<Timing> Measure(cuda::CudaGraphRunner& runner, const ir::Graph& graph,
+                               const cuda::CudaExecutable& executable, const cuda::DeviceTensorMap& inputs,
+                               double seconds) {
   Timing timing;
   const Clock::time_point end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   while (Clock::now() < end) {
     Clock::time_point start = Clock::now();
-    absl::StatusOr<actor::cuda::DeviceTensorMap> a = runner.Run(graph, inputs);
+    absl::StatusOr<cuda::DeviceTensorMap> a = runner.Run(graph, inputs);
     timing.per_call_s += SecondsSince(start);
     if (!a.ok()) return a.status();
     start = Clock::now();
-    absl::StatusOr<actor::cuda::DeviceTensorMap> b = runner.Run(executable, inputs);
+    absl::StatusOr<cuda::DeviceTensorMap> b = runner.Run(executable, inputs);
     timing.executable_s += SecondsSince(start);
     if (!b.ok()) return b.status();
     ++timing.calls;
@@ -116,23 +116,23 @@ int Main(int argc, char** argv) {
   absl::StatusOr<ir::TensorMap> state = ir::InitialState(*step);
   if (!state.ok()) return Fail(state.status());
 
-  absl::StatusOr<std::unique_ptr<actor::cuda::CudaGraphRunner>> runner = actor::cuda::CudaGraphRunner::Create({});
+  absl::StatusOr<std::unique_ptr<cuda::CudaGraphRunner>> runner = cuda::CudaGraphRunner::Create({});
   if (!runner.ok()) return Fail(runner.status());
-  actor::cuda::DeviceTensorMap inputs;
+  cuda::DeviceTensorMap inputs;
   for (ir::ValueId id : graph.Inputs()) {
     const std::string& name = graph.node(id).attributes.GetString("name");
     auto it = state->find(name);
     absl::StatusOr<ir::HostTensor> value = it != state->end() ? absl::StatusOr<ir::HostTensor>(it->second)
                                                                  : ir::HostTensor::Allocate(graph.node(id).type);
     if (!value.ok()) return Fail(value.status());
-    absl::StatusOr<actor::DeviceTensor> uploaded =
-        actor::CopyToDevice((*runner)->memory(), *value, absl::Now() + absl::Minutes(1));
+    absl::StatusOr<backends::DeviceTensor> uploaded =
+        backends::CopyToDevice((*runner)->memory(), *value, absl::Now() + absl::Minutes(1));
     if (!uploaded.ok()) return Fail(uploaded.status());
     inputs[name] = *std::move(uploaded);
   }
 
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<std::unique_ptr<actor::cuda::CudaExecutable>> executable = (*runner)->Compile(graph);
+  absl::StatusOr<std::unique_ptr<cuda::CudaExecutable>> executable = (*runner)->Compile(graph);
   const double compile_s = SecondsSince(start);
   if (!executable.ok()) return Fail(executable.status());
 

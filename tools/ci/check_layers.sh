@@ -18,16 +18,17 @@ cd "$root" || exit 2
 
 # The top-level names a quoted include of Tandem's starts with ("tandem/" is
 # the public API: controller/include/tandem, examples/include/tandem).
-tandem_folders='ir|schedules|rpc|actor|controller|examples|tools|python_stub|tests|tandem'
+tandem_folders='ir|backends|schedules|rpc|actor|controller|examples|tools|python_stub|tests|tandem'
 
 declare -A may_use=(
   [ir]="ir/"
+  [backends]="backends/ ir/"
   [schedules]="schedules/ ir/ids.h ir/excerpt.h ir/errno_status.h ir/read_file.h ir/stage_graph.h"
   [rpc]="rpc/ ir/"
-  [actor]="actor/ ir/ rpc/"
-  [controller]="controller/ ir/ schedules/ rpc/ tandem/tandem.h"
-  [examples]="examples/ tandem/ ir/interpreter.h ir/layers.h ir/optimizers.h ir/trace.h ir/tracer.h ir/graph.h ir/limits.h ir/train_step.h ir/single_update.h ir/state_file.h ir/errno_status.h ir/read_file.h"
-  [python_stub]="python_stub/ tandem/ controller/ examples/ ir/ schedules/"
+  [actor]="actor/ backends/ ir/ rpc/"
+  [controller]="controller/ ir/ schedules/ rpc/ backends/cpu/interpreter.h backends/cpu/kernel_threads.h tandem/tandem.h"
+  [examples]="examples/ tandem/ backends/cpu/interpreter.h ir/initial_state.h ir/host_tensor.h ir/layers.h ir/optimizers.h ir/trace.h ir/tracer.h ir/graph.h ir/limits.h ir/train_step.h ir/single_update.h ir/state_file.h ir/errno_status.h ir/read_file.h"
+  [python_stub]="python_stub/ tandem/ controller/ examples/ backends/ ir/ schedules/"
 )
 
 allowed() {  # allowed FOLDER INCLUDED_PATH

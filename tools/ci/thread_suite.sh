@@ -4,9 +4,11 @@
 # with line tables, no CUDA), built with warnings as errors, only what those
 # tests need (their executables and tandem-actor, which they start), then
 # the tests labelled actor (executor, transports, collectives, the actor
-# service and process), controller (launchers, pipelines, the REPL's
-# debugger), rpc (the control plane) and cuda-on-cpu (the CUDA backend's
-# kernels on host threads, actor/cuda/cuda_on_cpu.h: a kernel missing a
+# service and process), backends (the devices, the fake GPU's shared
+# memory; not the CPU backend's kernels, label cpu, which the ASan suite
+# runs), controller (launchers, pipelines, the REPL's debugger), rpc (the
+# control plane) and cuda-on-cpu (the CUDA backend's
+# kernels on host threads, backends/cuda/cuda_on_cpu.h: a kernel missing a
 # __syncthreads is a race here). A data race or a lock-order
 # inversion fails the test that hit it (halt_on_error), in the test's
 # process or in an actor process it started. Tests labelled `no_sanitizer`,
@@ -40,9 +42,9 @@ source tools/ci/preset.sh
 configure_preset tsan build-tsan
 targets=(tandem-actor tandem_tsan_preload)
 while read -r target; do
-  [[ $target == actor_graph_runner_on_cpu_test ]] && continue  # not run here (below)
+  [[ $target == backends_cuda_graph_runner_on_cpu_test ]] && continue  # not run here (below)
   targets+=("$target")
-done < <(ninja -C build-tsan -t targets all | sed -n 's/^\(\(actor\|controller\|rpc\)_[a-z0-9_]*_test\): .*/\1/p' | sort -u)
+done < <(ninja -C build-tsan -t targets all | sed -n 's/^\(\(actor\|backends\|controller\|rpc\)_[a-z0-9_]*_test\): .*/\1/p' | grep -v '^backends_cpu_' | sort -u)
 targets+=(tsan_preload_probe)
 start=$SECONDS
 cmake --build build-tsan -j"$jobs" --target "${targets[@]}"
@@ -58,7 +60,7 @@ status=0
 # is left out here: it takes 73 s under TSan, and what it adds to the kernel
 # tests is the runner's single-threaded host code, which the ASan suite
 # covers.
-ctest --test-dir build-tsan -j"$jobs" --output-on-failure -L '^(actor|controller|rpc|tsan|cuda-on-cpu)$' \
-  -LE '^(no_sanitizer|gpu|slurm)$' -E '^GraphRunnerOnCpu\.' "$@" || status=$?
+ctest --test-dir build-tsan -j"$jobs" --output-on-failure -L '^(actor|backends|controller|rpc|tsan|cuda-on-cpu)$' \
+  -LE '^(no_sanitizer|gpu|slurm|cpu)$' -E '^GraphRunnerOnCpu\.' "$@" || status=$?
 echo "thread_suite: tests ran in $((SECONDS - start)) s"
 exit "$status"

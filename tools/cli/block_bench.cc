@@ -3,7 +3,7 @@
 // the CPU with the same thread count (tools/bench/torch_block.py, run by
 // Debian's /usr/bin/python3), and their ratio. With --device
 // cuda[+tf32|+bf16] the Tandem side is the actor's CUDA device
-// (actor/device.h) and PyTorch runs eagerly on the same GPU in the same
+// (backends/device.h) and PyTorch runs eagerly on the same GPU in the same
 // precision (bf16: autocast matmuls; --torch-sdpa: fused attention).
 //
 // The block is examples/models/gpt.cc's, op for op: x + attn(ln1(x)), then
@@ -26,16 +26,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "actor/device.h"
+#include "backends/cpu/kernel_threads.h"
+#include "backends/cpu/kernels.h"
+#include "backends/device.h"
+#include "backends/open_device.h"
+#include "ir/device_spec.h"
 #include "ir/graph.h"
-#include "ir/interpreter.h"
-#include "ir/kernel_threads.h"
-#include "ir/kernels.h"
+#include "ir/graph_plan.h"
+#include "ir/initial_state.h"
 #include "ir/layers.h"
 #include "ir/op.h"
 #include "ir/optimizers.h"
 #include "ir/trace.h"
-#include "actor/device.h"
 #include "schedules/json_text.h"
 #include "tools/cli/bench_support.h"
 #include "tools/cli/commands.h"
@@ -68,7 +70,7 @@ ModelFunction BlockModel(const BlockConfig& c) {
 }
 
 // ---- Per-op profile: each node's time, from the reference kernels' clock
-// (CPU) or the GPU's events (actor/device.h's set_node_times).
+// (CPU) or the GPU's events (backends/device.h's set_node_times).
 
 struct OpTime {
   double ms = 0;
@@ -99,7 +101,7 @@ absl::StatusOr<std::vector<double>> CpuNodeTimes(const ir::Graph& graph, const i
         operands.clear();
         for (ir::ValueId operand : node.operands) operands.push_back(&values[operand]);
         Clock::time_point start = Clock::now();
-        absl::StatusOr<ir::HostTensor> result = ir::EvaluateNode(node, operands);
+        absl::StatusOr<ir::HostTensor> result = cpu::EvaluateNode(node, operands);
         node_ms[id] += MillisecondsSince(start);
         if (!result.ok()) return result.status();
         values[id] = *std::move(result);
@@ -153,13 +155,13 @@ void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, in
 // ---- PyTorch, in a child process.
 
 TorchResult RunTorch(const std::string& python, const std::string& script, const BlockConfig& c, int64_t threads,
-                     int64_t repeats, const actor::DeviceSpec& device, bool sdpa) {
+                     int64_t repeats, const ir::DeviceSpec& device, bool sdpa) {
   return RunTorchScript(python, script,
                         absl::StrCat(" --dim ", c.dim, " --seq ", c.seq, " --batch ", c.batch, " --heads ", c.heads,
                                      " --threads ", threads, " --repeats ", repeats,
-                                     device.kind == actor::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
-                                     device.precision == actor::DeviceSpec::Precision::kBf16 ? " --bf16" : "",
-                                     device.precision == actor::DeviceSpec::Precision::kTf32 ? " --tf32" : "",
+                                     device.kind == ir::DeviceSpec::Kind::kCuda ? " --device cuda" : "",
+                                     device.precision == ir::DeviceSpec::Precision::kBf16 ? " --bf16" : "",
+                                     device.precision == ir::DeviceSpec::Precision::kTf32 ? " --tf32" : "",
                                      sdpa ? " --sdpa" : ""));
 }
 
@@ -181,7 +183,7 @@ struct BlockBenchOptions {
 // (the loss) is back on the host, which on a GPU waits for every kernel.
 class BlockOnDevice {
  public:
-  static absl::StatusOr<BlockOnDevice> Create(const BlockConfig& config, std::shared_ptr<actor::Device> device) {
+  static absl::StatusOr<BlockOnDevice> Create(const BlockConfig& config, std::shared_ptr<backends::Device> device) {
     BlockOnDevice block;
     block.device_ = std::move(device);
     absl::StatusOr<ir::TrainStep> step =
@@ -197,20 +199,20 @@ class BlockOnDevice {
     if (!probe.ok()) return probe.status();
     block.inputs_["probe"] = *std::move(probe);
     for (const auto& [name, tensor] : block.inputs_) {
-      absl::StatusOr<actor::TensorHandle> uploaded = block.device_->Upload(tensor);
+      absl::StatusOr<backends::TensorHandle> uploaded = block.device_->Upload(tensor);
       if (!uploaded.ok()) return uploaded.status();
       block.handles_.emplace(name, *std::move(uploaded));
     }
-    absl::StatusOr<std::unique_ptr<actor::Executable>> executable = block.device_->Compile(block.graph());
+    absl::StatusOr<std::unique_ptr<backends::Executable>> executable = block.device_->Compile(block.graph());
     if (!executable.ok()) return executable.status();
     block.executable_ = *std::move(executable);
     return block;
   }
 
   absl::Status RunOnce() const {
-    absl::StatusOr<actor::HandleMap> outputs = executable_->Run(handles_);
+    absl::StatusOr<backends::HandleMap> outputs = executable_->Run(handles_);
     if (!outputs.ok()) return outputs.status();
-    const actor::TensorHandle* smallest = nullptr;
+    const backends::TensorHandle* smallest = nullptr;
     for (const auto& [name, handle] : *outputs) {
       if (smallest == nullptr || handle.num_bytes() < smallest->num_bytes()) smallest = &handle;
     }
@@ -231,24 +233,24 @@ class BlockOnDevice {
   }
 
   const ir::Graph& graph() const { return step_.microbatch; }
-  const actor::Device& device() const { return *device_; }
+  const backends::Device& device() const { return *device_; }
 
  private:
-  std::shared_ptr<actor::Device> device_;
-  std::unique_ptr<actor::Executable> executable_;  // the microbatch graph's, compiled once
+  std::shared_ptr<backends::Device> device_;
+  std::unique_ptr<backends::Executable> executable_;  // the microbatch graph's, compiled once
   ir::TrainStep step_;
   ir::TensorMap inputs_;
-  actor::HandleMap handles_;
+  backends::HandleMap handles_;
 };
 
 // The table (or --json) of one measurement.
-void PrintBlockReport(const BlockBenchOptions& options, const actor::DeviceSpec& spec, const std::string& device,
+void PrintBlockReport(const BlockBenchOptions& options, const ir::DeviceSpec& spec, const std::string& device,
                       const std::vector<double>& tandem_times, const TorchResult& torch, std::ostream& out) {
   const BlockConfig& config = options.config;
   const double tandem_ms = Median(tandem_times);
   const double ratio = torch.ms ? tandem_ms / *torch.ms : 0.0;
   // The project's goals: 1.25x PyTorch on the CPU, 1.0x on a GPU.
-  const double goal = spec.kind == actor::DeviceSpec::Kind::kCpu ? 1.25 : 1.0;
+  const double goal = spec.kind == ir::DeviceSpec::Kind::kCpu ? 1.25 : 1.0;
   if (options.json) {
     nlohmann::ordered_json json;
     json["benchmark"] = "block";
@@ -276,8 +278,8 @@ void PrintBlockReport(const BlockBenchOptions& options, const actor::DeviceSpec&
       config.dim, config.seq, config.batch, config.heads, options.threads, options.repeats);
   out << absl::StrFormat("  %-36s %12s\n", "executor", "ms/fwd+bwd");
   out << absl::StrFormat("  %-36s %12.1f\n",
-                         spec.kind == actor::DeviceSpec::Kind::kCpu ? std::string("tandem (reference interpreter)")
-                                                                    : absl::StrCat("tandem (", device, ")"),
+                         spec.kind == ir::DeviceSpec::Kind::kCpu ? std::string("tandem (reference interpreter)")
+                                                                 : absl::StrCat("tandem (", device, ")"),
                          tandem_ms);
   if (!torch.ms) {
     out << absl::StrFormat("  %-36s %12s\n", "pytorch", "unavailable");
@@ -285,12 +287,12 @@ void PrintBlockReport(const BlockBenchOptions& options, const actor::DeviceSpec&
     return;
   }
   out << absl::StrFormat("  %-36s %12.1f\n",
-                         absl::StrCat("pytorch ", torch.version, " (", actor::DeviceSpecName(spec),
+                         absl::StrCat("pytorch ", torch.version, " (", ir::DeviceSpecName(spec),
                                       options.torch_sdpa ? ", fused attention" : "", ")"),
                          *torch.ms);
   out << absl::StrFormat("  %-36s %11.2fx  (goal <= %.2f: %s)\n", "ratio tandem / pytorch", ratio, goal,
                          ratio <= goal ? "met" : "NOT met");
-  if (spec.kind == actor::DeviceSpec::Kind::kCpu) {
+  if (spec.kind == ir::DeviceSpec::Kind::kCpu) {
     out << "\ntorch BLAS: " << torch.blas << " " << schedules::JsonText(torch.blas_libraries) << "\n";
     if (torch.blas != "openblas") {
       out << "warning: torch is not using OpenBLAS; the reference-BLAS fallback is ~12x slower, so the ratio "
@@ -301,12 +303,12 @@ void PrintBlockReport(const BlockBenchOptions& options, const actor::DeviceSpec&
 
 int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostream& err) {
   const BlockConfig& config = options.config;
-  absl::StatusOr<actor::DeviceSpec> device_spec = DeviceFrom(options.device);
+  absl::StatusOr<ir::DeviceSpec> device_spec = DeviceFrom(options.device);
   if (!device_spec.ok()) {
     err << "tandem bench block: " << device_spec.status().message() << "\n";
     return 2;
   }
-  if (device_spec->kind == actor::DeviceSpec::Kind::kFakeCuda && options.profile) {
+  if (device_spec->kind == ir::DeviceSpec::Kind::kFakeCuda && options.profile) {
     err << "tandem bench block: --profile times the reference kernels (--device cpu) or the GPU's (cuda)\n";
     return 2;
   }
@@ -314,7 +316,7 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
     err << "tandem bench block: --dim " << config.dim << " is not divisible by --heads " << config.heads << "\n";
     return 2;
   }
-  absl::StatusOr<std::shared_ptr<actor::Device>> device = actor::OpenDevice(*device_spec, 0);
+  absl::StatusOr<std::shared_ptr<backends::Device>> device = backends::OpenDevice(*device_spec, 0);
   if (!device.ok()) {
     err << "tandem bench block: " << device.status().message() << "\n";
     return 1;
@@ -325,9 +327,9 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
     return 1;
   }
   // The kernels' threads, with GEMM tiles on one BLAS thread each
-  // (ir/kernel_threads.h).
-  ir::SetBlasThreads(1);
-  ir::KernelThreads kernel_threads(static_cast<int>(options.threads));
+  // (backends/cpu/kernel_threads.h).
+  cpu::SetBlasThreads(1);
+  cpu::KernelThreads kernel_threads(static_cast<int>(options.threads));
   std::vector<double> tandem_times;
   for (int64_t r = 0; r <= options.repeats; ++r) {  // run 0 is the warm-up
     Clock::time_point start = Clock::now();
@@ -354,7 +356,7 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
       return 1;
     }
     PrintProfile(block->graph(), *node_ms, options.repeats,
-                 device_spec->kind == actor::DeviceSpec::Kind::kCpu ? "in kernels" : "of GPU time", out);
+                 device_spec->kind == ir::DeviceSpec::Kind::kCpu ? "in kernels" : "of GPU time", out);
   }
   return 0;
 }

@@ -33,10 +33,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "actor/device.h"
 #include "actor/device_transport.h"
 #include "actor/shm_transport.h"
 #include "actor/tcp_transport.h"
+#include "backends/device.h"
+#include "backends/open_device.h"
+#include "ir/device_spec.h"
 #include "schedules/json_text.h"
 #include "tools/cli/commands.h"
 
@@ -223,8 +225,8 @@ absl::StatusOr<double> Measure(Medium medium, int64_t size, int64_t count) {
 
 // The device of a forked child (after the fork: CUDA state does not survive
 // one).
-absl::StatusOr<std::shared_ptr<actor::Device>> OpenInChild(const ir::DeviceSpec& spec, int32_t actor) {
-  absl::StatusOr<std::shared_ptr<actor::Device>> device = actor::OpenDevice(spec, actor);
+absl::StatusOr<std::shared_ptr<backends::Device>> OpenInChild(const ir::DeviceSpec& spec, int32_t actor) {
+  absl::StatusOr<std::shared_ptr<backends::Device>> device = backends::OpenDevice(spec, actor);
   if (!device.ok()) return device.status();
   if ((*device)->memory() == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("device ", (*device)->name(), " is not device-resident"));
@@ -235,13 +237,13 @@ absl::StatusOr<std::shared_ptr<actor::Device>> OpenInChild(const ir::DeviceSpec&
 // Both children's transports: a host channel (shared memory) and the CUDA
 // IPC data plane over it, with rings that hold a message of `size` bytes.
 struct DevicePair {
-  std::shared_ptr<actor::Device> device;
+  std::shared_ptr<backends::Device> device;
   std::unique_ptr<Transport> host;
   std::unique_ptr<actor::DeviceTransport> transport;
 };
 absl::StatusOr<DevicePair> ConnectDevices(const ir::DeviceSpec& spec, int32_t self, int socket, int64_t size) {
   DevicePair pair;
-  absl::StatusOr<std::shared_ptr<actor::Device>> device = OpenInChild(spec, self);
+  absl::StatusOr<std::shared_ptr<backends::Device>> device = OpenInChild(spec, self);
   if (!device.ok()) return device.status();
   pair.device = *std::move(device);
   absl::StatusOr<std::unique_ptr<Transport>> host = Connect(Medium::kShmCopy, self, socket);
@@ -279,7 +281,7 @@ absl::StatusOr<double> DeviceSender(const ir::DeviceSpec& spec, int socket, int6
   if (!pair.ok()) return pair.status();
   ir::HostTensor host_payload(ir::TensorType{ir::DType::kF32, {size / 4}});
   std::memset(host_payload.data(), 7, size);
-  absl::StatusOr<actor::TensorHandle> payload = pair->device->Upload(host_payload);
+  absl::StatusOr<backends::TensorHandle> payload = pair->device->Upload(host_payload);
   if (!payload.ok()) return payload.status();
   double best = 1e30;
   for (int round = 0; round <= kRounds; ++round) {
@@ -299,11 +301,11 @@ absl::StatusOr<double> DeviceSender(const ir::DeviceSpec& spec, int socket, int6
 // One process: `count` device-to-device copies of `size` bytes on the
 // device's stream, the best of kRounds rounds.
 absl::StatusOr<double> DeviceCopy(const ir::DeviceSpec& spec, int64_t size, int64_t count) {
-  absl::StatusOr<std::shared_ptr<actor::Device>> device = OpenInChild(spec, 0);
+  absl::StatusOr<std::shared_ptr<backends::Device>> device = OpenInChild(spec, 0);
   if (!device.ok()) return device.status();
-  actor::DeviceMemory& memory = *(*device)->memory();
-  absl::StatusOr<std::shared_ptr<actor::DeviceAllocation>> from = actor::DeviceAllocation::Allocate(memory, size);
-  absl::StatusOr<std::shared_ptr<actor::DeviceAllocation>> to = actor::DeviceAllocation::Allocate(memory, size);
+  backends::DeviceMemory& memory = *(*device)->memory();
+  absl::StatusOr<std::shared_ptr<backends::DeviceAllocation>> from = backends::DeviceAllocation::Allocate(memory, size);
+  absl::StatusOr<std::shared_ptr<backends::DeviceAllocation>> to = backends::DeviceAllocation::Allocate(memory, size);
   if (!from.ok()) return from.status();
   if (!to.ok()) return to.status();
   double best = 1e30;

@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ir/interpreter.h"
 #include "ir/statistics.h"
 
 namespace tandem::cli {

@@ -34,11 +34,12 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "backends/cpu/kernels.h"
 #include "controller/pipeline.h"
 #include "controller/step_trace.h"
 #include "examples/models/mlp.h"
 #include "examples/models/two_tower.h"
-#include "ir/kernels.h"
+#include "ir/initial_state.h"
 #include "ir/statistics.h"
 #include "schedules/generators.h"
 #include "schedules/json_text.h"
@@ -148,7 +149,7 @@ struct DispatchBenchOptions {
 };
 
 int RunDispatchBench(const DispatchBenchOptions& options, std::ostream& out, std::ostream& err) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   // Trivial compute: 2-wide layers, one example per microbatch.
   absl::StatusOr<ir::TrainStep> step = BenchMlp(options.actors, options.microbatches, 2, 1, 1, options.replicas);
   if (!step.ok()) return Fail(err, "dispatch", step.status());
@@ -229,7 +230,7 @@ struct FidelityBenchOptions {
 };
 
 int RunFidelityBench(const FidelityBenchOptions& options, std::ostream& out, std::ostream& err) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   absl::StatusOr<ir::TrainStep> step = BenchMlp(options.actors, options.microbatches, options.width, options.batch,
                                                 /*layers_per_stage=*/2);
   if (!step.ok()) return Fail(err, "fidelity", step.status());
@@ -309,7 +310,7 @@ struct GraphBenchOptions {
 // head) under the graph schedules, against the same stages as a chain under
 // the sequential ones; each schedule measured and predicted as in fidelity.
 int RunGraphBench(const GraphBenchOptions& options, std::ostream& out, std::ostream& err) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   if (options.towers.size() != 2) return Fail(err, "graph", absl::InvalidArgumentError("--towers takes two depths"));
   examples::TwoTowerConfig config;
   config.input_dim = options.width;
@@ -416,7 +417,7 @@ struct AsyncBenchOptions {
 // second, and the measured bubble (the fraction of actor time not in run
 // instructions).
 int RunAsyncBench(const AsyncBenchOptions& options, std::ostream& out, std::ostream& err) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   struct Row {
     std::string schedule;
     int32_t microbatches = 0, updates = 0;

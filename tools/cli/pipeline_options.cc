@@ -4,11 +4,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "actor/device.h"
+#include "backends/cpu/kernel_threads.h"
+#include "backends/device.h"
+#include "backends/open_device.h"
 #include "controller/compiler.h"
 #include "controller/local_launcher.h"
 #include "controller/session.h"
-#include "ir/kernel_threads.h"
+#include "ir/device_spec.h"
 #include "rpc/connection.h"
 #include "schedules/generators.h"
 #include "schedules/resolve.h"
@@ -87,7 +89,7 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
                    "host share its cores evenly, the reference uses them all; actors as threads share them all); "
                    "the bits do not depend on it",
                    0)
-      ->check(CLI::Range(0, ir::kMaxKernelThreads));
+      ->check(CLI::Range(0, cpu::kMaxKernelThreads));
   command
       .add_option("--controller-timeout", options.controller_timeout_seconds,
                   "seconds after which actor processes that have heard nothing from the controller, not even a "
@@ -103,13 +105,13 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
       ->capture_default_str();
 }
 
-absl::StatusOr<actor::DeviceSpec> DeviceFrom(const LauncherOptions& options) {
-  absl::StatusOr<actor::DeviceSpec> spec = actor::ParseDeviceSpec(options.device);
+absl::StatusOr<ir::DeviceSpec> DeviceFrom(const LauncherOptions& options) {
+  absl::StatusOr<ir::DeviceSpec> spec = ir::ParseDeviceSpec(options.device);
   if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", spec.status().message()));
   // Refuse here, before any actor starts, with the runtime's reason.
-  if (absl::Status visible = actor::CheckDeviceVisible(*spec); !visible.ok()) {
+  if (absl::Status visible = backends::CheckDeviceVisible(*spec); !visible.ok()) {
     return absl::Status(visible.code(),
-                        absl::StrCat("--device ", actor::DeviceSpecName(*spec), ": ", visible.message()));
+                        absl::StrCat("--device ", ir::DeviceSpecName(*spec), ": ", visible.message()));
   }
   return spec;
 }
@@ -127,12 +129,12 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   absl::StatusOr<rpc::ControlPlaneKind> control =
       rpc::ParseControlPlaneKind(!options.control.empty() ? options.control : slurm ? "tcp" : "unix");
   if (!control.ok()) return control.status();
-  absl::StatusOr<actor::DeviceSpec> device = DeviceFrom(options);
+  absl::StatusOr<ir::DeviceSpec> device = DeviceFrom(options);
   if (!device.ok()) return device.status();
-  const std::string device_name = actor::DeviceSpecName(*device);
+  const std::string device_name = ir::DeviceSpecName(*device);
   LauncherChoice choice;
   if (options.launcher == "threads") {
-    if (device->kind == actor::DeviceSpec::Kind::kFakeCuda) {
+    if (device->kind == ir::DeviceSpec::Kind::kFakeCuda) {
       return absl::InvalidArgumentError(
           "--device fake-cuda needs actor processes (--launcher local or slurm): its data plane is CUDA IPC "
           "between processes, which the threads launcher's in-memory data plane is not");

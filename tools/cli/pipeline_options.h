@@ -13,8 +13,9 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
-#include "actor/device.h"
+#include "backends/device.h"
 #include "controller/launcher.h"
+#include "ir/device_spec.h"
 #include "schedules/schedule.h"
 
 namespace tandem::cli {
@@ -50,8 +51,9 @@ struct LauncherOptions {
   std::string bind;                // where the TCP control plane listens; empty: 127.0.0.1 (slurm: this host's address)
   std::string actor_binary;        // empty: FindActorBinary()
   std::string device = "cpu";      // cpu, cuda, cuda:N, with +bf16
-  // Kernel threads per actor process and of the reference (ir/kernel_threads.h);
-  // 0: the actors of this host share its cores, the reference takes them all.
+  // Kernel threads per actor process and of the reference
+  // (backends/cpu/kernel_threads.h); 0: the actors of this host share its
+  // cores, the reference takes them all.
   int threads = 0;
   // Actors of the local and slurm launchers exit once the controller has
   // been silent this long (LocalLauncherOptions::controller_timeout).
@@ -82,7 +84,7 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options);
 // The device --device names. InvalidArgument for a malformed name;
 // FailedPrecondition for a GPU this build or machine does not have, with the
 // CUDA runtime's reason.
-absl::StatusOr<actor::DeviceSpec> DeviceFrom(const LauncherOptions& options);
+absl::StatusOr<ir::DeviceSpec> DeviceFrom(const LauncherOptions& options);
 
 }  // namespace tandem::cli
 

@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "backends/cpu/kernels.h"
 #include "controller/session.h"
-#include "ir/kernels.h"
 #include "nlohmann/json.hpp"
 #include "schedules/json_text.h"
 #include "schedules/planner.h"
@@ -253,7 +253,7 @@ void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& cost
 }
 
 int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::ostream& out, std::ostream& err) {
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   nlohmann::ordered_json json;
   // 1. Planning time.
   absl::StatusOr<nlohmann::ordered_json> timing = PlanningTimes(options.json, out);

@@ -18,7 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "ir/kernels.h"
+#include "backends/cpu/kernels.h"
 #include "nlohmann/json.hpp"
 #include "schedules/json_text.h"
 #include "schedules/planner.h"
@@ -87,7 +87,7 @@ nlohmann::ordered_json CandidateJson(const schedules::Candidate& c, const schedu
 int RunPlan(const CLI::App& command, PlanCommandOptions& options, CommandStreams& streams) {
   absl::StatusOr<int64_t> cap = ParseBytes(options.memory_cap);
   if (!cap.ok()) return UsageError(streams.err, command, absl::StrCat("--memory-cap: ", cap.status().message()));
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   schedules::PlannerOptions planner;
   planner.actors = options.actors;
   planner.data_parallel = options.model.replicas;

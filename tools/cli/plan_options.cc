@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "controller/compiler.h"
 #include "controller/profile.h"
+#include "ir/device_spec.h"
 #include "ir/read_file.h"
 #include "tools/cli/threads_launcher.h"
 
@@ -105,11 +106,13 @@ absl::StatusOr<std::vector<schedules::CostFile>> ProfileModelSegments(examples::
     if (!job.ok()) return job.status();
     if (measured.empty()) out << "profiling " << job->description << ", every layer a segment, at microbatch sizes "
                               << absl::StrJoin(sizes, ", ") << "\n";
-    absl::StatusOr<schedules::CostFile> costs = controller::ProfileSegments(
-        job->step, std::make_unique<ThreadsLauncher>(absl::Seconds(120), actor::DeviceSpec{}),
-        [&](int64_t index) { return job->train_batch(static_cast<uint64_t>(index)); },
-        {.steps = static_cast<int32_t>(steps), .model = job->description, .device = "cpu",
-         .microbatch_size = job->microbatch_size});
+    absl::StatusOr<schedules::CostFile> costs =
+        controller::ProfileSegments(job->step, std::make_unique<ThreadsLauncher>(absl::Seconds(120), ir::DeviceSpec{}),
+                                    [&](int64_t index) { return job->train_batch(static_cast<uint64_t>(index)); },
+                                    {.steps = static_cast<int32_t>(steps),
+                                     .model = job->description,
+                                     .device = "cpu",
+                                     .microbatch_size = job->microbatch_size});
     if (!costs.ok()) return costs.status();
     measured.push_back(*std::move(costs));
   }

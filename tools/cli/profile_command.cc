@@ -7,8 +7,9 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "backends/cpu/kernels.h"
 #include "controller/profile.h"
-#include "ir/kernels.h"
+#include "ir/device_spec.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_options.h"
 #include "tools/cli/pipeline_options.h"
@@ -30,14 +31,14 @@ int RunProfile(const CLI::App& command, ProfileCommandOptions& options, CommandS
   if (options.cut_every_layer) {
     if (absl::Status s = CutEveryLayer(options.model); !s.ok()) return UsageError(streams.err, command, std::string(s.message()));
   }
-  absl::StatusOr<actor::DeviceSpec> device = actor::ParseDeviceSpec(options.device);
+  absl::StatusOr<ir::DeviceSpec> device = ir::ParseDeviceSpec(options.device);
   if (!device.ok()) return UsageError(streams.err, command, absl::StrCat("--device: ", device.status().message()));
   absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(options.model);
   if (!job.ok()) return Failure(streams.err, command, job.status());
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   controller::ProfileOptions profile{.steps = static_cast<int32_t>(options.steps),
                                      .model = job->description,
-                                     .device = actor::DeviceSpecName(*device),
+                                     .device = ir::DeviceSpecName(*device),
                                      .microbatch_size = job->microbatch_size};
   absl::StatusOr<schedules::CostFile> costs = controller::ProfileSegments(
       job->step, std::make_unique<ThreadsLauncher>(absl::Seconds(60), *device),

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/cpu/kernels.h"
 #include "controller/repl.h"
 #include "controller/session.h"
-#include "ir/kernels.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_options.h"
 #include "tools/cli/pipeline_options.h"
@@ -74,7 +74,7 @@ int RunRepl(const CLI::App& command, ReplCommandOptions& options, CommandStreams
   absl::StatusOr<LauncherChoice> launcher = MakeLauncher(options.launcher);
   if (!launcher.ok()) return Failure(streams.err, command, launcher.status(), 2);
 
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
   SessionOptions session_options;
   session_options.remat = options.schedule.RematByStage(job->step.num_stages);
   // Every (re)start gets a fresh launcher of the kind the options name.

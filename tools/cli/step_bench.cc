@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernel_threads.h"
+#include "backends/cpu/kernels.h"
 #include "controller/memory_fit.h"
 #include "examples/example_job.h"
-#include "ir/interpreter.h"
-#include "ir/kernel_threads.h"
-#include "ir/kernels.h"
 #include "ir/state_source.h"
 #include "schedules/json_text.h"
 #include "tools/cli/bench_support.h"
@@ -53,7 +53,7 @@ absl::StatusOr<Measured> MeasureTandem(const examples::ExampleJob& job, const ir
                                        int64_t repeats) {
   Measured measured;
   measured.threads = threads;
-  ir::KernelThreads kernel_threads(threads);
+  cpu::KernelThreads kernel_threads(threads);
   ir::TensorMap state = initial;
   std::vector<double> times;
   for (int64_t r = 0; r <= repeats; ++r) {  // run 0 is the warm-up, and the one compared
@@ -61,8 +61,8 @@ absl::StatusOr<Measured> MeasureTandem(const examples::ExampleJob& job, const ir
     if (!next_batch.ok()) return next_batch.status();
     const std::vector<ir::TensorMap>& batch = *next_batch;
     const Clock::time_point start = Clock::now();
-    absl::StatusOr<ir::StepResult> result =
-        kernel_threads.Run([&] { return ir::RunReferenceStep(job.step, state, batch, r + 1); });
+    absl::StatusOr<cpu::StepResult> result =
+        kernel_threads.Run([&] { return cpu::RunReferenceStep(job.step, state, batch, r + 1); });
     const double ms = MillisecondsSince(start);
     if (!result.ok()) return result.status();
     if (r == 0) {
@@ -100,7 +100,7 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
   }
   if (options.threads.empty()) {
     options.threads = {1};
-    if (ir::HostCores() > 1) options.threads.push_back(ir::HostCores());
+    if (cpu::HostCores() > 1) options.threads.push_back(cpu::HostCores());
   }
   if (absl::Status fits = controller::CheckWholeModelFitsThisHost(job->step, controller::WholeModel::kTraining);
       !fits.ok()) {
@@ -112,7 +112,7 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
     err << "tandem bench step: " << initial.status().message() << "\n";
     return 1;
   }
-  ir::SetBlasThreads(1);  // GEMM tiles on one BLAS thread each
+  cpu::SetBlasThreads(1);  // GEMM tiles on one BLAS thread each
   const ir::TensorType& wte = job->step.FindState("wte")->type;
   const int64_t dim = wte.shape[1], vocab = wte.shape[0];
   const int64_t seq = job->step.FindState("wpe")->type.shape[0];

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "actor/thread_cluster.h"
 #include "controller/launcher.h"
+#include "ir/device_spec.h"
 
 namespace tandem::cli {
 
@@ -22,8 +23,8 @@ namespace tandem::cli {
 class ThreadsLauncher : public controller::Launcher {
  public:
   // Every receive waits at most `receive_timeout`: a hang becomes an error.
-  // Actor a computes on actor::OpenDevice(device, a).
-  explicit ThreadsLauncher(absl::Duration receive_timeout = absl::Seconds(30), actor::DeviceSpec device = {})
+  // Actor a computes on backends::OpenDevice(device, a).
+  explicit ThreadsLauncher(absl::Duration receive_timeout = absl::Seconds(30), ir::DeviceSpec device = {})
       : receive_timeout_(receive_timeout), device_(device) {}
 
   absl::Status Start(const std::vector<ir::ActorProgram>& programs, const std::vector<ir::StateSources>& states) override;
@@ -40,7 +41,7 @@ class ThreadsLauncher : public controller::Launcher {
 
  private:
   absl::Duration receive_timeout_;
-  actor::DeviceSpec device_;
+  ir::DeviceSpec device_;
   int64_t ranges_step_ = 0;  // the step RunRanges is in (its network is reset when a new one begins)
   std::unique_ptr<actor::ThreadCluster> cluster_;
 };

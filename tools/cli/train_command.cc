@@ -23,11 +23,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
 #include "controller/checkpoint.h"
 #include "controller/memory_fit.h"
 #include "controller/session.h"
 #include "controller/step_trace.h"
-#include "ir/kernels.h"
+#include "ir/device_spec.h"
 #include "ir/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "schedules/json_text.h"
@@ -233,7 +235,7 @@ struct Finiteness {
   bool update_skipped = false;
 };
 
-Finiteness CheckFinite(const ir::StepResult& result, bool skip_nonfinite_updates) {
+Finiteness CheckFinite(const cpu::StepResult& result, bool skip_nonfinite_updates) {
   Finiteness finiteness;
   for (size_t microbatch = 0; microbatch < result.losses.size(); ++microbatch) {
     if (std::isfinite(result.losses[microbatch])) continue;
@@ -316,7 +318,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
     }
     const std::vector<ir::TensorMap>& batch = *next_batch;
     const Clock::time_point start = Clock::now();
-    absl::StatusOr<ir::StepResult> result = trainer.Step(batch, step);
+    absl::StatusOr<cpu::StepResult> result = trainer.Step(batch, step);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (!result.ok()) {
       progress.Clear();
@@ -339,7 +341,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
       totals.losses.push_back({{"step", step}, {"losses", std::vector<double>(losses.begin(), losses.end())}});
     }
     if (reference != nullptr) {
-      absl::StatusOr<ir::StepResult> expected = reference->Step(batch, step);
+      absl::StatusOr<cpu::StepResult> expected = reference->Step(batch, step);
       if (!expected.ok()) return Failure(streams.err, train, expected.status());
       if (!SameBits(losses, expected->losses) || !SameSquares(result->gradient_squares, expected->gradient_squares)) {
         progress.Clear();
@@ -443,7 +445,7 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
     }
     absl::StatusOr<std::vector<ir::TensorMap>> batch = job.validation_batch(static_cast<uint64_t>(i));
     if (!batch.ok()) return Failure(streams.err, train, batch.status());
-    absl::StatusOr<std::vector<float>> losses = ir::EvaluateLosses(job.step, *state, *batch);
+    absl::StatusOr<std::vector<float>> losses = cpu::EvaluateLosses(job.step, *state, *batch);
     if (!losses.ok()) return Failure(streams.err, train, losses.status());
     validation.insert(validation.end(), losses->begin(), losses->end());
   }
@@ -518,14 +520,14 @@ absl::string_view ModelShape(absl::string_view description) {
 // than this run's: the run goes on (the plan's cut and schedule still
 // apply), but its predictions were measured for what the file names.
 void NotePlanMismatch(const CLI::App& train, const TrainOptions& options, absl::string_view description,
-                      const actor::DeviceSpec& device, std::ostream& err) {
+                      const ir::DeviceSpec& device, std::ostream& err) {
   const absl::string_view planned = ModelShape(options.plan_model);
   if (planned != ModelShape(description)) {
     err << CommandPath(train) << ": note: plan " << *options.plan << " was made for \"" << planned
         << "\", not this run's \"" << ModelShape(description)
         << "\": its stage cut still applies, its predictions do not\n";
   }
-  const std::string device_name = actor::DeviceSpecName(device);
+  const std::string device_name = ir::DeviceSpecName(device);
   if (options.plan_device != device_name) {
     err << CommandPath(train) << ": note: plan " << *options.plan << " was measured on " << options.plan_device
         << ", not this run's " << device_name << ": its predicted step time and peaks are for " << options.plan_device
@@ -585,7 +587,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   }
   // The reference (the trainer with --launcher reference, and --verify's
   // yardstick) computes on the device the actors use.
-  absl::StatusOr<actor::DeviceSpec> device = DeviceFrom(options.launcher);
+  absl::StatusOr<ir::DeviceSpec> device = DeviceFrom(options.launcher);
   if (!device.ok()) return Failure(streams.err, train, device.status(), 2);
   std::string launcher_description;
   if (options.pipelined()) {
@@ -615,7 +617,7 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
   const schedules::Schedule schedule = *std::move(resolved);
   // One BLAS thread per actor: the reference is bitwise reproducible at a
   // fixed count, and the actors share this machine's cores.
-  ir::SetBlasThreads(1);
+  cpu::SetBlasThreads(1);
 
   absl::StatusOr<Start> start = StartingPoint(options, job->step, streams.out, streams.err);
   if (!start.ok()) return Failure(streams.err, train, start.status());

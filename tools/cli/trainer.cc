@@ -7,8 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernels.h"
+#include "backends/open_device.h"
 #include "controller/memory_fit.h"
-#include "ir/kernels.h"
+#include "ir/device_spec.h"
 #include "schedules/simulator.h"
 
 namespace tandem::cli {
@@ -17,35 +20,36 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string&) {
   return absl::UnimplementedError("checkpoints need a pipeline (--launcher local or threads)");
 }
 
-absl::Status ReferenceTrainer::CheckFits(const ir::TrainStep& step, const actor::DeviceSpec& device) {
-  if (device.kind == actor::DeviceSpec::Kind::kCuda) return absl::OkStatus();
+absl::Status ReferenceTrainer::CheckFits(const ir::TrainStep& step, const ir::DeviceSpec& device) {
+  if (device.kind == ir::DeviceSpec::Kind::kCuda) return absl::OkStatus();
   return controller::CheckWholeModelFitsThisHost(step, controller::WholeModel::kTraining);
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainStep& step,
                                                                 const ir::StateSources& state,
-                                                                const actor::DeviceSpec& device, int threads) {
-  absl::StatusOr<std::shared_ptr<actor::Device>> opened = actor::OpenDevice(device, 0);
+                                                                const ir::DeviceSpec& device, int threads) {
+  absl::StatusOr<std::shared_ptr<backends::Device>> opened = backends::OpenDevice(device, 0);
   if (!opened.ok()) return opened.status();
-  // GEMM tiles on one BLAS thread each, as in every actor (ir/kernel_threads.h).
-  ir::SetBlasThreads(1);
+  // GEMM tiles on one BLAS thread each, as in every actor
+  // (backends/cpu/kernel_threads.h).
+  cpu::SetBlasThreads(1);
   absl::StatusOr<ir::TensorMap> tensors = ir::MaterializeStates(state);
   if (!tensors.ok()) return tensors.status();
   return std::make_unique<ReferenceTrainer>(step, *std::move(tensors), *std::move(opened), threads);
 }
 
-absl::StatusOr<ir::StepResult> ReferenceTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t step) {
-  ir::GraphRunner runner = [this](const ir::Graph& graph, const ir::TensorMap& inputs) {
+absl::StatusOr<cpu::StepResult> ReferenceTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t step) {
+  cpu::GraphRunner runner = [this](const ir::Graph& graph, const ir::TensorMap& inputs) {
     return device_->RunGraph(graph, inputs);
   };
-  return threads_.Run([&] { return ir::RunReferenceStep(step_, state_, batch, step, runner); });
+  return threads_.Run([&] { return cpu::RunReferenceStep(step_, state_, batch, step, runner); });
 }
 
-absl::StatusOr<ir::StepResult> PipelineTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t) {
+absl::StatusOr<cpu::StepResult> PipelineTrainer::Step(const std::vector<ir::TensorMap>& batch, int64_t) {
   absl::StatusOr<controller::StepReport> report = session_->Step(batch);
   if (!report.ok()) return report.status();
   last_ = *std::move(report);
-  return ir::StepResult{.losses = last_.losses, .gradient_squares = last_.gradient_squares};
+  return cpu::StepResult{.losses = last_.losses, .gradient_squares = last_.gradient_squares};
 }
 
 absl::Status WriteTrace(const controller::StepTrace& trace, const schedules::Schedule& schedule,

@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "actor/device.h"
+#include "backends/cpu/interpreter.h"
+#include "backends/cpu/kernel_threads.h"
+#include "backends/device.h"
 #include "controller/session.h"
 #include "controller/step_trace.h"
-#include "ir/interpreter.h"
-#include "ir/kernel_threads.h"
+#include "ir/device_spec.h"
 #include "ir/state_source.h"
 #include "ir/train_step.h"
 #include "schedules/schedule.h"
@@ -28,7 +29,7 @@ class Trainer {
   // Runs training step `step` (numbered from 1) on `batch`: each
   // microbatch's loss, and each stage's sum of squared gradients when the
   // step computes them.
-  virtual absl::StatusOr<ir::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) = 0;
+  virtual absl::StatusOr<cpu::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) = 0;
   // Every parameter and optimizer slot.
   virtual absl::StatusOr<ir::TensorMap> State() = 0;
   // Where it computes, for people: the reference's device ("cpu").
@@ -54,24 +55,24 @@ class ReferenceTrainer : public Trainer {
   // step's) is more than this host's available memory: checked before any
   // of it is allocated, as the launchers check their actors' static peaks.
   // A GPU's memory is checked by the device as it allocates.
-  static absl::Status CheckFits(const ir::TrainStep& step, const actor::DeviceSpec& device);
+  static absl::Status CheckFits(const ir::TrainStep& step, const ir::DeviceSpec& device);
   // Opens `device` (as actor 0 would) and starts from `state`; the CPU
   // kernels run on `threads` threads (0: every core).
   static absl::StatusOr<std::unique_ptr<Trainer>> Open(const ir::TrainStep& step, const ir::StateSources& state,
-                                                       const actor::DeviceSpec& device, int threads = 0);
-  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state, std::shared_ptr<actor::Device> device,
+                                                       const ir::DeviceSpec& device, int threads = 0);
+  ReferenceTrainer(const ir::TrainStep& step, ir::TensorMap state, std::shared_ptr<backends::Device> device,
                    int threads)
       : step_(step), state_(std::move(state)), device_(std::move(device)), threads_(threads) {}
 
-  absl::StatusOr<ir::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
+  absl::StatusOr<cpu::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
   absl::StatusOr<ir::TensorMap> State() override { return state_; }
   std::string description() const override { return device_->name(); }
 
  private:
   const ir::TrainStep& step_;
   ir::TensorMap state_;
-  std::shared_ptr<actor::Device> device_;
-  ir::KernelThreads threads_;
+  std::shared_ptr<backends::Device> device_;
+  cpu::KernelThreads threads_;
 };
 
 // A pipeline: one Session over its actors.
@@ -79,7 +80,7 @@ class PipelineTrainer : public Trainer {
  public:
   explicit PipelineTrainer(std::unique_ptr<Session> session) : session_(std::move(session)) {}
 
-  absl::StatusOr<ir::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
+  absl::StatusOr<cpu::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
   absl::StatusOr<ir::TensorMap> State() override { return session_->State(); }
   std::string description() const override { return session_->launcher_description(); }
   const controller::CompiledStep* compiled() const override { return &session_->compiled(); }

@@ -23,8 +23,8 @@
 //     parameters; Session::SaveCheckpoint / Session::Resume checkpoint.
 //  5. Debug it: tandem::Repl(session, model, options, out, err).Run({}) opens
 //     the controller REPL over the running session (controller/repl.h).
-//  6. Evaluate on the controller: ir::EvaluateLosses(step, state, batch);
-//     ir::RunReferenceStep is the single-process reference the pipeline
+//  6. Evaluate on the controller: cpu::EvaluateLosses(step, state, batch);
+//     cpu::RunReferenceStep is the single-process reference the pipeline
 //     equals bit for bit.
 // Every fallible call returns absl::Status(Or): nothing throws. The example
 // models (tandem::examples::GptModel, MlpModel), their data and the example
@@ -36,7 +36,6 @@
 #include "controller/checkpoint.h"
 #include "controller/repl.h"
 #include "controller/session.h"
-#include "ir/interpreter.h"
 #include "ir/layers.h"
 #include "ir/optimizers.h"
 #include "ir/trace.h"

@@ -1,0 +1,345 @@
+// Elementwise kernels: constant, the unary ops, convert, the
+// broadcasting binary ops, where, and the elementwise backward helpers
+// gelu_grad, silu_grad and relu_grad.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/kernels/float_math.h"
+#include "backends/cpu/kernels/kernel_support.h"
+#include "backends/cpu/kernels/parallel.h"
+
+namespace tandem::cpu::internal {
+namespace {
+
+// sqrt(2/pi) and the cubic coefficient of the tanh approximation of GELU.
+constexpr float kGeluScale = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+// ---- Unary ops: static float Apply(float x).
+struct NegOp {
+  static float Apply(float x) { return -x; }
+};
+struct ExpOp {
+  static float Apply(float x) { return ExpF32(x); }
+};
+struct Expm1Op {
+  static float Apply(float x) { return std::expm1(x); }
+};
+struct LogOp {
+  static float Apply(float x) { return std::log(x); }
+};
+struct TanhOp {
+  static float Apply(float x) { return TanhF32(x); }
+};
+struct SinOp {
+  static float Apply(float x) {
+    float sine, cosine;
+    SinCosF32(x, &sine, &cosine);
+    return sine;
+  }
+};
+struct CosOp {
+  static float Apply(float x) {
+    float sine, cosine;
+    SinCosF32(x, &sine, &cosine);
+    return cosine;
+  }
+};
+struct SqrtOp {
+  static float Apply(float x) { return std::sqrt(x); }
+};
+struct RsqrtOp {
+  static float Apply(float x) { return 1.0f / std::sqrt(x); }
+};
+struct ReluOp {
+  static float Apply(float x) { return x < 0.0f ? 0.0f : x; }
+};
+struct GeluOp {
+  static float Apply(float x) {
+    const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
+    return 0.5f * x * (1.0f + TanhF32(inner));
+  }
+};
+
+// sigmoid(x) = 1 / (1 + e^-x), through e^x for x < 0 so that no e^|x|
+// overflows into inf / inf.
+inline float Sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + ExpF32(-x));
+  const float e = ExpF32(x);
+  return e / (1.0f + e);
+}
+struct SiluOp {
+  static float Apply(float x) { return x * Sigmoid(x); }
+};
+
+// ---- Binary ops: static float Apply(float x, float y).
+struct AddOp {
+  static float Apply(float x, float y) { return x + y; }
+};
+struct SubOp {
+  static float Apply(float x, float y) { return x - y; }
+};
+struct MulOp {
+  static float Apply(float x, float y) { return x * y; }
+};
+struct DivOp {
+  static float Apply(float x, float y) { return x / y; }
+};
+struct PowOp {
+  static float Apply(float x, float y) { return std::pow(x, y); }
+};
+struct MaximumOp {
+  static float Apply(float x, float y) { return (x >= y || std::isnan(x)) ? x : y; }
+};
+struct EqualOp {
+  static float Apply(float x, float y) { return x == y ? 1.0f : 0.0f; }
+};
+// (x, dy) -> dy * gelu'(x).
+struct GeluGradOp {
+  static float Apply(float x, float dy) {
+    const float x2 = x * x;
+    const float t = TanhF32(kGeluScale * (x + kGeluCubic * x2 * x));
+    const float d_inner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x2);
+    const float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
+    return dy * derivative;
+  }
+};
+// (x, dy) -> dy * silu'(x) = dy * s (1 + x (1 - s)), s = sigmoid(x).
+struct SiluGradOp {
+  static float Apply(float x, float dy) {
+    const float s = Sigmoid(x);
+    return dy * (s * (1.0f + x * (1.0f - s)));
+  }
+};
+// (x, dy) -> dy where x > 0, else 0.
+struct ReluGradOp {
+  static float Apply(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
+};
+
+absl::Status ExpectAllF32(const ir::Node& node, Operands operands) {
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (absl::Status s = ExpectDType(node, operands, static_cast<int>(i), ir::DType::kF32); !s.ok()) {
+      return s;
+    }
+  }
+  return ExpectResultDType(node, ir::DType::kF32);
+}
+
+template <typename Op>
+absl::StatusOr<ir::HostTensor> MapUnary(const ir::Node& node, Operands operands) {
+  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
+  if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
+  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  ir::HostTensor out = *std::move(allocated);
+  const float* __restrict in = operands[0]->f32();
+  float* __restrict result = out.f32();
+  ParallelFor(out.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) result[i] = Op::Apply(in[i]);
+  });
+  return out;
+}
+
+// One contiguous output row from inputs with element stride 1 or 0.
+template <typename Op>
+void BinaryRow(const float* __restrict x, int64_t x_stride, const float* __restrict y,
+               int64_t y_stride, float* __restrict out, int64_t n) {
+  if (x_stride == 1 && y_stride == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Op::Apply(x[i], y[i]);
+  } else if (x_stride == 1) {
+    const float y0 = y[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = Op::Apply(x[i], y0);
+  } else if (y_stride == 1) {
+    const float x0 = x[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = Op::Apply(x0, y[i]);
+  } else {
+    const float value = Op::Apply(x[0], y[0]);
+    for (int64_t i = 0; i < n; ++i) out[i] = value;
+  }
+}
+
+template <typename Op>
+absl::StatusOr<ir::HostTensor> MapBinary(const ir::Node& node, Operands operands) {
+  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
+  const ir::HostTensor& x = *operands[0];
+  const ir::HostTensor& y = *operands[1];
+  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  ir::HostTensor out = *std::move(allocated);
+  float* result = out.f32();
+  if (x.shape() == node.type.shape && y.shape() == node.type.shape) {
+    const float* x_data = x.f32();
+    const float* y_data = y.f32();
+    ParallelFor(out.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
+      BinaryRow<Op>(x_data + begin, 1, y_data + begin, 1, result + begin, end - begin);
+    });
+    return out;
+  }
+  const ir::Shape* shapes[] = {&x.shape(), &y.shape()};
+  absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
+  if (!layout.ok()) return layout.status();
+  if (out.num_elements() == 0) return out;
+  const int64_t inner = layout->inner_extent();
+  const int64_t x_stride = layout->inner_stride(0);
+  const int64_t y_stride = layout->inner_stride(1);
+  const float* x_data = x.f32();
+  const float* y_data = y.f32();
+  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+    BinaryRow<Op>(x_data + offsets[0], x_stride, y_data + offsets[1], y_stride,
+                  result + out_offset, inner);
+  });
+  return out;
+}
+
+absl::StatusOr<ir::HostTensor> Where(const ir::Node& node, Operands operands) {
+  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
+  const ir::Shape* shapes[] = {&operands[0]->shape(), &operands[1]->shape(), &operands[2]->shape()};
+  absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
+  if (!layout.ok()) return layout.status();
+  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  ir::HostTensor out = *std::move(allocated);
+  if (out.num_elements() == 0) return out;
+  const int64_t inner = layout->inner_extent();
+  const int64_t c_stride = layout->inner_stride(0);
+  const int64_t x_stride = layout->inner_stride(1);
+  const int64_t y_stride = layout->inner_stride(2);
+  const float* cond = operands[0]->f32();
+  const float* x = operands[1]->f32();
+  const float* y = operands[2]->f32();
+  float* result = out.f32();
+  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+    const float* __restrict c_row = cond + offsets[0];
+    const float* __restrict x_row = x + offsets[1];
+    const float* __restrict y_row = y + offsets[2];
+    float* __restrict out_row = result + out_offset;
+    for (int64_t i = 0; i < inner; ++i) {
+      out_row[i] = c_row[i * c_stride] != 0.0f ? x_row[i * x_stride] : y_row[i * y_stride];
+    }
+  });
+  return out;
+}
+
+absl::StatusOr<ir::HostTensor> Constant(const ir::Node& node) {
+  const double value = node.attributes.GetDouble("value");
+  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  ir::HostTensor out = *std::move(allocated);
+  const int64_t n = out.num_elements();
+  switch (node.type.dtype) {
+    case ir::DType::kF32: {
+      const float v = static_cast<float>(value);
+      float* data = out.f32();
+      for (int64_t i = 0; i < n; ++i) data[i] = v;
+      return out;
+    }
+    case ir::DType::kI32: {
+      const int32_t v = static_cast<int32_t>(value);
+      int32_t* data = out.i32();
+      for (int64_t i = 0; i < n; ++i) data[i] = v;
+      return out;
+    }
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("constant: dtype ", DTypeName(node.type.dtype), " is not computed on CPU"));
+  }
+}
+
+int32_t TruncateToInt32(float value) {
+  if (std::isnan(value)) return 0;
+  if (value >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
+  if (value < -2147483648.0f) return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(value);
+}
+
+absl::StatusOr<ir::HostTensor> Convert(const ir::Node& node, Operands operands) {
+  const ir::HostTensor& in = *operands[0];
+  if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
+  const ir::DType from = in.dtype();
+  const ir::DType to = node.type.dtype;
+  if (from == ir::DType::kF32 && to == ir::DType::kBF16) return NarrowToBf16(node, in);
+  if (from == ir::DType::kBF16 && to == ir::DType::kF32) return WidenBf16(node, in);
+  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  if (!allocated.ok()) return allocated.status();
+  ir::HostTensor out = *std::move(allocated);
+  const int64_t n = out.num_elements();
+  if (from == to) {
+    std::memcpy(out.data(), in.data(), static_cast<size_t>(out.num_bytes()));
+  } else if (from == ir::DType::kF32 && to == ir::DType::kI32) {
+    for (int64_t i = 0; i < n; ++i) out.i32()[i] = TruncateToInt32(in.f32()[i]);
+  } else if (from == ir::DType::kI32 && to == ir::DType::kF32) {
+    for (int64_t i = 0; i < n; ++i) out.f32()[i] = static_cast<float>(in.i32()[i]);
+  } else if (from == ir::DType::kBF16 && to == ir::DType::kI32) {
+    for (int64_t i = 0; i < n; ++i) out.i32()[i] = TruncateToInt32(ir::Bf16ToFloat(in.bf16()[i]));
+  } else if (from == ir::DType::kI32 && to == ir::DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i) out.bf16()[i] = ir::FloatToBf16(static_cast<float>(in.i32()[i]));
+  } else {
+    return absl::UnimplementedError(absl::StrCat("convert: ", DTypeName(from), " to ",
+                                                 DTypeName(to), " is not computed on CPU"));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ir::HostTensor> EvaluateElementwise(const ir::Node& node, Operands operands) {
+  switch (node.op) {
+    case ir::OpKind::kConstant:
+      return Constant(node);
+    case ir::OpKind::kConvert:
+      return Convert(node, operands);
+    case ir::OpKind::kNeg:
+      return MapUnary<NegOp>(node, operands);
+    case ir::OpKind::kExp:
+      return MapUnary<ExpOp>(node, operands);
+    case ir::OpKind::kExpm1:
+      return MapUnary<Expm1Op>(node, operands);
+    case ir::OpKind::kLog:
+      return MapUnary<LogOp>(node, operands);
+    case ir::OpKind::kTanh:
+      return MapUnary<TanhOp>(node, operands);
+    case ir::OpKind::kSin:
+      return MapUnary<SinOp>(node, operands);
+    case ir::OpKind::kCos:
+      return MapUnary<CosOp>(node, operands);
+    case ir::OpKind::kSqrt:
+      return MapUnary<SqrtOp>(node, operands);
+    case ir::OpKind::kRsqrt:
+      return MapUnary<RsqrtOp>(node, operands);
+    case ir::OpKind::kRelu:
+      return MapUnary<ReluOp>(node, operands);
+    case ir::OpKind::kGelu:
+      return MapUnary<GeluOp>(node, operands);
+    case ir::OpKind::kSilu:
+      return MapUnary<SiluOp>(node, operands);
+    case ir::OpKind::kAdd:
+      return MapBinary<AddOp>(node, operands);
+    case ir::OpKind::kSub:
+      return MapBinary<SubOp>(node, operands);
+    case ir::OpKind::kMul:
+      return MapBinary<MulOp>(node, operands);
+    case ir::OpKind::kDiv:
+      return MapBinary<DivOp>(node, operands);
+    case ir::OpKind::kPow:
+      return MapBinary<PowOp>(node, operands);
+    case ir::OpKind::kMaximum:
+      return MapBinary<MaximumOp>(node, operands);
+    case ir::OpKind::kEqual:
+      return MapBinary<EqualOp>(node, operands);
+    case ir::OpKind::kGeluGrad:
+      return MapBinary<GeluGradOp>(node, operands);
+    case ir::OpKind::kSiluGrad:
+      return MapBinary<SiluGradOp>(node, operands);
+    case ir::OpKind::kReluGrad:
+      return MapBinary<ReluGradOp>(node, operands);
+    case ir::OpKind::kWhere:
+      return Where(node, operands);
+    default:
+      KernelBug(absl::StrCat("EvaluateElementwise: ", OpName(node.op), " is not elementwise"));
+  }
+}
+
+}  // namespace tandem::cpu::internal

@@ -1,0 +1,118 @@
+// Internal to the reference kernels (backends/cpu/kernels/): the per-family
+// entry points EvaluateNode dispatches to, and helpers they share. Not part
+// of the CPU backend's API (backends/cpu/kernels.h).
+#ifndef TANDEM_BACKENDS_CPU_KERNELS_KERNEL_SUPPORT_H_
+#define TANDEM_BACKENDS_CPU_KERNELS_KERNEL_SUPPORT_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "ir/dtype.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace tandem::cpu::internal {
+
+using Operands = absl::Span<const ir::HostTensor* const>;
+
+// Family entry points. Each handles the ops named in its file's comment and
+// may assume the operand count matches OpArity (EvaluateNode checks it).
+absl::StatusOr<ir::HostTensor> EvaluateElementwise(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateReduction(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateDataMovement(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateMatMul(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateSoftmaxFamily(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateNormalization(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateCrossEntropy(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateEmbedding(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateRotary(const ir::Node& node, Operands operands);
+
+// The node's zero-filled result tensor; ResourceExhausted "<op>: cannot
+// allocate ..." when there is no memory for it.
+absl::StatusOr<ir::HostTensor> AllocateResult(const ir::Node& node);
+
+// bf16 <-> f32 for `node`'s kernel (ResourceExhausted naming the op when
+// there is no memory): Widen is exact, Narrow rounds each element
+// (FloatToBf16, ir/dtype.h). Both split the elements over the arena's
+// threads.
+absl::StatusOr<ir::HostTensor> WidenBf16(const ir::Node& node, const ir::HostTensor& bf16);
+absl::StatusOr<ir::HostTensor> NarrowToBf16(const ir::Node& node, const ir::HostTensor& f32);
+
+// An Internal error "<op>: <detail>" for operands that do not fit the node.
+absl::Status KernelTypeError(const ir::Node& node, absl::string_view detail);
+
+// Internal error unless operand `index` has `dtype`.
+absl::Status ExpectDType(const ir::Node& node, Operands operands, int index, ir::DType dtype);
+// Internal error unless operand `index` has exactly `shape`.
+absl::Status ExpectShape(const ir::Node& node, Operands operands, int index, const ir::Shape& shape);
+// Internal error unless the result type is `dtype`.
+absl::Status ExpectResultDType(const ir::Node& node, ir::DType dtype);
+
+// A tensor viewed as rows along its last axis: `count` rows of `length`
+// contiguous elements (a scalar is one row of one element).
+struct RowView {
+  int64_t count = 1;
+  int64_t length = 1;
+};
+RowView RowsOf(const ir::Shape& shape);
+
+// The iteration of a NumPy broadcast from up to three inputs to an output,
+// with extent-1 output axes dropped and adjacent axes merged wherever every
+// input is either full or broadcast on both. The innermost merged axis has
+// stride 1 or 0 in each input, so loops over it are contiguous or repeat one
+// value. A scalar (or all-ones) output is one axis of extent 1.
+inline constexpr int kMaxBroadcastInputs = 3;
+struct BroadcastLayout {
+  std::vector<int64_t> extents;  // merged output extents, outermost first
+  // strides[i][axis]: element stride of input i along merged axis (0 when
+  // broadcast).
+  std::array<std::vector<int64_t>, kMaxBroadcastInputs> strides;
+  int num_inputs = 0;
+
+  int64_t inner_extent() const { return extents.back(); }
+  int64_t inner_stride(int input) const { return strides[input].back(); }
+};
+
+// Fails (Internal, naming the node's op) when an input does not broadcast
+// to `out`.
+absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(const ir::Node& node, const ir::Shape& out,
+                                                    absl::Span<const ir::Shape* const> inputs);
+
+// Calls visit(out_offset, offsets) for each row of the innermost merged axis,
+// in row-major order of the output; offsets[i] is the element offset of
+// input i at the row's start. The output is contiguous: out_offset advances
+// by inner_extent() per row.
+template <typename Visit>
+void ForEachBroadcastRow(const BroadcastLayout& layout, Visit&& visit) {
+  const int rank = static_cast<int>(layout.extents.size());
+  const int64_t inner = layout.inner_extent();
+  int64_t rows = 1;
+  for (int axis = 0; axis + 1 < rank; ++axis) rows *= layout.extents[axis];
+  std::array<int64_t, kMaxBroadcastInputs> offsets{};
+  std::vector<int64_t> index(rank, 0);
+  int64_t out_offset = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    visit(out_offset, static_cast<const std::array<int64_t, kMaxBroadcastInputs>&>(offsets));
+    out_offset += inner;
+    for (int axis = rank - 2; axis >= 0; --axis) {
+      for (int i = 0; i < layout.num_inputs; ++i) offsets[i] += layout.strides[i][axis];
+      if (++index[axis] < layout.extents[axis]) break;
+      for (int i = 0; i < layout.num_inputs; ++i) {
+        offsets[i] -= layout.strides[i][axis] * layout.extents[axis];
+      }
+      index[axis] = 0;
+    }
+  }
+}
+
+// Prints "tandem: internal error: <message>" and aborts: for bugs only.
+[[noreturn]] void KernelBug(absl::string_view message);
+
+}  // namespace tandem::cpu::internal
+
+#endif  // TANDEM_BACKENDS_CPU_KERNELS_KERNEL_SUPPORT_H_

@@ -1,0 +1,124 @@
+// CudaGraphRunner: runs an IR graph (one stage function) on a CUDA device,
+// with a device kernel for every op of the closed set (ir/op.h) and cuBLAS
+// for matmul.
+//
+// Device-resident: the runner owns a CudaDeviceMemory (one stream, a
+// stream-ordered pool) and Run takes and returns tensors in it. Each value
+// the graph computes gets its own private allocation, freed in stream order
+// after its last use (the executor's rule); nothing waits for the device
+// unless a range check (embedding ids, labels) has to be read back. The
+// device memory is also what the actor's data plane copies through
+// (CUDA IPC), on the same stream, so transfers and kernels are ordered
+// without the host waiting. RunFromHost uploads, runs, downloads and waits:
+// for callers outside an executor (tests, benchmarks).
+//
+// Numerics: deterministic (the same inputs give the same bits every run, in
+// every process): no atomics in any reduction, every sum in an order fixed
+// by the shape (cuda_kernels.cuh), and cuBLAS with atomics disallowed and a
+// fixed workspace. The results match the CPU reference kernels
+// (backends/cpu/kernels.h) within 1e-4 relative, not bitwise (different
+// exp/tanh/log, sum and matmul orders).
+// Precision: kF32 keeps every GEMM in f32; kTf32 lets cuBLAS use TF32
+// tensor cores for f32 GEMMs (10-bit mantissa products, f32 accumulation);
+// kBf16 rounds matmul operands to bf16 and accumulates in f32. Everything
+// but matmul is f32 in all three.
+//
+// Profiling: with set_node_times, every Run brackets each node's work with
+// CUDA events and adds each node's GPU time to the vector, then waits for
+// the device (so profiling runs are slower, but their per-node times are
+// the GPU's).
+//
+// Ownership and threading: one runner per actor (per device); owns its
+// memory, cuBLAS handle and workspace; not thread-safe (its memory is).
+#ifndef TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_H_
+#define TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "backends/cuda/cuda_device_memory.h"
+#include "backends/device_memory.h"
+#include "ir/graph.h"
+
+namespace tandem::cuda {
+
+enum class Precision : uint8_t { kF32, kTf32, kBf16 };
+
+struct RunnerOptions {
+  int device = 0;
+  Precision precision = Precision::kF32;
+  // How long a host wait for the device (range checks, RunFromHost's copies)
+  // may take.
+  absl::Duration wait_timeout = absl::Minutes(1);
+};
+
+using DeviceTensorMap = std::map<std::string, backends::DeviceTensor>;
+
+// A graph compiled by CudaGraphRunner::Compile, for that runner only: its
+// plan (ir::GraphPlan: when each value is released), each node's type check,
+// whether it computes on bf16 through the f32 kernels, and the index maps
+// and reduction plans its kernels take, all worked out once from the graph's
+// static shapes. Holds its own copy of the graph.
+class CudaExecutable {
+ public:
+  ~CudaExecutable();
+  CudaExecutable(const CudaExecutable&) = delete;
+  CudaExecutable& operator=(const CudaExecutable&) = delete;
+
+ private:
+  friend class CudaGraphRunner;
+  struct Compiled;
+  explicit CudaExecutable(std::unique_ptr<Compiled> compiled);
+  std::unique_ptr<Compiled> compiled_;
+};
+
+class CudaGraphRunner {
+ public:
+  // FailedPrecondition (CheckDevice's message) without that device.
+  static absl::StatusOr<std::unique_ptr<CudaGraphRunner>> Create(const RunnerOptions& options);
+  ~CudaGraphRunner();
+  CudaGraphRunner(const CudaGraphRunner&) = delete;
+  CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
+
+  // The memory every tensor of Run lives in.
+  CudaDeviceMemory& memory() const;
+
+  // `graph` compiled for this runner; Internal naming the value for a node
+  // whose operands do not fit its op (a graph the verifier rejects).
+  absl::StatusOr<std::unique_ptr<CudaExecutable>> Compile(const ir::Graph& graph);
+
+  // The executable's outputs by name, for `inputs` by input name (as
+  // cpu::RunGraph), all tensors of memory() (an undefined input is a missing
+  // value, as on the CPU). The same errors as cpu::RunGraph for missing or
+  // mistyped inputs and data-dependent failures (an embedding id out of range
+  // is detected on the device and reported with its position); InvalidArgument
+  // for an input of other memory; Internal for CUDA errors, naming the op and
+  // the call. A kernel that faults during execution surfaces at the next wait
+  // for the device (a download, a range check, the next RunFromHost).
+  absl::StatusOr<DeviceTensorMap> Run(const CudaExecutable& executable, const DeviceTensorMap& inputs);
+  // Compile and Run once.
+  absl::StatusOr<DeviceTensorMap> Run(const ir::Graph& graph, const DeviceTensorMap& inputs);
+
+  // Run from host tensors to host tensors: uploads, runs, downloads, and
+  // waits for the device (bounded by RunnerOptions::wait_timeout).
+  absl::StatusOr<ir::TensorMap> RunFromHost(const ir::Graph& graph, const ir::TensorMap& inputs);
+
+  // While `node_ms` is set (null: off), every Run adds each node's GPU time
+  // in milliseconds to (*node_ms)[node id], growing it to the graph's size,
+  // and waits for the device before returning.
+  void set_node_times(std::vector<double>* node_ms);
+
+ private:
+  struct Impl;
+  explicit CudaGraphRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::cuda
+
+#endif  // TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_H_

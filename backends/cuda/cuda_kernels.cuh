@@ -1,0 +1,185 @@
+// The device kernels of the CUDA backend: one launcher per op family, used
+// by CudaGraphRunner (cuda_graph_runner.cu). Internal to backends/cuda/.
+//
+// Each launcher enqueues its kernel on `stream` and returns the launch's
+// cudaError_t (cudaGetLastError right after the launch); execution errors
+// surface at the runner's next synchronization. A launch with zero elements
+// (or rows) enqueues nothing. Pointers are device pointers; shapes, strides
+// and attributes are plain values computed on the host.
+//
+// The kernels compute the functions of the CPU reference kernels
+// (backends/cpu/kernels.h) in f32, with CUDA's libdevice exp/tanh/log/pow in
+// place of the reference's own routines, so results agree within a few ulp per
+// op. They are built with --fmad=false: every multiply and add of our own code
+// is rounded as written, as in the reference (libdevice's routines use FMA
+// inside, which is part of their few ulp).
+// Deterministic by construction: no atomics, and every sum or max runs in
+// an order fixed by the shape alone (each thread's strided share in index
+// order, then a fixed binary tree over the threads), so the same inputs
+// give the same bits on every run, in every process. The order is not the
+// reference's single loop, so a sum agrees with it within rounding.
+//
+// Of the IR only ir/op.h, whose OpKind names the op of a unary or binary
+// kernel: a new elementwise op is one case in ApplyUnary or ApplyBinary
+// (cuda_kernels.cu) and nothing else here. No Abseil: the runner translates
+// IR nodes into these calls and cudaError_t into absl::Status.
+#ifndef TANDEM_BACKENDS_CUDA_CUDA_KERNELS_CUH_
+#define TANDEM_BACKENDS_CUDA_CUDA_KERNELS_CUH_
+
+#include <cstdint>
+
+#include "ir/op.h"
+
+// One kernel source, two compilers: nvcc, and the host compiler with
+// CUDA's execution model on host threads (cuda_on_cpu.h), where every
+// kernel is tested against the CPU reference. A launch is written
+// TANDEM_LAUNCH(kernel, grid, block, shared_bytes, stream)(args...).
+#ifdef TANDEM_CUDA_ON_CPU
+#include "backends/cuda/cuda_on_cpu.h"
+#else
+#include <cuda_runtime_api.h>
+#define TANDEM_LAUNCH(kernel, grid, block, shared_bytes, stream) kernel<<<grid, block, shared_bytes, stream>>>
+#endif
+
+namespace tandem::cuda::kernels {
+
+// Enough for every model we trace (attention uses rank 4); the runner merges
+// axes before filling a StridedMap and refuses ranks beyond this.
+inline constexpr int kMaxRank = 8;
+inline constexpr int kMaxOperands = 3;
+
+// Maps the flat index of a row-major output of `extents` to the element
+// offset of each operand: offset = sum over axes of index[axis] *
+// strides[operand][axis]. A stride of 0 repeats the operand along the axis
+// (broadcasting); permuted strides express a transpose. Passed to kernels by
+// value.
+struct StridedMap {
+  int rank = 0;          // 0: a single element
+  int num_operands = 0;  // <= kMaxOperands
+  int64_t extents[kMaxRank] = {};
+  int64_t strides[kMaxOperands][kMaxRank] = {};
+};
+
+// A reduction: output element o starts at the input offset `kept` maps o to
+// (one operand) and folds the input elements at base + sum(index[axis] *
+// reduced_strides[axis]) in row-major order of `reduced_extents`.
+struct ReductionPlan {
+  int64_t num_outputs = 0;
+  StridedMap kept;
+  int reduced_rank = 0;
+  int64_t reduced_extents[kMaxRank] = {};
+  int64_t reduced_strides[kMaxRank] = {};
+  float reduced_count = 1.0f;  // the divisor of reduce_mean
+};
+
+enum class ReduceOp : int { kSum, kMean, kMax };
+// Row-wise over the last axis; the grads take (y, dy).
+enum class RowOp : int { kSoftmax, kLogSoftmax, kSoftmaxGrad, kLogSoftmaxGrad };
+enum class NormOp : int { kNormalize, kLayerNorm, kNormalizeGrad };
+enum class ConvertOp : int { kF32ToI32, kI32ToF32, kF32ToBf16, kBf16ToF32, kBf16ToI32, kI32ToBf16 };
+
+// Where LaunchFindFirstOutOfRange leaves its answer: `position` is the
+// first index i with values[i] outside [0, limit), or -1; `value` is
+// values[position].
+struct RangeCheckResult {
+  int64_t position;
+  int32_t value;
+  int32_t unused;
+};
+
+// out[i] = the 32-bit pattern `bits` (a constant of f32 or i32).
+cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t stream);
+
+// `op` is of the unary family (ir/op_def.h).
+cudaError_t LaunchUnary(ir::OpKind op, const float* x, float* out, int64_t n, cudaStream_t stream);
+
+// `op` is of the binary family: (x, y) -> out, where gelu_grad, silu_grad
+// and relu_grad take (x, dy). out has map.extents; map has two operands.
+cudaError_t LaunchBinary(ir::OpKind op, const float* x, const float* y, float* out,
+                         const StridedMap& map, cudaStream_t stream);
+
+// out = cond != 0 ? x : y; map has three operands (cond, x, y).
+cudaError_t LaunchWhere(const float* cond, const float* x, const float* y, float* out,
+                        const StridedMap& map, cudaStream_t stream);
+
+// As the reference kernels convert (backends/cpu/kernels.h): f32 -> i32
+// truncates toward zero, saturates, and maps NaN to 0; to bf16 rounds to
+// nearest even; bf16 <-> i32 goes through f32.
+cudaError_t LaunchConvert(ConvertOp op, const void* in, void* out, int64_t n,
+                          cudaStream_t stream);
+
+// f32 -> bf16, round to nearest even: the operands of a bf16 matmul.
+cudaError_t LaunchToBf16(const float* in, void* out, int64_t n, cudaStream_t stream);
+
+// out[i] = in[offset of i under map (one operand)], for elements of
+// `element_size` bytes (2 or 4): transpose and broadcast.
+cudaError_t LaunchGather(const void* in, void* out, int element_size, const StridedMap& map,
+                         cudaStream_t stream);
+
+// Copies `rows` rows of `row_length` elements from src (rows
+// `src_row_stride` elements apart) to dst (rows `dst_row_stride` apart):
+// slice and each operand of concat.
+cudaError_t LaunchCopyRows(const void* src, int64_t src_row_stride, void* dst,
+                           int64_t dst_row_stride, int64_t rows, int64_t row_length,
+                           int element_size, cudaStream_t stream);
+
+cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan,
+                         cudaStream_t stream);
+
+// x (or y) and dy are [rows, length]; dy is unused by softmax/log_softmax.
+cudaError_t LaunchRows(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
+                       int64_t length, cudaStream_t stream);
+
+// normalize(x), layer_norm(x, gamma = second, beta), normalize_grad(x, dy =
+// second); x and out are [rows, length].
+cudaError_t LaunchNormalization(NormOp op, const float* x, const float* second, const float* beta,
+                                float* out, int64_t rows, int64_t length, float eps,
+                                cudaStream_t stream);
+
+// x and out are `matrices` matrices of [rows, cols]; entries above the
+// diagonal become fill.
+cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64_t rows,
+                             int64_t cols, float fill, cudaStream_t stream);
+
+// x and out are `matrices` matrices of [positions, width] (width even):
+// the rotary embedding of ir/op.h, angles as the reference computes them
+// (backends/cpu/kernels/rotary.cc); `inverse` rotates by the opposite angle.
+cudaError_t LaunchRotary(const float* x, float* out, int64_t matrices, int64_t positions, int64_t width,
+                         double theta, bool inverse, cudaStream_t stream);
+
+// One block scans values[0, n) and writes *result (see RangeCheckResult).
+cudaError_t LaunchFindFirstOutOfRange(const int32_t* values, int64_t n, int64_t limit,
+                                      RangeCheckResult* result, cudaStream_t stream);
+
+// logits [rows, classes], labels [rows]. A label outside [0, classes) gives
+// NaN (loss) or a NaN row (grad): the runner reports it from the range
+// check, so those values are never seen.
+cudaError_t LaunchCrossEntropy(const float* logits, const int32_t* labels, float* loss,
+                               int64_t rows, int64_t classes, cudaStream_t stream);
+cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, const float* dy,
+                                   float* out, int64_t rows, int64_t classes,
+                                   cudaStream_t stream);
+
+// table [num_rows, width], ids [positions] -> out [positions, width]. An id
+// out of range gives a zero row (reported by the range check).
+cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, int64_t positions,
+                            int64_t num_rows, int64_t width, cudaStream_t stream);
+// ids [positions], dy [positions, width] -> out [num_rows, width]: each
+// output element sums the dy entries of its row's ids in position order
+// (the reference's bits). Out-of-range ids match no row. O(positions *
+// width) work after a stable radix sort of the ids, in `scratch`: device
+// memory of EmbeddingGradScratchBytes(positions) bytes, free until the
+// launch's work is done. positions must fit in an int32.
+size_t EmbeddingGradScratchBytes(int64_t positions);
+cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out, int64_t positions,
+                                int64_t num_rows, int64_t width, void* scratch, cudaStream_t stream);
+
+// out[i] = ((slots[i] + slots[stride + i]) + slots[2 stride + i]) + ... over
+// `count` slots, in slot order with round-to-nearest adds: the bits of
+// ir::SumInReplicaOrder (the data-parallel all-reduce's ordered sum).
+cudaError_t LaunchSumInOrder(const float* slots, int64_t stride, int32_t count, float* out, int64_t n,
+                             cudaStream_t stream);
+
+}  // namespace tandem::cuda::kernels
+
+#endif  // TANDEM_BACKENDS_CUDA_CUDA_KERNELS_CUH_

@@ -1,0 +1,208 @@
+// CUDA's execution model on the CPU (backends/cuda/cuda_on_cpu.h): indices,
+// __shared__ memory and __syncthreads, warp shuffles, atomics and launch
+// limits behave as CUDA defines them; a divergent barrier aborts naming
+// itself instead of hanging; and under ThreadSanitizer a kernel missing a
+// __syncthreads is reported as the race it is.
+#include "backends/cuda/cuda_on_cpu.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+constexpr cudaStream_t kStream = nullptr;
+
+// Each thread writes its block and thread index, and the grid's and
+// block's sizes, into its slot.
+__global__ void WhereAmI(uint32_t* out) {
+  const unsigned block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const unsigned thread = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  uint32_t* slot = out + 4 * (block * blockDim.x * blockDim.y * blockDim.z + thread);
+  slot[0] = block;
+  slot[1] = thread;
+  slot[2] = gridDim.x * gridDim.y * gridDim.z;
+  slot[3] = blockDim.x * blockDim.y * blockDim.z;
+}
+
+TEST(CudaOnCpu, EveryThreadOfEveryBlockRunsOnceWithItsIndices) {
+  const dim3 grid(3, 2, 1), block(5, 4, 2);
+  std::vector<uint32_t> out(4 * 6 * 40, 0xffffffffu);
+  TANDEM_LAUNCH(WhereAmI, grid, block, 0, kStream)(out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (uint32_t block_index = 0; block_index < 6; ++block_index) {
+    for (uint32_t thread = 0; thread < 40; ++thread) {
+      const uint32_t* slot = &out[4 * (block_index * 40 + thread)];
+      EXPECT_EQ(slot[0], block_index);
+      EXPECT_EQ(slot[1], thread);
+      EXPECT_EQ(slot[2], 6u);
+      EXPECT_EQ(slot[3], 40u);
+    }
+  }
+}
+
+TEST(CudaOnCpu, LaunchesOutsideCudasLimitsAreRefusedAsCudaRefusesThem) {
+  std::vector<uint32_t> out(4 * 2048);
+  TANDEM_LAUNCH(WhereAmI, 1, 2048, 0, kStream)(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration) << "more than 1024 threads a block";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "reading the error clears it";
+  TANDEM_LAUNCH(WhereAmI, 0, 32, 0, kStream)(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration) << "an empty grid";
+  TANDEM_LAUNCH(WhereAmI, 1, 32, 1024, kStream)(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "dynamic shared memory is not modelled";
+}
+
+// A block's fold through __shared__ memory: the tree of the backend's
+// kernels, partial[t] += partial[t + half].
+__global__ void BlockSum(const float* x, float* out) {
+  __shared__ float partial[256];
+  partial[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+}
+
+// Each thread stages its element and reads its neighbour's: correct with
+// the __syncthreads between, a race without it. (Each staged value sits in
+// its own 8 bytes, so ThreadSanitizer keeps both accesses to it and reports
+// the race every time; in a tree fold, where many threads touch one word,
+// its bounded history may miss one.)
+template <bool kBarrier>
+__global__ void RotateByOne(const float* x, float* out) {
+  __shared__ double staged[256];
+  staged[threadIdx.x] = x[threadIdx.x];
+  if (kBarrier) __syncthreads();
+  out[threadIdx.x] = static_cast<float>(staged[(threadIdx.x + 1) % blockDim.x]);
+}
+
+// The tree of BlockSum on the host.
+float TreeSum(const float* x, int count) {
+  std::vector<float> partial(x, x + count);
+  for (int half = count / 2; half > 0; half /= 2) {
+    for (int t = 0; t < half; ++t) partial[static_cast<size_t>(t)] += partial[static_cast<size_t>(t + half)];
+  }
+  return partial[0];
+}
+
+std::vector<float> Values(int count) {
+  std::vector<float> values(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) values[static_cast<size_t>(i)] = 1.0f / static_cast<float>(i % 97 + 1) - 0.3f;
+  return values;
+}
+
+TEST(CudaOnCpu, SharedMemoryAndSyncThreadsFoldEachBlockInTheTreesOrder) {
+  const std::vector<float> x = Values(3 * 256);
+  std::vector<float> out(3, 0.0f);
+  TANDEM_LAUNCH(BlockSum, 3, 256, 0, kStream)(x.data(), out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int block = 0; block < 3; ++block) {
+    const float expected = TreeSum(x.data() + block * 256, 256);
+    EXPECT_EQ(std::memcmp(&out[static_cast<size_t>(block)], &expected, 4), 0) << "block " << block;
+  }
+}
+
+// A warp's sum by __shfl_down_sync (offsets 16, 8, ..., 1); lane 0 writes
+// it. The last warp of a 40-thread block has 8 lanes: a lane whose source
+// is past the warp's end keeps its own value.
+__global__ void WarpSums(const float* x, float* out) {
+  float value = x[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned lanes = blockDim.x - threadIdx.x / 32 * 32 < 32 ? blockDim.x - threadIdx.x / 32 * 32 : 32;
+    const unsigned mask = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
+    value += __shfl_down_sync(mask, value, offset);
+  }
+  if (threadIdx.x % 32 == 0) out[blockIdx.x * 2 + threadIdx.x / 32] = value;
+}
+
+TEST(CudaOnCpu, WarpShufflesFoldInTheOrderTheirOffsetsGive) {
+  const std::vector<float> x = Values(2 * 40);
+  std::vector<float> out(4, 0.0f);
+  TANDEM_LAUNCH(WarpSums, 2, 40, 0, kStream)(x.data(), out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int block = 0; block < 2; ++block) {
+    for (int warp = 0; warp < 2; ++warp) {
+      const int lanes = warp == 0 ? 32 : 8;
+      std::vector<float> value(x.begin() + block * 40 + warp * 32, x.begin() + block * 40 + warp * 32 + lanes);
+      for (int offset = 16; offset > 0; offset /= 2) {
+        std::vector<float> next = value;
+        for (int lane = 0; lane < lanes; ++lane) {
+          const float source = lane + offset < lanes ? value[static_cast<size_t>(lane + offset)]
+                                                     : value[static_cast<size_t>(lane)];
+          next[static_cast<size_t>(lane)] = value[static_cast<size_t>(lane)] + source;
+        }
+        value = next;
+      }
+      EXPECT_EQ(std::memcmp(&out[static_cast<size_t>(block * 2 + warp)], &value[0], 4), 0)
+          << "block " << block << " warp " << warp;
+    }
+  }
+}
+
+__global__ void CountAndMax(int* count, int* most) {
+  atomicAdd(count, 1);
+  atomicMax(most, static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x));
+}
+
+TEST(CudaOnCpu, AtomicsSeeEveryThread) {
+  int count = 0, most = -1;
+  TANDEM_LAUNCH(CountAndMax, 4, 96, 0, kStream)(&count, &most);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(count, 4 * 96);
+  EXPECT_EQ(most, 4 * 96 - 1);
+}
+
+// Thread 0 returns before a barrier the others wait at: on a GPU a hang or
+// worse; here an abort that says so.
+__global__ void DivergentBarrier(float* out) {
+  if (threadIdx.x == 0) return;
+  __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+
+TEST(CudaOnCpuDeathTest, ADivergentSyncThreadsAbortsNamingTheKernelInsteadOfHanging) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> out(64);
+  EXPECT_DEATH(TANDEM_LAUNCH(DivergentBarrier, 1, 64, 0, kStream)(out.data()),
+               "kernel DivergentBarrier, block \\(0,0,0\\).*returned from the kernel \\(divergent __syncthreads\\)");
+}
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+// What CI's thread part shows: a kernel whose __syncthreads was removed is
+// a data race ThreadSanitizer reports, though on this machine it may well
+// compute the right values.
+TEST(CudaOnCpuDeathTest, ThreadSanitizerReportsAKernelMissingASyncThreads) {
+  if (!kThreadSanitizer) GTEST_SKIP() << "needs a ThreadSanitizer build (tools/ci/thread_suite.sh)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<float> x = Values(256);
+  std::vector<float> out(256);
+  // ThreadSanitizer turns the exit status into 66 when it reported anything.
+  EXPECT_EXIT(
+      {
+        TANDEM_LAUNCH(RotateByOne<false>, 1, 256, 0, kStream)(x.data(), out.data());
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(66), "WARNING: ThreadSanitizer: data race");
+  // With the barrier, the same kernel is clean in this process.
+  TANDEM_LAUNCH(RotateByOne<true>, 1, 256, 0, kStream)(x.data(), out.data());
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], x[static_cast<size_t>((i + 1) % 256)]);
+}
+
+}  // namespace
