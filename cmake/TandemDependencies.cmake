@@ -46,3 +46,11 @@ if(TANDEM_WITH_CUDA)
   find_path(TANDEM_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
 endif()
 message(STATUS "Tandem: CUDA backend ${TANDEM_WITH_CUDA}")
+
+# The Python of the tests and benchmarks: the environment tools/setup.sh
+# makes at build/venv of the source tree (tools/python/make_venv.sh), shared
+# by every build directory (the sanitizer builds' included). Nothing checks
+# it at configure time: a test or benchmark that needs it and finds none
+# says which command makes it.
+set(TANDEM_PYTHON "${PROJECT_SOURCE_DIR}/build/venv/bin/python" CACHE FILEPATH
+    "The Python environment of the tests and benchmarks (tools/python/make_venv.sh)")

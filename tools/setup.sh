@@ -2,12 +2,15 @@
 # Sets Tandem up on a Debian 12 machine and builds it, incrementally.
 #
 #   tools/setup.sh                  install what is missing (as root, with
-#                                   apt-get), configure build/ and build
-#                                   everything
-#   tools/setup.sh --packages-only  only install what is missing
+#                                   apt-get), make the Python environment of
+#                                   the tests and benchmarks (build/venv,
+#                                   from PyPI: tools/python/make_venv.sh),
+#                                   configure build/ and build everything
+#   tools/setup.sh --packages-only  only install the missing Debian packages
 #
-# Safe to run again: it installs only missing packages and rebuilds only what
-# changed. With CI=true the build treats warnings as errors.
+# Safe to run again: it installs only missing packages, remakes the Python
+# environment only when tools/python/requirements.txt changed, and rebuilds
+# only what changed. With CI=true the build treats warnings as errors.
 #
 # No service these packages ship is started: Slurm's tests start private
 # daemons of their own (tests/slurm/mini_cluster.sh) and want none running
@@ -45,7 +48,7 @@ packages=(
   patchelf                        # tools/bundle.sh: the relocatable bundle for GPU nodes
   clang libclang-rt-14-dev        # libFuzzer targets and sanitizer builds (tests/fuzz/)
   pybind11-dev python3-pybind11 python3-dev  # the Python stub (python_stub/)
-  python3-torch python3-numpy     # PyTorch: the outside reference in tests and benchmarks
+  python3-venv                    # the tests' Python environment (PyTorch, transformers, JAX from PyPI)
   # A private Slurm cluster for the launcher's tests (tests/slurm/): one
   # slurmctld and several slurmd, authenticated by a munged of their own
   # (munge comes as a dependency; its system service is not started).
@@ -80,6 +83,8 @@ if ((${#missing[@]})); then
   fi
 fi
 $packages_only && exit 0
+
+tools/python/make_venv.sh build/venv
 
 werror=OFF
 [[ "${CI:-}" == "true" ]] && werror=ON

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Checks Tandem's example GPT and LLaMA against PyTorch, the outside reference.
 
-    /usr/bin/python3 tests/ir/torch_parity.py DIR
+    build/venv/bin/python tests/ir/torch_parity.py DIR
 
 DIR holds one folder per case, written by torch_parity_export (see
 tests/ir/torch_parity_export.cc): manifest.txt, tokens/labels, Tandem's
@@ -34,7 +34,7 @@ import sys
 
 # The benchmarks' PyTorch helpers (tools/bench/torch_common.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
-from torch_common import blas_libraries  # noqa: E402
+from torch_common import blas_kind, blas_libraries  # noqa: E402
 
 TOLERANCE = 1e-5
 TINY = 1e-30
@@ -45,16 +45,18 @@ try:
     import torch.nn.functional as F
 except ImportError as error:
     print(f"torch_parity: FAIL: {sys.executable} cannot import torch/numpy ({error}).\n"
-          "Install Debian's python3-torch and python3-numpy (tools/setup.sh does); they serve "
-          "/usr/bin/python3, which is not necessarily the first python3 on PATH.", file=sys.stderr)
+          "Run it with the Python environment tools/setup.sh makes (build/venv/bin/python; "
+          "tools/python/make_venv.sh build/venv makes it alone).", file=sys.stderr)
     sys.exit(1)
 
 
 def blas_in_use():
-    """The BLAS library this process actually loaded (after one matmul)."""
+    """The BLAS torch's matmuls use, and the CPU BLAS libraries this process
+    loaded (after one matmul)."""
     a = torch.ones(8, 8)
     _ = a @ a
-    return blas_libraries()
+    libraries = blas_libraries()
+    return blas_kind(torch, libraries), libraries
 
 
 def read_safetensors(path):
@@ -288,11 +290,8 @@ def main():
         return 2
     torch.set_num_threads(1)
     print(f"torch {torch.__version__} from {os.path.dirname(torch.__file__)}")
-    for line in torch.__config__.show().splitlines():
-        for field in line.split(","):
-            if "BLAS_INFO" in field or "LAPACK_INFO" in field:
-                print(f"torch build: {field.strip()}")
-    print(f"torch BLAS loaded at run time: {', '.join(blas_in_use()) or 'none found'}")
+    kind, libraries = blas_in_use()
+    print(f"torch BLAS: {kind}; CPU BLAS libraries loaded: {', '.join(libraries) or 'none'}")
     root = sys.argv[1]
     cases = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "manifest.txt")))
     if not cases:

@@ -1,6 +1,7 @@
 """The Python stub trains like the C++ controller, bit for bit.
 
-Run by CTest with Debian's /usr/bin/python3 and PYTHONPATH=<build>/python;
+Run by CTest with the tests' Python environment (build/venv: Debian's Python in
+a virtual environment, tools/setup.sh) and PYTHONPATH=<build>/python;
 TANDEM_BINARY is the `tandem` CLI of the same build.
 """
 import json

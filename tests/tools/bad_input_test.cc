@@ -165,6 +165,18 @@ TEST_F(BadInput, LearningRatesThatAreNotNumbersAboveZeroAreRefused) {
   }
 }
 
+// Without the Python environment tools/setup.sh makes, a benchmark's PyTorch
+// side says which command makes it (never a silent skip); Tandem's side
+// still runs.
+TEST_F(BadInput, ABenchmarkWithoutThePythonEnvironmentNamesTheCommandThatMakesIt) {
+  Finished run = RunCapped({"bench", "step", "--layers", "1", "--dim", "16", "--heads", "2", "--seq", "8",
+                            "--microbatches", "1", "--threads", "1", "--python", "/nonexistent/venv/bin/python"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("pytorch unavailable: no Python at /nonexistent/venv/bin/python: make the "
+                                 "environment with tools/setup.sh"));
+  EXPECT_THAT(run.out, HasSubstr("bit-identical at every thread count: yes"));
+}
+
 TEST_F(BadInput, ABinaryDataFileIsRefusedNamingTheByte) {
   std::string bytes(4096, 'a');
   bytes[2048] = '\0';

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch side of `tandem bench block`: one GPT decoder block, fwd+bwd (eager).
 
-    /usr/bin/python3 tools/bench/torch_block.py --dim 256 --seq 128 --batch 8 \
+    build/venv/bin/python tools/bench/torch_block.py --dim 256 --seq 128 --batch 8 \
         --heads 4 --threads 1 --repeats 10 [--device cuda [--tf32 | --bf16] [--sdpa]]
 
 Builds the pre-norm block of examples/models/gpt.cc (x + attn(ln1(x)), then
@@ -9,9 +9,8 @@ x + mlp(ln2(x)); causal multi-head attention; tanh-GELU MLP of width 4*dim)
 with explicit [in, out] weights, and times loss.backward() of
 loss = mean(block(x) * probe), x requiring grad like a block inside a
 network. Warms up once and reports the median of --repeats in one JSON line
-on stdout, with the BLAS library the process actually loaded: Debian's torch
-is built against the generic BLAS interface and uses whatever the system's
-alternative points to (OpenBLAS, or the ~12x slower reference BLAS).
+on stdout, with the BLAS the process actually uses (torch_common.blas_kind:
+MKL inside PyPI's torch; a generic-BLAS build's loaded library).
 With --device cuda the block runs on the GPU (TF32 off, as Tandem's f32
 path), each timed run ends with torch.cuda.synchronize(), and --bf16 runs
 the matmuls under autocast to bfloat16 (f32 accumulation), like Tandem's
@@ -133,7 +132,7 @@ def main():
         "device": args.device + ("+bf16" if args.bf16 else "+tf32" if args.tf32 else ""),
         "sdpa": args.sdpa,
         "torch_version": torch.__version__,
-        "blas": blas_kind(libraries),
+        "blas": blas_kind(torch, libraries),
         "blas_libraries": libraries,
         "blas_build_info": build_blas,
     }))

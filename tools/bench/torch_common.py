@@ -1,8 +1,9 @@
 """What the PyTorch sides of `tandem bench` share: pinning the thread count
-before torch loads, and naming the BLAS library the process really uses
-(Debian's torch is built against the generic BLAS interface and uses whatever
-the system's alternative points to: OpenBLAS, or the ~12x slower reference
-BLAS)."""
+before torch loads, and naming the BLAS the process really uses. PyPI's
+torch (the environment tools/setup.sh makes) carries MKL inside
+libtorch_cpu, which its build configuration names; a torch built against
+the generic BLAS interface (Debian's) uses whatever library the system's
+alternative points to: OpenBLAS, or the ~12x slower reference BLAS."""
 import json
 import math
 import os
@@ -27,17 +28,25 @@ def import_torch(threads):
 
 
 def blas_libraries():
-    """Real paths of the BLAS libraries mapped into this process."""
+    """Real paths of the CPU BLAS libraries mapped into this process (not
+    cuBLAS, which PyPI's torch maps whether or not a GPU computes)."""
     found = set()
     with open("/proc/self/maps") as maps:
         for line in maps:
             path = line.split()[-1]
-            if "blas" in os.path.basename(path):
+            name = os.path.basename(path)
+            if "blas" in name and "cublas" not in name:
                 found.add(os.path.realpath(path))
     return sorted(found)
 
 
-def blas_kind(libraries):
+def blas_kind(torch, libraries):
+    """The BLAS torch's matmuls use: the one its build names (BLAS_INFO=mkl
+    for PyPI's, linked in), else the library it loaded (a generic-BLAS
+    build's; numpy's own OpenBLAS may be mapped too, so this is a guess)."""
+    for setting in torch.__config__.show().replace(",", " ").split():
+        if setting.startswith("BLAS_INFO=") and setting[len("BLAS_INFO="):] not in ("", "generic", "open"):
+            return setting[len("BLAS_INFO="):]
     if any("openblas" in path for path in libraries):
         return "openblas"
     if any("blis" in path for path in libraries):

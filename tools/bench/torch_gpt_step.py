@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch side of `tandem bench step`: one training step of the example GPT.
 
-    /usr/bin/python3 tools/bench/torch_gpt_step.py --dim 256 --heads 8 --seq 64 \
+    build/venv/bin/python tools/bench/torch_gpt_step.py --dim 256 --heads 8 --seq 64 \
         --batch 4 --layers 4 --microbatches 4 --vocab 86 --threads 2 --repeats 5
 
 The model of examples/models/gpt.cc, op for op: token and position
@@ -126,7 +126,7 @@ def main():
         "tf32": args.tf32,
         "sdpa": args.sdpa,
         "torch_version": torch.__version__,
-        "blas": blas_kind(libraries),
+        "blas": blas_kind(torch, libraries),
         "blas_libraries": libraries,
     }))
     return 0

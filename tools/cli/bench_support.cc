@@ -38,8 +38,17 @@ std::string TorchScriptDirectory() {
   return absl::StrCat(TANDEM_SOURCE_DIR, "/tools/bench");
 }
 
+std::string DefaultPython() { return TANDEM_PYTHON; }
+
 TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args) {
   TorchResult result;
+  std::error_code missing;
+  if (python.find('/') != std::string::npos && !std::filesystem::exists(python, missing)) {
+    result.error = absl::StrCat("no Python at ", python,
+                                ": make the environment with tools/setup.sh (tools/python/make_venv.sh build/venv), "
+                                "or pass --python");
+    return result;
+  }
   const std::string command = absl::StrCat(ShellQuote(python), " ", ShellQuote(script), " ", args, " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {

@@ -1,6 +1,7 @@
 // What the benchmarks that compare with PyTorch share: wall-clock timing,
 // the median, and running a PyTorch script of tools/bench/ in a child
-// process (Debian's /usr/bin/python3) that answers with one JSON line.
+// process (the Python environment tools/setup.sh makes, build/venv) that
+// answers with one JSON line.
 #ifndef TANDEM_TOOLS_CLI_BENCH_SUPPORT_H_
 #define TANDEM_TOOLS_CLI_BENCH_SUPPORT_H_
 
@@ -30,7 +31,13 @@ struct TorchResult {
 };
 
 // Runs `python script args...` and reads the last JSON object it printed.
+// A `python` path that does not exist is an error naming the command that
+// makes the environment.
 TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args);
+
+// The Python the benchmarks run their scripts with unless told another
+// (--python): the environment of the tests (TANDEM_PYTHON, build/venv).
+std::string DefaultPython();
 
 // The directory of the PyTorch scripts: share/tandem/bench/ beside the
 // running binary's bin/ in a bundle (tools/bundle.sh), else tools/bench/ of

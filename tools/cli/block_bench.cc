@@ -1,7 +1,7 @@
 // `tandem bench block`: one forward+backward of one pre-norm GPT decoder
 // block in the reference interpreter, next to the same block in PyTorch on
 // the CPU with the same thread count (tools/bench/torch_block.py, run by
-// Debian's /usr/bin/python3), and their ratio. With --device
+// the Python environment build/venv), and their ratio. With --device
 // cuda[+tf32|+bf16] the Tandem side is the actor's CUDA device
 // (backends/device.h) and PyTorch runs eagerly on the same GPU in the same
 // precision (bf16: autocast matmuls; --torch-sdpa: fused attention).
@@ -169,7 +169,7 @@ struct BlockBenchOptions {
   BlockConfig config;
   int64_t threads = 1;
   int64_t repeats = 10;
-  std::string python = "/usr/bin/python3";
+  std::string python = DefaultPython();
   std::string torch_script = TorchScriptDirectory() + "/torch_block.py";
   LauncherOptions device;  // only --device
   bool no_torch = false;
@@ -378,7 +378,8 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   AddIntegerOption(*command, "--repeats", options->repeats, "timed runs after one warm-up; the median is reported");
-  command->add_option("--python", options->python, "the Python that has torch (Debian's python3-torch)")
+  command
+      ->add_option("--python", options->python, "the Python that has torch (default: build/venv, made by tools/setup.sh)")
       ->capture_default_str();
   command->add_option("--torch-script", options->torch_script, "the PyTorch side")->capture_default_str();
   command

@@ -2,8 +2,8 @@
 // reference interpreter (forward and backward of every microbatch, the
 // gradients summed, one Adam update) at several kernel thread counts, next
 // to the same step in PyTorch on the CPU with the same thread counts
-// (tools/bench/torch_gpt_step.py, run by Debian's /usr/bin/python3). It
-// also checks what the threads must not change: the first step's losses
+// (tools/bench/torch_gpt_step.py, run by the Python environment build/venv).
+// It also checks what the threads must not change: the first step's losses
 // and updated state are bit-identical at every thread count.
 #include <algorithm>
 #include <cstring>
@@ -33,7 +33,7 @@ struct StepBenchOptions {
   examples::ExampleJobOptions model;
   std::vector<int> threads;  // empty: 1 and every core
   int64_t repeats = 5;
-  std::string python = "/usr/bin/python3";
+  std::string python = DefaultPython();
   std::string torch_script = TorchScriptDirectory() + "/torch_gpt_step.py";
   bool no_torch = false;
   bool json = false;
@@ -198,7 +198,8 @@ void AddStepBench(CommandLine& command_line, CLI::App& bench) {
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
   AddIntegerOption(*command, "--repeats", options->repeats, "timed steps after one warm-up; the median is reported");
-  command->add_option("--python", options->python, "the Python that has torch (Debian's python3-torch)")
+  command
+      ->add_option("--python", options->python, "the Python that has torch (default: build/venv, made by tools/setup.sh)")
       ->capture_default_str();
   command->add_option("--torch-script", options->torch_script, "the PyTorch side")->capture_default_str();
   command->add_flag("--no-torch", options->no_torch, "time Tandem only");
