@@ -210,6 +210,7 @@ absl::StatusOr<ir::TrainStep> TraceJobStep(const ExampleJobOptions& options, con
 void TakeCorpusBatches(std::shared_ptr<const Corpus> corpus, int64_t batch, int64_t seq, const JobBasis& basis,
                        ExampleJob& job) {
   job.items_per_step = batch * seq * basis.num_microbatches;
+  job.sequence_length = seq;
   job.item_name = "tokens";
   job.microbatch_size = batch;
   job.corpus = corpus;

@@ -94,6 +94,8 @@ struct ExampleJob {
   std::string item_name;
   // Sequences (gpt) or examples (mlp) per microbatch.
   int64_t microbatch_size = 0;
+  // Language models (gpt, llama): tokens per sequence; 0 for the others.
+  int64_t sequence_length = 0;
   // The microbatches of training step `index` (0-based) from the train
   // split; an error when the data cannot be read (a token file truncated
   // under the run, an id past the vocabulary), naming where.

@@ -30,13 +30,35 @@ absl::StatusOr<ir::TensorMap> Corpus::Batch(Split split, int64_t batch, int64_t 
   const int64_t end = split == Split::kTrain ? split_point : size();
   const int64_t span = std::max<int64_t>(1, end - begin - sequence_length - 1);
   // MakeExampleJob bounds the batch: this is small.
-  ir::HostTensor starts = *ir::MakeTensor({ir::DType::kF32, {batch}},
-                                          {ir::Initializer::Kind::kUniform, 0.0, 1.0, seed * 1000003 + index});
+  ir::HostTensor drawn = *ir::MakeTensor({ir::DType::kF32, {batch}},
+                                         {ir::Initializer::Kind::kUniform, 0.0, 1.0, seed * 1000003 + index});
+  std::vector<int64_t> starts(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    starts[b] = begin + std::min<int64_t>(span - 1, static_cast<int64_t>(drawn.f32()[b] * span));
+  }
+  return WindowsAt(starts, sequence_length);
+}
+
+absl::StatusOr<ir::TensorMap> Corpus::Windows(int64_t first, int64_t batch, int64_t sequence_length) const {
+  // Callers bound first, batch and sequence_length (`tandem eval`'s flags):
+  // the products fit.
+  if ((first + batch) * sequence_length + 1 > size()) {
+    return absl::OutOfRangeError(absl::StrCat(description(), " holds ", (size() - 1) / sequence_length,
+                                              " windows of ", sequence_length, " tokens (each followed by its ",
+                                              "label), not ", first + batch));
+  }
+  std::vector<int64_t> starts(batch);
+  for (int64_t b = 0; b < batch; ++b) starts[b] = (first + b) * sequence_length;
+  return WindowsAt(starts, sequence_length);
+}
+
+absl::StatusOr<ir::TensorMap> Corpus::WindowsAt(const std::vector<int64_t>& starts, int64_t sequence_length) const {
+  const int64_t batch = static_cast<int64_t>(starts.size());
   std::vector<int32_t> tokens(batch * sequence_length);
   std::vector<int32_t> labels(batch * sequence_length);
   std::vector<int32_t> window(sequence_length + 1);
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t start = begin + std::min<int64_t>(span - 1, static_cast<int64_t>(starts.f32()[b] * span));
+    const int64_t start = starts[b];
     // The window and the token after it; past the end, the last token
     // repeats.
     const int64_t count = std::min<int64_t>(sequence_length + 1, size() - start);

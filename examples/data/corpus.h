@@ -44,8 +44,19 @@ class Corpus {
   // give the same batch. Read's errors, with the window that met them.
   absl::StatusOr<ir::TensorMap> Batch(Split split, int64_t batch, int64_t sequence_length, uint64_t seed,
                                       uint64_t index) const;
+  // The same of the consecutive windows first, first + 1, ..., first +
+  // batch - 1 of the whole corpus, in order: window w is tokens
+  // [w * sequence_length, (w + 1) * sequence_length) and their labels the
+  // token after each, so another tool computes its loss over exactly the
+  // same tokens (`tandem eval`). OutOfRange, saying how many windows the
+  // corpus holds, when it ends before the last window's last label; Read's
+  // errors, with the window that met them.
+  absl::StatusOr<ir::TensorMap> Windows(int64_t first, int64_t batch, int64_t sequence_length) const;
 
  protected:
+  // The batch of the windows that begin at `starts`, each sequence_length + 1
+  // tokens (past the end, the last token repeats).
+  absl::StatusOr<ir::TensorMap> WindowsAt(const std::vector<int64_t>& starts, int64_t sequence_length) const;
   // Where the validation part begins: 90% of `size`.
   static int64_t SplitPoint(int64_t size) { return size * 9 / 10; }
 };

@@ -177,6 +177,18 @@ TEST_F(BadInput, ABenchmarkWithoutThePythonEnvironmentNamesTheCommandThatMakesIt
   EXPECT_THAT(run.out, HasSubstr("bit-identical at every thread count: yes"));
 }
 
+TEST_F(BadInput, EvalNeedsALanguageModelAndItsParameters) {
+  Finished nothing = RunCapped({"eval", "--batches", "4"});
+  EXPECT_EQ(nothing.exit_code, 2) << nothing.err;
+  EXPECT_THAT(nothing.err, HasSubstr("eval needs the parameters: --checkpoint DIR or --import FILE"));
+  Finished mlp = RunCapped({"eval", "--model", "mlp", "--batches", "4", "--import", "p.safetensors"});
+  EXPECT_EQ(mlp.exit_code, 2) << mlp.err;
+  EXPECT_THAT(mlp.err, HasSubstr("eval needs a language model (gpt or llama), not mlp"));
+  Finished both = RunCapped({"eval", "--batches", "4", "--import", "p.safetensors", "--checkpoint", "ck"});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_THAT(both.err, HasSubstr("excludes"));
+}
+
 TEST_F(BadInput, ABinaryDataFileIsRefusedNamingTheByte) {
   std::string bytes(4096, 'a');
   bytes[2048] = '\0';

@@ -1,11 +1,12 @@
 // Issue 35's walk-through as a user runs it: `tandem tokenize --train` a BPE
 // model on the licence texts, `tandem tokenize` them into a token file,
-// `tandem train --model llama` on it (the validation loss falls), and
-// `tandem generate` from its checkpoint.
+// `tandem train --model llama` on it (the validation loss falls),
+// `tandem generate` from its checkpoint, and `tandem eval` of it.
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,6 +65,33 @@ TEST(TokenizeTrainGenerate, ALlamaTrainedOnATokenFileLearnsAndGenerates) {
   ASSERT_EQ(generated.code, 0) << generated.out << generated.err;
   EXPECT_THAT(generated.out, StartsWith("This program is"));
   EXPECT_GT(generated.out.size(), std::string("This program is\n").size());
+
+  // eval: the mean loss over the token file's first windows, the same
+  // however many share a forward pass and from the exported parameters.
+  const std::vector<std::string> eval = {"eval", "--model", "llama", "--layers", "2", "--dim", "64", "--heads", "4",
+                                         "--kv-heads", "2", "--seq", "32", "--data", tokens, "--tokenizer", model,
+                                         "--batches", "8"};
+  auto evaluate = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = eval;
+    args.insert(args.end(), more.begin(), more.end());
+    CliRun run = RunCli(args);
+    EXPECT_EQ(run.code, 0) << run.out << run.err;
+    EXPECT_THAT(run.err, HasSubstr("8 windows of 32 tokens of " + tokens));
+    double loss = 0;
+    EXPECT_TRUE(absl::StartsWith(run.out, "loss ") && absl::SimpleAtod(run.out.substr(5), &loss)) << run.out;
+    return loss;
+  };
+  const double eight_per_pass = evaluate({"--checkpoint", dir.Path("run")});
+  EXPECT_LT(eight_per_pass, ValidationLoss(one) - 0.5);  // trained: well below the untrained model's
+  EXPECT_NEAR(evaluate({"--checkpoint", dir.Path("run"), "--batch", "2"}), eight_per_pass, 1e-5 * eight_per_pass);
+  ASSERT_EQ(RunCli({"export", "--checkpoint", dir.Path("run"), "--out", dir.Path("run.safetensors")}).code, 0);
+  EXPECT_EQ(evaluate({"--import", dir.Path("run.safetensors")}), eight_per_pass);
+  std::vector<std::string> too_many = eval;
+  too_many.back() = "100000000";
+  too_many.insert(too_many.end(), {"--checkpoint", dir.Path("run")});
+  CliRun past = RunCli(too_many);
+  EXPECT_EQ(past.code, 1);
+  EXPECT_THAT(past.err, HasSubstr("windows of 32 tokens (each followed by its label), not"));
 
   CliRun mismatched = RunCli({"generate", "--checkpoint", dir.Path("run"), "--model", "llama", "--layers", "3",
                               "--dim", "64", "--data", tokens, "--tokenizer", model, "--prompt", "x"});

@@ -11,6 +11,7 @@ void AddAllCommands(CommandLine& command_line) {
   AddTrainCommand(command_line);
   AddExportCommand(command_line);
   AddGenerateCommand(command_line);
+  AddEvalCommand(command_line);
   AddTokenizeCommand(command_line);
   AddReplCommand(command_line);
   AddBenchCommand(command_line);

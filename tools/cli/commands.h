@@ -35,6 +35,9 @@ void AddTrainCommand(CommandLine& command_line);
 void AddTokenizeCommand(CommandLine& command_line);
 // `tandem generate ...`: continues a prompt with a trained checkpoint.
 void AddGenerateCommand(CommandLine& command_line);
+// `tandem eval ...`: a language model's mean loss over a corpus's first
+// windows.
+void AddEvalCommand(CommandLine& command_line);
 // `tandem export ...`: a checkpoint's parameters as a safetensors file.
 void AddExportCommand(CommandLine& command_line);
 // `tandem repl ...`: an interactive session over a live pipeline.

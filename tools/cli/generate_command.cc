@@ -6,12 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "controller/checkpoint.h"
 #include "controller/memory_fit.h"
 #include "examples/generation.h"
-#include "ir/state_source.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_options.h"
+#include "tools/cli/model_parameters.h"
 
 namespace tandem::cli {
 namespace {
@@ -22,29 +21,6 @@ struct GenerateOptions {
   std::string prompt;
   examples::SamplingOptions sampling;
 };
-
-// The parameters `step` reads, from the checkpoint: each of the type the
-// model has there.
-absl::StatusOr<ir::TensorMap> CheckpointParameters(const std::string& path, const ir::TrainStep& step,
-                                                   std::ostream& err) {
-  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(path);
-  if (!loaded.ok()) return loaded.status();
-  err << controller::SkippedReport(*loaded);
-  ir::TensorMap parameters;
-  for (const ir::StateSpec& spec : step.state) {
-    auto found = loaded->state.find(spec.name);
-    if (found == loaded->state.end() || found->second.type != spec.type) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", loaded->path, " does not fit this model: ", spec.name, " (", ir::TypeToString(spec.type),
-          ") is ", found == loaded->state.end() ? "missing" : ir::TypeToString(found->second.type),
-          " there; pass the model options it was trained with"));
-    }
-    absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(spec.name, found->second);
-    if (!tensor.ok()) return tensor.status();
-    parameters[spec.name] = *std::move(tensor);
-  }
-  return parameters;
-}
 
 }  // namespace
 
@@ -90,7 +66,8 @@ void AddGenerateCommand(CommandLine& command_line) {
         !fits.ok()) {
       return Failure(streams.err, *command, fits);
     }
-    absl::StatusOr<ir::TensorMap> parameters = CheckpointParameters(options->checkpoint, *forward, streams.err);
+    absl::StatusOr<ir::TensorMap> parameters =
+        LoadModelParameters({.checkpoint = options->checkpoint}, *forward, streams.err);
     if (!parameters.ok()) return Failure(streams.err, *command, parameters.status());
     absl::StatusOr<std::vector<int32_t>> prompt = job->corpus->Encode(options->prompt);
     if (!prompt.ok()) return Failure(streams.err, *command, prompt.status());

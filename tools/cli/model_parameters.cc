@@ -1,0 +1,45 @@
+#include "tools/cli/model_parameters.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "controller/checkpoint.h"
+#include "ir/safetensors.h"
+#include "ir/state_source.h"
+
+namespace tandem::cli {
+
+absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, const ir::TrainStep& step,
+                                                  std::ostream& err) {
+  ir::StateSources sources;
+  std::string from;
+  if (!file.import.empty()) {
+    absl::StatusOr<ir::StateSources> imported = ir::SafetensorsParameterSources(file.import, step);
+    if (!imported.ok()) return imported.status();
+    sources = *std::move(imported);
+    from = file.import;
+  } else {
+    absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(file.checkpoint);
+    if (!loaded.ok()) return loaded.status();
+    err << controller::SkippedReport(*loaded);
+    sources = std::move(loaded->state);
+    from = absl::StrCat("checkpoint ", loaded->path);
+  }
+  ir::TensorMap parameters;
+  for (const ir::StateSpec& spec : step.state) {
+    if (spec.role != ir::StateRole::kParameter) continue;
+    auto found = sources.find(spec.name);
+    if (found == sources.end() || found->second.type != spec.type) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          from, " does not fit this model: ", spec.name, " (", ir::TypeToString(spec.type), ") is ",
+          found == sources.end() ? "missing" : ir::TypeToString(found->second.type),
+          " there; pass the model options it was trained with"));
+    }
+    absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(spec.name, found->second);
+    if (!tensor.ok()) return tensor.status();
+    parameters[spec.name] = *std::move(tensor);
+  }
+  return parameters;
+}
+
+}  // namespace tandem::cli
