@@ -348,11 +348,14 @@ absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const 
   absl::StatusOr<ir::TrainStep> step = TraceJobStep(options, basis, "llama", LlamaModel(config), 3e-3,
                                                     LanguageModelSizes("llama", config), {"model.embed_tokens.weight"});
   if (!step.ok()) return step.status();
-  return LanguageModelJob(*std::move(step),
-                          absl::StrCat("llama: ", config.num_layers, " layers, d=", config.model_dim, ", ",
-                                       config.num_heads, " heads (", config.num_kv_heads, " kv), mlp ",
-                                       LlamaMlpWidth(config), ", seq ", config.sequence_length),
-                          *std::move(corpus), config, basis, [config](Tracer& t) { return LlamaLogits(t, config); });
+  ExampleJob job =
+      LanguageModelJob(*std::move(step),
+                       absl::StrCat("llama: ", config.num_layers, " layers, d=", config.model_dim, ", ",
+                                    config.num_heads, " heads (", config.num_kv_heads, " kv), mlp ",
+                                    LlamaMlpWidth(config), ", seq ", config.sequence_length),
+                       *std::move(corpus), config, basis, [config](Tracer& t) { return LlamaLogits(t, config); });
+  job.llama = config;
+  return job;
 }
 
 absl::StatusOr<ExampleJob> MakeMlpJob(const ExampleJobOptions& options, const JobBasis& basis) {

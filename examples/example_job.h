@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "examples/data/corpus.h"
+#include "examples/models/llama.h"
 #include "ir/host_tensor.h"
 #include "ir/trace.h"
 #include "ir/train_step.h"
@@ -107,6 +108,9 @@ struct ExampleJob {
   // the same parameters: what `tandem generate` runs. Null for the others.
   std::shared_ptr<const Corpus> corpus;
   ModelFunction logits;
+  // llama: the model's sizes (what `tandem export --format hf` writes as
+  // Hugging Face's config); unset for the others.
+  std::optional<LlamaConfig> llama;
 };
 
 // InvalidArgument for an unknown model or optimizer, a learning rate that
