@@ -68,11 +68,7 @@ void AddEvalCommand(CommandLine& command_line) {
     }
     const int64_t windows = options->windows;
     const int64_t batch = std::gcd(windows, model.batch.value_or(kDefaultEvalBatch));
-    model.batch = batch;
-    model.microbatches = 1;
-    model.replicas = 1;
-    model.stages = 1;
-    model.layer_stages.clear();
+    model = WholeModelOptions(model, batch);
     absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(model);
     if (!job.ok()) return Failure(streams.err, *command, job.status());
     if (absl::Status fits =

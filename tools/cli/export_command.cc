@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_options.h"
+#include "tools/cli/model_parameters.h"
 
 namespace tandem::cli {
 namespace {
@@ -65,25 +66,13 @@ absl::Status WriteHuggingFaceModel(const controller::LoadedCheckpoint& loaded, e
         "--format hf writes llama models (LlamaForCausalLM); ", model.model,
         " is not exported to Hugging Face's format yet: --format safetensors writes its parameters"));
   }
-  model.batch = 1;
-  model.microbatches = 1;
-  model.replicas = 1;
-  model.stages = 1;
-  model.layer_stages.clear();
+  model = WholeModelOptions(model, 1);
   absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(model);
   if (!job.ok()) return job.status();
-  std::vector<std::pair<std::string, ir::StateSource>> tensors;
-  for (const ir::StateSpec& spec : job->step.state) {
-    if (spec.role != ir::StateRole::kParameter) continue;
-    auto found = loaded.state.find(spec.name);
-    if (found == loaded.state.end() || found->second.type != spec.type) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", loaded.path, " does not fit this model: ", spec.name, " (", ir::TypeToString(spec.type),
-          ") is ", found == loaded.state.end() ? "missing" : ir::TypeToString(found->second.type),
-          " there; pass the model options it was trained with"));
-    }
-    tensors.emplace_back(spec.name, found->second);
-  }
+  absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> fitted =
+      ModelParameterSources(loaded.state, absl::StrCat("checkpoint ", loaded.path), job->step);
+  if (!fitted.ok()) return fitted.status();
+  const std::vector<std::pair<std::string, ir::StateSource>>& tensors = *fitted;
   if (tensors.size() != loaded.parameters.size()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", loaded.path, " holds ",
                                                       loaded.parameters.size(), " parameters, this model ",

@@ -52,11 +52,7 @@ void AddGenerateCommand(CommandLine& command_line) {
                                                              model.model)),
                      2);
     }
-    model.batch = 1;
-    model.microbatches = 1;
-    model.replicas = 1;
-    model.stages = 1;
-    model.layer_stages.clear();
+    model = WholeModelOptions(model, 1);
     options->sampling.seed = model.seed;
     absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(model);
     if (!job.ok()) return Failure(streams.err, *command, job.status());

@@ -146,4 +146,13 @@ absl::StatusOr<schedules::Schedule> ResolveModelSchedule(
   return ResolveSchedule(schedule, model.microbatches, (*step)->stage_edges);
 }
 
+examples::ExampleJobOptions WholeModelOptions(examples::ExampleJobOptions options, int64_t batch) {
+  options.batch = batch;
+  options.microbatches = 1;
+  options.replicas = 1;
+  options.stages = 1;
+  options.layer_stages.clear();
+  return options;
+}
+
 }  // namespace tandem::cli

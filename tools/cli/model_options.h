@@ -22,6 +22,10 @@ namespace tandem::cli {
 // Declares the model options on `command`, bound to `options`.
 void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options);
 
+// `options` for the whole model in one process (generate, eval, export):
+// one stage, one replica, one microbatch of `batch` sequences.
+examples::ExampleJobOptions WholeModelOptions(examples::ExampleJobOptions options, int64_t batch);
+
 // Sets options.stages to a schedule's stage count; InvalidArgument when
 // --stages was given and says otherwise.
 absl::Status TakeScheduleStages(const CLI::App& command, int32_t stages, examples::ExampleJobOptions& options);

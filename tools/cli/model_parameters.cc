@@ -9,6 +9,23 @@
 
 namespace tandem::cli {
 
+absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> ModelParameterSources(
+    const ir::StateSources& sources, absl::string_view from, const ir::TrainStep& step) {
+  std::vector<std::pair<std::string, ir::StateSource>> fitted;
+  for (const ir::StateSpec& spec : step.state) {
+    if (spec.role != ir::StateRole::kParameter) continue;
+    auto found = sources.find(spec.name);
+    if (found == sources.end() || found->second.type != spec.type) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          from, " does not fit this model: ", spec.name, " (", ir::TypeToString(spec.type), ") is ",
+          found == sources.end() ? "missing" : ir::TypeToString(found->second.type),
+          " there; pass the model options it was trained with"));
+    }
+    fitted.emplace_back(spec.name, found->second);
+  }
+  return fitted;
+}
+
 absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, const ir::TrainStep& step,
                                                   std::ostream& err) {
   ir::StateSources sources;
@@ -25,19 +42,14 @@ absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, con
     sources = std::move(loaded->state);
     from = absl::StrCat("checkpoint ", loaded->path);
   }
+  absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> fitted =
+      ModelParameterSources(sources, from, step);
+  if (!fitted.ok()) return fitted.status();
   ir::TensorMap parameters;
-  for (const ir::StateSpec& spec : step.state) {
-    if (spec.role != ir::StateRole::kParameter) continue;
-    auto found = sources.find(spec.name);
-    if (found == sources.end() || found->second.type != spec.type) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          from, " does not fit this model: ", spec.name, " (", ir::TypeToString(spec.type), ") is ",
-          found == sources.end() ? "missing" : ir::TypeToString(found->second.type),
-          " there; pass the model options it was trained with"));
-    }
-    absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(spec.name, found->second);
+  for (const auto& [name, source] : *fitted) {
+    absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(name, source);
     if (!tensor.ok()) return tensor.status();
-    parameters[spec.name] = *std::move(tensor);
+    parameters[name] = *std::move(tensor);
   }
   return parameters;
 }

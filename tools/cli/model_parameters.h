@@ -7,9 +7,13 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ir/host_tensor.h"
+#include "ir/state_source.h"
 #include "ir/train_step.h"
 
 namespace tandem::cli {
@@ -18,6 +22,14 @@ struct ParameterFile {
   std::string checkpoint;  // a checkpoint or a --checkpoint-dir; or
   std::string import;      // a safetensors file
 };
+
+// Where each parameter `step` reads (its state of role kParameter) comes
+// from, in `step`'s order, out of `sources` (a checkpoint's or a file's,
+// named by `from`). FailedPrecondition naming the tensor and asking for the
+// options the model was trained with when one is missing there or of
+// another type.
+absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> ModelParameterSources(
+    const ir::StateSources& sources, absl::string_view from, const ir::TrainStep& step);
 
 // The parameters `step` reads (its state of role kParameter), each of the
 // type the model has, from `file`. FailedPrecondition naming the tensor and
