@@ -5,33 +5,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "ir/graph_builder.h"
 
 namespace tandem::backends {
 
 absl::Status Device::set_node_times(std::vector<double>*) {
   return absl::UnimplementedError(absl::StrCat(name(), " does not time nodes"));
-}
-
-absl::StatusOr<TensorHandle> DeviceAccumulator::Accumulate(Device& device, const TensorHandle& acc,
-                                                           const TensorHandle& grad) {
-  if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
-    return absl::InvalidArgumentError(absl::StrCat(device.name(), ": accumulating tensors of different types"));
-  }
-  std::unique_ptr<Executable>& executable = executables_[ir::TypeToString(acc.type())];
-  if (executable == nullptr) {
-    ir::Graph graph;
-    ir::GraphBuilder builder(&graph);
-    const ir::ValueId a = builder.AddInput("acc", ir::InputRole::kAccumulator, acc.type(), {});
-    const ir::ValueId g = builder.AddInput("grad", ir::InputRole::kGradient, acc.type(), {});
-    graph.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
-    absl::StatusOr<std::unique_ptr<Executable>> compiled = device.Compile(graph);
-    if (!compiled.ok()) return compiled.status();
-    executable = *std::move(compiled);
-  }
-  absl::StatusOr<HandleMap> results = executable->Run({{"acc", acc}, {"grad", grad}});
-  if (!results.ok()) return results.status();
-  return results->at("sum");
 }
 
 absl::StatusOr<ir::HostTensor> Device::Download(const TensorHandle& handle) {
@@ -63,6 +43,37 @@ absl::StatusOr<ir::TensorMap> Device::RunGraph(const ir::Graph& graph, const ir:
     outputs.emplace(output, *std::move(downloaded));
   }
   return outputs;
+}
+
+absl::StatusOr<TensorHandle> ResidentDevice::Upload(const ir::HostTensor& tensor) {
+  absl::StatusOr<DeviceTensor> device = CopyToDevice(*memory(), tensor, absl::Now() + wait_timeout_);
+  if (!device.ok()) return device.status();
+  return TensorHandle(*std::move(device));
+}
+
+absl::StatusOr<ir::HostTensor> ResidentDevice::Download(const TensorHandle& handle) {
+  if (!handle.on_device()) return Device::Download(handle);
+  return CopyToHost(*memory(), handle.device(), absl::Now() + wait_timeout_);
+}
+
+absl::StatusOr<TensorHandle> ResidentDevice::Accumulate(const TensorHandle& acc, const TensorHandle& grad) {
+  if (!acc.defined() || !grad.defined() || acc.type() != grad.type()) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": accumulating tensors of different types"));
+  }
+  std::unique_ptr<Executable>& executable = accumulators_[ir::TypeToString(acc.type())];
+  if (executable == nullptr) {
+    ir::Graph graph;
+    ir::GraphBuilder builder(&graph);
+    const ir::ValueId a = builder.AddInput("acc", ir::InputRole::kAccumulator, acc.type(), {});
+    const ir::ValueId g = builder.AddInput("grad", ir::InputRole::kGradient, acc.type(), {});
+    graph.AddOutput("sum", builder.Add(ir::OpKind::kAdd, {a, g}, {}, {}));
+    absl::StatusOr<std::unique_ptr<Executable>> compiled = Compile(graph);
+    if (!compiled.ok()) return compiled.status();
+    executable = *std::move(compiled);
+  }
+  absl::StatusOr<HandleMap> results = executable->Run({{"acc", acc}, {"grad", grad}});
+  if (!results.ok()) return results.status();
+  return results->at("sum");
 }
 
 }  // namespace tandem::backends

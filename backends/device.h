@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "backends/device_memory.h"
 #include "backends/tensor_handle.h"
 #include "ir/graph.h"
@@ -82,7 +83,8 @@ class Device {
   virtual absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle);
   // acc + grad (f32, of one type), with cpu::AccumulateGradient's bits,
   // where memory() says: the executor's kAccumulate. On the CPU, that
-  // function itself; on a device-resident device, a DeviceAccumulator.
+  // function itself; on a device-resident device, the device's own add
+  // (ResidentDevice).
   virtual absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) = 0;
   // The CUDA device ordinal this device computes on; -1 when it is no GPU.
   virtual int cuda_ordinal() const { return -1; }
@@ -102,18 +104,28 @@ class Device {
   absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs);
 };
 
-// How a device-resident device accumulates with the bits of the host's
-// cpu::AccumulateGradient: it runs the graph `acc + grad` (one kAdd, whose
-// reference kernel is that add), compiled once per type on first use. A
-// member of the device it serves; used from that device's thread.
-class DeviceAccumulator {
+// A device-resident Device (CUDA, the fake GPU): memory() is its own, never
+// null. Host tensors go in and out by copies on that memory's stream, each
+// wait ending after `wait_timeout` (DeadlineExceeded); it accumulates with
+// the bits of cpu::AccumulateGradient by running the graph `acc + grad`
+// (one kAdd, whose reference kernel is that add) on itself, compiled once
+// per type on first use.
+class ResidentDevice : public Device {
  public:
-  // acc + grad on `device` (which owns this); InvalidArgument naming the
-  // device for tensors missing or of different types.
-  absl::StatusOr<TensorHandle> Accumulate(Device& device, const TensorHandle& acc, const TensorHandle& grad);
+  explicit ResidentDevice(absl::Duration wait_timeout) : wait_timeout_(wait_timeout) {}
+  absl::StatusOr<TensorHandle> Upload(const ir::HostTensor& tensor) override;
+  // A host tensor is returned as it is.
+  absl::StatusOr<ir::HostTensor> Download(const TensorHandle& handle) override;
+  // InvalidArgument naming the device for tensors missing or of different
+  // types.
+  absl::StatusOr<TensorHandle> Accumulate(const TensorHandle& acc, const TensorHandle& grad) override;
+
+ protected:
+  absl::Duration wait_timeout() const { return wait_timeout_; }
 
  private:
-  std::map<std::string, std::unique_ptr<Executable>> executables_;  // by type
+  const absl::Duration wait_timeout_;
+  std::map<std::string, std::unique_ptr<Executable>> accumulators_;  // acc + grad, by type
 };
 
 }  // namespace tandem::backends

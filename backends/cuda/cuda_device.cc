@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "backends/cuda/cuda_graph_runner.h"
 #include "backends/cuda/cuda_runtime.h"
 #include "ir/device_spec.h"
@@ -15,7 +14,7 @@ namespace tandem::cuda {
 namespace {
 
 // The GPU: a device-resident Device over CudaGraphRunner.
-class CudaDevice final : public backends::Device {
+class CudaDevice final : public backends::ResidentDevice {
   // A CudaExecutable of the device's runner, over device tensors.
   class Compiled final : public backends::Executable {
    public:
@@ -49,7 +48,7 @@ class CudaDevice final : public backends::Device {
 
  public:
   CudaDevice(ir::DeviceSpec spec, std::unique_ptr<CudaGraphRunner> runner, absl::Duration wait_timeout)
-      : spec_(spec), runner_(std::move(runner)), wait_timeout_(wait_timeout) {}
+      : ResidentDevice(wait_timeout), spec_(spec), runner_(std::move(runner)) {}
   std::string name() const override { return ir::DeviceSpecName(spec_); }
   int cuda_ordinal() const override { return spec_.index; }
   backends::DeviceMemory* memory() const override { return &runner_->memory(); }
@@ -67,26 +66,10 @@ class CudaDevice final : public backends::Device {
     if (!compiled.ok()) return compiled.status();
     return std::make_unique<Compiled>(name(), runner_.get(), *std::move(compiled));
   }
-  absl::StatusOr<backends::TensorHandle> Upload(const ir::HostTensor& tensor) override {
-    absl::StatusOr<backends::DeviceTensor> device =
-        backends::CopyToDevice(runner_->memory(), tensor, absl::Now() + wait_timeout_);
-    if (!device.ok()) return device.status();
-    return backends::TensorHandle(*std::move(device));
-  }
-  absl::StatusOr<ir::HostTensor> Download(const backends::TensorHandle& handle) override {
-    if (!handle.on_device()) return backends::Device::Download(handle);
-    return backends::CopyToHost(runner_->memory(), handle.device(), absl::Now() + wait_timeout_);
-  }
-  absl::StatusOr<backends::TensorHandle> Accumulate(const backends::TensorHandle& acc,
-                                                    const backends::TensorHandle& grad) override {
-    return accumulator_.Accumulate(*this, acc, grad);
-  }
 
  private:
   const ir::DeviceSpec spec_;  // with the resolved index
   std::unique_ptr<CudaGraphRunner> runner_;
-  const absl::Duration wait_timeout_;
-  backends::DeviceAccumulator accumulator_;
 };
 
 Precision RunnerPrecision(ir::DeviceSpec::Precision precision) {

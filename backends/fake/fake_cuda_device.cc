@@ -98,16 +98,4 @@ absl::StatusOr<backends::HandleMap> FakeCudaDevice::RunPlanned(const ir::Graph& 
   return outputs;
 }
 
-absl::StatusOr<backends::TensorHandle> FakeCudaDevice::Upload(const ir::HostTensor& tensor) {
-  absl::StatusOr<backends::DeviceTensor> device =
-      backends::CopyToDevice(*memory_, tensor, absl::Now() + options_.wait_timeout);
-  if (!device.ok()) return device.status();
-  return backends::TensorHandle(*std::move(device));
-}
-
-absl::StatusOr<ir::HostTensor> FakeCudaDevice::Download(const backends::TensorHandle& handle) {
-  if (!handle.on_device()) return backends::Device::Download(handle);
-  return backends::CopyToHost(*memory_, handle.device(), absl::Now() + options_.wait_timeout);
-}
-
 }  // namespace tandem::fake

@@ -55,7 +55,7 @@ struct FakeCudaFaults {
 // InvalidArgument for a fake-cuda-* value that is malformed.
 absl::StatusOr<FakeCudaFaults> ParseFakeCudaFaults(absl::string_view fault, int32_t actor);
 
-class FakeCudaDevice final : public backends::Device {
+class FakeCudaDevice final : public backends::ResidentDevice {
  public:
   struct Options {
     absl::Duration wait_timeout = absl::Minutes(1);
@@ -74,13 +74,6 @@ class FakeCudaDevice final : public backends::Device {
     return options_.free_bytes >= 0 ? std::optional<int64_t>(options_.free_bytes) : std::nullopt;
   }
   absl::StatusOr<std::unique_ptr<backends::Executable>> Compile(const ir::Graph& graph) override;
-  absl::StatusOr<backends::TensorHandle> Upload(const ir::HostTensor& tensor) override;
-  absl::StatusOr<ir::HostTensor> Download(const backends::TensorHandle& handle) override;
-  // Through DeviceAccumulator (device.h).
-  absl::StatusOr<backends::TensorHandle> Accumulate(const backends::TensorHandle& acc,
-                                                    const backends::TensorHandle& grad) override {
-    return accumulator_.Accumulate(*this, acc, grad);
-  }
 
   FakeDeviceMemory& fake_memory() { return *memory_; }
 
@@ -88,7 +81,7 @@ class FakeCudaDevice final : public backends::Device {
   class Compiled;
 
   FakeCudaDevice(Options options, std::unique_ptr<FakeDeviceMemory> memory)
-      : options_(options), memory_(std::move(memory)) {}
+      : ResidentDevice(options.wait_timeout), options_(options), memory_(std::move(memory)) {}
 
   // One call of a compiled graph: the reference kernels on the device
   // memory, in stream order, with the injected faults.
@@ -98,7 +91,6 @@ class FakeCudaDevice final : public backends::Device {
   const Options options_;
   std::unique_ptr<FakeDeviceMemory> memory_;
   int64_t runs_ = 0;
-  backends::DeviceAccumulator accumulator_;
 };
 
 }  // namespace tandem::fake
