@@ -80,10 +80,10 @@ Tensor GptLogits(Tracer& t, const GptConfig& c) {
     x = x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, c.model_dim), c.mlp_ratio * c.model_dim, weights);
   }
   x = layers::LayerNorm(t, "lnf", x, c.model_dim);
-  Tensor logits = c.tied_head
-                      ? matmul(x, convert(t.Parameter("wte"), c.compute_dtype), {.transpose_b = true})
-                      : matmul(x, convert(t.Parameter("head.w", {c.model_dim, c.vocab_size}, weights), c.compute_dtype));
-  return convert(logits, ir::DType::kF32);
+  // The head is [vocab, dim], the embedding's layout, whether tied or not
+  // (and Hugging Face's lm_head's).
+  Tensor head = c.tied_head ? t.Parameter("wte") : t.Parameter("head.w", {c.vocab_size, c.model_dim}, weights);
+  return convert(matmul(x, convert(head, c.compute_dtype), {.transpose_b = true}), ir::DType::kF32);
 }
 
 Tensor GptLoss(Tracer& t, const GptConfig& c) {

@@ -131,7 +131,7 @@ def gpt_loss(p, tokens, labels, c):
         fc = layer_norm(x, h + ".ln2") @ p[h + ".mlp.fc.w"] + p[h + ".mlp.fc.b"]
         x = x + (F.gelu(fc, approximate="tanh") @ p[h + ".mlp.proj.w"] + p[h + ".mlp.proj.b"])
     x = layer_norm(x, "lnf")
-    logits = x @ (p["wte"].t() if c["tied_head"] else p["head.w"])
+    logits = x @ (p["wte"] if c["tied_head"] else p["head.w"]).t()
     return F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1))
 
 

@@ -61,7 +61,7 @@ def main():
         return (torch.randn(*shape) * std).to(dev).requires_grad_()
 
     params = {"wte": param(v, d), "wpe": param(t, d), "lnf.g": torch.ones(d, device=dev, requires_grad=True),
-              "lnf.b": torch.zeros(d, device=dev, requires_grad=True), "head.w": param(d, v)}
+              "lnf.b": torch.zeros(d, device=dev, requires_grad=True), "head.w": param(v, d)}
     for layer in range(args.layers):
         for name, shape in [("ln1.g", (d,)), ("ln1.b", (d,)), ("qkv.w", (d, 3 * d)), ("qkv.b", (3 * d,)),
                             ("proj.w", (d, d)), ("proj.b", (d,)), ("ln2.g", (d,)), ("ln2.b", (d,)),
@@ -91,7 +91,7 @@ def main():
             fc = F.layer_norm(x, (d,), p[q_ + "ln2.g"], p[q_ + "ln2.b"], eps=1e-5) @ p[q_ + "fc.w"] + p[q_ + "fc.b"]
             x = x + (F.gelu(fc, approximate="tanh") @ p[q_ + "mlp.w"] + p[q_ + "mlp.b"])
         x = F.layer_norm(x, (d,), p["lnf.g"], p["lnf.b"], eps=1e-5)
-        return F.cross_entropy((x @ p["head.w"]).reshape(b * t, v), labels.reshape(b * t))
+        return F.cross_entropy((x @ p["head.w"].t()).reshape(b * t, v), labels.reshape(b * t))
 
     optimizer = torch.optim.Adam(params.values(), lr=args.lr)
     generator = torch.Generator().manual_seed(1)
