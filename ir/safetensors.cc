@@ -202,32 +202,38 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<std::pa
   return written.ok() ? absl::OkStatus() : written.status();
 }
 
-absl::StatusOr<StateSources> SafetensorsParameterSources(const std::string& path, const TrainStep& step) {
-  absl::StatusOr<std::vector<SafetensorsEntry>> entries = IndexSafetensors(path);
-  if (!entries.ok()) return entries.status();
+absl::StatusOr<StateSources> ParameterSourcesOf(const StateSources& tensors, absl::string_view what,
+                                                const TrainStep& step) {
   StateSources sources = SeedSources(step);
-  std::set<std::string> found;
-  for (const SafetensorsEntry& entry : *entries) {
-    const StateSpec* spec = step.FindState(entry.name);
+  for (const auto& [name, tensor] : tensors) {
+    const StateSpec* spec = step.FindState(name);
     if (spec == nullptr || spec->role != StateRole::kParameter) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " holds '", Excerpt(entry.name), "', which is no parameter of ",
-                                                     step.name, " (its parameters are named as `tandem export` names them)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " holds '", Excerpt(name), "', which is no parameter of ", step.name));
     }
-    if (entry.type != spec->type) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": parameter '", entry.name, "' is ",
-                                                     TypeToString(entry.type), " there and ", TypeToString(spec->type),
-                                                     " in ", step.name));
+    if (tensor.type != spec->type) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": parameter '", name, "' is ", TypeToString(tensor.type),
+                                                     " there and ", TypeToString(spec->type), " in ", step.name));
     }
-    sources[entry.name] = StateSource{entry.type, StateFileSlice{path, entry.offset}};
-    found.insert(entry.name);
+    sources[name] = tensor;
   }
   for (const StateSpec& spec : step.state) {
-    if (spec.role == StateRole::kParameter && !found.contains(spec.name)) {
+    if (spec.role == StateRole::kParameter && !tensors.contains(spec.name)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, " has no parameter '", spec.name, "' of ", step.name, " (", TypeToString(spec.type), ")"));
+          absl::StrCat(what, " has no parameter '", spec.name, "' of ", step.name, " (", TypeToString(spec.type), ")"));
     }
   }
   return sources;
+}
+
+absl::StatusOr<StateSources> SafetensorsParameterSources(const std::string& path, const TrainStep& step) {
+  absl::StatusOr<std::vector<SafetensorsEntry>> entries = IndexSafetensors(path);
+  if (!entries.ok()) return entries.status();
+  StateSources tensors;
+  for (const SafetensorsEntry& entry : *entries) {
+    tensors[entry.name] = StateSource{entry.type, StateFileSlice{path, entry.offset}};
+  }
+  return ParameterSourcesOf(tensors, path, step);
 }
 
 }  // namespace tandem::ir

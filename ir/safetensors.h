@@ -67,11 +67,17 @@ absl::StatusOr<std::vector<SafetensorsEntry>> IndexSafetensors(const std::string
 absl::Status WriteSafetensors(const std::string& path, const std::vector<std::pair<std::string, StateSource>>& tensors,
                               const std::map<std::string, std::string>& metadata);
 
-// `step`'s first state with its parameters read from the safetensors file
-// at `path` (file slices, read by whoever starts from them) and its
-// optimizer state from its initializers. InvalidArgument naming the tensor
-// when the file lacks a parameter, holds one of another type, or holds a
-// tensor that is no parameter of `step`; the errors of IndexSafetensors.
+// `step`'s first state with its parameters from `tensors` (by parameter
+// name; file slices are read by whoever starts from them) and its optimizer
+// state from its initializers. InvalidArgument naming the tensor and `what`
+// (where the tensors come from) when `tensors` lacks a parameter, holds one
+// of another type, or holds a tensor that is no parameter of `step`.
+absl::StatusOr<StateSources> ParameterSourcesOf(const StateSources& tensors, absl::string_view what,
+                                                const TrainStep& step);
+
+// ParameterSourcesOf the tensors of the safetensors file at `path`, named
+// as `step` names its parameters (as `tandem export` writes them); the
+// errors of IndexSafetensors.
 absl::StatusOr<StateSources> SafetensorsParameterSources(const std::string& path, const TrainStep& step);
 
 }  // namespace tandem::ir

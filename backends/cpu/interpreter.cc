@@ -215,6 +215,25 @@ absl::StatusOr<std::vector<float>> EvaluateLosses(const ir::TrainStep& step, con
   return losses;
 }
 
+absl::StatusOr<LossAndGradients> EvaluateGradients(const ir::TrainStep& step, const ir::TensorMap& state,
+                                                   const ir::TensorMap& microbatch) {
+  absl::StatusOr<ir::TensorMap> outputs = RunGraph(step.microbatch, MicrobatchInputs(state, microbatch));
+  if (!outputs.ok()) return outputs.status();
+  LossAndGradients result;
+  result.loss = outputs->at("loss").f32()[0];
+  for (const ir::StateSpec& spec : step.state) {
+    if (spec.role != ir::StateRole::kParameter) continue;
+    ir::TensorMap sum;
+    for (int32_t stage = 0; stage < step.num_stages; ++stage) {
+      auto found = outputs->find(ir::GradientName(spec.name, stage));
+      if (found == outputs->end()) continue;
+      if (absl::Status status = AddInto(sum, {{spec.name, found->second}}, "gradients"); !status.ok()) return status;
+    }
+    if (!sum.empty()) result.gradients[spec.name] = std::move(sum.at(spec.name));
+  }
+  return result;
+}
+
 absl::StatusOr<std::vector<ir::HostTensor>> RunReferenceForward(const ir::TrainStep& step, const ir::TensorMap& state,
                                                                 const std::vector<ir::TensorMap>& microbatches) {
   if (absl::Status status = CheckMicrobatchCount(step, microbatches); !status.ok()) return status;

@@ -69,6 +69,17 @@ absl::StatusOr<StepResult> RunReferenceStep(const ir::TrainStep& step, ir::Tenso
 absl::StatusOr<std::vector<float>> EvaluateLosses(const ir::TrainStep& step, const ir::TensorMap& state,
                                                   const std::vector<ir::TensorMap>& microbatches);
 
+// One microbatch's loss under `state` and the gradient of that loss with
+// respect to each parameter (summed over the stages that read it, in stage
+// order), by the parameter's name: what a step would accumulate, without
+// the update.
+struct LossAndGradients {
+  float loss = 0;
+  ir::TensorMap gradients;
+};
+absl::StatusOr<LossAndGradients> EvaluateGradients(const ir::TrainStep& step, const ir::TensorMap& state,
+                                                   const ir::TensorMap& microbatch);
+
 // A forward-only step: each microbatch's "output".
 absl::StatusOr<std::vector<ir::HostTensor>> RunReferenceForward(const ir::TrainStep& step, const ir::TensorMap& state,
                                                                 const std::vector<ir::TensorMap>& microbatches);
