@@ -86,6 +86,7 @@ absl::Status CheckSizes(const ExampleJobOptions& options) {
                         {"dim", options.dim, kMaxDim},
                         {"heads", options.heads, kMaxHeads},
                         {"kv heads", options.kv_heads, kMaxHeads},
+                        {"mlp hidden width", options.mlp_hidden, kMaxDim},
                         {"seq", options.seq, kMaxSequence},
                         {"batch", options.batch, kMaxBatch},
                         {"vocab", options.vocab, kMaxVocab}};
@@ -329,10 +330,13 @@ absl::StatusOr<ExampleJob> MakeGptJob(const ExampleJobOptions& options, const Jo
   absl::StatusOr<ir::TrainStep> step = TraceJobStep(options, basis, "gpt", GptModel(config), 3e-3,
                                                     LanguageModelSizes("gpt", config), {"wte", "wpe"});
   if (!step.ok()) return step.status();
-  return LanguageModelJob(*std::move(step),
-                          absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
-                                       config.num_heads, " heads, seq ", config.sequence_length),
-                          *std::move(corpus), config, basis, [config](Tracer& t) { return GptLogits(t, config); });
+  ExampleJob job =
+      LanguageModelJob(*std::move(step),
+                       absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
+                                    config.num_heads, " heads, seq ", config.sequence_length),
+                       *std::move(corpus), config, basis, [config](Tracer& t) { return GptLogits(t, config); });
+  job.gpt = config;
+  return job;
 }
 
 absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const JobBasis& basis) {
@@ -344,6 +348,9 @@ absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const 
   // Without --kv-heads: half the heads share each kv head where they can.
   config.num_kv_heads = config.num_heads % 2 == 0 ? config.num_heads / 2 : config.num_heads;
   Override(options.kv_heads, config.num_kv_heads);
+  Override(options.mlp_hidden, config.mlp_hidden);
+  config.rope_theta = options.rope_theta.value_or(config.rope_theta);
+  config.norm_eps = options.norm_eps.value_or(config.norm_eps);
   if (absl::Status s = ValidateLlamaConfig(config); !s.ok()) return s;
   absl::StatusOr<ir::TrainStep> step = TraceJobStep(options, basis, "llama", LlamaModel(config), 3e-3,
                                                     LanguageModelSizes("llama", config), {"model.embed_tokens.weight"});
@@ -411,6 +418,11 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   }
   if (options.kv_heads.has_value() && options.model != "llama") {
     return absl::InvalidArgumentError(absl::StrCat("kv heads apply to the llama model, not ", options.model));
+  }
+  if ((options.mlp_hidden.has_value() || options.rope_theta.has_value() || options.norm_eps.has_value()) &&
+      options.model != "llama") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an MLP width, a rope theta and a norm epsilon apply to the llama model, not ", options.model));
   }
   if (options.precision != ir::DType::kF32 && options.model != "gpt" && options.model != "llama") {
     return absl::InvalidArgumentError(absl::StrCat("precision ", ir::DTypeName(options.precision),

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "examples/data/corpus.h"
+#include "examples/models/gpt.h"
 #include "examples/models/llama.h"
 #include "ir/host_tensor.h"
 #include "ir/trace.h"
@@ -48,6 +49,12 @@ struct ExampleJobOptions {
   // llama: key/value heads, dividing heads (grouped-query attention);
   // default half the heads when even, else all of them.
   std::optional<int64_t> kv_heads;
+  // llama: the SwiGLU's hidden width (default LLaMA's rule, LlamaMlpWidth),
+  // the rotary base and RMSNorm's epsilon (default LlamaConfig's): what a
+  // Hugging Face config.json sets (examples/hugging_face.h).
+  std::optional<int64_t> mlp_hidden;
+  std::optional<double> rope_theta;
+  std::optional<double> norm_eps;
   std::optional<int64_t> seq;     // gpt, llama sequence length
   std::optional<int64_t> batch;   // sequences or examples per microbatch
   std::optional<int64_t> vocab;   // gpt, llama: the LM head's width, at least the corpus's characters
@@ -108,8 +115,10 @@ struct ExampleJob {
   // the same parameters: what `tandem generate` runs. Null for the others.
   std::shared_ptr<const Corpus> corpus;
   ModelFunction logits;
-  // llama: the model's sizes (what `tandem export --format hf` writes as
-  // Hugging Face's config); unset for the others.
+  // The language model's sizes, the one of its kind that is set (what
+  // `tandem export --format hf` writes as Hugging Face's config); both unset
+  // for the other models.
+  std::optional<GptConfig> gpt;
   std::optional<LlamaConfig> llama;
 };
 

@@ -10,9 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "controller/checkpoint.h"
 #include "examples/example_job.h"
+#include "examples/hugging_face.h"
 #include "ir/safetensors.h"
 #include "ir/state_file.h"
-#include "nlohmann/json.hpp"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_options.h"
 #include "tools/cli/model_parameters.h"
@@ -25,74 +25,29 @@ struct ExportOptions {
   std::string format = "safetensors";
   std::string out;
   examples::ExampleJobOptions model;  // --format hf: the options it trained with
+  int64_t max_shard_bytes = examples::kDefaultShardBytes;
 };
 
-// transformers' LlamaConfig of `c` (config.json of LlamaForCausalLM): the
-// parameters keep their names and layouts, which are Hugging Face's.
-nlohmann::ordered_json HuggingFaceLlamaConfig(const examples::LlamaConfig& c) {
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"vocab_size", c.vocab_size},
-          {"hidden_size", c.model_dim},
-          {"intermediate_size", examples::LlamaMlpWidth(c)},
-          {"num_hidden_layers", c.num_layers},
-          {"num_attention_heads", c.num_heads},
-          {"num_key_value_heads", c.num_kv_heads},
-          {"head_dim", c.model_dim / c.num_heads},
-          {"max_position_embeddings", c.sequence_length},
-          {"rms_norm_eps", c.norm_eps},
-          // transformers 5 reads rope_parameters, earlier versions rope_theta.
-          {"rope_theta", c.rope_theta},
-          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}}},
-          {"hidden_act", "silu"},
-          {"attention_bias", false},
-          {"mlp_bias", false},
-          {"tie_word_embeddings", c.tied_head},
-          {"initializer_range", c.init_std},
-          {"dtype", "float32"},
-          {"use_cache", true}};
-}
-
-// The checkpoint `loaded` as the Hugging Face model directory `dir`:
-// config.json, generation_config.json and model.safetensors (its
-// parameters, copied in pieces). FailedPrecondition, naming the tensor and
+// The checkpoint `loaded` as the Hugging Face model directory `dir`
+// (examples/hugging_face.h). FailedPrecondition, naming the tensor and
 // asking for the model options it was trained with, when the checkpoint's
-// parameters are not the model's; Unimplemented for a model other than
-// llama.
-absl::Status WriteHuggingFaceModel(const controller::LoadedCheckpoint& loaded, examples::ExampleJobOptions model,
-                                   const std::string& dir) {
-  if (model.model != "llama") {
-    return absl::UnimplementedError(absl::StrCat(
-        "--format hf writes llama models (LlamaForCausalLM); ", model.model,
-        " is not exported to Hugging Face's format yet: --format safetensors writes its parameters"));
-  }
-  model = WholeModelOptions(model, 1);
+// parameters are not the model's.
+absl::Status WriteHuggingFaceDirectory(const controller::LoadedCheckpoint& loaded, const ExportOptions& options) {
+  const examples::ExampleJobOptions model = WholeModelOptions(options.model, 1);
   absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(model);
   if (!job.ok()) return job.status();
   absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> fitted =
       ModelParameterSources(loaded.state, absl::StrCat("checkpoint ", loaded.path), job->step);
   if (!fitted.ok()) return fitted.status();
-  const std::vector<std::pair<std::string, ir::StateSource>>& tensors = *fitted;
-  if (tensors.size() != loaded.parameters.size()) {
+  if (fitted->size() != loaded.parameters.size()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", loaded.path, " holds ",
                                                       loaded.parameters.size(), " parameters, this model ",
-                                                      tensors.size(), ": pass the model options it was trained with"));
+                                                      fitted->size(), ": pass the model options it was trained with"));
   }
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot make the directory ", dir, ": ", error.message()));
-  const std::map<std::string, std::string> metadata = {
-      {"format", "pt"}, {"tandem.model", loaded.model}, {"tandem.step", absl::StrCat(loaded.step)}};
-  if (absl::Status status = ir::WriteSafetensors(dir + "/model.safetensors", tensors, metadata); !status.ok()) {
-    return status;
-  }
-  if (absl::Status status =
-          ir::WriteFileAtomically(dir + "/config.json", HuggingFaceLlamaConfig(*job->llama).dump(2) + "\n");
-      !status.ok()) {
-    return status;
-  }
-  const nlohmann::ordered_json generation = {{"do_sample", false}};
-  return ir::WriteFileAtomically(dir + "/generation_config.json", generation.dump(2) + "\n");
+  examples::HuggingFaceExport how;
+  how.max_shard_bytes = options.max_shard_bytes;
+  how.metadata = {{"format", "pt"}, {"tandem.model", loaded.model}, {"tandem.step", absl::StrCat(loaded.step)}};
+  return examples::WriteHuggingFaceModel(options.out, *job, model, *fitted, how);
 }
 
 }  // namespace
@@ -108,14 +63,21 @@ void AddExportCommand(CommandLine& command_line) {
       "code for LLaMA loads them as they are. Optimizer state stays behind. Tensors are copied in pieces, never "
       "the whole model at once. `tandem train --import FILE` starts a run from such a file. With --format hf, "
       "DIR becomes a model directory that transformers' AutoModelForCausalLM.from_pretrained loads as it is "
-      "(config.json from the model options it was trained with, generation_config.json, model.safetensors): "
-      "llama models, as LlamaForCausalLM; the tokenizer is not written yet.");
+      "(config.json from the model options it was trained with, generation_config.json, model.safetensors or, "
+      "above --max-shard-size, shards and their index): gpt as GPT2LMHeadModel, llama as LlamaForCausalLM; with "
+      "the SentencePiece tokenizer it trained with (--tokenizer), tokenizer.model and tokenizer_config.json, "
+      "which AutoTokenizer loads (a character-level model's directory has no tokenizer).");
   command->add_option("--checkpoint", options->checkpoint, "a checkpoint, or a --checkpoint-dir (its newest)")
       ->required();
   command->add_option("--format", options->format, "the file format")
       ->check(CLI::IsMember({"safetensors", "hf"}))
       ->capture_default_str();
   command->add_option("--out", options->out, "the file (--format hf: the directory) to write")->required();
+  command
+      ->add_option("--max-shard-size", options->max_shard_bytes,
+                   "--format hf: the most bytes of tensors in one safetensors file (transformers' default)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
+      ->capture_default_str();
   AddModelOptions(*command, options->model);
   command_line.OnRun(command, [command, options, &streams = command_line.streams()] {
     absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(options->checkpoint);
@@ -129,7 +91,7 @@ void AddExportCommand(CommandLine& command_line) {
                          "from it and save a new one to export it")));
     }
     if (options->format == "hf") {
-      if (absl::Status status = WriteHuggingFaceModel(*loaded, options->model, options->out); !status.ok()) {
+      if (absl::Status status = WriteHuggingFaceDirectory(*loaded, *options); !status.ok()) {
         return Failure(streams.err, *command, status);
       }
       streams.out << absl::StrFormat("exported %s after step %d from %s to the Hugging Face model directory %s\n",

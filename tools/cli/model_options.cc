@@ -38,6 +38,14 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
       .add_option("--kv-heads", options.kv_heads,
                   "llama: key/value heads, dividing --heads (grouped-query attention; default half the heads)")
       ->check(AtLeast(options.kv_heads, 1));
+  command
+      .add_option("--mlp-hidden", options.mlp_hidden,
+                  "llama: the SwiGLU's hidden width (default LLaMA's rule: 2/3 of 4 x --dim, rounded up to 32)")
+      ->check(AtLeast(options.mlp_hidden, 1));
+  command.add_option("--rope-theta", options.rope_theta, "llama: the rotary embedding's base (default 10000)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--norm-eps", options.norm_eps, "llama: RMSNorm's epsilon (default 1e-5)")
+      ->check(CLI::PositiveNumber);
   command.add_option("--seq", options.seq, "sequence length (gpt and llama, default 32)")->check(AtLeast(options.seq, 1));
   command
       .add_option("--batch", options.batch, "sequences (gpt and llama, default 8) or examples (mlp and two-tower, default 16) per microbatch")

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/checkpoint.h"
+#include "examples/hugging_face.h"
 #include "ir/safetensors.h"
 #include "ir/state_source.h"
 
@@ -26,12 +27,30 @@ absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> ModelParame
   return fitted;
 }
 
-absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, const ir::TrainStep& step,
-                                                  std::ostream& err) {
+absl::Status TakeImportedModel(const CLI::App& command, const std::string& import,
+                               examples::ExampleJobOptions& options) {
+  if (!examples::IsHuggingFaceDirectory(import)) return absl::OkStatus();
+  const std::string given = options.model;
+  if (absl::Status status = examples::TakeHuggingFaceConfig(import, options); !status.ok()) return status;
+  if (command.count("--model") > 0 && given != options.model) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model ", given, " differs from the ", options.model, " model of ", import, "/config.json"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ir::StateSources> ImportedSources(const std::string& import, absl::string_view model,
+                                                 const ir::TrainStep& step) {
+  if (examples::IsHuggingFaceDirectory(import)) return examples::HuggingFaceParameterSources(import, model, step);
+  return ir::SafetensorsParameterSources(import, step);
+}
+
+absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, absl::string_view model,
+                                                  const ir::TrainStep& step, std::ostream& err) {
   ir::StateSources sources;
   std::string from;
   if (!file.import.empty()) {
-    absl::StatusOr<ir::StateSources> imported = ir::SafetensorsParameterSources(file.import, step);
+    absl::StatusOr<ir::StateSources> imported = ImportedSources(file.import, model, step);
     if (!imported.ok()) return imported.status();
     sources = *std::move(imported);
     from = file.import;

@@ -36,6 +36,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/fill_run.h"
 #include "tools/cli/model_options.h"
+#include "tools/cli/model_parameters.h"
 #include "tools/cli/pipeline_options.h"
 #include "tools/cli/plan_options.h"
 #include "tools/cli/progress.h"
@@ -105,7 +106,8 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
   train.add_option("--import", options.import,
                    "start from the parameters of a safetensors FILE (`tandem export` writes them; names and shapes "
-                   "must be the model's), with fresh optimizer state")
+                   "must be the model's) or of a Hugging Face model directory (whose config.json gives the model "
+                   "and its shape), with fresh optimizer state")
       ->excludes("--resume");
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
                    "validation steps' worth of batches for the final loss, evaluated in the controller on the "
@@ -162,7 +164,7 @@ struct Start {
 absl::StatusOr<Start> StartingPoint(const TrainOptions& options, const ir::TrainStep& step, std::ostream& out,
                                     std::ostream& err) {
   if (options.import.has_value()) {
-    absl::StatusOr<ir::StateSources> imported = ir::SafetensorsParameterSources(*options.import, step);
+    absl::StatusOr<ir::StateSources> imported = ImportedSources(*options.import, options.model.model, step);
     if (!imported.ok()) return imported.status();
     out << "importing the parameters of " << *options.import << " (optimizer state fresh)\n";
     return Start{*std::move(imported), 0, ""};
@@ -581,6 +583,11 @@ int OpenPipeline(const CLI::App& train, const TrainOptions& options, const examp
 int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& streams) {
   if (std::string problem = CheckOptions(train, options); !problem.empty()) {
     return UsageError(streams.err, train, problem);
+  }
+  if (options.import.has_value()) {
+    if (absl::Status status = TakeImportedModel(train, *options.import, options.model); !status.ok()) {
+      return Failure(streams.err, train, status, 2);
+    }
   }
   if (options.plan.has_value()) {
     if (const int code = ApplyPlanFile(train, options, streams); code != 0) return code;
