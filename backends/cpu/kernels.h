@@ -55,6 +55,8 @@
 #ifndef TANDEM_BACKENDS_CPU_KERNELS_H_
 #define TANDEM_BACKENDS_CPU_KERNELS_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ir/graph.h"
@@ -79,6 +81,11 @@ absl::StatusOr<ir::HostTensor> EvaluateNode(const ir::Node& node, absl::Span<con
 // (process-wide: it is OpenBLAS's own setting). matmul's tiles assume 1: the
 // kernels' own threads come from the arena (backends/cpu/kernel_threads.h).
 void SetBlasThreads(int num_threads);
+
+// Which BLAS kernels matmul runs and what chose them, e.g. "OpenBLAS
+// 0.3.21 ..., SkylakeX kernels (chosen by the CPU's features)"
+// (kernels/blas.h); loads OpenBLAS if nothing has yet.
+std::string BlasDescription();
 
 }  // namespace tandem::cpu
 

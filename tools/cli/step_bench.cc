@@ -144,6 +144,7 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
     json["model"] = job->description;
     json["repeats"] = options.repeats;
     json["bits_identical_across_threads"] = same;
+    json["tandem_blas"] = cpu::BlasDescription();
     json["runs"] = nlohmann::ordered_json::array();
     for (const Measured& run : runs) {
       json["runs"].push_back({{"threads", run.threads},
@@ -167,7 +168,7 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
                            run.torch.ms ? absl::StrFormat("%.2fx", run.ms / *run.torch.ms) : "-");
   }
   out << "\nlosses and updated state of the first step bit-identical at every thread count: "
-      << (same ? "yes" : "NO") << "\n";
+      << (same ? "yes" : "NO") << "\ntandem BLAS: " << cpu::BlasDescription() << "\n";
   const Measured& first = runs.front();
   if (first.torch.ms) {
     out << "pytorch " << first.torch.version << ", BLAS: " << first.torch.blas << "\n";

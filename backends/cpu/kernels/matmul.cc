@@ -1,5 +1,6 @@
-// The matmul kernel: cblas_sgemm from OpenBLAS, row-major, with the
-// transpose flags passed to BLAS (no transposed copies are made).
+// The matmul kernel: cblas_sgemm from OpenBLAS (blas.h: its kernels chosen
+// by the CPU's features), row-major, with the transpose flags passed to
+// BLAS (no transposed copies are made).
 //
 // Threads: each product is cut into tiles of C (kTileRows x kTileCols, the
 // last ones smaller), and each tile is its own single-threaded sgemm over
@@ -11,13 +12,12 @@
 // one rank-2 operand reused for every batch entry of the other. When b is the
 // rank-2 operand and a is not transposed, a's batch axes fold into M and the
 // whole product is ONE gemm: a[B..., M, K] is a row-major [B*M, K] matrix.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/kernels/blas.h"
 #include "backends/cpu/kernels/kernel_support.h"
 #include "backends/cpu/kernels/parallel.h"
 
@@ -36,7 +36,7 @@ constexpr int64_t kMinTiledFlops = int64_t{1} << 21;
 // dimensions are the whole operands'.
 void GemmTile(bool transpose_a, bool transpose_b, int64_t rows, int64_t cols, int64_t k, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+  GetBlas().sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(k), 1.0f, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(ldc));
 }
@@ -141,6 +141,11 @@ absl::StatusOr<ir::HostTensor> EvaluateMatMul(const ir::Node& node, Operands ope
 
 }  // namespace internal
 
-void SetBlasThreads(int num_threads) { openblas_set_num_threads(num_threads); }
+void SetBlasThreads(int num_threads) { internal::GetBlas().set_num_threads(num_threads); }
+
+std::string BlasDescription() {
+  const internal::Blas& blas = internal::GetBlas();
+  return absl::StrCat(blas.config, ", ", blas.core, " kernels (chosen by ", blas.chosen_by, ")");
+}
 
 }  // namespace tandem::cpu
