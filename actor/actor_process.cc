@@ -23,6 +23,7 @@
 #include "backends/open_device.h"
 #include "ir/device_spec.h"
 #include "ir/fault_point.h"
+#include "ir/host_tensor.h"
 #include "kj/async-io.h"
 #include "kj/debug.h"
 #include "rpc/async_status.h"
@@ -96,6 +97,9 @@ int RunActorProcess(const ActorProcessOptions& options) {
   // One BLAS thread: the bits of matmul depend on OpenBLAS's thread count,
   // and the reference runs with one; the actors of a host share its cores.
   cpu::SetBlasThreads(1);
+  // An actor computes the same step again and again: its tensors' storage
+  // is reused instead of faulting in fresh pages every step.
+  ir::SetStorageCacheBytes(ir::kComputeStorageCacheBytes);
   backends::OpenDeviceOptions device_options;
   device_options.wait_timeout = options.receive_timeout;
   device_options.fault = ir::FaultSetting();

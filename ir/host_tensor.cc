@@ -5,10 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ir/limits.h"
@@ -18,22 +22,88 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
+// Freed storage kept for reuse (SetStorageCacheBytes), by size.
+class StorageCache {
+ public:
+  static StorageCache& Get() {
+    static StorageCache* const cache = new StorageCache;
+    return *cache;
+  }
+
+  // A kept block of exactly `size` bytes, or null.
+  std::byte* Take(size_t size) {
+    if (size < static_cast<size_t>(kMinCachedStorageBytes)) return nullptr;
+    absl::MutexLock lock(&mu_);
+    auto found = blocks_.find(size);
+    if (found == blocks_.end()) return nullptr;
+    std::byte* block = found->second;
+    blocks_.erase(found);
+    kept_ -= size;
+    return block;
+  }
+
+  // Keeps `block` of `size` bytes, or frees it when the cache is full.
+  void Give(std::byte* block, size_t size) {
+    if (size >= static_cast<size_t>(kMinCachedStorageBytes)) {
+      absl::MutexLock lock(&mu_);
+      if (kept_ + size <= limit_) {
+        blocks_.emplace(size, block);
+        kept_ += size;
+        return;
+      }
+    }
+    std::free(block);
+  }
+
+  void SetLimit(size_t limit) {
+    std::vector<std::byte*> freed;
+    {
+      absl::MutexLock lock(&mu_);
+      limit_ = limit;
+      // The largest go first: they are the fewest bytes' worth of calls.
+      while (kept_ > limit_) {
+        auto largest = std::prev(blocks_.end());
+        kept_ -= largest->first;
+        freed.push_back(largest->second);
+        blocks_.erase(largest);
+      }
+    }
+    for (std::byte* block : freed) std::free(block);
+  }
+
+  size_t kept() {
+    absl::MutexLock lock(&mu_);
+    return kept_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::multimap<size_t, std::byte*> blocks_ ABSL_GUARDED_BY(mu_);
+  size_t kept_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t limit_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 // Zeroed, 64-byte aligned storage of `type`, or the reason there is none.
 absl::StatusOr<std::shared_ptr<std::byte[]>> AllocateStorage(const TensorType& type) {
   absl::StatusOr<int64_t> bytes = CheckedNumBytes(type);
   if (!bytes.ok()) return bytes.status();
   size_t size = (static_cast<size_t>(*bytes) + kAlignment - 1) / kAlignment * kAlignment;
   if (size == 0) size = kAlignment;
-  auto* memory = static_cast<std::byte*>(std::aligned_alloc(kAlignment, size));
+  std::byte* memory = StorageCache::Get().Take(size);
+  if (memory == nullptr) memory = static_cast<std::byte*>(std::aligned_alloc(kAlignment, size));
   if (memory == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a tensor of ", TypeToString(type), " (",
                                                      *bytes, " bytes): out of memory"));
   }
   std::memset(memory, 0, size);
-  return std::shared_ptr<std::byte[]>(memory, [](std::byte* p) { std::free(p); });
+  return std::shared_ptr<std::byte[]>(memory, [size](std::byte* p) { StorageCache::Get().Give(p, size); });
 }
 
 }  // namespace
+
+void SetStorageCacheBytes(int64_t bytes) { StorageCache::Get().SetLimit(static_cast<size_t>(std::max<int64_t>(bytes, 0))); }
+
+int64_t CachedStorageBytes() { return static_cast<int64_t>(StorageCache::Get().kept()); }
 
 HostTensor::HostTensor(TensorType type) : type_(std::move(type)) {
   absl::StatusOr<std::shared_ptr<std::byte[]>> storage = AllocateStorage(type_);

@@ -71,6 +71,22 @@ class HostTensor {
   std::shared_ptr<std::byte[]> storage_;
 };
 
+// Keeps the storage of freed tensors of at least kMinCachedStorageBytes,
+// up to `bytes` in all, for tensors of the same size to reuse (0, the
+// default: none kept). A training step frees and allocates the same large
+// tensors every step; without it each allocation is fresh memory from the
+// kernel, whose every page faults in on first touch (a third of a GPT-2
+// small step on the reference went there). Memory the process holds grows
+// by up to `bytes`: processes that compute (actors, the reference) turn it
+// on, the controller does not. Thread-safe; lowering it frees what is over.
+void SetStorageCacheBytes(int64_t bytes);
+inline constexpr int64_t kMinCachedStorageBytes = int64_t{1} << 20;
+// What a computing process keeps: a GPT-2 small step's largest temporaries
+// (its Adam update's, 500 MB each) several times over.
+inline constexpr int64_t kComputeStorageCacheBytes = int64_t{2} << 30;
+// The bytes kept now, for tests and reports.
+int64_t CachedStorageBytes();
+
 // "512 B", "64.0 KiB", "2.4 MiB".
 std::string FormatBytes(int64_t bytes);
 

@@ -34,5 +34,38 @@ TEST(FormatBytes, PicksTheUnit) {
   EXPECT_EQ(FormatBytes(int64_t{5} << 20), "5.0 MiB");
 }
 
+TEST(StorageCache, AFreedTensorsStorageIsReusedZeroedAndBoundedByTheLimit) {
+  const TensorType big{DType::kF32, {1 << 19}};  // 2 MiB
+  SetStorageCacheBytes(0);
+  { HostTensor dropped(big); }
+  EXPECT_EQ(CachedStorageBytes(), 0);  // off: freed at once
+
+  SetStorageCacheBytes(int64_t{5} << 20);
+  const std::byte* first = nullptr;
+  {
+    HostTensor tensor(big);
+    tensor.f32()[7] = 42.0f;
+    first = tensor.data();
+  }
+  EXPECT_EQ(CachedStorageBytes(), int64_t{2} << 20);
+  {
+    HostTensor again(big);  // the same size: the same storage, zeroed again
+    EXPECT_EQ(again.data(), first);
+    EXPECT_EQ(again.f32()[7], 0.0f);
+    EXPECT_EQ(CachedStorageBytes(), 0);
+    HostTensor other(TensorType{DType::kF32, {(1 << 19) + 16}});  // another size: fresh storage
+    EXPECT_NE(other.data(), first);
+  }
+  EXPECT_EQ(CachedStorageBytes(), (int64_t{4} << 20) + 64);
+  { HostTensor third(TensorType{DType::kF32, {1 << 20}}); }  // 4 MiB more would pass the 5 MiB limit
+  EXPECT_EQ(CachedStorageBytes(), (int64_t{4} << 20) + 64);
+  { HostTensor small(TensorType{DType::kF32, {1024}}); }  // under kMinCachedStorageBytes: never kept
+  EXPECT_EQ(CachedStorageBytes(), (int64_t{4} << 20) + 64);
+  SetStorageCacheBytes(int64_t{3} << 20);  // lowering the limit frees the largest first
+  EXPECT_EQ(CachedStorageBytes(), int64_t{2} << 20);
+  SetStorageCacheBytes(0);
+  EXPECT_EQ(CachedStorageBytes(), 0);
+}
+
 }  // namespace
 }  // namespace tandem::ir

@@ -20,6 +20,7 @@
 #include "backends/cpu/kernels.h"
 #include "controller/memory_fit.h"
 #include "examples/example_job.h"
+#include "ir/host_tensor.h"
 #include "ir/state_source.h"
 #include "schedules/json_text.h"
 #include "tools/cli/bench_support.h"
@@ -113,6 +114,7 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
     return 1;
   }
   cpu::SetBlasThreads(1);  // GEMM tiles on one BLAS thread each
+  ir::SetStorageCacheBytes(ir::kComputeStorageCacheBytes);  // as the actors do
   const ir::TensorType& wte = job->step.FindState("wte")->type;
   const int64_t dim = wte.shape[1], vocab = wte.shape[0];
   const int64_t seq = job->step.FindState("wpe")->type.shape[0];

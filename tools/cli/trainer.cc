@@ -12,6 +12,7 @@
 #include "backends/open_device.h"
 #include "controller/memory_fit.h"
 #include "ir/device_spec.h"
+#include "ir/host_tensor.h"
 #include "schedules/simulator.h"
 
 namespace tandem::cli {
@@ -33,6 +34,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> ReferenceTrainer::Open(const ir::TrainS
   // GEMM tiles on one BLAS thread each, as in every actor
   // (backends/cpu/kernel_threads.h).
   cpu::SetBlasThreads(1);
+  // The reference trains in this process, step after step, as an actor does.
+  ir::SetStorageCacheBytes(ir::kComputeStorageCacheBytes);
   absl::StatusOr<ir::TensorMap> tensors = ir::MaterializeStates(state);
   if (!tensors.ok()) return tensors.status();
   return std::make_unique<ReferenceTrainer>(step, *std::move(tensors), *std::move(opened), threads);
