@@ -83,8 +83,9 @@ class StorageCache {
   size_t limit_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Zeroed, 64-byte aligned storage of `type`, or the reason there is none.
-absl::StatusOr<std::shared_ptr<std::byte[]>> AllocateStorage(const TensorType& type) {
+// 64-byte aligned storage of `type`, zeroed when asked, or the reason there
+// is none.
+absl::StatusOr<std::shared_ptr<std::byte[]>> AllocateStorage(const TensorType& type, bool zeroed = true) {
   absl::StatusOr<int64_t> bytes = CheckedNumBytes(type);
   if (!bytes.ok()) return bytes.status();
   size_t size = (static_cast<size_t>(*bytes) + kAlignment - 1) / kAlignment * kAlignment;
@@ -95,7 +96,7 @@ absl::StatusOr<std::shared_ptr<std::byte[]>> AllocateStorage(const TensorType& t
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a tensor of ", TypeToString(type), " (",
                                                      *bytes, " bytes): out of memory"));
   }
-  std::memset(memory, 0, size);
+  if (zeroed) std::memset(memory, 0, size);
   return std::shared_ptr<std::byte[]>(memory, [size](std::byte* p) { StorageCache::Get().Give(p, size); });
 }
 
@@ -116,6 +117,15 @@ HostTensor::HostTensor(TensorType type) : type_(std::move(type)) {
 
 absl::StatusOr<HostTensor> HostTensor::Allocate(TensorType type) {
   absl::StatusOr<std::shared_ptr<std::byte[]>> storage = AllocateStorage(type);
+  if (!storage.ok()) return storage.status();
+  HostTensor tensor;
+  tensor.type_ = std::move(type);
+  tensor.storage_ = *std::move(storage);
+  return tensor;
+}
+
+absl::StatusOr<HostTensor> HostTensor::AllocateUninitialized(TensorType type) {
+  absl::StatusOr<std::shared_ptr<std::byte[]>> storage = AllocateStorage(type, /*zeroed=*/false);
   if (!storage.ok()) return storage.status();
   HostTensor tensor;
   tensor.type_ = std::move(type);

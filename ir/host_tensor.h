@@ -33,6 +33,10 @@ class HostTensor {
   // ResourceExhausted naming the type and bytes when the memory cannot be
   // had.
   static absl::StatusOr<HostTensor> Allocate(TensorType type);
+  // The same, its elements left as the memory had them: for a kernel that
+  // writes every element before anything reads one (zeroing a large result
+  // first costs as much as a pass over it).
+  static absl::StatusOr<HostTensor> AllocateUninitialized(TensorType type);
 
   static HostTensor FromFloats(Shape shape, absl::Span<const float> values);
   static HostTensor FromInts(Shape shape, absl::Span<const int32_t> values);

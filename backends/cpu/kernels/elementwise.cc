@@ -132,7 +132,7 @@ template <typename Op>
 absl::StatusOr<ir::HostTensor> MapUnary(const ir::Node& node, Operands operands) {
   if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
   if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
-  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   const float* __restrict in = operands[0]->f32();
@@ -166,7 +166,7 @@ absl::StatusOr<ir::HostTensor> MapBinary(const ir::Node& node, Operands operands
   if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
   const ir::HostTensor& x = *operands[0];
   const ir::HostTensor& y = *operands[1];
-  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   float* result = out.f32();
@@ -199,7 +199,7 @@ absl::StatusOr<ir::HostTensor> Where(const ir::Node& node, Operands operands) {
   const ir::Shape* shapes[] = {&operands[0]->shape(), &operands[1]->shape(), &operands[2]->shape()};
   absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
   if (!layout.ok()) return layout.status();
-  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   if (out.num_elements() == 0) return out;

@@ -10,12 +10,23 @@
 
 namespace tandem::cpu::internal {
 
-absl::StatusOr<ir::HostTensor> AllocateResult(const ir::Node& node) {
-  absl::StatusOr<ir::HostTensor> out = ir::HostTensor::Allocate(node.type);
+namespace {
+
+absl::StatusOr<ir::HostTensor> Named(const ir::Node& node, absl::StatusOr<ir::HostTensor> out) {
   if (!out.ok()) {
     return absl::Status(out.status().code(), absl::StrCat(OpName(node.op), ": ", out.status().message()));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ir::HostTensor> AllocateResult(const ir::Node& node) {
+  return Named(node, ir::HostTensor::Allocate(node.type));
+}
+
+absl::StatusOr<ir::HostTensor> AllocateOverwrittenResult(const ir::Node& node) {
+  return Named(node, ir::HostTensor::AllocateUninitialized(node.type));
 }
 
 namespace {
@@ -23,7 +34,7 @@ namespace {
 template <typename Out, typename In, typename Map>
 absl::StatusOr<ir::HostTensor> MapElements(const ir::Node& node, const ir::HostTensor& in, ir::DType to,
                                            const Map& map) {
-  absl::StatusOr<ir::HostTensor> out = ir::HostTensor::Allocate(ir::TensorType{to, in.shape()});
+  absl::StatusOr<ir::HostTensor> out = ir::HostTensor::AllocateUninitialized(ir::TensorType{to, in.shape()});
   if (!out.ok()) {
     return absl::Status(out.status().code(), absl::StrCat(OpName(node.op), ": ", out.status().message()));
   }

@@ -35,6 +35,9 @@ absl::StatusOr<ir::HostTensor> EvaluateRotary(const ir::Node& node, Operands ope
 // The node's zero-filled result tensor; ResourceExhausted "<op>: cannot
 // allocate ..." when there is no memory for it.
 absl::StatusOr<ir::HostTensor> AllocateResult(const ir::Node& node);
+// The same, not zeroed (ir::HostTensor::AllocateUninitialized): for a
+// kernel that writes every element of its result.
+absl::StatusOr<ir::HostTensor> AllocateOverwrittenResult(const ir::Node& node);
 
 // bf16 <-> f32 for `node`'s kernel (ResourceExhausted naming the op when
 // there is no memory): Widen is exact, Narrow rounds each element

@@ -46,7 +46,10 @@ void GemmTile(bool transpose_a, bool transpose_b, int64_t rows, int64_t cols, in
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a,
           const float* b, float* c) {
   if (m == 0 || n == 0) return;
-  if (k == 0) return;  // c is already zero
+  if (k == 0) {  // an empty sum: c was not zeroed (AllocateOverwrittenResult)
+    std::fill_n(c, m * n, 0.0f);
+    return;
+  }
   const int64_t lda = transpose_a ? m : k;
   const int64_t ldb = transpose_b ? k : n;
   const bool tiled = 2 * m * n * k >= kMinTiledFlops;
@@ -106,7 +109,7 @@ absl::StatusOr<ir::HostTensor> MatMul(const ir::Node& node, Operands operands) {
   expected.push_back(n);
   if (expected != node.type.shape) return mismatch("result shape does not match");
 
-  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   const int64_t batch_count = ir::NumElements(batch);
