@@ -100,4 +100,12 @@ std::optional<int64_t> HostAvailableBytes() { return ProcKilobytes("/proc/meminf
 
 std::optional<int64_t> PeakResidentBytes() { return ProcKilobytes("/proc/self/status", "VmHWM"); }
 
+bool ResetPeakResidentBytes() {
+  // Linux 4.0 and later: "5" resets the high-water mark to the current RSS.
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return static_cast<bool>(clear_refs);
+}
+
 }  // namespace tandem::controller

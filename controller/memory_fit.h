@@ -5,7 +5,7 @@
 // minutes into loading its state.
 //
 // Pure functions, except HostAvailableBytes and PeakResidentBytes (read
-// /proc);
+// /proc) and ResetPeakResidentBytes;
 // thread-safe.
 #ifndef TANDEM_CONTROLLER_MEMORY_FIT_H_
 #define TANDEM_CONTROLLER_MEMORY_FIT_H_
@@ -60,6 +60,10 @@ std::optional<int64_t> HostAvailableBytes();
 // This process's peak resident memory so far (VmHWM in /proc/self/status),
 // or nullopt when it cannot be read.
 std::optional<int64_t> PeakResidentBytes();
+// Resets that peak to the resident memory now, so that the next
+// PeakResidentBytes is the peak of what follows; false when the kernel
+// does not let it (/proc/self/clear_refs).
+bool ResetPeakResidentBytes();
 
 }  // namespace tandem::controller
 

@@ -40,20 +40,20 @@ std::string TorchScriptDirectory() {
 
 std::string DefaultPython() { return TANDEM_PYTHON; }
 
-TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args) {
-  TorchResult result;
+ScriptReply RunPythonScript(const std::string& python, const std::string& script, const std::string& args) {
+  ScriptReply reply;
   std::error_code missing;
   if (python.find('/') != std::string::npos && !std::filesystem::exists(python, missing)) {
-    result.error = absl::StrCat("no Python at ", python,
-                                ": make the environment with tools/setup.sh (tools/python/make_venv.sh build/venv), "
-                                "or pass --python");
-    return result;
+    reply.error = absl::StrCat("no Python at ", python,
+                               ": make the environment with tools/setup.sh (tools/python/make_venv.sh build/venv), "
+                               "or pass --python");
+    return reply;
   }
   const std::string command = absl::StrCat(ShellQuote(python), " ", ShellQuote(script), " ", args, " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
-    result.error = absl::StrCat("cannot start ", python);
-    return result;
+    reply.error = absl::StrCat("cannot start ", python);
+    return reply;
   }
   std::string output;
   std::array<char, 4096> buffer;
@@ -71,17 +71,31 @@ TorchResult RunTorchScript(const std::string& python, const std::string& script,
     if (!line.empty()) last_line = line;
     start = end + 1;
   }
+  reply.json = nlohmann::ordered_json::parse(json_line, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (!reply.json.is_object()) reply.json = nlohmann::ordered_json::object();
+  if (status != 0 || reply.json.contains("error")) {
+    const auto error = reply.json.find("error");
+    reply.error = error != reply.json.end() && error->is_string()
+                      ? error->get<std::string>()
+                      : (last_line.empty() ? absl::StrCat(python, " exited with status ", status) : last_line);
+  }
+  return reply;
+}
+
+TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args) {
+  TorchResult result;
+  const ScriptReply reply = RunPythonScript(python, script, args);
   using Json = nlohmann::ordered_json;
-  const Json json = Json::parse(json_line, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  const Json& json = reply.json;
   // A member of the script's reply; null when there is none.
-  const auto member = [&](const char* key) { return json.is_object() && json.contains(key) ? json[key] : Json(); };
+  const auto member = [&](const char* key) { return json.contains(key) ? json[key] : Json(); };
   const auto text = [&](const char* key, const std::string& otherwise) {
     const Json value = member(key);
     return value.is_string() ? value.get<std::string>() : otherwise;
   };
   const Json ms = member("torch_ms");
-  if (status != 0 || !ms.is_number()) {
-    result.error = text("error", last_line.empty() ? absl::StrCat(python, " exited with status ", status) : last_line);
+  if (!reply.error.empty() || !ms.is_number()) {
+    result.error = reply.error.empty() ? "the script reported no torch_ms" : reply.error;
     return result;
   }
   result.ms = ms.get<double>();

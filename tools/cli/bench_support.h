@@ -30,7 +30,20 @@ struct TorchResult {
   std::string error;  // why `ms` is unset
 };
 
-// Runs `python script args...` and reads the last JSON object it printed.
+// What a script of tools/bench/ answered: the last JSON object it printed
+// (empty when none), and why it failed when it did (its "error", or its
+// last line, or its exit status).
+struct ScriptReply {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  std::string error;  // empty: it succeeded
+};
+
+// Runs `python script args...` (args already quoted for the shell). A
+// `python` path that does not exist is an error naming the command that
+// makes the environment.
+ScriptReply RunPythonScript(const std::string& python, const std::string& script, const std::string& args);
+
+// RunPythonScript for a script answering with "torch_ms".
 // A `python` path that does not exist is an error naming the command that
 // makes the environment.
 TorchResult RunTorchScript(const std::string& python, const std::string& script, const std::string& args);

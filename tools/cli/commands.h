@@ -60,6 +60,8 @@ void AddDataplaneBench(CommandLine& command_line, CLI::App& bench);
 // `dispatch` (fused vs per-task dispatch) and `fidelity` (measured step vs
 // the simulator's prediction).
 void AddPipelineBenches(CommandLine& command_line, CLI::App& bench);
+// `tandem bench peers`: Tandem beside PyTorch 2 and JAX (peers_bench.cc).
+void AddPeersBench(CommandLine& command_line, CLI::App& bench);
 // `sched`: validates and simulates a large interleaved schedule.
 void AddSchedBench(CommandLine& command_line, CLI::App& bench);
 // `tandem bench plan`: planning time; predicted vs measured steps of plans.
