@@ -121,6 +121,16 @@ void TakeSize(ConfigFields& config, const char* field, int64_t value, const char
   option = value;
 }
 
+// Ties the head as the config says; a --tied the config denies is refused.
+void TakeTied(ConfigFields& config, bool tied, ExampleJobOptions& options) {
+  if (tied) {
+    options.tied = true;
+  } else if (options.tied) {
+    config.Fail(absl::InvalidArgumentError(
+        absl::StrCat("--tied differs from ", config.path(), "'s tie_word_embeddings false")));
+  }
+}
+
 void TakeGpt2Config(ConfigFields& config, ExampleJobOptions& options) {
   const int64_t dim = config.Int("n_embd", 768);
   TakeSize(config, "vocab_size", config.Int("vocab_size", 50257), "--vocab", options.vocab);
@@ -160,12 +170,7 @@ void TakeGpt2Config(ConfigFields& config, ExampleJobOptions& options) {
     config.Refuse("add_cross_attention", "is true: Tandem's gpt is a decoder alone");
   }
   options.model = "gpt";
-  if (const bool tied = config.Bool("tie_word_embeddings", true); tied) {
-    options.tied = true;
-  } else if (options.tied) {
-    config.Fail(absl::InvalidArgumentError(
-        absl::StrCat("--tied differs from ", config.path(), "'s tie_word_embeddings false")));
-  }
+  TakeTied(config, config.Bool("tie_word_embeddings", true), options);
 }
 
 void TakeLlamaConfig(ConfigFields& config, ExampleJobOptions& options) {
@@ -213,12 +218,7 @@ void TakeLlamaConfig(ConfigFields& config, ExampleJobOptions& options) {
   options.rope_theta = theta;
   options.norm_eps = config.Number("rms_norm_eps", 1e-6);
   options.model = "llama";
-  if (config.Bool("tie_word_embeddings", false)) {
-    options.tied = true;
-  } else if (options.tied) {
-    config.Fail(absl::InvalidArgumentError(
-        absl::StrCat("--tied differs from ", config.path(), "'s tie_word_embeddings false")));
-  }
+  TakeTied(config, config.Bool("tie_word_embeddings", false), options);
 }
 
 absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
