@@ -283,7 +283,55 @@ absl::StatusOr<ir::HostTensor> Convert(const ir::Node& node, Operands operands) 
   return out;
 }
 
+template <typename Op>
+void UnaryRange(const float* __restrict in, float* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Op::Apply(in[i]);
+}
+
 }  // namespace
+
+bool IsFusibleElementwise(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::kNeg: case ir::OpKind::kExp: case ir::OpKind::kExpm1: case ir::OpKind::kLog:
+    case ir::OpKind::kTanh: case ir::OpKind::kSin: case ir::OpKind::kCos: case ir::OpKind::kSqrt:
+    case ir::OpKind::kRsqrt: case ir::OpKind::kRelu: case ir::OpKind::kGelu: case ir::OpKind::kSilu:
+    case ir::OpKind::kAdd: case ir::OpKind::kSub: case ir::OpKind::kMul: case ir::OpKind::kDiv:
+    case ir::OpKind::kPow: case ir::OpKind::kMaximum: case ir::OpKind::kEqual: case ir::OpKind::kGeluGrad:
+    case ir::OpKind::kSiluGrad: case ir::OpKind::kReluGrad:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ElementwiseRange(ir::OpKind op, const float* const* in, const int64_t* strides, float* out, int64_t n) {
+  switch (op) {
+    case ir::OpKind::kNeg: return UnaryRange<NegOp>(in[0], out, n);
+    case ir::OpKind::kExp: return UnaryRange<ExpOp>(in[0], out, n);
+    case ir::OpKind::kExpm1: return UnaryRange<Expm1Op>(in[0], out, n);
+    case ir::OpKind::kLog: return UnaryRange<LogOp>(in[0], out, n);
+    case ir::OpKind::kTanh: return UnaryRange<TanhOp>(in[0], out, n);
+    case ir::OpKind::kSin: return UnaryRange<SinOp>(in[0], out, n);
+    case ir::OpKind::kCos: return UnaryRange<CosOp>(in[0], out, n);
+    case ir::OpKind::kSqrt: return UnaryRange<SqrtOp>(in[0], out, n);
+    case ir::OpKind::kRsqrt: return UnaryRange<RsqrtOp>(in[0], out, n);
+    case ir::OpKind::kRelu: return UnaryRange<ReluOp>(in[0], out, n);
+    case ir::OpKind::kGelu: return UnaryRange<GeluOp>(in[0], out, n);
+    case ir::OpKind::kSilu: return UnaryRange<SiluOp>(in[0], out, n);
+    case ir::OpKind::kAdd: return BinaryRow<AddOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kSub: return BinaryRow<SubOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kMul: return BinaryRow<MulOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kDiv: return BinaryRow<DivOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kPow: return BinaryRow<PowOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kMaximum: return BinaryRow<MaximumOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kEqual: return BinaryRow<EqualOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kGeluGrad: return BinaryRow<GeluGradOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kSiluGrad: return BinaryRow<SiluGradOp>(in[0], strides[0], in[1], strides[1], out, n);
+    case ir::OpKind::kReluGrad: return BinaryRow<ReluGradOp>(in[0], strides[0], in[1], strides[1], out, n);
+    default:
+      KernelBug(absl::StrCat("ElementwiseRange: ", OpName(op), " is not fusible"));
+  }
+}
 
 absl::StatusOr<ir::HostTensor> EvaluateElementwise(const ir::Node& node, Operands operands) {
   switch (node.op) {

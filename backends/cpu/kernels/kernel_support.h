@@ -23,6 +23,13 @@ using Operands = absl::Span<const ir::HostTensor* const>;
 // Family entry points. Each handles the ops named in its file's comment and
 // may assume the operand count matches OpArity (EvaluateNode checks it).
 absl::StatusOr<ir::HostTensor> EvaluateElementwise(const ir::Node& node, Operands operands);
+// The f32 elementwise maps a run of them can evaluate a piece at a time
+// (backends/cpu/fused_elementwise.h): unary maps and binary ops.
+bool IsFusibleElementwise(ir::OpKind op);
+// Elements [0, n) of `op` (IsFusibleElementwise) into `out`, operand k read
+// at in[k] with stride strides[k] (1, or 0 for one value broadcast): the
+// same per-element function as EvaluateElementwise, so the same bits.
+void ElementwiseRange(ir::OpKind op, const float* const* in, const int64_t* strides, float* out, int64_t n);
 absl::StatusOr<ir::HostTensor> EvaluateReduction(const ir::Node& node, Operands operands);
 absl::StatusOr<ir::HostTensor> EvaluateDataMovement(const ir::Node& node, Operands operands);
 absl::StatusOr<ir::HostTensor> EvaluateMatMul(const ir::Node& node, Operands operands);
