@@ -55,8 +55,10 @@ absl::Status WriteHuggingFaceDirectory(const controller::LoadedCheckpoint& loade
 void AddExportCommand(CommandLine& command_line) {
   auto options = std::make_shared<ExportOptions>();
   CLI::App* command = command_line.Add(
-      command_line.root(), "export", "write a checkpoint's parameters as a safetensors file",
-      "--checkpoint DIR --out FILE [--format safetensors]",
+      command_line.root(), "export",
+      "write a checkpoint's parameters as a safetensors file or a Hugging Face model directory",
+      "--checkpoint DIR --out FILE [--format safetensors] | --checkpoint DIR --format hf --out DIR "
+      "[--max-shard-size BYTES] [the model options it trained with]",
       "Writes the parameters of the checkpoint DIR (or of the newest checkpoint under a --checkpoint-dir DIR, as "
       "--resume takes it) to FILE in Hugging Face's safetensors format, under their own names: the llama model's "
       "are Hugging Face LLaMA's (model.layers.0.self_attn.q_proj.weight, linear weights [out, in]), so PyTorch "
