@@ -128,21 +128,6 @@ absl::Status ExpectAllF32(const ir::Node& node, Operands operands) {
   return ExpectResultDType(node, ir::DType::kF32);
 }
 
-template <typename Op>
-absl::StatusOr<ir::HostTensor> MapUnary(const ir::Node& node, Operands operands) {
-  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
-  if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
-  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
-  if (!allocated.ok()) return allocated.status();
-  ir::HostTensor out = *std::move(allocated);
-  const float* __restrict in = operands[0]->f32();
-  float* __restrict result = out.f32();
-  ParallelFor(out.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) result[i] = Op::Apply(in[i]);
-  });
-  return out;
-}
-
 // One contiguous output row from inputs with element stride 1 or 0.
 template <typename Op>
 void BinaryRow(const float* __restrict x, int64_t x_stride, const float* __restrict y,
@@ -159,39 +144,6 @@ void BinaryRow(const float* __restrict x, int64_t x_stride, const float* __restr
     const float value = Op::Apply(x[0], y[0]);
     for (int64_t i = 0; i < n; ++i) out[i] = value;
   }
-}
-
-template <typename Op>
-absl::StatusOr<ir::HostTensor> MapBinary(const ir::Node& node, Operands operands) {
-  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
-  const ir::HostTensor& x = *operands[0];
-  const ir::HostTensor& y = *operands[1];
-  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
-  if (!allocated.ok()) return allocated.status();
-  ir::HostTensor out = *std::move(allocated);
-  float* result = out.f32();
-  if (x.shape() == node.type.shape && y.shape() == node.type.shape) {
-    const float* x_data = x.f32();
-    const float* y_data = y.f32();
-    ParallelFor(out.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
-      BinaryRow<Op>(x_data + begin, 1, y_data + begin, 1, result + begin, end - begin);
-    });
-    return out;
-  }
-  const ir::Shape* shapes[] = {&x.shape(), &y.shape()};
-  absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
-  if (!layout.ok()) return layout.status();
-  if (out.num_elements() == 0) return out;
-  const int64_t inner = layout->inner_extent();
-  const int64_t x_stride = layout->inner_stride(0);
-  const int64_t y_stride = layout->inner_stride(1);
-  const float* x_data = x.f32();
-  const float* y_data = y.f32();
-  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
-    BinaryRow<Op>(x_data + offsets[0], x_stride, y_data + offsets[1], y_stride,
-                  result + out_offset, inner);
-  });
-  return out;
 }
 
 absl::StatusOr<ir::HostTensor> Where(const ir::Node& node, Operands operands) {
@@ -333,56 +285,48 @@ void ElementwiseRange(ir::OpKind op, const float* const* in, const int64_t* stri
   }
 }
 
+// A map of IsFusibleElementwise's: its operands of its shape or broadcast
+// to it, each element through ElementwiseRange, the one dispatch of these
+// ops whether a node runs alone or in a fused run (interpreter.cc).
+absl::StatusOr<ir::HostTensor> MapFusible(const ir::Node& node, Operands operands) {
+  if (absl::Status s = ExpectAllF32(node, operands); !s.ok()) return s;
+  if (operands.size() == 1) {
+    if (absl::Status s = ExpectShape(node, operands, 0, node.type.shape); !s.ok()) return s;
+  }
+  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
+  if (!allocated.ok()) return allocated.status();
+  ir::HostTensor out = *std::move(allocated);
+  float* result = out.f32();
+  bool contiguous = true;
+  for (const ir::HostTensor* operand : operands) contiguous = contiguous && operand->shape() == node.type.shape;
+  if (contiguous) {
+    ParallelFor(out.num_elements(), kElementGrain, [&](int64_t begin, int64_t end) {
+      const float* in[2];
+      int64_t strides[2] = {1, 1};
+      for (size_t k = 0; k < operands.size(); ++k) in[k] = operands[k]->f32() + begin;
+      ElementwiseRange(node.op, in, strides, result + begin, end - begin);
+    });
+    return out;
+  }
+  const ir::Shape* shapes[] = {&operands[0]->shape(), &operands[1]->shape()};
+  absl::StatusOr<BroadcastLayout> layout = MakeBroadcastLayout(node, node.type.shape, shapes);
+  if (!layout.ok()) return layout.status();
+  if (out.num_elements() == 0) return out;
+  const int64_t strides[2] = {layout->inner_stride(0), layout->inner_stride(1)};
+  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+    const float* in[2] = {operands[0]->f32() + offsets[0], operands[1]->f32() + offsets[1]};
+    ElementwiseRange(node.op, in, strides, result + out_offset, layout->inner_extent());
+  });
+  return out;
+}
+
 absl::StatusOr<ir::HostTensor> EvaluateElementwise(const ir::Node& node, Operands operands) {
+  if (IsFusibleElementwise(node.op)) return MapFusible(node, operands);
   switch (node.op) {
     case ir::OpKind::kConstant:
       return Constant(node);
     case ir::OpKind::kConvert:
       return Convert(node, operands);
-    case ir::OpKind::kNeg:
-      return MapUnary<NegOp>(node, operands);
-    case ir::OpKind::kExp:
-      return MapUnary<ExpOp>(node, operands);
-    case ir::OpKind::kExpm1:
-      return MapUnary<Expm1Op>(node, operands);
-    case ir::OpKind::kLog:
-      return MapUnary<LogOp>(node, operands);
-    case ir::OpKind::kTanh:
-      return MapUnary<TanhOp>(node, operands);
-    case ir::OpKind::kSin:
-      return MapUnary<SinOp>(node, operands);
-    case ir::OpKind::kCos:
-      return MapUnary<CosOp>(node, operands);
-    case ir::OpKind::kSqrt:
-      return MapUnary<SqrtOp>(node, operands);
-    case ir::OpKind::kRsqrt:
-      return MapUnary<RsqrtOp>(node, operands);
-    case ir::OpKind::kRelu:
-      return MapUnary<ReluOp>(node, operands);
-    case ir::OpKind::kGelu:
-      return MapUnary<GeluOp>(node, operands);
-    case ir::OpKind::kSilu:
-      return MapUnary<SiluOp>(node, operands);
-    case ir::OpKind::kAdd:
-      return MapBinary<AddOp>(node, operands);
-    case ir::OpKind::kSub:
-      return MapBinary<SubOp>(node, operands);
-    case ir::OpKind::kMul:
-      return MapBinary<MulOp>(node, operands);
-    case ir::OpKind::kDiv:
-      return MapBinary<DivOp>(node, operands);
-    case ir::OpKind::kPow:
-      return MapBinary<PowOp>(node, operands);
-    case ir::OpKind::kMaximum:
-      return MapBinary<MaximumOp>(node, operands);
-    case ir::OpKind::kEqual:
-      return MapBinary<EqualOp>(node, operands);
-    case ir::OpKind::kGeluGrad:
-      return MapBinary<GeluGradOp>(node, operands);
-    case ir::OpKind::kSiluGrad:
-      return MapBinary<SiluGradOp>(node, operands);
-    case ir::OpKind::kReluGrad:
-      return MapBinary<ReluGradOp>(node, operands);
     case ir::OpKind::kWhere:
       return Where(node, operands);
     default:
