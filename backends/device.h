@@ -49,6 +49,15 @@
 
 namespace tandem::backends {
 
+// The most a device can do, for benchmarks' share of peak (`tandem bench
+// kernels`): bytes per second between its compute and its memory, and the
+// dense matmul rate in the device's precision. 0 where not known.
+struct PeakRates {
+  double memory_bytes_per_second = 0;
+  double matmul_flops_per_second = 0;
+  std::string basis;  // how they were worked out, e.g. "NVIDIA H100: 132 SMs of sm_90 at 1980 MHz (...), memory 5120-bit at 2619 MHz"
+};
+
 // A graph compiled for one device. What follows from the graph alone (the
 // nodes each output needs, when each value is released, each node's type
 // checks, bf16 casts and launch plans) is worked out once by
@@ -98,6 +107,9 @@ class Device {
   // (*node_ms)[node id], growing the vector to the graph's size. The CUDA
   // device times the GPU's work with events; Unimplemented for the others.
   virtual absl::Status set_node_times(std::vector<double>* node_ms);
+  // The device's peak rates, where it can say (a GPU: from the runtime's
+  // attributes); nullopt for the CPU, whose benchmarks report time only.
+  virtual std::optional<PeakRates> Peak() const { return std::nullopt; }
 
   // Run from host tensors to host tensors (Upload, Run, Download): for
   // callers outside an executor (the reference trainer, benchmarks).

@@ -60,6 +60,11 @@ class CudaDevice final : public backends::ResidentDevice {
     runner_->set_node_times(node_ms);
     return absl::OkStatus();
   }
+  std::optional<backends::PeakRates> Peak() const override {
+    absl::StatusOr<DeviceFacts> facts = DescribeDevice(spec_.index);
+    if (!facts.ok()) return std::nullopt;
+    return PeakRatesOf(*facts, spec_.precision);
+  }
 
   absl::StatusOr<std::unique_ptr<backends::Executable>> Compile(const ir::Graph& graph) override {
     absl::StatusOr<std::unique_ptr<CudaExecutable>> compiled = runner_->Compile(graph);

@@ -14,8 +14,12 @@
 
 #include <cstdint>
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backends/device.h"
+#include "ir/device_spec.h"
 
 namespace tandem::cuda {
 
@@ -37,6 +41,31 @@ absl::Status CheckDevice(int device);
 // calling thread's current device set to `device`); Internal with the
 // runtime's words when it cannot be asked.
 absl::StatusOr<int64_t> FreeBytes(int device);
+
+// What the runtime says about a device: its name and the attributes its
+// peak rates follow from.
+struct DeviceFacts {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int multiprocessors = 0;
+  double clock_hz = 0;         // the SMs' peak clock
+  double memory_clock_hz = 0;  // the memory's peak clock
+  int memory_bus_bits = 0;
+};
+
+// `device`'s facts (cudaGetDeviceProperties, cudaDeviceGetAttribute);
+// Internal with the runtime's words when it cannot be asked. An attribute
+// the runtime does not report reads as 0.
+absl::StatusOr<DeviceFacts> DescribeDevice(int device);
+
+// The peaks that follow from `facts`: memory bandwidth as two transfers per
+// memory clock over the bus, and the dense matmul rate of `precision`'s math
+// (f32 on the SIMT cores, TF32 and bf16 on the tensor cores) from the
+// per-SM rates of the compute capabilities known here, 8.0 (A100) and 9.0
+// (H100, H200), at the SMs' peak clock; 0 for the others. The vendor's
+// data sheets quote tensor-core rates at a lower boost clock (H100 SXM:
+// 989 TFLOP/s bf16 at 1830 MHz), so these are upper bounds.
+backends::PeakRates PeakRatesOf(const DeviceFacts& facts, ir::DeviceSpec::Precision precision);
 
 }  // namespace tandem::cuda
 

@@ -95,6 +95,21 @@ cudaError_t cudaPeekAtLastError(void) { return tandem::cuda_on_cpu::PeekLastErro
 
 cudaError_t cudaSetDevice(int device) { return Result(device == 0 ? cudaSuccess : cudaErrorInvalidDevice); }
 
+// Device 0 is this process: named so, with no compute capability and none
+// of the attributes a peak rate follows from (they read as not supported).
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* properties, int device) {
+  if (device != 0) return Result(cudaErrorInvalidDevice);
+  *properties = cudaDeviceProp{};
+  std::strncpy(properties->name, "CUDA on the CPU", sizeof(properties->name) - 1);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr, int device) {
+  if (device != 0) return Result(cudaErrorInvalidDevice);
+  *value = 0;
+  return Result(cudaErrorNotSupported);
+}
+
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   const long pages = sysconf(_SC_AVPHYS_PAGES), all = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
   *free = static_cast<size_t>(pages) * static_cast<size_t>(size);

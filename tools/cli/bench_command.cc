@@ -10,6 +10,7 @@ void AddBenchCommand(CommandLine& command_line) {
   AddBlockBench(command_line, *bench);
   AddCompileBench(command_line, *bench);
   AddDataplaneBench(command_line, *bench);
+  AddKernelsBench(command_line, *bench);
   AddPeersBench(command_line, *bench);
   AddPipelineBenches(command_line, *bench);
   AddPlanBench(command_line, *bench);

@@ -52,6 +52,9 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench);
 // `step`: one GPT training step on the reference at several kernel thread
 // counts, vs PyTorch.
 void AddStepBench(CommandLine& command_line, CLI::App& bench);
+// `kernels`: every kernel of a model's training step, timed one by one at
+// its shapes, on the CPU or a GPU (beside the CPU's time).
+void AddKernelsBench(CommandLine& command_line, CLI::App& bench);
 // `compile`: trace + compile a large GPT, timed by phase.
 void AddCompileBench(CommandLine& command_line, CLI::App& bench);
 // `dataplane`: shm and TCP throughput between two processes next to memcpy
