@@ -3,26 +3,23 @@
 // InvalidArgument error naming the label and its position.
 #include <cmath>
 #include <cstdint>
-#include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/kernels/float_math.h"
 #include "backends/cpu/kernels/kernel_support.h"
+#include "backends/cpu/kernels/parallel.h"
 
 namespace tandem::cpu::internal {
 namespace {
 
-// The max of a row and the sum of exp(x - max) over it, in index order.
-struct RowExpSum {
-  float max;
-  float sum;
-};
-RowExpSum ExpSum(const float* __restrict x, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+// exp(x - max) of a row into `e`, and their sum in index order (the sum
+// is the row's one sequential chain; the exps vectorize).
+float ExpRow(const float* __restrict x, int64_t n, float max, float* __restrict e) {
+  for (int64_t i = 0; i < n; ++i) e[i] = ExpF32(x[i] - max);
   float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += ExpF32(x[i] - max);
-  return {max, sum};
+  for (int64_t i = 0; i < n; ++i) sum += e[i];
+  return sum;
 }
 
 absl::Status CheckTypes(const ir::Node& node, Operands operands) {
@@ -51,50 +48,65 @@ absl::Status LabelError(const ir::Node& node, int32_t label, int64_t position, i
                                                  classes, ")"));
 }
 
-// loss = log(sum(exp(x - max))) - (x[label] - max).
+// The first label outside [0, classes), as an error; checked before any
+// row is computed so that the error names the first, whoever computes it.
+absl::Status CheckLabels(const ir::Node& node, const int32_t* labels, const RowView& rows) {
+  for (int64_t r = 0; r < rows.count; ++r) {
+    if (labels[r] < 0 || labels[r] >= rows.length) return LabelError(node, labels[r], r, rows.length);
+  }
+  return absl::OkStatus();
+}
+
+// loss = log(sum(exp(x - max))) - (x[label] - max). Rows in parallel.
 absl::StatusOr<ir::HostTensor> CrossEntropy(const ir::Node& node, Operands operands) {
   if (absl::Status s = CheckTypes(node, operands); !s.ok()) return s;
   const RowView rows = RowsOf(operands[0]->shape());
   const float* logits = operands[0]->f32();
   const int32_t* labels = operands[1]->i32();
+  if (absl::Status s = CheckLabels(node, labels, rows); !s.ok()) return s;
   absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   float* loss = out.f32();
-  for (int64_t r = 0; r < rows.count; ++r) {
-    const int32_t label = labels[r];
-    if (label < 0 || label >= rows.length) return LabelError(node, label, r, rows.length);
-    const float* row = logits + r * rows.length;
-    const RowExpSum stats = ExpSum(row, rows.length);
-    loss[r] = std::log(stats.sum) - (row[label] - stats.max);
-  }
+  ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
+    std::vector<float> exps(static_cast<size_t>(rows.length));
+    for (int64_t r = first; r < last; ++r) {
+      const float* row = logits + r * rows.length;
+      const float max = RowMax(row, rows.length);
+      const float sum = ExpRow(row, rows.length, max, exps.data());
+      loss[r] = std::log(sum) - (row[labels[r]] - max);
+    }
+  });
   return out;
 }
 
-// dlogits = (softmax(logits) - onehot(label)) * dy.
+// dlogits = (softmax(logits) - onehot(label)) * dy: each element
+// (exp(x - max) / sum - target) * dy, the target 0 (which subtracts
+// nothing) but at the label. Rows in parallel; the exps are kept in the
+// result row until they are overwritten.
 absl::StatusOr<ir::HostTensor> CrossEntropyGrad(const ir::Node& node, Operands operands) {
   if (absl::Status s = CheckTypes(node, operands); !s.ok()) return s;
   const RowView rows = RowsOf(operands[0]->shape());
   const float* logits = operands[0]->f32();
   const int32_t* labels = operands[1]->i32();
   const float* dy = operands[2]->f32();
-  absl::StatusOr<ir::HostTensor> allocated = AllocateResult(node);
+  if (absl::Status s = CheckLabels(node, labels, rows); !s.ok()) return s;
+  absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   float* result = out.f32();
-  for (int64_t r = 0; r < rows.count; ++r) {
-    const int32_t label = labels[r];
-    if (label < 0 || label >= rows.length) return LabelError(node, label, r, rows.length);
-    const float* __restrict row = logits + r * rows.length;
-    float* __restrict grad = result + r * rows.length;
-    const RowExpSum stats = ExpSum(row, rows.length);
-    const float scale = dy[r];
-    for (int64_t i = 0; i < rows.length; ++i) {
-      const float probability = ExpF32(row[i] - stats.max) / stats.sum;
-      const float target = i == label ? 1.0f : 0.0f;
-      grad[i] = (probability - target) * scale;
+  ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* __restrict row = logits + r * rows.length;
+      float* __restrict grad = result + r * rows.length;
+      const float sum = ExpRow(row, rows.length, RowMax(row, rows.length), grad);
+      const float scale = dy[r];
+      const int32_t label = labels[r];
+      const float at_label = (grad[label] / sum - 1.0f) * scale;
+      for (int64_t i = 0; i < rows.length; ++i) grad[i] = (grad[i] / sum) * scale;
+      grad[label] = at_label;
     }
-  }
+  });
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -70,6 +71,25 @@ struct RowView {
   int64_t length = 1;
 };
 RowView RowsOf(const ir::Shape& shape);
+
+// The largest of x[0..n), -inf when n is 0; NaNs are passed over. It is
+// the index-order fold `x > max ? x : max` with the same result (a max does
+// not depend on the order it is taken in, NaNs skipped either way; only the
+// sign of a zero maximum could, which no caller's result depends on), taken
+// in 8 lanes so that it vectorizes.
+inline float RowMax(const float* __restrict x, int64_t n) {
+  constexpr int kLanes = 8;
+  float lanes[kLanes];
+  for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+  }
+  float max = -std::numeric_limits<float>::infinity();
+  for (float lane : lanes) max = lane > max ? lane : max;
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  return max;
+}
 
 // The iteration of a NumPy broadcast from up to three inputs to an output,
 // with extent-1 output axes dropped and adjacent axes merged wherever every

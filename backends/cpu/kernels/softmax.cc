@@ -4,7 +4,6 @@
 // row sums run in index order in f32.
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/kernels/float_math.h"
@@ -13,12 +12,6 @@
 
 namespace tandem::cpu::internal {
 namespace {
-
-float RowMax(const float* __restrict x, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
-  return max;
-}
 
 absl::Status ExpectF32Rows(const ir::Node& node, Operands operands) {
   for (size_t i = 0; i < operands.size(); ++i) {

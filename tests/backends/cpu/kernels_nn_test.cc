@@ -1,5 +1,6 @@
 // The reference kernels of matmul, the softmax family, normalization,
 // losses and lookups; and determinism across all of them.
+#include "backends/cpu/kernel_threads.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backends/cpu/kernel_test_util.h"
@@ -313,6 +314,44 @@ TEST(CrossEntropyGradKernel, AgreesBitwiseWithSoftmaxOffTheLabel) {
     for (int i = 0; i < 37; ++i) {
       if (i == labels.i32()[r]) continue;
       ASSERT_EQ(grad.f32()[r * 37 + i], p.f32()[r * 37 + i]) << "row " << r << " column " << i;
+    }
+  }
+}
+
+TEST(CrossEntropyKernels, RowsOfAVocabularyGiveTheSameBitsOnOneThreadAndOnSeveral) {
+  // 96 rows of 4099 classes: pieces of 8 rows, so 2 threads split them.
+  // Row 0 has a maximum of both signs of zero, row 1 -inf everywhere but
+  // its label, as a masked row has.
+  ir::HostTensor logits = RandomTensor({96, 4099}, 44);
+  for (int64_t i = 0; i < 4099; ++i) {
+    logits.f32()[i] = i % 2 == 0 ? -std::fabs(logits.f32()[i]) : -0.0f;
+    logits.f32()[4099 + i] = -kInf;
+  }
+  logits.f32()[8] = 0.0f;
+  std::vector<int32_t> label_values(96);
+  for (int32_t r = 0; r < 96; ++r) label_values[r] = (r * 613) % 4099;
+  logits.f32()[4099 + label_values[1]] = 2.0f;
+  ir::HostTensor labels = ir::HostTensor::FromInts({96}, label_values);
+  ir::HostTensor dy = RandomTensor({96}, 45);
+  auto run = [&](int threads) {
+    cpu::KernelThreads kernel_threads(threads);
+    return kernel_threads.Run([&] {
+      return std::vector<ir::HostTensor>{
+          Evaluate(ir::OpKind::kCrossEntropy, F32({96}), {}, {&logits, &labels}),
+          Evaluate(ir::OpKind::kCrossEntropyGrad, F32({96, 4099}), {}, {&logits, &labels, &dy})};
+    });
+  };
+  const std::vector<ir::HostTensor> one = run(1), two = run(2);
+  EXPECT_TRUE(one[0].BitwiseEquals(two[0]));
+  EXPECT_TRUE(one[1].BitwiseEquals(two[1]));
+  EXPECT_EQ(one[0].f32()[1], 0.0f) << "a row certain of its label";
+  EXPECT_EQ(one[1].f32()[4099 + label_values[1]], 0.0f);
+  // Off the label, the gradient is softmax(logits) * dy, bit for bit.
+  ir::HostTensor p = Evaluate(ir::OpKind::kSoftmax, F32({96, 4099}), {}, {&logits});
+  for (int64_t r : {0, 2, 95}) {
+    for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{4098}}) {
+      if (i == label_values[r]) continue;
+      EXPECT_EQ(one[1].f32()[r * 4099 + i], p.f32()[r * 4099 + i] * dy.f32()[r]) << r << ", " << i;
     }
   }
 }
