@@ -15,7 +15,7 @@ namespace {
 
 // exp(x - max) of a row into `e`, and their sum in index order (the sum
 // is the row's one sequential chain; the exps vectorize).
-float ExpRow(const float* __restrict x, int64_t n, float max, float* __restrict e) {
+inline float ExpRow(const float* __restrict x, int64_t n, float max, float* __restrict e) {
   for (int64_t i = 0; i < n; ++i) e[i] = ExpF32(x[i] - max);
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum += e[i];
@@ -48,6 +48,26 @@ absl::Status LabelError(const ir::Node& node, int32_t label, int64_t position, i
                                                  classes, ")"));
 }
 
+// One row's loss: log(sum(exp(x - max))) - (x[label] - max), `exps` its
+// scratch.
+TANDEM_KERNEL_CLONES
+float LossRow(const float* __restrict row, int64_t n, int32_t label, float* __restrict exps) {
+  const float max = RowMax(row, n);
+  const float sum = ExpRow(row, n, max, exps);
+  return std::log(sum) - (row[label] - max);
+}
+
+// One row's gradient: (exp(x - max) / sum - target) * scale, the target 0
+// (which subtracts nothing) but at the label; the exps are kept in `grad`
+// until they are overwritten.
+TANDEM_KERNEL_CLONES
+void GradRow(const float* __restrict row, int64_t n, int32_t label, float scale, float* __restrict grad) {
+  const float sum = ExpRow(row, n, RowMax(row, n), grad);
+  const float at_label = (grad[label] / sum - 1.0f) * scale;
+  for (int64_t i = 0; i < n; ++i) grad[i] = (grad[i] / sum) * scale;
+  grad[label] = at_label;
+}
+
 // The first label outside [0, classes), as an error; checked before any
 // row is computed so that the error names the first, whoever computes it.
 absl::Status CheckLabels(const ir::Node& node, const int32_t* labels, const RowView& rows) {
@@ -71,19 +91,13 @@ absl::StatusOr<ir::HostTensor> CrossEntropy(const ir::Node& node, Operands opera
   ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
     std::vector<float> exps(static_cast<size_t>(rows.length));
     for (int64_t r = first; r < last; ++r) {
-      const float* row = logits + r * rows.length;
-      const float max = RowMax(row, rows.length);
-      const float sum = ExpRow(row, rows.length, max, exps.data());
-      loss[r] = std::log(sum) - (row[labels[r]] - max);
+      loss[r] = LossRow(logits + r * rows.length, rows.length, labels[r], exps.data());
     }
   });
   return out;
 }
 
-// dlogits = (softmax(logits) - onehot(label)) * dy: each element
-// (exp(x - max) / sum - target) * dy, the target 0 (which subtracts
-// nothing) but at the label. Rows in parallel; the exps are kept in the
-// result row until they are overwritten.
+// dlogits = (softmax(logits) - onehot(label)) * dy. Rows in parallel.
 absl::StatusOr<ir::HostTensor> CrossEntropyGrad(const ir::Node& node, Operands operands) {
   if (absl::Status s = CheckTypes(node, operands); !s.ok()) return s;
   const RowView rows = RowsOf(operands[0]->shape());
@@ -97,14 +111,7 @@ absl::StatusOr<ir::HostTensor> CrossEntropyGrad(const ir::Node& node, Operands o
   float* result = out.f32();
   ParallelFor(rows.count, RowGrain(rows.length), [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
-      const float* __restrict row = logits + r * rows.length;
-      float* __restrict grad = result + r * rows.length;
-      const float sum = ExpRow(row, rows.length, RowMax(row, rows.length), grad);
-      const float scale = dy[r];
-      const int32_t label = labels[r];
-      const float at_label = (grad[label] / sum - 1.0f) * scale;
-      for (int64_t i = 0; i < rows.length; ++i) grad[i] = (grad[i] / sum) * scale;
-      grad[label] = at_label;
+      GradRow(logits + r * rows.length, rows.length, labels[r], dy[r], result + r * rows.length);
     }
   });
   return out;

@@ -84,16 +84,15 @@ void TransposeMerged(const T* in, const std::vector<int64_t>& in_extents,
     layout.extents.push_back(in_extents[perm[axis]]);
     layout.strides[0].push_back(in_strides[perm[axis]]);
   }
-  const int64_t inner = layout.inner_extent();
   const int64_t stride = layout.inner_stride(0);
-  ForEachBroadcastRow(layout, [&](int64_t out_offset, const auto& offsets) {
+  ParallelForEachBroadcastRow(layout, [&](int64_t out_offset, const auto& offsets, int64_t n) {
     const T* __restrict src = in + offsets[0];
     T* __restrict dst = out + out_offset;
     if (stride == 1) {
       // The last axis stays last (e.g. the attention permutation [0,2,1,3]).
-      std::memcpy(dst, src, static_cast<size_t>(inner) * sizeof(T));
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
     } else {
-      for (int64_t i = 0; i < inner; ++i) dst[i] = src[i * stride];
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
     }
   });
 }
@@ -185,17 +184,16 @@ absl::StatusOr<ir::HostTensor> Broadcast(const ir::Node& node, Operands operands
   ir::HostTensor out = *std::move(allocated);
   if (out.num_elements() == 0) return out;
   const size_t element = static_cast<size_t>(DTypeSize(x.dtype()));
-  const int64_t inner = layout->inner_extent();
   const bool contiguous = layout->inner_stride(0) == 1;
   const std::byte* src = x.data();
   std::byte* dst = out.data();
-  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+  ParallelForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets, int64_t n) {
     std::byte* row = dst + out_offset * element;
     const std::byte* from = src + offsets[0] * element;
     if (contiguous) {
-      std::memcpy(row, from, static_cast<size_t>(inner) * element);
+      std::memcpy(row, from, static_cast<size_t>(n) * element);
     } else {
-      for (int64_t i = 0; i < inner; ++i) std::memcpy(row + i * element, from, element);
+      for (int64_t i = 0; i < n; ++i) std::memcpy(row + i * element, from, element);
     }
   });
   return out;

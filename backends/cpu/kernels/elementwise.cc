@@ -155,7 +155,6 @@ absl::StatusOr<ir::HostTensor> Where(const ir::Node& node, Operands operands) {
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   if (out.num_elements() == 0) return out;
-  const int64_t inner = layout->inner_extent();
   const int64_t c_stride = layout->inner_stride(0);
   const int64_t x_stride = layout->inner_stride(1);
   const int64_t y_stride = layout->inner_stride(2);
@@ -163,12 +162,12 @@ absl::StatusOr<ir::HostTensor> Where(const ir::Node& node, Operands operands) {
   const float* x = operands[1]->f32();
   const float* y = operands[2]->f32();
   float* result = out.f32();
-  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+  ParallelForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets, int64_t n) {
     const float* __restrict c_row = cond + offsets[0];
     const float* __restrict x_row = x + offsets[1];
     const float* __restrict y_row = y + offsets[2];
     float* __restrict out_row = result + out_offset;
-    for (int64_t i = 0; i < inner; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       out_row[i] = c_row[i * c_stride] != 0.0f ? x_row[i * x_stride] : y_row[i * y_stride];
     }
   });
@@ -256,6 +255,7 @@ bool IsFusibleElementwise(ir::OpKind op) {
   }
 }
 
+TANDEM_KERNEL_CLONES
 void ElementwiseRange(ir::OpKind op, const float* const* in, const int64_t* strides, float* out, int64_t n) {
   switch (op) {
     case ir::OpKind::kNeg: return UnaryRange<NegOp>(in[0], out, n);
@@ -313,9 +313,9 @@ absl::StatusOr<ir::HostTensor> MapFusible(const ir::Node& node, Operands operand
   if (!layout.ok()) return layout.status();
   if (out.num_elements() == 0) return out;
   const int64_t strides[2] = {layout->inner_stride(0), layout->inner_stride(1)};
-  ForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets) {
+  ParallelForEachBroadcastRow(*layout, [&](int64_t out_offset, const auto& offsets, int64_t n) {
     const float* in[2] = {operands[0]->f32() + offsets[0], operands[1]->f32() + offsets[1]};
-    ElementwiseRange(node.op, in, strides, result + out_offset, layout->inner_extent());
+    ElementwiseRange(node.op, in, strides, result + out_offset, n);
   });
   return out;
 }

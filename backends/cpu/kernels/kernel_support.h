@@ -4,6 +4,7 @@
 #ifndef TANDEM_BACKENDS_CPU_KERNELS_KERNEL_SUPPORT_H_
 #define TANDEM_BACKENDS_CPU_KERNELS_KERNEL_SUPPORT_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -13,9 +14,24 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "backends/cpu/kernels/parallel.h"
 #include "ir/dtype.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
+
+// The kernel loops that compute rather than move (exp, tanh, divisions
+// per element) are built once per vector width and the widest the CPU
+// has is chosen when the program loads (GCC's target_clones, an ifunc):
+// AVX-512, AVX2 or the baseline SSE2; `flatten` inlines the loops they
+// call, so that those are built at each width too. Every width runs the same IEEE
+// operations per element in the same order (the kernels are built with
+// -ffp-contract=off, so no width contracts a multiply and an add into an
+// FMA), so every host computes the same bits at its own speed.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TANDEM_KERNEL_CLONES __attribute__((flatten, target_clones("avx512f", "avx2", "default")))
+#else
+#define TANDEM_KERNEL_CLONES
+#endif
 
 namespace tandem::cpu::internal {
 
@@ -138,6 +154,63 @@ void ForEachBroadcastRow(const BroadcastLayout& layout, Visit&& visit) {
       index[axis] = 0;
     }
   }
+}
+
+// ForEachBroadcastRow's rows on the threads of the enclosing arena
+// (parallel.h), in pieces of about kElementGrain output elements: runs of
+// whole rows when rows are short, parts of a row when they are long (a
+// scalar broadcast over a large tensor is one row). Calls
+// visit(out_offset, offsets, n) for n contiguous output elements from
+// out_offset whose inputs start at offsets[i] and advance by
+// inner_stride(i) per element. Only for kernels whose every output element
+// depends on its inputs alone (no fold across outputs): the cuts then
+// decide who computes an element, never how.
+template <typename Visit>
+void ParallelForEachBroadcastRow(const BroadcastLayout& layout, const Visit& visit) {
+  const int rank = static_cast<int>(layout.extents.size());
+  const int64_t inner = layout.inner_extent();
+  int64_t rows = 1;
+  for (int axis = 0; axis + 1 < rank; ++axis) rows *= layout.extents[axis];
+  if (rows == 0 || inner == 0) return;
+  // The inputs' offsets at the start of `row`, and the index to step from.
+  auto start_of = [&](int64_t row, std::vector<int64_t>& index) {
+    std::array<int64_t, kMaxBroadcastInputs> offsets{};
+    for (int axis = rank - 2; axis >= 0; --axis) {
+      index[axis] = row % layout.extents[axis];
+      row /= layout.extents[axis];
+      for (int i = 0; i < layout.num_inputs; ++i) offsets[i] += index[axis] * layout.strides[i][axis];
+    }
+    return offsets;
+  };
+  if (inner >= 2 * kElementGrain) {
+    const int64_t parts = inner / kElementGrain;
+    const int64_t part_length = (inner + parts - 1) / parts;
+    ParallelFor(rows * parts, 1, [&](int64_t first, int64_t last) {
+      std::vector<int64_t> index(rank, 0);
+      for (int64_t unit = first; unit < last; ++unit) {
+        const int64_t row = unit / parts, begin = unit % parts * part_length;
+        if (begin >= inner) continue;
+        std::array<int64_t, kMaxBroadcastInputs> offsets = start_of(row, index);
+        for (int i = 0; i < layout.num_inputs; ++i) offsets[i] += begin * layout.inner_stride(i);
+        visit(row * inner + begin, static_cast<const std::array<int64_t, kMaxBroadcastInputs>&>(offsets),
+              std::min(part_length, inner - begin));
+      }
+    });
+    return;
+  }
+  ParallelFor(rows, (kElementGrain + inner - 1) / inner, [&](int64_t first, int64_t last) {
+    std::vector<int64_t> index(rank, 0);
+    std::array<int64_t, kMaxBroadcastInputs> offsets = start_of(first, index);
+    for (int64_t row = first; row < last; ++row) {
+      visit(row * inner, static_cast<const std::array<int64_t, kMaxBroadcastInputs>&>(offsets), inner);
+      for (int axis = rank - 2; axis >= 0; --axis) {
+        for (int i = 0; i < layout.num_inputs; ++i) offsets[i] += layout.strides[i][axis];
+        if (++index[axis] < layout.extents[axis]) break;
+        for (int i = 0; i < layout.num_inputs; ++i) offsets[i] -= layout.strides[i][axis] * layout.extents[axis];
+        index[axis] = 0;
+      }
+    }
+  });
 }
 
 // Prints "tandem: internal error: <message>" and aborts: for bugs only.

@@ -27,6 +27,7 @@ absl::Status ExpectF32Rows(const ir::Node& node, Operands operands) {
 }
 
 // y = exp(x - max) / sum(exp(x - max)).
+TANDEM_KERNEL_CLONES
 void SoftmaxRow(const float* __restrict x, int64_t n, float* __restrict y) {
   const float max = RowMax(x, n);
   for (int64_t i = 0; i < n; ++i) y[i] = ExpF32(x[i] - max);
@@ -36,6 +37,7 @@ void SoftmaxRow(const float* __restrict x, int64_t n, float* __restrict y) {
 }
 
 // y = (x - max) - log(sum(exp(x - max))).
+TANDEM_KERNEL_CLONES
 void LogSoftmaxRow(const float* __restrict x, int64_t n, float* __restrict y) {
   const float max = RowMax(x, n);
   // y holds exp(x - max) until it is overwritten with the result.
@@ -47,6 +49,7 @@ void LogSoftmaxRow(const float* __restrict x, int64_t n, float* __restrict y) {
 }
 
 // dx = y * (dy - sum(dy * y)).
+TANDEM_KERNEL_CLONES
 void SoftmaxGradRow(const float* __restrict y, const float* __restrict dy, int64_t n,
                     float* __restrict dx) {
   float dot = 0.0f;
@@ -55,6 +58,7 @@ void SoftmaxGradRow(const float* __restrict y, const float* __restrict dy, int64
 }
 
 // dx = dy - exp(y) * sum(dy).
+TANDEM_KERNEL_CLONES
 void LogSoftmaxGradRow(const float* __restrict y, const float* __restrict dy, int64_t n,
                        float* __restrict dx) {
   float sum = 0.0f;

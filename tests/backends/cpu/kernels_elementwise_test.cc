@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/kernel_threads.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backends/cpu/kernel_test_util.h"
@@ -221,6 +222,52 @@ TEST(BinaryKernels, GeneralBroadcastMatchesNaiveIndexing) {
           a.f32()[BroadcastSource(index, a_shape)] - b.f32()[BroadcastSource(index, b_shape)];
       ASSERT_EQ(out.f32()[flat], expected)
           << ir::ShapeToString(a_shape) << " - " << ir::ShapeToString(b_shape) << " at " << flat;
+    }
+  }
+}
+
+TEST(BinaryKernels, BroadcastsCutIntoPiecesOnSeveralThreadsMatchNaiveIndexing) {
+  // Long rows are cut into parts (a scalar or a row vector over 3 rows of
+  // 140000), short rows are handed out in runs (35 rows of 3000 repeating
+  // one value each); where and transpose take the same path.
+  const std::vector<std::pair<ir::Shape, ir::Shape>> cases = {
+      {{3, 140000}, {}}, {{3, 140000}, {140000}}, {{5, 7, 3000}, {7, 1}}, {{1}, {2, 70001}}};
+  cpu::KernelThreads threads(2);
+  uint32_t seed = 11;
+  for (const auto& [a_shape, b_shape] : cases) {
+    ir::Shape out_shape(std::max(a_shape.size(), b_shape.size()));
+    for (size_t i = 0; i < out_shape.size(); ++i) {
+      const size_t from_end = out_shape.size() - 1 - i;
+      const int64_t ea = from_end < a_shape.size() ? a_shape[a_shape.size() - 1 - from_end] : 1;
+      const int64_t eb = from_end < b_shape.size() ? b_shape[b_shape.size() - 1 - from_end] : 1;
+      out_shape[i] = std::max(ea, eb);
+    }
+    ir::HostTensor a = RandomTensor(a_shape, seed++);
+    ir::HostTensor b = RandomTensor(b_shape, seed++);
+    ir::HostTensor condition = RandomTensor(out_shape, seed++);
+    const ir::HostTensor out =
+        threads.Run([&] { return Evaluate(ir::OpKind::kDiv, F32(out_shape), {}, {&a, &b}); });
+    const ir::HostTensor chosen =
+        threads.Run([&] { return Evaluate(ir::OpKind::kWhere, F32(out_shape), {}, {&condition, &a, &b}); });
+    for (int64_t flat = 0; flat < ir::NumElements(out_shape); ++flat) {
+      const std::vector<int64_t> index = Unflatten(flat, out_shape);
+      const float x = a.f32()[BroadcastSource(index, a_shape)], y = b.f32()[BroadcastSource(index, b_shape)];
+      ASSERT_EQ(out.f32()[flat], x / y) << ir::ShapeToString(a_shape) << " / " << ir::ShapeToString(b_shape)
+                                        << " at " << flat;
+      ASSERT_EQ(chosen.f32()[flat], condition.f32()[flat] != 0.0f ? x : y) << "where, at " << flat;
+    }
+  }
+  // A transpose whose rows are long: [2, 70000, 3] -> [3, 2, 70000].
+  ir::HostTensor x = RandomTensor({2, 70000, 3}, seed++);
+  const ir::HostTensor moved = threads.Run([&] {
+    return Evaluate(ir::OpKind::kTranspose, F32({3, 2, 70000}), {{"permutation", std::vector<int64_t>{2, 0, 1}}},
+                    {&x});
+  });
+  for (int64_t c = 0; c < 3; ++c) {
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < 70000; ++j) {
+        ASSERT_EQ(moved.f32()[(c * 2 + i) * 70000 + j], x.f32()[(i * 70000 + j) * 3 + c]) << c << " " << i << " " << j;
+      }
     }
   }
 }
