@@ -114,6 +114,13 @@ enum class OpKind : uint8_t {
   // Attributes: theta (double, above 1), inverse (0/1: rotate by -a, the
   // gradient). D must be even.
   kRotary,
+  // attention(q[B, H, T, D], k[B, G, T, D], v[B, G, T, D]) -> [B, H, T, D]:
+  // causal scaled dot-product attention, softmax(q k^T * scale, masked
+  // above the diagonal) v, computed a query row at a time without the T x T
+  // scores (backends/cpu/kernels/attention.cc says how it rounds). Query
+  // head h reads key/value head h / (H / G): grouped KV heads, G dividing H.
+  // Attributes: scale (double, finite, e.g. 1/sqrt(D)).
+  kAttention,
 
   // ---- Backward helpers that have no cheaper composition.
   kSoftmaxGrad,     // (y = softmax(x), dy) -> y * (dy - sum(dy * y, last axis))
@@ -128,9 +135,15 @@ enum class OpKind : uint8_t {
   // (ids i32[...], dy[..., D]) -> [V, D]: dy rows summed into the row of
   // their id, in index order. Attributes: num_embeddings (V).
   kEmbeddingGrad,
+  // (q, k, v, dy) -> [N_q + 2 N_kv] of q's dtype: the gradients of
+  // attention(q, k, v) for the cotangent dy with respect to q, k and v,
+  // flattened one after another (dq's N_q elements, then dk's and dv's N_kv
+  // each), computed in one pass that recomputes the scores. Attributes:
+  // scale.
+  kAttentionGrad,
 };
 
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kEmbeddingGrad) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kAttentionGrad) + 1;
 
 // "matmul", "reduce_sum", "pipeline_yield", ...: the name in the text form.
 const char* OpName(OpKind op);

@@ -100,6 +100,7 @@ const char* OpFamilyName(OpFamily family) {
     case OpFamily::kCrossEntropy: return "cross entropy";
     case OpFamily::kEmbedding: return "embedding";
     case OpFamily::kRotary: return "rotary";
+    case OpFamily::kAttention: return "attention";
   }
   return "?";
 }

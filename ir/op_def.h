@@ -61,6 +61,7 @@ enum class OpFamily : uint8_t {
   kCrossEntropy,   // cross_entropy and its gradient
   kEmbedding,      // embedding and its gradient
   kRotary,
+  kAttention,      // attention and its gradient
 };
 const char* OpFamilyName(OpFamily family);
 

@@ -167,6 +167,10 @@ Tensor embedding(const Tensor& table, const Tensor& ids, SourceLoc loc = SourceL
 Tensor causal_mask(const Tensor& x, double fill = -1.0 / 0.0, SourceLoc loc = SourceLoc::current());
 // Rotary position embedding of x[..., T, D] (ir/op.h kRotary): position t
 // is the index along axis -2; `inverse` rotates back.
+// Causal scaled dot-product attention (ir/op.h kAttention) of q[B, H, T, D]
+// over k, v[B, G, T, D], G dividing H (grouped KV heads).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                 SourceLoc loc = SourceLoc::current());
 Tensor rotary(const Tensor& x, double theta = 10000.0, bool inverse = false,
               SourceLoc loc = SourceLoc::current());
 

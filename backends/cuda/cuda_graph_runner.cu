@@ -238,6 +238,7 @@ struct NodePlan {
     float eps = 0;                                  // layer_norm, normalize, normalize_grad
     float fill = 0;                                 // causal_mask
     double theta = 0;                               // rotary
+    float scale = 0;                                // attention
     bool inverse = false;                           // rotary
   } attributes;
 };
@@ -267,6 +268,8 @@ NodePlan::Attributes TypedAttributes(const ir::Node& node) {
       typed.theta = a.GetDouble("theta");
       typed.inverse = a.GetInt("inverse") != 0;
       break;
+    case OpKind::kAttention:
+    case OpKind::kAttentionGrad: typed.scale = static_cast<float>(a.GetDouble("scale")); break;
     default: break;
   }
   return typed;
@@ -375,6 +378,8 @@ struct CudaGraphRunner::Impl {
                                      const DeviceValue& b);
   absl::StatusOr<DeviceValue> RowWise(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                       const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> Attention(const ir::Node& node, const NodePlan& plan,
+                                        const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> Embedding(ir::ValueId id, const ir::Node& node,
                                         const std::vector<const DeviceValue*>& operands);
 
@@ -908,6 +913,34 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
   return out;
 }
 
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(const ir::Node& node, const NodePlan& plan,
+                                                             const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  const ir::Shape& q = operands[0]->type.shape;
+  const int64_t batch = q[0], heads = q[1], seq = q[2], width = q[3];
+  const int64_t kv_heads = operands[1]->type.shape[1];
+  const float* k = operands[1]->f32();
+  const float* v = operands[2]->f32();
+  cudaError_t error = cudaSuccess;
+  if (node.op == OpKind::kAttention) {
+    error = kernels::LaunchAttention(operands[0]->f32(), k, v, out->mutable_f32(), batch, heads, kv_heads, seq,
+                                     width, plan.attributes.scale, stream);
+  } else {
+    // Freed in stream order after the launch, like any value.
+    absl::StatusOr<Buffer> scratch =
+        AllocateBytes(static_cast<int64_t>(kernels::AttentionGradScratchBytes(batch * heads * seq)));
+    if (!scratch.ok()) return scratch.status();
+    float* dq = out->mutable_f32();
+    float* dk = dq + operands[0]->type.num_elements();
+    float* dv = dk + operands[1]->type.num_elements();
+    error = kernels::LaunchAttentionGrad(operands[0]->f32(), k, v, operands[3]->f32(), dq, dk, dv, batch, heads,
+                                         kv_heads, seq, width, plan.attributes.scale, DataOf(*scratch), stream);
+  }
+  if (absl::Status s = CudaStatus(error, "attention launch"); !s.ok()) return s;
+  return out;
+}
+
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
     ir::ValueId id, const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   for (const DeviceValue* operand : operands) {
@@ -963,6 +996,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
       return RowWise(id, node, plan, operands);
     case ir::OpFamily::kEmbedding:
       return Embedding(id, node, operands);
+    case ir::OpFamily::kAttention:
+      return Attention(node, plan, operands);
   }
   return absl::InternalError(
       absl::StrCat("CudaGraphRunner: unknown op kind ", static_cast<int>(node.op)));

@@ -147,6 +147,22 @@ cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64
 cudaError_t LaunchRotary(const float* x, float* out, int64_t matrices, int64_t positions, int64_t width,
                          double theta, bool inverse, cudaStream_t stream);
 
+// Causal attention (ir/op.h kAttention): q and out [batch, heads, seq,
+// width], k and v [batch, kv_heads, seq, width], query head h reading
+// key/value head h / (heads / kv_heads). fp32 SIMT: a thread per query row,
+// the scores recomputed in each pass, never stored (no T x T buffer).
+cudaError_t LaunchAttention(const float* q, const float* k, const float* v, float* out, int64_t batch, int64_t heads,
+                            int64_t kv_heads, int64_t seq, int64_t width, float scale, cudaStream_t stream);
+// Its gradient for the cotangent dy [as q] into dq [as q], dk and dv [as k]:
+// a thread per query row for dq, leaving each row's softmax statistics in
+// `scratch` (AttentionGradScratchBytes(batch * heads * seq) bytes of device
+// memory, free until the launch's work is done), then a thread per key row
+// for dk and dv, each summing over its query heads and rows in order.
+size_t AttentionGradScratchBytes(int64_t query_rows);
+cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, const float* dy, float* dq, float* dk,
+                                float* dv, int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t width,
+                                float scale, void* scratch, cudaStream_t stream);
+
 // One block scans values[0, n) and writes *result (see RangeCheckResult).
 cudaError_t LaunchFindFirstOutOfRange(const int32_t* values, int64_t n, int64_t limit,
                                       RangeCheckResult* result, cudaStream_t stream);

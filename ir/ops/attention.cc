@@ -1,5 +1,5 @@
-// Attention's position ops: causal_mask over the last two axes and the
-// rotary position embedding.
+// Attention: causal_mask over the last two axes, the rotary position
+// embedding, and the fused causal attention with its gradient.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +32,60 @@ absl::StatusOr<TensorType> RotatedType(OpKind op, absl::Span<const TensorType> t
   return types[0];
 }
 
+// q [B, H, T, D], k and v [B, G, T, D] of one float type, G dividing H.
+absl::Status CheckAttentionOperands(OpKind op, absl::Span<const TensorType> types, const Attributes& attributes) {
+  if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
+  for (size_t i = 0; i < 3; ++i) {
+    if (types[i].rank() != 4) return Error(op, "q, k and v must have rank 4: [batch, heads, seq, width]", types);
+  }
+  const Shape &q = types[0].shape, &k = types[1].shape, &v = types[2].shape;
+  if (k != v) return Error(op, "k and v must have one shape", types);
+  if (k[0] != q[0] || k[2] != q[2] || k[3] != q[3]) {
+    return Error(op, "k and v must have q's batch, sequence and width", types);
+  }
+  if (k[1] < 1 || q[1] % k[1] != 0) return Error(op, "the key/value heads must divide the query heads", types);
+  const double scale = attributes.GetDoubleOr("scale", 0.0);
+  if (!std::isfinite(scale)) return Error(op, absl::StrCat("scale ", scale, " must be finite"), types);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorType> AttendedType(OpKind op, absl::Span<const TensorType> types, const Attributes& attributes) {
+  if (absl::Status s = CheckAttentionOperands(op, types, attributes); !s.ok()) return s;
+  return types[0];
+}
+
+absl::StatusOr<TensorType> AttentionGradType(OpKind op, absl::Span<const TensorType> types,
+                                             const Attributes& attributes) {
+  if (absl::Status s = CheckAttentionOperands(op, types, attributes); !s.ok()) return s;
+  if (types[3].shape != types[0].shape) return Error(op, "dy must have q's shape", types);
+  return TensorType{types[0].dtype, {types[0].num_elements() + 2 * types[1].num_elements()}};
+}
+
+// The scores a query row computes against the keys at or before it,
+// B * H * T(T+1)/2 in all.
+double CausalScores(absl::Span<const TensorType> operands) {
+  const Shape& q = operands[0].shape;
+  return static_cast<double>(q[0]) * static_cast<double>(q[1]) * static_cast<double>(q[2]) *
+         static_cast<double>(q[2] + 1) / 2.0;
+}
+
+// Two products of width D per score (q.k, then p.v) and one exp.
+OpCost AttentionCost(const Node& node, absl::Span<const TensorType> operands) {
+  OpCost cost = MovesBytes(node, operands);
+  const double scores = CausalScores(operands);
+  cost.flops = 4.0 * scores * static_cast<double>(operands[0].shape[3]);
+  cost.transcendentals = scores;
+  return cost;
+}
+// Five products per score (q.k and dy.v again, then dq, dk, dv) and one exp.
+OpCost AttentionGradCost(const Node& node, absl::Span<const TensorType> operands) {
+  OpCost cost = MovesBytes(node, operands);
+  const double scores = CausalScores(operands);
+  cost.flops = 10.0 * scores * static_cast<double>(operands[0].shape[3]);
+  cost.transcendentals = scores;
+  return cost;
+}
+
 constexpr OpDef kAttentionOps[] = {
     {.kind = OpKind::kCausalMask,
      .name = "causal_mask",
@@ -58,6 +112,32 @@ constexpr OpDef kAttentionOps[] = {
            }
          },
      .cost = PerElement<3, 1>},
+    {.kind = OpKind::kAttention,
+     .name = "attention",
+     .arity = 3,
+     .family = OpFamily::kAttention,
+     .attributes = {{"scale", K::kDouble}},
+     .result_type = AttendedType,
+     .gradient =
+         [](const GradientArgs& a, std::vector<Tensor>& d) {
+           // One helper computes all three; each wanted one is its slice.
+           const Tensor grads = Apply(OpKind::kAttentionGrad, {a.x[0], a.x[1], a.x[2], a.dy},
+                                      Attributes{{"scale", a.node.attributes.GetDouble("scale")}}, {});
+           int64_t begin = 0;
+           for (size_t i = 0; i < 3; ++i) {
+             const int64_t n = a.x[i].type().num_elements();
+             if (a.want(i)) d[i] = reshape(slice(grads, 0, begin, begin + n), a.x[i].shape());
+             begin += n;
+           }
+         },
+     .cost = AttentionCost},
+    {.kind = OpKind::kAttentionGrad,
+     .name = "attention_grad",
+     .arity = 4,
+     .family = OpFamily::kAttention,
+     .attributes = {{"scale", K::kDouble}},
+     .result_type = AttentionGradType,
+     .cost = AttentionGradCost},
 };
 
 }  // namespace
@@ -68,6 +148,9 @@ absl::Span<const OpDef> AttentionOps() { return kAttentionOps; }
 
 Tensor causal_mask(const Tensor& x, double fill, SourceLoc loc) {
   return ir::ops::ApplyAt(ir::OpKind::kCausalMask, {x}, ir::Attributes{{"fill", fill}}, loc);
+}
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, SourceLoc loc) {
+  return ir::ops::ApplyAt(ir::OpKind::kAttention, {q, k, v}, ir::Attributes{{"scale", scale}}, loc);
 }
 Tensor rotary(const Tensor& x, double theta, bool inverse, SourceLoc loc) {
   return ir::ops::ApplyAt(ir::OpKind::kRotary, {x},

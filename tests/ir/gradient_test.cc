@@ -104,6 +104,16 @@ std::vector<GradientCase> Cases() {
        [](Tracer& t) { return embedding(P(t, "table", {5, 3}), t.Input("ids", {DType::kI32, {2, 3}})); }},
       // As attention uses it: masked entries become -inf, then softmax.
       {"CausalMaskThenSoftmax", [](Tracer& t) { return softmax(causal_mask(P(t, "a", {2, 4, 4}))); }},
+      // Fused causal attention, every query head with its own key/value
+      // head, and grouped (2 query heads per key/value head).
+      {"Attention",
+       [](Tracer& t) {
+         return attention(P(t, "q", {2, 2, 4, 3}), P(t, "k", {2, 2, 4, 3}), P(t, "v", {2, 2, 4, 3}), 0.6);
+       }},
+      {"AttentionWithGroupedKeyValueHeads",
+       [](Tracer& t) {
+         return attention(P(t, "q", {1, 4, 5, 2}), P(t, "k", {1, 2, 5, 2}), P(t, "v", {1, 2, 5, 2}), 0.7);
+       }},
       {"CausalMaskWithZeroFill", [](Tracer& t) { return causal_mask(P(t, "a", {2, 3, 3}), 0.0); }},
       {"PipelineYieldAcrossStages",
        [](Tracer& t) {

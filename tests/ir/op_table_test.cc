@@ -36,7 +36,7 @@ TEST(OpTable, EveryKindHasOneDefinitionUnderAUniqueName) {
 TEST(OpTable, OnlySourcesLackAResultTypeRuleAndOnlyBackwardHelpersAGradientRule) {
   const std::set<OpKind> helpers = {OpKind::kSoftmaxGrad, OpKind::kLogSoftmaxGrad, OpKind::kNormalizeGrad,
                                     OpKind::kGeluGrad,    OpKind::kSiluGrad,       OpKind::kReluGrad,
-                                    OpKind::kCrossEntropyGrad, OpKind::kEmbeddingGrad};
+                                    OpKind::kCrossEntropyGrad, OpKind::kEmbeddingGrad, OpKind::kAttentionGrad};
   for (OpKind kind : AllKinds()) {
     const OpDef& def = Def(kind);
     EXPECT_EQ(def.result_type == nullptr, def.family == OpFamily::kSource) << def.name;

@@ -40,6 +40,8 @@ absl::StatusOr<ir::HostTensor> Dispatch(const ir::Node& node, absl::Span<const i
       return internal::EvaluateEmbedding(node, operands);
     case ir::OpFamily::kRotary:
       return internal::EvaluateRotary(node, operands);
+    case ir::OpFamily::kAttention:
+      return internal::EvaluateAttention(node, operands);
   }
   return absl::InternalError(absl::StrCat("EvaluateNode: unknown op kind ", static_cast<int>(node.op)));
 }

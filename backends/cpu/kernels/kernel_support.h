@@ -55,6 +55,7 @@ absl::StatusOr<ir::HostTensor> EvaluateNormalization(const ir::Node& node, Opera
 absl::StatusOr<ir::HostTensor> EvaluateCrossEntropy(const ir::Node& node, Operands operands);
 absl::StatusOr<ir::HostTensor> EvaluateEmbedding(const ir::Node& node, Operands operands);
 absl::StatusOr<ir::HostTensor> EvaluateRotary(const ir::Node& node, Operands operands);
+absl::StatusOr<ir::HostTensor> EvaluateAttention(const ir::Node& node, Operands operands);
 
 // The node's zero-filled result tensor; ResourceExhausted "<op>: cannot
 // allocate ..." when there is no memory for it.

@@ -372,6 +372,75 @@ TEST(CrossEntropyKernels, RejectALabelOutsideTheClasses) {
             "cross_entropy_grad: label -1 at position 2 outside [0, 4)");
 }
 
+// Causal attention in double precision, written out: for each query row i
+// of head h (key/value head h / group), softmax over j <= i of q_i . k_j *
+// scale, times v.
+std::vector<double> AttentionInDouble(const ir::HostTensor& q, const ir::HostTensor& k, const ir::HostTensor& v,
+                                      double scale) {
+  const int64_t B = q.shape()[0], H = q.shape()[1], T = q.shape()[2], D = q.shape()[3], G = k.shape()[1];
+  std::vector<double> out(static_cast<size_t>(q.num_elements()));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kv = b * G + h / (H / G), pair = b * H + h;
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> s(static_cast<size_t>(i + 1));
+        double max = -1e300, sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += double{q.f32()[(pair * T + i) * D + d]} * k.f32()[(kv * T + j) * D + d];
+          s[j] = dot * scale;
+          max = std::max(max, s[j]);
+        }
+        for (double& x : s) sum += (x = std::exp(x - max));
+        for (int64_t d = 0; d < D; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j <= i; ++j) o += s[j] / sum * v.f32()[(kv * T + j) * D + d];
+          out[(pair * T + i) * D + d] = o;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(AttentionKernel, IsTheSoftmaxOfTheMaskedScoresTimesTheValuesWithGroupedHeads) {
+  const ir::HostTensor q = RandomTensor({2, 4, 9, 5}, 71), k = RandomTensor({2, 2, 9, 5}, 72),
+                       v = RandomTensor({2, 2, 9, 5}, 73);
+  const ir::HostTensor out =
+      Evaluate(ir::OpKind::kAttention, F32({2, 4, 9, 5}), {{"scale", 0.45}}, {&q, &k, &v});
+  const std::vector<double> expected = AttentionInDouble(q, k, v, static_cast<double>(0.45f));
+  for (int64_t i = 0; i < out.num_elements(); ++i) {
+    ASSERT_NEAR(out.f32()[i], expected[i], 2e-6 * (1 + std::fabs(expected[i]))) << "element " << i;
+  }
+  // The first row of each head attends to its first key alone: v's row 0.
+  EXPECT_EQ(out.f32()[0], v.f32()[0]);
+}
+
+TEST(AttentionKernels, GiveTheSameBitsOnOneThreadAndOnSeveral) {
+  const ir::HostTensor q = RandomTensor({2, 8, 33, 16}, 74), k = RandomTensor({2, 2, 33, 16}, 75),
+                       v = RandomTensor({2, 2, 33, 16}, 76), dy = RandomTensor({2, 8, 33, 16}, 77);
+  auto run = [&](int threads) {
+    cpu::KernelThreads kernel_threads(threads);
+    return kernel_threads.Run([&] {
+      return std::vector<ir::HostTensor>{
+          Evaluate(ir::OpKind::kAttention, F32({2, 8, 33, 16}), {{"scale", 0.25}}, {&q, &k, &v}),
+          Evaluate(ir::OpKind::kAttentionGrad, F32({2 * 8 * 33 * 16 + 2 * 2 * 2 * 33 * 16}), {{"scale", 0.25}},
+                   {&q, &k, &v, &dy})};
+    });
+  };
+  const std::vector<ir::HostTensor> one = run(1), two = run(2);
+  EXPECT_TRUE(one[0].BitwiseEquals(two[0]));
+  EXPECT_TRUE(one[1].BitwiseEquals(two[1]));
+}
+
+TEST(AttentionKernels, RejectOperandsOfOtherShapes) {
+  const ir::HostTensor q = RandomTensor({1, 3, 4, 2}, 78), k = RandomTensor({1, 2, 4, 2}, 79);
+  absl::StatusOr<ir::HostTensor> result =
+      TryEvaluate(ir::OpKind::kAttention, F32({1, 3, 4, 2}), {{"scale", 1.0}}, {&q, &k, &k});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("G dividing H"));
+}
+
 TEST(EmbeddingKernel, GathersTableRowsById) {
   ir::HostTensor table = ir::HostTensor::FromFloats({3, 2}, {0, 1, 10, 11, 20, 21});
   ir::HostTensor ids = ir::HostTensor::FromInts({2, 2}, {2, 0, 1, 2});

@@ -480,6 +480,24 @@ TEST(CudaKernelsOnCpu, CausalMaskAndRotaryMatchTheReference) {
   }
 }
 
+TEST(CudaKernelsOnCpu, AttentionAndItsGradientMatchTheReferenceWithGroupedHeads) {
+  const HostTensor q = Random({2, 4, 11, 6}, -1, 1, 30), k = Random({2, 2, 11, 6}, -1, 1, 31),
+                   v = Random({2, 2, 11, 6}, -1, 1, 32), dy = Random({2, 4, 11, 6}, -1, 1, 33);
+  const ir::Attributes scale = {{"scale", 0.4}};
+  const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), k.f32(), v.f32(), result.f32(), 2, 4, 2, 11, 6, 0.4f, kStream);
+  });
+  ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, scale), 1e-5, 1e-6, "attention");
+  const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
+  std::vector<float> scratch(AttentionGradScratchBytes(2 * 4 * 11) / sizeof(float));
+  const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
+    float* dq = result.f32();
+    return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 2, 4, 2, 11, 6,
+                               0.4f, scratch.data(), kStream);
+  });
+  ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, scale), 1e-4, 1e-5, "attention_grad");
+}
+
 TEST(CudaKernelsOnCpu, TheRangeCheckFindsTheFirstBadIdWhateverTheThreadsFindFirst) {
   std::vector<int32_t> values(1000, 3);
   values[700] = 10;  // found early by its thread's share, later in index order

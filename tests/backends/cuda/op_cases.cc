@@ -253,6 +253,15 @@ std::vector<OpCaseSpec> AllCases() {
     b.Output(b.Op(OpKind::kRotary, {x}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}));
     b.Output(b.Op(OpKind::kRotary, {x}, {{"theta", 500000.0}, {"inverse", int64_t{1}}}));
   });
+  add("attention", [](CaseBuilder& b) {
+    // Grouped key/value heads: 4 query heads over 2.
+    const ValueId q = b.Input("q", Floats({2, 4, 17, 8}, 1, -1, 1));
+    const ValueId k = b.Input("k", Floats({2, 2, 17, 8}, 2, -1, 1));
+    const ValueId v = b.Input("v", Floats({2, 2, 17, 8}, 3, -1, 1));
+    b.Output(b.Op(OpKind::kAttention, {q, k, v}, {{"scale", 0.35}}));
+    b.Output(b.Op(OpKind::kAttentionGrad, {q, k, v, b.Input("dy", Floats({2, 4, 17, 8}, 4, -1, 1))},
+                  {{"scale", 0.35}}));
+  });
   add("layer_norm", [](CaseBuilder& b) {
     const ValueId x = b.Input("x", Floats({2, 3, 8}, 1, -3, 5));
     const ValueId gamma = b.Input("gamma", Floats({8}, 2));
