@@ -285,6 +285,7 @@ void TakeLanguageModelSizes(const ExampleJobOptions& options, Config& config) {
   config.block_stages = options.layer_stages;
   config.tied_head = config.tied_head || options.tied;
   config.compute_dtype = options.precision;
+  config.attention = options.attention;
   Override(options.layers, config.num_layers);
   Override(options.dim, config.model_dim);
   Override(options.heads, config.num_heads);
@@ -311,6 +312,7 @@ ExampleJob LanguageModelJob(ir::TrainStep step, std::string description, std::sh
                                  config.compute_dtype == ir::DType::kF32
                                      ? ""
                                      : absl::StrCat(", ", ir::DTypeName(config.compute_dtype), " mixed precision"),
+                                 config.attention == layers::AttentionImpl::kFused ? "" : ", composed attention",
                                  "; data: ", corpus->description());
   TakeCorpusBatches(std::move(corpus), config.batch_size, config.sequence_length, basis, job);
   job.logits = std::move(logits);

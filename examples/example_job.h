@@ -16,6 +16,7 @@
 #include "examples/models/gpt.h"
 #include "examples/models/llama.h"
 #include "ir/host_tensor.h"
+#include "ir/layers.h"
 #include "ir/trace.h"
 #include "ir/train_step.h"
 
@@ -65,6 +66,9 @@ struct ExampleJobOptions {
   // gpt, llama: what the activations compute in, f32 or bf16 (mixed
   // precision: GptConfig::compute_dtype).
   ir::DType precision = ir::DType::kF32;
+  // gpt and llama: how causal attention is computed (GptConfig::attention):
+  // the fused op, or composed of matmul, causal_mask and softmax.
+  layers::AttentionImpl attention = layers::AttentionImpl::kFused;
   std::string optimizer = "adam";  // adam or sgd (momentum 0.9)
   std::optional<double> lr;        // default 3e-3 for gpt and llama, 1e-2 for mlp and two-tower
   // The learning rate's warmup and decay (ir/optimizers.h); a decay with

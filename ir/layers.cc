@@ -17,6 +17,37 @@ Tensor SplitHeads(const Tensor& x, int64_t batch, int64_t seq, int64_t heads, in
 
 }  // namespace
 
+const char* AttentionImplName(AttentionImpl impl) {
+  return impl == AttentionImpl::kFused ? "fused" : "composed";
+}
+
+std::optional<AttentionImpl> ParseAttentionImpl(absl::string_view name) {
+  if (name == "fused") return AttentionImpl::kFused;
+  if (name == "composed") return AttentionImpl::kComposed;
+  return std::nullopt;
+}
+
+Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, AttentionImpl impl,
+                       SourceLoc loc) {
+  if (impl == AttentionImpl::kFused) return attention(q, k, v, scale, loc);
+  Tensor keys = k, values = v;
+  const int64_t heads = q.dim(1), kv_heads = k.dim(1);
+  if (kv_heads > 0 && heads != kv_heads && heads % kv_heads == 0) {
+    // [b, kv, seq, width] -> [b, kv, group, seq, width] -> [b, kv * group, seq, width].
+    const int64_t b = k.dim(0), seq = k.dim(2), width = k.dim(3), group = heads / kv_heads;
+    auto repeat = [&](const Tensor& x) {
+      return reshape(broadcast_to(reshape(x, {b, kv_heads, 1, seq, width}, loc), {b, kv_heads, group, seq, width},
+                                  loc),
+                     {b, heads, seq, width}, loc);
+    };
+    keys = repeat(k);
+    values = repeat(v);
+  }
+  Tensor scores = causal_mask(Located(matmul(q, keys, {.transpose_b = true}, loc), loc) * scale,
+                              -std::numeric_limits<double>::infinity(), loc);
+  return matmul(softmax(scores, loc), values, {}, loc);
+}
+
 Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out,
               ir::Initializer init, SourceLoc loc) {
   auto scope = t.Scope(name, loc);
@@ -34,7 +65,7 @@ Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t di
 }
 
 Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, int64_t num_heads,
-                           ir::Initializer init, SourceLoc loc) {
+                           ir::Initializer init, AttentionImpl impl, SourceLoc loc) {
   auto scope = t.Scope(name, loc);
   if (x.valid() && x.rank() != 3) {
     t.Fail(absl::StrCat("attention '", t.scope(), "': input must be [batch, seq, dim], got ",
@@ -54,9 +85,7 @@ Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, 
   Tensor k = SplitHeads(slice(qkv, -1, dim, 2 * dim, loc), batch, seq, num_heads, width, loc);
   Tensor v = SplitHeads(slice(qkv, -1, 2 * dim, 3 * dim, loc), batch, seq, num_heads, width, loc);
   const double scale = 1.0 / std::sqrt(static_cast<double>(width));
-  Tensor scores = causal_mask(Located(matmul(q, k, {.transpose_b = true}, loc), loc) * scale,
-                              -std::numeric_limits<double>::infinity(), loc);
-  Tensor heads = matmul(softmax(scores, loc), v, {}, loc);
+  Tensor heads = CausalAttention(q, k, v, scale, impl, loc);
   Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}, loc), {batch, seq, dim}, loc);
   return Linear(t, "proj", merged, dim, dim, init, loc);
 }

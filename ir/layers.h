@@ -29,7 +29,10 @@
 #define TANDEM_IR_LAYERS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "absl/strings/string_view.h"
 
 #include "ir/tensor.h"
 #include "ir/tracer.h"
@@ -46,11 +49,28 @@ Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, i
 Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t dim,
                  double eps = 1e-5, SourceLoc loc = SourceLoc::current());
 
+// How causal attention is computed: by the fused op (ir/op.h kAttention,
+// the default: a query row at a time, no T x T scores kept for the
+// backward), or composed of matmul, causal_mask and softmax (the graph
+// before the fused op, kept for comparison: `--attention composed`).
+enum class AttentionImpl : uint8_t { kFused, kComposed };
+const char* AttentionImplName(AttentionImpl impl);  // "fused", "composed"
+std::optional<AttentionImpl> ParseAttentionImpl(absl::string_view name);
+
+// Causal attention of q [batch, heads, seq, width] over k and v [batch,
+// kv_heads, seq, width], kv_heads dividing heads (each key/value head
+// serves heads / kv_heads query heads in a row), the scores scaled by
+// `scale`: [batch, heads, seq, width]. Composed, the key/value heads are
+// repeated to every query head and the scores are computed in q's dtype.
+Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, AttentionImpl impl,
+                       SourceLoc loc = SourceLoc::current());
+
 // Causal multi-head self-attention over x: [batch, seq, dim] -> [batch,
 // seq, dim], with head width dim / num_heads:
 //   q, k, v = the three dim-wide slices of Linear "qkv" (dim -> 3 dim),
 //             each reshaped to [batch, num_heads, seq, dim / num_heads];
-//   heads   = softmax(causal_mask(q k^T / sqrt(dim / num_heads))) v;
+//   heads   = softmax(causal_mask(q k^T / sqrt(dim / num_heads))) v,
+//             computed as `impl` says (CausalAttention);
 //   result  = Linear "proj" (dim -> dim) of the heads merged back to
 //             [batch, seq, dim].
 // Parameters: "qkv.w" f32[dim, 3 dim] from `init`, "qkv.b" f32[3 dim],
@@ -58,7 +78,8 @@ Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t di
 // An x that is not of rank 3, or a num_heads that is below 1 or does not
 // divide dim, is a trace error naming the caller's line.
 Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, int64_t num_heads,
-                           ir::Initializer init, SourceLoc loc = SourceLoc::current());
+                           ir::Initializer init, AttentionImpl impl = AttentionImpl::kFused,
+                           SourceLoc loc = SourceLoc::current());
 
 // The transformer's feed-forward block over x: [..., dim] -> [..., dim]:
 // Linear "proj" (hidden -> dim) of gelu(Linear "fc" (dim -> hidden) of x).

@@ -76,7 +76,8 @@ Tensor GptLogits(Tracer& t, const GptConfig& c) {
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     if (GptBlockStage(c, layer) > t.stage()) x = pipeline_yield(x);
     auto block = t.Scope(absl::StrCat("h", layer));
-    x = x + layers::CausalSelfAttention(t, "attn", layers::LayerNorm(t, "ln1", x, c.model_dim), c.num_heads, weights);
+    x = x + layers::CausalSelfAttention(t, "attn", layers::LayerNorm(t, "ln1", x, c.model_dim), c.num_heads, weights,
+                                        c.attention);
     x = x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, c.model_dim), c.mlp_ratio * c.model_dim, weights);
   }
   x = layers::LayerNorm(t, "lnf", x, c.model_dim);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "ir/layers.h"
 #include "ir/trace.h"
 
 namespace tandem::examples {
@@ -35,6 +36,8 @@ struct GptConfig {
   // parameters stay f32 and are converted where used, so their gradients
   // and the optimizer are f32; the logits and the loss are f32).
   ir::DType compute_dtype = ir::DType::kF32;
+  // The fused attention op, or the composed graph (layers::CausalAttention).
+  layers::AttentionImpl attention = layers::AttentionImpl::kFused;
 };
 
 // Well-known shapes, by name: "gpt2-small" (GPT-2's 124M: 12 layers,

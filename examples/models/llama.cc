@@ -33,15 +33,6 @@ Tensor SplitHeads(const Tensor& x, const LlamaConfig& c, int64_t heads, int64_t 
   return transpose(reshape(x, {c.batch_size, c.sequence_length, heads, width}), {0, 2, 1, 3});
 }
 
-// Each of `kv_heads` heads [batch, kv_heads, seq, width] serves `group`
-// query heads in a row: [batch, kv_heads * group, seq, width].
-Tensor RepeatHeads(const Tensor& x, const LlamaConfig& c, int64_t group, int64_t width) {
-  if (group == 1) return x;
-  const int64_t b = c.batch_size, kv = c.num_kv_heads, seq = c.sequence_length;
-  return reshape(broadcast_to(reshape(x, {b, kv, 1, seq, width}), {b, kv, group, seq, width}),
-                 {b, kv * group, seq, width});
-}
-
 Tensor Attention(Tracer& t, const Tensor& x, const LlamaConfig& c, const ir::Initializer& init) {
   auto scope = t.Scope("self_attn");
   const int64_t width = c.model_dim / c.num_heads;
@@ -51,15 +42,11 @@ Tensor Attention(Tracer& t, const Tensor& x, const LlamaConfig& c, const ir::Ini
   Tensor k = rotary(SplitHeads(Linear(t, "k_proj", x, c.model_dim, kv_dim, init), c, c.num_kv_heads, width),
                     c.rope_theta);
   Tensor v = SplitHeads(Linear(t, "v_proj", x, c.model_dim, kv_dim, init), c, c.num_kv_heads, width);
-  const int64_t group = c.num_heads / c.num_kv_heads;
-  k = RepeatHeads(k, c, group, width);
-  v = RepeatHeads(v, c, group, width);
   const double scale = 1.0 / std::sqrt(static_cast<double>(width));
-  // In x's dtype, as Hugging Face's eager attention scales and masks; its
-  // softmax takes f32 and rounds to x's dtype, which is what softmax on bf16
-  // computes (backends/cpu/kernels.h), without keeping f32 probabilities.
-  Tensor scores = causal_mask(matmul(q, k, {.transpose_b = true}) * scale, -std::numeric_limits<double>::infinity());
-  Tensor heads = matmul(softmax(scores), v);
+  // Composed, in x's dtype, as Hugging Face's eager attention scales and
+  // masks (its softmax takes f32 and rounds to x's dtype, which is what
+  // softmax on bf16 computes); fused, through f32 with one rounding.
+  Tensor heads = layers::CausalAttention(q, k, v, scale, c.attention);
   Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}), {c.batch_size, c.sequence_length, c.model_dim});
   return Linear(t, "o_proj", merged, c.model_dim, c.model_dim, init);
 }

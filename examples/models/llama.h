@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "ir/layers.h"
 #include "ir/trace.h"
 
 namespace tandem::examples {
@@ -46,6 +47,8 @@ struct LlamaConfig {
   // parameters stay f32 and are converted where used, so their gradients
   // and the optimizer are f32; the logits and the loss are f32).
   ir::DType compute_dtype = ir::DType::kF32;
+  // The fused attention op, or the composed graph (layers::CausalAttention).
+  layers::AttentionImpl attention = layers::AttentionImpl::kFused;
 };
 
 // InvalidArgument when the sizes do not fit: heads must divide model_dim,

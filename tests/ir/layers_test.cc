@@ -227,10 +227,12 @@ TEST(LayerForward, GeluMlpIsProjectionOfGeluOfHidden) {
   ExpectNear(run.y, Affine(hidden, run.state, "mlp.proj"), 1e-5);
 }
 
-TEST(LayerForward, AttentionMixesEachPositionWithItsPastPerHead) {
+class AttentionForward : public ::testing::TestWithParam<layers::AttentionImpl> {};
+
+TEST_P(AttentionForward, MixesEachPositionWithItsPastPerHead) {
   const int64_t batch = 2, seq = 3, dim = 4, heads = 2, width = dim / heads;
   ForwardRun run = RunForward({batch, seq, dim}, [](Tracer& t, const Tensor& x) {
-    return layers::CausalSelfAttention(t, "attn", x, heads, init::Normal(1.0));
+    return layers::CausalSelfAttention(t, "attn", x, heads, init::Normal(1.0), GetParam());
   });
   Matrix qkv = Affine(Rows(run.x, dim), run.state, "attn.qkv");  // rows: batch * seq, columns: q | k | v
   Matrix merged(batch * seq, std::vector<double>(dim));
@@ -256,6 +258,49 @@ TEST(LayerForward, AttentionMixesEachPositionWithItsPastPerHead) {
     }
   }
   ExpectNear(run.y, Affine(merged, run.state, "attn.proj"), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(FusedAndComposed, AttentionForward,
+                         ::testing::Values(layers::AttentionImpl::kFused, layers::AttentionImpl::kComposed),
+                         [](const auto& info) { return std::string(layers::AttentionImplName(info.param)); });
+
+// Grouped key/value heads: the fused op reads key/value head h / group; the
+// composed graph repeats each key/value head to its query heads. Both give
+// the same values, and only the composed one holds [.., T, T] scores.
+TEST(CausalAttention, FusedAndComposedAgreeWithGroupedHeadsAndOnlyComposedKeepsScores) {
+  const int64_t batch = 2, heads = 6, kv_heads = 2, seq = 7, width = 3;
+  HostTensor y[2];
+  for (layers::AttentionImpl impl : {layers::AttentionImpl::kFused, layers::AttentionImpl::kComposed}) {
+    Tracer t;
+    Tensor q = t.Input("q", {DType::kF32, {batch, heads, seq, width}});
+    Tensor k = t.Input("k", {DType::kF32, {batch, kv_heads, seq, width}});
+    Tensor v = t.Input("v", {DType::kF32, {batch, kv_heads, seq, width}});
+    Tensor out = layers::CausalAttention(q, k, v, 0.5, impl);
+    ASSERT_TRUE(t.status().ok()) << t.status();
+    ir::Graph graph = t.graph();
+    graph.AddOutput("y", out.id());
+    bool scores = false;
+    for (const ir::Node& node : graph.nodes()) {
+      const ir::Shape& shape = node.type.shape;
+      scores = scores || (shape.size() >= 2 && shape[shape.size() - 1] == seq && shape[shape.size() - 2] == seq);
+    }
+    EXPECT_EQ(scores, impl == layers::AttentionImpl::kComposed) << layers::AttentionImplName(impl);
+    absl::StatusOr<ir::TensorMap> result = cpu::RunGraph(
+        graph, {{"q", Pattern({batch, heads, seq, width}, 0.1)},
+                {"k", Pattern({batch, kv_heads, seq, width}, 0.2)},
+                {"v", Pattern({batch, kv_heads, seq, width}, 0.3)}});
+    ASSERT_TRUE(result.ok()) << result.status();
+    y[impl == layers::AttentionImpl::kFused ? 0 : 1] = result->at("y");
+  }
+  ASSERT_EQ(y[0].num_elements(), batch * heads * seq * width);
+  for (int64_t i = 0; i < y[0].num_elements(); ++i) EXPECT_NEAR(y[0].f32()[i], y[1].f32()[i], 1e-6) << i;
+}
+
+TEST(CausalAttention, ImplementationsAreNamedAndParsed) {
+  EXPECT_EQ(layers::ParseAttentionImpl("fused"), layers::AttentionImpl::kFused);
+  EXPECT_EQ(layers::ParseAttentionImpl("composed"), layers::AttentionImpl::kComposed);
+  EXPECT_EQ(layers::ParseAttentionImpl("flash"), std::nullopt);
+  EXPECT_STREQ(layers::AttentionImplName(layers::AttentionImpl::kComposed), "composed");
 }
 
 // ---- Errors inside a layer name the model's line, not the layer's.

@@ -123,6 +123,20 @@ TEST_F(BadInput, IrDumpParsesBack) {
   EXPECT_TRUE(step.ok()) << step.status();
 }
 
+TEST_F(BadInput, AttentionIsFusedUnlessComposedIsAskedForAndNothingElse) {
+  Finished fused = RunCapped({"ir", "dump", "--model", "llama", "--layers", "1", "--kv-heads", "2"});
+  ASSERT_EQ(fused.exit_code, 0) << fused.err;
+  EXPECT_THAT(fused.out, AllOf(HasSubstr("= attention("), HasSubstr("= attention_grad("), Not(HasSubstr("softmax("))));
+  EXPECT_TRUE(ir::ParseTrainStep(fused.out, "fused.ir").ok());
+  Finished composed =
+      RunCapped({"ir", "dump", "--model", "llama", "--layers", "1", "--kv-heads", "2", "--attention", "composed"});
+  ASSERT_EQ(composed.exit_code, 0) << composed.err;
+  EXPECT_THAT(composed.out, AllOf(HasSubstr("= softmax("), HasSubstr("= causal_mask("), Not(HasSubstr("attention("))));
+  Finished other = RunCapped({"ir", "dump", "--model", "gpt", "--attention", "flash"});
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_THAT(other.err, HasSubstr("--attention: flash not in {fused,composed}"));
+}
+
 TEST_F(BadInput, HugeModelSizesAreRefusedQuicklyInBoundedMemory) {
   const absl::Time start = absl::Now();
   for (const auto& [flags, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{

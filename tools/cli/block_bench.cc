@@ -51,13 +51,15 @@ struct BlockConfig {
   int64_t seq = 128;
   int64_t batch = 8;
   int64_t heads = 4;
+  layers::AttentionImpl attention = layers::AttentionImpl::kFused;
 };
 
 // ---- The block: examples/models/gpt.cc's decoder block, on the same layers.
 
 Tensor Block(Tracer& t, Tensor x, const BlockConfig& c) {
   const ir::Initializer weights = init::Normal(0.02);
-  x = x + layers::CausalSelfAttention(t, "attn", layers::LayerNorm(t, "ln1", x, c.dim), c.heads, weights);
+  x = x + layers::CausalSelfAttention(t, "attn", layers::LayerNorm(t, "ln1", x, c.dim), c.heads, weights,
+                                      c.attention);
   return x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, c.dim), 4 * c.dim, weights);
 }
 
@@ -259,6 +261,7 @@ void PrintBlockReport(const BlockBenchOptions& options, const ir::DeviceSpec& sp
     json["seq"] = config.seq;
     json["batch"] = config.batch;
     json["heads"] = config.heads;
+    json["attention"] = layers::AttentionImplName(config.attention);
     json["threads"] = options.threads;
     json["repeats"] = options.repeats;
     json["tandem_ms"] = tandem_ms;
@@ -273,9 +276,10 @@ void PrintBlockReport(const BlockBenchOptions& options, const ir::DeviceSpec& sp
     return;
   }
   out << absl::StrFormat(
-      "GPT block forward+backward (pre-norm, causal attention + GELU MLP): dim %d, seq %d, batch %d, heads %d\n"
+      "GPT block forward+backward (pre-norm, %s causal attention + GELU MLP): dim %d, seq %d, batch %d, heads %d\n"
       "threads %d on both sides; median of %d runs after one warm-up\n\n",
-      config.dim, config.seq, config.batch, config.heads, options.threads, options.repeats);
+      layers::AttentionImplName(config.attention), config.dim, config.seq, config.batch, config.heads, options.threads,
+      options.repeats);
   out << absl::StrFormat("  %-36s %12s\n", "executor", "ms/fwd+bwd");
   out << absl::StrFormat("  %-36s %12.1f\n",
                          spec.kind == ir::DeviceSpec::Kind::kCpu ? std::string("tandem (reference interpreter)")
@@ -294,9 +298,9 @@ void PrintBlockReport(const BlockBenchOptions& options, const ir::DeviceSpec& sp
                          ratio <= goal ? "met" : "NOT met");
   if (spec.kind == ir::DeviceSpec::Kind::kCpu) {
     out << "\ntorch BLAS: " << torch.blas << " " << schedules::JsonText(torch.blas_libraries) << "\n";
-    if (torch.blas != "openblas") {
-      out << "warning: torch is not using OpenBLAS; the reference-BLAS fallback is ~12x slower, so the ratio "
-             "above is not meaningful\n";
+    if (torch.blas == "reference") {
+      out << "warning: torch uses the reference BLAS, ~12x slower than an optimized one, so the ratio above is "
+             "not meaningful\n";
     }
   }
 }
@@ -387,6 +391,12 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
                    "cpu, or cuda[:N][+tf32|+bf16]: Tandem's CUDA device against PyTorch on the same GPU, in the "
                    "same precision")
       ->capture_default_str();
+  command
+      ->add_option_function<std::string>(
+          "--attention",
+          [options](const std::string& name) { options->config.attention = *layers::ParseAttentionImpl(name); },
+          "Tandem's attention: fused (the attention op, the default) or composed (matmul, causal_mask, softmax)")
+      ->check(CLI::IsMember({"fused", "composed"}));
   command->add_flag("--no-torch", options->no_torch, "time Tandem only");
   command->add_flag("--profile", options->profile,
                     "also time every node of the Tandem run and print the top ops: the reference kernels' time on "

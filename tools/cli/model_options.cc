@@ -59,6 +59,12 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options) {
           "gpt and llama: f32, or bf16 for mixed precision (bf16 activations and weight copies; f32 master weights, "
           "optimizer state, gradient accumulation and loss)")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  command
+      .add_option_function<std::string>(
+          "--attention", [&options](const std::string& name) { options.attention = *layers::ParseAttentionImpl(name); },
+          "gpt and llama: fused (the attention op: a query row at a time, no T x T scores kept; the default), or "
+          "composed (matmul, causal_mask, softmax: the graph before the fused op, for comparison)")
+      ->check(CLI::IsMember({"fused", "composed"}));
   command.add_option("--optimizer", options.optimizer, "adam, or sgd (momentum 0.9)")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();

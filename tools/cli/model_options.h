@@ -1,6 +1,6 @@
 // The options that choose and size an example model (examples/): --model, --preset,
 // --microbatches, --data-parallel, --layers, --dim, --heads, --kv-heads, --mlp-hidden,
-// --rope-theta, --norm-eps, --seq, --batch, --vocab, --tied,
+// --rope-theta, --norm-eps, --seq, --batch, --vocab, --tied, --precision, --attention,
 // --optimizer, --lr, --weight-decay, --decay-embeddings, --clip-grad-norm, --warmup-steps, --lr-schedule, --decay-steps,
 // --min-lr, --seed, --tokenizer, --data, --update-every, and --stages where no schedule says
 // how many stages there are. Shared by `tandem ir`, `compile`, `train`,
