@@ -18,6 +18,9 @@
 #   dataplane  tandem bench dataplane --device cuda
 #   fidelity   tandem bench fidelity --device cuda
 #   profile    tandem bench block --device cuda --profile (GPU time per op)
+#   kernels    tandem bench kernels --device cuda: every kernel of GPT-2
+#              small's step alone, its share of the GPU's peak, the CPU's
+#              time beside it
 #
 # Runs from a bundle (tools/bundle.sh: this script is DIR/tools/gpu_check.sh
 # and the binaries are in DIR/bin) or from a checkout (the build in build/ or
@@ -39,11 +42,11 @@ while (($#)); do
       if [[ "$1" == --deadline ]]; then deadline_s=$2; else python=$2; fi
       shift 2 ;;
     -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    tests|parity|block|gpt|dataplane|fidelity|profile) steps+=("$1"); shift ;;
+    tests|parity|block|gpt|dataplane|fidelity|profile|kernels) steps+=("$1"); shift ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-((${#steps[@]})) || steps=(tests parity block gpt dataplane fidelity profile)
+((${#steps[@]})) || steps=(tests parity block gpt dataplane fidelity profile kernels)
 [[ "$deadline_s" =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --deadline takes seconds" >&2; exit 2; }
 deadline=$(( $(date +%s) + deadline_s ))
 
@@ -126,6 +129,8 @@ for step in "${steps[@]}"; do
     block)
       run 60 block-d256 "$bin/tandem" bench block --device cuda --python "$torchpy"
       run 60 block-d1024 "$bin/tandem" bench block --device cuda --python "$torchpy" --dim 1024 --heads 16 --seq 512 --batch 8
+      run 60 block-d1024-composed "$bin/tandem" bench block --device cuda --no-torch --attention composed --dim 1024 \
+        --heads 16 --seq 512 --batch 8
       run 60 block-d1024-bf16 "$bin/tandem" bench block --device cuda+bf16 --python "$torchpy" --dim 1024 --heads 16 --seq 512 \
         --batch 8
       run 90 block-d2048-bf16 "$bin/tandem" bench block --device cuda+bf16 --python "$torchpy" --dim 2048 --heads 16 --seq 2048 \
@@ -142,6 +147,9 @@ for step in "${steps[@]}"; do
     profile)
       run 60 profile-d1024 "$bin/tandem" bench block --device cuda --no-torch --profile --repeats 3 --dim 1024 --heads 16 \
         --seq 512 --batch 8 ;;
+    kernels)
+      run 120 kernels-gpt2-small "$bin/tandem" bench kernels --device cuda --preset gpt2-small --seq 128 --batch 4 \
+        --microbatches 1 --repeats 3 --top 30 ;;
   esac
 done
 

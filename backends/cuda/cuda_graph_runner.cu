@@ -645,8 +645,12 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node, 
   if (node.op == OpKind::kReduceMax) op = kernels::ReduceOp::kMax;
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
+  // Freed in stream order after the launch, like any value.
+  absl::StatusOr<Buffer> scratch = AllocateBytes(static_cast<int64_t>(kernels::ReduceScratchBytes(*plan.reduction)));
+  if (!scratch.ok()) return scratch.status();
   if (absl::Status s = CudaStatus(
-          kernels::LaunchReduce(op, x.f32(), out->mutable_f32(), *plan.reduction, stream), "Reduce launch");
+          kernels::LaunchReduce(op, x.f32(), out->mutable_f32(), *plan.reduction, DataOf(*scratch), stream),
+          "Reduce launch");
       !s.ok()) {
     return s;
   }

@@ -165,6 +165,13 @@ __global__ void BinaryKernel(ir::OpKind op, const float* x, const float* y, floa
   }
 }
 
+// The contiguous case of BinaryKernel: each operand either row-major over
+// the output (step 1) or one value (step 0), so no per-axis div/mod.
+__global__ void FlatBinaryKernel(ir::OpKind op, const float* x, int64_t x_step, const float* y, int64_t y_step,
+                                 float* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = ApplyBinary(op, x[i * x_step], y[i * y_step]);
+}
+
 __global__ void WhereKernel(const float* cond, const float* x, const float* y, float* out,
                             StridedMap map, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
@@ -306,30 +313,39 @@ __device__ int64_t ReducedOffset(const ReductionPlan& plan, int64_t r) {
   return offset;
 }
 
+// Output o's fold over its reduced elements [chunk * chunk_length,
+// (chunk + 1) * chunk_length) in each of `chunks` chunks, into
+// out[o * chunks + chunk] (divided by the mean's count when `mean`, which
+// only a single chunk asks for). A work item is one (outputs, chunk) pair.
 template <typename Op>
-__global__ void ReduceKernel(const float* x, float* out, ReductionPlan plan, int outputs_per_block, bool mean,
-                             Op op) {
+__global__ void ReduceKernel(const float* x, float* out, ReductionPlan plan, int outputs_per_block,
+                             int64_t chunks, int64_t chunk_length, bool mean, Op op) {
   __shared__ float scratch[kFoldThreads];
   const int lane = static_cast<int>(threadIdx.x) % outputs_per_block;
   const int t = static_cast<int>(threadIdx.x) / outputs_per_block;
   const int group = static_cast<int>(blockDim.x) / outputs_per_block;
   int64_t reduced_total = 1;
   for (int axis = 0; axis < plan.reduced_rank; ++axis) reduced_total *= plan.reduced_extents[axis];
+  const int64_t output_groups = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block;
   // The loop bound is the same for the whole block, so every thread reaches
   // every __syncthreads.
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * outputs_per_block; first < plan.num_outputs;
-       first += static_cast<int64_t>(gridDim.x) * outputs_per_block) {
-    const int64_t o = first + lane;
+  for (int64_t item = blockIdx.x; item < output_groups * chunks; item += gridDim.x) {
+    const int64_t chunk = item % chunks;
+    const int64_t o = (item / chunks) * outputs_per_block + lane;
+    const int64_t begin = chunk * chunk_length;
+    const int64_t end = begin + chunk_length < reduced_total ? begin + chunk_length : reduced_total;
     float acc = Op::kIdentity;
     if (o < plan.num_outputs) {
       int64_t base;
       OffsetsOf(plan.kept, o, &base);
-      for (int64_t r = t; r < reduced_total; r += group) acc = op(acc, x[base + ReducedOffset(plan, r)]);
+      for (int64_t r = begin + t; r < end; r += group) acc = op(acc, x[base + ReducedOffset(plan, r)]);
     }
     scratch[threadIdx.x] = acc;
     __syncthreads();
     TreeFold(scratch, lane, t, group, outputs_per_block, op);
-    if (t == 0 && o < plan.num_outputs) out[o] = mean ? scratch[lane] / plan.reduced_count : scratch[lane];
+    if (t == 0 && o < plan.num_outputs) {
+      out[o * chunks + chunk] = mean ? scratch[lane] / plan.reduced_count : scratch[lane];
+    }
     __syncthreads();
   }
 }
@@ -746,10 +762,28 @@ cudaError_t LaunchUnary(ir::OpKind op, const float* x, float* out, int64_t n, cu
   return Launch(n, stream, UnaryKernel, op, x, out, n);
 }
 
+namespace {
+// 1 when `operand` of `map` is row-major over the output, 0 when it is one
+// value broadcast everywhere, -1 otherwise.
+int64_t FlatStep(const StridedMap& map, int operand) {
+  bool row_major = true, repeated = true;
+  int64_t stride = 1;
+  for (int axis = map.rank - 1; axis >= 0; --axis) {
+    const int64_t extent = map.extents[axis], actual = map.strides[operand][axis];
+    row_major = row_major && (extent == 1 || actual == stride);
+    repeated = repeated && (extent == 1 || actual == 0);
+    stride *= extent;
+  }
+  return repeated ? 0 : row_major ? 1 : -1;
+}
+}  // namespace
+
 cudaError_t LaunchBinary(ir::OpKind op, const float* x, const float* y, float* out,
                          const StridedMap& map, cudaStream_t stream) {
   int64_t n = 1;
   for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
+  const int64_t x_step = FlatStep(map, 0), y_step = FlatStep(map, 1);
+  if (x_step >= 0 && y_step >= 0) return Launch(n, stream, FlatBinaryKernel, op, x, x_step, y, y_step, out, n);
   return Launch(n, stream, BinaryKernel, op, x, y, out, map, n);
 }
 
@@ -814,23 +848,77 @@ cudaError_t LaunchCopyRows(const void* src, int64_t src_row_stride, void* dst,
   return cudaErrorInvalidValue;
 }
 
-cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan,
-                         cudaStream_t stream) {
-  if (plan.num_outputs <= 0) return cudaSuccess;
-  int64_t reduced_total = 1;
-  for (int axis = 0; axis < plan.reduced_rank; ++axis) reduced_total *= plan.reduced_extents[axis];
+namespace {
+// A reduction of more than kReduceChunk elements per output, into fewer
+// outputs than fill the GPU, runs in two passes: each chunk of
+// kReduceChunk reduced elements is folded by a block of its own (so a full
+// reduction of 4M floats takes 64 blocks, not one), then each output's
+// chunk results are folded in chunk order. The chunk length is a constant,
+// so the order depends on the shape alone, never on the GPU.
+constexpr int64_t kReduceChunk = 65536;
+constexpr int64_t kFewOutputs = 1024;
+
+int64_t ReducedTotal(const ReductionPlan& plan) {
+  int64_t total = 1;
+  for (int axis = 0; axis < plan.reduced_rank; ++axis) total *= plan.reduced_extents[axis];
+  return total;
+}
+
+// The chunks each output's reduction is cut into: 1 for a single pass.
+int64_t ReduceChunks(const ReductionPlan& plan) {
+  const int64_t total = ReducedTotal(plan);
+  if (plan.num_outputs > kFewOutputs || total <= kReduceChunk) return 1;
+  return (total + kReduceChunk - 1) / kReduceChunk;
+}
+
+template <typename Op>
+cudaError_t LaunchReducePass(const float* x, float* out, const ReductionPlan& plan, int64_t chunks,
+                             int64_t chunk_length, bool mean, Op op, cudaStream_t stream) {
+  const int64_t reduced = chunks > 1 ? chunk_length : ReducedTotal(plan);
   const bool outputs_adjacent = plan.kept.rank > 0 && plan.kept.strides[0][plan.kept.rank - 1] == 1;
   const bool reduced_adjacent = plan.reduced_rank > 0 && plan.reduced_strides[plan.reduced_rank - 1] == 1;
-  const int outputs_per_block = (outputs_adjacent && !reduced_adjacent) || reduced_total < kFoldThreads ? 32 : 1;
-  const int64_t blocks = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block;
+  const int outputs_per_block = (outputs_adjacent && !reduced_adjacent) || reduced < kFoldThreads ? 32 : 1;
+  const int64_t blocks = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block * chunks;
   const unsigned grid = static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-  if (op == ReduceOp::kMax) {
-    TANDEM_LAUNCH(ReduceKernel, grid, kFoldThreads, 0, stream)(x, out, plan, outputs_per_block, false, MaxOp());
-  } else {
-    TANDEM_LAUNCH(ReduceKernel, grid, kFoldThreads, 0, stream)(x, out, plan, outputs_per_block, op == ReduceOp::kMean,
-                                                     AddOp());
-  }
+  TANDEM_LAUNCH(ReduceKernel, grid, kFoldThreads, 0, stream)(x, out, plan, outputs_per_block, chunks, chunk_length,
+                                                           mean, op);
   return cudaGetLastError();
+}
+
+template <typename Op>
+cudaError_t ReduceInPasses(const float* x, float* out, const ReductionPlan& plan, bool mean, Op op, void* scratch,
+                           cudaStream_t stream) {
+  const int64_t chunks = ReduceChunks(plan);
+  if (chunks == 1) return LaunchReducePass(x, out, plan, 1, ReducedTotal(plan), mean, op, stream);
+  float* partials = static_cast<float*>(scratch);  // [num_outputs, chunks]
+  if (cudaError_t error = LaunchReducePass(x, partials, plan, chunks, kReduceChunk, false, op, stream);
+      error != cudaSuccess) {
+    return error;
+  }
+  ReductionPlan second;
+  second.num_outputs = plan.num_outputs;
+  second.kept.rank = 1;
+  second.kept.num_operands = 1;
+  second.kept.extents[0] = plan.num_outputs;
+  second.kept.strides[0][0] = chunks;
+  second.reduced_rank = 1;
+  second.reduced_extents[0] = chunks;
+  second.reduced_strides[0] = 1;
+  second.reduced_count = plan.reduced_count;
+  return LaunchReducePass(partials, out, second, 1, chunks, mean, op, stream);
+}
+}  // namespace
+
+size_t ReduceScratchBytes(const ReductionPlan& plan) {
+  const int64_t chunks = ReduceChunks(plan);
+  return chunks == 1 ? 0 : static_cast<size_t>(plan.num_outputs * chunks) * sizeof(float);
+}
+
+cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan, void* scratch,
+                         cudaStream_t stream) {
+  if (plan.num_outputs <= 0) return cudaSuccess;
+  if (op == ReduceOp::kMax) return ReduceInPasses(x, out, plan, false, MaxOp(), scratch, stream);
+  return ReduceInPasses(x, out, plan, op == ReduceOp::kMean, AddOp(), scratch, stream);
 }
 
 cudaError_t LaunchRows(RowOp op, const float* x, const float* dy, float* out, int64_t rows,

@@ -123,7 +123,14 @@ cudaError_t LaunchCopyRows(const void* src, int64_t src_row_stride, void* dst,
                            int64_t dst_row_stride, int64_t rows, int64_t row_length,
                            int element_size, cudaStream_t stream);
 
-cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan,
+// A few outputs over many elements (a full reduction: the loss's mean, a
+// gradient's squared norm) take two passes, each output's elements cut into
+// chunks of a fixed length folded by blocks of their own, then the chunks'
+// results folded in order; the partial results live in `scratch`:
+// ReduceScratchBytes(plan) bytes of device memory (0: one pass, scratch
+// unused), free until the launch's work is done.
+size_t ReduceScratchBytes(const ReductionPlan& plan);
+cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan, void* scratch,
                          cudaStream_t stream);
 
 // x (or y) and dy are [rows, length]; dy is unused by softmax/log_softmax.

@@ -368,14 +368,31 @@ ReductionPlan PlanOf(const ir::Shape& shape, const std::vector<int64_t>& axes) {
   return plan;
 }
 
+TEST(CudaKernelsOnCpu, FewOutputsOfManyElementsAreReducedInChunksOfAFixedLength) {
+  // 65536 elements a chunk, whatever the GPU: 300000 -> 5 chunks; 3 rows of
+  // 140000 -> 3 x 3; one chunk or many outputs -> one pass, no scratch.
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({300000}, {0})), 5 * sizeof(float));
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({3, 140000}, {1})), 9 * sizeof(float));
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({65536}, {0})), 0u);
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({2000, 70000}, {1})), 0u);
+}
+
 TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
   struct Case {
     ir::Shape shape;
     std::vector<int64_t> axes;
   };
   // Rows longer than a block (one output a block), columns (32 neighbouring
-  // outputs a block, the last block partial), two separated axes, all axes.
-  for (const Case& c : std::vector<Case>{{{2, 3, 300}, {2}}, {{600, 70}, {0}}, {{5, 33, 7}, {0, 2}}, {{37}, {0}}}) {
+  // outputs a block, the last block partial), two separated axes, all axes;
+  // and reductions past one chunk into few outputs, which take two passes
+  // (the whole of 140000 elements, rows of 70000, columns of 66000).
+  for (const Case& c : std::vector<Case>{{{2, 3, 300}, {2}},
+                                         {{600, 70}, {0}},
+                                         {{5, 33, 7}, {0, 2}},
+                                         {{37}, {0}},
+                                         {{140000}, {0}},
+                                         {{2, 70000}, {1}},
+                                         {{66000, 2}, {0}}}) {
     HostTensor x = Random(c.shape, -1, 1, 11);
     std::vector<double> scale;  // a sum's error bound scales with the sum of |x|
     {
@@ -390,8 +407,9 @@ TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
              {ReduceOp::kSum, OpKind::kReduceSum}, {ReduceOp::kMean, OpKind::kReduceMean},
              {ReduceOp::kMax, OpKind::kReduceMax}}) {
       const HostTensor expected = Reference(kind, {x}, {{"axes", c.axes}, {"keep_dims", int64_t{0}}});
+      std::vector<float> scratch(ReduceScratchBytes(plan) / sizeof(float));
       const HostTensor actual = RunTwice(expected.type(), [&](HostTensor& out) {
-        return LaunchReduce(op, x.f32(), out.f32(), plan, kStream);
+        return LaunchReduce(op, x.f32(), out.f32(), plan, scratch.data(), kStream);
       });
       if (op == ReduceOp::kMax) {
         ExpectSameBits(actual, expected, absl::StrCat("reduce_max ", what));
