@@ -8,8 +8,10 @@
 // subnormal; ids uniform over the range their op accepts), warmed up once,
 // and its median over --repeats is reported with how often the step runs
 // it: the table is sorted by the kernel's time per step, so its first rows
-// are what to make faster. Bytes moved are the operands read and the result
-// written once (a lower bound); a matmul's flops are 2 per multiply-add.
+// are what to make faster. Bytes and flops are the op's cost rule's
+// (ir/op_def.h: as XLA's HloCostAnalysis counts them; bytes read and
+// written once, a lower bound); a matmul's rate is its FLOP/s, the others'
+// their bytes per second.
 // On a GPU the achieved rate is also a share of the device's peak
 // (Device::Peak), and each kernel's time on the CPU backend is beside it.
 //
@@ -41,6 +43,7 @@
 #include "ir/host_tensor.h"
 #include "ir/initial_state.h"
 #include "ir/op.h"
+#include "ir/op_def.h"
 #include "ir/verifier.h"
 #include "schedules/json_text.h"
 #include "tools/cli/bench_support.h"
@@ -68,8 +71,8 @@ struct Kernel {
   std::string signature;   // "f32[256,768], f32[2304,768] -> f32[256,2304]"
   std::string where;       // the phases it runs in: F, I, W, U, and A for accumulation
   int64_t count = 0;       // runs per step
-  int64_t bytes = 0;       // operands read and result written, once
-  double flops = 0;        // multiply-adds times 2 (matmul); 0 for the others
+  ir::OpCost cost;         // its cost rule's flops, transcendentals and bytes (ir/op_def.h)
+  bool compute_bound = false;  // a matmul: its rate is FLOP/s, the others' bytes/s
   double ms = 0;           // on the device, median of the repeats
   std::optional<double> cpu_ms;  // the CPU backend's, beside a GPU's
   double step_ms() const { return static_cast<double>(count) * ms; }
@@ -82,16 +85,6 @@ std::string AttributesText(const ir::Attributes& attributes) {
     parts.push_back(absl::StrCat(name, "=", ir::AttributeValueToString(value)));
   }
   return absl::StrCat(" {", absl::StrJoin(parts, ","), "}");
-}
-
-// 2 flops per multiply-add: each result element of a matmul sums K
-// products, K being the contracted extent of its first operand.
-double MatmulFlops(const ir::Node& node, const std::vector<ir::TensorType>& operands) {
-  const ir::Shape& a = operands.at(0).shape;
-  if (a.size() < 2) return 0;
-  const bool transpose_a = node.attributes.GetIntOr("transpose_a", 0) != 0;
-  const int64_t k = transpose_a ? a[a.size() - 2] : a.back();
-  return 2.0 * static_cast<double>(node.type.num_elements()) * static_cast<double>(k);
 }
 
 // The step's kernels, each with its count per step, in first-seen order.
@@ -143,9 +136,8 @@ class KernelCatalogue {
       for (size_t i = 0; i < operands.size(); ++i) kernel.node.operands.push_back(static_cast<ir::ValueId>(i));
       kernel.op = op;
       kernel.signature = signature;
-      kernel.bytes = node.type.num_bytes();
-      for (const ir::TensorType& type : operands) kernel.bytes += type.num_bytes();
-      if (node.op == ir::OpKind::kMatMul) kernel.flops = MatmulFlops(node, operands);
+      kernel.cost = ir::NodeCost(node, operands);
+      kernel.compute_bound = ir::Def(node.op).family == ir::OpFamily::kMatMul;
       kernel.operands = std::move(operands);
       kernels_.push_back(std::move(kernel));
     }
@@ -289,12 +281,12 @@ std::string Rate(double per_second, const char* unit) {
 std::optional<double> PeakShare(const Kernel& kernel, const std::optional<backends::PeakRates>& peak) {
   if (!peak || kernel.ms <= 0) return std::nullopt;
   const double seconds = kernel.ms / 1e3;
-  if (kernel.flops > 0) {
+  if (kernel.compute_bound) {
     if (peak->matmul_flops_per_second <= 0) return std::nullopt;
-    return kernel.flops / seconds / peak->matmul_flops_per_second;
+    return kernel.cost.flops / seconds / peak->matmul_flops_per_second;
   }
   if (peak->memory_bytes_per_second <= 0) return std::nullopt;
-  return static_cast<double>(kernel.bytes) / seconds / peak->memory_bytes_per_second;
+  return kernel.cost.bytes / seconds / peak->memory_bytes_per_second;
 }
 
 void PrintKernels(const KernelsBenchOptions& options, const examples::ExampleJob& job, const std::string& device,
@@ -332,10 +324,11 @@ void PrintKernels(const KernelsBenchOptions& options, const examples::ExampleJob
           {"ms", kernel.ms},
           {"step_ms", kernel.step_ms()},
           {"share", total_ms > 0 ? kernel.step_ms() / total_ms : 0.0},
-          {"bytes", kernel.bytes},
-          {"bytes_per_second", seconds > 0 ? static_cast<double>(kernel.bytes) / seconds : 0.0},
-          {"flops", kernel.flops},
-          {"flops_per_second", seconds > 0 ? kernel.flops / seconds : 0.0},
+          {"bytes", kernel.cost.bytes},
+          {"bytes_per_second", seconds > 0 ? kernel.cost.bytes / seconds : 0.0},
+          {"flops", kernel.cost.flops},
+          {"flops_per_second", seconds > 0 ? kernel.cost.flops / seconds : 0.0},
+          {"transcendentals", kernel.cost.transcendentals},
           {"peak_share", share ? nlohmann::ordered_json(*share) : nullptr},
           {"cpu_ms", kernel.cpu_ms ? nlohmann::ordered_json(*kernel.cpu_ms) : nullptr},
       });
@@ -359,13 +352,13 @@ void PrintKernels(const KernelsBenchOptions& options, const examples::ExampleJob
   for (size_t i = 0; i < shown; ++i) {
     const Kernel& kernel = kernels[i];
     const double seconds = kernel.ms / 1e3;
-    const std::string rate = seconds <= 0         ? "-"
-                             : kernel.flops > 0   ? Rate(kernel.flops / seconds, "FLOP/s")
-                                                  : Rate(static_cast<double>(kernel.bytes) / seconds, "B/s");
+    const std::string rate = seconds <= 0            ? "-"
+                             : kernel.compute_bound ? Rate(kernel.cost.flops / seconds, "FLOP/s")
+                                                    : Rate(kernel.cost.bytes / seconds, "B/s");
     const std::optional<double> share = PeakShare(kernel, peak);
-    out << absl::StrFormat("  %5.1f%% %5s %10.3f %10.4f %6d %11d %14s %6s%s  %s (%s)\n",
+    out << absl::StrFormat("  %5.1f%% %5s %10.3f %10.4f %6d %11.0f %14s %6s%s  %s (%s)\n",
                            total_ms > 0 ? 100.0 * kernel.step_ms() / total_ms : 0.0, kernel.where, kernel.step_ms(),
-                           kernel.ms, kernel.count, kernel.bytes, rate,
+                           kernel.ms, kernel.count, kernel.cost.bytes, rate,
                            share ? absl::StrFormat("%.0f%%", 100.0 * *share) : "-",
                            beside_cpu ? absl::StrFormat(" %10.4f", kernel.cpu_ms.value_or(0)) : "", kernel.op,
                            kernel.signature);

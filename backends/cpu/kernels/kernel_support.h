@@ -27,7 +27,10 @@
 // operations per element in the same order (the kernels are built with
 // -ffp-contract=off, so no width contracts a multiply and an add into an
 // FMA), so every host computes the same bits at its own speed.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// Not under the sanitizers: an ifunc's resolver runs while the program is
+// relocated, before their runtimes start, and crashes in their hooks.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define TANDEM_KERNEL_CLONES __attribute__((flatten, target_clones("avx512f", "avx2", "default")))
 #else
 #define TANDEM_KERNEL_CLONES

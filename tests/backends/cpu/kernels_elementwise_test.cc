@@ -201,18 +201,24 @@ TEST(BinaryKernels, BroadcastBothOperandsAndScalars) {
   EXPECT_THAT(Values(Evaluate(ir::OpKind::kMul, F32({}), {}, {&scalar, &other})), ElementsAre(6.0f));
 }
 
+// NumPy's broadcast of two shapes (both broadcastable).
+ir::Shape BroadcastShape(const ir::Shape& a_shape, const ir::Shape& b_shape) {
+  ir::Shape out_shape(std::max(a_shape.size(), b_shape.size()));
+  for (size_t i = 0; i < out_shape.size(); ++i) {
+    const size_t from_end = out_shape.size() - 1 - i;
+    const int64_t ea = from_end < a_shape.size() ? a_shape[a_shape.size() - 1 - from_end] : 1;
+    const int64_t eb = from_end < b_shape.size() ? b_shape[b_shape.size() - 1 - from_end] : 1;
+    out_shape[i] = std::max(ea, eb);
+  }
+  return out_shape;
+}
+
 TEST(BinaryKernels, GeneralBroadcastMatchesNaiveIndexing) {
   const std::vector<std::pair<ir::Shape, ir::Shape>> cases = {
       {{2, 1, 3}, {4, 1}}, {{3, 1, 5, 1}, {4, 1, 2}}, {{1, 4, 1}, {2, 1, 1, 6}}, {{5}, {3, 1}}};
   uint32_t seed = 1;
   for (const auto& [a_shape, b_shape] : cases) {
-    ir::Shape out_shape(std::max(a_shape.size(), b_shape.size()));
-    for (size_t i = 0; i < out_shape.size(); ++i) {
-      const size_t from_end = out_shape.size() - 1 - i;
-      const int64_t ea = from_end < a_shape.size() ? a_shape[a_shape.size() - 1 - from_end] : 1;
-      const int64_t eb = from_end < b_shape.size() ? b_shape[b_shape.size() - 1 - from_end] : 1;
-      out_shape[i] = std::max(ea, eb);
-    }
+    const ir::Shape out_shape = BroadcastShape(a_shape, b_shape);
     ir::HostTensor a = RandomTensor(a_shape, seed++);
     ir::HostTensor b = RandomTensor(b_shape, seed++);
     ir::HostTensor out = Evaluate(ir::OpKind::kSub, F32(out_shape), {}, {&a, &b});
@@ -235,13 +241,7 @@ TEST(BinaryKernels, BroadcastsCutIntoPiecesOnSeveralThreadsMatchNaiveIndexing) {
   cpu::KernelThreads threads(2);
   uint32_t seed = 11;
   for (const auto& [a_shape, b_shape] : cases) {
-    ir::Shape out_shape(std::max(a_shape.size(), b_shape.size()));
-    for (size_t i = 0; i < out_shape.size(); ++i) {
-      const size_t from_end = out_shape.size() - 1 - i;
-      const int64_t ea = from_end < a_shape.size() ? a_shape[a_shape.size() - 1 - from_end] : 1;
-      const int64_t eb = from_end < b_shape.size() ? b_shape[b_shape.size() - 1 - from_end] : 1;
-      out_shape[i] = std::max(ea, eb);
-    }
+    const ir::Shape out_shape = BroadcastShape(a_shape, b_shape);
     ir::HostTensor a = RandomTensor(a_shape, seed++);
     ir::HostTensor b = RandomTensor(b_shape, seed++);
     ir::HostTensor condition = RandomTensor(out_shape, seed++);
