@@ -191,6 +191,15 @@ TEST_F(BadInput, ABenchmarkWithoutThePythonEnvironmentNamesTheCommandThatMakesIt
   EXPECT_THAT(run.out, HasSubstr("bit-identical at every thread count: yes"));
 }
 
+// bench step's own model (d=256, 8 heads) fills only what neither the
+// flags nor a preset say: --preset gpt2-small keeps its width and heads.
+TEST_F(BadInput, ABenchmarksPresetKeepsItsSizes) {
+  Finished run = RunCapped({"bench", "step", "--preset", "gpt2-small", "--layers", "1", "--seq", "8", "--batch", "1",
+                            "--vocab", "128", "--microbatches", "1", "--threads", "1", "--repeats", "1", "--no-torch"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("gpt: 1 layers, d=768, 12 heads, seq 8, vocab 128, batch 1 x 1 microbatches"));
+}
+
 TEST_F(BadInput, EvalNeedsALanguageModelAndItsParameters) {
   Finished nothing = RunCapped({"eval", "--batches", "4"});
   EXPECT_EQ(nothing.exit_code, 2) << nothing.err;

@@ -94,6 +94,15 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
     err << "tandem bench step: the PyTorch side is the example GPT's; --model must be gpt\n";
     return 2;
   }
+  if (options.model.preset.empty()) {
+    // Without a preset, the benchmark's own GPT (4 layers, d=256, 8 heads,
+    // seq 64, batch 4) under the sizes given; a preset's sizes are its own.
+    options.model.layers = options.model.layers.value_or(4);
+    options.model.dim = options.model.dim.value_or(256);
+    options.model.heads = options.model.heads.value_or(8);
+    options.model.seq = options.model.seq.value_or(64);
+    options.model.batch = options.model.batch.value_or(4);
+  }
   absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(options.model);
   if (!job.ok()) {
     err << "tandem bench step: " << job.status().message() << "\n";
@@ -130,8 +139,8 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
     } else {
       measured->torch = RunTorchScript(
           options.python, options.torch_script,
-          absl::StrCat("--dim ", dim, " --heads ", options.model.heads.value_or(4), " --seq ", seq, " --batch ",
-                       job->microbatch_size, " --layers ", options.model.layers.value_or(4), " --microbatches ",
+          absl::StrCat("--dim ", dim, " --heads ", job->gpt->num_heads, " --seq ", seq, " --batch ",
+                       job->microbatch_size, " --layers ", job->gpt->num_layers, " --microbatches ",
                        options.model.microbatches, " --vocab ", vocab, " --threads ", threads, " --repeats ",
                        options.repeats));
     }
@@ -188,14 +197,9 @@ void AddStepBench(CommandLine& command_line, CLI::App& bench) {
       "Times one training step of the example GPT (forward and backward of every microbatch, one Adam update) on "
       "the reference interpreter at each --threads count, next to the same step in PyTorch on the CPU with the "
       "same thread count, and checks that the step's losses and updated state are bit-identical at every count. "
-      "Exits 1 if they are not.");
+      "Exits 1 if they are not. The model: 4 layers, d=256, 8 heads, seq 64, batch 4 x 4 microbatches unless the "
+      "options say otherwise; a --preset brings its own sizes (e.g. --preset gpt2-small --seq 64 --batch 4).");
   auto options = std::make_shared<StepBenchOptions>();
-  options->model.dim = 256;
-  options->model.heads = 8;
-  options->model.seq = 64;
-  options->model.batch = 4;
-  options->model.layers = 4;
-  options->model.microbatches = 4;
   AddModelOptions(*command, options->model);
   command->add_option("--threads", options->threads, "kernel thread counts, e.g. 1,2 (default: 1 and every core)")
       ->delimiter(',')
