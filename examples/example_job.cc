@@ -17,6 +17,7 @@
 #include "examples/models/mlp.h"
 #include "examples/models/two_tower.h"
 #include "ir/limits.h"
+#include "ir/op_def.h"
 #include "ir/trace.h"
 
 namespace tandem::examples {
@@ -438,6 +439,65 @@ absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options) {
   if (options.model == "two-tower") return MakeTwoTowerJob(options, basis);
   return absl::InvalidArgumentError(
       absl::StrCat("unknown model '", options.model, "' (expected gpt, llama, mlp or two-tower)"));
+}
+
+}  // namespace tandem::examples
+
+namespace tandem::examples {
+
+absl::StatusOr<std::vector<int32_t>> CostBalancedLayerStages(const ExampleJobOptions& options, int32_t stages) {
+  // One stage per layer: each stage's flops are then its layer's, plus the
+  // embeddings on the first and the head and loss on the last.
+  ExampleJobOptions per_layer = options;
+  per_layer.stages = 1;
+  absl::StatusOr<ExampleJob> whole = MakeExampleJob(per_layer);
+  if (!whole.ok()) return whole.status();
+  if (!whole->gpt && !whole->llama) {
+    return absl::InvalidArgumentError(absl::StrCat("a cost-balanced split is for gpt and llama, not ", options.model));
+  }
+  const int32_t layers = static_cast<int32_t>(whole->gpt ? whole->gpt->num_layers : whole->llama->num_layers);
+  if (layers < stages || stages < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(layers, " layers cannot fill ", stages, " stages"));
+  }
+  per_layer.stages = layers;
+  per_layer.layer_stages.resize(static_cast<size_t>(layers));
+  for (int32_t l = 0; l < layers; ++l) per_layer.layer_stages[static_cast<size_t>(l)] = l;
+  absl::StatusOr<ExampleJob> split = MakeExampleJob(per_layer);
+  if (!split.ok()) return split.status();
+  const ir::Graph& graph = split->step.microbatch;
+  std::vector<double> cost(static_cast<size_t>(layers), 0.0);
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.op == ir::OpKind::kInput || node.stage < 0 || node.stage >= layers) continue;
+    std::vector<ir::TensorType> operands;
+    for (ir::ValueId operand : node.operands) operands.push_back(graph.type(operand));
+    cost[static_cast<size_t>(node.stage)] += ir::NodeCost(node, operands).flops;
+  }
+  // The linear partition: best[s][l] = the least possible largest stage cost
+  // of layers [0, l) on s stages; cut[s][l] = where its last stage begins.
+  std::vector<double> prefix(static_cast<size_t>(layers) + 1, 0.0);
+  for (int32_t l = 0; l < layers; ++l) prefix[l + 1] = prefix[l] + cost[l];
+  const double infinity = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(layers + 1, infinity));
+  std::vector<std::vector<int32_t>> cut(stages + 1, std::vector<int32_t>(layers + 1, 0));
+  best[0][0] = 0.0;
+  for (int32_t s = 1; s <= stages; ++s) {
+    for (int32_t l = s; l <= layers; ++l) {
+      for (int32_t begin = s - 1; begin < l; ++begin) {
+        const double largest = std::max(best[s - 1][begin], prefix[l] - prefix[begin]);
+        if (largest < best[s][l]) {
+          best[s][l] = largest;
+          cut[s][l] = begin;
+        }
+      }
+    }
+  }
+  std::vector<int32_t> layer_stages(static_cast<size_t>(layers));
+  for (int32_t s = stages, end = layers; s >= 1; --s) {
+    const int32_t begin = cut[s][end];
+    for (int32_t l = begin; l < end; ++l) layer_stages[static_cast<size_t>(l)] = s - 1;
+    end = begin;
+  }
+  return layer_stages;
 }
 
 }  // namespace tandem::examples

@@ -133,6 +133,17 @@ struct ExampleJob {
 // before anything is allocated.
 absl::StatusOr<ExampleJob> MakeExampleJob(const ExampleJobOptions& options);
 
+// A stage for each layer (ExampleJobOptions::layer_stages) that splits the
+// model's layers over `stages` so that the most expensive stage costs as
+// little as it can, by the op table's static cost (ir::NodeCost flops of
+// the forward and backward of one microbatch): the first stage's share
+// includes the embeddings, the last's the head and the loss, so a model
+// with a wide head puts fewer layers on its last stage than an even split
+// does. Each stage gets at least one layer. For gpt and llama; the errors
+// of MakeExampleJob, and InvalidArgument for another model or fewer layers
+// than stages.
+absl::StatusOr<std::vector<int32_t>> CostBalancedLayerStages(const ExampleJobOptions& options, int32_t stages);
+
 // A two-tower's layers, both towers' and the head's, as `options` (and the
 // defaults for what they leave unset) make it.
 int64_t TwoTowerLayerCount(const ExampleJobOptions& options);

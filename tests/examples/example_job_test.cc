@@ -325,3 +325,49 @@ TEST(LlamaJob, GroupedQueryAttentionSharesEachKvProjectionAmongItsHeads) {
 
 }  // namespace
 }  // namespace tandem::examples
+
+namespace tandem::examples {
+namespace {
+
+// GPT-2's width and vocabulary on 4 layers: the head and the loss cost
+// about as much as 5 blocks, so the last stage of 2 gets 1 layer.
+TEST(CostBalancedLayerStages, AWideHeadLeavesTheLastStageFewerLayers) {
+  ExampleJobOptions options;
+  options.model = "gpt";
+  options.preset = "gpt2-small";
+  options.layers = 4;
+  options.seq = 64;
+  options.batch = 2;
+  absl::StatusOr<std::vector<int32_t>> stages = CostBalancedLayerStages(options, 2);
+  ASSERT_TRUE(stages.ok()) << stages.status();
+  EXPECT_THAT(*stages, ::testing::ElementsAre(0, 0, 0, 1));
+}
+
+TEST(CostBalancedLayerStages, LayersOfEqualCostWithASmallHeadSplitEvenly) {
+  ExampleJobOptions options;
+  options.model = "llama";
+  options.layers = 4;
+  options.dim = 64;
+  options.heads = 4;
+  options.vocab = 86;
+  absl::StatusOr<std::vector<int32_t>> stages = CostBalancedLayerStages(options, 4);
+  ASSERT_TRUE(stages.ok()) << stages.status();
+  EXPECT_THAT(*stages, ::testing::ElementsAre(0, 1, 2, 3));
+  stages = CostBalancedLayerStages(options, 2);
+  ASSERT_TRUE(stages.ok()) << stages.status();
+  EXPECT_THAT(*stages, ::testing::ElementsAre(0, 0, 1, 1));
+}
+
+TEST(CostBalancedLayerStages, FewerLayersThanStagesOrAnotherModelIsRefused) {
+  ExampleJobOptions options;
+  options.model = "gpt";
+  options.layers = 2;
+  EXPECT_THAT(CostBalancedLayerStages(options, 3).status().message(),
+              ::testing::HasSubstr("2 layers cannot fill 3 stages"));
+  options.model = "mlp";
+  EXPECT_THAT(CostBalancedLayerStages(options, 2).status().message(),
+              ::testing::HasSubstr("a cost-balanced split is for gpt and llama, not mlp"));
+}
+
+}  // namespace
+}  // namespace tandem::examples

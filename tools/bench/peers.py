@@ -206,6 +206,14 @@ def pipelining_rank(rank, args, port, out_dir):
     name, per_rank = SCHEDULES[args.schedule]
     stages_total = args.actors * per_rank
     bounds = layer_split(layers_of(config), stages_total)
+    if per_rank == 1 and args.stage_layers:
+        # One stage per process: the split Tandem's pipeline uses.
+        counts = [int(n) for n in args.stage_layers.split(",")]
+        if len(counts) != stages_total or sum(counts) != layers_of(config):
+            raise ValueError(f"--stage-layers {args.stage_layers} does not split {layers_of(config)} layers "
+                             f"over {stages_total} stages")
+        starts = [sum(counts[:s]) for s in range(stages_total)]
+        bounds = [(start, start + n) for start, n in zip(starts, counts)]
     if per_rank == 1:
         mine = [rank]
     elif args.schedule == "zbv-zero-bubble":
@@ -391,6 +399,9 @@ def main():
     parser.add_argument("--model", required=True, help="the Hugging Face directory of the initial parameters")
     parser.add_argument("--batch", required=True, help="safetensors of tokens and labels [M, B, T]")
     parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--stage-layers", default="",
+                        help="layers per stage, e.g. 9,3, for schedules of one stage per process "
+                             "(default: as even as possible)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--lr", type=float, default=3e-3)

@@ -224,7 +224,8 @@ Measured TandemPipelined(const examples::ExampleJob& job, const std::vector<ir::
 }
 
 Measured Peer(const PeersBenchOptions& options, const std::string& peer, const std::string& schedule,
-              const std::string& model_dir, const std::string& batch, int32_t actors, int threads) {
+              const std::string& model_dir, const std::string& batch, int32_t actors,
+              const std::vector<int32_t>& stage_layers, int threads) {
   const bool pipelined = peer == "pipelining";
   Measured measured;
   measured.kind = pipelined ? "pipelined" : "single";
@@ -234,7 +235,8 @@ Measured Peer(const PeersBenchOptions& options, const std::string& peer, const s
                                       : "torch.compile";
   const std::string args =
       absl::StrCat("--peer ", peer, " --schedule ", schedule, " --model ", model_dir, " --batch ", batch,
-                   " --actors ", actors, " --threads ", threads, " --steps ", options.steps);
+                   " --actors ", actors, " --stage-layers ", absl::StrJoin(stage_layers, ","), " --threads ", threads,
+                   " --steps ", options.steps);
   const ScriptReply reply = RunPythonScript(options.python, options.script, args);
   if (!reply.error.empty()) {
     measured.error = reply.error;
@@ -267,6 +269,16 @@ int RunPeersBench(const PeersBenchOptions& options, std::ostream& out, std::ostr
     single_options.stages = 1;
     examples::ExampleJobOptions pipelined_options = row.model;
     pipelined_options.stages = row.actors;
+    // Every pipeline, Tandem's and PyTorch's, splits the layers so that its
+    // stages cost alike (the last one holds the head and the loss).
+    absl::StatusOr<std::vector<int32_t>> balanced = examples::CostBalancedLayerStages(row.model, row.actors);
+    if (!balanced.ok()) {
+      err << "tandem bench peers: " << row.name << ": " << balanced.status().message() << "\n";
+      return 1;
+    }
+    pipelined_options.layer_stages = *balanced;
+    std::vector<int32_t> stage_layers(static_cast<size_t>(row.actors), 0);
+    for (int32_t stage : *balanced) ++stage_layers[static_cast<size_t>(stage)];
     absl::StatusOr<examples::ExampleJob> single = examples::MakeExampleJob(single_options);
     if (!single.ok()) {
       err << "tandem bench peers: " << row.name << ": " << single.status().message() << "\n";
@@ -304,11 +316,11 @@ int RunPeersBench(const PeersBenchOptions& options, std::ostream& out, std::ostr
     measured.push_back(TandemPipelined(*pipelined, *batch, row.actors, threads, options.steps));
     for (const std::string& peer : options.peers) {
       if (peer != "pipelining") {
-        measured.push_back(Peer(options, peer, "1f1b", model_dir, batch_file, row.actors, threads));
+        measured.push_back(Peer(options, peer, "1f1b", model_dir, batch_file, row.actors, stage_layers, threads));
         continue;
       }
       for (const std::string& schedule : options.schedules) {
-        measured.push_back(Peer(options, peer, schedule, model_dir, batch_file, row.actors, threads));
+        measured.push_back(Peer(options, peer, schedule, model_dir, batch_file, row.actors, stage_layers, threads));
       }
     }
     const Measured& tandem_single = measured[0];
@@ -318,7 +330,8 @@ int RunPeersBench(const PeersBenchOptions& options, std::ostream& out, std::ostr
     nlohmann::ordered_json json_systems = nlohmann::ordered_json::array();
     if (!options.json) {
       out << "\n" << row.name << ": " << single->description << "; pipelined over " << row.actors
-          << " stages; " << tandem_single.parameters << " parameters\n";
+          << " stages of " << absl::StrJoin(stage_layers, ", ") << " layers (balanced by cost); "
+          << tandem_single.parameters << " parameters\n";
       out << absl::StrFormat("  %-52s %10s %10s %14s %9s %12s %s\n", "system", "step ms", "tokens/s",
                              "peak MB/proc", "vs tandem", "first loss", "version");
     }
@@ -355,6 +368,7 @@ int RunPeersBench(const PeersBenchOptions& options, std::ostream& out, std::ostr
     json_rows.push_back({{"row", row.name},
                          {"description", single->description},
                          {"actors", row.actors},
+                         {"stage_layers", stage_layers},
                          {"tokens_per_step", tokens},
                          {"parameters", tandem_single.parameters},
                          {"systems", json_systems}});
