@@ -27,7 +27,7 @@ declare -A may_use=(
   [rpc]="rpc/ ir/"
   [actor]="actor/ backends/ ir/ rpc/"
   [controller]="controller/ ir/ schedules/ rpc/ backends/cpu/interpreter.h backends/cpu/kernel_threads.h tandem/tandem.h"
-  [examples]="examples/ tandem/ backends/cpu/interpreter.h ir/initial_state.h ir/host_tensor.h ir/layers.h ir/optimizers.h ir/trace.h ir/tracer.h ir/graph.h ir/limits.h ir/train_step.h ir/single_update.h ir/state_file.h ir/errno_status.h ir/read_file.h ir/safetensors.h ir/state_source.h ir/excerpt.h"
+  [examples]="examples/ tandem/ backends/cpu/interpreter.h ir/initial_state.h ir/host_tensor.h ir/layers.h ir/optimizers.h ir/trace.h ir/tracer.h ir/graph.h ir/limits.h ir/train_step.h ir/single_update.h ir/state_file.h ir/errno_status.h ir/read_file.h ir/safetensors.h ir/state_source.h ir/excerpt.h ir/op_def.h"
   [python_stub]="python_stub/ tandem/ controller/ examples/ backends/ ir/ schedules/"
 )
 
