@@ -1,7 +1,6 @@
 #include "examples/models/llama.h"
 
 #include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "examples/models/layer_stages.h"
