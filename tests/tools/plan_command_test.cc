@@ -123,9 +123,14 @@ TEST_F(PlanCommand, APlannedGptWithAWideHeadTrainsBitIdenticalWithinTheCap) {
   absl::StatusOr<schedules::Plan> written = schedules::ParsePlanFile(ReadFile(plan_path));
   ASSERT_TRUE(written.ok()) << written.status();
   EXPECT_EQ(written->memory_source, schedules::MemorySource::kCompiledProgram);
-  // The head outweighs a block: the last stage holds fewer blocks.
-  EXPECT_LT(written->stages[1].end_segment - written->stages[1].first_segment,
-            written->stages[0].end_segment - written->stages[0].first_segment);
+  // Where the cut falls depends on measured times (a loaded machine can move it; the cut before a heavy head
+  // is checked from a cost file above): here, only that the two stages cover the four segments in order.
+  ASSERT_EQ(written->stages.size(), 2u);
+  EXPECT_EQ(written->stages[0].first_segment, 0);
+  EXPECT_EQ(written->stages[0].end_segment, written->stages[1].first_segment);
+  EXPECT_GT(written->stages[1].first_segment, 0);
+  EXPECT_LT(written->stages[1].first_segment, 4);
+  EXPECT_EQ(written->stages[1].end_segment, 4);
 
   std::vector<std::string> train_args = {"train", "--plan", plan_path, "--steps", "2", "--verify", "--log-every", "1"};
   train_args.insert(train_args.end(), model.begin(), model.end());
