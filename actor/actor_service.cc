@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/errno_status.h"
+#include "ir/fault_point.h"
 #include "ir/limits.h"
 #include "kj/vector.h"
 #include "rpc/capnp_text.h"
@@ -258,6 +259,7 @@ kj::Promise<void> ActorService::runStep(RunStepContext context) {
   kj::Promise<void> done = OnCompute(
       [this, step, hash, reply, program = *std::move(program), inputs = *std::move(inputs)]() mutable {
         if (!BeginRunning()) return absl::AbortedError(absl::StrCat(Name(), " is shutting down"));
+        ir::FaultOnceAtStep(transport_.actor(), static_cast<int64_t>(step));  // TANDEM_FAULT, tests only
         absl::Status status = UseProgram(hash, program);
         if (status.ok()) {
           absl::StatusOr<ir::StepOutputs> outputs =

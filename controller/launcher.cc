@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/state_file.h"
@@ -27,6 +28,21 @@ std::string RefusalCounts::Describe() const {
   }
   return absl::StrJoin(parts, " and ");
 }
+
+namespace {
+
+constexpr absl::string_view kActorLostPayload = "tandem.dev/actor-lost";
+
+}  // namespace
+
+absl::Status MarkActorLost(absl::Status status) {
+  if (status.code() == absl::StatusCode::kUnavailable || status.code() == absl::StatusCode::kDeadlineExceeded) {
+    status.SetPayload(kActorLostPayload, absl::Cord("1"));
+  }
+  return status;
+}
+
+bool IsActorLost(const absl::Status& status) { return status.GetPayload(kActorLostPayload).has_value(); }
 
 absl::StatusOr<std::map<ActorId, ir::StepOutputs>> Launcher::RunRanges(int64_t,
                                                                        const std::map<ActorId, InstructionRange>&,

@@ -16,6 +16,8 @@
 //    with Unavailable (died, disconnected) or DeadlineExceeded (silent,
 //    stopped), naming the actor, its stages and the step; the launcher does
 //    not restart it. Other actors are then stopped: a job is whole or over.
+//    Such an error is marked (MarkActorLost), so that a Session can tell it
+//    from the errors a restart would only repeat.
 //  - Destroying a launcher stops its actors and leaves no process or file
 //    behind.
 //  - Capabilities only some launchers have (running a step range by range,
@@ -75,6 +77,16 @@ struct RefusalCounts {
   std::string Describe() const;
 };
 
+// A launcher's error that says an actor was lost (its process died or was
+// killed, it stopped answering or was stopped, its node went away): the
+// status, Unavailable or DeadlineExceeded, with a payload that marks it.
+// What a Session restarts its actors after (SessionOptions::max_restarts);
+// every other error (an actor's failed kernel, bad input, a full disk) is
+// one a restart would only repeat. Statuses of other codes are returned
+// unmarked.
+absl::Status MarkActorLost(absl::Status status);
+bool IsActorLost(const absl::Status& status);
+
 // How dispatches are cut: the whole step in one call per actor, or one call
 // per schedule task (only to measure what fusion saves).
 enum class Dispatch : uint8_t { kFused, kPerTask };
@@ -129,6 +141,11 @@ class Launcher {
   // launcher cannot tell (actors on other hosts); such actors find out when
   // they allocate.
   virtual std::vector<MemoryPool> MemoryPools(int32_t num_actors) const;
+  // Stops every actor now and ends what the launcher runs (processes, an
+  // srun step, a run directory), as its destructor would; later calls fail.
+  // A session calls it on a broken launcher before starting new actors in
+  // their place. Idempotent; by default nothing (the destructor does it).
+  virtual absl::Status Shutdown() { return absl::OkStatus(); }
   // The peers refused so far. A launcher whose actors count refusals of
   // their own asks them first (bounded, and skipped once the launcher
   // failed: then it reports what it heard last). None by default (a

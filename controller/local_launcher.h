@@ -184,7 +184,7 @@ class LocalLauncher final : public Launcher {
   // Asks every actor to exit, waits briefly, then terminates and reaps the
   // processes, stops the event loop and removes the run directory.
   // Idempotent.
-  absl::Status Shutdown();
+  absl::Status Shutdown() override;
 
   // For tests and benchmarks (valid after Start()).
   // Where the controller listens for actors: its socket's path, or

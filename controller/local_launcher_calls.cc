@@ -42,7 +42,7 @@ absl::Status LocalLauncher::Fail(absl::Status status) {
   // on it while holding that mutex would deadlock (a step's deadline meeting
   // a call that just finished).
   board_->mu.AssertNotHeld();
-  if (!broken_.has_value()) broken_ = status;
+  if (!broken_.has_value()) broken_ = MarkActorLost(std::move(status));
   if (loop_ != nullptr) {
     loop_->executor.executeSync([this] { loop_->CancelCalls("the launcher failed"); });
   }

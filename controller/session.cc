@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "controller/checkpoint.h"
 #include "controller/local_launcher.h"
 
@@ -17,7 +20,18 @@ namespace fs = std::filesystem;
 
 bool IsExecutable(const fs::path& path) { return access(path.c_str(), X_OK) == 0 && fs::is_regular_file(path); }
 
+bool SameLosses(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 }  // namespace
+
+std::string SessionRestart::Describe() const {
+  return absl::StrFormat("restart %d of %d during %s: %s; from %s (after step %d), %d %s redone, %.1f s lost", number,
+                         max_restarts, during, fault.message(),
+                         checkpoint.empty() ? std::string("the state the session started from") : checkpoint,
+                         resumed_after, steps_redone, steps_redone == 1 ? "step" : "steps", seconds_lost);
+}
 
 std::string FindActorBinary() {
   if (const char* path = std::getenv("TANDEM_ACTOR_BINARY"); path != nullptr && path[0] != '\0') return path;
@@ -83,6 +97,10 @@ absl::StatusOr<std::unique_ptr<Session>> Session::StartFrom(ir::TrainStep step, 
   if (!pipeline.ok()) return pipeline.status();
   session->pipeline_ = *std::move(pipeline);
   session->debugger_ = std::make_unique<controller::Debugger>(session->pipeline_.get());
+  if (session->options_.max_restarts > 0) {
+    session->restart_state_ = state;
+    session->restart_steps_done_ = steps_done;
+  }
   return session;
 }
 
@@ -109,14 +127,123 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, sch
                                                          const std::string& checkpoint, SessionOptions options) {
   absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(checkpoint, step);
   if (!loaded.ok()) return loaded.status();
-  return StartFrom(std::move(step), std::move(schedule), loaded->state, loaded->step, std::move(options));
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      StartFrom(std::move(step), std::move(schedule), loaded->state, loaded->step, std::move(options));
+  if (session.ok() && (*session)->options_.max_restarts > 0) {
+    (*session)->restart_checkpoint_ = loaded->path;
+    (*session)->restart_state_.reset();
+  }
+  return session;
 }
 
 Session::~Session() = default;
 
 controller::CompileOptions Session::CompileOptionsFor() const { return {.remat = options_.remat}; }
 
+template <typename T>
+absl::StatusOr<T> Session::Recovering(const std::string& during, const std::function<absl::StatusOr<T>()>& call) {
+  absl::Time since = absl::Now();  // the time a restart now would count as lost starts here
+  while (true) {
+    absl::StatusOr<T> result = call();
+    if (result.ok() || options_.max_restarts <= 0 || !controller::IsActorLost(result.status())) return result;
+    if (absl::Status restarted = Restart(result.status(), during, since); !restarted.ok()) return restarted;
+    since = absl::Now();
+  }
+}
+
+absl::Status Session::Restart(const absl::Status& fault, const std::string& during, absl::Time call_started) {
+  SessionRestart restart{.max_restarts = options_.max_restarts, .during = during, .fault = fault};
+  while (true) {
+    if (!no_restart_point_.empty()) {
+      return absl::Status(restart.fault.code(), absl::StrCat(restart.fault.message(), " (no restart: ",
+                                                             no_restart_point_, ")"));
+    }
+    if (static_cast<int32_t>(restarts_.size()) >= options_.max_restarts) {
+      return absl::Status(restart.fault.code(),
+                          absl::StrCat(restart.fault.message(), " (no restart left: ", restarts_.size(), " of ",
+                                       options_.max_restarts, " made)"));
+    }
+    restart.number = static_cast<int32_t>(restarts_.size()) + 1;
+    absl::Status attempt = StartAgainAndRedo(restart);
+    restart.seconds_lost = absl::ToDoubleSeconds(absl::Now() - call_started);
+    call_started = absl::Now();
+    restarts_.push_back(restart);
+    if (attempt.ok()) {
+      if (options_.on_restart) {
+        options_.on_restart(restart);
+      } else {
+        std::cerr << "tandem: " << restart.Describe() << std::endl;
+      }
+      return absl::OkStatus();
+    }
+    // Losing an actor again while starting or redoing is another fault,
+    // within the same budget; anything else ends the restart.
+    if (!controller::IsActorLost(attempt)) {
+      return absl::Status(attempt.code(), absl::StrCat("restart ", restart.number, " of ", options_.max_restarts,
+                                                       " after ", restart.fault.message(), ": ", attempt.message()));
+    }
+    restart.during = absl::StrCat("restart ", restart.number);
+    restart.fault = attempt;
+  }
+}
+
+absl::Status Session::StartAgainAndRedo(SessionRestart& restart) {
+  // The launcher stopped the lost actor's peers; end them all now, before
+  // new ones start: their devices, their srun step and their memory are
+  // what the new ones need.
+  (void)pipeline_->launcher().Shutdown();
+  ir::TrainStep step = pipeline_->step();
+  ir::StateSources state;
+  restart.checkpoint = restart_checkpoint_;
+  if (!restart_checkpoint_.empty()) {
+    absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(restart_checkpoint_, step);
+    if (!loaded.ok()) return loaded.status();
+    state = std::move(loaded->state);
+    restart.resumed_after = loaded->step;
+  } else {
+    state = *restart_state_;
+    restart.resumed_after = restart_steps_done_;
+  }
+  restart.steps_redone = 0;
+  absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
+  if (!launcher.ok()) return launcher.status();
+  absl::StatusOr<std::unique_ptr<controller::Pipeline>> pipeline = controller::Pipeline::Create(
+      std::move(step), schedule_, state, *std::move(launcher), restart.resumed_after, CompileOptionsFor());
+  if (!pipeline.ok()) return pipeline.status();
+  pipeline_ = *std::move(pipeline);
+  debugger_->Reset(pipeline_.get());
+  for (const KeptStep& kept : kept_steps_) {
+    absl::StatusOr<controller::StepReport> report = pipeline_->Step(kept.microbatches, options_.dispatch);
+    if (!report.ok()) return report.status();
+    ++restart.steps_redone;
+    if (!SameLosses(report->losses, kept.losses)) {
+      return absl::InternalError(absl::StrCat("step ", report->step,
+                                              " gave other losses when redone after the restart than its first run "
+                                              "(a run is bitwise reproducible: this is a bug)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Session::DropRestartPoint(absl::string_view why) {
+  if (options_.max_restarts <= 0) return;
+  restart_checkpoint_.clear();
+  restart_state_.reset();
+  kept_steps_.clear();
+  no_restart_point_ = absl::StrCat(why, " at step ", pipeline_->steps_done(),
+                                   " and no checkpoint was saved since");
+}
+
 absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::TensorMap>& microbatches) {
+  absl::StatusOr<controller::StepReport> report = Recovering<controller::StepReport>(
+      absl::StrCat("step ", pipeline_->steps_done() + 1), [&] { return StepOnce(microbatches); });
+  if (report.ok() && options_.max_restarts > 0 && no_restart_point_.empty()) {
+    kept_steps_.push_back({microbatches, report->losses});
+  }
+  return report;
+}
+
+absl::StatusOr<controller::StepReport> Session::StepOnce(const std::vector<ir::TensorMap>& microbatches) {
   if (fill_queue_ == nullptr) return pipeline_->Step(microbatches, options_.dispatch);
   const std::vector<int64_t> items = fill_queue_->Take(pipeline_->fill_pieces());
   absl::StatusOr<controller::StepReport> report =
@@ -132,6 +259,9 @@ absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::Tenso
 absl::Status Session::StartFill(std::shared_ptr<const controller::FillJob> job,
                                 std::vector<controller::FillSlot> slots) {
   if (job == nullptr) return absl::InvalidArgumentError("StartFill: no fill job");
+  if (options_.max_restarts > 0) {
+    return absl::InvalidArgumentError("fill jobs do not go with restarts (SessionOptions::max_restarts) yet");
+  }
   absl::StatusOr<ir::TensorMap> state = pipeline_->State();
   if (!state.ok()) return state.status();
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
@@ -147,12 +277,23 @@ absl::Status Session::StartFill(std::shared_ptr<const controller::FillJob> job,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ir::TensorMap> Session::State() { return pipeline_->State(); }
+absl::StatusOr<ir::TensorMap> Session::State() {
+  return Recovering<ir::TensorMap>("reading the state", [&] { return pipeline_->State(); });
+}
 
 std::string Session::DescribeActor(ActorId actor) const { return pipeline_->launcher().DescribeActor(actor); }
 
 absl::StatusOr<std::string> Session::SaveCheckpoint(const std::string& root) {
-  return controller::SaveCheckpoint(*pipeline_, root);
+  absl::StatusOr<std::string> saved =
+      Recovering<std::string>(absl::StrCat("the checkpoint after step ", pipeline_->steps_done()),
+                              [&] { return controller::SaveCheckpoint(*pipeline_, root); });
+  if (saved.ok() && options_.max_restarts > 0) {
+    restart_checkpoint_ = *saved;
+    restart_state_.reset();
+    kept_steps_.clear();
+    no_restart_point_.clear();
+  }
+  return saved;
 }
 
 absl::Status Session::SetSchedule(schedules::Schedule schedule) {
@@ -178,6 +319,7 @@ absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule
   debugger_->Reset(pipeline_.get());
   fill_queue_.reset();
   schedule_ = std::move(schedule);
+  DropRestartPoint("the schedule or the step changed");
   return absl::OkStatus();
 }
 

@@ -11,6 +11,9 @@
 // local launcher), hands them their programs and state, and runs steps.
 // It can save and resume checkpoints (controller/checkpoint.h) and switch to
 // another schedule mid-run, carrying the parameters and the step count over.
+// With SessionOptions::max_restarts it also outlives lost actors: it starts
+// them again from the newest checkpoint it saved and redoes the steps since
+// then, so that the caller sees a slower call and the same results.
 // Owns its actors: destroying the session shuts them down. Not thread-safe:
 // one controller thread drives it.
 #ifndef TANDEM_CONTROLLER_SESSION_H_
@@ -19,10 +22,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "controller/compiler.h"
 #include "controller/debugger.h"
@@ -31,12 +37,28 @@
 #include "controller/pipeline.h"
 #include "ir/data_plane_kind.h"
 #include "ir/host_tensor.h"
+#include "ir/state_source.h"
 #include "ir/train_step.h"
 #include "rpc/control_plane_kind.h"
 #include "schedules/plan_file.h"
 #include "schedules/schedule.h"
 
 namespace tandem {
+
+// One restart of a session's actors after one was lost (SessionOptions::max_restarts).
+struct SessionRestart {
+  int32_t number = 0;        // 1, 2, ... in the session's life
+  int32_t max_restarts = 0;  // SessionOptions::max_restarts
+  std::string during;        // what failed: "step 7", "the checkpoint after step 20", "reading the state"
+  absl::Status fault;        // the launcher's error, naming the actor and what happened to it
+  std::string checkpoint;    // the checkpoint restarted from; "" for the state the session started from
+  int64_t resumed_after = 0;  // the steps done in that state
+  int64_t steps_redone = 0;   // steps run again to get back to where the fault struck
+  double seconds_lost = 0;    // from the failed call's start until the session was back there
+  // "restart 1 of 3 during step 7: <fault>; from <checkpoint> (after step
+  // 5), 1 step redone, 2.4 s lost".
+  std::string Describe() const;
+};
 
 struct SessionOptions {
   // The actor executable; empty: FindActorBinary().
@@ -65,6 +87,25 @@ struct SessionOptions {
   // then proves it writable (controller::PrepareCheckpointRoot) before any
   // actor starts, instead of failing at the first save.
   std::string checkpoint_root;
+  // Restarts after a lost actor (controller::IsActorLost: it died, was
+  // killed or stopped, went silent, or its node went away), at most this
+  // many in the session's life. A step, a checkpoint or a read of the state
+  // that loses an actor ends every actor, starts them again through a fresh
+  // launcher (under Slurm, a new srun step in the same allocation) from the
+  // newest checkpoint this session saved (or the state it started from),
+  // redoes the steps since then on the microbatches it kept for that (a
+  // redone step's losses must equal its first run's bit for bit, or the
+  // call fails with Internal), and runs the failed call again: the caller
+  // sees a slower call, and the results of a run that never failed. Other
+  // errors, a fault while no state to restart from is known (after
+  // SetSchedule or Recompile, until the next checkpoint), and a fault with
+  // no restart left fail the call as before. The session keeps every
+  // step's microbatches since its last checkpoint: save checkpoints to
+  // bound them. Fill jobs do not go with restarts (StartFill refuses).
+  int32_t max_restarts = 0;
+  // Told of each restart once the session is back where the fault struck
+  // (default: a line on stderr).
+  std::function<void(const SessionRestart&)> on_restart;
 };
 
 class Session {
@@ -146,6 +187,8 @@ class Session {
   std::string DescribeDataPlane() { return pipeline_->launcher().DescribeDataPlane(); }
   // "local launcher (one process per actor, shm data plane)", or "custom launcher".
   const std::string& launcher_description() const { return launcher_description_; }
+  // The restarts so far (SessionOptions::max_restarts), oldest first.
+  const std::vector<SessionRestart>& restarts() const { return restarts_; }
 
  private:
   Session(schedules::Schedule schedule, SessionOptions options)
@@ -154,6 +197,22 @@ class Session {
   absl::StatusOr<std::unique_ptr<controller::Launcher>> MakeLauncher();
   // What this session compiles with.
   controller::CompileOptions CompileOptionsFor() const;
+  // Runs `call`; when it loses an actor, restarts (Restart) and runs it
+  // again. `during` names it in the restart's record.
+  template <typename T>
+  absl::StatusOr<T> Recovering(const std::string& during, const std::function<absl::StatusOr<T>()>& call);
+  // After `fault` in the call that began at `call_started` (or whose last
+  // restart ended then): new actors from
+  // the restart point, the kept steps redone, within the restart budget.
+  // The fault (with why there is no restart) when there is none to make.
+  absl::Status Restart(const absl::Status& fault, const std::string& during, absl::Time call_started);
+  // One restart's attempt: a fresh pipeline from the restart point, then
+  // the kept steps again.
+  absl::Status StartAgainAndRedo(SessionRestart& restart);
+  // The pipeline's step, under fill when there is a fill job.
+  absl::StatusOr<controller::StepReport> StepOnce(const std::vector<ir::TensorMap>& microbatches);
+  // Forgets the restart point (the state changed under another step).
+  void DropRestartPoint(absl::string_view why);
 
   schedules::Schedule schedule_;
   SessionOptions options_;
@@ -161,6 +220,21 @@ class Session {
   std::unique_ptr<controller::Pipeline> pipeline_;
   std::unique_ptr<controller::Debugger> debugger_;  // borrows *pipeline_
   std::unique_ptr<controller::FillQueue> fill_queue_;  // borrows pipeline_->fill().job
+
+  // Where a restart starts (max_restarts > 0): the checkpoint this session
+  // saved last, else the state it started from; with every step since, its
+  // microbatches and losses. Neither known after SetSchedule or Recompile
+  // until the next checkpoint: `no_restart_point_` says why.
+  struct KeptStep {
+    std::vector<ir::TensorMap> microbatches;
+    std::vector<float> losses;
+  };
+  std::string restart_checkpoint_;
+  std::optional<ir::StateSources> restart_state_;
+  int64_t restart_steps_done_ = 0;
+  std::vector<KeptStep> kept_steps_;
+  std::string no_restart_point_;
+  std::vector<SessionRestart> restarts_;
 };
 
 // Where `tandem-actor` is: $TANDEM_ACTOR_BINARY if set; else beside the

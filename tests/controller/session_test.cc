@@ -1,15 +1,20 @@
 // The public API's Session over actor processes: it trains, checkpoints and
 // resumes, switches schedules mid-run keeping parameters and step count,
-// and a schedule that does not fit leaves the running pipeline alone.
+// a schedule that does not fit leaves the running pipeline alone, and with
+// restarts it outlives lost actors with the results of a run that never
+// failed.
 #include "controller/session.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backends/cpu/interpreter.h"
 #include "backends/cpu/kernels.h"
 #include "examples/models/mlp.h"
@@ -149,6 +154,142 @@ TEST(Session, ResumesFromItsCheckpointBitForBit) {
                 .code(),
             absl::StatusCode::kNotFound);
   std::filesystem::remove_all(root);
+}
+
+// Restarts. TANDEM_FAULT reaches the actor processes through the
+// environment; actor-crash-once and actor-stop-once strike once in a
+// session's life (their marker file), as a real fault would.
+class SessionRestarts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/tandem-session-restart-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+  }
+  void TearDown() override {
+    unsetenv("TANDEM_FAULT");
+    std::filesystem::remove_all(dir_);
+  }
+  void Fault(const std::string& kind, int32_t actor, int64_t step) {
+    setenv("TANDEM_FAULT", absl::StrCat(kind, ":", actor, ":", step, ":", dir_, "/struck").c_str(), 1);
+  }
+  SessionOptions RestartOptions(int32_t max_restarts) {
+    SessionOptions options = Options();
+    options.max_restarts = max_restarts;
+    options.on_restart = [this](const SessionRestart& restart) { told_.push_back(restart.number); };
+    return options;
+  }
+  // Runs steps 1..steps on `session`, saving under dir_/ck after each step
+  // in `saves`; every step's losses must be the reference's.
+  void Train(Session& session, const ir::TrainStep& step, int64_t steps, const std::vector<int64_t>& saves) {
+    ir::TensorMap state = *ir::InitialState(step);
+    for (int64_t s = 1; s <= steps; ++s) {
+      const std::vector<ir::TensorMap> batch = controller::testing_harness::Batches(step, s);
+      absl::StatusOr<controller::StepReport> report = session.Step(batch);
+      ASSERT_TRUE(report.ok()) << "step " << s << ": " << report.status();
+      EXPECT_EQ(report->step, s);
+      absl::StatusOr<cpu::StepResult> expected = cpu::RunReferenceStep(step, state, batch, s);
+      ASSERT_TRUE(expected.ok());
+      EXPECT_EQ(Bits(report->losses), Bits(expected->losses)) << "step " << s;
+      if (std::find(saves.begin(), saves.end(), s) != saves.end()) {
+        absl::StatusOr<std::string> saved = session.SaveCheckpoint(dir_ + "/ck");
+        ASSERT_TRUE(saved.ok()) << saved.status();
+      }
+    }
+    absl::StatusOr<ir::TensorMap> final_state = session.State();
+    ASSERT_TRUE(final_state.ok()) << final_state.status();
+    for (const auto& [name, tensor] : state) {
+      EXPECT_TRUE(final_state->at(name).BitwiseEquals(tensor)) << name;
+    }
+  }
+
+  std::string dir_;
+  std::vector<int32_t> told_;
+};
+
+TEST_F(SessionRestarts, AnActorKilledMidRunIsRestartedFromTheLastCheckpointWithTheReferenceBits) {
+  const ir::TrainStep step = Mlp(4);
+  Fault("actor-crash-once", 1, 5);
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start(step, *schedules::ResolveSchedule("1f1b", 2, 4), RestartOptions(2));
+  ASSERT_TRUE(session.ok()) << session.status();
+  Train(**session, step, 6, {3});
+  ASSERT_EQ((*session)->restarts().size(), 1u);
+  const SessionRestart& restart = (*session)->restarts()[0];
+  EXPECT_EQ(restart.number, 1);
+  EXPECT_EQ(restart.during, "step 5");
+  EXPECT_EQ(restart.fault.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(restart.fault.message(), HasSubstr("actor 1 (stage 1) died during step 5"));
+  EXPECT_EQ(restart.checkpoint, dir_ + "/ck/step-00000003");
+  EXPECT_EQ(restart.resumed_after, 3);
+  EXPECT_EQ(restart.steps_redone, 1);  // step 4, then step 5 again
+  EXPECT_GT(restart.seconds_lost, 0);
+  EXPECT_EQ(told_, std::vector<int32_t>{1});
+  EXPECT_THAT(restart.Describe(), HasSubstr("restart 1 of 2 during step 5: actor 1 (stage 1) died"));
+  EXPECT_THAT(restart.Describe(), HasSubstr("after step 3), 1 step redone"));
+}
+
+TEST_F(SessionRestarts, AStoppedActorBeforeAnyCheckpointIsRestartedFromTheStart) {
+  const ir::TrainStep step = Mlp(4);
+  Fault("actor-stop-once", 0, 3);
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start(step, *schedules::ResolveSchedule("zb-h1", 2, 4), RestartOptions(1));
+  ASSERT_TRUE(session.ok()) << session.status();
+  Train(**session, step, 4, {});
+  ASSERT_EQ((*session)->restarts().size(), 1u);
+  const SessionRestart& restart = (*session)->restarts()[0];
+  EXPECT_EQ(restart.fault.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(restart.fault.message(), HasSubstr("actor 0"));
+  EXPECT_EQ(restart.checkpoint, "");
+  EXPECT_EQ(restart.resumed_after, 0);
+  EXPECT_EQ(restart.steps_redone, 2);
+}
+
+TEST_F(SessionRestarts, WithoutRestartsALostActorFailsTheStep) {
+  const ir::TrainStep step = Mlp(4);
+  Fault("actor-crash-once", 1, 2);
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start(step, *schedules::ResolveSchedule("1f1b", 2, 4), RestartOptions(0));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 1)).ok());
+  absl::StatusOr<controller::StepReport> failed = (*session)->Step(controller::testing_harness::Batches(step, 2));
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(controller::IsActorLost(failed.status()));
+  EXPECT_THAT(failed.status().message(), HasSubstr("actor 1 (stage 1) died during step 2"));
+  EXPECT_TRUE((*session)->restarts().empty());
+}
+
+TEST_F(SessionRestarts, AfterASwitchOfScheduleThereIsNoRestartUntilTheNextCheckpoint) {
+  const ir::TrainStep step = Mlp(4);
+  Fault("actor-crash-once", 0, 3);
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start(step, *schedules::ResolveSchedule("1f1b", 2, 4), RestartOptions(3));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 1)).ok());
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 2)).ok());
+  ASSERT_TRUE((*session)->SetSchedule(*schedules::ResolveSchedule("zb-h1", 2, 4)).ok());
+  absl::StatusOr<controller::StepReport> failed = (*session)->Step(controller::testing_harness::Batches(step, 3));
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("(no restart: the schedule or the step changed at step 2 and no checkpoint was saved since)"));
+  EXPECT_TRUE((*session)->restarts().empty());
+}
+
+TEST_F(SessionRestarts, FillJobsAreRefused) {
+  const ir::TrainStep step = Mlp(4);
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start(step, *schedules::ResolveSchedule("1f1b", 2, 4), RestartOptions(1));
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::Status fill = (*session)->StartFill(std::make_shared<controller::FillJob>(), {});
+  EXPECT_EQ(fill.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(fill.message(), HasSubstr("fill jobs do not go with restarts"));
+}
+
+TEST(ActorLost, OnlyALostActorsCodesAreMarked) {
+  EXPECT_TRUE(controller::IsActorLost(controller::MarkActorLost(absl::UnavailableError("actor 1 died"))));
+  EXPECT_TRUE(controller::IsActorLost(controller::MarkActorLost(absl::DeadlineExceededError("actor 1 stopped"))));
+  EXPECT_FALSE(controller::IsActorLost(controller::MarkActorLost(absl::InternalError("actor 1: a kernel failed"))));
+  EXPECT_FALSE(controller::IsActorLost(absl::UnavailableError("cannot write ck/MANIFEST")));
 }
 
 }  // namespace

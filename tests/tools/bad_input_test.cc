@@ -179,6 +179,18 @@ TEST_F(BadInput, LearningRatesThatAreNotNumbersAboveZeroAreRefused) {
   }
 }
 
+TEST_F(BadInput, RestartsNeedAPipelineAndACountInRange) {
+  Finished reference = RunCapped({"train", "--model", "mlp", "--steps", "1", "--launcher", "reference",
+                                  "--max-restarts", "1"});
+  EXPECT_EQ(reference.exit_code, 2) << reference.err;
+  EXPECT_THAT(reference.err, HasSubstr("--max-restarts needs a pipeline (--launcher local or threads)"));
+  for (const char* count : {"-1", "lots", "99999999999"}) {
+    Finished run = RunCapped({"train", "--model", "mlp", "--steps", "1", "--max-restarts", count});
+    EXPECT_EQ(run.exit_code, 2) << count << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr("--max-restarts")) << count;
+  }
+}
+
 // Without the Python environment tools/setup.sh makes, a benchmark's PyTorch
 // side says which command makes it (never a silent skip); Tandem's side
 // still runs.

@@ -77,6 +77,7 @@ TEST(TrainFillOptions, WhatDoesNotGoWithFillIsAUsageError) {
       {{"--fill", "infer:mlp", "--launcher", "reference"}, "--fill needs a pipeline"},
       {{"--fill", "infer:mlp", "--checkpoint-dir", ::testing::TempDir() + "fill_ck"}, "--fill does not go with checkpoints"},
       {{"--fill", "infer:mlp", "--data-parallel", "2"}, "--fill does not go with data-parallel replicas"},
+      {{"--fill", "infer:mlp", "--max-restarts", "1"}, "--fill does not go with --max-restarts"},
       {{"--fill", "serve:mlp"}, "expected infer:MODEL or train:MODEL"},
       {{"--fill", "train:mlp,items=4"}, "items= is for infer:"},
       {{"--fill", "train:mlp,lr=2"}, "'lr=2' is not one of batch=N, layers=N, dim=N, items=N, lr=X (in (0, 1])"},

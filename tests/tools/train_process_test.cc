@@ -311,5 +311,43 @@ TEST_F(TrainCheckpoint, CorruptOrMismatchedCheckpointIsRefused) {
   EXPECT_THAT(again.err(), HasSubstr("holds checkpoints already"));
 }
 
+// --max-restarts: an actor killed (once) mid-run; the run goes on from its
+// last checkpoint and ends with the uninterrupted run's checkpoint, byte
+// for byte.
+TEST_F(TrainCheckpoint, AKilledActorIsRestartedAndTheRunEndsAsIfNothingHappened) {
+  TrainProcess straight(Args(8, {"--checkpoint-dir", Path("straight"), "--checkpoint-every", "3"}));
+  ASSERT_EQ(ExitCode(straight), 0) << straight.err();
+  TrainProcess restarted(Args(8, {"--checkpoint-dir", Path("restarted"), "--checkpoint-every", "3", "--max-restarts",
+                                  "2", "--log-every", "100"}),
+                         {absl::StrCat("TANDEM_FAULT=actor-crash-once:1:5:", Path("struck"))});
+  ASSERT_EQ(ExitCode(restarted), 0) << restarted.err();
+  EXPECT_THAT(restarted.out(),
+              AllOf(HasSubstr("restart 1 of 2 during step 5: actor 1 (stage 1) died during step 5"),
+                    HasSubstr("from " + Path("restarted/step-00000003") + " (after step 3), 1 step redone"),
+                    HasSubstr("done: 8 steps"), HasSubstr("restarts: 1 of 2 (1 step redone, ")));
+  for (const char* checkpoint : {"step-00000006", "step-00000008"}) {
+    std::map<std::string, std::string> expected = StateFiles(Path("straight/") + checkpoint);
+    std::map<std::string, std::string> got = StateFiles(Path("restarted/") + checkpoint);
+    ASSERT_EQ(expected.size(), 2u);
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [name, bytes] : expected) {
+      EXPECT_TRUE(got[name] == bytes) << checkpoint << "/" << name << " differs from the uninterrupted run's";
+    }
+  }
+}
+
+// A fault that strikes every time the actors start again ends the run with
+// its error once the restarts are spent, not in a loop.
+TEST(TrainProcess, AFaultThatRepeatsEndsTheRunWhenItsRestartsAreSpent) {
+  TrainProcess train({"--device", "fake-cuda", "--model", "mlp", "--actors", "2", "--steps", "4", "--max-restarts",
+                      "2", "--eval-batches", "0"},
+                     {"TANDEM_FAULT=fake-cuda-die:1:3"});
+  EXPECT_EQ(ExitCode(train), 1) << train.err();
+  EXPECT_THAT(train.out(), AllOf(HasSubstr("restart 1 of 2 during step 1: actor 1 (stage 1) died"),
+                                 HasSubstr("restart 2 of 2 during step 1: actor 1 (stage 1) died")));
+  EXPECT_THAT(train.err(), AllOf(HasSubstr("UNAVAILABLE: step 1: actor 1 (stage 1) died during step 1"),
+                                 HasSubstr("(no restart left: 2 of 2 made)")));
+}
+
 }  // namespace
 }  // namespace tandem::cli

@@ -69,6 +69,7 @@ struct TrainOptions {
   std::string plan_model;
   std::string plan_device;
   std::optional<std::string> fill;
+  int32_t max_restarts = 0;
 
   bool pipelined() const { return launcher.launcher != "reference"; }
 };
@@ -102,6 +103,13 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
       .add_option("--checkpoint-every", options.checkpoint_every,
                   "steps between checkpoints (0: only after the last step)")
       ->check(AtLeast(options.checkpoint_every, 0))
+      ->capture_default_str();
+  train
+      .add_option("--max-restarts", options.max_restarts,
+                  "when an actor is lost (its process died or was killed, it stopped or went silent, its node went "
+                  "away), end the actors, start them again from the newest checkpoint (or the start) and go on, at "
+                  "most N times; the results are those of a run that never failed")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
   train.add_option("--import", options.import,
@@ -142,8 +150,12 @@ std::string CheckOptions(const CLI::App& train, const TrainOptions& options) {
   if (train.count("--checkpoint-every") > 0 && !options.checkpoint_dir.has_value() && !options.resume.has_value()) {
     return "--checkpoint-every needs --checkpoint-dir DIR";
   }
+  if (options.max_restarts > 0 && !options.pipelined()) {
+    return "--max-restarts needs a pipeline (--launcher local or threads)";
+  }
   if (options.fill.has_value()) {
     if (!options.pipelined()) return "--fill needs a pipeline (--launcher local or threads)";
+    if (options.max_restarts > 0) return "--fill does not go with --max-restarts yet";
     if (options.checkpoint_dir.has_value() || options.resume.has_value()) {
       return "--fill does not go with checkpoints yet";
     }
@@ -290,11 +302,34 @@ struct RunTotals {
   double bubble_sum = 0;
   int64_t rpcs = 0;
   float last_loss = 0;
+  size_t restarts_reported = 0;  // the trainer's restarts printed so far
   // --losses: {"step": N, "losses": [one per microbatch]} per step. Each f32
   // is stored as the double of the same value, which JSON prints in the
   // shortest form that reads back to that double: exact to the bit.
   nlohmann::ordered_json losses = nlohmann::ordered_json::array();
 };
+
+// Prints the restarts the trainer made since the last call, one line each.
+void ReportRestarts(const Trainer& trainer, Progress& progress, RunTotals& totals, std::ostream& out) {
+  const std::vector<SessionRestart> restarts = trainer.Restarts();
+  if (restarts.size() <= totals.restarts_reported) return;
+  progress.Clear();
+  for (size_t i = totals.restarts_reported; i < restarts.size(); ++i) out << restarts[i].Describe() << "\n";
+  totals.restarts_reported = restarts.size();
+}
+
+// "restarts: 2 of 3 (12 steps redone, 8.1 s lost)", or "" without --max-restarts.
+std::string RestartSummary(const std::vector<SessionRestart>& restarts, int32_t max_restarts) {
+  if (max_restarts <= 0) return "";
+  int64_t redone = 0;
+  double lost = 0;
+  for (const SessionRestart& restart : restarts) {
+    redone += restart.steps_redone;
+    lost += restart.seconds_lost;
+  }
+  return absl::StrFormat("restarts: %d of %d (%d %s redone, %.1f s lost)", restarts.size(), max_restarts, redone,
+                         redone == 1 ? "step" : "steps", lost);
+}
 
 // The step loop: runs steps_done + 1 .. --steps, verifying, checkpointing
 // and tracing as asked. Returns the exit code, 0 when every step ran.
@@ -322,6 +357,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
     const Clock::time_point start = Clock::now();
     absl::StatusOr<cpu::StepResult> result = trainer.Step(batch, step);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    ReportRestarts(trainer, progress, totals, streams.out);
     if (!result.ok()) {
       progress.Clear();
       return Failure(
@@ -383,6 +419,7 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
     if (save) {
       const Clock::time_point save_start = Clock::now();
       absl::StatusOr<std::string> saved = trainer.SaveCheckpoint(*checkpoint_dir);
+      ReportRestarts(trainer, progress, totals, streams.out);
       if (!saved.ok()) {
         progress.Clear();
         return Failure(streams.err, train,
@@ -470,6 +507,9 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
   out << absl::StrFormat(", mean bubble %.1f%%\n", 100 * totals.bubble_sum / steps_run);
   out << absl::StrFormat("control plane: %.1f step RPCs per step (%s dispatch, %d actors)\n",
                          static_cast<double>(totals.rpcs) / steps_run, options.dispatch, compiled->num_actors);
+  if (const std::string restarts = RestartSummary(trainer.Restarts(), options.max_restarts); !restarts.empty()) {
+    out << restarts << "\n";
+  }
   if (trace.has_value()) {
     if (absl::Status status = WriteTrace(*trace, schedule, *options.trace, out); !status.ok()) {
       return Failure(streams.err, train, status);
@@ -545,6 +585,8 @@ int OpenPipeline(const CLI::App& train, const TrainOptions& options, const examp
                  std::unique_ptr<Trainer>& trainer, std::optional<controller::StepTrace>& trace,
                  std::optional<FillRun>& fill_run, CommandStreams& streams) {
   SessionOptions session_options;
+  session_options.max_restarts = options.max_restarts;
+  session_options.on_restart = [](const SessionRestart&) {};  // the step loop prints them (ReportRestarts)
   session_options.dispatch =
       options.dispatch == "fused" ? controller::Dispatch::kFused : controller::Dispatch::kPerTask;
   session_options.remat = options.schedule.RematByStage(job.step.num_stages);

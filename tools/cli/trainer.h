@@ -44,6 +44,9 @@ class Trainer {
   // Peers refused for not proving they belong to the job; none for the
   // reference.
   virtual controller::RefusalCounts Refusals() { return {}; }
+  // The restarts after lost actors so far (SessionOptions::max_restarts);
+  // none for the reference.
+  virtual std::vector<SessionRestart> Restarts() const { return {}; }
 };
 
 // The single-process reference: on the CPU's reference kernels, or on one
@@ -89,6 +92,7 @@ class PipelineTrainer : public Trainer {
     return session_->SaveCheckpoint(root);
   }
   controller::RefusalCounts Refusals() override { return session_->Refusals(); }
+  std::vector<SessionRestart> Restarts() const override { return session_->restarts(); }
 
  private:
   std::unique_ptr<Session> session_;
