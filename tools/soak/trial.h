@@ -8,6 +8,8 @@
 //    controller exits (it should fail with Unavailable naming the actor).
 //  - kActorStop: SIGSTOP to a random actor. Detected when the controller
 //    exits (it should fail with DeadlineExceeded: no heartbeat).
+//  - kActorDrop: SIGTERM to a random actor: it leaves the job, as a node
+//    drained by its scheduler would. Detected as a kill is.
 //  - kControllerKill: SIGKILL to the controller. Detected when every actor
 //    process has exited (PR_SET_PDEATHSIG).
 // Leftovers, checked after detection plus a grace period: actor processes
@@ -38,11 +40,13 @@
 
 namespace tandem::soak {
 
-enum class Fault { kActorKill, kActorStop, kControllerKill };
+enum class Fault { kActorKill, kActorStop, kActorDrop, kControllerKill };
 
-// "actor-kill", "actor-stop", "controller-kill", and back.
+// "actor-kill", "actor-stop", "actor-drop", "controller-kill", and back.
 absl::string_view FaultName(Fault fault);
 absl::StatusOr<Fault> ParseFault(absl::string_view name);
+// The signal a fault sends: SIGKILL, SIGSTOP, SIGTERM, SIGKILL.
+int FaultSignal(Fault fault);
 
 struct TrialOptions {
   // The `tandem` binary and the arguments after `tandem train`.
