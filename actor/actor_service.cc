@@ -80,6 +80,7 @@ ActorService::ActorService(Transport& transport, DataPlane* data_plane, ActorSer
       tasks_(*this),
       needs_state_("no state loaded yet"),
       kernel_threads_(options.threads),
+      state_writer_(absl::StrCat("actor ", transport.actor())),
       compute_thread_([this] { ComputeLoop(); }) {}
 
 ActorService::~ActorService() {

@@ -61,9 +61,11 @@
 //    job posted before it (between steps, or between runRange calls of a
 //    step: the debugger's inspect). NotFound for no such buffer,
 //    FailedPrecondition for one that holds nothing now.
-//  - saveState: writes the state readBuffer reads to a state file at the
-//    given path (ir::WriteStateFile), on the compute thread after any
-//    job posted before it; replies with its size and checksum.
+//  - snapshotState: takes the state readBuffer reads, on the compute
+//    thread after any job posted before it, and hands it to the actor's
+//    StateWriter (actor/state_writer.h), which writes the file behind the
+//    steps; awaitState answers from the writer's outcome (waiting on the
+//    writer's thread when asked to, never on the loop's).
 //  - openDataPlane: completed before the handler returns, with the
 //    DataPlane's offer (a SharedRegion capability per ring, carrying its
 //    descriptor). FailedPrecondition without a DataPlane or when called twice.
@@ -117,6 +119,7 @@
 #include "actor/collective.h"
 #include "actor/data_plane.h"
 #include "actor/executor.h"
+#include "actor/state_writer.h"
 #include "actor/replica_group.h"
 #include "actor/transport.h"
 #include "backends/cpu/cpu_device.h"
@@ -182,7 +185,8 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   kj::Promise<void> runStep(RunStepContext context) override;
   kj::Promise<void> runRange(RunRangeContext context) override;
   kj::Promise<void> readBuffer(ReadBufferContext context) override;
-  kj::Promise<void> saveState(SaveStateContext context) override;
+  kj::Promise<void> snapshotState(SnapshotStateContext context) override;
+  kj::Promise<void> awaitState(AwaitStateContext context) override;
   kj::Promise<void> health(HealthContext context) override;
   kj::Promise<void> shutdown(ShutdownContext context) override;
   kj::Promise<void> openDataPlane(OpenDataPlaneContext context) override;
@@ -264,6 +268,7 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   // before the executor, which borrows it.
   std::unique_ptr<Reducer> reducer_;
   cpu::KernelThreads kernel_threads_;
+  StateWriter state_writer_;  // the checkpoint files, written behind the steps
   std::unique_ptr<Executor> executor_;
   uint64_t executor_hash_ = 0;
   ir::TensorMap loaded_state_;

@@ -28,30 +28,6 @@ namespace {
 
 namespace wire = rpc::wire;
 
-// The index of `tensor`'s first element that is a NaN or an infinity, for
-// the floating types; nullopt when every one is finite (or it holds ints).
-std::optional<int64_t> FirstNonFinite(const ir::HostTensor& tensor) {
-  const int64_t count = tensor.num_elements();
-  switch (tensor.dtype()) {
-    case ir::DType::kF32:
-      for (int64_t i = 0; i < count; ++i) {
-        if (!std::isfinite(tensor.f32()[i])) return i;
-      }
-      return std::nullopt;
-    case ir::DType::kBF16:  // exponent all ones
-    case ir::DType::kF16: {
-      const uint16_t exponent = tensor.dtype() == ir::DType::kBF16 ? 0x7f80 : 0x7c00;
-      for (int64_t i = 0; i < count; ++i) {
-        if ((tensor.bf16()[i] & exponent) == exponent) return i;
-      }
-      return std::nullopt;
-    }
-    case ir::DType::kI32:
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 kj::Promise<void> ActorService::stageState(StageStateContext context) {
@@ -157,36 +133,50 @@ absl::StatusOr<ir::HostTensor> ActorService::CurrentBuffer(const std::string& na
   return found->second;
 }
 
-kj::Promise<void> ActorService::saveState(SaveStateContext context) {
+kj::Promise<void> ActorService::snapshotState(SnapshotStateContext context) {
   rpc::ThrowIfError(CheckOpen());
   std::string path = ToString(context.getParams().getPath());
-  struct Written {
-    uint64_t bytes = 0;
-    std::string checksum;
+  return OnCompute([this, path]() mutable -> absl::Status {
+    absl::StatusOr<ir::TensorMap> state = executor_ != nullptr ? executor_->State() : loaded_state_;
+    if (!state.ok()) return state.status();
+    state_writer_.Write(std::move(path), *std::move(state));
+    return absl::OkStatus();
+  });
+}
+
+kj::Promise<void> ActorService::awaitState(AwaitStateContext context) {
+  rpc::ThrowIfError(CheckOpen());
+  const std::string path = ToString(context.getParams().getPath());
+  auto reply = [context](const StateWriter::Outcome& outcome) mutable {
+    rpc::ThrowIfError(outcome.status());
+    context.getResults().setDone(true);
+    context.getResults().setBytes(outcome->bytes);
+    context.getResults().setChecksum(outcome->checksum.c_str());
   };
-  auto written = std::make_shared<Written>();
-  return OnCompute([this, path, written]() -> absl::Status {
-           absl::StatusOr<ir::TensorMap> state = executor_ != nullptr ? executor_->State() : loaded_state_;
-           if (!state.ok()) return state.status();
-           // A state that no longer holds numbers is never saved: the
-           // checkpoint before it stays the newest that loads.
-           for (const auto& [name, tensor] : *state) {
-             if (std::optional<int64_t> at = FirstNonFinite(tensor); at.has_value()) {
-               return absl::OutOfRangeError(absl::StrCat(
-                   Name(), ": state '", name, "' is not finite (element ", *at,
-                   "): no checkpoint is written of it, and the last one saved stays the newest"));
-             }
-           }
-           absl::StatusOr<ir::WrittenFile> file = ir::WriteStateFile(path, *state);
-           if (!file.ok()) return absl::Status(file.status().code(), absl::StrCat(Name(), ": ", file.status().message()));
-           written->bytes = file->bytes;
-           written->checksum = file->checksum;
-           return absl::OkStatus();
-         })
-      .then([context, written]() mutable {
-        context.getResults().setBytes(written->bytes);
-        context.getResults().setChecksum(written->checksum.c_str());
-      });
+  if (!context.getParams().getWait()) {
+    std::optional<StateWriter::Outcome> outcome = state_writer_.Poll(path);
+    if (!outcome.has_value()) {
+      context.getResults().setDone(false);
+      return kj::READY_NOW;
+    }
+    reply(*outcome);
+    return kj::READY_NOW;
+  }
+  // Fulfilled from the writer's thread (or here, when the write has ended);
+  // the outcome is filled before (a non-trivial promise value trips GCC's
+  // -Wmaybe-uninitialized).
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+  struct Waiting {
+    kj::Own<kj::CrossThreadPromiseFulfiller<void>> fulfiller;
+    std::optional<StateWriter::Outcome> outcome;
+  };
+  auto waiting = std::make_shared<Waiting>();
+  waiting->fulfiller = kj::mv(paf.fulfiller);
+  state_writer_.WhenWritten(path, [waiting](const StateWriter::Outcome& outcome) {
+    waiting->outcome = outcome;
+    waiting->fulfiller->fulfill();
+  });
+  return paf.promise.then([waiting, reply]() mutable { reply(*waiting->outcome); });
 }
 
 }  // namespace tandem::actor

@@ -207,7 +207,7 @@ absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& root
   return found;
 }
 
-absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string& root) {
+absl::StatusOr<PendingCheckpoint> BeginCheckpoint(Pipeline& pipeline, const std::string& root) {
   const CompiledStep& compiled = pipeline.compiled();
   const ir::TrainStep& step = pipeline.step();
   if (!Printable(step.name) || !Printable(compiled.schedule)) {
@@ -231,35 +231,56 @@ absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string
   if (error) return FilesystemError("remove", partial, error);
   if (!fs::create_directory(partial, error)) return FilesystemError("create", partial, error);
 
-  std::vector<std::string> paths;
+  PendingCheckpoint pending{.root = root,
+                            .step = pipeline.steps_done(),
+                            .partial = partial.string(),
+                            .final_path = final_path.string()};
   for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
-    paths.push_back((partial / absl::StrCat("actor-", actor, ".state")).string());
+    pending.paths.push_back((partial / absl::StrCat("actor-", actor, ".state")).string());
   }
-  absl::StatusOr<std::vector<SavedStateFile>> saved = pipeline.SaveState(paths);
+  pending.manifest = CheckpointManifest{.model = step.name,
+                                        .step = pipeline.steps_done(),
+                                        .schedule = compiled.schedule,
+                                        .actors = compiled.num_actors};
+  for (const ir::StateSpec& spec : step.state) {
+    pending.manifest.state[spec.name] = ir::TypeToString(spec.type);
+    if (spec.role == ir::StateRole::kParameter) pending.manifest.parameters.insert(spec.name);
+  }
+  if (absl::Status status = pipeline.SnapshotState(pending.paths); !status.ok()) return status;
+  return pending;
+}
+
+absl::StatusOr<std::optional<std::string>> FinishCheckpoint(Pipeline& pipeline, const PendingCheckpoint& pending,
+                                                            bool wait) {
+  absl::StatusOr<std::optional<std::vector<SavedStateFile>>> saved = pipeline.AwaitState(pending.paths, wait);
   if (!saved.ok()) return saved.status();
+  if (!saved->has_value()) return std::optional<std::string>();
   // TANDEM_FAULT=checkpoint-before-manifest: a crash at the worst moment,
   // the actors' files written and no manifest yet (the crash tests).
   ir::CrashIfFaultAt("checkpoint-before-manifest");
 
-  CheckpointManifest manifest{.model = step.name,
-                              .step = pipeline.steps_done(),
-                              .schedule = compiled.schedule,
-                              .actors = compiled.num_actors};
-  for (const ir::StateSpec& spec : step.state) {
-    manifest.state[spec.name] = ir::TypeToString(spec.type);
-    if (spec.role == ir::StateRole::kParameter) manifest.parameters.insert(spec.name);
-  }
-  for (const SavedStateFile& file : *saved) {
+  CheckpointManifest manifest = pending.manifest;
+  for (const SavedStateFile& file : **saved) {
     manifest.files.push_back({fs::path(file.path).filename().string(), file.bytes, file.checksum});
   }
   const std::string text = PrintCheckpointManifest(manifest);
-  if (absl::Status status = ir::WriteFileAtomically((partial / kManifest).string(), text); !status.ok()) {
+  if (absl::Status status = ir::WriteFileAtomically((fs::path(pending.partial) / kManifest).string(), text);
+      !status.ok()) {
     return status;
   }
-  fs::rename(partial, final_path, error);
-  if (error) return FilesystemError("rename into place", final_path, error);
-  if (absl::Status status = ir::SyncDirectory(root); !status.ok()) return status;
-  return final_path.string();
+  std::error_code error;
+  fs::rename(pending.partial, pending.final_path, error);
+  if (error) return FilesystemError("rename into place", pending.final_path, error);
+  if (absl::Status status = ir::SyncDirectory(pending.root); !status.ok()) return status;
+  return std::optional<std::string>(pending.final_path);
+}
+
+absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string& root) {
+  absl::StatusOr<PendingCheckpoint> pending = BeginCheckpoint(pipeline, root);
+  if (!pending.ok()) return pending.status();
+  absl::StatusOr<std::optional<std::string>> saved = FinishCheckpoint(pipeline, *pending, /*wait=*/true);
+  if (!saved.ok()) return saved.status();
+  return **saved;
 }
 
 namespace {

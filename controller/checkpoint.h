@@ -6,11 +6,13 @@
 //   DIR/step-00000006/actor-0.state    actor 0's state tensors (ir/state_file.h)
 //   ...
 // A checkpoint is written into DIR/.step-00000006.partial/: each actor
-// writes its own file there (Launcher::SaveState; atomically), then the
-// controller writes the MANIFEST (atomically) and renames the directory
-// into place. A crash at any point leaves either the complete checkpoint or
-// a .partial directory that nothing loads (the next save removes it), so
-// the previous checkpoint stays the newest one that loads.
+// takes a snapshot of its state and writes its own file there behind the
+// steps that follow (Launcher::SnapshotState; atomically); once every file
+// is durable (Launcher::AwaitState), the controller writes the MANIFEST
+// (atomically) and renames the directory into place. A crash at any point
+// leaves either the complete checkpoint or a .partial directory that
+// nothing loads (the next save removes it), so the previous checkpoint
+// stays the newest one that loads.
 //
 // MANIFEST is tab-separated text, one record a line:
 //   tandem-checkpoint  3
@@ -44,6 +46,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -118,9 +121,27 @@ struct LoadedCheckpoint {
 // the last. FailedPrecondition naming the path and the OS's reason.
 absl::Status PrepareCheckpointRoot(const std::string& root);
 
-// Writes the checkpoint of `pipeline` after its steps_done() steps under
-// `root` (created if missing) and returns its directory. AlreadyExists if
-// that step's checkpoint is there already.
+// A checkpoint whose actors are writing their files (BeginCheckpoint).
+struct PendingCheckpoint {
+  std::string root;
+  int64_t step = 0;        // the steps done in the state it holds
+  std::string partial;     // root/.step-N.partial, where the files go
+  std::string final_path;  // root/step-N, once complete
+  std::vector<std::string> paths;  // by actor
+  CheckpointManifest manifest;     // all but its files
+};
+
+// Begins the checkpoint of `pipeline` after its steps_done() steps under
+// `root` (created if missing): the actors take their state and write it
+// behind the next steps. AlreadyExists if that step's checkpoint is there
+// already.
+absl::StatusOr<PendingCheckpoint> BeginCheckpoint(Pipeline& pipeline, const std::string& root);
+// Once every actor's file is durable (waiting for them with `wait`; else
+// nullopt at once while some are still being written), writes the manifest
+// and puts the checkpoint in place: its directory.
+absl::StatusOr<std::optional<std::string>> FinishCheckpoint(Pipeline& pipeline, const PendingCheckpoint& pending,
+                                                            bool wait);
+// Both, waiting: the checkpoint's directory.
 absl::StatusOr<std::string> SaveCheckpoint(Pipeline& pipeline, const std::string& root);
 
 // The complete checkpoints under `root`, oldest first (their directories);

@@ -62,19 +62,31 @@ std::vector<MemoryPool> Launcher::MemoryPools(int32_t num_actors) const {
   return {pool};
 }
 
-absl::StatusOr<std::vector<SavedStateFile>> Launcher::SaveState(const std::vector<std::string>& paths) {
+absl::Status Launcher::SnapshotState(const std::vector<std::string>& paths) {
+  written_.clear();
   absl::StatusOr<std::vector<ir::TensorMap>> states = ReadState();
   if (!states.ok()) return states.status();
   if (states->size() != paths.size()) {
     return absl::InvalidArgumentError(absl::StrCat(paths.size(), " state file paths for ", states->size(), " actors"));
   }
-  std::vector<SavedStateFile> saved;
+  std::vector<SavedStateFile> written;
   for (size_t actor = 0; actor < paths.size(); ++actor) {
     absl::StatusOr<ir::WrittenFile> file = ir::WriteStateFile(paths[actor], (*states)[actor]);
     if (!file.ok()) return file.status();
-    saved.push_back({paths[actor], file->bytes, file->checksum});
+    written.push_back({paths[actor], file->bytes, file->checksum});
   }
-  return saved;
+  written_ = std::move(written);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<std::vector<SavedStateFile>>> Launcher::AwaitState(const std::vector<std::string>& paths,
+                                                                                bool) {
+  for (size_t actor = 0; actor < paths.size(); ++actor) {
+    if (actor >= written_.size() || written_[actor].path != paths[actor]) {
+      return absl::NotFoundError(absl::StrCat("no state file ", paths[actor], " was written by SnapshotState"));
+    }
+  }
+  return std::optional<std::vector<SavedStateFile>>(written_);
 }
 
 }  // namespace tandem::controller

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,11 +131,18 @@ class Launcher {
   // it all (verification against the reference, a script's State()). A
   // launcher over a control plane moves it in bounded pieces.
   virtual absl::StatusOr<std::vector<ir::TensorMap>> ReadState() = 0;
-  // Writes each actor's state to paths[actor] as a state file
-  // (ir/state_file.h), atomically. Launchers whose actors can reach the
-  // files write them there (no state crosses the control plane); this
-  // default reads the state and writes the files from the controller.
-  virtual absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths);
+  // Checkpointing (controller/checkpoint.h), in two calls, so that steps
+  // go on while the files are written. SnapshotState has each actor take
+  // its state as it is now and write it to paths[actor] as a state file
+  // (ir/state_file.h), atomically, behind the calls that follow; AwaitState
+  // returns the files once every actor's is durable (`wait`), or at once
+  // nullopt while some are still being written (!wait). Launchers whose
+  // actors can reach the files write them there (no state crosses the
+  // control plane); this default reads the state and writes the files from
+  // the controller within SnapshotState.
+  virtual absl::Status SnapshotState(const std::vector<std::string>& paths);
+  virtual absl::StatusOr<std::optional<std::vector<SavedStateFile>>> AwaitState(const std::vector<std::string>& paths,
+                                                                                bool wait);
   // The memories the actors draw on, for the check before they start
   // (controller/memory_fit.h): by default this host's available memory,
   // shared by every actor (actors that compute on its CPU). Empty where the
@@ -151,6 +159,9 @@ class Launcher {
   // failed: then it reports what it heard last). None by default (a
   // launcher no stranger can reach).
   virtual RefusalCounts Refusals() { return {}; }
+
+ private:
+  std::vector<SavedStateFile> written_;  // the default SnapshotState's files
 };
 
 }  // namespace tandem::controller

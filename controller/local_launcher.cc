@@ -494,24 +494,48 @@ absl::StatusOr<std::vector<ir::TensorMap>> LocalLauncher::ReadState() {
   return states;
 }
 
-absl::StatusOr<std::vector<SavedStateFile>> LocalLauncher::SaveState(const std::vector<std::string>& paths) {
+absl::Status LocalLauncher::SnapshotState(const std::vector<std::string>& paths) {
+  if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  if (static_cast<int32_t>(paths.size()) != num_actors_) {
+    return absl::InvalidArgumentError(absl::StrCat(paths.size(), " state file paths for ", num_actors_, " actors"));
+  }
+  return CallAll("taking the state for a checkpoint", options_.step_timeout, [&](int32_t actor) {
+    auto request = loop_->actor(actor).snapshotStateRequest();
+    request.setPath(paths[actor]);
+    loop_->Track(actor, request.send().ignoreResult());
+  });
+}
+
+absl::StatusOr<std::optional<std::vector<SavedStateFile>>> LocalLauncher::AwaitState(
+    const std::vector<std::string>& paths, bool wait) {
   if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
   if (static_cast<int32_t>(paths.size()) != num_actors_) {
     return absl::InvalidArgumentError(absl::StrCat(paths.size(), " state file paths for ", num_actors_, " actors"));
   }
   // Written on the loop thread by the replies, read here after CallAll.
-  auto saved = std::make_shared<std::vector<SavedStateFile>>(paths.size());
-  absl::Status status = CallAll("saving the state", options_.step_timeout, [&](int32_t actor) {
-    auto request = loop_->actor(actor).saveStateRequest();
+  struct Replies {
+    std::vector<SavedStateFile> files;
+    std::vector<bool> done;
+  };
+  auto replies = std::make_shared<Replies>();
+  replies->files.resize(paths.size());
+  replies->done.assign(paths.size(), false);
+  absl::Status status = CallAll("writing a checkpoint", options_.step_timeout, [&](int32_t actor) {
+    auto request = loop_->actor(actor).awaitStateRequest();
     request.setPath(paths[actor]);
-    loop_->Track(actor, request.send().then([saved, actor, path = paths[actor]](auto&& response) {
-      (*saved)[actor] = {path, response.getBytes(), ToString(response.getChecksum())};
+    request.setWait(wait);
+    loop_->Track(actor, request.send().then([replies, actor, path = paths[actor]](auto&& response) {
+      replies->done[actor] = response.getDone();
+      replies->files[actor] = {path, response.getBytes(), ToString(response.getChecksum())};
     }));
   });
   if (!status.ok()) return status;
-  std::vector<SavedStateFile> result;
-  loop_->executor.executeSync([&] { result = *saved; });
-  return result;
+  Replies result;
+  loop_->executor.executeSync([&] { result = *replies; });
+  for (bool done : result.done) {
+    if (!done) return std::optional<std::vector<SavedStateFile>>();
+  }
+  return std::optional<std::vector<SavedStateFile>>(std::move(result.files));
 }
 
 absl::Status LocalLauncher::Shutdown() {

@@ -36,7 +36,7 @@
 // runRange RPC per task (kPerTask, for measurement). RunRanges(): one
 // runRange per listed actor (the debugger's task-by-task stepping).
 // ReadBuffer(): readBuffer piece by piece; ReadState(): that per state
-// buffer. SaveState(): saveState per actor (the actors write the files; no
+// buffer. SnapshotState()/AwaitState(): per actor (the actors write the files; no
 // state crosses the control plane).
 //
 // Failure handling. Every wait is bounded, and while it waits the launcher
@@ -174,8 +174,10 @@ class LocalLauncher final : public Launcher {
   // host), else "shm" or "tcp" as the data plane places them.
   std::string DescribeDataPlane() const override;
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
-  // Each actor process writes its own file (saveState).
-  absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) override;
+  // Each actor process writes its own file (snapshotState, awaitState).
+  absl::Status SnapshotState(const std::vector<std::string>& paths) override;
+  absl::StatusOr<std::optional<std::vector<SavedStateFile>>> AwaitState(const std::vector<std::string>& paths,
+                                                                        bool wait) override;
   // The registrations this launcher refused, and the data-plane connections
   // its actors refused (each is asked, within a few seconds, unless the
   // launcher failed or shut down).

@@ -42,7 +42,7 @@ absl::Status LocalLauncher::Fail(absl::Status status) {
   // on it while holding that mutex would deadlock (a step's deadline meeting
   // a call that just finished).
   board_->mu.AssertNotHeld();
-  if (!broken_.has_value()) broken_ = MarkActorLost(std::move(status));
+  if (!broken_.has_value()) broken_ = status;
   if (loop_ != nullptr) {
     loop_->executor.executeSync([this] { loop_->CancelCalls("the launcher failed"); });
   }
@@ -90,8 +90,8 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
     }
     // A process that ended says more than the calls it broke.
     if (std::optional<ExitInfo> exit = processes_->Poll(); exit.has_value()) {
-      return Fail(NotePause(absl::UnavailableError(
-          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe()))));
+      return Fail(MarkActorLost(NotePause(absl::UnavailableError(
+          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe())))));
     }
     // The failure, if any, is decided under the board's mutex and reported
     // (Fail waits on the loop thread) after it is released.
@@ -131,7 +131,7 @@ absl::Status LocalLauncher::Await(absl::string_view what, absl::Duration timeout
                                                            " did not finish within ", absl::FormatDuration(timeout)));
       }
     }
-    if (failure.has_value()) return Fail(NotePause(*std::move(failure)));
+    if (failure.has_value()) return Fail(MarkActorLost(NotePause(*std::move(failure))));
   }
 }
 
@@ -233,12 +233,16 @@ absl::Status LocalLauncher::CallSome(absl::string_view what, absl::Duration time
   if (failure->second.code() == absl::StatusCode::kUnavailable) {
     absl::StatusOr<ExitInfo> exit = processes_->WaitAny(absl::Seconds(1));
     if (exit.ok()) {
-      return Fail(NotePause(absl::UnavailableError(
-          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe()))));
+      return Fail(MarkActorLost(NotePause(absl::UnavailableError(
+          absl::StrCat(Describe(exit->actor.value), " died during ", what, ": ", exit->Describe())))));
     }
   }
   const auto& [actor, status] = *failure;
-  return Fail(NotePause(absl::Status(status.code(), absl::StrCat(Describe(actor), ", ", what, ": ", status.message()))));
+  absl::Status reported =
+      NotePause(absl::Status(status.code(), absl::StrCat(Describe(actor), ", ", what, ": ", status.message())));
+  // An actor that still answers failed by itself (a kernel's error, a full
+  // disk): a restart would only repeat it.
+  return Fail(answering[actor] ? reported : MarkActorLost(std::move(reported)));
 }
 
 std::vector<bool> LocalLauncher::Answering(const std::vector<int32_t>& actors, absl::Duration timeout) {

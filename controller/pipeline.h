@@ -97,9 +97,12 @@ class Pipeline {
   // The fill job's state on each actor, by the job's names (empty for an
   // actor without pieces): a training job's model as its pieces left it.
   absl::StatusOr<std::vector<ir::TensorMap>> FillState();
-  // Has each actor write its state to paths[actor] (Launcher::SaveState).
-  absl::StatusOr<std::vector<SavedStateFile>> SaveState(const std::vector<std::string>& paths) {
-    return launcher_->SaveState(paths);
+  // Has each actor write its state to paths[actor] behind the next steps
+  // (Launcher::SnapshotState), and the files once written (AwaitState).
+  absl::Status SnapshotState(const std::vector<std::string>& paths) { return launcher_->SnapshotState(paths); }
+  absl::StatusOr<std::optional<std::vector<SavedStateFile>>> AwaitState(const std::vector<std::string>& paths,
+                                                                        bool wait) {
+    return launcher_->AwaitState(paths, wait);
   }
 
   // Steps run so far, counting those before a checkpoint it started from.

@@ -136,7 +136,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Resume(ir::TrainStep step, sch
   return session;
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  // A checkpoint begun behind the steps is put in place, if its files get
+  // written; otherwise the one before it stays the newest.
+  if (pending_.has_value()) (void)FinishCheckpoint(/*wait=*/true);
+}
 
 controller::CompileOptions Session::CompileOptionsFor() const { return {.remat = options_.remat}; }
 
@@ -212,7 +216,15 @@ absl::Status Session::StartAgainAndRedo(SessionRestart& restart) {
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
   debugger_->Reset(pipeline_.get());
-  for (const KeptStep& kept : kept_steps_) {
+  // The kept steps again, writing the pending checkpoint as its step
+  // passes (which drops the kept steps up to it).
+  for (size_t i = 0;; ++i) {
+    const size_t kept_before = kept_steps_.size();
+    if (absl::Status saved = SavePendingHere(); !saved.ok()) return saved;
+    if (kept_steps_.size() != kept_before) i = 0;
+    if (i >= kept_steps_.size()) break;
+    const KeptStep& kept = kept_steps_[i];
+    if (kept.step <= pipeline_->steps_done()) continue;  // in the state restarted from
     absl::StatusOr<controller::StepReport> report = pipeline_->Step(kept.microbatches, options_.dispatch);
     if (!report.ok()) return report.status();
     ++restart.steps_redone;
@@ -223,6 +235,24 @@ absl::Status Session::StartAgainAndRedo(SessionRestart& restart) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Session::SavePendingHere() {
+  if (!pending_.has_value() || pipeline_->steps_done() != pending_->step) return absl::OkStatus();
+  absl::StatusOr<std::string> saved = controller::SaveCheckpoint(*pipeline_, pending_->root);
+  if (!saved.ok()) return saved.status();
+  const int64_t step = pending_->step;
+  pending_.reset();
+  Checkpointed(*saved, step);
+  return absl::OkStatus();
+}
+
+void Session::Checkpointed(const std::string& path, int64_t step) {
+  if (options_.max_restarts <= 0) return;
+  restart_checkpoint_ = path;
+  restart_state_.reset();
+  no_restart_point_.clear();
+  std::erase_if(kept_steps_, [step](const KeptStep& kept) { return kept.step <= step; });
 }
 
 void Session::DropRestartPoint(absl::string_view why) {
@@ -238,7 +268,7 @@ absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::Tenso
   absl::StatusOr<controller::StepReport> report = Recovering<controller::StepReport>(
       absl::StrCat("step ", pipeline_->steps_done() + 1), [&] { return StepOnce(microbatches); });
   if (report.ok() && options_.max_restarts > 0 && no_restart_point_.empty()) {
-    kept_steps_.push_back({microbatches, report->losses});
+    kept_steps_.push_back({report->step, microbatches, report->losses});
   }
   return report;
 }
@@ -262,6 +292,7 @@ absl::Status Session::StartFill(std::shared_ptr<const controller::FillJob> job,
   if (options_.max_restarts > 0) {
     return absl::InvalidArgumentError("fill jobs do not go with restarts (SessionOptions::max_restarts) yet");
   }
+  if (absl::StatusOr<std::string> finished = FinishCheckpoint(/*wait=*/true); !finished.ok()) return finished.status();
   absl::StatusOr<ir::TensorMap> state = pipeline_->State();
   if (!state.ok()) return state.status();
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
@@ -284,16 +315,41 @@ absl::StatusOr<ir::TensorMap> Session::State() {
 std::string Session::DescribeActor(ActorId actor) const { return pipeline_->launcher().DescribeActor(actor); }
 
 absl::StatusOr<std::string> Session::SaveCheckpoint(const std::string& root) {
-  absl::StatusOr<std::string> saved =
-      Recovering<std::string>(absl::StrCat("the checkpoint after step ", pipeline_->steps_done()),
-                              [&] { return controller::SaveCheckpoint(*pipeline_, root); });
-  if (saved.ok() && options_.max_restarts > 0) {
-    restart_checkpoint_ = *saved;
-    restart_state_.reset();
-    kept_steps_.clear();
-    no_restart_point_.clear();
+  if (absl::Status begun = BeginCheckpoint(root); !begun.ok()) return begun;
+  return FinishCheckpoint(/*wait=*/true);
+}
+
+absl::Status Session::BeginCheckpoint(const std::string& root) {
+  if (absl::StatusOr<std::string> before = FinishCheckpoint(/*wait=*/true); !before.ok()) return before.status();
+  absl::StatusOr<controller::PendingCheckpoint> pending = Recovering<controller::PendingCheckpoint>(
+      absl::StrCat("the checkpoint after step ", pipeline_->steps_done()),
+      [&] { return controller::BeginCheckpoint(*pipeline_, root); });
+  if (!pending.ok()) return pending.status();
+  pending_ = *std::move(pending);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Session::FinishCheckpoint(bool wait) {
+  if (!pending_.has_value()) return std::string();
+  const int64_t step = pending_->step;
+  // A restart on the way writes the pending checkpoint as its redo passes
+  // its step (SavePendingHere); then there is nothing left to finish here.
+  std::string finished;
+  absl::StatusOr<std::optional<std::string>> saved = Recovering<std::optional<std::string>>(
+      absl::StrCat("the checkpoint after step ", step), [&]() -> absl::StatusOr<std::optional<std::string>> {
+        if (!pending_.has_value()) return std::optional<std::string>(restart_checkpoint_);
+        return controller::FinishCheckpoint(*pipeline_, *pending_, wait);
+      });
+  if (!saved.ok()) {
+    pending_.reset();  // its files are not all there; the one before stays the newest
+    return saved.status();
   }
-  return saved;
+  if (!saved->has_value()) return std::string();
+  if (pending_.has_value()) {
+    pending_.reset();
+    Checkpointed(**saved, step);
+  }
+  return **saved;
 }
 
 absl::Status Session::SetSchedule(schedules::Schedule schedule) {
@@ -301,6 +357,8 @@ absl::Status Session::SetSchedule(schedules::Schedule schedule) {
 }
 
 absl::Status Session::Recompile(ir::TrainStep step, schedules::Schedule schedule) {
+  // The actors writing a checkpoint are about to go.
+  if (absl::StatusOr<std::string> finished = FinishCheckpoint(/*wait=*/true); !finished.ok()) return finished.status();
   if (step.state != pipeline_->step().state) {
     return absl::InvalidArgumentError(
         "the new step's parameters and optimizer slots differ from the running one's (names, types or initializers)");

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "controller/checkpoint.h"
 #include "controller/compiler.h"
 #include "controller/debugger.h"
 #include "controller/fill.h"
@@ -157,8 +158,22 @@ class Session {
   // Every parameter and optimizer slot, gathered from the actors.
   absl::StatusOr<ir::TensorMap> State();
   // Writes a checkpoint of the state after steps_done() under `root`
-  // (root/step-NNNNNNNN/); returns its directory.
+  // (root/step-NNNNNNNN/), waiting for it; returns its directory.
   absl::StatusOr<std::string> SaveCheckpoint(const std::string& root);
+  // The same behind the steps: the actors take their state now and write
+  // it while the next steps run (after finishing the checkpoint begun
+  // before, if any). FinishCheckpoint puts it in place once every file is
+  // durable: with `wait`, waiting for them; without, only if they are
+  // (else ""). Its directory, or "" when none is pending. Until then the
+  // checkpoint before it stays the newest (and what a restart starts
+  // from); a restart that redoes its step writes it again. Destroying the
+  // session finishes a pending checkpoint.
+  absl::Status BeginCheckpoint(const std::string& root);
+  absl::StatusOr<std::string> FinishCheckpoint(bool wait = true);
+  // The step of the checkpoint being written behind the steps, if any.
+  std::optional<int64_t> pending_checkpoint() const {
+    return pending_.has_value() ? std::optional<int64_t>(pending_->step) : std::nullopt;
+  }
 
   // Recompiles for `schedule` (any valid schedule with the step's stages
   // and microbatches) and restarts the actors from the current state; the
@@ -226,6 +241,7 @@ class Session {
   // microbatches and losses. Neither known after SetSchedule or Recompile
   // until the next checkpoint: `no_restart_point_` says why.
   struct KeptStep {
+    int64_t step = 0;
     std::vector<ir::TensorMap> microbatches;
     std::vector<float> losses;
   };
@@ -235,6 +251,13 @@ class Session {
   std::vector<KeptStep> kept_steps_;
   std::string no_restart_point_;
   std::vector<SessionRestart> restarts_;
+  // The checkpoint being written behind the steps (BeginCheckpoint).
+  std::optional<controller::PendingCheckpoint> pending_;
+  // A checkpoint is in place: it becomes the restart point.
+  void Checkpointed(const std::string& path, int64_t step);
+  // Writes the pending checkpoint now if the pipeline is at its step (a
+  // restart's redo passes it).
+  absl::Status SavePendingHere();
 };
 
 // Where `tandem-actor` is: $TANDEM_ACTOR_BINARY if set; else beside the

@@ -264,12 +264,20 @@ interface Actor {
   openDataPlane @7 () -> (tcpAddress :Text, regions :List(OutboundRegion));
   connectDataPlane @8 (peers :List(DataPlanePeer), timeoutMillis :Int64) -> ();
 
-  # Checkpointing: writes the actor's state (what readBuffer reads) to
-  # `path` as one state file (ir/state_file.h), atomically (temporary file,
-  # fsync, rename, fsync of the directory), after any call posted before it.
-  # Returns the file's size and CRC-32 for the controller's manifest.
-  # UNAVAILABLE (with the path and the OS's reason) if it cannot write.
-  saveState @9 (path :Text) -> (bytes :UInt64, checksum :Text);
+  # Checkpointing, in two calls, so that the steps go on while the files
+  # are written. snapshotState takes the actor's state (what readBuffer
+  # reads) as it is after any call posted before it, into host tensors no
+  # later step changes, and returns; the actor writes it to `path` in the
+  # background as one state file (ir/state_file.h), atomically (temporary
+  # file, fsync, rename, fsync of the directory), after the write before
+  # it, if any, has ended (one at a time). awaitState tells that write's
+  # outcome: with `wait`, once it ended; without, at once (done false while
+  # it runs). Done, the file's size and CRC-32 for the controller's
+  # manifest; OUT_OF_RANGE for a state that is not finite (nothing is
+  # written); UNAVAILABLE (with the path and the OS's reason) if it cannot
+  # write; NOT_FOUND if `path` is not the latest write.
+  snapshotState @9 (path :Text) -> ();
+  awaitState @13 (path :Text, wait :Bool) -> (done :Bool, bytes :UInt64, checksum :Text);
 
   # Data parallelism: this actor's replica group, set up once before the
   # first step in two rounds, like the data plane, so that the collective

@@ -10,6 +10,7 @@
 
 #include "ir/initial_state.h"
 #include "ir/limits.h"
+#include "ir/state_file.h"
 #include "ir/state_source.h"
 #include "rpc/state_codec.h"
 #include "tests/actor/actor_service_fixture.h"
@@ -18,6 +19,25 @@ namespace tandem::actor::testing {
 namespace {
 
 using ::testing::HasSubstr;
+
+// snapshotState, then awaitState waiting for the file.
+absl::Status Snapshot(wire::Actor::Client& actor, const std::string& path, kj::WaitScope& wait_scope) {
+  auto request = actor.snapshotStateRequest();
+  request.setPath(path);
+  return rpc::ToStatus(request.send().ignoreResult()).wait(wait_scope);
+}
+
+absl::StatusOr<bool> AwaitState(wire::Actor::Client& actor, const std::string& path, bool wait,
+                                kj::WaitScope& wait_scope) {
+  auto request = actor.awaitStateRequest();
+  request.setPath(path);
+  request.setWait(wait);
+  bool done = false;
+  absl::Status status =
+      rpc::ToStatus(request.send().then([&done](auto&& response) { done = response.getDone(); })).wait(wait_scope);
+  if (!status.ok()) return status;
+  return done;
+}
 
 TEST_F(ActorServiceTest, StateMovesInPiecesAndReadsBackBitForBit) {
   // A state tensor of 5 MiB staged and read in pieces of 1 MiB and of the
@@ -68,9 +88,8 @@ TEST_F(ActorServiceTest, AStateThatIsNotFiniteIsNotSaved) {
   ir::TensorMap state = TwoStageState();
   const std::string path = ::testing::TempDir() + "/tandem-nonfinite-" + std::to_string(getpid()) + ".state";
   auto save = [&]() {
-    auto request = actor.saveStateRequest();
-    request.setPath(path);
-    return rpc::ToStatus(request.send().ignoreResult()).wait(io_.waitScope);
+    if (absl::Status taken = Snapshot(actor, path, io_.waitScope); !taken.ok()) return taken;
+    return AwaitState(actor, path, /*wait=*/true, io_.waitScope).status();
   };
   ASSERT_TRUE(LoadState(actor, state, /*piece_bytes=*/1 << 20).ok());
   ASSERT_TRUE(save().ok());
@@ -81,6 +100,40 @@ TEST_F(ActorServiceTest, AStateThatIsNotFiniteIsNotSaved) {
   EXPECT_EQ(saved.code(), absl::StatusCode::kOutOfRange) << saved;
   EXPECT_THAT(saved.message(), HasSubstr("state 'w0' is not finite (element 3)"));
   EXPECT_NE(access(path.c_str(), F_OK), 0) << "a non-finite state was written";
+}
+
+// A checkpoint's file holds the state as it was when the snapshot was
+// taken, whatever the actor does while it is written; awaitState without
+// waiting never blocks, and names a path that is not the latest write.
+TEST_F(ActorServiceTest, ASnapshotIsWrittenAsTakenWhileTheStateMovesOn) {
+  TwoStageForward programs = MakeTwoStageForward(1);
+  wire::Actor::Client actor = Serve(network_.Endpoint(0));
+  ASSERT_TRUE(LoadProgram(actor, programs.actor0).ok());
+  ir::TensorMap state = TwoStageState();
+  state["big"] = Iota(F32({4, 1 << 18}), -1.0f, 1e-5f);  // 4 MiB: a write that takes a moment
+  ASSERT_TRUE(LoadState(actor, state, /*piece_bytes=*/1 << 20).ok());
+  const std::string path = ::testing::TempDir() + "/tandem-snapshot-" + std::to_string(getpid()) + ".state";
+  ASSERT_TRUE(Snapshot(actor, path, io_.waitScope).ok());
+  ir::TensorMap later = state;
+  later["w0"] = Iota(F32({3, 4}), 100.0f, 1.0f);
+  later["big"] = Iota(F32({4, 1 << 18}), 7.0f, 1e-5f);
+  ASSERT_TRUE(LoadState(actor, later, /*piece_bytes=*/1 << 20).ok());
+  absl::StatusOr<bool> polled = AwaitState(actor, path, /*wait=*/false, io_.waitScope);
+  ASSERT_TRUE(polled.ok()) << polled.status();  // done or not, at once
+  absl::StatusOr<bool> done = AwaitState(actor, path, /*wait=*/true, io_.waitScope);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(*done);
+  absl::StatusOr<std::vector<ir::StateFileEntry>> entries = ir::IndexStateFile(path);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), state.size());
+  for (const ir::StateFileEntry& entry : *entries) {
+    absl::StatusOr<ir::HostTensor> tensor = ir::ReadStateTensor(path, entry.offset, entry.type);
+    ASSERT_TRUE(tensor.ok()) << entry.name;
+    EXPECT_TRUE(tensor->BitwiseEquals(state.at(entry.name))) << entry.name << " is not the snapshot's";
+  }
+  unlink(path.c_str());
+  absl::StatusOr<bool> other = AwaitState(actor, path + ".other", /*wait=*/true, io_.waitScope);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound) << other.status();
 }
 
 TEST_F(ActorServiceTest, AStagedTensorThatDidNotArriveWholeLeavesTheStateAsItWas) {

@@ -156,6 +156,34 @@ TEST(Session, ResumesFromItsCheckpointBitForBit) {
   std::filesystem::remove_all(root);
 }
 
+TEST(Session, ACheckpointWrittenBehindTheStepsHoldsTheStateItWasBegunAt) {
+  const std::string root = std::filesystem::temp_directory_path() / ("tandem-behind-" + std::to_string(getpid()));
+  const ir::TrainStep step = Mlp(4);
+  const schedules::Schedule schedule = *schedules::ResolveSchedule("1f1b", 2, 4);
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(step, schedule, Options());
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<std::string> nothing = (*session)->FinishCheckpoint();
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_EQ(*nothing, "");
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 1)).ok());
+  ASSERT_TRUE((*session)->BeginCheckpoint(root).ok());
+  EXPECT_EQ((*session)->pending_checkpoint(), 1);
+  absl::StatusOr<controller::StepReport> second = (*session)->Step(controller::testing_harness::Batches(step, 2));
+  ASSERT_TRUE(second.ok());
+  absl::StatusOr<std::string> saved = (*session)->FinishCheckpoint(/*wait=*/true);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_THAT(*saved, HasSubstr("step-00000001"));
+  EXPECT_FALSE((*session)->pending_checkpoint().has_value());
+
+  absl::StatusOr<std::unique_ptr<Session>> resumed = Session::Resume(step, schedule, root, Options());
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ((*resumed)->steps_done(), 1);
+  absl::StatusOr<controller::StepReport> again = (*resumed)->Step(controller::testing_harness::Batches(step, 2));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Bits(again->losses), Bits(second->losses));
+  std::filesystem::remove_all(root);
+}
+
 // Restarts. TANDEM_FAULT reaches the actor processes through the
 // environment; actor-crash-once and actor-stop-once strike once in a
 // session's life (their marker file), as a real fault would.

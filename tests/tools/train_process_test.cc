@@ -336,6 +336,33 @@ TEST_F(TrainCheckpoint, AKilledActorIsRestartedAndTheRunEndsAsIfNothingHappened)
   }
 }
 
+// Checkpoints written behind the steps hold the same bytes as checkpoints
+// the steps waited for; a fault while one is being written leaves the one
+// before as the restart point, and the redo writes it again.
+TEST_F(TrainCheckpoint, CheckpointsBehindTheStepsAreTheWaitedOnesAndSurviveAFaultWhileWritten) {
+  TrainProcess waited(Args(8, {"--checkpoint-dir", Path("waited"), "--checkpoint-every", "3", "--checkpoint-wait"}));
+  ASSERT_EQ(ExitCode(waited), 0) << waited.err();
+  // Actor 0 dies as step 4 begins: the checkpoint after step 3 was begun
+  // and not yet put in place.
+  TrainProcess behind(Args(8, {"--checkpoint-dir", Path("behind"), "--checkpoint-every", "3", "--max-restarts", "1",
+                               "--log-every", "100"}),
+                      {absl::StrCat("TANDEM_FAULT=actor-crash-once:0:4:", Path("struck"))});
+  ASSERT_EQ(ExitCode(behind), 0) << behind.err();
+  EXPECT_THAT(behind.out(), AllOf(HasSubstr("saving the checkpoint after step 3 behind the steps"),
+                                  HasSubstr("restart 1 of 1 during step 4: actor 0 (stage 0) died"),
+                                  HasSubstr("from the state the session started from (after step 0), 3 steps redone"),
+                                  HasSubstr("saved " + Path("behind/step-00000006") + " (written behind the steps)")));
+  for (const char* checkpoint : {"step-00000003", "step-00000006", "step-00000008"}) {
+    std::map<std::string, std::string> expected = StateFiles(Path("waited/") + checkpoint);
+    std::map<std::string, std::string> got = StateFiles(Path("behind/") + checkpoint);
+    ASSERT_EQ(expected.size(), 2u) << checkpoint;
+    ASSERT_EQ(got.size(), expected.size()) << checkpoint;
+    for (const auto& [name, bytes] : expected) {
+      EXPECT_TRUE(got[name] == bytes) << checkpoint << "/" << name << " differs from the waited-for checkpoint's";
+    }
+  }
+}
+
 // A fault that strikes every time the actors start again ends the run with
 // its error once the restarts are spent, not in a loop.
 TEST(TrainProcess, AFaultThatRepeatsEndsTheRunWhenItsRestartsAreSpent) {

@@ -70,6 +70,7 @@ struct TrainOptions {
   std::string plan_device;
   std::optional<std::string> fill;
   int32_t max_restarts = 0;
+  bool checkpoint_wait = false;  // each checkpoint written before the next step
 
   bool pipelined() const { return launcher.launcher != "reference"; }
 };
@@ -111,6 +112,9 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
                   "most N times; the results are those of a run that never failed")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  train.add_flag("--checkpoint-wait", options.checkpoint_wait,
+                 "write each checkpoint before the next step runs (by default the actors write it behind the next "
+                 "steps, and it is put in place once every file is durable)");
   train.add_option("--resume", options.resume, "continue from the newest checkpoint under DIR, or the checkpoint DIR");
   train.add_option("--import", options.import,
                    "start from the parameters of a safetensors FILE (`tandem export` writes them; names and shapes "
@@ -414,11 +418,34 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
         if (trace.has_value() && fill->started() && !was_started) trace.emplace(*trainer.compiled());
       }
     }
+    // A checkpoint begun behind the steps is put in place once its files are.
+    bool save_noted = false;
+    if (checkpoint_dir.has_value() && !options.checkpoint_wait) {
+      absl::StatusOr<std::string> finished = trainer.FinishCheckpoint(/*wait=*/false);
+      ReportRestarts(trainer, progress, totals, streams.out);
+      if (!finished.ok()) {
+        progress.Clear();
+        return Failure(streams.err, train,
+                       absl::Status(finished.status().code(),
+                                    absl::StrFormat("step %d: checkpoint: %s", step, finished.status().message())));
+      }
+      if (!finished->empty()) {
+        absl::StrAppendFormat(&line, "  saved %s (written behind the steps)", *finished);
+        save_noted = true;
+      }
+    }
     const bool save = checkpoint_dir.has_value() &&
                       (step == options.steps || (options.checkpoint_every > 0 && step % options.checkpoint_every == 0));
     if (save) {
       const Clock::time_point save_start = Clock::now();
-      absl::StatusOr<std::string> saved = trainer.SaveCheckpoint(*checkpoint_dir);
+      // The last one, and every one with --checkpoint-wait, is written now.
+      const bool now = options.checkpoint_wait || step == options.steps;
+      absl::StatusOr<std::string> saved = std::string();
+      if (now) {
+        saved = trainer.SaveCheckpoint(*checkpoint_dir);
+      } else if (absl::Status begun = trainer.BeginCheckpoint(*checkpoint_dir); !begun.ok()) {
+        saved = begun;
+      }
       ReportRestarts(trainer, progress, totals, streams.out);
       if (!saved.ok()) {
         progress.Clear();
@@ -426,10 +453,16 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
                        absl::Status(saved.status().code(),
                                     absl::StrFormat("checkpoint after step %d: %s", step, saved.status().message())));
       }
-      absl::StrAppendFormat(&line, "  saved %s (%.0f ms)", *saved,
-                            std::chrono::duration<double, std::milli>(Clock::now() - save_start).count());
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - save_start).count();
+      if (now) {
+        absl::StrAppendFormat(&line, "  saved %s (%.0f ms)", *saved, ms);
+      } else {
+        absl::StrAppendFormat(&line, "  saving the checkpoint after step %d behind the steps (%.0f ms to take it)",
+                              step, ms);
+      }
+      save_noted = true;
     }
-    progress.Show(line, save || step % options.log_every == 0 || step == steps_done + 1 || step == options.steps);
+    progress.Show(line, save_noted || step % options.log_every == 0 || step == steps_done + 1 || step == options.steps);
   }
   return 0;
 }

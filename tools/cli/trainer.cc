@@ -21,6 +21,10 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string&) {
   return absl::UnimplementedError("checkpoints need a pipeline (--launcher local or threads)");
 }
 
+absl::Status Trainer::BeginCheckpoint(const std::string& root) { return SaveCheckpoint(root).status(); }
+
+absl::StatusOr<std::string> Trainer::FinishCheckpoint(bool) { return std::string(); }
+
 absl::Status ReferenceTrainer::CheckFits(const ir::TrainStep& step, const ir::DeviceSpec& device) {
   if (device.kind == ir::DeviceSpec::Kind::kCuda) return absl::OkStatus();
   return controller::CheckWholeModelFitsThisHost(step, controller::WholeModel::kTraining);

@@ -41,6 +41,9 @@ class Trainer {
   // Saves a checkpoint under `root` (controller/checkpoint.h); its
   // directory. Unimplemented for the reference.
   virtual absl::StatusOr<std::string> SaveCheckpoint(const std::string& root);
+  // The same behind the steps (Session::BeginCheckpoint, FinishCheckpoint).
+  virtual absl::Status BeginCheckpoint(const std::string& root);
+  virtual absl::StatusOr<std::string> FinishCheckpoint(bool wait);
   // Peers refused for not proving they belong to the job; none for the
   // reference.
   virtual controller::RefusalCounts Refusals() { return {}; }
@@ -91,6 +94,8 @@ class PipelineTrainer : public Trainer {
   absl::StatusOr<std::string> SaveCheckpoint(const std::string& root) override {
     return session_->SaveCheckpoint(root);
   }
+  absl::Status BeginCheckpoint(const std::string& root) override { return session_->BeginCheckpoint(root); }
+  absl::StatusOr<std::string> FinishCheckpoint(bool wait) override { return session_->FinishCheckpoint(wait); }
   controller::RefusalCounts Refusals() override { return session_->Refusals(); }
   std::vector<SessionRestart> Restarts() const override { return session_->restarts(); }
 

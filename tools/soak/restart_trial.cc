@@ -1,6 +1,7 @@
 #include "tools/soak/restart_trial.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <utility>
 #include <system_error>
 
 #include "absl/strings/match.h"
@@ -44,12 +46,27 @@ std::vector<std::string> WithCheckpoints(const RestartTrialOptions& options, con
   return args;
 }
 
-// Whether the actors are writing a checkpoint under `root` now.
-bool CheckpointBeingWritten(const std::string& root) {
+// The .step-*.partial directories under `root` (checkpoints being written,
+// or left by a write a fault broke), by inode: a write made again after a
+// restart gets a directory of the same name and a new inode.
+std::set<std::pair<std::string, ino_t>> PartialCheckpoints(const std::string& root) {
+  std::set<std::pair<std::string, ino_t>> found;
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
     const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, ".step-") && absl::EndsWith(name, ".partial")) return true;
+    struct stat info {};
+    if (absl::StartsWith(name, ".step-") && absl::EndsWith(name, ".partial") &&
+        stat(entry.path().c_str(), &info) == 0) {
+      found.emplace(name, info.st_ino);
+    }
+  }
+  return found;
+}
+
+// Whether a checkpoint not among `before` is being written under `root`.
+bool NewCheckpointBeingWritten(const std::string& root, const std::set<std::pair<std::string, ino_t>>& before) {
+  for (const auto& partial : PartialCheckpoints(root)) {
+    if (!before.contains(partial)) return true;
   }
   return false;
 }
@@ -215,7 +232,8 @@ RestartTrialResult RunRestartTrial(const RestartTrialOptions& options, std::mt19
     bool writing = false;
     if (plan.at_checkpoint) {
       const absl::Time give_up = absl::Now() + options.max_delay * 4;
-      while (absl::Now() < std::min(give_up, deadline) && !(writing = CheckpointBeingWritten(root))) {
+      const auto before = PartialCheckpoints(root);  // left by a fault before: not being written
+      while (absl::Now() < std::min(give_up, deadline) && !(writing = NewCheckpointBeingWritten(root, before))) {
         if ((status = WaitChild(controller, absl::Now())).has_value()) break;
         absl::SleepFor(absl::Microseconds(500));
       }
@@ -229,7 +247,7 @@ RestartTrialResult RunRestartTrial(const RestartTrialOptions& options, std::mt19
     RestartFault fault{.kind = plan.kind,
                        .actor = victim->first,
                        .at_s = Seconds(absl::Now() - start),
-                       .during_checkpoint = writing && CheckpointBeingWritten(root)};
+                       .during_checkpoint = writing && !PartialCheckpoints(root).empty()};
     if (kill(victim->second, FaultSignal(plan.kind)) != 0) {
       result.problem = absl::StrCat("cannot signal pid ", victim->second, ": ", ir::ErrnoText(errno));
       break;
