@@ -352,6 +352,59 @@ absl::StatusOr<std::string> Session::FinishCheckpoint(bool wait) {
   return **saved;
 }
 
+absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> Session::Evaluate(
+    const ir::TrainStep& forward, int64_t count,
+    const std::function<absl::StatusOr<std::vector<ir::TensorMap>>(int64_t index)>& batch,
+    const std::string& scratch) {
+  if (!forward.forward_only()) {
+    return absl::InvalidArgumentError("Evaluate runs a forward-only step (TraceForwardStep)");
+  }
+  for (const ir::StateSpec& spec : forward.state) {
+    const ir::StateSpec* trained = pipeline_->step().FindState(spec.name);
+    if (trained == nullptr || trained->type != spec.type) {
+      return absl::InvalidArgumentError(absl::StrCat("the evaluated step's state '", spec.name,
+                                                     "' is not the training step's (by name and type)"));
+    }
+  }
+  if (absl::StatusOr<std::string> finished = FinishCheckpoint(/*wait=*/true); !finished.ok()) return finished.status();
+  // The state now, as files the evaluating actors read.
+  absl::StatusOr<std::string> saved =
+      Recovering<std::string>(absl::StrCat("the state after step ", pipeline_->steps_done(), " for an evaluation"),
+                              [&] { return controller::SaveCheckpoint(*pipeline_, scratch); });
+  if (!saved.ok()) return saved.status();
+  struct Remove {
+    std::string path;
+    ~Remove() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } remove{*saved};
+  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*saved, pipeline_->step());
+  if (!loaded.ok()) return loaded.status();
+  ir::StateSources parameters;
+  for (const ir::StateSpec& spec : forward.state) parameters[spec.name] = loaded->state.at(spec.name);
+
+  SessionOptions options = options_;
+  options.max_restarts = 0;
+  options.remat.clear();
+  options.checkpoint_root.clear();
+  absl::StatusOr<std::unique_ptr<Session>> evaluating = StartFrom(
+      forward, controller::ForwardOnly(schedule_), parameters, pipeline_->steps_done(), std::move(options));
+  if (!evaluating.ok()) return evaluating.status();
+  std::vector<std::vector<ir::HostTensor>> outputs;
+  for (int64_t index = 0; index < count; ++index) {
+    absl::StatusOr<std::vector<ir::TensorMap>> microbatches = batch(index);
+    if (!microbatches.ok()) return microbatches.status();
+    absl::StatusOr<controller::StepReport> report = (*evaluating)->Step(*microbatches);
+    if (!report.ok()) {
+      return absl::Status(report.status().code(),
+                          absl::StrCat("evaluating batch ", index, ": ", report.status().message()));
+    }
+    outputs.push_back(std::move(report->outputs));
+  }
+  return outputs;
+}
+
 absl::Status Session::SetSchedule(schedules::Schedule schedule) {
   return Recompile(pipeline_->step(), std::move(schedule));
 }

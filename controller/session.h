@@ -175,6 +175,21 @@ class Session {
     return pending_.has_value() ? std::optional<int64_t>(pending_->step) : std::nullopt;
   }
 
+  // Evaluation through the pipeline: runs `forward` (the model traced
+  // without backward or update, with this step's stages, microbatches and
+  // replicas, e.g. ExampleJob::forward_step; its state among this step's)
+  // on batches 0 .. count - 1 (`batch(i)`: one TensorMap per microbatch)
+  // through a pipeline of its own, on this schedule's forwards
+  // (controller::ForwardOnly), from the state after steps_done(): the
+  // actors write it under `scratch` as a checkpoint, the evaluating actors
+  // read their parameters there, and it is removed after. Each batch's
+  // outputs, one per microbatch. The controller never holds the model; the
+  // evaluating actors run beside the training ones while it lasts.
+  absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> Evaluate(
+      const ir::TrainStep& forward, int64_t count,
+      const std::function<absl::StatusOr<std::vector<ir::TensorMap>>(int64_t index)>& batch,
+      const std::string& scratch);
+
   // Recompiles for `schedule` (any valid schedule with the step's stages
   // and microbatches) and restarts the actors from the current state; the
   // step count carries on. On failure the session keeps running as before.

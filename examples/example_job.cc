@@ -207,6 +207,12 @@ absl::StatusOr<ir::TrainStep> TraceJobStep(const ExampleJobOptions& options, con
   return step;
 }
 
+// ExampleJob::forward_step for `model`, traced as TraceJobStep traces it.
+std::function<absl::StatusOr<ir::TrainStep>()> ForwardStepOf(const std::string& name, ModelFunction model,
+                                                             const JobBasis& basis) {
+  return [name, model = std::move(model), trace = basis.trace]() { return TraceForwardStep(name, model, trace); };
+}
+
 // Batches of `batch` sequences of `seq` tokens from the corpus, per
 // microbatch, for a language model's "tokens" and "labels".
 void TakeCorpusBatches(std::shared_ptr<const Corpus> corpus, int64_t batch, int64_t seq, const JobBasis& basis,
@@ -339,6 +345,7 @@ absl::StatusOr<ExampleJob> MakeGptJob(const ExampleJobOptions& options, const Jo
                                     config.num_heads, " heads, seq ", config.sequence_length),
                        *std::move(corpus), config, basis, [config](Tracer& t) { return GptLogits(t, config); });
   job.gpt = config;
+  job.forward_step = ForwardStepOf("gpt", GptModel(config), basis);
   return job;
 }
 
@@ -365,6 +372,7 @@ absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const 
                                     LlamaMlpWidth(config), ", seq ", config.sequence_length),
                        *std::move(corpus), config, basis, [config](Tracer& t) { return LlamaLogits(t, config); });
   job.llama = config;
+  job.forward_step = ForwardStepOf("llama", LlamaModel(config), basis);
   return job;
 }
 
@@ -388,6 +396,7 @@ absl::StatusOr<ExampleJob> MakeMlpJob(const ExampleJobOptions& options, const Jo
                                  ", ", config.num_stages, " stages; data: synthetic teacher-labelled classes");
   TakeSyntheticBatches([config, seed = basis.data_seed](uint64_t index) { return ClassificationBatch(config, seed, index); },
                        config.batch_size, basis, job);
+  job.forward_step = ForwardStepOf("mlp", MlpModel(config), basis);
   return job;
 }
 
@@ -408,6 +417,7 @@ absl::StatusOr<ExampleJob> MakeTwoTowerJob(const ExampleJobOptions& options, con
       "; data: synthetic teacher-labelled classes");
   TakeSyntheticBatches([config, seed = basis.data_seed](uint64_t index) { return TwoTowerBatch(config, seed, index); },
                        config.batch_size, basis, job);
+  job.forward_step = ForwardStepOf("two-tower", TwoTowerModel(config), basis);
   return job;
 }
 

@@ -114,6 +114,11 @@ struct ExampleJob {
   std::function<absl::StatusOr<std::vector<ir::TensorMap>>(uint64_t index)> train_batch;
   // A held-out batch set for the validation loss.
   std::function<absl::StatusOr<std::vector<ir::TensorMap>>(uint64_t index)> validation_batch;
+  // The model traced without backward or update (TraceForwardStep), with
+  // the step's stages and microbatches: each microbatch's output is its
+  // loss, its state the step's parameters. What evaluation runs through a
+  // pipeline (Session::Evaluate). Traced when called.
+  std::function<absl::StatusOr<ir::TrainStep>()> forward_step;
   // Language models (gpt, llama): the corpus (its text to ids and back),
   // and the model's forward to its logits, input "tokens" i32 [batch, seq],
   // the same parameters: what `tandem generate` runs. Null for the others.

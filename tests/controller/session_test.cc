@@ -184,6 +184,62 @@ TEST(Session, ACheckpointWrittenBehindTheStepsHoldsTheStateItWasBegunAt) {
   std::filesystem::remove_all(root);
 }
 
+// Evaluation through a pipeline of its own, from the actors' state: the
+// reference's losses bit for bit, with nothing left in the scratch root.
+TEST(Session, EvaluatesThroughAForwardPipelineWithTheReferenceBits) {
+  const std::string scratch = std::filesystem::temp_directory_path() / ("tandem-eval-" + std::to_string(getpid()));
+  examples::MlpConfig config;
+  config.input_dim = 12;
+  config.hidden_dim = 12;
+  config.num_layers = 2;
+  config.batch_size = 4;
+  config.num_stages = 2;
+  const ir::TrainStep step = Mlp(4);
+  absl::StatusOr<ir::TrainStep> forward =
+      TraceForwardStep("mlp", examples::MlpModel(config), {.num_microbatches = 4, .seed = 5});
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start(step, *schedules::ResolveSchedule("1f1b", 2, 4), Options());
+  ASSERT_TRUE(session.ok()) << session.status();
+  ir::TensorMap state = *ir::InitialState(step);
+  for (int64_t s = 1; s <= 2; ++s) {
+    const std::vector<ir::TensorMap> batch = controller::testing_harness::Batches(step, s);
+    ASSERT_TRUE((*session)->Step(batch).ok());
+    ASSERT_TRUE(cpu::RunReferenceStep(step, state, batch, s).ok());
+  }
+  auto batches = [&step](int64_t i) -> absl::StatusOr<std::vector<ir::TensorMap>> {
+    return controller::testing_harness::Batches(step, 100 + i);
+  };
+  absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> outputs = (*session)->Evaluate(*forward, 3, batches, scratch);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  ASSERT_EQ(outputs->size(), 3u);
+  for (int64_t i = 0; i < 3; ++i) {
+    absl::StatusOr<std::vector<float>> expected = cpu::EvaluateLosses(step, state, *batches(i));
+    ASSERT_TRUE(expected.ok());
+    ASSERT_EQ((*outputs)[i].size(), 4u);
+    std::vector<float> got;
+    for (const ir::HostTensor& loss : (*outputs)[i]) got.push_back(loss.f32()[0]);
+    EXPECT_EQ(Bits(got), Bits(*expected)) << "batch " << i;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(scratch));
+  // The training goes on where it was.
+  EXPECT_EQ((*session)->steps_done(), 2);
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 3)).ok());
+
+  absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> training_step =
+      (*session)->Evaluate(step, 1, batches, scratch);
+  EXPECT_EQ(training_step.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(training_step.status().message(), HasSubstr("forward-only step"));
+  config.hidden_dim = 16;
+  absl::StatusOr<ir::TrainStep> other = TraceForwardStep("mlp", examples::MlpModel(config), {.num_microbatches = 4});
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> mismatched =
+      (*session)->Evaluate(*other, 1, batches, scratch);
+  EXPECT_EQ(mismatched.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mismatched.status().message(), HasSubstr("is not the training step's"));
+  std::filesystem::remove_all(scratch);
+}
+
 // Restarts. TANDEM_FAULT reaches the actor processes through the
 // environment; actor-crash-once and actor-stop-once strike once in a
 // session's life (their marker file), as a real fault would.

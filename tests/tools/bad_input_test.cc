@@ -179,6 +179,12 @@ TEST_F(BadInput, LearningRatesThatAreNotNumbersAboveZeroAreRefused) {
   }
 }
 
+TEST_F(BadInput, EvaluatingEveryKStepsNeedsBatchesToEvaluate) {
+  Finished run = RunCapped({"train", "--model", "mlp", "--steps", "2", "--eval-every", "1", "--eval-batches", "0"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--eval-every needs --eval-batches above 0"));
+}
+
 TEST_F(BadInput, RestartsNeedAPipelineAndACountInRange) {
   Finished reference = RunCapped({"train", "--model", "mlp", "--steps", "1", "--launcher", "reference",
                                   "--max-restarts", "1"});

@@ -363,6 +363,21 @@ TEST_F(TrainCheckpoint, CheckpointsBehindTheStepsAreTheWaitedOnesAndSurviveAFaul
   }
 }
 
+// --eval-batches and --eval-every evaluate through a forward-only pipeline
+// of their own, the reference's losses bit for bit, and leave nothing in
+// TMPDIR.
+TEST_F(TrainCheckpoint, TheValidationLossRunsThroughAPipelineWithTheReferenceBits) {
+  std::filesystem::create_directory(Path("tmp"));
+  TrainProcess train({"--model", "gpt", "--actors", "2", "--microbatches", "4", "--steps", "4", "--eval-every", "2",
+                      "--eval-batches", "2", "--verify", "--log-every", "100"},
+                     {"TMPDIR=" + Path("tmp")});
+  ASSERT_EQ(ExitCode(train), 0) << train.err();
+  EXPECT_THAT(train.out(), AllOf(::testing::ContainsRegex("step +2/4 .* validation loss [0-9.]+"),
+                                 HasSubstr("verify: validation losses of 8 microbatches bit-identical to the reference"),
+                                 ::testing::ContainsRegex("done: 4 steps, final train loss [0-9.]+, validation loss")));
+  EXPECT_TRUE(std::filesystem::is_empty(Path("tmp"))) << "the evaluation's scratch files were left behind";
+}
+
 // A fault that strikes every time the actors start again ends the run with
 // its error once the restarts are spent, not in a loop.
 TEST(TrainProcess, AFaultThatRepeatsEndsTheRunWhenItsRestartsAreSpent) {

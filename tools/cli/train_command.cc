@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -45,7 +46,7 @@
 namespace tandem::cli {
 namespace {
 
-// --eval-batches: each is a forward pass of the whole model here.
+// --eval-batches: each is a forward step of the whole model.
 constexpr int64_t kMaxEvalBatches = 65536;
 
 struct TrainOptions {
@@ -64,6 +65,7 @@ struct TrainOptions {
   std::optional<std::string> resume;
   std::optional<std::string> import;  // a safetensors file of the parameters to start from
   int64_t eval_batches = 4;
+  int64_t eval_every = 0;  // steps between validation losses (0: only at the end)
   std::optional<std::string> plan;
   // What --plan's file says it was made for (ApplyPlanFile).
   std::string plan_model;
@@ -122,9 +124,12 @@ void AddTrainOptions(CLI::App& train, TrainOptions& options) {
                    "and its shape), with fresh optimizer state")
       ->excludes("--resume");
   AddIntegerOption(train, "--eval-batches", options.eval_batches,
-                   "validation steps' worth of batches for the final loss, evaluated in the controller on the "
-                   "whole model (0 for models of real size)", 0)
+                   "validation steps' worth of batches for the validation loss (at the end, and every "
+                   "--eval-every steps); a pipeline evaluates through a forward-only pipeline of its own, started "
+                   "from the actors' state, so the controller never holds the model", 0)
       ->check(CLI::Range(int64_t{0}, kMaxEvalBatches));
+  AddIntegerOption(train, "--eval-every", options.eval_every,
+                   "also evaluate the validation loss every K steps (0: only after the last)", 0);
   train.add_option("--fill", options.fill,
                    "run a fill job in the pipeline's bubbles: infer:mlp[,batch=N,layers=N,dim=N,items=N] or "
                    "train:mlp[,batch=N,layers=N,dim=N,lr=X] (a copy of the model trained on each filling actor); "
@@ -154,6 +159,7 @@ std::string CheckOptions(const CLI::App& train, const TrainOptions& options) {
   if (train.count("--checkpoint-every") > 0 && !options.checkpoint_dir.has_value() && !options.resume.has_value()) {
     return "--checkpoint-every needs --checkpoint-dir DIR";
   }
+  if (options.eval_every > 0 && options.eval_batches == 0) return "--eval-every needs --eval-batches above 0";
   if (options.max_restarts > 0 && !options.pipelined()) {
     return "--max-restarts needs a pipeline (--launcher local or threads)";
   }
@@ -313,6 +319,41 @@ struct RunTotals {
   nlohmann::ordered_json losses = nlohmann::ordered_json::array();
 };
 
+// The validation loss, --eval-batches batches of it, as a trainer's model
+// is now: a pipeline evaluates through a pipeline of its own (the model's
+// forward step, traced once), the reference on its state.
+class Evaluator {
+ public:
+  Evaluator(const examples::ExampleJob& job, int64_t batches) : job_(job), batches_(batches) {}
+  ~Evaluator() {
+    std::error_code ignored;
+    if (!scratch_.empty()) std::filesystem::remove_all(scratch_, ignored);
+  }
+  absl::StatusOr<std::vector<float>> Validate(Trainer& trainer) {
+    if (trainer.compiled() == nullptr) return trainer.Validate(job_, nullptr, batches_, "");
+    if (!forward_.has_value()) {
+      absl::StatusOr<ir::TrainStep> forward = job_.forward_step();
+      if (!forward.ok()) return forward.status();
+      forward_ = *std::move(forward);
+      // The state the evaluating actors read goes here, a checkpoint at a time.
+      const char* tmpdir = std::getenv("TMPDIR");
+      std::string pattern =
+          absl::StrCat(tmpdir != nullptr && tmpdir[0] != '\0' ? tmpdir : "/tmp", "/tandem-eval-XXXXXX");
+      if (mkdtemp(pattern.data()) == nullptr) {
+        return absl::UnavailableError(absl::StrCat("cannot make a directory for the evaluation: ", pattern));
+      }
+      scratch_ = pattern;
+    }
+    return trainer.Validate(job_, &*forward_, batches_, scratch_);
+  }
+
+ private:
+  const examples::ExampleJob& job_;
+  const int64_t batches_;
+  std::optional<ir::TrainStep> forward_;
+  std::string scratch_;
+};
+
 // Prints the restarts the trainer made since the last call, one line each.
 void ReportRestarts(const Trainer& trainer, Progress& progress, RunTotals& totals, std::ostream& out) {
   const std::vector<SessionRestart> restarts = trainer.Restarts();
@@ -339,7 +380,8 @@ std::string RestartSummary(const std::vector<SessionRestart>& restarts, int32_t 
 // and tracing as asked. Returns the exit code, 0 when every step ran.
 int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples::ExampleJob& job, int64_t steps_done,
               Trainer& trainer, Trainer* reference, FillRun* fill, std::optional<controller::StepTrace>& trace,
-              const std::optional<std::string>& checkpoint_dir, RunTotals& totals, CommandStreams& streams) {
+              const std::optional<std::string>& checkpoint_dir, Evaluator& evaluator, RunTotals& totals,
+              CommandStreams& streams) {
   using Clock = std::chrono::steady_clock;
   Progress progress(streams.out, &streams.out == &std::cout && isatty(STDOUT_FILENO) != 0);
   CatchInterrupts();
@@ -462,7 +504,32 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
       }
       save_noted = true;
     }
-    progress.Show(line, save_noted || step % options.log_every == 0 || step == steps_done + 1 || step == options.steps);
+    // --eval-every: the validation loss now (the last step's comes with the summary).
+    bool evaluated = false;
+    if (options.eval_every > 0 && step % options.eval_every == 0 && step != options.steps) {
+      absl::StatusOr<std::vector<float>> validation = evaluator.Validate(trainer);
+      ReportRestarts(trainer, progress, totals, streams.out);
+      if (!validation.ok()) {
+        progress.Clear();
+        return Failure(streams.err, train,
+                       absl::Status(validation.status().code(), absl::StrFormat("step %d: evaluation: %s", step,
+                                                                                validation.status().message())));
+      }
+      if (reference != nullptr) {
+        absl::StatusOr<std::vector<float>> expected = evaluator.Validate(*reference);
+        if (!expected.ok()) return Failure(streams.err, train, expected.status());
+        if (!SameBits(*validation, *expected)) {
+          progress.Clear();
+          streams.err << absl::StrFormat("%s: --verify failed at step %d: validation loss %.9g, reference %.9g\n",
+                                         CommandPath(train), step, Mean(*validation), Mean(*expected));
+          return 1;
+        }
+      }
+      absl::StrAppendFormat(&line, "  validation loss %.4f", Mean(*validation));
+      evaluated = true;
+    }
+    progress.Show(line, evaluated || save_noted || step % options.log_every == 0 || step == steps_done + 1 ||
+                            step == options.steps);
   }
   return 0;
 }
@@ -471,7 +538,8 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
 // prints the summary. Returns the exit code.
 int Report(const CLI::App& train, const TrainOptions& options, const examples::ExampleJob& job, int64_t steps_done,
            Trainer& trainer, Trainer* reference, FillRun* fill, const std::optional<controller::StepTrace>& trace,
-           const schedules::Schedule& schedule, const RunTotals& totals, CommandStreams& streams) {
+           const schedules::Schedule& schedule, const RunTotals& totals, Evaluator& evaluator,
+           CommandStreams& streams) {
   std::ostream& out = streams.out;
   if (options.losses.has_value()) {
     std::ofstream file(*options.losses);
@@ -482,20 +550,10 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
                      absl::UnavailableError(absl::StrCat("cannot write the losses to ", *options.losses)));
     }
   }
-  // The whole model comes to the controller only to be checked or
-  // evaluated here.
-  absl::StatusOr<ir::TensorMap> state = ir::TensorMap();
-  if (options.eval_batches > 0 && trainer.compiled() != nullptr) {
-    if (absl::Status fits = controller::CheckWholeModelFitsThisHost(job.step, controller::WholeModel::kState);
-        !fits.ok()) {
-      return Failure(streams.err, train,
-                     absl::Status(fits.code(), absl::StrCat("--eval-batches evaluates in the controller: ",
-                                                            fits.message(), "; pass --eval-batches 0")));
-    }
-  }
-  if (reference != nullptr || options.eval_batches > 0) state = trainer.State();
-  if (!state.ok()) return Failure(streams.err, train, state.status());
+  // The whole model comes to the controller only to be checked here.
   if (reference != nullptr) {
+    absl::StatusOr<ir::TensorMap> state = trainer.State();
+    if (!state.ok()) return Failure(streams.err, train, state.status());
     absl::StatusOr<ir::TensorMap> expected = reference->State();
     if (!expected.ok()) return Failure(streams.err, train, expected.status());
     for (const auto& [name, tensor] : *expected) {
@@ -509,17 +567,26 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
                            totals.steps_run, expected->size());
   }
   std::vector<float> validation;
-  for (int64_t i = 0; i < options.eval_batches; ++i) {
+  if (options.eval_batches > 0) {
     if (g_interrupted != 0) {
-      streams.err << CommandPath(train) << ": interrupted by " << strsignal(g_interrupted) << " during evaluation, after "
-                  << i << " of " << options.eval_batches << " batches\n";
+      streams.err << CommandPath(train) << ": interrupted by " << strsignal(g_interrupted)
+                  << " before the evaluation\n";
       return 128 + g_interrupted;
     }
-    absl::StatusOr<std::vector<ir::TensorMap>> batch = job.validation_batch(static_cast<uint64_t>(i));
-    if (!batch.ok()) return Failure(streams.err, train, batch.status());
-    absl::StatusOr<std::vector<float>> losses = cpu::EvaluateLosses(job.step, *state, *batch);
+    absl::StatusOr<std::vector<float>> losses = evaluator.Validate(trainer);
     if (!losses.ok()) return Failure(streams.err, train, losses.status());
-    validation.insert(validation.end(), losses->begin(), losses->end());
+    validation = *std::move(losses);
+    if (reference != nullptr) {
+      absl::StatusOr<std::vector<float>> expected = evaluator.Validate(*reference);
+      if (!expected.ok()) return Failure(streams.err, train, expected.status());
+      if (!SameBits(validation, *expected)) {
+        streams.err << absl::StrFormat("%s: --verify failed: validation loss %.9g, reference %.9g\n",
+                                       CommandPath(train), Mean(validation), Mean(*expected));
+        return 1;
+      }
+      out << absl::StrFormat("verify: validation losses of %d microbatches bit-identical to the reference\n",
+                             validation.size());
+    }
   }
   const double steps_run = static_cast<double>(totals.steps_run);
   const double mean_step = totals.seconds / steps_run;
@@ -749,10 +816,12 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
 
   RunTotals totals;
   FillRun* fill = fill_run.has_value() ? &*fill_run : nullptr;
+  Evaluator evaluator(*job, options.eval_batches);
   int code = TrainLoop(train, options, *job, start->steps_done, *trainer, reference.get(), fill, trace,
-                       checkpoint_dir, totals, streams);
+                       checkpoint_dir, evaluator, totals, streams);
   if (code == 0) {
     code = Report(train, options, *job, start->steps_done, *trainer, reference.get(), fill, trace, schedule, totals,
+                  evaluator,
                   streams);
   }
   // However the run ended: strangers who knocked are worth knowing about.

@@ -59,6 +59,40 @@ absl::StatusOr<cpu::StepResult> PipelineTrainer::Step(const std::vector<ir::Tens
   return cpu::StepResult{.losses = last_.losses, .gradient_squares = last_.gradient_squares};
 }
 
+absl::StatusOr<std::vector<float>> ReferenceTrainer::Validate(const examples::ExampleJob& job, const ir::TrainStep*,
+                                                               int64_t count, const std::string&) {
+  std::vector<float> losses;
+  for (int64_t i = 0; i < count; ++i) {
+    absl::StatusOr<std::vector<ir::TensorMap>> batch = job.validation_batch(static_cast<uint64_t>(i));
+    if (!batch.ok()) return batch.status();
+    absl::StatusOr<std::vector<float>> batch_losses =
+        threads_.Run([&] { return cpu::EvaluateLosses(step_, state_, *batch); });
+    if (!batch_losses.ok()) return batch_losses.status();
+    losses.insert(losses.end(), batch_losses->begin(), batch_losses->end());
+  }
+  return losses;
+}
+
+absl::StatusOr<std::vector<float>> PipelineTrainer::Validate(const examples::ExampleJob& job,
+                                                              const ir::TrainStep* forward, int64_t count,
+                                                              const std::string& scratch) {
+  if (forward == nullptr) return absl::InvalidArgumentError("a pipeline validates through its forward step");
+  absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> outputs = session_->Evaluate(
+      *forward, count, [&job](int64_t i) { return job.validation_batch(static_cast<uint64_t>(i)); }, scratch);
+  if (!outputs.ok()) return outputs.status();
+  std::vector<float> losses;
+  for (const std::vector<ir::HostTensor>& batch : *outputs) {
+    for (const ir::HostTensor& loss : batch) {
+      if (loss.dtype() != ir::DType::kF32 || loss.num_elements() != 1) {
+        return absl::InternalError(absl::StrCat("the forward step's output is ", ir::TypeToString(loss.type()),
+                                                ", not a loss (f32[])"));
+      }
+      losses.push_back(loss.f32()[0]);
+    }
+  }
+  return losses;
+}
+
 absl::Status WriteTrace(const controller::StepTrace& trace, const schedules::Schedule& schedule,
                         const std::string& path, std::ostream& out) {
   std::ofstream file(path);

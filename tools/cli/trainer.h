@@ -16,6 +16,7 @@
 #include "backends/device.h"
 #include "controller/session.h"
 #include "controller/step_trace.h"
+#include "examples/example_job.h"
 #include "ir/device_spec.h"
 #include "ir/state_source.h"
 #include "ir/train_step.h"
@@ -50,6 +51,13 @@ class Trainer {
   // The restarts after lost actors so far (SessionOptions::max_restarts);
   // none for the reference.
   virtual std::vector<SessionRestart> Restarts() const { return {}; }
+  // The loss of each microbatch of `job`'s validation batches 0 .. count -
+  // 1 under the model as it is now: the reference evaluates its state; a
+  // pipeline runs `forward` (job.forward_step()) through a pipeline of its
+  // own (Session::Evaluate, its scratch files under `scratch`), so that the
+  // controller never holds the model.
+  virtual absl::StatusOr<std::vector<float>> Validate(const examples::ExampleJob& job, const ir::TrainStep* forward,
+                                                      int64_t count, const std::string& scratch) = 0;
 };
 
 // The single-process reference: on the CPU's reference kernels, or on one
@@ -73,6 +81,8 @@ class ReferenceTrainer : public Trainer {
   absl::StatusOr<cpu::StepResult> Step(const std::vector<ir::TensorMap>& batch, int64_t step) override;
   absl::StatusOr<ir::TensorMap> State() override { return state_; }
   std::string description() const override { return device_->name(); }
+  absl::StatusOr<std::vector<float>> Validate(const examples::ExampleJob& job, const ir::TrainStep* forward,
+                                              int64_t count, const std::string& scratch) override;
 
  private:
   const ir::TrainStep& step_;
@@ -98,6 +108,8 @@ class PipelineTrainer : public Trainer {
   absl::StatusOr<std::string> FinishCheckpoint(bool wait) override { return session_->FinishCheckpoint(wait); }
   controller::RefusalCounts Refusals() override { return session_->Refusals(); }
   std::vector<SessionRestart> Restarts() const override { return session_->restarts(); }
+  absl::StatusOr<std::vector<float>> Validate(const examples::ExampleJob& job, const ir::TrainStep* forward,
+                                              int64_t count, const std::string& scratch) override;
 
  private:
   std::unique_ptr<Session> session_;
