@@ -208,23 +208,37 @@ absl::Status ActorService::UseProgram(uint64_t hash, const std::shared_ptr<const
   if (!have_state_) return absl::FailedPreconditionError(absl::StrCat(Name(), ": no state loaded"));
   // The new program takes over the current state: what was loaded, updated
   // by the steps the previous program ran.
+  absl::StatusOr<ir::TensorMap> state = CurrentState();
+  if (!state.ok()) return state.status();
+  absl::StatusOr<int32_t> replica = ir::ReplicaOf(*program, transport_.actor());
+  if (!replica.ok()) return replica.status();
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program, options_.device, *replica);
+  if (!executor.ok()) return executor.status();
+  if (absl::Status status = (*executor)->LoadState(*state); !status.ok()) return status;
+  (*executor)->UseReducer(reducer_.get());
+  executor_ = *std::move(executor);
+  executor_hash_ = hash;
+  KeepBesideExecutor(*std::move(state));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ir::TensorMap> ActorService::CurrentState() const {
   ir::TensorMap state = loaded_state_;
   if (executor_ != nullptr) {
     absl::StatusOr<ir::TensorMap> current = executor_->State();
     if (!current.ok()) return current.status();
     for (auto& [name, tensor] : *current) {
-      if (tensor.defined()) state[name] = tensor;
+      if (tensor.defined()) state[name] = std::move(tensor);
     }
   }
-  absl::StatusOr<int32_t> replica = ir::ReplicaOf(*program, transport_.actor());
-  if (!replica.ok()) return replica.status();
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(*program, options_.device, *replica);
-  if (!executor.ok()) return executor.status();
-  if (absl::Status status = (*executor)->LoadState(state); !status.ok()) return status;
-  (*executor)->UseReducer(reducer_.get());
-  executor_ = *std::move(executor);
-  executor_hash_ = hash;
-  return absl::OkStatus();
+  return state;
+}
+
+void ActorService::KeepBesideExecutor(ir::TensorMap state) {
+  if (executor_ != nullptr) {
+    std::erase_if(state, [this](const auto& entry) { return executor_->HoldsState(entry.first); });
+  }
+  loaded_state_ = std::move(state);
 }
 
 kj::Promise<void> ActorService::loadProgram(LoadProgramContext context) {

@@ -229,6 +229,11 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   absl::Status CheckDeviceFits() const;
   // Compute thread: the current tensor of buffer `name` (readBuffer).
   absl::StatusOr<ir::HostTensor> CurrentBuffer(const std::string& name);
+  // The whole state now: the executor's, and what loaded_state_ keeps
+  // beside it (what the next program takes over).
+  absl::StatusOr<ir::TensorMap> CurrentState() const;
+  // Hands `state` to the executor's side: loaded_state_ keeps what it does not hold.
+  void KeepBesideExecutor(ir::TensorMap state);
   // Compute thread: makes `program` (cached under `hash`) the current one.
   absl::Status UseProgram(uint64_t hash, const std::shared_ptr<const ir::ActorProgram>& program);
   // Compute thread: health around one step or range. BeginRunning is false
@@ -271,6 +276,10 @@ class ActorService final : public rpc::wire::Actor::Server, private kj::TaskSet:
   StateWriter state_writer_;  // the checkpoint files, written behind the steps
   std::unique_ptr<Executor> executor_;
   uint64_t executor_hash_ = 0;
+  // The state the running program does not hold (all of it before the
+  // first program runs): what a later program may need. The tensors the
+  // executor holds are never kept here too, or the state loaded first would
+  // stay alive beside the state it became (twice the state's memory).
   ir::TensorMap loaded_state_;
   // The tensor readBuffer is handing out piece by piece, by name.
   std::pair<std::string, ir::HostTensor> read_cache_;

@@ -73,7 +73,7 @@ kj::Promise<void> ActorService::loadState(LoadStateContext context) {
            absl::Status status = executor_ != nullptr ? executor_->LoadState(state) : absl::OkStatus();
            have_state_ = status.ok();
            if (!status.ok()) return status;
-           loaded_state_ = std::move(state);
+           KeepBesideExecutor(std::move(state));
            range_step_ = -1;
            absl::MutexLock lock(&mu_);
            health_ = Health::kIdle;

@@ -178,6 +178,12 @@ absl::StatusOr<ir::TensorMap> Executor::State() const {
   return state;
 }
 
+bool Executor::HoldsState(const std::string& binding) const {
+  return std::any_of(program_.buffers.begin(), program_.buffers.end(), [&binding](const ir::Buffer& buffer) {
+    return buffer.kind == BufferKind::kState && buffer.binding == binding;
+  });
+}
+
 absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   if (phase_ == Phase::kNeedsState) {
     return absl::FailedPreconditionError(

@@ -88,6 +88,8 @@ class Executor {
   // share storage with the executor's; no one writes tensors in place). A
   // resident executor downloads them: the device's errors.
   absl::StatusOr<ir::TensorMap> State() const;
+  // Whether the program binds a state tensor called `binding`.
+  bool HoldsState(const std::string& binding) const;
 
   // Starts step `step` (used in messages): fills every input buffer with
   // inputs[{binding, microbatch}]. A missing or mistyped entry is
