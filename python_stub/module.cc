@@ -159,8 +159,11 @@ WeightUpdates MakeUpdates(const std::string& updates, int32_t update_every, int3
   return {};
 }
 
-SessionOptions MakeOptions(const std::string& transport, const std::string& dispatch, double receive_timeout_s) {
+SessionOptions MakeOptions(const std::string& transport, const std::string& dispatch, double receive_timeout_s,
+                           int32_t max_restarts) {
   SessionOptions options;
+  if (max_restarts < 0) throw py::value_error("max_restarts is a count, at least 0");
+  options.max_restarts = max_restarts;
   absl::StatusOr<ir::DataPlaneKind> data_plane = ir::ParseDataPlaneKind(transport);
   if (!data_plane.ok()) throw py::value_error(std::string(data_plane.status().message()));
   options.data_plane = *data_plane;
@@ -267,22 +270,23 @@ PYBIND11_MODULE(_tandem, m) {
       .def_static(
           "start",
           [](const ir::TrainStep& step, const schedules::Schedule& schedule, const std::string& transport,
-             const std::string& dispatch, double receive_timeout_s) {
-            SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s);
+             const std::string& dispatch, double receive_timeout_s, int32_t max_restarts) {
+            SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s, max_restarts);
             return Value(WithoutGil([&] { return Session::Start(step, schedule, std::move(options)); }));
           },
           py::arg("step"), py::arg("schedule"), py::kw_only(), py::arg("transport") = "shm",
-          py::arg("dispatch") = "fused", py::arg("receive_timeout_s") = 30.0)
+          py::arg("dispatch") = "fused", py::arg("receive_timeout_s") = 30.0, py::arg("max_restarts") = 0)
       .def_static(
           "resume",
           [](const ir::TrainStep& step, const schedules::Schedule& schedule, const std::string& checkpoint,
-             const std::string& transport, const std::string& dispatch, double receive_timeout_s) {
-            SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s);
+             const std::string& transport, const std::string& dispatch, double receive_timeout_s,
+             int32_t max_restarts) {
+            SessionOptions options = MakeOptions(transport, dispatch, receive_timeout_s, max_restarts);
             return Value(
                 WithoutGil([&] { return Session::Resume(step, schedule, checkpoint, std::move(options)); }));
           },
           py::arg("step"), py::arg("schedule"), py::arg("checkpoint"), py::kw_only(), py::arg("transport") = "shm",
-          py::arg("dispatch") = "fused", py::arg("receive_timeout_s") = 30.0)
+          py::arg("dispatch") = "fused", py::arg("receive_timeout_s") = 30.0, py::arg("max_restarts") = 0)
       .def(
           "step",
           [](Session& self, const std::vector<PyTensorMap>& microbatches) {
@@ -297,6 +301,26 @@ PYBIND11_MODULE(_tandem, m) {
             return Value(WithoutGil([&] { return self.SaveCheckpoint(root); }));
           },
           py::arg("root"))
+      .def(
+          "begin_checkpoint",
+          [](Session& self, const std::string& root) {
+            Check(WithoutGil([&] { return self.BeginCheckpoint(root); }));
+          },
+          py::arg("root"), "Starts a checkpoint that the actors write behind the next steps.")
+      .def(
+          "finish_checkpoint",
+          [](Session& self, bool wait) { return Value(WithoutGil([&] { return self.FinishCheckpoint(wait); })); },
+          py::arg("wait") = true,
+          "Puts the checkpoint begun last in place once its files are written: its directory, or '' (none "
+          "pending, or not written yet without wait).")
+      .def_property_readonly("restarts",
+                             [](const Session& self) {
+                               std::vector<std::string> lines;
+                               for (const SessionRestart& restart : self.restarts()) {
+                                 lines.push_back(restart.Describe());
+                               }
+                               return lines;
+                             })
       .def(
           "set_schedule",
           [](Session& self, const schedules::Schedule& schedule) {

@@ -112,10 +112,18 @@ class TrainTest(unittest.TestCase):
             saved = first.save_checkpoint(tmp)
             self.assertTrue(saved.endswith("step-00000001"))
             expected = first.step(job.train_batch(1))
-            resumed = tandem.Session.resume(job.step, schedule, tmp)
+            resumed = tandem.Session.resume(job.step, schedule, tmp, max_restarts=1)
             self.assertEqual(resumed.steps_done, 1)
             self.assertEqual([bits(x) for x in resumed.step(job.train_batch(1))], [bits(x) for x in expected])
+            # A checkpoint written behind the steps: in place once finished.
+            resumed.begin_checkpoint(tmp)
+            resumed.step(job.train_batch(2))
+            self.assertTrue(resumed.finish_checkpoint().endswith("step-00000002"))
+            self.assertEqual(resumed.finish_checkpoint(), "")
+            self.assertEqual(resumed.restarts, [])
         self.assertEqual(len(loss), 4)
+        with self.assertRaisesRegex(ValueError, "max_restarts is a count"):
+            tandem.Session.start(job.step, schedule, max_restarts=-1)
 
     def test_a_branched_model_runs_its_stage_graph_bit_identical_to_the_chain(self):
         job = tandem.ExampleJob(model="two-tower", towers=[2, 1], layers=1, dim=16, stages=3, microbatches=4)
