@@ -65,15 +65,8 @@ int RunCheckpointBench(const CLI::App& command, CheckpointBenchOptions options, 
   }
   std::optional<examples::ExampleJob> job;
   bool usage_error = false;
-  absl::StatusOr<schedules::Schedule> schedule = ResolveModelSchedule(
-      command, options.schedule, options.model,
-      [&]() -> absl::StatusOr<const ir::TrainStep*> {
-        absl::StatusOr<examples::ExampleJob> made = examples::MakeExampleJob(options.model);
-        if (!made.ok()) return made.status();
-        job = *std::move(made);
-        return &job->step;
-      },
-      usage_error);
+  absl::StatusOr<schedules::Schedule> schedule =
+      ResolveModelSchedule(command, options.schedule, options.model, job, usage_error);
   if (!schedule.ok()) return Fail(err, schedule.status(), usage_error ? 2 : 1);
   cpu::SetBlasThreads(1);
 

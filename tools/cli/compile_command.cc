@@ -21,15 +21,8 @@ struct CompileOptions {
 int RunCompile(const CLI::App& command, CompileOptions& options, CommandStreams& streams) {
   std::optional<examples::ExampleJob> job;
   bool usage_error = false;
-  absl::StatusOr<schedules::Schedule> schedule = ResolveModelSchedule(
-      command, options.schedule, options.model,
-      [&]() -> absl::StatusOr<const ir::TrainStep*> {
-        absl::StatusOr<examples::ExampleJob> made = examples::MakeExampleJob(options.model);
-        if (!made.ok()) return made.status();
-        job = *std::move(made);
-        return &job->step;
-      },
-      usage_error);
+  absl::StatusOr<schedules::Schedule> schedule =
+      ResolveModelSchedule(command, options.schedule, options.model, job, usage_error);
   if (!schedule.ok()) {
     return usage_error ? UsageError(streams.err, command, std::string(schedule.status().message()))
                        : Failure(streams.err, command, schedule.status());

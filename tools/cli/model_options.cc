@@ -160,6 +160,21 @@ absl::StatusOr<schedules::Schedule> ResolveModelSchedule(
   return ResolveSchedule(schedule, model.microbatches, (*step)->stage_edges);
 }
 
+absl::StatusOr<schedules::Schedule> ResolveModelSchedule(const CLI::App& command, const ScheduleOptions& schedule,
+                                                         examples::ExampleJobOptions& model,
+                                                         std::optional<examples::ExampleJob>& job,
+                                                         bool& usage_error) {
+  return ResolveModelSchedule(
+      command, schedule, model,
+      [&]() -> absl::StatusOr<const ir::TrainStep*> {
+        absl::StatusOr<examples::ExampleJob> made = examples::MakeExampleJob(model);
+        if (!made.ok()) return made.status();
+        job = *std::move(made);
+        return &job->step;
+      },
+      usage_error);
+}
+
 examples::ExampleJobOptions WholeModelOptions(examples::ExampleJobOptions options, int64_t batch) {
   options.batch = batch;
   options.microbatches = 1;

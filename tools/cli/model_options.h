@@ -47,6 +47,11 @@ absl::Status TakeWeightUpdates(const CLI::App& command, const std::string& sched
 absl::StatusOr<schedules::Schedule> ResolveModelSchedule(
     const CLI::App& command, const ScheduleOptions& schedule, examples::ExampleJobOptions& model,
     const std::function<absl::StatusOr<const ir::TrainStep*>()>& trace, bool& usage_error);
+// The same, tracing the example job `model` describes into `job`.
+absl::StatusOr<schedules::Schedule> ResolveModelSchedule(const CLI::App& command, const ScheduleOptions& schedule,
+                                                         examples::ExampleJobOptions& model,
+                                                         std::optional<examples::ExampleJob>& job,
+                                                         bool& usage_error);
 
 }  // namespace tandem::cli
 

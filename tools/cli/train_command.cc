@@ -313,21 +313,15 @@ int RunTrain(const CLI::App& train, TrainOptions& options, CommandStreams& strea
     if (!launcher.ok()) return Failure(streams.err, train, launcher.status(), 2);
     launcher_description = launcher->description;
   }
-  std::optional<examples::ExampleJob> job;
-  auto make_job = [&]() -> absl::StatusOr<const ir::TrainStep*> {
-    // A decaying learning rate reaches its floor at the last step unless told.
-    if (options.model.schedule.decay_steps == 0) options.model.schedule.decay_steps = options.steps;
-    absl::StatusOr<examples::ExampleJob> made = examples::MakeExampleJob(options.model);
-    if (!made.ok()) return made.status();
-    job = *std::move(made);
-    return &job->step;
-  };
+  // A decaying learning rate reaches its floor at the last step unless told.
+  if (options.model.schedule.decay_steps == 0) options.model.schedule.decay_steps = options.steps;
   // The reference launcher resolves the schedule too: its stages and its
   // weight-update semantics (pipedream, 2bw) shape the traced step, so the
   // reference trains exactly what the pipeline would.
+  std::optional<examples::ExampleJob> job;
   bool usage_error = false;
   absl::StatusOr<schedules::Schedule> resolved =
-      ResolveModelSchedule(train, options.schedule, options.model, make_job, usage_error);
+      ResolveModelSchedule(train, options.schedule, options.model, job, usage_error);
   if (!resolved.ok()) {
     return usage_error ? UsageError(streams.err, train, std::string(resolved.status().message()))
                        : Failure(streams.err, train, resolved.status());
