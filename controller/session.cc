@@ -253,6 +253,12 @@ void Session::Checkpointed(const std::string& path, int64_t step) {
   restart_state_.reset();
   no_restart_point_.clear();
   std::erase_if(kept_steps_, [step](const KeptStep& kept) { return kept.step <= step; });
+  kept_bytes_ = 0;
+  for (const KeptStep& kept : kept_steps_) {
+    for (const ir::TensorMap& microbatch : kept.microbatches) {
+      for (const auto& [name, tensor] : microbatch) kept_bytes_ += tensor.num_bytes();
+    }
+  }
 }
 
 void Session::DropRestartPoint(absl::string_view why) {
@@ -260,6 +266,7 @@ void Session::DropRestartPoint(absl::string_view why) {
   restart_checkpoint_.clear();
   restart_state_.reset();
   kept_steps_.clear();
+  kept_bytes_ = 0;
   no_restart_point_ = absl::StrCat(why, " at step ", pipeline_->steps_done(),
                                    " and no checkpoint was saved since");
 }
@@ -268,7 +275,18 @@ absl::StatusOr<controller::StepReport> Session::Step(const std::vector<ir::Tenso
   absl::StatusOr<controller::StepReport> report = Recovering<controller::StepReport>(
       absl::StrCat("step ", pipeline_->steps_done() + 1), [&] { return StepOnce(microbatches); });
   if (report.ok() && options_.max_restarts > 0 && no_restart_point_.empty()) {
-    kept_steps_.push_back({report->step, microbatches, report->losses});
+    int64_t bytes = 0;
+    for (const ir::TensorMap& microbatch : microbatches) {
+      for (const auto& [name, tensor] : microbatch) bytes += tensor.num_bytes();
+    }
+    if (kept_bytes_ + bytes > options_.max_kept_bytes) {
+      DropRestartPoint(absl::StrCat("the microbatches since the last checkpoint passed ",
+                                    ir::FormatBytes(options_.max_kept_bytes),
+                                    " (SessionOptions::max_kept_bytes; checkpoint more often)"));
+    } else {
+      kept_steps_.push_back({report->step, microbatches, report->losses});
+      kept_bytes_ += bytes;
+    }
   }
   return report;
 }

@@ -107,6 +107,10 @@ struct SessionOptions {
   // Told of each restart once the session is back where the fault struck
   // (default: a line on stderr).
   std::function<void(const SessionRestart&)> on_restart;
+  // The most bytes of microbatches kept to redo the steps since the last
+  // checkpoint: past it, the session keeps none and makes no restart until
+  // the next checkpoint (a fault then fails the call, saying so).
+  int64_t max_kept_bytes = int64_t{1} << 30;
 };
 
 class Session {
@@ -264,6 +268,7 @@ class Session {
   std::optional<ir::StateSources> restart_state_;
   int64_t restart_steps_done_ = 0;
   std::vector<KeptStep> kept_steps_;
+  int64_t kept_bytes_ = 0;  // their microbatches' bytes
   std::string no_restart_point_;
   std::vector<SessionRestart> restarts_;
   // The checkpoint being written behind the steps (BeginCheckpoint).

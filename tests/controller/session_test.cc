@@ -359,6 +359,31 @@ TEST_F(SessionRestarts, AfterASwitchOfScheduleThereIsNoRestartUntilTheNextCheckp
   EXPECT_TRUE((*session)->restarts().empty());
 }
 
+TEST_F(SessionRestarts, PastTheKeptBytesThereIsNoRestartUntilTheNextCheckpoint) {
+  const ir::TrainStep step = Mlp(4);
+  Fault("actor-crash-once", 1, 4);
+  SessionOptions options = RestartOptions(2);
+  // One step's microbatches fit, two do not.
+  int64_t step_bytes = 0;
+  for (const ir::TensorMap& microbatch : controller::testing_harness::Batches(step, 1)) {
+    for (const auto& [name, tensor] : microbatch) step_bytes += tensor.num_bytes();
+  }
+  options.max_kept_bytes = step_bytes + step_bytes / 2;
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Start(step, *schedules::ResolveSchedule("1f1b", 2, 4), options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 1)).ok());
+  ASSERT_TRUE((*session)->SaveCheckpoint(dir_ + "/ck").ok());
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 2)).ok());  // kept
+  ASSERT_TRUE((*session)->Step(controller::testing_harness::Batches(step, 3)).ok());  // past the bytes: none kept
+  absl::StatusOr<controller::StepReport> failed = (*session)->Step(controller::testing_harness::Batches(step, 4));
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("(no restart: the microbatches since the last checkpoint passed "));
+  EXPECT_THAT(failed.status().message(), HasSubstr("at step 3 and no checkpoint was saved since)"));
+  EXPECT_TRUE((*session)->restarts().empty());
+}
+
 TEST_F(SessionRestarts, FillJobsAreRefused) {
   const ir::TrainStep step = Mlp(4);
   absl::StatusOr<std::unique_ptr<Session>> session =
