@@ -45,7 +45,7 @@
 
 namespace tandem::controller {
 
-// One state file an actor wrote (Launcher::SaveState).
+// One state file an actor wrote (Launcher::SnapshotState, AwaitState).
 struct SavedStateFile {
   std::string path;
   uint64_t bytes = 0;
