@@ -4,13 +4,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "controller/checkpoint.h"
+#include "ir/bitwise.h"
 #include "controller/local_launcher.h"
 
 namespace tandem {
@@ -19,10 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 bool IsExecutable(const fs::path& path) { return access(path.c_str(), X_OK) == 0 && fs::is_regular_file(path); }
-
-bool SameLosses(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 }  // namespace
 
@@ -228,7 +224,7 @@ absl::Status Session::StartAgainAndRedo(SessionRestart& restart) {
     absl::StatusOr<controller::StepReport> report = pipeline_->Step(kept.microbatches, options_.dispatch);
     if (!report.ok()) return report.status();
     ++restart.steps_redone;
-    if (!SameLosses(report->losses, kept.losses)) {
+    if (!ir::BitwiseEqual(report->losses, kept.losses)) {
       return absl::InternalError(absl::StrCat("step ", report->step,
                                               " gave other losses when redone after the restart than its first run "
                                               "(a run is bitwise reproducible: this is a bug)"));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/bitwise.h"
 #include "ir/statistics.h"
 
 namespace tandem::cli {
@@ -40,10 +41,7 @@ absl::StatusOr<std::string> FillRun::AfterStep(int64_t index, const std::vector<
   absl::StatusOr<controller::StepReport> baseline = baseline_->Step(batch);
   const double baseline_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!baseline.ok()) return baseline.status();
-  const bool same = baseline->losses.size() == losses.size() &&
-                    (losses.empty() ||
-                     std::memcmp(baseline->losses.data(), losses.data(), losses.size() * sizeof(float)) == 0);
-  if (!same) {
+  if (!ir::BitwiseEqual(baseline->losses, losses)) {
     return absl::InternalError(absl::StrCat("the pipeline's losses with fill differ from its losses without fill at step ",
                                             report.step));
   }

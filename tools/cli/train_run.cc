@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "backends/cpu/interpreter.h"
 #include "controller/session.h"
+#include "ir/bitwise.h"
 #include "schedules/json_text.h"
 #include "tools/cli/progress.h"
 
@@ -86,10 +87,6 @@ absl::Status NonFiniteError(const Finiteness& finiteness, int64_t step, bool ski
                              : "; --on-nonfinite skip would leave the weights as they were and go on"));
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
 bool SameSquares(const std::map<int32_t, float>& a, const std::map<int32_t, float>& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [stage, squares] : a) {
@@ -128,7 +125,19 @@ Evaluator::~Evaluator() {
   if (!scratch_.empty()) std::filesystem::remove_all(scratch_, ignored);
 }
 
-absl::StatusOr<std::vector<float>> Evaluator::Validate(Trainer& trainer) {
+absl::StatusOr<std::vector<float>> Evaluator::Validate(Trainer& trainer, Trainer* reference) {
+  absl::StatusOr<std::vector<float>> losses = Losses(trainer);
+  if (!losses.ok() || reference == nullptr) return losses;
+  absl::StatusOr<std::vector<float>> expected = Losses(*reference);
+  if (!expected.ok()) return expected.status();
+  if (!ir::BitwiseEqual(*losses, *expected)) {
+    return absl::DataLossError(absl::StrFormat("--verify failed: validation loss %.9g, reference %.9g",
+                                               Mean(*losses), Mean(*expected)));
+  }
+  return losses;
+}
+
+absl::StatusOr<std::vector<float>> Evaluator::Losses(Trainer& trainer) {
   if (trainer.compiled() == nullptr) return trainer.Validate(job_, nullptr, batches_, "");
   if (!forward_.has_value()) {
     absl::StatusOr<ir::TrainStep> forward = job_.forward_step();
@@ -197,11 +206,11 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
     if (reference != nullptr) {
       absl::StatusOr<cpu::StepResult> expected = reference->Step(batch, step);
       if (!expected.ok()) return Failure(streams.err, train, expected.status());
-      if (!SameBits(losses, expected->losses) || !SameSquares(result->gradient_squares, expected->gradient_squares)) {
+      if (!ir::BitwiseEqual(losses, expected->losses) || !SameSquares(result->gradient_squares, expected->gradient_squares)) {
         progress.Clear();
         streams.err << absl::StrFormat("%s: --verify failed at step %d: loss %.9g, reference %.9g%s\n",
                                        CommandPath(train), step, totals.last_loss, Mean(expected->losses),
-                                       SameBits(losses, expected->losses) ? " (the gradient norms differ)" : "");
+                                       ir::BitwiseEqual(losses, expected->losses) ? " (the gradient norms differ)" : "");
         return 1;
       }
     }
@@ -277,23 +286,13 @@ int TrainLoop(const CLI::App& train, const TrainOptions& options, const examples
     // --eval-every: the validation loss now (the last step's comes with the summary).
     bool evaluated = false;
     if (options.eval_every > 0 && step % options.eval_every == 0 && step != options.steps) {
-      absl::StatusOr<std::vector<float>> validation = evaluator.Validate(trainer);
+      absl::StatusOr<std::vector<float>> validation = evaluator.Validate(trainer, reference);
       ReportRestarts(trainer, progress, totals, streams.out);
       if (!validation.ok()) {
         progress.Clear();
         return Failure(streams.err, train,
                        absl::Status(validation.status().code(), absl::StrFormat("step %d: evaluation: %s", step,
                                                                                 validation.status().message())));
-      }
-      if (reference != nullptr) {
-        absl::StatusOr<std::vector<float>> expected = evaluator.Validate(*reference);
-        if (!expected.ok()) return Failure(streams.err, train, expected.status());
-        if (!SameBits(*validation, *expected)) {
-          progress.Clear();
-          streams.err << absl::StrFormat("%s: --verify failed at step %d: validation loss %.9g, reference %.9g\n",
-                                         CommandPath(train), step, Mean(*validation), Mean(*expected));
-          return 1;
-        }
       }
       absl::StrAppendFormat(&line, "  validation loss %.4f", Mean(*validation));
       evaluated = true;
@@ -343,17 +342,10 @@ int Report(const CLI::App& train, const TrainOptions& options, const examples::E
                   << " before the evaluation\n";
       return 128 + g_interrupted;
     }
-    absl::StatusOr<std::vector<float>> losses = evaluator.Validate(trainer);
+    absl::StatusOr<std::vector<float>> losses = evaluator.Validate(trainer, reference);
     if (!losses.ok()) return Failure(streams.err, train, losses.status());
     validation = *std::move(losses);
     if (reference != nullptr) {
-      absl::StatusOr<std::vector<float>> expected = evaluator.Validate(*reference);
-      if (!expected.ok()) return Failure(streams.err, train, expected.status());
-      if (!SameBits(validation, *expected)) {
-        streams.err << absl::StrFormat("%s: --verify failed: validation loss %.9g, reference %.9g\n",
-                                       CommandPath(train), Mean(validation), Mean(*expected));
-        return 1;
-      }
       out << absl::StrFormat("verify: validation losses of %d microbatches bit-identical to the reference\n",
                              validation.size());
     }

@@ -81,9 +81,13 @@ class Evaluator {
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
   ~Evaluator();
-  absl::StatusOr<std::vector<float>> Validate(Trainer& trainer);
+  // The losses of `trainer`; with a `reference` (--verify), DataLoss unless
+  // the reference's are the same bits.
+  absl::StatusOr<std::vector<float>> Validate(Trainer& trainer, Trainer* reference);
 
  private:
+  absl::StatusOr<std::vector<float>> Losses(Trainer& trainer);
+
   const examples::ExampleJob& job_;
   const int64_t batches_;
   std::optional<ir::TrainStep> forward_;
