@@ -46,7 +46,7 @@ struct Cost {
   int64_t step = 0;         // the steps done when it was taken
   double take_ms = 0;       // the save (waited), or the snapshot (behind)
   double steps_extra_ms = 0;  // behind: the steps until it was in place, beyond the median clean step
-  int64_t steps_covered = 0;  // behind: those steps
+  std::vector<int64_t> covered;  // behind: those steps (indices into the step times)
   double finish_ms = 0;     // behind: putting it in place
   double total() const { return take_ms + steps_extra_ms + finish_ms; }
 };
@@ -118,7 +118,6 @@ int RunCheckpointBench(const CLI::App& command, CheckpointBenchOptions options, 
   if (absl::Status status = run_step(); !status.ok()) return Fail(err, status);
   touched[0] = true;  // the first step compiles and faults its pages in
   std::vector<Cost> costs;
-  std::vector<int64_t> covered_steps;  // behind: the steps each checkpoint covered, in order
   for (int64_t i = 0; i < 2 * options.checkpoints; ++i) {
     Cost cost{.behind = i % 2 == 1, .step = step};
     const Clock::time_point start = Clock::now();
@@ -130,11 +129,10 @@ int RunCheckpointBench(const CLI::App& command, CheckpointBenchOptions options, 
       if (absl::Status begun = (*session)->BeginCheckpoint(dir); !begun.ok()) return Fail(err, begun);
       cost.take_ms = MillisecondsSince(start);
     }
-    std::vector<int64_t> covered;
     for (int64_t g = 0; g < options.gap; ++g) {
       if (absl::Status status = run_step(); !status.ok()) return Fail(err, status);
       if (!cost.behind || !(*session)->pending_checkpoint().has_value()) continue;
-      covered.push_back(step - 1);
+      cost.covered.push_back(step - 1);
       touched[step - 1] = true;
       const Clock::time_point finish_start = Clock::now();
       // The last step of the gap waits for it: the next checkpoint needs it in place.
@@ -142,10 +140,7 @@ int RunCheckpointBench(const CLI::App& command, CheckpointBenchOptions options, 
       if (!finished.ok()) return Fail(err, finished.status());
       cost.finish_ms += MillisecondsSince(finish_start);
     }
-    cost.steps_covered = static_cast<int64_t>(covered.size());
     costs.push_back(cost);
-    // Filled in once the median clean step is known.
-    covered_steps.insert(covered_steps.end(), covered.begin(), covered.end());
   }
   std::vector<double> clean;
   for (size_t s = 0; s < step_ms.size(); ++s) {
@@ -153,11 +148,8 @@ int RunCheckpointBench(const CLI::App& command, CheckpointBenchOptions options, 
   }
   if (clean.empty()) return Fail(err, absl::InvalidArgumentError("no clean step to compare with: a larger --gap"));
   const double median = Median(clean);
-  size_t next_covered = 0;
   for (Cost& cost : costs) {
-    for (int64_t c = 0; c < cost.steps_covered; ++c) {
-      cost.steps_extra_ms += step_ms[static_cast<size_t>(covered_steps[next_covered++])] - median;
-    }
+    for (int64_t s : cost.covered) cost.steps_extra_ms += step_ms[static_cast<size_t>(s)] - median;
   }
   auto mean_total = [&](bool behind) {
     double sum = 0;
@@ -185,7 +177,7 @@ int RunCheckpointBench(const CLI::App& command, CheckpointBenchOptions options, 
                                      {"after_step", cost.step},
                                      {"take_ms", cost.take_ms},
                                      {"steps_extra_ms", cost.steps_extra_ms},
-                                     {"steps_covered", cost.steps_covered},
+                                     {"steps_covered", cost.covered.size()},
                                      {"finish_ms", cost.finish_ms},
                                      {"total_ms", cost.total()}});
     }
@@ -199,7 +191,7 @@ int RunCheckpointBench(const CLI::App& command, CheckpointBenchOptions options, 
   out << "kind     after step   take ms   steps extra ms (steps)   finish ms   total ms\n";
   for (const Cost& cost : costs) {
     out << absl::StrFormat("%-7s  %10d  %8.1f  %15.1f (%d)  %10.1f  %9.1f\n", cost.behind ? "behind" : "waited",
-                           cost.step, cost.take_ms, cost.steps_extra_ms, cost.steps_covered, cost.finish_ms,
+                           cost.step, cost.take_ms, cost.steps_extra_ms, cost.covered.size(), cost.finish_ms,
                            cost.total());
   }
   out << absl::StrFormat(
