@@ -74,6 +74,7 @@ absl::string_view InputRoleName(InputRole role) {
     case InputRole::kGradient: return "gradient";
     case InputRole::kStep: return "step";
     case InputRole::kGradientNorm: return "gradient_norm";
+    case InputRole::kCache: return "cache";
   }
   return "";
 }

@@ -68,6 +68,7 @@ enum class InputRole : uint8_t {
   kGradient,        // "gradient": one microbatch's gradient
   kStep,            // "step": the optimizer's step number
   kGradientNorm,    // "gradient_norm": a stage's sum of squared gradients (clipping by the global norm)
+  kCache,           // "cache": a forward step's cache before the step (a KV cache; ir/train_step.h)
 };
 absl::string_view InputRoleName(InputRole role);
 // True when `node` is an input of role `role`.

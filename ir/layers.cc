@@ -48,6 +48,43 @@ Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double
   return matmul(softmax(scores, loc), values, {}, loc);
 }
 
+KvCache DeclareKvCache(Tracer& t, KvCache::Mode mode, int64_t batch, int64_t window, SourceLoc loc) {
+  KvCache cache{.mode = mode, .window = window};
+  if (mode != KvCache::Mode::kDecode) return cache;
+  cache.positions = t.Input(kPositionsInput, {ir::DType::kI32, {batch, 1}}, loc);
+  cache.slot = t.Input(kCacheSlotInput, {ir::DType::kF32, {batch, 1, window, 1}}, loc);
+  return cache;
+}
+
+Tensor CachedAttention(Tracer& t, const std::string& name, const Tensor& q, const Tensor& k, const Tensor& v,
+                       double scale, AttentionImpl impl, const KvCache& cache, SourceLoc loc) {
+  if (cache.mode == KvCache::Mode::kNone) return CausalAttention(q, k, v, scale, impl, loc);
+  auto scope = t.Scope(name, loc);
+  if (cache.mode == KvCache::Mode::kPrefill) {
+    if (k.valid() && k.dim(2) != cache.window) {
+      t.Fail(absl::StrCat("cached attention '", t.scope(), "': a prefill covers the window of ", cache.window,
+                          " positions, got ", k.dim(2)),
+             loc);
+      return Tensor(&t.builder(), ir::kInvalidValue);
+    }
+    t.WriteCache("k", k, loc);
+    t.WriteCache("v", v, loc);
+    return CausalAttention(q, k, v, scale, impl, loc);
+  }
+  // Decoding: each sequence's new key and value go to its slot of the cache.
+  auto extend = [&](const char* which, const Tensor& fresh) {
+    ir::TensorType type = fresh.type();
+    type.shape[2] = cache.window;
+    Tensor old = t.ReadCache(which, type, loc);
+    Tensor updated = where(cache.slot, fresh, old, loc);
+    t.WriteCache(which, updated, loc);
+    return updated;
+  };
+  Tensor keys = extend("k", k);
+  Tensor values = extend("v", v);
+  return attention_at(q, keys, values, cache.positions, scale, loc);
+}
+
 Tensor Linear(Tracer& t, const std::string& name, const Tensor& x, int64_t in, int64_t out,
               ir::Initializer init, SourceLoc loc) {
   auto scope = t.Scope(name, loc);
@@ -65,7 +102,7 @@ Tensor LayerNorm(Tracer& t, const std::string& name, const Tensor& x, int64_t di
 }
 
 Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, int64_t num_heads,
-                           ir::Initializer init, AttentionImpl impl, SourceLoc loc) {
+                           ir::Initializer init, AttentionImpl impl, const KvCache& cache, SourceLoc loc) {
   auto scope = t.Scope(name, loc);
   if (x.valid() && x.rank() != 3) {
     t.Fail(absl::StrCat("attention '", t.scope(), "': input must be [batch, seq, dim], got ",
@@ -85,7 +122,7 @@ Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, 
   Tensor k = SplitHeads(slice(qkv, -1, dim, 2 * dim, loc), batch, seq, num_heads, width, loc);
   Tensor v = SplitHeads(slice(qkv, -1, 2 * dim, 3 * dim, loc), batch, seq, num_heads, width, loc);
   const double scale = 1.0 / std::sqrt(static_cast<double>(width));
-  Tensor heads = CausalAttention(q, k, v, scale, impl, loc);
+  Tensor heads = CachedAttention(t, "kv", q, k, v, scale, impl, cache, loc);
   Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}, loc), {batch, seq, dim}, loc);
   return Linear(t, "proj", merged, dim, dim, init, loc);
 }

@@ -65,6 +65,39 @@ std::optional<AttentionImpl> ParseAttentionImpl(absl::string_view name);
 Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, AttentionImpl impl,
                        SourceLoc loc = SourceLoc::current());
 
+// Generation with a KV cache (controller/generation.h): how a language
+// model's forward runs. Each attention keeps its keys and values for the
+// microbatch's sequences in caches of the model's window (Tracer::ReadCache,
+// WriteCache), [batch, kv_heads, window, width] each:
+//  - kPrefill: the usual causal forward over a window of tokens, which also
+//    writes every position's keys and values to the caches;
+//  - kDecode: one token per sequence at its own position (input "positions",
+//    i32 [batch, 1]), whose keys and values are written into the caches at
+//    that position (input "cache_slot", f32 [batch, 1, window, 1]: 1 at the
+//    position, else 0), and whose query attends to the cache up to it
+//    (attention_at: the fused kernel's row, bit for bit the row the whole
+//    causal forward computes at that position).
+struct KvCache {
+  enum class Mode : uint8_t { kNone, kPrefill, kDecode };
+  Mode mode = Mode::kNone;
+  int64_t window = 0;  // the positions a cache holds
+  Tensor positions;    // kDecode: i32 [batch, 1]
+  Tensor slot;         // kDecode: f32 [batch, 1, window, 1]
+};
+inline constexpr char kPositionsInput[] = "positions";
+inline constexpr char kCacheSlotInput[] = "cache_slot";
+// A KvCache of `mode` for `batch` sequences and a window of `window`
+// positions; kDecode declares its two inputs.
+KvCache DeclareKvCache(Tracer& t, KvCache::Mode mode, int64_t batch, int64_t window,
+                       SourceLoc loc = SourceLoc::current());
+
+// CausalAttention of q [batch, heads, seq, width] over k and v, keeping k
+// and v in the caches "<name>.k" and "<name>.v" as `cache` says (kNone:
+// CausalAttention itself). Decoding computes with the fused op whatever
+// `impl` is.
+Tensor CachedAttention(Tracer& t, const std::string& name, const Tensor& q, const Tensor& k, const Tensor& v,
+                       double scale, AttentionImpl impl, const KvCache& cache, SourceLoc loc = SourceLoc::current());
+
 // Causal multi-head self-attention over x: [batch, seq, dim] -> [batch,
 // seq, dim], with head width dim / num_heads:
 //   q, k, v = the three dim-wide slices of Linear "qkv" (dim -> 3 dim),
@@ -77,9 +110,11 @@ Tensor CausalAttention(const Tensor& q, const Tensor& k, const Tensor& v, double
 // "proj.w" f32[dim, dim] from `init`, "proj.b" f32[dim].
 // An x that is not of rank 3, or a num_heads that is below 1 or does not
 // divide dim, is a trace error naming the caller's line.
+// With `cache` (generation), its keys and values are cached under the
+// attention's scope (CachedAttention "kv").
 Tensor CausalSelfAttention(Tracer& t, const std::string& name, const Tensor& x, int64_t num_heads,
                            ir::Initializer init, AttentionImpl impl = AttentionImpl::kFused,
-                           SourceLoc loc = SourceLoc::current());
+                           const KvCache& cache = {}, SourceLoc loc = SourceLoc::current());
 
 // The transformer's feed-forward block over x: [..., dim] -> [..., dim]:
 // Linear "proj" (hidden -> dim) of gelu(Linear "fc" (dim -> hidden) of x).

@@ -106,19 +106,27 @@ enum class OpKind : uint8_t {
   // causal_mask(x[..., T, T]): x where column <= row, else `fill`.
   // Attributes: fill (double, e.g. -inf).
   kCausalMask,
-  // rotary(x[..., T, D]): rotary position embedding (RoFormer), in the
-  // half-split layout of Hugging Face's LLaMA. Position t is the index
-  // along axis rank-2; with h = D/2 and angle a = t * w_i, where w_i =
-  // theta^(-2i/D) for i in [0, h):
+  // rotary(x[..., T, D] [, positions i32[..., T]]): rotary position
+  // embedding (RoFormer), in the half-split layout of Hugging Face's LLaMA.
+  // Position t is the index along axis rank-2, or, with `positions` (x's
+  // shape without its last axis), each row's own; with h = D/2 and angle
+  // a = t * w_i, where w_i = theta^(-2i/D) for i in [0, h):
   //   out[i] = x[i] cos a - x[i+h] sin a,  out[i+h] = x[i+h] cos a + x[i] sin a.
   // Attributes: theta (double, above 1), inverse (0/1: rotate by -a, the
-  // gradient). D must be even.
+  // gradient). D must be even; a position below 0 is an error at run time.
   kRotary,
-  // attention(q[B, H, T, D], k[B, G, T, D], v[B, G, T, D]) -> [B, H, T, D]:
+  // attention(q[B, H, S, D], k[B, G, T, D], v[B, G, T, D]
+  //           [, positions i32[B, S]]) -> [B, H, S, D]:
   // causal scaled dot-product attention, softmax(q k^T * scale, masked
-  // above the diagonal) v, computed a query row at a time without the T x T
+  // above the diagonal) v, computed a query row at a time without the S x T
   // scores (backends/cpu/kernels/attention.cc says how it rounds). Query
   // head h reads key/value head h / (H / G): grouped KV heads, G dividing H.
+  // Query row i attends to the keys 0..i (then S == T), or, with
+  // `positions`, of sequence b to the keys 0..positions[b, i]: queries
+  // against a cache of T keys (decoding; a position outside [0, T) is an
+  // error at run time). Row i's result does not depend on S or T, so a
+  // row computed against a cache equals the same row of the whole causal
+  // attention bit for bit. Differentiable without positions only.
   // Attributes: scale (double, finite, e.g. 1/sqrt(D)).
   kAttention,
 
@@ -150,7 +158,12 @@ const char* OpName(OpKind op);
 std::optional<OpKind> OpFromName(absl::string_view name);
 
 // The number of operands the op takes, or -1 for a variable number (concat).
+// An op with optional operands (ir/op_def.h) takes from its arity to its
+// arity plus those.
 int OpArity(OpKind op);
+// "" when the op takes `count` operands, else what it takes: "takes 3 or 4
+// operands, got 5".
+std::string OperandCountProblem(OpKind op, size_t count);
 
 // Whether the op moves or converts elements whatever their dtype: input,
 // pipeline_yield, convert and the data movement ops. Every other op is

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <variant>
 
+#include "absl/strings/str_cat.h"
 #include "ir/graph.h"
 #include "ir/ops/op_rules.h"
 
@@ -62,6 +63,19 @@ std::optional<OpKind> OpFromName(absl::string_view name) {
 }
 
 int OpArity(OpKind op) { return Def(op).arity; }
+
+std::string OperandCountProblem(OpKind op, size_t count) {
+  const OpDef& def = Def(op);
+  const int n = static_cast<int>(count);
+  if (def.arity < 0) return n > 0 ? "" : "takes at least 1 operand, got 0";
+  if (n >= def.arity && n <= def.arity + def.optional_operands) return "";
+  const std::string takes =
+      def.optional_operands == 0
+          ? absl::StrCat(def.arity)
+          : absl::StrCat(def.arity, def.optional_operands == 1 ? " or " : " to ", def.arity + def.optional_operands);
+  const bool one = def.arity == 1 && def.optional_operands == 0;
+  return absl::StrCat("takes ", takes, " operand", one ? "" : "s", ", got ", n);
+}
 
 bool MovesAnyDType(OpKind op) { return Def(op).moves_any_dtype; }
 

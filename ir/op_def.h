@@ -111,6 +111,9 @@ struct OpDef {
   OpKind kind = OpKind::kInput;
   const char* name = nullptr;  // the text form's spelling: "matmul"
   int arity = 0;               // -1: one or more (concat)
+  // Operands it may take after the `arity` it needs (attention's and
+  // rotary's positions): OperandCountProblem accepts arity..arity+these.
+  int optional_operands = 0;
   OpFamily family = OpFamily::kSource;
   // Moves or converts elements whatever their dtype (ir::MovesAnyDType).
   bool moves_any_dtype = false;

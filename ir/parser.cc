@@ -245,15 +245,8 @@ absl::Status Parser::ParseNode(Graph* graph) {
     }
     Take();
   }
-  int arity = OpArity(node.op);
-  int count = static_cast<int>(node.operands.size());
-  if (arity >= 0 && count != arity) {
-    return ErrorAt(op_token, absl::StrCat("op '", op_token.text, "' takes ", arity, " operand",
-                                          arity == 1 ? "" : "s", ", got ", count));
-  }
-  if (arity < 0 && count == 0) {
-    return ErrorAt(op_token, absl::StrCat("op '", op_token.text,
-                                          "' takes at least 1 operand, got 0"));
+  if (std::string problem = OperandCountProblem(node.op, node.operands.size()); !problem.empty()) {
+    return ErrorAt(op_token, absl::StrCat("op '", op_token.text, "' ", problem));
   }
   if (AtPunct('{')) {
     TANDEM_PARSE_ASSIGN(node.attributes, ParseAttributes());
@@ -424,8 +417,10 @@ absl::StatusOr<StateSpec> Parser::ParseState() {
     spec.role = StateRole::kParameter;
   } else if (AtKeyword("optimizer_state")) {
     spec.role = StateRole::kOptimizerState;
+  } else if (AtKeyword("cache")) {
+    spec.role = StateRole::kCache;
   } else {
-    return Expected("'parameter' or 'optimizer_state'");
+    return Expected("'parameter', 'optimizer_state' or 'cache'");
   }
   Take();
   if (spec.role == StateRole::kOptimizerState && AtKeyword("of")) {

@@ -107,7 +107,7 @@ std::string PrintTrainStep(const TrainStep& step) {
                                  " {\n");
   for (const StateSpec& spec : step.state) {
     absl::StrAppend(&out, "  state ", QuoteTextString(spec.name), " : ", TypeToString(spec.type),
-                    spec.role == StateRole::kParameter ? " parameter " : " optimizer_state ");
+                    " ", StateRoleName(spec.role), " ");
     if (!spec.parameter.empty()) absl::StrAppend(&out, "of ", QuoteTextString(spec.parameter), " ");
     absl::StrAppend(&out, InitializerText(spec.init), "\n");
   }

@@ -26,8 +26,8 @@ absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
 absl::StatusOr<TensorType> InferResultType(OpKind op, absl::Span<const TensorType> types,
                                            const Attributes& attributes) {
   const OpDef& def = Def(op);
-  if (def.arity >= 0 && static_cast<int>(types.size()) != def.arity) {
-    return ops::Error(op, absl::StrCat("takes ", def.arity, " operands, got ", types.size()), types);
+  if (std::string problem = OperandCountProblem(op, types.size()); !problem.empty()) {
+    return ops::Error(op, problem, types);
   }
   if (def.result_type == nullptr) return ops::Error(op, "a source has a declared type, not a rule", types);
   return def.result_type(op, types, attributes);

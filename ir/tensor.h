@@ -165,14 +165,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels,
 Tensor embedding(const Tensor& table, const Tensor& ids, SourceLoc loc = SourceLoc::current());
 // Entries above the diagonal of the last two axes become `fill`.
 Tensor causal_mask(const Tensor& x, double fill = -1.0 / 0.0, SourceLoc loc = SourceLoc::current());
-// Rotary position embedding of x[..., T, D] (ir/op.h kRotary): position t
-// is the index along axis -2; `inverse` rotates back.
 // Causal scaled dot-product attention (ir/op.h kAttention) of q[B, H, T, D]
 // over k, v[B, G, T, D], G dividing H (grouped KV heads).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                  SourceLoc loc = SourceLoc::current());
+// The same for queries q[B, H, S, D] at `positions` i32[B, S] against a
+// cache k, v[B, G, T, D]: query i of sequence b attends to the keys
+// 0..positions[b, i] (decoding with a KV cache).
+Tensor attention_at(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions, double scale,
+                    SourceLoc loc = SourceLoc::current());
+// Rotary position embedding of x[..., T, D] (ir/op.h kRotary): position t
+// is the index along axis -2; `inverse` rotates back.
 Tensor rotary(const Tensor& x, double theta = 10000.0, bool inverse = false,
               SourceLoc loc = SourceLoc::current());
+// The same with each row's position given: positions i32[..., T].
+Tensor rotary_at(const Tensor& x, const Tensor& positions, double theta = 10000.0, bool inverse = false,
+                 SourceLoc loc = SourceLoc::current());
 
 // Closes the current pipeline stage: `x` is handed to the next stage, and
 // every op traced after it belongs to that stage.

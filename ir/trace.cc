@@ -254,8 +254,16 @@ absl::StatusOr<ir::TrainStep> TraceForwardGraph(const std::string& name, const M
   step.num_microbatches = options.num_microbatches;
   step.num_replicas = options.num_replicas;
   step.state = tracer.parameters();
+  for (const Tracer::CacheUse& cache : tracer.caches()) {
+    for (int32_t m = 0; m < options.num_microbatches; ++m) {
+      step.state.push_back({ir::CacheStateName(cache.name, m), cache.type, ir::StateRole::kCache, ir::Initializer{}});
+    }
+  }
   step.microbatch = std::move(tracer.graph());
   step.microbatch.AddOutput(output_name, result.id());
+  for (const Tracer::CacheUse& cache : tracer.caches()) {
+    if (cache.written != ir::kInvalidValue) step.microbatch.AddOutput(cache.name, cache.written);
+  }
   return step;
 }
 

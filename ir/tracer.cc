@@ -146,6 +146,51 @@ Tensor Tracer::Label(const std::string& name, ir::TensorType type, SourceLoc loc
   return DeclareInput(name, ir::InputRole::kLabel, std::move(type), loc);
 }
 
+namespace {
+
+// The cache `name` in `caches`, declared as `type` if it is not yet; null
+// (and the builder failed) when it was declared with another type.
+Tracer::CacheUse* DeclareCache(std::vector<Tracer::CacheUse>& caches, ir::GraphBuilder& builder,
+                               const std::string& name, const ir::TensorType& type, const SourceLoc& loc) {
+  for (Tracer::CacheUse& cache : caches) {
+    if (cache.name != name) continue;
+    if (cache.type != type) {
+      builder.Fail(ir::ToLocation(loc), absl::StrCat("cache '", name, "' is ", ir::TypeToString(type), " here but ",
+                                                     ir::TypeToString(cache.type), " at ",
+                                                     cache.declared.ToString()));
+      return nullptr;
+    }
+    return &cache;
+  }
+  caches.push_back({.name = name, .type = type, .declared = ir::ToLocation(loc)});
+  return &caches.back();
+}
+
+}  // namespace
+
+Tensor Tracer::ReadCache(const std::string& name, ir::TensorType type, SourceLoc loc) {
+  const std::string full = ScopedName(name);
+  CacheUse* cache = DeclareCache(caches_, builder_, full, type, loc);
+  if (cache == nullptr) return Tensor(&builder_, ir::kInvalidValue);
+  if (cache->read == ir::kInvalidValue) {
+    cache->read = builder_.AddInput(full, ir::InputRole::kCache, std::move(type), ir::ToLocation(loc));
+  }
+  return Tensor(&builder_, cache->read);
+}
+
+void Tracer::WriteCache(const std::string& name, const Tensor& value, SourceLoc loc) {
+  if (!value.valid()) return;  // the error that made it is already recorded
+  const std::string full = ScopedName(name);
+  CacheUse* cache = DeclareCache(caches_, builder_, full, value.type(), loc);
+  if (cache == nullptr) return;
+  if (cache->written != ir::kInvalidValue) {
+    builder_.Fail(ir::ToLocation(loc), absl::StrCat("cache '", full, "' written twice (first at ",
+                                                    graph_.node(cache->written).location.ToString(), ")"));
+    return;
+  }
+  cache->written = value.id();
+}
+
 Tensor Tracer::DeclareInput(const std::string& name, ir::InputRole role, ir::TensorType type,
                             const SourceLoc& loc) {
   if (auto it = inputs_.find(name); it != inputs_.end()) {

@@ -133,6 +133,16 @@ class Tracer {
   Tensor Input(const std::string& name, ir::TensorType type, SourceLoc loc = SourceLoc::current());
   Tensor Label(const std::string& name, ir::TensorType type, SourceLoc loc = SourceLoc::current());
 
+  // A cache the step keeps between steps for each microbatch, on the actor
+  // of the stage that uses it (ir/train_step.h StateRole::kCache; a KV
+  // cache): ReadCache gives its value before this step (zeros before the
+  // first), WriteCache sets its value after it. The name is ScopedName(name);
+  // the first call declares it (WriteCache with its value's type), later
+  // ones must agree on the type; writing one twice is an error. Forward
+  // steps only (TraceForwardStep).
+  Tensor ReadCache(const std::string& name, ir::TensorType type, SourceLoc loc = SourceLoc::current());
+  void WriteCache(const std::string& name, const Tensor& value, SourceLoc loc = SourceLoc::current());
+
   // Opens the branch `name` (see above); `name` labels its stages in errors.
   // An empty name is an error naming the call site.
   BranchScope Branch(const std::string& name, SourceLoc loc = SourceLoc::current());
@@ -151,6 +161,16 @@ class Tracer {
   ir::Graph& graph() { return graph_; }
   ir::GraphBuilder& builder() { return builder_; }
   const std::vector<ir::StateSpec>& parameters() const { return parameters_; }
+  // The caches declared, in order, and the value written to each (or
+  // kInvalidValue when only read).
+  struct CacheUse {
+    std::string name;
+    ir::TensorType type;
+    ir::ValueId read = ir::kInvalidValue;
+    ir::ValueId written = ir::kInvalidValue;
+    ir::SourceLocation declared;
+  };
+  const std::vector<CacheUse>& caches() const { return caches_; }
 
  private:
   Tensor DeclareInput(const std::string& name, ir::InputRole role, ir::TensorType type,
@@ -176,6 +196,7 @@ class Tracer {
   ir::Graph graph_{"microbatch"};
   ir::GraphBuilder builder_{&graph_};
   std::vector<ir::StateSpec> parameters_;
+  std::vector<CacheUse> caches_;
   std::map<std::string, ir::ValueId> inputs_;
   std::string scope_;
   std::vector<Fork> forks_;  // innermost last

@@ -23,6 +23,19 @@ std::string AccumulatorName(const std::string& parameter, int32_t stage) {
 
 std::string NormPartialName(int32_t stage) { return absl::StrCat("norm.s", stage); }
 
+const char* StateRoleName(StateRole role) {
+  switch (role) {
+    case StateRole::kParameter: return "parameter";
+    case StateRole::kOptimizerState: return "optimizer_state";
+    case StateRole::kCache: return "cache";
+  }
+  return "";
+}
+
+std::string CacheStateName(const std::string& cache, int32_t microbatch) {
+  return absl::StrCat(cache, "@", microbatch);
+}
+
 std::string StashName(const std::string& parameter, int32_t k) {
   return k == 0 ? parameter : absl::StrCat("stash", k, ".", parameter);
 }

@@ -68,9 +68,18 @@ struct Initializer {
   friend bool operator==(const Initializer&, const Initializer&) = default;
 };
 
-enum class StateRole : uint8_t { kParameter, kOptimizerState };
+// kCache: a forward step's cache of one microbatch (a KV cache: what a
+// decoding step keeps of the sequences it extends). The microbatch graph
+// reads cache `c` as an input of role "cache" named `c`, and its output
+// named `c`, if any, is the cache's new value; microbatch m's copy is the
+// state tensor CacheStateName(c, m), kept by the actor that runs the
+// cache's stage, which reads and writes it.
+enum class StateRole : uint8_t { kParameter, kOptimizerState, kCache };
+// "parameter", "optimizer_state", "cache": the text form's words.
+const char* StateRoleName(StateRole role);
 
-// A tensor that lives across steps: a parameter or an optimizer slot.
+// A tensor that lives across steps: a parameter, an optimizer slot or a
+// microbatch's cache.
 struct StateSpec {
   std::string name;
   TensorType type;
@@ -132,6 +141,9 @@ std::string AccumulatorName(const std::string& parameter, int32_t stage);
 // "norm.s<stage>": the norm graph's output (and the update's input) holding
 // the stage's sum of squared gradients.
 std::string NormPartialName(int32_t stage);
+// "<cache>@<microbatch>": the state tensor holding microbatch
+// `microbatch`'s copy of cache `cache` (StateRole::kCache).
+std::string CacheStateName(const std::string& cache, int32_t microbatch);
 // "stash<k>.<parameter>": the parameter's version of k >= 1 updates ago;
 // k == 0 is the parameter itself.
 std::string StashName(const std::string& parameter, int32_t k);

@@ -22,9 +22,8 @@ absl::Status Fail(const Graph& graph, ValueId id, absl::string_view what) {
 
 absl::Status VerifyNode(const Graph& graph, ValueId id) {
   const Node& node = graph.node(id);
-  int arity = OpArity(node.op);
-  if (arity >= 0 && static_cast<int>(node.operands.size()) != arity) {
-    return Fail(graph, id, absl::StrCat("takes ", arity, " operands, has ", node.operands.size()));
+  if (std::string problem = OperandCountProblem(node.op, node.operands.size()); !problem.empty()) {
+    return Fail(graph, id, problem);
   }
   for (ValueId operand : node.operands) {
     if (operand < 0 || operand >= id) {
@@ -187,6 +186,66 @@ absl::Status VerifyGraph(const Graph& graph) {
   return absl::OkStatus();
 }
 
+// The caches of a forward step (StateRole::kCache): each cache read (an
+// input of role "cache") or written (an output of its name) has a state
+// tensor of its type for every microbatch, and is read and written on one
+// stage, whose actor keeps it.
+absl::Status VerifyCaches(const TrainStep& step, const std::map<std::string, const StateSpec*>& state) {
+  const Graph& graph = step.microbatch;
+  std::map<std::string, int32_t> stage_of;  // each cache's stage, from its first use
+  auto check = [&](const std::string& cache, const TensorType& type, int32_t stage,
+                   const std::string& where) -> absl::Status {
+    for (int32_t m = 0; m < step.num_microbatches; ++m) {
+      auto it = state.find(CacheStateName(cache, m));
+      if (it == state.end() || it->second->role != StateRole::kCache) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": cache '", cache, "' has no state '",
+                                                       CacheStateName(cache, m), "' of role cache for microbatch ",
+                                                       m));
+      }
+      if (it->second->type != type) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": cache '", cache, "' is ", TypeToString(type),
+                                                       ", its state '", it->first, "' ",
+                                                       TypeToString(it->second->type)));
+      }
+    }
+    auto [it, inserted] = stage_of.emplace(cache, stage);
+    if (!inserted && it->second != stage) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": cache '", cache, "' is used on stage ", stage,
+                                                     " and on stage ", it->second,
+                                                     ": a cache is read and written on one stage"));
+    }
+    return absl::OkStatus();
+  };
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    for (ValueId operand : node.operands) {
+      const Node& read = graph.node(operand);
+      if (!HasRole(read, InputRole::kCache)) continue;
+      if (absl::Status s = check(read.attributes.GetString("name"), read.type, node.stage, DescribeValue(graph, id));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  bool has_caches = !stage_of.empty();
+  for (const GraphOutput& output : graph.outputs()) {
+    auto it = state.find(CacheStateName(output.name, 0));
+    if (it == state.end() || it->second->role != StateRole::kCache) continue;
+    has_caches = true;
+    const Node& node = graph.node(output.value);
+    if (absl::Status s = check(output.name, node.type, node.stage, absl::StrCat("output '", output.name, "'"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (has_caches && !step.forward_only()) {
+    return absl::InvalidArgumentError(absl::StrCat("train step '", step.name,
+                                                   "' keeps caches: only a forward step may (no gradient flows "
+                                                   "through a cache)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status VerifyTrainStep(const TrainStep& step) {
   if (absl::Status status = CheckStepCounts(step); !status.ok()) return status;
   if (absl::Status status = CheckStageEdges(step.num_stages, step.stage_edges); !status.ok()) {
@@ -244,6 +303,7 @@ absl::Status VerifyTrainStep(const TrainStep& step) {
     }
   }
   if (absl::Status status = VerifyStageDataflow(step); !status.ok()) return status;
+  if (absl::Status status = VerifyCaches(step, state); !status.ok()) return status;
   std::set<std::string> outputs;
   for (const GraphOutput& output : step.microbatch.outputs()) outputs.insert(output.name);
   std::set<std::string> update_inputs;

@@ -378,7 +378,7 @@ struct CudaGraphRunner::Impl {
                                      const DeviceValue& b);
   absl::StatusOr<DeviceValue> RowWise(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                       const std::vector<const DeviceValue*>& operands);
-  absl::StatusOr<DeviceValue> Attention(const ir::Node& node, const NodePlan& plan,
+  absl::StatusOr<DeviceValue> Attention(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                         const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> Embedding(ir::ValueId id, const ir::Node& node,
                                         const std::vector<const DeviceValue*>& operands);
@@ -856,7 +856,16 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
     }
     case OpKind::kRotary: {
       const int64_t positions = shape[shape.size() - 2];
-      error = kernels::LaunchRotary(x, result, Product(shape, 0, shape.size() - 2), positions, length,
+      const int32_t* given = nullptr;
+      if (operands.size() > 1) {
+        // A position's angle needs no bound but 0 below it.
+        if (absl::Status s = CheckRange(id, *operands[1], std::numeric_limits<int32_t>::max(), "position");
+            !s.ok()) {
+          return s;
+        }
+        given = operands[1]->i32();
+      }
+      error = kernels::LaunchRotary(x, given, result, Product(shape, 0, shape.size() - 2), positions, length,
                                     plan.attributes.theta, plan.attributes.inverse,
                                     stream);
       break;
@@ -917,19 +926,25 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
   return out;
 }
 
-absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(const ir::Node& node, const NodePlan& plan,
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(ir::ValueId id, const ir::Node& node,
+                                                             const NodePlan& plan,
                                                              const std::vector<const DeviceValue*>& operands) {
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
   const ir::Shape& q = operands[0]->type.shape;
   const int64_t batch = q[0], heads = q[1], seq = q[2], width = q[3];
-  const int64_t kv_heads = operands[1]->type.shape[1];
+  const int64_t kv_heads = operands[1]->type.shape[1], keys = operands[1]->type.shape[2];
   const float* k = operands[1]->f32();
   const float* v = operands[2]->f32();
   cudaError_t error = cudaSuccess;
   if (node.op == OpKind::kAttention) {
-    error = kernels::LaunchAttention(operands[0]->f32(), k, v, out->mutable_f32(), batch, heads, kv_heads, seq,
-                                     width, plan.attributes.scale, stream);
+    const int32_t* positions = nullptr;
+    if (operands.size() > 3) {  // queries against a cache: each reads keys up to its position
+      if (absl::Status s = CheckRange(id, *operands[3], keys, "position"); !s.ok()) return s;
+      positions = operands[3]->i32();
+    }
+    error = kernels::LaunchAttention(operands[0]->f32(), k, v, positions, out->mutable_f32(), batch, heads, kv_heads,
+                                     seq, keys, width, plan.attributes.scale, stream);
   } else {
     // Freed in stream order after the launch, like any value.
     absl::StatusOr<Buffer> scratch =
@@ -1001,7 +1016,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(
     case ir::OpFamily::kEmbedding:
       return Embedding(id, node, operands);
     case ir::OpFamily::kAttention:
-      return Attention(node, plan, operands);
+      return Attention(id, node, plan, operands);
   }
   return absl::InternalError(
       absl::StrCat("CudaGraphRunner: unknown op kind ", static_cast<int>(node.op)));

@@ -637,14 +637,16 @@ EmbeddingGradScratch EmbeddingGradLayout(int64_t positions) {
 // order within its thread.
 
 // The attention geometry: q [batch, heads, seq, width], k and v [batch,
-// kv_heads, seq, width]; query head h reads key/value head h / group.
+// kv_heads, keys, width] (keys == seq unless the queries have positions);
+// query head h reads key/value head h / group.
 struct AttentionGeometry {
   int64_t heads, kv_heads, group, seq, width;
   float scale;
+  int64_t keys;
   // The first element of the key/value head that query row `row` reads.
   __device__ int64_t KeyBase(int64_t row) const {
     const int64_t pair = row / seq;
-    return ((pair / heads) * kv_heads + (pair % heads) / group) * seq * width;
+    return ((pair / heads) * kv_heads + (pair % heads) / group) * keys * width;
   }
 };
 
@@ -668,10 +670,14 @@ __device__ void RowStatistics(const float* q_row, const float* keys, int64_t n, 
   *sum = l;
 }
 
-__global__ void AttentionKernel(const float* q, const float* k, const float* v, float* out, AttentionGeometry g,
-                                int64_t rows) {
+// positions: null (row i reads keys 0..i), or [batch, seq], checked to lie
+// in [0, keys) before the launch.
+__global__ void AttentionKernel(const float* q, const float* k, const float* v, const int32_t* positions,
+                                float* out, AttentionGeometry g, int64_t rows) {
   for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
-    const int64_t n = r % g.seq + 1;
+    const int64_t i = r % g.seq;
+    const int64_t b = r / (g.seq * g.heads);
+    const int64_t n = (positions != nullptr ? positions[b * g.seq + i] : i) + 1;
     const float* q_row = q + r * g.width;
     const float* keys = k + g.KeyBase(r);
     const float* values = v + g.KeyBase(r);
@@ -943,13 +949,14 @@ cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64
   return Launch(n, stream, CausalMaskKernel, x, out, rows, cols, fill, n);
 }
 
-// One thread per (row, pair): rows are positions of `positions`-row matrices.
-__global__ void RotaryKernel(const float* x, float* out, int64_t positions, int64_t half, double theta,
-                             float direction, int64_t pairs) {
+// One thread per (row, pair): rows are positions of `positions`-row
+// matrices, or have their own in `given` (one per row, at least 0).
+__global__ void RotaryKernel(const float* x, const int32_t* given, float* out, int64_t positions, int64_t half,
+                             double theta, float direction, int64_t pairs) {
   for (int64_t p = FirstIndex(); p < pairs; p += GridStride()) {
     const int64_t row = p / half;
     const int64_t i = p - row * half;
-    const int64_t t = row % positions;
+    const int64_t t = given != nullptr ? given[row] : row % positions;
     const float frequency = static_cast<float>(pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(2 * half)));
     const double angle = static_cast<double>(static_cast<float>(t) * frequency);
     const float c = static_cast<float>(cos(angle));
@@ -963,19 +970,20 @@ __global__ void RotaryKernel(const float* x, float* out, int64_t positions, int6
   }
 }
 
-cudaError_t LaunchRotary(const float* x, float* out, int64_t matrices, int64_t positions, int64_t width,
-                         double theta, bool inverse, cudaStream_t stream) {
+cudaError_t LaunchRotary(const float* x, const int32_t* given, float* out, int64_t matrices, int64_t positions,
+                         int64_t width, double theta, bool inverse, cudaStream_t stream) {
   const int64_t half = width / 2;
   const int64_t pairs = matrices * positions * half;
   if (pairs <= 0) return cudaSuccess;
-  return Launch(pairs, stream, RotaryKernel, x, out, positions, half, theta, inverse ? -1.0f : 1.0f, pairs);
+  return Launch(pairs, stream, RotaryKernel, x, given, out, positions, half, theta, inverse ? -1.0f : 1.0f, pairs);
 }
 
-cudaError_t LaunchAttention(const float* q, const float* k, const float* v, float* out, int64_t batch, int64_t heads,
-                            int64_t kv_heads, int64_t seq, int64_t width, float scale, cudaStream_t stream) {
-  const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale};
+cudaError_t LaunchAttention(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+                            int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t keys, int64_t width,
+                            float scale, cudaStream_t stream) {
+  const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, keys};
   const int64_t rows = batch * heads * seq;
-  return Launch(rows, stream, AttentionKernel, q, k, v, out, geometry, rows);
+  return Launch(rows, stream, AttentionKernel, q, k, v, positions, out, geometry, rows);
 }
 
 size_t AttentionGradScratchBytes(int64_t query_rows) {
@@ -985,7 +993,8 @@ size_t AttentionGradScratchBytes(int64_t query_rows) {
 cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, const float* dy, float* dq, float* dk,
                                 float* dv, int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t width,
                                 float scale, void* scratch, cudaStream_t stream) {
-  const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale};
+  // The gradient has no positions: as many keys as queries.
+  const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, seq};
   float* stats = static_cast<float*>(scratch);
   const int64_t rows = batch * heads * seq;
   if (cudaError_t error = Launch(rows, stream, AttentionQueryGradKernel, q, k, v, dy, dq, stats, geometry, rows);

@@ -151,15 +151,20 @@ cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64
 // x and out are `matrices` matrices of [positions, width] (width even):
 // the rotary embedding of ir/op.h, angles as the reference computes them
 // (backends/cpu/kernels/rotary.cc); `inverse` rotates by the opposite angle.
-cudaError_t LaunchRotary(const float* x, float* out, int64_t matrices, int64_t positions, int64_t width,
-                         double theta, bool inverse, cudaStream_t stream);
+// A row's position is its index in its matrix, or its entry of `given`
+// (null, or a position per row, each at least 0).
+cudaError_t LaunchRotary(const float* x, const int32_t* given, float* out, int64_t matrices, int64_t positions,
+                         int64_t width, double theta, bool inverse, cudaStream_t stream);
 
 // Causal attention (ir/op.h kAttention): q and out [batch, heads, seq,
-// width], k and v [batch, kv_heads, seq, width], query head h reading
-// key/value head h / (heads / kv_heads). fp32 SIMT: a thread per query row,
-// the scores recomputed in each pass, never stored (no T x T buffer).
-cudaError_t LaunchAttention(const float* q, const float* k, const float* v, float* out, int64_t batch, int64_t heads,
-                            int64_t kv_heads, int64_t seq, int64_t width, float scale, cudaStream_t stream);
+// width], k and v [batch, kv_heads, keys, width], query head h reading
+// key/value head h / (heads / kv_heads); query row i reads keys 0..i (keys
+// == seq), or 0..positions[b, i] (positions [batch, seq], each in [0, keys)).
+// fp32 SIMT: a thread per query row, the scores recomputed in each pass,
+// never stored (no S x T buffer).
+cudaError_t LaunchAttention(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+                            int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t keys, int64_t width,
+                            float scale, cudaStream_t stream);
 // Its gradient for the cotangent dy [as q] into dq [as q], dk and dv [as k]:
 // a thread per query row for dq, leaving each row's softmax statistics in
 // `scratch` (AttentionGradScratchBytes(batch * heads * seq) bytes of device

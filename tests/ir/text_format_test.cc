@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/trace.h"
 
 namespace tandem::ir {
 namespace {
@@ -231,6 +232,23 @@ TEST(TextFormat, ForwardOnlyTrainStepRoundTrips) {
             "}\n");
 }
 
+TEST(TextFormat, AForwardStepWithCachesRoundTrips) {
+  // A cache read and written on its stage, one state tensor per microbatch.
+  absl::StatusOr<TrainStep> step = TraceForwardStep(
+      "cached",
+      [](Tracer& t) {
+        Tensor x = t.Input("x", {DType::kF32, {2, 3}});
+        Tensor kept = t.ReadCache("kept", {DType::kF32, {2, 3}});
+        Tensor next = kept + x;
+        t.WriteCache("kept", next);
+        return next;
+      },
+      {.num_microbatches = 2});
+  ASSERT_TRUE(step.ok()) << step.status();
+  ExpectTrainStepRoundTrips(*step);
+  EXPECT_THAT(PrintTrainStep(*step), ::testing::HasSubstr("state \"kept@1\" : f32[2,3] cache zeros"));
+}
+
 TEST(TextFormat, PrintsStateAndAccumulatorLines) {
   std::string text = PrintTrainStep(EverythingStep());
   EXPECT_THAT(text, HasSubstr("train_step @gpt stages=2 microbatches=4 {\n"));
@@ -267,6 +285,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "<input>:3:8: error: op 'add' takes 2 operands, got 1"},
         ErrorCase{"graph @g {\n  %0 = input : f32[2]\n  %1 = neg(%0, %0) : f32[2]\n}\n",
                   "<input>:3:8: error: op 'neg' takes 1 operand, got 2"},
+        ErrorCase{"graph @g {\n  %0 = input : f32[2,2]\n  %1 = rotary(%0, %0, %0) : f32[2,2]\n}\n",
+                  "<input>:3:8: error: op 'rotary' takes 1 or 2 operands, got 3"},
         ErrorCase{"graph @g {\n  %0 = input(%0) : f32[2]\n}\n",
                   "<input>:2:14: error: operand %0 is not defined before this point"},
         ErrorCase{"graph @g {\n  %0 = concat() {axis=0} : f32[2]\n}\n",
@@ -351,7 +371,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "'seed'"},
         ErrorCase{"train_step @t stages=1 microbatches=1 {\n  state \"w\" : f32[2] weight "
                   "zeros\n}\n",
-                  "<input>:2:22: error: expected 'parameter' or 'optimizer_state', got "
+                  "<input>:2:22: error: expected 'parameter', 'optimizer_state' or 'cache', got "
                   "'weight'"},
         ErrorCase{"train_step @t stages=1 microbatches=1 {\n  state \"w\" : f32[2] parameter "
                   "zeros seed=-1\n}\n",

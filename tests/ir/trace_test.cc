@@ -238,6 +238,93 @@ TEST(TiedParameters, GetOneGradientPerStageSummedInStageOrder) {
   EXPECT_TRUE(found);
 }
 
+TEST(TraceErrors, AttentionAtPositionsHasNoGradient) {
+  absl::Status status = TraceError([&](Tracer& t) {
+    Tensor q = t.Parameter("q", {1, 2, 1, 4}, init::Normal(1));
+    Tensor kv = t.Parameter("kv", {1, 2, 6, 4}, init::Normal(1));
+    Tensor positions = t.Input("positions", {DType::kI32, {1, 1}});
+    return sum(attention_at(q, kv, kv, positions, 0.5));
+  });
+  EXPECT_THAT(status.message(), HasSubstr("attention at positions (queries against a cache) has no gradient rule"));
+  absl::Status shape = TraceError([&](Tracer& t) {
+    Tensor q = t.Parameter("q", {1, 2, 1, 4}, init::Normal(1));
+    Tensor kv = t.Parameter("kv", {1, 2, 6, 4}, init::Normal(1));
+    return sum(attention_at(q, kv, kv, t.Input("positions", {DType::kI32, {1, 6}}), 0.5));
+  });
+  EXPECT_THAT(shape.message(), HasSubstr("attention: positions must be [batch, queries]"));
+  absl::Status unpositioned = TraceError([&](Tracer& t) {
+    Tensor q = t.Parameter("q", {1, 2, 1, 4}, init::Normal(1));
+    Tensor kv = t.Parameter("kv", {1, 2, 6, 4}, init::Normal(1));
+    return sum(attention(q, kv, kv, 0.5));
+  });
+  EXPECT_THAT(unpositioned.message(), HasSubstr("or attention needs the queries' positions"));
+  absl::Status rotary_rows = TraceError([&](Tracer& t) {
+    return sum(rotary_at(t.Parameter("x", {2, 3, 4}, init::Normal(1)), t.Input("p", {DType::kI32, {2, 4}})));
+  });
+  EXPECT_THAT(rotary_rows.message(), HasSubstr("rotary: positions must have x's shape without its last axis"));
+}
+
+// A step that keeps caches: a forward one, each cache on one stage, its
+// type the same wherever it is used.
+absl::Status CachedStep(const ModelFunction& model) {
+  absl::StatusOr<ir::TrainStep> step = TraceForwardStep("cached", model, {.num_microbatches = 2});
+  return step.ok() ? absl::OkStatus() : step.status();
+}
+
+TEST(Caches, AForwardStepKeepsOneStateTensorPerMicrobatch) {
+  absl::StatusOr<ir::TrainStep> step = TraceForwardStep(
+      "cached",
+      [](Tracer& t) {
+        auto scope = t.Scope("block");
+        Tensor x = t.Input("x", {DType::kF32, {2, 3}});
+        Tensor next = t.ReadCache("kept", {DType::kF32, {2, 3}}) + x;
+        t.WriteCache("kept", next);
+        return next;
+      },
+      {.num_microbatches = 3});
+  ASSERT_TRUE(step.ok()) << step.status();
+  std::vector<std::string> caches;
+  for (const ir::StateSpec& spec : step->state) {
+    if (spec.role == ir::StateRole::kCache) caches.push_back(spec.name);
+  }
+  EXPECT_THAT(caches, ::testing::ElementsAre("block.kept@0", "block.kept@1", "block.kept@2"));
+  EXPECT_TRUE(step->microbatch.FindOutput("block.kept").has_value());
+}
+
+TEST(Caches, MisuseIsATraceErrorNamingTheCache) {
+  EXPECT_THAT(CachedStep([](Tracer& t) {
+                Tensor x = t.Input("x", {DType::kF32, {2}});
+                t.WriteCache("c", x);
+                t.WriteCache("c", x + x);
+                return x;
+              }).message(),
+              HasSubstr("cache 'c' written twice"));
+  EXPECT_THAT(CachedStep([](Tracer& t) {
+                Tensor x = t.Input("x", {DType::kF32, {2}});
+                Tensor c = t.ReadCache("c", {DType::kF32, {3}});
+                t.WriteCache("c", x);
+                return sum(c) + sum(x);
+              }).message(),
+              HasSubstr("cache 'c' is f32[2] here but f32[3]"));
+  EXPECT_THAT(CachedStep([](Tracer& t) {
+                Tensor x = t.Input("x", {DType::kF32, {2}});
+                Tensor c = t.ReadCache("c", {DType::kF32, {2}});
+                Tensor y = pipeline_yield(c + x);
+                Tensor z = y * y;  // stage 1
+                t.WriteCache("c", z);
+                return z;
+              }).message(),
+              HasSubstr("cache 'c' is used on stage 1 and on stage 0: a cache is read and written on one stage"));
+  // Training through a cache: refused.
+  absl::Status trained = TraceError([](Tracer& t) {
+    Tensor w = t.Parameter("w", {2}, init::Normal(1));
+    Tensor c = t.ReadCache("c", {DType::kF32, {2}});
+    t.WriteCache("c", c + w);
+    return sum(c * w);
+  });
+  EXPECT_THAT(trained.message(), HasSubstr("keeps caches: only a forward step may"));
+}
+
 TEST(ForwardOnly, HasNoGradientsOrUpdate) {
   examples::MlpConfig config;
   config.num_stages = 2;

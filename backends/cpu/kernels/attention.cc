@@ -1,8 +1,9 @@
 // attention and attention_grad (ir/op.h): causal scaled dot-product
-// attention a query row at a time, never holding more of the T x T scores
+// attention a query row at a time, never holding more of the S x T scores
 // than one row. This file is the rounding every backend follows (the CUDA
 // kernels compute the same sums in the same order). For query row i of
-// head h, over the keys j <= i of its key/value head g = h / (H / G):
+// head h, over the keys j <= i (or j <= its position) of its key/value head
+// g = h / (H / G):
 //
 //   s_j = (sum over d, in order, of q_d * k_jd) * scale
 //   m   = max_j s_j;  e_j = exp(s_j - m);  l = sum over j, in order, of e_j
@@ -36,28 +37,38 @@
 namespace tandem::cpu::internal {
 namespace {
 
-// The shapes of an attention node's operands: q [B, H, T, D], k and v
-// [B, G, T, D].
+// The shapes of an attention node's operands: q [B, H, S, D], k and v
+// [B, G, T, D]; S == T unless the queries have positions.
 struct AttentionShape {
-  int64_t batch = 0, heads = 0, kv_heads = 0, seq = 0, width = 0;
+  int64_t batch = 0, heads = 0, kv_heads = 0, queries = 0, keys = 0, width = 0;
   int64_t group() const { return heads / kv_heads; }
-  int64_t q_matrix() const { return seq * width; }  // one head's elements
+  int64_t q_matrix() const { return queries * width; }  // one query head's elements
+  int64_t kv_matrix() const { return keys * width; }    // one key/value head's
 };
 
+// attention's operands (with positions i32 [B, S] when there are four), or
+// attention_grad's (q, k, v, dy of q's shape).
 absl::StatusOr<AttentionShape> CheckOperands(const ir::Node& node, Operands operands) {
-  for (size_t i = 0; i < operands.size(); ++i) {
+  const bool positioned = node.op == ir::OpKind::kAttention && operands.size() > 3;
+  const size_t floats = positioned ? 3 : operands.size();
+  for (size_t i = 0; i < floats; ++i) {
     if (absl::Status s = ExpectDType(node, operands, static_cast<int>(i), ir::DType::kF32); !s.ok()) return s;
   }
   if (absl::Status s = ExpectResultDType(node, ir::DType::kF32); !s.ok()) return s;
   const ir::Shape &q = operands[0]->shape(), &k = operands[1]->shape();
-  if (q.size() != 4 || k.size() != 4 || operands[2]->shape() != k || k[0] != q[0] || k[2] != q[2] ||
-      k[3] != q[3] || k[1] < 1 || q[1] % k[1] != 0) {
-    return KernelTypeError(node, "needs q [B, H, T, D] and k, v [B, G, T, D] with G dividing H");
+  if (q.size() != 4 || k.size() != 4 || operands[2]->shape() != k || k[0] != q[0] || k[3] != q[3] || k[1] < 1 ||
+      q[1] % k[1] != 0 || (!positioned && k[2] != q[2])) {
+    return KernelTypeError(node, "needs q [B, H, S, D] and k, v [B, G, T, D] with G dividing H (S == T unless "
+                                 "positioned)");
   }
-  if (operands.size() > 3) {
+  if (positioned) {
+    if (absl::Status s = ExpectDType(node, operands, 3, ir::DType::kI32); !s.ok()) return s;
+    if (absl::Status s = ExpectShape(node, operands, 3, {q[0], q[2]}); !s.ok()) return s;
+  } else if (operands.size() > 3) {
     if (absl::Status s = ExpectShape(node, operands, 3, q); !s.ok()) return s;
   }
-  return AttentionShape{.batch = q[0], .heads = q[1], .kv_heads = k[1], .seq = q[2], .width = q[3]};
+  return AttentionShape{
+      .batch = q[0], .heads = q[1], .kv_heads = k[1], .queries = q[2], .keys = k[2], .width = q[3]};
 }
 
 // x [T, D] transposed into xt [D, T].
@@ -104,22 +115,33 @@ absl::StatusOr<ir::HostTensor> Attention(const ir::Node& node, Operands operands
   absl::StatusOr<AttentionShape> checked = CheckOperands(node, operands);
   if (!checked.ok()) return checked.status();
   const AttentionShape shape = *checked;
+  const int64_t S = shape.queries, T = shape.keys, D = shape.width;
+  // Each query row's last key: its index, or its position.
+  const int32_t* positions = operands.size() > 3 ? operands[3]->i32() : nullptr;
+  for (int64_t row = 0; positions != nullptr && row < shape.batch * S; ++row) {
+    if (positions[row] < 0 || positions[row] >= T) {
+      return absl::InvalidArgumentError(absl::StrCat(OpName(node.op), ": position ", positions[row], " of query ",
+                                                     row % S, " of sequence ", row / S, " outside the ", T,
+                                                     " keys [0, ", T, ")"));
+    }
+  }
   absl::StatusOr<ir::HostTensor> allocated = AllocateOverwrittenResult(node);
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   const float scale = static_cast<float>(node.attributes.GetDouble("scale"));
-  const int64_t T = shape.seq, D = shape.width, matrix = shape.q_matrix();
   const float *q = operands[0]->f32(), *k = operands[1]->f32(), *v = operands[2]->f32();
   float* result = out.f32();
   ParallelFor(shape.batch * shape.heads, 1, [&](int64_t first, int64_t last) {
-    std::vector<float> kt(static_cast<size_t>(matrix)), scores(static_cast<size_t>(T));
+    std::vector<float> kt(static_cast<size_t>(shape.kv_matrix())), scores(static_cast<size_t>(T));
     for (int64_t pair = first; pair < last; ++pair) {
       const int64_t b = pair / shape.heads, h = pair % shape.heads;
       const int64_t kv = b * shape.kv_heads + h / shape.group();
-      Transpose(k + kv * matrix, T, D, kt.data());
-      for (int64_t i = 0; i < T; ++i) {
-        const float l = RowWeights(q + pair * matrix + i * D, kt.data(), T, D, i + 1, scale, scores.data());
-        WeightedRows(scores.data(), v + kv * matrix, D, i + 1, l, result + pair * matrix + i * D);
+      Transpose(k + kv * shape.kv_matrix(), T, D, kt.data());
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t n = (positions != nullptr ? positions[b * S + i] : i) + 1;
+        const float* q_i = q + pair * shape.q_matrix() + i * D;
+        const float l = RowWeights(q_i, kt.data(), T, D, n, scale, scores.data());
+        WeightedRows(scores.data(), v + kv * shape.kv_matrix(), D, n, l, result + pair * shape.q_matrix() + i * D);
       }
     }
   });
@@ -175,7 +197,7 @@ absl::StatusOr<ir::HostTensor> AttentionGrad(const ir::Node& node, Operands oper
   if (!allocated.ok()) return allocated.status();
   ir::HostTensor out = *std::move(allocated);
   const float scale = static_cast<float>(node.attributes.GetDouble("scale"));
-  const int64_t T = shape.seq, D = shape.width, matrix = shape.q_matrix();
+  const int64_t T = shape.keys, D = shape.width, matrix = shape.q_matrix();  // S == T
   const float *q = operands[0]->f32(), *k = operands[1]->f32(), *v = operands[2]->f32(), *dy = operands[3]->f32();
   float* dq = out.f32();
   float* dk = dq + n_q;

@@ -80,12 +80,10 @@ absl::StatusOr<ir::HostTensor> EvaluateThroughF32(const ir::Node& node,
 }  // namespace
 
 absl::StatusOr<ir::HostTensor> EvaluateNode(const ir::Node& node, absl::Span<const ir::HostTensor* const> operands) {
-  const int arity = ir::OpArity(node.op);
-  const bool count_fits = arity < 0 ? !operands.empty() : static_cast<int>(operands.size()) == arity;
-  if (!count_fits || operands.size() != node.operands.size()) {
+  const std::string problem = ir::OperandCountProblem(node.op, operands.size());
+  if (!problem.empty() || operands.size() != node.operands.size()) {
     internal::KernelBug(absl::StrCat("EvaluateNode: ", OpName(node.op), " given ", operands.size(),
-                                     " operand tensors for ", node.operands.size(),
-                                     " operands (arity ", arity, ")"));
+                                     " operand tensors for ", node.operands.size(), " operands (", problem, ")"));
   }
   for (const ir::HostTensor* operand : operands) {
     if (operand == nullptr || !operand->defined()) {

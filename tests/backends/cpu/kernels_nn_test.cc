@@ -1,5 +1,9 @@
 // The reference kernels of matmul, the softmax family, normalization,
 // losses and lookups; and determinism across all of them.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
 #include "backends/cpu/kernel_threads.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -213,6 +217,34 @@ TEST(RotaryKernel, TheInverseRotatesBack) {
       Evaluate(ir::OpKind::kRotary, F32({4, 16}), {{"theta", 10000.0}, {"inverse", int64_t{1}}}, {&rotated});
   EXPECT_THAT(Values(back), Pointwise(FloatNear(1e-6f), values));
   EXPECT_THAT(Values(rotated), Not(Pointwise(FloatNear(1e-3f), values)));
+}
+
+TEST(RotaryKernel, GivenPositionsRotateEachRowAsTheRowAtThatPositionIsRotated) {
+  // Rows at their own positions (decoding) get the bits the same rows get
+  // at those indices of a whole sequence.
+  std::vector<float> values;
+  for (int i = 0; i < 7 * 8; ++i) values.push_back(std::cos(0.21f * static_cast<float>(i)));
+  const ir::HostTensor whole = ir::HostTensor::FromFloats({7, 8}, values);
+  const ir::HostTensor rotated =
+      Evaluate(ir::OpKind::kRotary, F32({7, 8}), {{"theta", 500.0}, {"inverse", int64_t{0}}}, {&whole});
+  const std::vector<int32_t> at = {6, 0, 3};
+  std::vector<float> rows;
+  for (int32_t t : at) rows.insert(rows.end(), values.begin() + t * 8, values.begin() + (t + 1) * 8);
+  const ir::HostTensor x = ir::HostTensor::FromFloats({3, 8}, rows);
+  const ir::HostTensor positions = ir::HostTensor::FromInts({3}, at);
+  const std::vector<float> got = Values(
+      Evaluate(ir::OpKind::kRotary, F32({3, 8}), {{"theta", 500.0}, {"inverse", int64_t{0}}}, {&x, &positions}));
+  for (size_t r = 0; r < at.size(); ++r) {
+    for (int d = 0; d < 8; ++d) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[r * 8 + d]), std::bit_cast<uint32_t>(rotated.f32()[at[r] * 8 + d]))
+          << "row " << r << ", " << d;
+    }
+  }
+  const ir::HostTensor negative = ir::HostTensor::FromInts({3}, {1, -2, 0});
+  absl::StatusOr<ir::HostTensor> refused =
+      TryEvaluate(ir::OpKind::kRotary, F32({3, 8}), {{"theta", 500.0}, {"inverse", int64_t{0}}}, {&x, &negative});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "rotary: position -2 of row 1 is below 0");
 }
 
 TEST(NormalizeKernel, CentersAndScalesEachRow) {
@@ -439,6 +471,45 @@ TEST(AttentionKernels, RejectOperandsOfOtherShapes) {
       TryEvaluate(ir::OpKind::kAttention, F32({1, 3, 4, 2}), {{"scale", 1.0}}, {&q, &k, &k});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(result.status().message(), ::testing::HasSubstr("G dividing H"));
+}
+
+TEST(AttentionKernels, QueriesAtPositionsGetTheBitsOfTheWholeCausalRows) {
+  // A cache of 9 keys; queries at positions of their own: each row equals
+  // the causal attention's row at that index, bit for bit.
+  const ir::HostTensor q = RandomTensor({2, 4, 9, 5}, 80), k = RandomTensor({2, 2, 9, 5}, 81),
+                       v = RandomTensor({2, 2, 9, 5}, 82);
+  const ir::HostTensor whole = Evaluate(ir::OpKind::kAttention, F32({2, 4, 9, 5}), {{"scale", 0.45}}, {&q, &k, &v});
+  const std::vector<int32_t> at = {8, 0, 4, 4};  // [batch 2, queries 2]
+  std::vector<float> rows;
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t h = 0; h < 4; ++h) {
+      for (int64_t i = 0; i < 2; ++i) {
+        const float* row = q.f32() + ((b * 4 + h) * 9 + at[b * 2 + i]) * 5;
+        rows.insert(rows.end(), row, row + 5);
+      }
+    }
+  }
+  const ir::HostTensor queries = ir::HostTensor::FromFloats({2, 4, 2, 5}, rows);
+  const ir::HostTensor positions = ir::HostTensor::FromInts({2, 2}, at);
+  const ir::HostTensor got =
+      Evaluate(ir::OpKind::kAttention, F32({2, 4, 2, 5}), {{"scale", 0.45}}, {&queries, &k, &v, &positions});
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t h = 0; h < 4; ++h) {
+      for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t d = 0; d < 5; ++d) {
+          const float expected = whole.f32()[((b * 4 + h) * 9 + at[b * 2 + i]) * 5 + d];
+          EXPECT_EQ(std::bit_cast<uint32_t>(got.f32()[((b * 4 + h) * 2 + i) * 5 + d]),
+                    std::bit_cast<uint32_t>(expected))
+              << b << "," << h << "," << i << "," << d;
+        }
+      }
+    }
+  }
+  const ir::HostTensor past = ir::HostTensor::FromInts({2, 2}, {1, 2, 9, 0});
+  absl::StatusOr<ir::HostTensor> refused =
+      TryEvaluate(ir::OpKind::kAttention, F32({2, 4, 2, 5}), {{"scale", 0.45}}, {&queries, &k, &v, &past});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "attention: position 9 of query 0 of sequence 1 outside the 9 keys [0, 9)");
 }
 
 TEST(EmbeddingKernel, GathersTableRowsById) {

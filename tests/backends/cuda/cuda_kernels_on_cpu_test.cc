@@ -490,12 +490,35 @@ TEST(CudaKernelsOnCpu, CausalMaskAndRotaryMatchTheReference) {
   const HostTensor q = Random({2, 40, 8}, -1, 1, 19);
   for (bool inverse : {false, true}) {
     const HostTensor rotated = RunTwice(q.type(), [&](HostTensor& out) {
-      return LaunchRotary(q.f32(), out.f32(), 2, 40, 8, 10000.0, inverse, kStream);
+      return LaunchRotary(q.f32(), nullptr, out.f32(), 2, 40, 8, 10000.0, inverse, kStream);
     });
     ExpectClose(rotated,
                 Reference(OpKind::kRotary, {q}, {{"theta", 10000.0}, {"inverse", int64_t{inverse ? 1 : 0}}}), 1e-6,
                 1e-6, inverse ? "rotary inverse" : "rotary");
   }
+  // Each row at a position of its own (decoding), far past the rows there are.
+  std::vector<int32_t> at(80);
+  for (size_t row = 0; row < at.size(); ++row) at[row] = static_cast<int32_t>((row * 37) % 500);
+  const HostTensor positions = HostTensor::FromInts({2, 40}, at);
+  const HostTensor rotated = RunTwice(q.type(), [&](HostTensor& out) {
+    return LaunchRotary(q.f32(), positions.i32(), out.f32(), 2, 40, 8, 10000.0, false, kStream);
+  });
+  ExpectClose(rotated, Reference(OpKind::kRotary, {q, positions}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}),
+              1e-6, 1e-6, "rotary at positions");
+}
+
+TEST(CudaKernelsOnCpu, AttentionAtPositionsAgainstACacheMatchesTheReference) {
+  // Three queries per sequence against a cache of 9 keys, each query at a
+  // position of its own.
+  const HostTensor q = Random({2, 4, 3, 6}, -1, 1, 34), k = Random({2, 2, 9, 6}, -1, 1, 35),
+                   v = Random({2, 2, 9, 6}, -1, 1, 36);
+  const HostTensor positions = HostTensor::FromInts({2, 3}, {0, 4, 8, 2, 2, 7});
+  const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), k.f32(), v.f32(), positions.i32(), result.f32(), 2, 4, 2, 3, 9, 6, 0.4f,
+                           kStream);
+  });
+  ExpectClose(out, Reference(OpKind::kAttention, {q, k, v, positions}, {{"scale", 0.4}}), 1e-5, 1e-6,
+              "attention at positions");
 }
 
 TEST(CudaKernelsOnCpu, AttentionAndItsGradientMatchTheReferenceWithGroupedHeads) {
@@ -503,7 +526,7 @@ TEST(CudaKernelsOnCpu, AttentionAndItsGradientMatchTheReferenceWithGroupedHeads)
                    v = Random({2, 2, 11, 6}, -1, 1, 32), dy = Random({2, 4, 11, 6}, -1, 1, 33);
   const ir::Attributes scale = {{"scale", 0.4}};
   const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
-    return LaunchAttention(q.f32(), k.f32(), v.f32(), result.f32(), 2, 4, 2, 11, 6, 0.4f, kStream);
+    return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 2, 4, 2, 11, 11, 6, 0.4f, kStream);
   });
   ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, scale), 1e-5, 1e-6, "attention");
   const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
