@@ -126,6 +126,10 @@ class Lowering {
       const ir::Node& node = step_.microbatch.node(value);
       if (node.op == ir::OpKind::kInput) {
         const std::string& name = node.attributes.GetString("name");
+        if (ir::HasRole(node, ir::InputRole::kCache)) {  // this microbatch's copy, kept on this actor
+          run.inputs.push_back(StateBuffer(ir::CacheStateName(name, m)));
+          continue;
+        }
         if (!ir::HasRole(node, ir::InputRole::kParameter)) {
           run.inputs.push_back(InputBuffer(name, m, node.type));
           continue;
@@ -142,7 +146,16 @@ class Lowering {
       }
       run.inputs.push_back(it->second);
     }
-    for (ir::ValueId value : function.outputs) run.outputs.push_back(ValueBuffer(value, m));
+    for (ir::ValueId value : function.outputs) {
+      const std::string& output = plan_.OutputName(value);
+      if (!output.empty() && plan_.IsCache(output)) {  // written in place of the microbatch's copy
+        const BufferId cache = StateBuffer(ir::CacheStateName(output, m));
+        value_buffers_[{value, m}] = cache;
+        run.outputs.push_back(cache);
+        continue;
+      }
+      run.outputs.push_back(ValueBuffer(value, m));
+    }
     Emit(run);
 
     for (int32_t message_index : plan_.sends_after(task_index)) {
@@ -155,7 +168,7 @@ class Lowering {
     }
     for (size_t i = 0; i < function.outputs.size(); ++i) {
       const std::string& output = plan_.OutputName(function.outputs[i]);
-      if (output.empty()) continue;
+      if (output.empty() || plan_.IsCache(output)) continue;
       if (output == "loss" || output == "output") {
         Instruction emit{.kind = InstructionKind::kEmit, .task = label};
         emit.buffers = {run.outputs[i]};

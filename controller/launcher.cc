@@ -50,6 +50,10 @@ absl::StatusOr<std::map<ActorId, ir::StepOutputs>> Launcher::RunRanges(int64_t,
   return absl::UnimplementedError("this launcher cannot run a step range by range (the debugger needs it)");
 }
 
+absl::Status Launcher::UsePrograms(const std::vector<ir::ActorProgram>&) {
+  return absl::UnimplementedError("this launcher cannot switch its actors' programs");
+}
+
 absl::StatusOr<ir::HostTensor> Launcher::ReadBuffer(ActorId, const std::string&) {
   return absl::UnimplementedError("this launcher cannot read an actor's buffers");
 }

@@ -101,6 +101,13 @@ class Launcher {
   // reads its own state; held tensors move in bounded pieces.
   virtual absl::Status Start(const std::vector<ir::ActorProgram>& programs,
                              const std::vector<ir::StateSources>& states) = 0;
+  // Hands each actor another program (cached beside those it has, under
+  // its hash) and runs it from the next step on; each actor's state carries
+  // over by name (what the last step left), so the programs must bind the
+  // state the actors were started with. For several steps over one state:
+  // generation's prefill and decode (controller/generation.h). The programs
+  // keep the actors' replica groups; the default answers Unimplemented.
+  virtual absl::Status UsePrograms(const std::vector<ir::ActorProgram>& programs);
   // Runs one step on every actor; returns when all are done, or the first
   // error naming the actor, the instruction and the step.
   virtual absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step, const std::vector<ir::StepInputs>& inputs,

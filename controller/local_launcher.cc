@@ -72,8 +72,8 @@ std::string LocalLauncher::Dial(const std::string& address) const {
 
 std::string LocalLauncher::Describe(int32_t actor) const {
   if (actor < 0) return "the srun step";
-  const std::vector<int32_t>& stages = stages_[actor];
-  const std::vector<int32_t>& group = groups_[actor];
+  const std::vector<int32_t>& stages = facts_.stages[actor];
+  const std::vector<int32_t>& group = facts_.groups[actor];
   const auto replica = std::find(group.begin(), group.end(), actor) - group.begin();
   const bool on_node = actor < static_cast<int32_t>(nodes_.size()) && !nodes_[actor].empty();
   return absl::StrCat("actor ", actor, " (", group.empty() ? "" : absl::StrCat("replica ", replica, ", "), "stage",
@@ -108,49 +108,98 @@ absl::Status LocalLauncher::Start(const std::vector<ir::ActorProgram>& programs,
         "the shared-memory data plane hands each actor ", num_actors_ - 1, " rings in one control message, above ",
         "the limit of ", options_.limits.max_fds_per_message, " descriptors per message"));
   }
-  stages_.assign(num_actors_, {});
-  groups_.assign(num_actors_, {});
-  bounds_.assign(num_actors_, {});
-  state_bindings_.assign(num_actors_, {});
-  ring_bytes_.assign(num_actors_, 0);
-  for (int32_t index = 0; index < num_actors_; ++index) {
-    const ir::ActorProgram& program = programs[index];
-    if (absl::StatusOr<int32_t> replica = ir::ReplicaOf(program, index, num_actors_); !replica.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("program ", index, " ", replica.status().message()));
-    }
-    bounds_[index] = ir::DispatchBounds(program);
-    // Twice what a step sends one peer (a frame that does not fit before
-    // the ring's end skips to its start), and at least 1 MiB.
-    ring_bytes_[index] = std::clamp<int64_t>(2 * ir::MostBytesToOnePeer(program), int64_t{1} << 20,
-                                             std::max<int64_t>(options_.shm_ring_bytes, int64_t{1} << 20));
-    groups_[index] = ir::ReplicaGroupOf(program);
-    for (const ir::Buffer& buffer : program.buffers) {
-      if (buffer.kind == ir::BufferKind::kState) state_bindings_[index].push_back(buffer.binding);
-    }
-    std::vector<int32_t>& stages = stages_[index];
-    for (const ir::Instruction& instruction : program.instructions) {
-      if (instruction.task.stage >= 0) stages.push_back(instruction.task.stage);
-    }
-    std::sort(stages.begin(), stages.end());
-    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
-  }
+  absl::StatusOr<ProgramFacts> facts = Facts(programs);
+  if (!facts.ok()) return facts.status();
+  facts_ = *std::move(facts);
+  loaded_hashes_.assign(num_actors_, {});
   board_ = std::make_unique<CallBoard>(num_actors_);
   if (absl::Status status = StartActors(); !status.ok()) return Fail(status);
   if (absl::Status status = SetUpDataPlane(); !status.ok()) return status;
   if (absl::Status status = SetUpReplicaGroups(); !status.ok()) return status;
 
   // Each program once, under its content hash; then each actor's state.
-  absl::Status loaded = CallAll("loadProgram", options_.start_timeout, [&](int32_t actor) {
-    const ir::ActorProgram& program = programs[actor];
-    loop_->hashes[actor] = ir::HashActorProgram(program);
-    auto request = loop_->actor(actor).loadProgramRequest();
-    request.setHash(loop_->hashes[actor]);
-    rpc::EncodeProgram(program, request.initProgram());
-    loop_->Track(actor, request.send().ignoreResult());
-  });
-  if (!loaded.ok()) return loaded;
+  if (absl::Status loaded = LoadPrograms(programs); !loaded.ok()) return loaded;
   return CallAll("loadState", options_.start_timeout,
                  [&](int32_t actor) { loop_->Track(actor, SendState(actor, states[actor])); });
+}
+
+absl::StatusOr<LocalLauncher::ProgramFacts> LocalLauncher::Facts(const std::vector<ir::ActorProgram>& programs) const {
+  ProgramFacts facts;
+  facts.stages.assign(num_actors_, {});
+  facts.groups.assign(num_actors_, {});
+  facts.bounds.assign(num_actors_, {});
+  facts.state_bindings.assign(num_actors_, {});
+  facts.ring_bytes.assign(num_actors_, 0);
+  for (int32_t index = 0; index < num_actors_; ++index) {
+    const ir::ActorProgram& program = programs[index];
+    if (absl::StatusOr<int32_t> replica = ir::ReplicaOf(program, index, num_actors_); !replica.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("program ", index, " ", replica.status().message()));
+    }
+    facts.bounds[index] = ir::DispatchBounds(program);
+    // Twice what a step sends one peer (a frame that does not fit before
+    // the ring's end skips to its start), and at least 1 MiB.
+    facts.ring_bytes[index] = std::clamp<int64_t>(2 * ir::MostBytesToOnePeer(program), int64_t{1} << 20,
+                                                  std::max<int64_t>(options_.shm_ring_bytes, int64_t{1} << 20));
+    facts.groups[index] = ir::ReplicaGroupOf(program);
+    for (const ir::Buffer& buffer : program.buffers) {
+      if (buffer.kind == ir::BufferKind::kState) facts.state_bindings[index].push_back(buffer.binding);
+    }
+    std::vector<int32_t>& stages = facts.stages[index];
+    for (const ir::Instruction& instruction : program.instructions) {
+      if (instruction.task.stage >= 0) stages.push_back(instruction.task.stage);
+    }
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  }
+  return facts;
+}
+
+absl::Status LocalLauncher::LoadPrograms(const std::vector<ir::ActorProgram>& programs) {
+  std::vector<uint64_t> hashes(num_actors_);
+  std::vector<int32_t> missing;  // the actors that have not cached their program yet
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    hashes[actor] = ir::HashActorProgram(programs[actor]);
+    if (!loaded_hashes_[actor].contains(hashes[actor])) missing.push_back(actor);
+  }
+  if (!missing.empty()) {
+    absl::Status loaded = CallSome("loadProgram", options_.start_timeout, missing, [&](int32_t actor) {
+      auto request = loop_->actor(actor).loadProgramRequest();
+      request.setHash(hashes[actor]);
+      rpc::EncodeProgram(programs[actor], request.initProgram());
+      loop_->Track(actor, request.send().ignoreResult());
+    });
+    if (!loaded.ok()) return loaded;
+    for (int32_t actor : missing) loaded_hashes_[actor].insert(hashes[actor]);
+  }
+  loop_->executor.executeSync([&] { loop_->hashes = hashes; });
+  return absl::OkStatus();
+}
+
+absl::Status LocalLauncher::UsePrograms(const std::vector<ir::ActorProgram>& programs) {
+  if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
+  if (broken_.has_value()) return *broken_;
+  if (static_cast<int32_t>(programs.size()) != num_actors_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("programs for ", programs.size(), " actors, the launcher runs ", num_actors_));
+  }
+  absl::StatusOr<ProgramFacts> facts = Facts(programs);
+  if (!facts.ok()) return facts.status();
+  for (int32_t actor = 0; actor < num_actors_; ++actor) {
+    if (facts->groups[actor] != facts_.groups[actor]) {
+      return absl::InvalidArgumentError(absl::StrCat(Describe(actor), ": the new program's replica group differs "
+                                                     "from the running one's (the groups were set up at the start)"));
+    }
+    if (facts->ring_bytes[actor] > facts_.ring_bytes[actor]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Describe(actor), ": the new program sends up to ", facts->ring_bytes[actor] / 2,
+          " bytes to one peer in a step, more than the shared-memory rings sized at the start hold (",
+          facts_.ring_bytes[actor], " bytes): start with the program that sends the most"));
+    }
+  }
+  if (absl::Status loaded = LoadPrograms(programs); !loaded.ok()) return loaded;
+  facts->ring_bytes = facts_.ring_bytes;  // the rings that exist
+  facts_ = *std::move(facts);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -277,7 +326,7 @@ ProcessSpec LocalLauncher::ActorProcess(int32_t actor, const std::string& dial, 
                                         const std::string& certificate_pem) const {
   const bool srun = options_.start == ActorStart::kSrun;
   // srun starts every task with the same arguments: the largest ring.
-  const int64_t ring_bytes = srun ? *std::max_element(ring_bytes_.begin(), ring_bytes_.end()) : ring_bytes_[actor];
+  const int64_t ring_bytes = srun ? *std::max_element(facts_.ring_bytes.begin(), facts_.ring_bytes.end()) : facts_.ring_bytes[actor];
   ProcessSpec spec;
   spec.program = options_.actor_binary;
   spec.args = {"--control",
@@ -368,7 +417,7 @@ absl::StatusOr<std::vector<ir::StepOutputs>> LocalLauncher::RunStep(int64_t step
         std::function<kj::Promise<void>(size_t)> next;
       };
       auto chain = std::make_shared<Chain>();
-      chain->bounds = bounds_[actor];
+      chain->bounds = facts_.bounds[actor];
       // The first call is sent now, while `inputs` lives; only it carries them.
       const ir::StepInputs* first_inputs = &inputs[actor];
       chain->next = [this, chain, actor, step, first_inputs](size_t index) -> kj::Promise<void> {
@@ -485,7 +534,7 @@ absl::StatusOr<std::vector<ir::TensorMap>> LocalLauncher::ReadState() {
   if (board_ == nullptr) return absl::FailedPreconditionError("the local launcher has not been started");
   std::vector<ir::TensorMap> states(num_actors_);
   for (int32_t actor = 0; actor < num_actors_; ++actor) {
-    for (const std::string& name : state_bindings_[actor]) {
+    for (const std::string& name : facts_.state_bindings[actor]) {
       absl::StatusOr<ir::HostTensor> tensor = ReadBuffer(ActorId(actor), name);
       if (!tensor.ok()) return tensor.status();
       states[actor][name] = *std::move(tensor);

@@ -68,6 +68,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,6 +160,7 @@ class LocalLauncher final : public Launcher {
 
   absl::Status Start(const std::vector<ir::ActorProgram>& programs,
                      const std::vector<ir::StateSources>& states) override;
+  absl::Status UsePrograms(const std::vector<ir::ActorProgram>& programs) override;
   // This host's memory for actors forked here on a host-resident device
   // (cpu, fake-cuda); none for actors srun places or that compute on a GPU
   // (checked by each actor as it allocates).
@@ -255,11 +257,20 @@ class LocalLauncher final : public Launcher {
 
   const LocalLauncherOptions options_;
   int32_t num_actors_ = 0;
-  std::vector<std::vector<int32_t>> stages_;          // by actor
-  std::vector<std::vector<int32_t>> groups_;          // by actor: its replica group, or empty
-  std::vector<std::vector<int32_t>> bounds_;          // by actor: per-task dispatch ranges
-  std::vector<std::vector<std::string>> state_bindings_;  // by actor
-  std::vector<int64_t> ring_bytes_;                       // by actor: its outbound shared-memory rings
+  // What the launcher keeps of the programs the actors run, by actor.
+  struct ProgramFacts {
+    std::vector<std::vector<int32_t>> stages;
+    std::vector<std::vector<int32_t>> groups;          // its replica group, or empty
+    std::vector<std::vector<int32_t>> bounds;          // per-task dispatch ranges
+    std::vector<std::vector<std::string>> state_bindings;
+    std::vector<int64_t> ring_bytes;                   // its outbound shared-memory rings (sized at the start)
+  };
+  absl::StatusOr<ProgramFacts> Facts(const std::vector<ir::ActorProgram>& programs) const;
+  // Sends each actor its program unless it has it, and runs it from the
+  // next step on.
+  absl::Status LoadPrograms(const std::vector<ir::ActorProgram>& programs);
+  ProgramFacts facts_;
+  std::vector<std::set<uint64_t>> loaded_hashes_;  // by actor: the programs it has cached
   std::unique_ptr<RunDirectory> run_directory_;  // removed by Shutdown()
   std::string controller_address_;
   std::unique_ptr<ActorProcesses> processes_;

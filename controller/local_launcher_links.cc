@@ -133,13 +133,13 @@ absl::Status LocalLauncher::SetUpDataPlane() {
 absl::Status LocalLauncher::SetUpReplicaGroups() {
   std::vector<int32_t> members;
   for (int32_t actor = 0; actor < num_actors_; ++actor) {
-    if (!groups_[actor].empty()) members.push_back(actor);
+    if (!facts_.groups[actor].empty()) members.push_back(actor);
   }
   if (members.empty()) return absl::OkStatus();
   absl::Status opened = CallSome("replica-group setup (openReplicaGroup)", options_.start_timeout, members,
                                  [&](int32_t actor) {
     auto request = loop_->actor(actor).openReplicaGroupRequest();
-    const std::vector<int32_t>& group = groups_[actor];
+    const std::vector<int32_t>& group = facts_.groups[actor];
     auto list = request.initGroup(static_cast<unsigned>(group.size()));
     for (size_t i = 0; i < group.size(); ++i) list.set(static_cast<unsigned>(i), group[i]);
     loop_->Track(actor, request.send().then([this, actor](auto&& response) {
@@ -153,7 +153,7 @@ absl::Status LocalLauncher::SetUpReplicaGroups() {
   if (!opened.ok()) return opened;
   const int64_t timeout_ms = absl::ToInt64Milliseconds(options_.start_timeout);
   return CallSome("replica-group setup (connectReplicaGroup)", options_.start_timeout, members, [&](int32_t actor) {
-    const std::vector<int32_t>& group = groups_[actor];
+    const std::vector<int32_t>& group = facts_.groups[actor];
     const auto rank = static_cast<size_t>(std::find(group.begin(), group.end(), actor) - group.begin());
     auto request = loop_->actor(actor).connectReplicaGroupRequest();
     request.setTimeoutMillis(timeout_ms);

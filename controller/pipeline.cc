@@ -60,8 +60,47 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
     return status;
   }
   if (absl::Status status = launcher->Start(programs, states); !status.ok()) return status;
-  return std::unique_ptr<Pipeline>(
-      new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done, std::move(fill)));
+  std::vector<std::set<std::string>> started_state;
+  for (const ir::StateSources& actor_state : states) {
+    std::set<std::string>& names = started_state.emplace_back();
+    for (const auto& [binding, source] : actor_state) names.insert(binding);
+  }
+  auto pipeline = std::unique_ptr<Pipeline>(
+      new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done, std::move(fill), options));
+  pipeline->started_state_ = std::move(started_state);
+  return pipeline;
+}
+
+absl::StatusOr<int32_t> Pipeline::AddStep(ir::TrainStep step, const schedules::Schedule& schedule) {
+  if (fill_.job != nullptr) return absl::FailedPreconditionError("a pipeline with a fill job runs one step");
+  absl::StatusOr<CompiledStep> compiled = Compile(step, schedule, options_);
+  if (!compiled.ok()) return compiled.status();
+  if (compiled->num_actors != this->compiled().num_actors) {
+    return absl::InvalidArgumentError(absl::StrCat("the added step runs on ", compiled->num_actors,
+                                                   " actors, the pipeline's on ", this->compiled().num_actors));
+  }
+  for (int32_t actor = 0; actor < compiled->num_actors; ++actor) {
+    for (const ir::Buffer& buffer : compiled->ProgramOf(actor).buffers) {
+      if (buffer.kind != ir::BufferKind::kState || started_state_[actor].contains(buffer.binding)) continue;
+      return absl::InvalidArgumentError(absl::StrCat("the added step '", step.name, "' needs state '", buffer.binding,
+                                                     "' on actor ", actor, ", which the actor was not started with"));
+    }
+  }
+  steps_.push_back({std::move(step), *std::move(compiled)});
+  return static_cast<int32_t>(steps_.size() - 1);
+}
+
+absl::Status Pipeline::UseStep(int32_t index) {
+  if (index < 0 || index >= static_cast<int32_t>(steps_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("no step ", index, " (the pipeline has ", steps_.size(), ")"));
+  }
+  if (static_cast<size_t>(index) == current_) return absl::OkStatus();
+  const CompiledStep& next = steps_[index].compiled;
+  std::vector<ir::ActorProgram> programs;
+  for (int32_t actor = 0; actor < next.num_actors; ++actor) programs.push_back(next.ProgramOf(actor));
+  if (absl::Status status = launcher_->UsePrograms(programs); !status.ok()) return status;
+  current_ = static_cast<size_t>(index);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepReport> Pipeline::Step(const std::vector<ir::TensorMap>& microbatches, Dispatch dispatch,
@@ -79,18 +118,18 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
     return absl::InvalidArgumentError(absl::StrCat("the step runs ", fill_.pieces(), " fill pieces, got inputs for ",
                                                    fill_inputs.size()));
   }
-  if (static_cast<int32_t>(microbatches.size()) != compiled_.global_microbatches()) {
+  if (static_cast<int32_t>(microbatches.size()) != compiled().global_microbatches()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the step is compiled for ", compiled_.global_microbatches(), " microbatches",
-        compiled_.num_replicas == 1 ? ""
-                                    : absl::StrCat(" (", compiled_.num_microbatches, " on each of ",
-                                                   compiled_.num_replicas, " replicas)"),
+        "the step is compiled for ", compiled().global_microbatches(), " microbatches",
+        compiled().num_replicas == 1 ? ""
+                                    : absl::StrCat(" (", compiled().num_microbatches, " on each of ",
+                                                   compiled().num_replicas, " replicas)"),
         ", got ", microbatches.size()));
   }
   const int64_t step_number = steps_run_ + 1;
-  std::vector<ir::StepInputs> inputs(compiled_.num_actors);
-  for (int32_t actor = 0; actor < compiled_.num_actors; ++actor) {
-    for (const ir::Buffer& buffer : compiled_.ProgramOf(actor).buffers) {
+  std::vector<ir::StepInputs> inputs(compiled().num_actors);
+  for (int32_t actor = 0; actor < compiled().num_actors; ++actor) {
+    for (const ir::Buffer& buffer : compiled().ProgramOf(actor).buffers) {
       if (buffer.kind != ir::BufferKind::kInput) continue;
       if (std::optional<std::string> name = FillName(buffer.binding); name.has_value()) {
         const ir::TensorMap& data = fill_inputs[buffer.microbatch];
@@ -105,12 +144,12 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
       if (buffer.binding == "step") {  // the number of the step's update (of its group's, when it has several)
         const int64_t update = buffer.microbatch < 0
                                    ? step_number
-                                   : (step_number - 1) * step_.updates_per_step() + buffer.microbatch + 1;
+                                   : (step_number - 1) * step().updates_per_step() + buffer.microbatch + 1;
         inputs[actor][{buffer.binding, buffer.microbatch}] = ir::HostTensor::Scalar(static_cast<float>(update));
         continue;
       }
       // Replica r's microbatch m is the global batch's r * M + m.
-      const int32_t global = compiled_.Replica(actor) * compiled_.num_microbatches + buffer.microbatch;
+      const int32_t global = compiled().Replica(actor) * compiled().num_microbatches + buffer.microbatch;
       const ir::TensorMap& data = microbatches[global];
       auto it = data.find(buffer.binding);
       if (it == data.end()) {
@@ -129,23 +168,23 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
 }
 
 absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> results) {
-  if (static_cast<int32_t>(results.size()) != compiled_.num_actors) {
+  if (static_cast<int32_t>(results.size()) != compiled().num_actors) {
     return absl::InternalError(absl::StrCat("results of ", results.size(), " actors, the step has ",
-                                            compiled_.num_actors));
+                                            compiled().num_actors));
   }
   const int64_t step_number = steps_run_ + 1;
   steps_run_ = step_number;
   StepReport report;
   report.step = step_number;
   for (const ir::StepOutputs& result : results) report.rpcs += result.calls;
-  const std::string result_name = step_.forward_only() ? "output" : "loss";
-  for (int32_t m = 0; m < compiled_.global_microbatches(); ++m) {
+  const std::string result_name = step().forward_only() ? "output" : "loss";
+  for (int32_t m = 0; m < compiled().global_microbatches(); ++m) {
     // Reported by an actor of its replica, under its number there.
-    const int32_t replica = m / compiled_.num_microbatches;
-    const int32_t local = m % compiled_.num_microbatches;
+    const int32_t replica = m / compiled().num_microbatches;
+    const int32_t local = m % compiled().num_microbatches;
     const ir::HostTensor* found = nullptr;
-    for (int32_t position = 0; position < compiled_.actors_per_replica; ++position) {
-      const ir::StepOutputs& result = results[replica * compiled_.actors_per_replica + position];
+    for (int32_t position = 0; position < compiled().actors_per_replica; ++position) {
+      const ir::StepOutputs& result = results[replica * compiled().actors_per_replica + position];
       auto named = result.results.find(result_name);
       if (named == result.results.end()) continue;
       auto it = named->second.find(local);
@@ -154,14 +193,14 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
     if (found == nullptr) {
       return absl::InternalError(absl::StrCat("no actor reported the ", result_name, " of microbatch ", m));
     }
-    if (step_.forward_only()) {
+    if (step().forward_only()) {
       report.outputs.push_back(*found);
     } else {
       report.losses.push_back(found->f32()[0]);
     }
   }
-  for (const ir::GraphOutput& output : step_.norm.outputs()) {
-    const int32_t stage = step_.norm.node(output.value).stage;
+  for (const ir::GraphOutput& output : step().norm.outputs()) {
+    const int32_t stage = step().norm.node(output.value).stage;
     for (const ir::StepOutputs& result : results) {
       auto named = result.results.find(output.name);
       if (named == result.results.end() || named->second.empty()) continue;
@@ -175,7 +214,7 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
   }
   for (size_t actor = 0; actor < results.size(); ++actor) {
     ir::StepOutputs& result = results[actor];
-    const std::vector<ir::Instruction>& instructions = compiled_.ProgramOf(static_cast<int32_t>(actor)).instructions;
+    const std::vector<ir::Instruction>& instructions = compiled().ProgramOf(static_cast<int32_t>(actor)).instructions;
     int64_t busy = 0, fill_busy = 0;
     for (const ir::InstructionTiming& time : result.timings) {
       if (time.instruction < 0 || time.instruction >= static_cast<int32_t>(instructions.size())) continue;

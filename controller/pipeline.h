@@ -9,6 +9,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -75,6 +77,18 @@ class Pipeline {
                                                           const CompileOptions& options = {},
                                                           PipelineFill fill = {});
 
+  // Another step over the same actors and their state, compiled for
+  // `schedule` (the same actors) with the options the pipeline was created
+  // with; returns its index for UseStep (the first step's is 0). Several
+  // steps share one state: generation's prefill writes the caches its
+  // decode step then reads and extends (controller/generation.h). Each
+  // actor's program may bind only state the actor started with
+  // (InvalidArgument naming the actor and the tensor); not with a fill job.
+  absl::StatusOr<int32_t> AddStep(ir::TrainStep step, const schedules::Schedule& schedule);
+  // Makes step `index` the one Step() runs from now on (the launcher hands
+  // the actors its programs: Launcher::UsePrograms).
+  absl::Status UseStep(int32_t index);
+
   // Runs the next step (numbered from 1, or from steps_done + 1) on
   // `microbatches`, each holding that microbatch's data and labels by name.
   // With a fill job, `fill_inputs[slot]` holds the data of each fill slot
@@ -108,22 +122,29 @@ class Pipeline {
   // Steps run so far, counting those before a checkpoint it started from.
   int64_t steps_done() const { return steps_run_; }
 
-  const CompiledStep& compiled() const { return compiled_; }
-  const ir::TrainStep& step() const { return step_; }
+  const CompiledStep& compiled() const { return steps_[current_].compiled; }
+  const ir::TrainStep& step() const { return steps_[current_].step; }
   const PipelineFill& fill() const { return fill_; }
   int64_t fill_pieces() const { return fill_.pieces(); }
 
  private:
   Pipeline(ir::TrainStep step, CompiledStep compiled, std::unique_ptr<Launcher> launcher, int64_t steps_done,
-           PipelineFill fill)
-      : step_(std::move(step)), compiled_(std::move(compiled)), launcher_(std::move(launcher)),
-        steps_run_(steps_done), fill_(std::move(fill)) {}
+           PipelineFill fill, CompileOptions options)
+      : launcher_(std::move(launcher)), steps_run_(steps_done), fill_(std::move(fill)), options_(std::move(options)) {
+    steps_.push_back({std::move(step), std::move(compiled)});
+  }
 
-  ir::TrainStep step_;
-  CompiledStep compiled_;
+  struct CompiledAlternative {
+    ir::TrainStep step;
+    CompiledStep compiled;
+  };
+  std::vector<CompiledAlternative> steps_;  // AddStep's; the first is Create's
+  size_t current_ = 0;                      // the one Step() runs
   std::unique_ptr<Launcher> launcher_;
   int64_t steps_run_ = 0;
   PipelineFill fill_;
+  CompileOptions options_;
+  std::vector<std::set<std::string>> started_state_;  // by actor: the state it was started with
 };
 
 }  // namespace tandem::controller

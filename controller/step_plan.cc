@@ -225,6 +225,11 @@ const ir::StateSpec* StepPlan::State(const std::string& name) const {
   return it == state_.end() ? nullptr : it->second;
 }
 
+bool StepPlan::IsCache(const std::string& output) const {
+  const ir::StateSpec* spec = State(ir::CacheStateName(output, 0));
+  return spec != nullptr && spec->role == ir::StateRole::kCache;
+}
+
 void StepPlan::PlanAccumulators() {
   for (const ir::StateSpec& spec : step_->state) state_.emplace(spec.name, &spec);
   std::map<std::string, ir::ValueId> outputs;

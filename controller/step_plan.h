@@ -71,6 +71,9 @@ class StepPlan {
   const std::string& OutputName(ir::ValueId value) const;
   // The state tensor called `name`, or null.
   const ir::StateSpec* State(const std::string& name) const;
+  // Whether microbatch output `output` is a cache's new value: then
+  // microbatch m's value goes to state ir::CacheStateName(output, m).
+  bool IsCache(const std::string& output) const;
   // The accumulator summing microbatch output `gradient` ("grad.p.s0").
   const std::string& AccumulatorOf(const std::string& gradient) const { return accumulator_of_.at(gradient); }
   // The actors that hold parameter `name` (use it in some function).

@@ -27,6 +27,21 @@ absl::Status ThreadsLauncher::Start(const std::vector<ir::ActorProgram>& program
   return cluster_->LoadState(all);
 }
 
+absl::Status ThreadsLauncher::UsePrograms(const std::vector<ir::ActorProgram>& programs) {
+  if (cluster_ == nullptr) return absl::FailedPreconditionError("the threads launcher has not been started");
+  if (static_cast<int32_t>(programs.size()) != cluster_->num_actors()) {
+    return absl::InvalidArgumentError(absl::StrCat("programs for ", programs.size(), " actors, the cluster has ",
+                                                   cluster_->num_actors()));
+  }
+  absl::StatusOr<ir::TensorMap> state = cluster_->State();
+  if (!state.ok()) return state.status();
+  absl::StatusOr<std::unique_ptr<actor::ThreadCluster>> cluster = actor::ThreadCluster::Create(programs, device_);
+  if (!cluster.ok()) return cluster.status();
+  if (absl::Status loaded = (*cluster)->LoadState(*state); !loaded.ok()) return loaded;
+  cluster_ = *std::move(cluster);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<ir::StepOutputs>> ThreadsLauncher::RunStep(int64_t step,
                                                                       const std::vector<ir::StepInputs>& inputs,
                                                                       controller::Dispatch dispatch) {

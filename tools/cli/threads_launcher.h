@@ -28,6 +28,8 @@ class ThreadsLauncher : public controller::Launcher {
       : receive_timeout_(receive_timeout), device_(device) {}
 
   absl::Status Start(const std::vector<ir::ActorProgram>& programs, const std::vector<ir::StateSources>& states) override;
+  // A new cluster of the programs, on the state the running one has now.
+  absl::Status UsePrograms(const std::vector<ir::ActorProgram>& programs) override;
   absl::StatusOr<std::vector<ir::StepOutputs>> RunStep(int64_t step,
                                                                    const std::vector<ir::StepInputs>& inputs,
                                                                    controller::Dispatch dispatch) override;
