@@ -310,7 +310,7 @@ std::string LanguageModelSizes(absl::string_view model, const Config& config) {
 // The job of a traced language model: its corpus's batches and its logits.
 template <typename Config>
 ExampleJob LanguageModelJob(ir::TrainStep step, std::string description, std::shared_ptr<const Corpus> corpus,
-                            const Config& config, const JobBasis& basis, ModelFunction logits) {
+                            const Config& config, const JobBasis& basis, CachedModelFunction logits) {
   ExampleJob job;
   job.step = std::move(step);
   job.description = absl::StrCat(description, ", vocab ", config.vocab_size, ", batch ", config.batch_size, " x ",
@@ -322,7 +322,8 @@ ExampleJob LanguageModelJob(ir::TrainStep step, std::string description, std::sh
                                  config.attention == layers::AttentionImpl::kFused ? "" : ", composed attention",
                                  "; data: ", corpus->description());
   TakeCorpusBatches(std::move(corpus), config.batch_size, config.sequence_length, basis, job);
-  job.logits = std::move(logits);
+  job.logits = [logits](Tracer& t) { return logits(t, layers::KvCache::Mode::kNone); };
+  job.cached_logits = std::move(logits);
   return job;
 }
 
@@ -343,7 +344,7 @@ absl::StatusOr<ExampleJob> MakeGptJob(const ExampleJobOptions& options, const Jo
       LanguageModelJob(*std::move(step),
                        absl::StrCat("gpt: ", config.num_layers, " layers, d=", config.model_dim, ", ",
                                     config.num_heads, " heads, seq ", config.sequence_length),
-                       *std::move(corpus), config, basis, [config](Tracer& t) { return GptLogits(t, config); });
+                       *std::move(corpus), config, basis, [config](Tracer& t, layers::KvCache::Mode mode) { return GptLogits(t, config, mode); });
   job.gpt = config;
   job.forward_step = ForwardStepOf("gpt", GptModel(config), basis);
   return job;
@@ -370,7 +371,7 @@ absl::StatusOr<ExampleJob> MakeLlamaJob(const ExampleJobOptions& options, const 
                        absl::StrCat("llama: ", config.num_layers, " layers, d=", config.model_dim, ", ",
                                     config.num_heads, " heads (", config.num_kv_heads, " kv), mlp ",
                                     LlamaMlpWidth(config), ", seq ", config.sequence_length),
-                       *std::move(corpus), config, basis, [config](Tracer& t) { return LlamaLogits(t, config); });
+                       *std::move(corpus), config, basis, [config](Tracer& t, layers::KvCache::Mode mode) { return LlamaLogits(t, config, mode); });
   job.llama = config;
   job.forward_step = ForwardStepOf("llama", LlamaModel(config), basis);
   return job;

@@ -98,6 +98,9 @@ struct ExampleJobOptions {
 
 // A traced example model and where its batches come from. Owns everything
 // it needs; not thread-safe.
+// A language model's forward to its logits in a KV cache mode.
+using CachedModelFunction = std::function<Tensor(Tracer&, layers::KvCache::Mode)>;
+
 struct ExampleJob {
   std::string description;  // e.g. "gpt: 2 layers, d=64, ..., data: /usr/share/common-licenses"
   ir::TrainStep step;
@@ -124,6 +127,9 @@ struct ExampleJob {
   // the same parameters: what `tandem generate` runs. Null for the others.
   std::shared_ptr<const Corpus> corpus;
   ModelFunction logits;
+  // The same forward with a KV cache (layers::KvCache): generation's
+  // prefill and decode (TraceGenerationSteps). Null for the others.
+  CachedModelFunction cached_logits;
   // The language model's sizes, the one of its kind that is set (what
   // `tandem export --format hf` writes as Hugging Face's config); both unset
   // for the other models.

@@ -47,9 +47,7 @@ int32_t Pick(const float* logits, int64_t vocab, const SamplingOptions& options,
 
 }  // namespace
 
-absl::StatusOr<std::vector<int32_t>> Generate(const ir::Graph& forward, const ir::TensorMap& parameters,
-                                              const std::vector<int32_t>& prompt, const SamplingOptions& options) {
-  if (prompt.empty()) return absl::InvalidArgumentError("generation needs a prompt of at least one token");
+absl::Status CheckSamplingOptions(const SamplingOptions& options) {
   if (options.tokens < 0 || options.tokens > kMaxGeneratedTokens) {
     return absl::InvalidArgumentError(
         absl::StrCat("tokens ", options.tokens, " is outside [0, ", kMaxGeneratedTokens, "]"));
@@ -57,6 +55,21 @@ absl::StatusOr<std::vector<int32_t>> Generate(const ir::Graph& forward, const ir
   if (!std::isfinite(options.temperature) || options.temperature < 0 || options.top_k < 0) {
     return absl::InvalidArgumentError("temperature must be a finite number, at least 0, and top-k at least 0");
   }
+  return absl::OkStatus();
+}
+
+std::function<int32_t(const float* logits, int64_t vocab, int64_t sequence, int64_t draw)> TokenPicker(
+    const SamplingOptions& options) {
+  return [options](const float* logits, int64_t vocab, int64_t sequence, int64_t draw) {
+    // Draws of different sequences never meet: each has kMaxGeneratedTokens.
+    return Pick(logits, vocab, options, static_cast<uint64_t>(draw + sequence * kMaxGeneratedTokens));
+  };
+}
+
+absl::StatusOr<std::vector<int32_t>> Generate(const ir::Graph& forward, const ir::TensorMap& parameters,
+                                              const std::vector<int32_t>& prompt, const SamplingOptions& options) {
+  if (prompt.empty()) return absl::InvalidArgumentError("generation needs a prompt of at least one token");
+  if (absl::Status status = CheckSamplingOptions(options); !status.ok()) return status;
   const std::optional<ir::ValueId> tokens_input = forward.FindInput("tokens");
   if (forward.outputs().size() != 1 || !tokens_input.has_value()) {
     return absl::InvalidArgumentError("the forward graph must read \"tokens\" and output the logits");

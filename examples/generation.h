@@ -1,12 +1,14 @@
-// Generation from a trained language model on the reference interpreter:
-// a token at a time, each by a whole forward pass of the model's window
-// (no KV cache: the window is short and the interpreter is the reference,
-// so every token costs one forward of `sequence_length` positions), then
-// greedy or seeded top-k sampling from the last position's logits.
+// Generation from a trained language model on the reference interpreter
+// without a KV cache: a token at a time, each by a whole forward pass of
+// the model's window (every token costs one forward of `sequence_length`
+// positions), then greedy or seeded top-k sampling from the last position's
+// logits. What cached generation (controller/generation.h, which picks
+// with TokenPicker) is checked against.
 #ifndef TANDEM_EXAMPLES_GENERATION_H_
 #define TANDEM_EXAMPLES_GENERATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +34,15 @@ struct SamplingOptions {
 // another shape; the interpreter's errors.
 absl::StatusOr<std::vector<int32_t>> Generate(const ir::Graph& forward, const ir::TensorMap& parameters,
                                               const std::vector<int32_t>& prompt, const SamplingOptions& options);
+
+// InvalidArgument for options out of range (what Generate refuses).
+absl::Status CheckSamplingOptions(const SamplingOptions& options);
+
+// How `options` pick sequence `sequence`'s `draw`-th new id from one
+// position's logits (controller::TokenPicker): sequence 0 picks as Generate
+// does, and each sequence draws from a stream of its own.
+std::function<int32_t(const float* logits, int64_t vocab, int64_t sequence, int64_t draw)> TokenPicker(
+    const SamplingOptions& options);
 
 }  // namespace tandem::examples
 

@@ -66,18 +66,21 @@ int32_t GptBlockStage(const GptConfig& c, int64_t layer) {
   return LayerStage(c.block_stages, layer, c.num_layers, c.num_stages);
 }
 
-Tensor GptLogits(Tracer& t, const GptConfig& c) {
+Tensor GptLogits(Tracer& t, const GptConfig& c, layers::KvCache::Mode mode) {
   const ir::DType i32 = ir::DType::kI32;
   const ir::Initializer weights = init::Normal(c.init_std);
-  Tensor tokens = t.Input("tokens", {i32, {c.batch_size, c.sequence_length}});
+  const bool decoding = mode == layers::KvCache::Mode::kDecode;
+  Tensor tokens = t.Input("tokens", {i32, {c.batch_size, decoding ? 1 : c.sequence_length}});
+  const layers::KvCache cache = layers::DeclareKvCache(t, mode, c.batch_size, c.sequence_length);
   Tensor wte = t.Parameter("wte", {c.vocab_size, c.model_dim}, weights);
   Tensor wpe = t.Parameter("wpe", {c.sequence_length, c.model_dim}, weights);
-  Tensor x = convert(embedding(wte, tokens) + wpe, c.compute_dtype);
+  // Decoding: each sequence's one token at its own position.
+  Tensor x = convert(embedding(wte, tokens) + (decoding ? embedding(wpe, cache.positions) : wpe), c.compute_dtype);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     if (GptBlockStage(c, layer) > t.stage()) x = pipeline_yield(x);
     auto block = t.Scope(absl::StrCat("h", layer));
     x = x + layers::CausalSelfAttention(t, "attn", layers::LayerNorm(t, "ln1", x, c.model_dim), c.num_heads, weights,
-                                        c.attention);
+                                        c.attention, cache);
     x = x + layers::GeluMlp(t, "mlp", layers::LayerNorm(t, "ln2", x, c.model_dim), c.mlp_ratio * c.model_dim, weights);
   }
   x = layers::LayerNorm(t, "lnf", x, c.model_dim);

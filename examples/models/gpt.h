@@ -60,7 +60,11 @@ Tensor GptLoss(Tracer& tracer, const GptConfig& config);
 ModelFunction GptModel(const GptConfig& config);
 // The forward pass to the logits [batch_size, sequence_length, vocab_size],
 // without labels or loss: what generation runs. Same parameters as GptLoss.
-Tensor GptLogits(Tracer& tracer, const GptConfig& config);
+// With a KV cache mode (layers::KvCache), the prefill or decode forward of
+// generation: decoding reads tokens [batch_size, 1] and the cache's inputs,
+// and gives logits [batch_size, 1, vocab_size].
+Tensor GptLogits(Tracer& tracer, const GptConfig& config,
+                 layers::KvCache::Mode mode = layers::KvCache::Mode::kNone);
 
 // The stage that holds block `layer`.
 int32_t GptBlockStage(const GptConfig& config, int64_t layer);

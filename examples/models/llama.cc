@@ -29,24 +29,35 @@ Tensor RmsNorm(Tracer& t, const std::string& name, const Tensor& x, const LlamaC
 
 // [batch, seq, heads * width] -> [batch, heads, seq, width].
 Tensor SplitHeads(const Tensor& x, const LlamaConfig& c, int64_t heads, int64_t width) {
-  return transpose(reshape(x, {c.batch_size, c.sequence_length, heads, width}), {0, 2, 1, 3});
+  return transpose(reshape(x, {c.batch_size, x.dim(1), heads, width}), {0, 2, 1, 3});
 }
 
-Tensor Attention(Tracer& t, const Tensor& x, const LlamaConfig& c, const ir::Initializer& init) {
+// The rotary embedding of x [batch, heads, seq, width]: at the positions
+// along seq, or, decoding, at each sequence's position.
+Tensor Rotate(const Tensor& x, const LlamaConfig& c, const layers::KvCache& cache) {
+  if (cache.mode != layers::KvCache::Mode::kDecode) return rotary(x, c.rope_theta);
+  const int64_t heads = x.dim(1);
+  Tensor positions = broadcast_to(reshape(cache.positions, {c.batch_size, 1, 1}), {c.batch_size, heads, 1});
+  return rotary_at(x, positions, c.rope_theta);
+}
+
+Tensor Attention(Tracer& t, const Tensor& x, const LlamaConfig& c, const ir::Initializer& init,
+                 const layers::KvCache& cache) {
   auto scope = t.Scope("self_attn");
   const int64_t width = c.model_dim / c.num_heads;
   const int64_t kv_dim = c.num_kv_heads * width;
-  Tensor q = rotary(SplitHeads(Linear(t, "q_proj", x, c.model_dim, c.model_dim, init), c, c.num_heads, width),
-                    c.rope_theta);
-  Tensor k = rotary(SplitHeads(Linear(t, "k_proj", x, c.model_dim, kv_dim, init), c, c.num_kv_heads, width),
-                    c.rope_theta);
+  const int64_t seq = x.dim(1);
+  Tensor q = Rotate(SplitHeads(Linear(t, "q_proj", x, c.model_dim, c.model_dim, init), c, c.num_heads, width), c,
+                    cache);
+  Tensor k = Rotate(SplitHeads(Linear(t, "k_proj", x, c.model_dim, kv_dim, init), c, c.num_kv_heads, width), c,
+                    cache);
   Tensor v = SplitHeads(Linear(t, "v_proj", x, c.model_dim, kv_dim, init), c, c.num_kv_heads, width);
   const double scale = 1.0 / std::sqrt(static_cast<double>(width));
   // Composed, in x's dtype, as Hugging Face's eager attention scales and
   // masks (its softmax takes f32 and rounds to x's dtype, which is what
   // softmax on bf16 computes); fused, through f32 with one rounding.
-  Tensor heads = layers::CausalAttention(q, k, v, scale, c.attention);
-  Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}), {c.batch_size, c.sequence_length, c.model_dim});
+  Tensor heads = layers::CachedAttention(t, "kv", q, k, v, scale, c.attention, cache);
+  Tensor merged = reshape(transpose(heads, {0, 2, 1, 3}), {c.batch_size, seq, c.model_dim});
   return Linear(t, "o_proj", merged, c.model_dim, c.model_dim, init);
 }
 
@@ -107,9 +118,11 @@ int32_t LlamaBlockStage(const LlamaConfig& c, int64_t layer) {
   return LayerStage(c.block_stages, layer, c.num_layers, c.num_stages);
 }
 
-Tensor LlamaLogits(Tracer& t, const LlamaConfig& c) {
+Tensor LlamaLogits(Tracer& t, const LlamaConfig& c, layers::KvCache::Mode mode) {
   const ir::Initializer weights = init::Normal(c.init_std);
-  Tensor tokens = t.Input("tokens", {kI32, {c.batch_size, c.sequence_length}});
+  const bool decoding = mode == layers::KvCache::Mode::kDecode;
+  Tensor tokens = t.Input("tokens", {kI32, {c.batch_size, decoding ? 1 : c.sequence_length}});
+  const layers::KvCache cache = layers::DeclareKvCache(t, mode, c.batch_size, c.sequence_length);
   Tensor x;
   {
     auto model = t.Scope("model");
@@ -118,7 +131,7 @@ Tensor LlamaLogits(Tracer& t, const LlamaConfig& c) {
     for (int64_t layer = 0; layer < c.num_layers; ++layer) {
       if (LlamaBlockStage(c, layer) > t.stage()) x = pipeline_yield(x);
       auto block = t.Scope(absl::StrCat("layers.", layer));
-      x = x + Attention(t, RmsNorm(t, "input_layernorm", x, c), c, weights);
+      x = x + Attention(t, RmsNorm(t, "input_layernorm", x, c), c, weights, cache);
       x = x + SwiGlu(t, RmsNorm(t, "post_attention_layernorm", x, c), c, weights);
     }
     x = RmsNorm(t, "norm", x, c);

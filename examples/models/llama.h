@@ -68,7 +68,11 @@ ModelFunction LlamaModel(const LlamaConfig& config);
 // The forward pass to the logits [batch_size, sequence_length, vocab_size],
 // without labels or loss: what generation runs. Same parameters as
 // LlamaLoss.
-Tensor LlamaLogits(Tracer& tracer, const LlamaConfig& config);
+// With a KV cache mode (layers::KvCache), the prefill or decode forward of
+// generation: decoding reads tokens [batch_size, 1] and the cache's inputs,
+// and gives logits [batch_size, 1, vocab_size].
+Tensor LlamaLogits(Tracer& tracer, const LlamaConfig& config,
+                   layers::KvCache::Mode mode = layers::KvCache::Mode::kNone);
 
 // The stage that holds block `layer`.
 int32_t LlamaBlockStage(const LlamaConfig& config, int64_t layer);

@@ -45,8 +45,8 @@ absl::StatusOr<ir::StateSources> ImportedSources(const std::string& import, absl
   return ir::SafetensorsParameterSources(import, step);
 }
 
-absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, absl::string_view model,
-                                                  const ir::TrainStep& step, std::ostream& err) {
+absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> ModelParameterFileSources(
+    const ParameterFile& file, absl::string_view model, const ir::TrainStep& step, std::ostream& err) {
   ir::StateSources sources;
   std::string from;
   if (!file.import.empty()) {
@@ -61,8 +61,13 @@ absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, abs
     sources = std::move(loaded->state);
     from = absl::StrCat("checkpoint ", loaded->path);
   }
+  return ModelParameterSources(sources, from, step);
+}
+
+absl::StatusOr<ir::TensorMap> LoadModelParameters(const ParameterFile& file, absl::string_view model,
+                                                  const ir::TrainStep& step, std::ostream& err) {
   absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> fitted =
-      ModelParameterSources(sources, from, step);
+      ModelParameterFileSources(file, model, step, err);
   if (!fitted.ok()) return fitted.status();
   ir::TensorMap parameters;
   for (const auto& [name, source] : *fitted) {

@@ -47,6 +47,12 @@ absl::StatusOr<ir::StateSources> ImportedSources(const std::string& import, absl
 absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> ModelParameterSources(
     const ir::StateSources& sources, absl::string_view from, const ir::TrainStep& step);
 
+// Where each parameter `step` reads comes from (ModelParameterSources) in
+// `file`: a checkpoint's files, which actors read themselves, or the
+// tensors of an imported model. The errors of LoadModelParameters.
+absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> ModelParameterFileSources(
+    const ParameterFile& file, absl::string_view model, const ir::TrainStep& step, std::ostream& err);
+
 // The parameters `step` reads (its state of role kParameter), each of the
 // type the model has, from `file`. FailedPrecondition naming the tensor and
 // asking for the options the model was trained with when the checkpoint

@@ -34,6 +34,7 @@
 #define TANDEM_TANDEM_H_
 
 #include "controller/checkpoint.h"
+#include "controller/generation.h"
 #include "controller/repl.h"
 #include "controller/session.h"
 #include "ir/layers.h"
