@@ -419,6 +419,47 @@ absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> Session::Evaluate(
   return outputs;
 }
 
+absl::StatusOr<controller::GenerationReport> Session::Generate(const controller::GenerationSteps& steps,
+                                                               const std::vector<std::vector<int32_t>>& prompts,
+                                                               int64_t tokens, const controller::TokenPicker& pick,
+                                                               const std::string& scratch) {
+  if (absl::StatusOr<controller::GenerationShape> shape = controller::CheckGenerationSteps(steps); !shape.ok()) {
+    return shape.status();
+  }
+  for (const ir::StateSpec& spec : steps.prefill.state) {
+    if (spec.role != ir::StateRole::kParameter) continue;
+    const ir::StateSpec* trained = pipeline_->step().FindState(spec.name);
+    if (trained == nullptr || trained->type != spec.type) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the generation's parameter '", spec.name, "' is not the training step's (by name and type)"));
+    }
+  }
+  if (absl::StatusOr<std::string> finished = FinishCheckpoint(/*wait=*/true); !finished.ok()) return finished.status();
+  absl::StatusOr<std::string> saved =
+      Recovering<std::string>(absl::StrCat("the state after step ", pipeline_->steps_done(), " for a generation"),
+                              [&] { return controller::SaveCheckpoint(*pipeline_, scratch); });
+  if (!saved.ok()) return saved.status();
+  struct Remove {
+    std::string path;
+    ~Remove() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } remove{*saved};
+  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*saved, pipeline_->step());
+  if (!loaded.ok()) return loaded.status();
+  ir::StateSources parameters;
+  for (const ir::StateSpec& spec : steps.prefill.state) {
+    if (spec.role == ir::StateRole::kParameter) parameters[spec.name] = loaded->state.at(spec.name);
+  }
+  absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
+  if (!launcher.ok()) return launcher.status();
+  absl::StatusOr<std::unique_ptr<controller::Generator>> generator = controller::Generator::OnPipeline(
+      steps, controller::ForwardOnly(schedule_), parameters, *std::move(launcher));
+  if (!generator.ok()) return generator.status();
+  return (*generator)->Generate(prompts, tokens, pick);
+}
+
 absl::Status Session::SetSchedule(schedules::Schedule schedule) {
   return Recompile(pipeline_->step(), std::move(schedule));
 }

@@ -34,6 +34,7 @@
 #include "controller/compiler.h"
 #include "controller/debugger.h"
 #include "controller/fill.h"
+#include "controller/generation.h"
 #include "controller/launcher.h"
 #include "controller/pipeline.h"
 #include "ir/data_plane_kind.h"
@@ -193,6 +194,18 @@ class Session {
       const ir::TrainStep& forward, int64_t count,
       const std::function<absl::StatusOr<std::vector<ir::TensorMap>>(int64_t index)>& batch,
       const std::string& scratch);
+
+  // Generation through a pipeline with KV caches (controller/generation.h):
+  // extends each of `prompts` by `tokens` ids chosen by `pick`, with
+  // `steps` (the model's prefill and decode, traced with this step's stages
+  // and microbatches; their parameters among this step's), on this
+  // schedule's forwards, from the state after steps_done(), read from a
+  // scratch checkpoint under `scratch` as Evaluate does. The controller
+  // never holds the model.
+  absl::StatusOr<controller::GenerationReport> Generate(const controller::GenerationSteps& steps,
+                                                        const std::vector<std::vector<int32_t>>& prompts,
+                                                        int64_t tokens, const controller::TokenPicker& pick,
+                                                        const std::string& scratch);
 
   // Recompiles for `schedule` (any valid schedule with the step's stages
   // and microbatches) and restarts the actors from the current state; the

@@ -6,6 +6,7 @@
 #include "controller/generation.h"
 
 #include <bit>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "backends/cpu/kernels.h"
 #include "controller/compiler.h"
 #include "controller/local_launcher.h"
+#include "controller/session.h"
 #include "examples/models/gpt.h"
 #include "examples/models/llama.h"
 #include "gmock/gmock.h"
@@ -23,6 +25,7 @@
 #include "ir/layers.h"
 #include "ir/trace.h"
 #include "schedules/generators.h"
+#include "tests/testing/temporary_directory.h"
 #include "tools/cli/threads_launcher.h"
 
 namespace tandem::controller {
@@ -232,6 +235,63 @@ TEST_P(Models, APipelineOfActorProcessesGivesTheReferenceTokens) {
 TEST_P(Models, APipelineOfThreadsGivesTheReferenceTokens) {
   cpu::SetBlasThreads(1);
   ExpectPipelineGivesTheReference(Model(2, 2), std::make_unique<cli::ThreadsLauncher>());
+}
+
+TEST_P(Models, ASessionGeneratesWithItsTrainedParametersWithoutHoldingThem) {
+  cpu::SetBlasThreads(1);
+  // Two training steps of the model's loss on 2 actors, then generation
+  // through a pipeline of their parameters: the reference's tokens on the
+  // trained state.
+  const Logits model = Model(2, 2);
+  absl::StatusOr<ir::TrainStep> train = TraceTrainStep(
+      "train",
+      [&](Tracer& t) {
+        Tensor logits = model(t, Mode::kNone);
+        return mean(cross_entropy(logits, t.Label("labels", {ir::DType::kI32, {2, kWindow}})));
+      },
+      Adam({.learning_rate = 0.05}), {.num_microbatches = 2, .seed = 3});
+  ASSERT_TRUE(train.ok()) << train.status();
+  SessionOptions options;
+  options.actor_binary = TANDEM_ACTOR_BINARY;
+  absl::StatusOr<schedules::Schedule> schedule = schedules::GenerateGPipe({.actors = 2, .microbatches = 2});
+  ASSERT_TRUE(schedule.ok());
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Start(*train, *schedule, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int32_t step = 0; step < 2; ++step) {
+    std::vector<ir::TensorMap> batch(2);
+    for (int32_t m = 0; m < 2; ++m) {
+      std::vector<int32_t> tokens(2 * kWindow), labels(2 * kWindow);
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        tokens[i] = static_cast<int32_t>((i * 7 + m + step) % kVocab);
+        labels[i] = static_cast<int32_t>((i * 7 + m + step + 1) % kVocab);
+      }
+      batch[m]["tokens"] = ir::HostTensor::FromInts({2, kWindow}, tokens);
+      batch[m]["labels"] = ir::HostTensor::FromInts({2, kWindow}, labels);
+    }
+    ASSERT_TRUE((*session)->Step(batch).ok());
+  }
+  const GenerationSteps steps = Steps(model, 2);
+  test::TemporaryDirectory scratch("tandem-generation-test");
+  absl::StatusOr<GenerationReport> got = (*session)->Generate(steps, Prompts(), 5, Greedy, scratch.Path("scratch"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  absl::StatusOr<ir::TensorMap> state = (*session)->State();
+  ASSERT_TRUE(state.ok());
+  ir::TensorMap trained;
+  for (const ir::StateSpec& spec : steps.prefill.state) {
+    if (spec.role == ir::StateRole::kParameter) trained[spec.name] = state->at(spec.name);
+  }
+  absl::StatusOr<std::unique_ptr<Generator>> reference = Generator::OnReference(steps, trained);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  absl::StatusOr<GenerationReport> expected = (*reference)->Generate(Prompts(), 5, Greedy);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(got->tokens, expected->tokens);
+  // The untrained model generates otherwise: the session's state was used.
+  absl::StatusOr<std::unique_ptr<Generator>> untrained = Generator::OnReference(steps, Parameters(steps.prefill));
+  ASSERT_TRUE(untrained.ok());
+  EXPECT_NE((*untrained)->Generate(Prompts(), 5, Greedy)->tokens, got->tokens);
+  // The scratch checkpoint is gone.
+  EXPECT_TRUE(!std::filesystem::exists(scratch.Path("scratch")) ||
+              std::filesystem::is_empty(scratch.Path("scratch")));
 }
 
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, Models, ::testing::Values("gpt", "llama"));

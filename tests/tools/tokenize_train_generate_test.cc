@@ -59,12 +59,40 @@ TEST(TokenizeTrainGenerate, ALlamaTrainedOnATokenFileLearnsAndGenerates) {
   const std::string sixty = train("60", {"--checkpoint-dir", dir.Path("run")});
   EXPECT_LT(ValidationLoss(sixty), ValidationLoss(one) - 0.5) << one << sixty;
 
-  CliRun generated = RunCli({"generate", "--checkpoint", dir.Path("run"), "--model", "llama", "--layers", "2", "--dim",
-                             "64", "--heads", "4", "--kv-heads", "2", "--seq", "32", "--data", tokens, "--tokenizer",
-                             model, "--prompt", "This program is", "--tokens", "12"});
+  // Two prompts, 40 tokens each: past the window of 32, which then slides.
+  const std::vector<std::string> generate = {"generate", "--checkpoint", dir.Path("run"), "--model", "llama",
+                                             "--layers", "2", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                                             "--seq", "32", "--data", tokens, "--tokenizer", model, "--prompt",
+                                             "This program is", "--prompt", "You may", "--tokens", "40"};
+  auto generate_with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = generate;
+    args.insert(args.end(), more.begin(), more.end());
+    return RunCli(args);
+  };
+  CliRun generated = generate_with({});
   ASSERT_EQ(generated.code, 0) << generated.out << generated.err;
   EXPECT_THAT(generated.out, StartsWith("This program is"));
-  EXPECT_GT(generated.out.size(), std::string("This program is\n").size());
+  EXPECT_THAT(generated.out, HasSubstr("\nYou may"));
+  EXPECT_GT(generated.out.size(), std::string("This program is\nYou may\n").size() + 40);
+  EXPECT_THAT(generated.err, HasSubstr("2 prompts in 1 microbatch of 2 in this process, KV cache of 32 positions"));
+  // The same text without a cache, and through 2 actors (a microbatch of
+  // each prompt), processes or threads.
+  CliRun uncached = generate_with({"--no-kv-cache"});
+  ASSERT_EQ(uncached.code, 0) << uncached.err;
+  EXPECT_EQ(uncached.out, generated.out);
+  EXPECT_THAT(uncached.err, HasSubstr("without a KV cache: 80 tokens"));
+  for (const char* launcher : {"local", "threads"}) {
+    CliRun piped = generate_with({"--actors", "2", "--launcher", launcher});
+    ASSERT_EQ(piped.code, 0) << piped.err;
+    EXPECT_EQ(piped.out, generated.out) << launcher;
+    EXPECT_THAT(piped.err, HasSubstr("2 prompts in 2 microbatches of 1 on 2 actors"));
+  }
+  CliRun both = generate_with({"--actors", "2", "--no-kv-cache"});
+  EXPECT_EQ(both.code, 2);
+  EXPECT_THAT(both.err, HasSubstr("--actors excludes --no-kv-cache"));
+  CliRun more_actors = generate_with({"--actors", "3"});
+  EXPECT_EQ(more_actors.code, 1);
+  EXPECT_THAT(more_actors.err, HasSubstr("2 layers cannot fill 3 stages"));
 
   // eval: the mean loss over the token file's first windows, the same
   // however many share a forward pass and from the exported parameters.
