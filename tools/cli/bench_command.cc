@@ -13,6 +13,7 @@ void AddBenchCommand(CommandLine& command_line) {
   AddKernelsBench(command_line, *bench);
   AddPeersBench(command_line, *bench);
   AddCheckpointBench(command_line, *bench);
+  AddGenerateBench(command_line, *bench);
   AddPipelineBenches(command_line, *bench);
   AddPlanBench(command_line, *bench);
   AddSchedBench(command_line, *bench);

@@ -66,6 +66,9 @@ void AddPipelineBenches(CommandLine& command_line, CLI::App& bench);
 // `tandem bench checkpoint`: what a checkpoint adds to the step time,
 // written behind the steps or waited for (checkpoint_bench.cc).
 void AddCheckpointBench(CommandLine& command_line, CLI::App& bench);
+// `tandem bench generate`: generation without and with a KV cache, and
+// through a pipeline (generate_bench.cc).
+void AddGenerateBench(CommandLine& command_line, CLI::App& bench);
 // `tandem bench peers`: Tandem beside PyTorch 2 and JAX (peers_bench.cc).
 void AddPeersBench(CommandLine& command_line, CLI::App& bench);
 // `sched`: validates and simulates a large interleaved schedule.

@@ -35,24 +35,6 @@ struct GenerateOptions {
   LauncherOptions launcher;
 };
 
-// The prefill and decode steps of `model` (its stages and microbatches
-// set), traced from the job's cached forward.
-absl::StatusOr<controller::GenerationSteps> TraceGenerationSteps(const examples::ExampleJobOptions& model) {
-  absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(model);
-  if (!job.ok()) return job.status();
-  const examples::CachedModelFunction logits = job->cached_logits;
-  const TraceOptions trace{.num_microbatches = model.microbatches, .seed = model.seed};
-  controller::GenerationSteps steps;
-  for (const layers::KvCache::Mode mode : {layers::KvCache::Mode::kPrefill, layers::KvCache::Mode::kDecode}) {
-    const bool decode = mode == layers::KvCache::Mode::kDecode;
-    absl::StatusOr<ir::TrainStep> step =
-        TraceForwardStep(decode ? "decode" : "prefill", [&](Tracer& t) { return logits(t, mode); }, trace);
-    if (!step.ok()) return step.status();
-    (decode ? steps.decode : steps.prefill) = *std::move(step);
-  }
-  return steps;
-}
-
 // "12 tokens in 0.034 s (352.9 tokens/s, 1 step)".
 std::string Rate(int64_t tokens, double seconds, int64_t steps) {
   return absl::StrFormat("%d tokens in %.3f s (%.1f tokens/s, %d step%s)", tokens, seconds,

@@ -175,6 +175,26 @@ absl::StatusOr<schedules::Schedule> ResolveModelSchedule(const CLI::App& command
       usage_error);
 }
 
+absl::StatusOr<controller::GenerationSteps> TraceGenerationSteps(const examples::ExampleJobOptions& model) {
+  absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(model);
+  if (!job.ok()) return job.status();
+  if (!job->cached_logits) {
+    return absl::InvalidArgumentError(absl::StrCat("generation needs a language model (gpt or llama), not ",
+                                                   model.model));
+  }
+  const examples::CachedModelFunction logits = job->cached_logits;
+  const TraceOptions trace{.num_microbatches = model.microbatches, .seed = model.seed};
+  controller::GenerationSteps steps;
+  for (const layers::KvCache::Mode mode : {layers::KvCache::Mode::kPrefill, layers::KvCache::Mode::kDecode}) {
+    const bool decode = mode == layers::KvCache::Mode::kDecode;
+    absl::StatusOr<ir::TrainStep> step =
+        TraceForwardStep(decode ? "decode" : "prefill", [&](Tracer& t) { return logits(t, mode); }, trace);
+    if (!step.ok()) return step.status();
+    (decode ? steps.decode : steps.prefill) = *std::move(step);
+  }
+  return steps;
+}
+
 examples::ExampleJobOptions WholeModelOptions(examples::ExampleJobOptions options, int64_t batch) {
   options.batch = batch;
   options.microbatches = 1;

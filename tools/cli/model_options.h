@@ -14,6 +14,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "controller/generation.h"
 #include "examples/example_job.h"
 #include "schedules/schedule.h"
 #include "tools/cli/pipeline_options.h"
@@ -26,6 +27,12 @@ void AddModelOptions(CLI::App& command, examples::ExampleJobOptions& options);
 // `options` for the whole model in one process (generate, eval, export):
 // one stage, one replica, one microbatch of `batch` sequences.
 examples::ExampleJobOptions WholeModelOptions(examples::ExampleJobOptions options, int64_t batch);
+
+// A language model's generation steps (controller/generation.h): its
+// prefill and decode forwards with a KV cache (ExampleJob::cached_logits),
+// traced with `model`'s stages, microbatches and batch. The errors of
+// MakeExampleJob; InvalidArgument for a model without a cached forward.
+absl::StatusOr<controller::GenerationSteps> TraceGenerationSteps(const examples::ExampleJobOptions& model);
 
 // Sets options.stages to a schedule's stage count; InvalidArgument when
 // --stages was given and says otherwise.
