@@ -169,7 +169,8 @@ class RoundTrip(unittest.TestCase):
 
     def check_generation(self, name, model, tokenizer_directory, *sources):
         """Greedy generation by transformers and by `tandem generate` from
-        each of `sources` (argument lists) gives the same text."""
+        each of `sources` (argument lists) gives the same text: with the KV
+        cache in one process and through 2 actors, and without it."""
         prompt, count = "The licence ", 12
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_directory)
         ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
@@ -181,8 +182,10 @@ class RoundTrip(unittest.TestCase):
         expected = sentencepiece.SentencePieceProcessor(model_file=self.path("t.model")).decode(out[0].tolist())
         print(f"{name}: greedy {expected!r}")
         for source in sources:
-            generated = tandem("generate", *source, "--prompt", prompt, "--tokens", str(count), cwd=self.dir).stdout
-            self.assertEqual(generated, expected + "\n", source)
+            for way in ([], ["--actors", "2", "--launcher", "threads"], ["--no-kv-cache"]):
+                generated = tandem("generate", *source, "--prompt", prompt, "--tokens", str(count), *way,
+                                   cwd=self.dir).stdout
+                self.assertEqual(generated, expected + "\n", [*source, *way])
 
     def test_an_untied_gpt_exports_as_gpt2(self):
         self.check_export("gpt", tied=False)

@@ -114,6 +114,14 @@ TEST(TokenizeTrainGenerate, ALlamaTrainedOnATokenFileLearnsAndGenerates) {
   EXPECT_NEAR(evaluate({"--checkpoint", dir.Path("run"), "--batch", "2"}), eight_per_pass, 1e-5 * eight_per_pass);
   ASSERT_EQ(RunCli({"export", "--checkpoint", dir.Path("run"), "--out", dir.Path("run.safetensors")}).code, 0);
   EXPECT_EQ(evaluate({"--import", dir.Path("run.safetensors")}), eight_per_pass);
+  // Generation from the exported model through 2 actors: the checkpoint's text.
+  std::vector<std::string> imported = generate;
+  imported[1] = "--import";
+  imported[2] = dir.Path("run.safetensors");
+  imported.insert(imported.end(), {"--actors", "2"});
+  CliRun from_import = RunCli(imported);
+  ASSERT_EQ(from_import.code, 0) << from_import.err;
+  EXPECT_EQ(from_import.out, generated.out);
   std::vector<std::string> too_many = eval;
   too_many.back() = "100000000";
   too_many.insert(too_many.end(), {"--checkpoint", dir.Path("run")});
