@@ -296,6 +296,60 @@ TEST_P(Models, ASessionGeneratesWithItsTrainedParametersWithoutHoldingThem) {
 
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, Models, ::testing::Values("gpt", "llama"));
 
+TEST(PipelineSteps, AnAddedStepMayBindOnlyTheStateTheActorsStartedWith) {
+  cpu::SetBlasThreads(1);
+  const GenerationSteps gpt = Steps(Gpt(2, 1), 1), llama = Steps(Llama(2, 1), 1);
+  absl::StatusOr<schedules::Schedule> gpipe = schedules::GenerateGPipe({.actors = 2, .microbatches = 1});
+  ASSERT_TRUE(gpipe.ok());
+  ir::StateSources sources = ir::TensorSources(Parameters(gpt.prefill));
+  for (const ir::StateSpec& spec : gpt.prefill.state) {
+    if (spec.role == ir::StateRole::kCache) sources[spec.name] = ir::StateSource{spec.type, spec.init};
+  }
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
+      gpt.prefill, ForwardOnly(*gpipe), sources, std::make_unique<cli::ThreadsLauncher>());
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  EXPECT_THAT((*pipeline)->AddStep(llama.decode, ForwardOnly(*gpipe)).status().message(),
+              HasSubstr("the added step 'decode' needs state 'model.embed_tokens.weight' on actor 0, which the actor "
+                        "was not started with"));
+  EXPECT_THAT((*pipeline)->UseStep(1).message(), HasSubstr("no step 1 (the pipeline has 1)"));
+  absl::StatusOr<int32_t> decode = (*pipeline)->AddStep(gpt.decode, ForwardOnly(*gpipe));
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  EXPECT_EQ(*decode, 1);
+  EXPECT_TRUE((*pipeline)->UseStep(1).ok());
+}
+
+TEST(PipelineSteps, AProgramThatNeedsBiggerRingsThanTheStartsIsRefusedByName) {
+  cpu::SetBlasThreads(1);
+  // Started with the decode (a token a sequence), then asked for the
+  // prefill, whose activations of [4, 256, 256] f32 (1 MiB a microbatch)
+  // do not fit the 1 MiB rings the start sized.
+  examples::GptConfig c;
+  c.vocab_size = kVocab;
+  c.sequence_length = 256;
+  c.model_dim = 256;
+  c.num_heads = 4;
+  c.num_layers = 2;
+  c.batch_size = 4;
+  c.num_stages = 2;
+  const Logits big = [c](Tracer& t, Mode mode) { return examples::GptLogits(t, c, mode); };
+  const GenerationSteps steps = Steps(big, 2);
+  absl::StatusOr<schedules::Schedule> gpipe = schedules::GenerateGPipe({.actors = 2, .microbatches = 2});
+  ASSERT_TRUE(gpipe.ok());
+  ir::StateSources sources;
+  for (const ir::StateSpec& spec : steps.decode.state) sources[spec.name] = ir::StateSource{spec.type, spec.init};
+  LocalLauncherOptions options;
+  options.actor_binary = TANDEM_ACTOR_BINARY;
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(
+      steps.decode, ForwardOnly(*gpipe), sources, std::make_unique<LocalLauncher>(std::move(options)));
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  absl::StatusOr<int32_t> prefill = (*pipeline)->AddStep(steps.prefill, ForwardOnly(*gpipe));
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  const absl::Status refused = (*pipeline)->UseStep(*prefill);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("actor 0 (stage 0): the new program sends up to"));
+  EXPECT_THAT(refused.message(), HasSubstr("start with the program that sends the most"));
+}
+
 TEST(Generation, PromptsThatDoNotFitAreRefusedByName) {
   const GenerationSteps steps = Steps(Gpt(1, 1), 2);
   absl::StatusOr<std::unique_ptr<Generator>> generator =
