@@ -21,7 +21,9 @@
 //
 // Of the IR only ir/op.h, whose OpKind names the op of a unary or binary
 // kernel: a new elementwise op is one case in ApplyUnary or ApplyBinary
-// (cuda_kernels.cu) and nothing else here. No Abseil: the runner translates
+// (kernels/elementwise.cu) and nothing else here. The kernels live by
+// family in kernels/: elementwise.cu, reductions.cu (with the row kernels),
+// lookups.cu (ids and labels) and attention.cu (rotary and attention). No Abseil: the runner translates
 // IR nodes into these calls and cudaError_t into absl::Status.
 #ifndef TANDEM_BACKENDS_CUDA_CUDA_KERNELS_CUH_
 #define TANDEM_BACKENDS_CUDA_CUDA_KERNELS_CUH_

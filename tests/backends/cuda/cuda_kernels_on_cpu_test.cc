@@ -1,4 +1,4 @@
-// Every kernel of the CUDA backend (backends/cuda/cuda_kernels.cu), run on the
+// Every kernel of the CUDA backend (backends/cuda/kernels/), run on the
 // CPU on CUDA's execution model (backends/cuda/cuda_on_cpu.h) and compared
 // with the CPU reference kernels (cpu::RunGraph of the same op), at small and
 // awkward shapes: several blocks, rows that are not a multiple of 32,

@@ -1,0 +1,194 @@
+// The CUDA backend's position kernels (cuda_kernels.cuh): the rotary
+// embedding and causal attention with its gradient, fp32 SIMT.
+
+#include "backends/cuda/kernels/common.cuh"
+
+namespace tandem::cuda::kernels {
+namespace {
+
+// ---- Causal attention (ir/op.h kAttention), fp32 SIMT: a thread per query
+// row (or, for dk and dv, per key row), the scores recomputed in each pass
+// instead of stored, so no T x T buffer exists. Every sum runs in index
+// order within its thread.
+
+// The attention geometry: q [batch, heads, seq, width], k and v [batch,
+// kv_heads, keys, width] (keys == seq unless the queries have positions);
+// query head h reads key/value head h / group.
+struct AttentionGeometry {
+  int64_t heads, kv_heads, group, seq, width;
+  float scale;
+  int64_t keys;
+  // The first element of the key/value head that query row `row` reads.
+  __device__ int64_t KeyBase(int64_t row) const {
+    const int64_t pair = row / seq;
+    return ((pair / heads) * kv_heads + (pair % heads) / group) * keys * width;
+  }
+};
+
+__device__ float Dot(const float* a, const float* b, int64_t width) {
+  float sum = 0.0f;
+  for (int64_t d = 0; d < width; ++d) sum = sum + a[d] * b[d];
+  return sum;
+}
+
+// The max and the sum of exp(s - max) of query row `row`'s scores.
+__device__ void RowStatistics(const float* q_row, const float* keys, int64_t n, const AttentionGeometry& g,
+                              float* max, float* sum) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const float s = Dot(q_row, keys + j * g.width, g.width) * g.scale;
+    m = s > m ? s : m;
+  }
+  float l = 0.0f;
+  for (int64_t j = 0; j < n; ++j) l += expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - m);
+  *max = m;
+  *sum = l;
+}
+
+// positions: null (row i reads keys 0..i), or [batch, seq], checked to lie
+// in [0, keys) before the launch.
+__global__ void AttentionKernel(const float* q, const float* k, const float* v, const int32_t* positions,
+                                float* out, AttentionGeometry g, int64_t rows) {
+  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+    const int64_t i = r % g.seq;
+    const int64_t b = r / (g.seq * g.heads);
+    const int64_t n = (positions != nullptr ? positions[b * g.seq + i] : i) + 1;
+    const float* q_row = q + r * g.width;
+    const float* keys = k + g.KeyBase(r);
+    const float* values = v + g.KeyBase(r);
+    float* o = out + r * g.width;
+    float max, sum;
+    RowStatistics(q_row, keys, n, g, &max, &sum);
+    for (int64_t d = 0; d < g.width; ++d) o[d] = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max);
+      for (int64_t d = 0; d < g.width; ++d) o[d] = o[d] + e * values[j * g.width + d];
+    }
+    for (int64_t d = 0; d < g.width; ++d) o[d] = o[d] / sum;
+  }
+}
+
+// dq of each query row, and its max, sum and delta = sum_j p_j dp_j into
+// stats[3 row ..].
+__global__ void AttentionQueryGradKernel(const float* q, const float* k, const float* v, const float* dy,
+                                         float* dq, float* stats, AttentionGeometry g, int64_t rows) {
+  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+    const int64_t n = r % g.seq + 1;
+    const float* q_row = q + r * g.width;
+    const float* dy_row = dy + r * g.width;
+    const float* keys = k + g.KeyBase(r);
+    const float* values = v + g.KeyBase(r);
+    float max, sum;
+    RowStatistics(q_row, keys, n, g, &max, &sum);
+    float delta = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float p = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max) / sum;
+      delta += p * Dot(dy_row, values + j * g.width, g.width);
+    }
+    float* dq_row = dq + r * g.width;
+    for (int64_t d = 0; d < g.width; ++d) dq_row[d] = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float p = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max) / sum;
+      const float ds = p * (Dot(dy_row, values + j * g.width, g.width) - delta);
+      for (int64_t d = 0; d < g.width; ++d) dq_row[d] = dq_row[d] + ds * keys[j * g.width + d];
+    }
+    for (int64_t d = 0; d < g.width; ++d) dq_row[d] = dq_row[d] * g.scale;
+    stats[3 * r] = max;
+    stats[3 * r + 1] = sum;
+    stats[3 * r + 2] = delta;
+  }
+}
+
+// dk and dv of each key row j of each key/value head: over its query heads
+// in order and, within each, the query rows i >= j in order.
+__global__ void AttentionKeyGradKernel(const float* q, const float* k, const float* v, const float* dy,
+                                       const float* stats, float* dk, float* dv, AttentionGeometry g,
+                                       int64_t key_rows) {
+  for (int64_t c = FirstIndex(); c < key_rows; c += GridStride()) {
+    const int64_t j = c % g.seq;
+    const int64_t kv_pair = c / g.seq;
+    const int64_t batch = kv_pair / g.kv_heads, kv_head = kv_pair % g.kv_heads;
+    const float* key = k + c * g.width;
+    const float* value = v + c * g.width;
+    float* dk_row = dk + c * g.width;
+    float* dv_row = dv + c * g.width;
+    for (int64_t d = 0; d < g.width; ++d) {
+      dk_row[d] = 0.0f;
+      dv_row[d] = 0.0f;
+    }
+    for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
+      for (int64_t i = j; i < g.seq; ++i) {
+        const int64_t r = (batch * g.heads + h) * g.seq + i;
+        const float* q_row = q + r * g.width;
+        const float* dy_row = dy + r * g.width;
+        const float p = expf(Dot(q_row, key, g.width) * g.scale - stats[3 * r]) / stats[3 * r + 1];
+        const float ds = p * (Dot(dy_row, value, g.width) - stats[3 * r + 2]);
+        for (int64_t d = 0; d < g.width; ++d) {
+          dv_row[d] = dv_row[d] + p * dy_row[d];
+          dk_row[d] = dk_row[d] + ds * q_row[d];
+        }
+      }
+    }
+    for (int64_t d = 0; d < g.width; ++d) dk_row[d] = dk_row[d] * g.scale;
+  }
+}
+
+}  // namespace
+
+// One thread per (row, pair): rows are positions of `positions`-row
+// matrices, or have their own in `given` (one per row, at least 0).
+__global__ void RotaryKernel(const float* x, const int32_t* given, float* out, int64_t positions, int64_t half,
+                             double theta, float direction, int64_t pairs) {
+  for (int64_t p = FirstIndex(); p < pairs; p += GridStride()) {
+    const int64_t row = p / half;
+    const int64_t i = p - row * half;
+    const int64_t t = given != nullptr ? given[row] : row % positions;
+    const float frequency = static_cast<float>(pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(2 * half)));
+    const double angle = static_cast<double>(static_cast<float>(t) * frequency);
+    const float c = static_cast<float>(cos(angle));
+    const float s = direction * static_cast<float>(sin(angle));
+    const float* in = x + row * 2 * half;
+    float* o = out + row * 2 * half;
+    const float a = in[i];
+    const float b = in[i + half];
+    o[i] = a * c - b * s;
+    o[i + half] = b * c + a * s;
+  }
+}
+
+cudaError_t LaunchRotary(const float* x, const int32_t* given, float* out, int64_t matrices, int64_t positions,
+                         int64_t width, double theta, bool inverse, cudaStream_t stream) {
+  const int64_t half = width / 2;
+  const int64_t pairs = matrices * positions * half;
+  if (pairs <= 0) return cudaSuccess;
+  return Launch(pairs, stream, RotaryKernel, x, given, out, positions, half, theta, inverse ? -1.0f : 1.0f, pairs);
+}
+
+cudaError_t LaunchAttention(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+                            int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t keys, int64_t width,
+                            float scale, cudaStream_t stream) {
+  const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, keys};
+  const int64_t rows = batch * heads * seq;
+  return Launch(rows, stream, AttentionKernel, q, k, v, positions, out, geometry, rows);
+}
+
+size_t AttentionGradScratchBytes(int64_t query_rows) {
+  return static_cast<size_t>(query_rows) * 3 * sizeof(float);
+}
+
+cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, const float* dy, float* dq, float* dk,
+                                float* dv, int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t width,
+                                float scale, void* scratch, cudaStream_t stream) {
+  // The gradient has no positions: as many keys as queries.
+  const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, seq};
+  float* stats = static_cast<float*>(scratch);
+  const int64_t rows = batch * heads * seq;
+  if (cudaError_t error = Launch(rows, stream, AttentionQueryGradKernel, q, k, v, dy, dq, stats, geometry, rows);
+      error != cudaSuccess) {
+    return error;
+  }
+  const int64_t key_rows = batch * kv_heads * seq;
+  return Launch(key_rows, stream, AttentionKeyGradKernel, q, k, v, dy, stats, dk, dv, geometry, key_rows);
+}
+
+}  // namespace tandem::cuda::kernels

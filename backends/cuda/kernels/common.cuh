@@ -1,0 +1,132 @@
+// What the CUDA backend's kernel files share (backends/cuda/kernels/*.cu):
+// the launch geometry, grid-stride indexing, strided offsets, the folds in
+// a fixed order and the threads a row kernel gives each row. Internal to
+// those files: everything here has internal linkage, a copy per file.
+//
+// Work split: elementwise kernels give one thread an output element; row
+// kernels (softmax family, normalization, cross-entropy) give a block a row,
+// whose threads share each sum or max over it; reductions give a block one
+// output, or 32 neighbouring outputs, whose threads share the reduced
+// elements. Those folds run in a fixed tree order (see "Folds in a fixed
+// order" below) that depends on the shape alone. Every loop is
+// grid-strided, so any grid computes the same values.
+//
+// The formulas and their rounding order follow backends/cpu/kernels/*.cc; where
+// the reference documents a rounding (layer_norm's separate multiply and add),
+// __fmul_rn/__fadd_rn keep nvcc from contracting it into an FMA.
+#ifndef TANDEM_BACKENDS_CUDA_KERNELS_COMMON_CUH_
+#define TANDEM_BACKENDS_CUDA_KERNELS_COMMON_CUH_
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/cuda_kernels.cuh"
+
+namespace tandem::cuda::kernels {
+namespace {
+
+
+constexpr int kThreads = 256;
+// Grid-stride loops cover larger sizes; a bound keeps gridDim.x in range.
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+
+unsigned BlocksFor(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+template <typename Kernel, typename... Args>
+cudaError_t Launch(int64_t n, cudaStream_t stream, Kernel kernel, Args... args) {
+  if (n <= 0) return cudaSuccess;
+  TANDEM_LAUNCH(kernel, BlocksFor(n), kThreads, 0, stream)(args...);
+  return cudaGetLastError();
+}
+
+__device__ int64_t FirstIndex() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ int64_t GridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// The element offset of each operand for flat output index `flat`.
+__device__ void OffsetsOf(const StridedMap& map, int64_t flat, int64_t* offsets) {
+  for (int operand = 0; operand < map.num_operands; ++operand) offsets[operand] = 0;
+  for (int axis = map.rank - 1; axis >= 0; --axis) {
+    const int64_t extent = map.extents[axis];
+    const int64_t index = flat % extent;
+    flat /= extent;
+    for (int operand = 0; operand < map.num_operands; ++operand) {
+      offsets[operand] += index * map.strides[operand][axis];
+    }
+  }
+}
+
+// ---- Folds in a fixed order.
+//
+// A sum or max over many elements is split between the threads of a block:
+// thread t folds the elements t, t + T, t + 2T, ... in increasing order (T
+// the threads sharing the fold), and a binary tree then combines the
+// threads' partials, partial[t] with partial[t + half] for half = T/2, T/4,
+// ..., 1. The order depends on T alone, and the launchers derive T from the
+// shape alone, so the bits depend on the inputs and their shape, never on
+// scheduling. No atomics.
+
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+  static constexpr float kIdentity = 0.0f;
+};
+// The reference's max: a NaN anywhere wins; ties keep the earlier element.
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return (b > a || isnan(b)) ? b : a; }
+  static constexpr float kIdentity = -INFINITY;
+};
+
+constexpr int kFoldThreads = 256;  // the most threads one fold shares; a power of two
+
+// The tree over the partials of `group` threads, which sit `spacing` apart in
+// `scratch` starting at scratch[lane]: thread `lane + t * spacing` holds
+// partial t. Every thread of the block calls it (it synchronizes the block);
+// the result is left in scratch[lane].
+template <typename Op>
+__device__ void TreeFold(float* scratch, int lane, int t, int group, int spacing, Op op) {
+  for (int half = group / 2; half > 0; half /= 2) {
+    if (t < half) scratch[lane + t * spacing] = op(scratch[lane + t * spacing], scratch[lane + (t + half) * spacing]);
+    __syncthreads();
+  }
+}
+
+// The fold of every thread's `mine` over the whole block (blockDim.x, a
+// power of two), returned to every thread.
+template <typename Op>
+__device__ float BlockFold(float mine, float* scratch, Op op) {
+  scratch[threadIdx.x] = mine;
+  __syncthreads();
+  TreeFold(scratch, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, op);
+  const float total = scratch[0];
+  __syncthreads();  // scratch is reused by the next fold
+  return total;
+}
+
+// This thread's share of a row: the fold of x[i] (or of f(i)) for i = t,
+// t + blockDim.x, ...
+template <typename Op, typename Term>
+__device__ float ShareOf(int64_t length, Op op, Term term) {
+  float acc = Op::kIdentity;
+  for (int64_t i = threadIdx.x; i < length; i += blockDim.x) acc = op(acc, term(i));
+  return acc;
+}
+
+// The threads a row kernel gives each row: enough to cover short rows with
+// one warp, up to kFoldThreads for long ones. A function of the length
+// alone (the fold order depends on it).
+int RowThreads(int64_t length) {
+  if (length <= 256) return 32;
+  if (length <= 2048) return 128;
+  return kFoldThreads;
+}
+
+unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
+
+}  // namespace
+}  // namespace tandem::cuda::kernels
+
+#endif  // TANDEM_BACKENDS_CUDA_KERNELS_COMMON_CUH_

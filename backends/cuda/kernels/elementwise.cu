@@ -1,0 +1,287 @@
+// The CUDA backend's elementwise kernels (cuda_kernels.cuh): fills, unary
+// and binary maps (with broadcasting, and a flat path for operands that are
+// row-major or one value), the in-order sum of replicas' slots, where,
+// dtype conversions, and data movement as bits (gathers, row copies).
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#endif
+
+#include "backends/cuda/kernels/common.cuh"
+
+namespace tandem::cuda::kernels {
+namespace {
+
+// sqrt(2/pi) and the cubic coefficient of GELU's tanh approximation, the
+// reference's f32 constants.
+constexpr float kGeluScale = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+__device__ float Tanh(float x) { return tanhf(x); }
+
+// 1 / (1 + e^-x), through e^x for x < 0 so that no e^|x| overflows.
+__device__ float Sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
+__device__ float ApplyUnary(ir::OpKind op, float x) {
+  switch (op) {
+    case ir::OpKind::kNeg:
+      return -x;
+    case ir::OpKind::kExp:
+      return expf(x);
+    case ir::OpKind::kExpm1:
+      return expm1f(x);
+    case ir::OpKind::kLog:
+      return logf(x);
+    case ir::OpKind::kTanh:
+      return Tanh(x);
+    case ir::OpKind::kSin:
+      return static_cast<float>(sin(static_cast<double>(x)));  // as the reference: double, rounded
+    case ir::OpKind::kCos:
+      return static_cast<float>(cos(static_cast<double>(x)));
+    case ir::OpKind::kSqrt:
+      return sqrtf(x);
+    case ir::OpKind::kRsqrt:
+      return 1.0f / sqrtf(x);  // IEEE division of the rounded root, as the reference; never rsqrtf
+    case ir::OpKind::kRelu:
+      return x < 0.0f ? 0.0f : x;  // NaN passes through
+    case ir::OpKind::kGelu: {
+      const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
+      return 0.5f * x * (1.0f + Tanh(inner));
+    }
+    case ir::OpKind::kSilu:
+      return x * Sigmoid(x);
+    default:  // not unary: the runner never launches it
+      return x;
+  }
+}
+
+__device__ float ApplyBinary(ir::OpKind op, float x, float y) {
+  switch (op) {
+    case ir::OpKind::kAdd:
+      return x + y;
+    case ir::OpKind::kSub:
+      return x - y;
+    case ir::OpKind::kMul:
+      return x * y;
+    case ir::OpKind::kDiv:
+      return x / y;
+    case ir::OpKind::kPow:
+      return powf(x, y);
+    case ir::OpKind::kMaximum:
+      return (x >= y || isnan(x)) ? x : y;  // NaN on either side wins; x on ties
+    case ir::OpKind::kEqual:
+      return x == y ? 1.0f : 0.0f;
+    case ir::OpKind::kGeluGrad: {
+      // y is dy; the exact derivative of the tanh approximation.
+      const float x2 = x * x;
+      const float t = Tanh(kGeluScale * (x + kGeluCubic * x2 * x));
+      const float d_inner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x2);
+      const float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
+      return y * derivative;
+    }
+    case ir::OpKind::kSiluGrad: {
+      const float sigmoid = Sigmoid(x);
+      return y * (sigmoid * (1.0f + x * (1.0f - sigmoid)));
+    }
+    case ir::OpKind::kReluGrad:
+      return x > 0.0f ? y : 0.0f;
+    default:  // not binary: the runner never launches it
+      return x;
+  }
+}
+
+// ---- Elementwise.
+
+__global__ void FillKernel(uint32_t bits, uint32_t* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = bits;
+}
+
+__global__ void UnaryKernel(ir::OpKind op, const float* x, float* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = ApplyUnary(op, x[i]);
+}
+
+__global__ void BinaryKernel(ir::OpKind op, const float* x, const float* y, float* out,
+                             StridedMap map, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    int64_t offsets[kMaxOperands];
+    OffsetsOf(map, i, offsets);
+    out[i] = ApplyBinary(op, x[offsets[0]], y[offsets[1]]);
+  }
+}
+
+// The contiguous case of BinaryKernel: each operand either row-major over
+// the output (step 1) or one value (step 0), so no per-axis div/mod.
+__global__ void FlatBinaryKernel(ir::OpKind op, const float* x, int64_t x_step, const float* y, int64_t y_step,
+                                 float* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = ApplyBinary(op, x[i * x_step], y[i * y_step]);
+}
+
+__global__ void WhereKernel(const float* cond, const float* x, const float* y, float* out,
+                            StridedMap map, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    int64_t offsets[kMaxOperands];
+    OffsetsOf(map, i, offsets);
+    out[i] = cond[offsets[0]] != 0.0f ? x[offsets[1]] : y[offsets[2]];
+  }
+}
+
+__device__ int32_t TruncateToInt32(float value) {
+  if (isnan(value)) return 0;
+  if (value >= 2147483648.0f) return INT32_MAX;
+  if (value < -2147483648.0f) return INT32_MIN;
+  return static_cast<int32_t>(value);
+}
+
+__global__ void ConvertKernel(ConvertOp op, const void* in, void* out, int64_t n) {
+  const auto* f32_in = static_cast<const float*>(in);
+  const auto* i32_in = static_cast<const int32_t*>(in);
+  const auto* bf16_in = static_cast<const __nv_bfloat16*>(in);
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    switch (op) {
+      case ConvertOp::kF32ToI32:
+        static_cast<int32_t*>(out)[i] = TruncateToInt32(f32_in[i]);
+        break;
+      case ConvertOp::kI32ToF32:
+        static_cast<float*>(out)[i] = static_cast<float>(i32_in[i]);
+        break;
+      case ConvertOp::kF32ToBf16:
+        static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(f32_in[i]);
+        break;
+      case ConvertOp::kBf16ToF32:
+        static_cast<float*>(out)[i] = __bfloat162float(bf16_in[i]);
+        break;
+      case ConvertOp::kBf16ToI32:
+        static_cast<int32_t*>(out)[i] = TruncateToInt32(__bfloat162float(bf16_in[i]));
+        break;
+      case ConvertOp::kI32ToBf16:
+        static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(static_cast<float>(i32_in[i]));
+        break;
+    }
+  }
+}
+
+__global__ void ToBf16Kernel(const float* in, __nv_bfloat16* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+// ---- Data movement: elements of type T (uint16_t or uint32_t) moved as bits.
+
+template <typename T>
+__global__ void GatherKernel(const T* in, T* out, StridedMap map, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    int64_t offset;
+    OffsetsOf(map, i, &offset);
+    out[i] = in[offset];
+  }
+}
+
+template <typename T>
+__global__ void CopyRowsKernel(const T* src, int64_t src_row_stride, T* dst,
+                               int64_t dst_row_stride, int64_t row_length, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    const int64_t row = i / row_length;
+    const int64_t column = i % row_length;
+    dst[row * dst_row_stride + column] = src[row * src_row_stride + column];
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t stream) {
+  return Launch(n, stream, FillKernel, bits, static_cast<uint32_t*>(out), n);
+}
+
+cudaError_t LaunchUnary(ir::OpKind op, const float* x, float* out, int64_t n, cudaStream_t stream) {
+  return Launch(n, stream, UnaryKernel, op, x, out, n);
+}
+
+namespace {
+// 1 when `operand` of `map` is row-major over the output, 0 when it is one
+// value broadcast everywhere, -1 otherwise.
+int64_t FlatStep(const StridedMap& map, int operand) {
+  bool row_major = true, repeated = true;
+  int64_t stride = 1;
+  for (int axis = map.rank - 1; axis >= 0; --axis) {
+    const int64_t extent = map.extents[axis], actual = map.strides[operand][axis];
+    row_major = row_major && (extent == 1 || actual == stride);
+    repeated = repeated && (extent == 1 || actual == 0);
+    stride *= extent;
+  }
+  return repeated ? 0 : row_major ? 1 : -1;
+}
+}  // namespace
+
+cudaError_t LaunchBinary(ir::OpKind op, const float* x, const float* y, float* out,
+                         const StridedMap& map, cudaStream_t stream) {
+  int64_t n = 1;
+  for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
+  const int64_t x_step = FlatStep(map, 0), y_step = FlatStep(map, 1);
+  if (x_step >= 0 && y_step >= 0) return Launch(n, stream, FlatBinaryKernel, op, x, x_step, y, y_step, out, n);
+  return Launch(n, stream, BinaryKernel, op, x, y, out, map, n);
+}
+
+__global__ void SumInOrderKernel(const float* slots, int64_t stride, int32_t count, float* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    float sum = slots[i];
+    // __fadd_rn: never contracted or reassociated.
+    for (int32_t r = 1; r < count; ++r) sum = __fadd_rn(sum, slots[r * stride + i]);
+    out[i] = sum;
+  }
+}
+
+cudaError_t LaunchSumInOrder(const float* slots, int64_t stride, int32_t count, float* out, int64_t n,
+                             cudaStream_t stream) {
+  if (count < 1) return cudaErrorInvalidValue;
+  return Launch(n, stream, SumInOrderKernel, slots, stride, count, out, n);
+}
+
+cudaError_t LaunchWhere(const float* cond, const float* x, const float* y, float* out,
+                        const StridedMap& map, cudaStream_t stream) {
+  int64_t n = 1;
+  for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
+  return Launch(n, stream, WhereKernel, cond, x, y, out, map, n);
+}
+
+cudaError_t LaunchConvert(ConvertOp op, const void* in, void* out, int64_t n,
+                          cudaStream_t stream) {
+  return Launch(n, stream, ConvertKernel, op, in, out, n);
+}
+
+cudaError_t LaunchToBf16(const float* in, void* out, int64_t n, cudaStream_t stream) {
+  return Launch(n, stream, ToBf16Kernel, in, static_cast<__nv_bfloat16*>(out), n);
+}
+
+cudaError_t LaunchGather(const void* in, void* out, int element_size, const StridedMap& map,
+                         cudaStream_t stream) {
+  int64_t n = 1;
+  for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
+  if (element_size == 4) {
+    return Launch(n, stream, GatherKernel<uint32_t>, static_cast<const uint32_t*>(in),
+                  static_cast<uint32_t*>(out), map, n);
+  }
+  if (element_size == 2) {
+    return Launch(n, stream, GatherKernel<uint16_t>, static_cast<const uint16_t*>(in),
+                  static_cast<uint16_t*>(out), map, n);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchCopyRows(const void* src, int64_t src_row_stride, void* dst,
+                           int64_t dst_row_stride, int64_t rows, int64_t row_length,
+                           int element_size, cudaStream_t stream) {
+  const int64_t n = rows * row_length;
+  if (element_size == 4) {
+    return Launch(n, stream, CopyRowsKernel<uint32_t>, static_cast<const uint32_t*>(src),
+                  src_row_stride, static_cast<uint32_t*>(dst), dst_row_stride, row_length, n);
+  }
+  if (element_size == 2) {
+    return Launch(n, stream, CopyRowsKernel<uint16_t>, static_cast<const uint16_t*>(src),
+                  src_row_stride, static_cast<uint16_t*>(dst), dst_row_stride, row_length, n);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tandem::cuda::kernels

@@ -1,0 +1,275 @@
+// The CUDA backend's reductions and row kernels (cuda_kernels.cuh): sums,
+// means and maxima over axes (one or two passes, folded in a fixed order),
+// the softmax family over the last axis, layer norm and normalize, and the
+// causal mask.
+
+#include "backends/cuda/kernels/common.cuh"
+
+namespace tandem::cuda::kernels {
+namespace {
+
+// ---- Reductions: a block folds `outputs_per_block` consecutive outputs,
+// kFoldThreads / outputs_per_block threads each. Outputs that lie next to
+// each other in the input (a bias gradient: columns summed over rows) take
+// 32 per block, so a warp reads 32 neighbours; outputs whose reduced
+// elements lie next to each other (a row sum) take one per block, so the
+// block reads along the row.
+
+__device__ int64_t ReducedOffset(const ReductionPlan& plan, int64_t r) {
+  int64_t offset = 0;
+  for (int axis = plan.reduced_rank - 1; axis >= 0; --axis) {
+    const int64_t extent = plan.reduced_extents[axis];
+    offset += (r % extent) * plan.reduced_strides[axis];
+    r /= extent;
+  }
+  return offset;
+}
+
+// Output o's fold over its reduced elements [chunk * chunk_length,
+// (chunk + 1) * chunk_length) in each of `chunks` chunks, into
+// out[o * chunks + chunk] (divided by the mean's count when `mean`, which
+// only a single chunk asks for). A work item is one (outputs, chunk) pair.
+template <typename Op>
+__global__ void ReduceKernel(const float* x, float* out, ReductionPlan plan, int outputs_per_block,
+                             int64_t chunks, int64_t chunk_length, bool mean, Op op) {
+  __shared__ float scratch[kFoldThreads];
+  const int lane = static_cast<int>(threadIdx.x) % outputs_per_block;
+  const int t = static_cast<int>(threadIdx.x) / outputs_per_block;
+  const int group = static_cast<int>(blockDim.x) / outputs_per_block;
+  int64_t reduced_total = 1;
+  for (int axis = 0; axis < plan.reduced_rank; ++axis) reduced_total *= plan.reduced_extents[axis];
+  const int64_t output_groups = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block;
+  // The loop bound is the same for the whole block, so every thread reaches
+  // every __syncthreads.
+  for (int64_t item = blockIdx.x; item < output_groups * chunks; item += gridDim.x) {
+    const int64_t chunk = item % chunks;
+    const int64_t o = (item / chunks) * outputs_per_block + lane;
+    const int64_t begin = chunk * chunk_length;
+    const int64_t end = begin + chunk_length < reduced_total ? begin + chunk_length : reduced_total;
+    float acc = Op::kIdentity;
+    if (o < plan.num_outputs) {
+      int64_t base;
+      OffsetsOf(plan.kept, o, &base);
+      for (int64_t r = begin + t; r < end; r += group) acc = op(acc, x[base + ReducedOffset(plan, r)]);
+    }
+    scratch[threadIdx.x] = acc;
+    __syncthreads();
+    TreeFold(scratch, lane, t, group, outputs_per_block, op);
+    if (t == 0 && o < plan.num_outputs) {
+      out[o * chunks + chunk] = mean ? scratch[lane] / plan.reduced_count : scratch[lane];
+    }
+    __syncthreads();
+  }
+}
+
+// ---- Rows over the last axis: a block per row (grid-strided over rows),
+// blockDim.x threads sharing each of the row's folds.
+
+__global__ void RowsKernel(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
+                           int64_t length) {
+  __shared__ float scratch[kFoldThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* x_row = x + r * length;
+    float* out_row = out + r * length;
+    const float* dy_row = dy == nullptr ? nullptr : dy + r * length;
+    switch (op) {
+      case RowOp::kSoftmax: {
+        const float max = BlockFold(ShareOf(length, MaxOp(), [&](int64_t i) { return x_row[i]; }), scratch, MaxOp());
+        float share = 0.0f;
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          out_row[i] = expf(x_row[i] - max);
+          share += out_row[i];
+        }
+        const float sum = BlockFold(share, scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = out_row[i] / sum;
+        break;
+      }
+      case RowOp::kLogSoftmax: {
+        const float max = BlockFold(ShareOf(length, MaxOp(), [&](int64_t i) { return x_row[i]; }), scratch, MaxOp());
+        const float sum =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return expf(x_row[i] - max); }), scratch, AddOp());
+        const float log_sum = logf(sum);
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = (x_row[i] - max) - log_sum;
+        break;
+      }
+      case RowOp::kSoftmaxGrad: {
+        // x is y = softmax(.): dx = y * (dy - sum(dy * y)).
+        const float dot =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i] * x_row[i]; }), scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = x_row[i] * (dy_row[i] - dot);
+        break;
+      }
+      case RowOp::kLogSoftmaxGrad: {
+        // x is y = log_softmax(.): dx = dy - exp(y) * sum(dy).
+        const float sum = BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i]; }), scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = dy_row[i] - expf(x_row[i]) * sum;
+        break;
+      }
+    }
+  }
+}
+
+// mean and rstd = 1 / sqrt(var + eps) of a row, var biased.
+struct RowMoments {
+  float mean;
+  float rstd;
+};
+__device__ RowMoments MomentsOf(const float* x, int64_t n, float eps, float* scratch) {
+  const float count = static_cast<float>(n);
+  const float mean = BlockFold(ShareOf(n, AddOp(), [&](int64_t i) { return x[i]; }), scratch, AddOp()) / count;
+  const float squares = BlockFold(ShareOf(n, AddOp(),
+                                          [&](int64_t i) {
+                                            const float centered = x[i] - mean;
+                                            return centered * centered;
+                                          }),
+                                  scratch, AddOp());
+  return {mean, 1.0f / sqrtf(squares / count + eps)};
+}
+
+__global__ void NormalizationKernel(NormOp op, const float* x, const float* second,
+                                    const float* beta, float* out, int64_t rows, int64_t length,
+                                    float eps) {
+  __shared__ float scratch[kFoldThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* x_row = x + r * length;
+    float* out_row = out + r * length;
+    const RowMoments moments = MomentsOf(x_row, length, eps, scratch);
+    switch (op) {
+      case NormOp::kNormalize:
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          out_row[i] = (x_row[i] - moments.mean) * moments.rstd;
+        }
+        break;
+      case NormOp::kLayerNorm:
+        // second is gamma: xhat * gamma rounded, then + beta rounded.
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          const float xhat = (x_row[i] - moments.mean) * moments.rstd;
+          out_row[i] = __fadd_rn(__fmul_rn(xhat, second[i]), beta[i]);
+        }
+        break;
+      case NormOp::kNormalizeGrad: {
+        // second is dy: dx = rstd * ((dy - mean(dy)) - xhat * mean(dy * xhat)).
+        const float* dy_row = second + r * length;
+        const float count = static_cast<float>(length);
+        const auto xhat = [&](int64_t i) { return (x_row[i] - moments.mean) * moments.rstd; };
+        const float dy_mean =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i]; }), scratch, AddOp()) / count;
+        const float dy_xhat_mean =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i] * xhat(i); }), scratch, AddOp()) /
+            count;
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          out_row[i] = moments.rstd * ((dy_row[i] - dy_mean) - xhat(i) * dy_xhat_mean);
+        }
+        break;
+      }
+    }
+  }
+}
+
+__global__ void CausalMaskKernel(const float* x, float* out, int64_t rows, int64_t cols,
+                                 float fill, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    const int64_t column = i % cols;
+    const int64_t row = (i / cols) % rows;
+    out[i] = column <= row ? x[i] : fill;
+  }
+}
+
+}  // namespace
+
+namespace {
+// A reduction of more than kReduceChunk elements per output, into fewer
+// outputs than fill the GPU, runs in two passes: each chunk of
+// kReduceChunk reduced elements is folded by a block of its own (so a full
+// reduction of 4M floats takes 64 blocks, not one), then each output's
+// chunk results are folded in chunk order. The chunk length is a constant,
+// so the order depends on the shape alone, never on the GPU.
+constexpr int64_t kReduceChunk = 65536;
+constexpr int64_t kFewOutputs = 1024;
+
+int64_t ReducedTotal(const ReductionPlan& plan) {
+  int64_t total = 1;
+  for (int axis = 0; axis < plan.reduced_rank; ++axis) total *= plan.reduced_extents[axis];
+  return total;
+}
+
+// The chunks each output's reduction is cut into: 1 for a single pass.
+int64_t ReduceChunks(const ReductionPlan& plan) {
+  const int64_t total = ReducedTotal(plan);
+  if (plan.num_outputs > kFewOutputs || total <= kReduceChunk) return 1;
+  return (total + kReduceChunk - 1) / kReduceChunk;
+}
+
+template <typename Op>
+cudaError_t LaunchReducePass(const float* x, float* out, const ReductionPlan& plan, int64_t chunks,
+                             int64_t chunk_length, bool mean, Op op, cudaStream_t stream) {
+  const int64_t reduced = chunks > 1 ? chunk_length : ReducedTotal(plan);
+  const bool outputs_adjacent = plan.kept.rank > 0 && plan.kept.strides[0][plan.kept.rank - 1] == 1;
+  const bool reduced_adjacent = plan.reduced_rank > 0 && plan.reduced_strides[plan.reduced_rank - 1] == 1;
+  const int outputs_per_block = (outputs_adjacent && !reduced_adjacent) || reduced < kFoldThreads ? 32 : 1;
+  const int64_t blocks = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block * chunks;
+  const unsigned grid = static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+  TANDEM_LAUNCH(ReduceKernel, grid, kFoldThreads, 0, stream)(x, out, plan, outputs_per_block, chunks, chunk_length,
+                                                           mean, op);
+  return cudaGetLastError();
+}
+
+template <typename Op>
+cudaError_t ReduceInPasses(const float* x, float* out, const ReductionPlan& plan, bool mean, Op op, void* scratch,
+                           cudaStream_t stream) {
+  const int64_t chunks = ReduceChunks(plan);
+  if (chunks == 1) return LaunchReducePass(x, out, plan, 1, ReducedTotal(plan), mean, op, stream);
+  float* partials = static_cast<float*>(scratch);  // [num_outputs, chunks]
+  if (cudaError_t error = LaunchReducePass(x, partials, plan, chunks, kReduceChunk, false, op, stream);
+      error != cudaSuccess) {
+    return error;
+  }
+  ReductionPlan second;
+  second.num_outputs = plan.num_outputs;
+  second.kept.rank = 1;
+  second.kept.num_operands = 1;
+  second.kept.extents[0] = plan.num_outputs;
+  second.kept.strides[0][0] = chunks;
+  second.reduced_rank = 1;
+  second.reduced_extents[0] = chunks;
+  second.reduced_strides[0] = 1;
+  second.reduced_count = plan.reduced_count;
+  return LaunchReducePass(partials, out, second, 1, chunks, mean, op, stream);
+}
+}  // namespace
+
+size_t ReduceScratchBytes(const ReductionPlan& plan) {
+  const int64_t chunks = ReduceChunks(plan);
+  return chunks == 1 ? 0 : static_cast<size_t>(plan.num_outputs * chunks) * sizeof(float);
+}
+
+cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan, void* scratch,
+                         cudaStream_t stream) {
+  if (plan.num_outputs <= 0) return cudaSuccess;
+  if (op == ReduceOp::kMax) return ReduceInPasses(x, out, plan, false, MaxOp(), scratch, stream);
+  return ReduceInPasses(x, out, plan, op == ReduceOp::kMean, AddOp(), scratch, stream);
+}
+
+cudaError_t LaunchRows(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
+                       int64_t length, cudaStream_t stream) {
+  if (length <= 0 || rows <= 0) return cudaSuccess;
+  TANDEM_LAUNCH(RowsKernel, RowBlocks(rows), RowThreads(length), 0, stream)(op, x, dy, out, rows, length);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchNormalization(NormOp op, const float* x, const float* second, const float* beta,
+                                float* out, int64_t rows, int64_t length, float eps,
+                                cudaStream_t stream) {
+  if (length <= 0 || rows <= 0) return cudaSuccess;
+  TANDEM_LAUNCH(NormalizationKernel, RowBlocks(rows), RowThreads(length), 0, stream)(op, x, second, beta, out, rows, length,
+                                                                          eps);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64_t rows,
+                             int64_t cols, float fill, cudaStream_t stream) {
+  const int64_t n = matrices * rows * cols;
+  return Launch(n, stream, CausalMaskKernel, x, out, rows, cols, fill, n);
+}
+
+}  // namespace tandem::cuda::kernels
