@@ -23,8 +23,9 @@
 // kernel: a new elementwise op is one case in ApplyUnary or ApplyBinary
 // (kernels/elementwise.cu) and nothing else here. The kernels live by
 // family in kernels/: elementwise.cu, reductions.cu (with the row kernels),
-// lookups.cu (ids and labels) and attention.cu (rotary and attention). No Abseil: the runner translates
-// IR nodes into these calls and cudaError_t into absl::Status.
+// lookups.cu (ids and labels) and attention.cu (rotary and attention). No
+// Abseil: the runner translates IR nodes into these calls and cudaError_t
+// into absl::Status.
 #ifndef TANDEM_BACKENDS_CUDA_CUDA_KERNELS_CUH_
 #define TANDEM_BACKENDS_CUDA_CUDA_KERNELS_CUH_
 

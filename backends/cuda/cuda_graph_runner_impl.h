@@ -1,0 +1,152 @@
+// The CUDA graph runner's insides (cuda_graph_runner.h), shared by its two
+// sources: cuda_graph_runner.cu (the runner's life, its walk of a graph,
+// range checks and profiling) and cuda_node_launches.cu (each op family's
+// launches). Not for anyone else.
+#ifndef TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_IMPL_H_
+#define TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_IMPL_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "backends/cuda/cublas_library.h"
+#include "backends/cuda/cuda_graph_runner.h"
+#include "backends/cuda/cuda_kernels.cuh"
+#include "backends/cuda/node_plan.h"
+#include "ir/graph_plan.h"
+
+namespace tandem::cuda {
+namespace runner {
+
+// NVIDIA's recommended cuBLAS workspace for Hopper; fixed, so that cuBLAS
+// picks the same algorithms (and bits) on every call.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+inline absl::Status CublasStatus(const CublasLibrary& library, cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(call, ": ", library.status_string(status)));
+}
+
+// A value's storage: an allocation of the runner's device memory (private,
+// stream-ordered), freed in stream order when its last holder goes.
+using Buffer = std::shared_ptr<const backends::DeviceAllocation>;
+
+inline void* DataOf(const Buffer& buffer) { return reinterpret_cast<void*>(static_cast<uintptr_t>(buffer->address())); }
+
+// A value on the device: its type and its (possibly shared) storage. No
+// buffer: the value is missing, as an undefined ir::HostTensor is.
+struct DeviceValue {
+  TensorType type;
+  Buffer buffer;
+
+  bool defined() const { return buffer != nullptr; }
+  void* data() const { return DataOf(buffer); }
+  const float* f32() const { return static_cast<const float*>(data()); }
+  float* mutable_f32() const { return static_cast<float*>(data()); }
+  const int32_t* i32() const { return static_cast<const int32_t*>(data()); }
+};
+
+// A range check whose answer is still on the device.
+struct PendingCheck {
+  ir::ValueId node;
+  Buffer result;  // one kernels::RangeCheckResult
+  const char* what;                      // "id" or "label"
+  int64_t limit;
+};
+
+}  // namespace runner
+
+using runner::Buffer;
+using runner::DeviceValue;
+using runner::NodePlan;
+using runner::PendingCheck;
+
+struct CudaExecutable::Compiled {
+  ir::Graph graph;
+  ir::GraphPlan plan;
+  std::vector<NodePlan> nodes;  // by value id; empty for inputs
+};
+
+struct CudaGraphRunner::Impl {
+  Impl(const RunnerOptions& options, std::unique_ptr<CudaDeviceMemory> memory)
+      : options(options), memory(std::move(memory)),
+        stream(static_cast<cudaStream_t>(this->memory->stream_handle())) {}
+  ~Impl();
+  absl::Status Init();
+
+  absl::StatusOr<std::unique_ptr<CudaExecutable>> Compile(const ir::Graph& graph);
+  absl::StatusOr<DeviceTensorMap> Run(const CudaExecutable::Compiled& executable, const DeviceTensorMap& inputs);
+  absl::Time Deadline() const { return absl::Now() + options.wait_timeout; }
+
+  // Allocation.
+  absl::StatusOr<Buffer> AllocateBytes(int64_t bytes);
+  absl::StatusOr<DeviceValue> Allocate(const ir::TensorType& type);
+
+  // The node's value from its operands: checks them, and computes bf16
+  // through the f32 kernels as the reference does (backends/cpu/kernels.h).
+  absl::StatusOr<DeviceValue> Evaluate(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
+                                       const std::vector<const DeviceValue*>& operands);
+  // The f32 kernel on the bf16 operands widened exactly, the result rounded
+  // to bf16 once where the node's type is bf16.
+  absl::StatusOr<DeviceValue> EvaluateThroughF32(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
+                                                 const std::vector<const DeviceValue*>& operands);
+  // The op's kernel, on operands the checks passed.
+  absl::StatusOr<DeviceValue> Dispatch(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
+                                       const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> ConvertTo(const ir::Node& node, const DeviceValue& x, ir::DType to);
+  absl::StatusOr<DeviceValue> Constant(const ir::Node& node, const NodePlan& plan);
+  absl::StatusOr<DeviceValue> Convert(const ir::Node& node, const DeviceValue& x);
+  absl::StatusOr<DeviceValue> Elementwise(const ir::Node& node, const NodePlan& plan,
+                                          const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> Reduce(const ir::Node& node, const NodePlan& plan, const DeviceValue& x);
+  absl::StatusOr<DeviceValue> DataMovement(const ir::Node& node, const NodePlan& plan,
+                                           const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> MatMul(const ir::Node& node, const NodePlan& plan, const DeviceValue& a,
+                                     const DeviceValue& b);
+  absl::StatusOr<DeviceValue> RowWise(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
+                                      const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> Attention(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
+                                        const std::vector<const DeviceValue*>& operands);
+  absl::StatusOr<DeviceValue> Embedding(ir::ValueId id, const ir::Node& node,
+                                        const std::vector<const DeviceValue*>& operands);
+
+  // Enqueues the range check of `values` against [0, limit) for node `id`.
+  absl::Status CheckRange(ir::ValueId id, const DeviceValue& values, int64_t limit,
+                          const char* what);
+  // Waits for the device and reports the first failed range check, in
+  // program order (InvalidArgument, cpu::RunGraph's message); clears them.
+  absl::Status FlushChecks(const ir::Graph& graph);
+  // `status` of a host-side failure, unless an earlier node's range check
+  // failed (that is the error cpu::RunGraph would have stopped at).
+  absl::Status Fail(const ir::Graph& graph, absl::Status status);
+
+  // Profiling: events around node `id`'s work (set_node_times).
+  absl::Status MarkNode(ir::ValueId id, bool end);
+  absl::Status CollectNodeTimes(const ir::Graph& graph);
+
+  const RunnerOptions options;
+  const std::unique_ptr<CudaDeviceMemory> memory;
+  const cudaStream_t stream;  // memory's
+  std::unique_ptr<CublasLibrary> blas;  // loaded by Init (cublas_library.h)
+  cublasHandle_t cublas = nullptr;
+  void* workspace = nullptr;
+  std::vector<PendingCheck> checks;
+  std::vector<double>* node_ms = nullptr;
+  // While profiling: a (start, end) event pair per evaluated node, reused
+  // across runs.
+  std::vector<std::pair<ir::ValueId, std::pair<cudaEvent_t, cudaEvent_t>>> marks;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> spare_events;
+};
+
+}  // namespace tandem::cuda
+
+#endif  // TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_IMPL_H_

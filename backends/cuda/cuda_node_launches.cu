@@ -1,0 +1,437 @@
+// The CUDA graph runner's launches (cuda_graph_runner_impl.h), an op family
+// each: constants and conversions, elementwise maps, reductions, data
+// movement, matmuls through cuBLAS, the row-wise ops, embeddings and
+// attention. Each allocates its result from the runner's memory and
+// launches on its stream (cuda_kernels.cuh); nothing here waits.
+#include <bit>
+#include <limits>
+#include <optional>
+
+#include "backends/cuda/cuda_graph_runner_impl.h"
+#include "backends/cuda/cuda_status.h"
+#include "ir/op_def.h"
+
+namespace tandem::cuda {
+
+using runner::ComputesOnBf16;
+using runner::ConvertOpOf;
+using runner::CublasStatus;
+using runner::DataOf;
+using runner::DType;
+using runner::MakeBroadcastMap;
+using runner::MakeStridedMap;
+using runner::OpKind;
+using runner::Product;
+using runner::RowMajorStrides;
+using runner::Shape;
+using runner::TensorType;
+using runner::Unimplemented;
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node, const NodePlan& plan) {
+  const double value = plan.attributes.value;
+  uint32_t bits = 0;
+  switch (node.type.dtype) {
+    case DType::kF32:
+      bits = std::bit_cast<uint32_t>(static_cast<float>(value));
+      break;
+    case DType::kI32:
+      bits = static_cast<uint32_t>(static_cast<int32_t>(value));
+      break;
+    default:
+      return Unimplemented(node, absl::StrCat("dtype ", ir::DTypeName(node.type.dtype),
+                                              " is not computed on the GPU"));
+  }
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchFill32(bits, out->data(), node.type.num_elements(), stream),
+          "Fill32 launch");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Convert(const ir::Node& node,
+                                                           const DeviceValue& x) {
+  return ConvertTo(node, x, node.type.dtype);
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::ConvertTo(const ir::Node& node, const DeviceValue& x,
+                                                             DType to) {
+  const DType from = x.type.dtype;
+  const std::optional<kernels::ConvertOp> op = ConvertOpOf(from, to);
+  if (!op.has_value() && from != to) {
+    return Unimplemented(node, absl::StrCat(ir::DTypeName(from), " to ", ir::DTypeName(to),
+                                            " is not computed on the GPU"));
+  }
+  absl::StatusOr<DeviceValue> out = Allocate(TensorType{to, x.type.shape});
+  if (!out.ok()) return out.status();
+  if (!op.has_value()) {
+    if (out->type.num_bytes() > 0) {
+      if (absl::Status s = CudaStatus(
+              cudaMemcpyAsync(out->data(), x.data(), static_cast<size_t>(out->type.num_bytes()),
+                              cudaMemcpyDeviceToDevice, stream),
+              "cudaMemcpyAsync (convert)");
+          !s.ok()) {
+        return s;
+      }
+    }
+    return out;
+  }
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchConvert(*op, x.data(), out->data(), x.type.num_elements(), stream),
+          "Convert launch");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
+    const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  cudaError_t error = cudaSuccess;
+  switch (ir::Def(node.op).family) {
+    case ir::OpFamily::kUnary:
+      error = kernels::LaunchUnary(node.op, operands[0]->f32(), out->mutable_f32(), node.type.num_elements(), stream);
+      break;
+    case ir::OpFamily::kBinary:
+      error = kernels::LaunchBinary(node.op, operands[0]->f32(), operands[1]->f32(), out->mutable_f32(), *plan.map,
+                                    stream);
+      break;
+    case ir::OpFamily::kSelect:
+      error = kernels::LaunchWhere(operands[0]->f32(), operands[1]->f32(), operands[2]->f32(), out->mutable_f32(),
+                                   *plan.map, stream);
+      break;
+    default:
+      return absl::InternalError(absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not elementwise"));
+  }
+  if (absl::Status s = CudaStatus(error, "elementwise launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node, const NodePlan& plan,
+                                                          const DeviceValue& x) {
+  kernels::ReduceOp op = kernels::ReduceOp::kSum;
+  if (node.op == OpKind::kReduceMean) op = kernels::ReduceOp::kMean;
+  if (node.op == OpKind::kReduceMax) op = kernels::ReduceOp::kMax;
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  // Freed in stream order after the launch, like any value.
+  absl::StatusOr<Buffer> scratch = AllocateBytes(static_cast<int64_t>(kernels::ReduceScratchBytes(*plan.reduction)));
+  if (!scratch.ok()) return scratch.status();
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchReduce(op, x.f32(), out->mutable_f32(), *plan.reduction, DataOf(*scratch), stream),
+          "Reduce launch");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::DataMovement(
+    const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
+  const DeviceValue& x = *operands[0];
+  // reshape and pipeline_yield share the operand's storage, as on the CPU.
+  if (node.op == OpKind::kReshape || node.op == OpKind::kPipelineYield) {
+    return DeviceValue{node.type, x.buffer};
+  }
+  const int element_size = static_cast<int>(ir::DTypeSize(node.type.dtype));
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  const Shape& out_shape = node.type.shape;
+  cudaError_t error = cudaSuccess;
+  switch (node.op) {
+    case OpKind::kTranspose:
+    case OpKind::kBroadcast:
+      error = kernels::LaunchGather(x.data(), out->data(), element_size, *plan.map, stream);
+      break;
+    case OpKind::kSlice: {
+      const Shape& in = x.type.shape;
+      const size_t axis = static_cast<size_t>(plan.attributes.axis);
+      const int64_t start = plan.attributes.start;
+      const int64_t limit = plan.attributes.limit;
+      const int64_t outer = Product(in, 0, axis);
+      const int64_t inner = Product(in, axis + 1, in.size());
+      const auto* src = static_cast<const std::byte*>(x.data());
+      error = kernels::LaunchCopyRows(src + start * inner * element_size, in[axis] * inner,
+                                      out->data(), (limit - start) * inner, outer,
+                                      (limit - start) * inner, element_size, stream);
+      break;
+    }
+    case OpKind::kConcat: {
+      const size_t axis = static_cast<size_t>(plan.attributes.axis);
+      const int64_t outer = Product(out_shape, 0, axis);
+      const int64_t inner = Product(out_shape, axis + 1, out_shape.size());
+      auto* dst = static_cast<std::byte*>(out->data());
+      int64_t column = 0;
+      for (const DeviceValue* operand : operands) {
+        const int64_t row_length = operand->type.shape[axis] * inner;
+        error = kernels::LaunchCopyRows(operand->data(), row_length, dst + column * element_size,
+                                        out_shape[axis] * inner, outer, row_length, element_size,
+                                        stream);
+        if (error != cudaSuccess) break;
+        column += row_length;
+      }
+      break;
+    }
+    default:
+      return absl::InternalError(
+          absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " does not move data"));
+  }
+  if (absl::Status s = CudaStatus(error, "data movement launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, const NodePlan& plan,
+                                                          const DeviceValue& a, const DeviceValue& b) {
+  const bool transpose_a = plan.attributes.transpose_a;
+  const bool transpose_b = plan.attributes.transpose_b;
+  const Shape& a_shape = a.type.shape;
+  const Shape& b_shape = b.type.shape;
+  const size_t ra = a_shape.size();
+  const size_t rb = b_shape.size();
+  int64_t m = transpose_a ? a_shape[ra - 1] : a_shape[ra - 2];
+  const int64_t k = transpose_a ? a_shape[ra - 2] : a_shape[ra - 1];
+  const int64_t n = transpose_b ? b_shape[rb - 2] : b_shape[rb - 1];
+  const Shape& out_shape = node.type.shape;
+  int64_t batch = Product(out_shape, 0, out_shape.size() - 2);
+  // A rank-2 operand is reused for every batch entry (stride 0). When it is
+  // b and a is not transposed, a's batch axes fold into M: one GEMM, as the
+  // reference does.
+  int64_t a_step = ra == 2 ? 0 : m * k;
+  const int64_t b_step = rb == 2 ? 0 : k * n;
+  if (ra > 2 && rb == 2 && !transpose_a) {
+    m *= batch;
+    batch = 1;
+    a_step = 0;
+  }
+  const int64_t lda = transpose_a ? m : k;
+  const int64_t ldb = transpose_b ? k : n;
+
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  if (m == 0 || n == 0 || batch == 0) return out;
+  if (k == 0) {
+    if (absl::Status s = CudaStatus(cudaMemsetAsync(out->data(), 0,
+                                                    static_cast<size_t>(node.type.num_bytes()),
+                                                    stream),
+                                    "cudaMemsetAsync");
+        !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (m > kIntMax || n > kIntMax || k > kIntMax || batch > kIntMax) {
+    return Unimplemented(node, "a GEMM extent beyond the int range is not supported on the GPU");
+  }
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
+  // gets the operands swapped, each with its row-major leading dimension.
+  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  if (options.precision != Precision::kBf16) {
+    if (absl::Status s = CublasStatus(
+            *blas,
+            blas->sgemm_strided_batched(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+                                      static_cast<int>(k), &alpha, b.f32(), static_cast<int>(ldb),
+                                      b_step, a.f32(), static_cast<int>(lda), a_step, &beta,
+                                      out->mutable_f32(), static_cast<int>(n), m * n,
+                                      static_cast<int>(batch)),
+            "cublasSgemmStridedBatched");
+        !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+  // bf16: both operands rounded to bf16 on the device, f32 accumulation.
+  absl::StatusOr<Buffer> a16 = AllocateBytes(a.type.num_elements() * 2);
+  if (!a16.ok()) return a16.status();
+  absl::StatusOr<Buffer> b16 = AllocateBytes(b.type.num_elements() * 2);
+  if (!b16.ok()) return b16.status();
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchToBf16(a.f32(), DataOf(*a16), a.type.num_elements(), stream),
+          "ToBf16 launch");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CudaStatus(
+          kernels::LaunchToBf16(b.f32(), DataOf(*b16), b.type.num_elements(), stream),
+          "ToBf16 launch");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CublasStatus(
+          *blas,
+          blas->gemm_strided_batched_ex(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+                                     static_cast<int>(k), &alpha, DataOf(*b16), CUDA_R_16BF,
+                                     static_cast<int>(ldb), b_step, DataOf(*a16), CUDA_R_16BF,
+                                     static_cast<int>(lda), a_step, &beta, out->data(),
+                                     CUDA_R_32F, static_cast<int>(n), m * n,
+                                     static_cast<int>(batch), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
+    ir::ValueId id, const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  const Shape& shape = operands[0]->type.shape;
+  const int64_t length = shape.empty() ? 1 : shape.back();
+  const int64_t rows = shape.empty() ? 1 : Product(shape, 0, shape.size() - 1);
+  const float* x = operands[0]->f32();
+  const float* second = operands.size() > 1 ? operands[1]->f32() : nullptr;
+  float* result = out->mutable_f32();
+  cudaError_t error = cudaSuccess;
+  switch (node.op) {
+    case OpKind::kSoftmax:
+      error = kernels::LaunchRows(kernels::RowOp::kSoftmax, x, nullptr, result, rows, length,
+                                  stream);
+      break;
+    case OpKind::kLogSoftmax:
+      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmax, x, nullptr, result, rows, length,
+                                  stream);
+      break;
+    case OpKind::kSoftmaxGrad:
+      error = kernels::LaunchRows(kernels::RowOp::kSoftmaxGrad, x, second, result, rows, length,
+                                  stream);
+      break;
+    case OpKind::kLogSoftmaxGrad:
+      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmaxGrad, x, second, result, rows,
+                                  length, stream);
+      break;
+    case OpKind::kNormalize:
+    case OpKind::kLayerNorm:
+    case OpKind::kNormalizeGrad: {
+      const float eps = plan.attributes.eps;
+      kernels::NormOp op = kernels::NormOp::kNormalize;
+      if (node.op == OpKind::kLayerNorm) op = kernels::NormOp::kLayerNorm;
+      if (node.op == OpKind::kNormalizeGrad) op = kernels::NormOp::kNormalizeGrad;
+      const float* beta = node.op == OpKind::kLayerNorm ? operands[2]->f32() : nullptr;
+      error = kernels::LaunchNormalization(op, x, second, beta, result, rows, length, eps, stream);
+      break;
+    }
+    case OpKind::kCausalMask: {
+      const int64_t matrix_rows = shape[shape.size() - 2];
+      const int64_t matrices = Product(shape, 0, shape.size() - 2);
+      error = kernels::LaunchCausalMask(x, result, matrices, matrix_rows, length,
+                                        plan.attributes.fill,
+                                        stream);
+      break;
+    }
+    case OpKind::kRotary: {
+      const int64_t positions = shape[shape.size() - 2];
+      const int32_t* given = nullptr;
+      if (operands.size() > 1) {
+        // A position's angle needs no bound but 0 below it.
+        if (absl::Status s = CheckRange(id, *operands[1], std::numeric_limits<int32_t>::max(), "position");
+            !s.ok()) {
+          return s;
+        }
+        given = operands[1]->i32();
+      }
+      error = kernels::LaunchRotary(x, given, result, Product(shape, 0, shape.size() - 2), positions, length,
+                                    plan.attributes.theta, plan.attributes.inverse,
+                                    stream);
+      break;
+    }
+    case OpKind::kCrossEntropy:
+    case OpKind::kCrossEntropyGrad: {
+      // logits [rows, length], labels [rows]; the check runs first so its
+      // answer covers exactly the labels this kernel reads.
+      const DeviceValue& labels = *operands[1];
+      if (absl::Status s = CheckRange(id, labels, length, "label"); !s.ok()) return s;
+      if (node.op == OpKind::kCrossEntropy) {
+        error = kernels::LaunchCrossEntropy(x, labels.i32(), result, rows, length, stream);
+      } else {
+        error = kernels::LaunchCrossEntropyGrad(x, labels.i32(), operands[2]->f32(), result, rows,
+                                                length, stream);
+      }
+      break;
+    }
+    default:
+      return absl::InternalError(
+          absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not row-wise"));
+  }
+  if (absl::Status s = CudaStatus(error, "row kernel launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
+    ir::ValueId id, const ir::Node& node, const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  cudaError_t error = cudaSuccess;
+  if (node.op == OpKind::kEmbedding) {
+    const DeviceValue& table = *operands[0];
+    const DeviceValue& ids = *operands[1];
+    const int64_t num_rows = table.type.shape[0];
+    const int64_t width = table.type.shape[1];
+    if (absl::Status s = CheckRange(id, ids, num_rows, "id"); !s.ok()) return s;
+    error = kernels::LaunchEmbedding(table.f32(), ids.i32(), out->mutable_f32(),
+                                     ids.type.num_elements(), num_rows, width, stream);
+  } else {
+    const DeviceValue& ids = *operands[0];
+    const DeviceValue& dy = *operands[1];
+    const int64_t num_rows = node.type.shape[0];
+    const int64_t width = node.type.shape[1];
+    const int64_t positions = ids.type.num_elements();
+    if (positions > std::numeric_limits<int32_t>::max()) {
+      return Unimplemented(node, absl::StrCat(positions, " ids (the sort takes at most 2^31 - 1)"));
+    }
+    if (absl::Status s = CheckRange(id, ids, num_rows, "id"); !s.ok()) return s;
+    // Freed in stream order after the launch, like any value.
+    absl::StatusOr<Buffer> scratch =
+        AllocateBytes(static_cast<int64_t>(kernels::EmbeddingGradScratchBytes(positions)));
+    if (!scratch.ok()) return scratch.status();
+    error = kernels::LaunchEmbeddingGrad(ids.i32(), dy.f32(), out->mutable_f32(), positions, num_rows, width,
+                                         DataOf(*scratch), stream);
+  }
+  if (absl::Status s = CudaStatus(error, "embedding launch"); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(ir::ValueId id, const ir::Node& node,
+                                                             const NodePlan& plan,
+                                                             const std::vector<const DeviceValue*>& operands) {
+  absl::StatusOr<DeviceValue> out = Allocate(node.type);
+  if (!out.ok()) return out.status();
+  const ir::Shape& q = operands[0]->type.shape;
+  const int64_t batch = q[0], heads = q[1], seq = q[2], width = q[3];
+  const int64_t kv_heads = operands[1]->type.shape[1], keys = operands[1]->type.shape[2];
+  const float* k = operands[1]->f32();
+  const float* v = operands[2]->f32();
+  cudaError_t error = cudaSuccess;
+  if (node.op == OpKind::kAttention) {
+    const int32_t* positions = nullptr;
+    if (operands.size() > 3) {  // queries against a cache: each reads keys up to its position
+      if (absl::Status s = CheckRange(id, *operands[3], keys, "position"); !s.ok()) return s;
+      positions = operands[3]->i32();
+    }
+    error = kernels::LaunchAttention(operands[0]->f32(), k, v, positions, out->mutable_f32(), batch, heads, kv_heads,
+                                     seq, keys, width, plan.attributes.scale, stream);
+  } else {
+    // Freed in stream order after the launch, like any value.
+    absl::StatusOr<Buffer> scratch =
+        AllocateBytes(static_cast<int64_t>(kernels::AttentionGradScratchBytes(batch * heads * seq)));
+    if (!scratch.ok()) return scratch.status();
+    float* dq = out->mutable_f32();
+    float* dk = dq + operands[0]->type.num_elements();
+    float* dv = dk + operands[1]->type.num_elements();
+    error = kernels::LaunchAttentionGrad(operands[0]->f32(), k, v, operands[3]->f32(), dq, dk, dv, batch, heads,
+                                         kv_heads, seq, width, plan.attributes.scale, DataOf(*scratch), stream);
+  }
+  if (absl::Status s = CudaStatus(error, "attention launch"); !s.ok()) return s;
+  return out;
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,226 @@
+#include "backends/cuda/node_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "ir/op_def.h"
+#include "ir/shape_rules.h"
+
+namespace tandem::cuda::runner {
+namespace {
+
+// The plan of reducing `in` over node's axes (one operand).
+absl::StatusOr<kernels::ReductionPlan> PlanReduction(const ir::Node& node, const Shape& in) {
+  const std::vector<int64_t>& axes = node.attributes.GetInts("axes");
+  const std::vector<int64_t> strides = RowMajorStrides(in);
+  std::vector<int64_t> kept_extents, kept_strides, reduced_extents, reduced_strides;
+  int64_t reduced_count = 1;
+  for (int64_t axis = 0; axis < static_cast<int64_t>(in.size()); ++axis) {
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
+      reduced_extents.push_back(in[axis]);
+      reduced_strides.push_back(strides[axis]);
+      reduced_count *= in[axis];
+    } else {
+      kept_extents.push_back(in[axis]);
+      kept_strides.push_back(strides[axis]);
+    }
+  }
+  kernels::ReductionPlan plan;
+  plan.num_outputs = node.type.num_elements();
+  plan.reduced_count = static_cast<float>(reduced_count);
+  absl::StatusOr<kernels::StridedMap> kept = MakeStridedMap(node, kept_extents, {kept_strides});
+  if (!kept.ok()) return kept.status();
+  plan.kept = *kept;
+  absl::StatusOr<kernels::StridedMap> reduced = MakeStridedMap(node, reduced_extents, {reduced_strides});
+  if (!reduced.ok()) return reduced.status();
+  plan.reduced_rank = reduced->rank;
+  for (int axis = 0; axis < reduced->rank; ++axis) {
+    plan.reduced_extents[axis] = reduced->extents[axis];
+    plan.reduced_strides[axis] = reduced->strides[0][axis];
+  }
+  return plan;
+}
+
+// `node`'s attributes as its launch reads them.
+NodePlan::Attributes TypedAttributes(const ir::Node& node) {
+  NodePlan::Attributes typed;
+  const ir::Attributes& a = node.attributes;
+  switch (node.op) {
+    case OpKind::kInput: typed.input_name = a.GetString("name"); break;
+    case OpKind::kConstant: typed.value = a.GetDouble("value"); break;
+    case OpKind::kSlice:
+      typed.axis = a.GetInt("axis");
+      typed.start = a.GetInt("start");
+      typed.limit = a.GetInt("limit");
+      break;
+    case OpKind::kConcat: typed.axis = a.GetInt("axis"); break;
+    case OpKind::kMatMul:
+      typed.transpose_a = a.GetIntOr("transpose_a", 0) != 0;
+      typed.transpose_b = a.GetIntOr("transpose_b", 0) != 0;
+      break;
+    case OpKind::kLayerNorm:
+    case OpKind::kNormalize:
+    case OpKind::kNormalizeGrad: typed.eps = static_cast<float>(a.GetDouble("eps")); break;
+    case OpKind::kCausalMask: typed.fill = static_cast<float>(a.GetDouble("fill")); break;
+    case OpKind::kRotary:
+      typed.theta = a.GetDouble("theta");
+      typed.inverse = a.GetInt("inverse") != 0;
+      break;
+    case OpKind::kAttention:
+    case OpKind::kAttentionGrad: typed.scale = static_cast<float>(a.GetDouble("scale")); break;
+    default: break;
+  }
+  return typed;
+}
+
+// The node's operand types fit its op and give its type (Internal, as the
+// reference kernels report operands that do not fit: a graph the verifier
+// would have rejected).
+absl::Status CheckOperandTypes(const ir::Node& node, const std::vector<TensorType>& types) {
+  if (node.op == OpKind::kConstant) return absl::OkStatus();
+  absl::StatusOr<TensorType> inferred = ir::InferResultType(node.op, types, node.attributes);
+  if (!inferred.ok()) return absl::InternalError(inferred.status().message());
+  if (*inferred != node.type) {
+    return absl::InternalError(absl::StrCat(ir::OpName(node.op), ": result type ",
+                                            ir::TypeToString(node.type), " differs from ",
+                                            ir::TypeToString(*inferred),
+                                            ", the type of its operands' shape rule"));
+  }
+  // The shape rule of cross_entropy_grad leaves these to the kernel.
+  if (node.op == OpKind::kCrossEntropyGrad &&
+      (!ir::IsComputedFloat(types[0].dtype) || types[2].dtype != types[0].dtype)) {
+    return absl::InternalError("cross_entropy_grad: logits and dy must be f32 or bf16, alike");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Unimplemented(const ir::Node& node, absl::string_view what) {
+  return absl::UnimplementedError(absl::StrCat(ir::OpName(node.op), ": ", what));
+}
+
+std::vector<int64_t> RowMajorStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int axis = static_cast<int>(shape.size()) - 2; axis >= 0; --axis) {
+    strides[axis] = strides[axis + 1] * shape[axis + 1];
+  }
+  return strides;
+}
+
+int64_t Product(const Shape& shape, size_t begin, size_t end) {
+  int64_t product = 1;
+  for (size_t axis = begin; axis < end; ++axis) product *= shape[axis];
+  return product;
+}
+
+// A StridedMap over `extents` with strides[operand][axis], with extent-1
+// axes dropped and each axis merged into its outer neighbour wherever every
+// operand steps across both as over one axis (same-shape operands collapse
+// to one axis). Unimplemented beyond kernels::kMaxRank merged axes.
+absl::StatusOr<kernels::StridedMap> MakeStridedMap(const ir::Node& node,
+                                                   const std::vector<int64_t>& extents,
+                                                   const std::vector<std::vector<int64_t>>& strides) {
+  kernels::StridedMap map;
+  map.num_operands = static_cast<int>(strides.size());
+  std::vector<int64_t> merged_extents;
+  std::vector<std::vector<int64_t>> merged_strides(strides.size());
+  for (size_t axis = 0; axis < extents.size(); ++axis) {
+    if (extents[axis] == 1) continue;
+    bool mergeable = !merged_extents.empty();
+    for (size_t op = 0; mergeable && op < strides.size(); ++op) {
+      mergeable = merged_strides[op].back() == strides[op][axis] * extents[axis];
+    }
+    if (mergeable) {
+      merged_extents.back() *= extents[axis];
+      for (size_t op = 0; op < strides.size(); ++op) merged_strides[op].back() = strides[op][axis];
+    } else {
+      merged_extents.push_back(extents[axis]);
+      for (size_t op = 0; op < strides.size(); ++op) merged_strides[op].push_back(strides[op][axis]);
+    }
+  }
+  if (merged_extents.size() > static_cast<size_t>(kernels::kMaxRank)) {
+    return Unimplemented(node, absl::StrCat("more than ", kernels::kMaxRank,
+                                            " axes after merging are not supported on the GPU"));
+  }
+  map.rank = static_cast<int>(merged_extents.size());
+  for (int axis = 0; axis < map.rank; ++axis) {
+    map.extents[axis] = merged_extents[axis];
+    for (size_t op = 0; op < strides.size(); ++op) map.strides[op][axis] = merged_strides[op][axis];
+  }
+  return map;
+}
+
+// The NumPy broadcast of `inputs` to `out`: stride 0 along missing and
+// extent-1 axes. The shape rules have checked that the shapes broadcast.
+absl::StatusOr<kernels::StridedMap> MakeBroadcastMap(const ir::Node& node, const Shape& out,
+                                                     const std::vector<const Shape*>& inputs) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const Shape* input : inputs) {
+    const std::vector<int64_t> contiguous = RowMajorStrides(*input);
+    const int offset = static_cast<int>(out.size()) - static_cast<int>(input->size());
+    std::vector<int64_t> aligned(out.size(), 0);
+    for (int axis = std::max(offset, 0); axis < static_cast<int>(out.size()); ++axis) {
+      if ((*input)[axis - offset] != 1) aligned[axis] = contiguous[axis - offset];
+    }
+    strides.push_back(std::move(aligned));
+  }
+  return MakeStridedMap(node, out, strides);
+}
+
+std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to) {
+  using kernels::ConvertOp;
+  if (from == DType::kF32 && to == DType::kI32) return ConvertOp::kF32ToI32;
+  if (from == DType::kI32 && to == DType::kF32) return ConvertOp::kI32ToF32;
+  if (from == DType::kF32 && to == DType::kBF16) return ConvertOp::kF32ToBf16;
+  if (from == DType::kBF16 && to == DType::kF32) return ConvertOp::kBf16ToF32;
+  if (from == DType::kBF16 && to == DType::kI32) return ConvertOp::kBf16ToI32;
+  if (from == DType::kI32 && to == DType::kBF16) return ConvertOp::kI32ToBf16;
+  return std::nullopt;
+}
+
+// Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
+// and an operand or its result is bf16.
+bool ComputesOnBf16(const ir::Node& node, const std::vector<TensorType>& operands) {
+  if (ir::MovesAnyDType(node.op)) return false;
+  if (node.type.dtype == DType::kBF16) return true;
+  for (const TensorType& operand : operands) {
+    if (operand.dtype == DType::kBF16) return true;
+  }
+  return false;
+}
+
+// What `node`'s launches need that its operands' static types decide.
+absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<TensorType>& types) {
+  NodePlan plan;
+  plan.attributes = TypedAttributes(node);
+  if (node.op == OpKind::kInput) return plan;
+  if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return s;
+  plan.through_f32 = ComputesOnBf16(node, types);
+  if (plan.through_f32) {
+    plan.f32_node = node;
+    if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;
+  }
+  const ir::OpFamily family = ir::Def(node.op).family;
+  if (family == ir::OpFamily::kReduction) {
+    absl::StatusOr<kernels::ReductionPlan> reduction = PlanReduction(node, types[0].shape);
+    if (!reduction.ok()) return reduction.status();
+    plan.reduction = *reduction;
+  } else if (node.op == OpKind::kTranspose) {
+    const std::vector<int64_t> in_strides = RowMajorStrides(types[0].shape);
+    std::vector<int64_t> strides;
+    for (int64_t axis : node.attributes.GetInts("permutation")) strides.push_back(in_strides[axis]);
+    absl::StatusOr<kernels::StridedMap> map = MakeStridedMap(node, node.type.shape, {strides});
+    if (!map.ok()) return map.status();
+    plan.map = *map;
+  } else if (family == ir::OpFamily::kBinary || family == ir::OpFamily::kSelect || node.op == OpKind::kBroadcast) {
+    std::vector<const Shape*> shapes;
+    for (const TensorType& type : types) shapes.push_back(&type.shape);
+    absl::StatusOr<kernels::StridedMap> map = MakeBroadcastMap(node, node.type.shape, shapes);
+    if (!map.ok()) return map.status();
+    plan.map = *map;
+  }
+  return plan;
+}
+
+}  // namespace tandem::cuda::runner
