@@ -65,10 +65,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(ir::TrainStep step, c
     std::set<std::string>& names = started_state.emplace_back();
     for (const auto& [binding, source] : actor_state) names.insert(binding);
   }
-  auto pipeline = std::unique_ptr<Pipeline>(
-      new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done, std::move(fill), options));
-  pipeline->started_state_ = std::move(started_state);
-  return pipeline;
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(step), *std::move(compiled), std::move(launcher), steps_done,
+                                                std::move(fill), options, std::move(started_state)));
 }
 
 absl::StatusOr<int32_t> Pipeline::AddStep(ir::TrainStep step, const schedules::Schedule& schedule) {
@@ -122,8 +120,8 @@ absl::StatusOr<std::vector<ir::StepInputs>> Pipeline::NextInputs(const std::vect
     return absl::InvalidArgumentError(absl::StrCat(
         "the step is compiled for ", compiled().global_microbatches(), " microbatches",
         compiled().num_replicas == 1 ? ""
-                                    : absl::StrCat(" (", compiled().num_microbatches, " on each of ",
-                                                   compiled().num_replicas, " replicas)"),
+                                     : absl::StrCat(" (", compiled().num_microbatches, " on each of ",
+                                                    compiled().num_replicas, " replicas)"),
         ", got ", microbatches.size()));
   }
   const int64_t step_number = steps_run_ + 1;

@@ -129,8 +129,9 @@ class Pipeline {
 
  private:
   Pipeline(ir::TrainStep step, CompiledStep compiled, std::unique_ptr<Launcher> launcher, int64_t steps_done,
-           PipelineFill fill, CompileOptions options)
-      : launcher_(std::move(launcher)), steps_run_(steps_done), fill_(std::move(fill)), options_(std::move(options)) {
+           PipelineFill fill, CompileOptions options, std::vector<std::set<std::string>> started_state)
+      : launcher_(std::move(launcher)), steps_run_(steps_done), fill_(std::move(fill)), options_(std::move(options)),
+        started_state_(std::move(started_state)) {
     steps_.push_back({std::move(step), std::move(compiled)});
   }
 

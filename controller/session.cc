@@ -366,6 +366,27 @@ absl::StatusOr<std::string> Session::FinishCheckpoint(bool wait) {
   return **saved;
 }
 
+Session::ScratchState::~ScratchState() {
+  std::error_code ignored;
+  fs::remove_all(path, ignored);
+}
+
+absl::StatusOr<std::unique_ptr<Session::ScratchState>> Session::SaveScratch(const std::string& scratch,
+                                                                             const std::string& purpose,
+                                                                             const std::vector<std::string>& names) {
+  if (absl::StatusOr<std::string> finished = FinishCheckpoint(/*wait=*/true); !finished.ok()) return finished.status();
+  absl::StatusOr<std::string> saved =
+      Recovering<std::string>(absl::StrCat("the state after step ", pipeline_->steps_done(), " for ", purpose),
+                              [&] { return controller::SaveCheckpoint(*pipeline_, scratch); });
+  if (!saved.ok()) return saved.status();
+  auto state = std::make_unique<ScratchState>();
+  state->path = *saved;
+  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*saved, pipeline_->step());
+  if (!loaded.ok()) return loaded.status();
+  for (const std::string& name : names) state->sources[name] = loaded->state.at(name);
+  return state;
+}
+
 absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> Session::Evaluate(
     const ir::TrainStep& forward, int64_t count,
     const std::function<absl::StatusOr<std::vector<ir::TensorMap>>(int64_t index)>& batch,
@@ -380,30 +401,16 @@ absl::StatusOr<std::vector<std::vector<ir::HostTensor>>> Session::Evaluate(
                                                      "' is not the training step's (by name and type)"));
     }
   }
-  if (absl::StatusOr<std::string> finished = FinishCheckpoint(/*wait=*/true); !finished.ok()) return finished.status();
-  // The state now, as files the evaluating actors read.
-  absl::StatusOr<std::string> saved =
-      Recovering<std::string>(absl::StrCat("the state after step ", pipeline_->steps_done(), " for an evaluation"),
-                              [&] { return controller::SaveCheckpoint(*pipeline_, scratch); });
+  std::vector<std::string> names;
+  for (const ir::StateSpec& spec : forward.state) names.push_back(spec.name);
+  absl::StatusOr<std::unique_ptr<ScratchState>> saved = SaveScratch(scratch, "an evaluation", names);
   if (!saved.ok()) return saved.status();
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ignored;
-      fs::remove_all(path, ignored);
-    }
-  } remove{*saved};
-  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*saved, pipeline_->step());
-  if (!loaded.ok()) return loaded.status();
-  ir::StateSources parameters;
-  for (const ir::StateSpec& spec : forward.state) parameters[spec.name] = loaded->state.at(spec.name);
-
   SessionOptions options = options_;
   options.max_restarts = 0;
   options.remat.clear();
   options.checkpoint_root.clear();
   absl::StatusOr<std::unique_ptr<Session>> evaluating = StartFrom(
-      forward, controller::ForwardOnly(schedule_), parameters, pipeline_->steps_done(), std::move(options));
+      forward, controller::ForwardOnly(schedule_), (*saved)->sources, pipeline_->steps_done(), std::move(options));
   if (!evaluating.ok()) return evaluating.status();
   std::vector<std::vector<ir::HostTensor>> outputs;
   for (int64_t index = 0; index < count; ++index) {
@@ -434,28 +441,16 @@ absl::StatusOr<controller::GenerationReport> Session::Generate(const controller:
           absl::StrCat("the generation's parameter '", spec.name, "' is not the training step's (by name and type)"));
     }
   }
-  if (absl::StatusOr<std::string> finished = FinishCheckpoint(/*wait=*/true); !finished.ok()) return finished.status();
-  absl::StatusOr<std::string> saved =
-      Recovering<std::string>(absl::StrCat("the state after step ", pipeline_->steps_done(), " for a generation"),
-                              [&] { return controller::SaveCheckpoint(*pipeline_, scratch); });
-  if (!saved.ok()) return saved.status();
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ignored;
-      fs::remove_all(path, ignored);
-    }
-  } remove{*saved};
-  absl::StatusOr<controller::LoadedCheckpoint> loaded = controller::LoadCheckpoint(*saved, pipeline_->step());
-  if (!loaded.ok()) return loaded.status();
-  ir::StateSources parameters;
+  std::vector<std::string> names;
   for (const ir::StateSpec& spec : steps.prefill.state) {
-    if (spec.role == ir::StateRole::kParameter) parameters[spec.name] = loaded->state.at(spec.name);
+    if (spec.role == ir::StateRole::kParameter) names.push_back(spec.name);
   }
+  absl::StatusOr<std::unique_ptr<ScratchState>> saved = SaveScratch(scratch, "a generation", names);
+  if (!saved.ok()) return saved.status();
   absl::StatusOr<std::unique_ptr<controller::Launcher>> launcher = MakeLauncher();
   if (!launcher.ok()) return launcher.status();
   absl::StatusOr<std::unique_ptr<controller::Generator>> generator = controller::Generator::OnPipeline(
-      steps, controller::ForwardOnly(schedule_), parameters, *std::move(launcher));
+      steps, controller::ForwardOnly(schedule_), (*saved)->sources, *std::move(launcher));
   if (!generator.ok()) return generator.status();
   return (*generator)->Generate(prompts, tokens, pick);
 }

@@ -244,6 +244,17 @@ class Session {
   absl::StatusOr<std::unique_ptr<controller::Launcher>> MakeLauncher();
   // What this session compiles with.
   controller::CompileOptions CompileOptionsFor() const;
+  // The state after steps_done(), written by the actors as a checkpoint
+  // under `scratch` for the actors of another pipeline to read (Evaluate,
+  // Generate, `purpose` naming it): where each of `names` is there. The
+  // checkpoint is removed with the result.
+  struct ScratchState {
+    ir::StateSources sources;
+    std::string path;
+    ~ScratchState();
+  };
+  absl::StatusOr<std::unique_ptr<ScratchState>> SaveScratch(const std::string& scratch, const std::string& purpose,
+                                                            const std::vector<std::string>& names);
   // Runs `call`; when it loses an actor, restarts (Restart) and runs it
   // again. `during` names it in the restart's record.
   template <typename T>
