@@ -17,6 +17,7 @@
 #include "controller/compiler.h"
 #include "controller/local_launcher.h"
 #include "controller/session.h"
+#include "examples/generation.h"
 #include "examples/models/gpt.h"
 #include "examples/models/llama.h"
 #include "gmock/gmock.h"
@@ -191,6 +192,27 @@ TEST_P(Models, CachedGenerationGivesTheUncachedTokensPastTheWindow) {
   EXPECT_EQ(report->decode_steps, 7);
   EXPECT_EQ(report->decode_tokens, 7);
   EXPECT_EQ(report->prefill_tokens, 3 + 4 * kWindow);
+}
+
+TEST_P(Models, SampledCachedGenerationDrawsTheUncachedGenerationsTokens) {
+  cpu::SetBlasThreads(1);
+  // Seeded top-k sampling: the first sequence draws what the uncached
+  // generation draws; a second sequence draws from a stream of its own.
+  const Logits model = Model(1, 2);
+  const GenerationSteps steps = Steps(model, 1);
+  const ir::TensorMap parameters = Parameters(steps.prefill);
+  const examples::SamplingOptions sampling{.tokens = 14, .temperature = 1.5, .top_k = 6, .seed = 11};
+  absl::StatusOr<std::unique_ptr<Generator>> generator = Generator::OnReference(steps, parameters);
+  ASSERT_TRUE(generator.ok()) << generator.status();
+  const std::vector<int32_t> prompt = {5, 9, 2};
+  absl::StatusOr<GenerationReport> report =
+      (*generator)->Generate({prompt, prompt}, sampling.tokens, examples::TokenPicker(sampling));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ir::TrainStep whole = Trace(Model(1, 1), Mode::kNone, 1);
+  absl::StatusOr<std::vector<int32_t>> uncached = examples::Generate(whole.microbatch, parameters, prompt, sampling);
+  ASSERT_TRUE(uncached.ok()) << uncached.status();
+  EXPECT_EQ(report->tokens[0], *uncached);
+  EXPECT_NE(report->tokens[1], report->tokens[0]);
 }
 
 // Several prompts of different lengths over 2 microbatches of 2 sequences,
