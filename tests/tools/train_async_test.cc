@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temporary_directory.h"
 #include "tests/tools/cli_process.h"
 
 namespace tandem::cli {
@@ -54,8 +55,9 @@ INSTANTIATE_TEST_SUITE_P(SchedulesLaunchers, TrainAsync,
 // the same weight versions, not a synchronous step under an asynchronous
 // schedule's name.
 TEST(TrainAsyncReference, TheReferenceLauncherKeepsTheScheduleWeightVersions) {
-  const auto losses_of = [](const std::string& schedule, const std::string& launcher) {
-    const std::string path = ::testing::TempDir() + "/tandem-async-losses-" + schedule + "-" + launcher;
+  test::TemporaryDirectory dir("tandem-async-losses");
+  const auto losses_of = [&](const std::string& schedule, const std::string& launcher) {
+    const std::string path = dir.Path(schedule + "-" + launcher);
     std::string out, err;
     const int code = RunTrain({"--model", "mlp", "--actors", "2", "--schedule", schedule, "--microbatches", "4",
                                "--steps", "4", "--eval-batches", "0", "--launcher", launcher, "--losses", path},
