@@ -57,27 +57,11 @@ int Fail(std::ostream& err, const absl::Status& status, int code = 1) {
 
 double PerSecond(int64_t tokens, double seconds) { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0; }
 
-int32_t Greedy(const float* logits, int64_t vocab, int64_t, int64_t) {
-  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-}
-
-// The parameters of `step`, from their initializers.
-absl::StatusOr<ir::TensorMap> Parameters(const ir::TrainStep& step) {
-  ir::TensorMap parameters;
-  for (const ir::StateSpec& spec : step.state) {
-    if (spec.role != ir::StateRole::kParameter) continue;
-    absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(spec.name, ir::StateSource{spec.type, spec.init});
-    if (!tensor.ok()) return tensor.status();
-    parameters[spec.name] = *std::move(tensor);
-  }
-  return parameters;
-}
-
 // A generation with the cache, as a Way.
 absl::StatusOr<Way> Cached(std::string name, controller::Generator& generator,
                            const std::vector<std::vector<int32_t>>& prompts, int64_t tokens) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<controller::GenerationReport> report = generator.Generate(prompts, tokens, Greedy);
+  absl::StatusOr<controller::GenerationReport> report = generator.Generate(prompts, tokens, examples::TokenPicker({}));
   if (!report.ok()) return report.status();
   Way way{.name = std::move(name)};
   way.seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -119,7 +103,8 @@ int RunGenerateBench(const CLI::App& command, GenerateBenchOptions options, std:
   if (!single.ok()) return Fail(err, single.status());
   absl::StatusOr<ir::TrainStep> forward = TraceForwardStep("generate", single->logits, {.seed = whole.seed});
   if (!forward.ok()) return Fail(err, forward.status());
-  absl::StatusOr<ir::TensorMap> parameters = Parameters(*forward);
+  // The forward step's state is its parameters, from their initializers.
+  absl::StatusOr<ir::TensorMap> parameters = ir::InitialState(*forward);
   if (!parameters.ok()) return Fail(err, parameters.status());
   {
     Way way{.name = "without a cache (a whole forward per token)"};

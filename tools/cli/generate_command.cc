@@ -154,9 +154,6 @@ void AddGenerateCommand(CommandLine& command_line) {
     } else {
       absl::StatusOr<controller::GenerationSteps> steps = TraceGenerationSteps(model);
       if (!steps.ok()) return Failure(streams.err, *command, steps.status());
-      absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> sources =
-          ModelParameterFileSources(o.parameters, model.model, steps->prefill, streams.err);
-      if (!sources.ok()) return Failure(streams.err, *command, sources.status());
       absl::StatusOr<std::unique_ptr<controller::Generator>> generator;
       std::string where = "in this process";
       if (o.actors == 0) {
@@ -165,14 +162,15 @@ void AddGenerateCommand(CommandLine& command_line) {
             !fits.ok()) {
           return Failure(streams.err, *command, fits);
         }
-        ir::TensorMap parameters;
-        for (const auto& [name, source] : *sources) {
-          absl::StatusOr<ir::HostTensor> tensor = ir::MaterializeState(name, source);
-          if (!tensor.ok()) return Failure(streams.err, *command, tensor.status());
-          parameters[name] = *std::move(tensor);
-        }
-        generator = controller::Generator::OnReference(*std::move(steps), std::move(parameters));
+        absl::StatusOr<ir::TensorMap> parameters =
+            LoadModelParameters(o.parameters, model.model, steps->prefill, streams.err);
+        if (!parameters.ok()) return Failure(streams.err, *command, parameters.status());
+        generator = controller::Generator::OnReference(*std::move(steps), *std::move(parameters));
       } else {
+        // The actors read their shares themselves (a checkpoint's files).
+        absl::StatusOr<std::vector<std::pair<std::string, ir::StateSource>>> sources =
+            ModelParameterFileSources(o.parameters, model.model, steps->prefill, streams.err);
+        if (!sources.ok()) return Failure(streams.err, *command, sources.status());
         absl::StatusOr<LauncherChoice> launcher = MakeLauncher(o.launcher);
         if (!launcher.ok()) return Failure(streams.err, *command, launcher.status(), 2);
         absl::StatusOr<schedules::Schedule> gpipe =
