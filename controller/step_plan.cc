@@ -225,13 +225,14 @@ const ir::StateSpec* StepPlan::State(const std::string& name) const {
   return it == state_.end() ? nullptr : it->second;
 }
 
-bool StepPlan::IsCache(const std::string& output) const {
-  const ir::StateSpec* spec = State(ir::CacheStateName(output, 0));
-  return spec != nullptr && spec->role == ir::StateRole::kCache;
-}
+bool StepPlan::IsCache(const std::string& output) const { return cache_outputs_.contains(output); }
 
 void StepPlan::PlanAccumulators() {
   for (const ir::StateSpec& spec : step_->state) state_.emplace(spec.name, &spec);
+  for (const ir::GraphOutput& output : step_->microbatch.outputs()) {
+    const ir::StateSpec* spec = State(ir::CacheStateName(output.name, 0));
+    if (spec != nullptr && spec->role == ir::StateRole::kCache) cache_outputs_.insert(output.name);
+  }
   std::map<std::string, ir::ValueId> outputs;
   for (const ir::GraphOutput& output : step_->microbatch.outputs()) outputs.emplace(output.name, output.value);
   const ir::Graph& update = step_->update;

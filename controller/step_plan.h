@@ -122,6 +122,7 @@ class StepPlan {
   std::map<std::string, std::set<int32_t>> holders_;
   std::map<std::string, AccumulatorInfo> accumulators_;
   std::map<std::string, const ir::StateSpec*> state_;
+  std::set<std::string> cache_outputs_;  // the microbatch outputs that rewrite a cache
   std::map<std::string, std::string> accumulator_of_;  // gradient output -> accumulator
 };
 
