@@ -8,6 +8,7 @@
 #include "backends/cpu/kernels/kernel_support.h"
 #include "backends/cpu/kernels/parallel.h"
 #include "ir/graph_plan.h"
+#include "tbb/task_arena.h"
 
 namespace tandem::cpu {
 absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorMap& inputs,
@@ -312,22 +313,43 @@ absl::StatusOr<StepResult> RunReferenceStep(const ir::TrainStep& step, ir::Tenso
     return RunAsynchronousStep(step, state, microbatches, step_number, run);
   }
   // Each replica sums its microbatches in order; then the replicas' sums
-  // are added in replica order (ir/all_reduce.h).
+  // are added in replica order (ir/all_reduce.h). On the reference
+  // kernels, up to one microbatch per kernel thread runs at once (a small
+  // model's kernels alone cannot keep the threads busy): the outputs of a
+  // window of them are kept, then added in microbatch order, so the bits are
+  // those of one at a time.
+  const int32_t window = runner ? 1 : std::max(1, tbb::this_task_arena::max_concurrency());
+  const ir::GraphPlan plan = ir::PlanGraph(step.microbatch);
   StepResult result;
   ir::TensorMap accumulators;
   for (int32_t replica = 0; replica < step.num_replicas; ++replica) {
     ir::TensorMap replica_sums;
-    for (int32_t local = 0; local < step.num_microbatches; ++local) {
-      const size_t m = static_cast<size_t>(replica) * step.num_microbatches + local;
-      absl::StatusOr<ir::TensorMap> outputs = run(step.microbatch, MicrobatchInputs(state, microbatches[m]));
-      if (!outputs.ok()) {
-        return absl::Status(outputs.status().code(), absl::StrCat("microbatch ", m, ": ", outputs.status().message()));
+    for (int32_t first = 0; first < step.num_microbatches; first += window) {
+      const int32_t count = std::min(window, step.num_microbatches - first);
+      const size_t base = static_cast<size_t>(replica) * step.num_microbatches + first;
+      std::vector<absl::StatusOr<ir::TensorMap>> outputs(static_cast<size_t>(count));
+      if (runner) {
+        outputs[0] = runner(step.microbatch, MicrobatchInputs(state, microbatches[base]));
+      } else {
+        internal::ParallelFor(count, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            outputs[i] = RunGraph(step.microbatch, plan, MicrobatchInputs(state, microbatches[base + i]));
+          }
+        });
       }
-      result.losses.push_back(outputs->at("loss").f32()[0]);
-      ir::TensorMap gradients;
-      for (const ir::Accumulator& acc : step.accumulators) gradients[acc.name] = outputs->at(acc.source);
-      if (absl::Status status = AddInto(replica_sums, gradients, absl::StrCat("microbatch ", m)); !status.ok()) {
-        return status;
+      for (int32_t i = 0; i < count; ++i) {
+        const size_t m = base + i;
+        if (!outputs[i].ok()) {
+          return absl::Status(outputs[i].status().code(),
+                              absl::StrCat("microbatch ", m, ": ", outputs[i].status().message()));
+        }
+        const ir::TensorMap finished = *std::move(outputs[i]);  // freed once added
+        result.losses.push_back(finished.at("loss").f32()[0]);
+        ir::TensorMap gradients;
+        for (const ir::Accumulator& acc : step.accumulators) gradients[acc.name] = finished.at(acc.source);
+        if (absl::Status status = AddInto(replica_sums, gradients, absl::StrCat("microbatch ", m)); !status.ok()) {
+          return status;
+        }
       }
     }
     if (absl::Status status = AddInto(accumulators, replica_sums, absl::StrCat("replica ", replica)); !status.ok()) {

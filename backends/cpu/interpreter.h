@@ -59,8 +59,12 @@ using GraphRunner = std::function<absl::StatusOr<ir::TensorMap>(const ir::Graph&
 // step.group_size() microbatches instead, as update (step_number-1)*K + g + 1
 // for group g of K, each microbatch computing on the weight version its
 // stage's delay names (ir/train_step.h).
-// Graphs run on `runner` (RunGraph when empty); accumulation is always
-// AccumulateGradient, as in every executor.
+// Graphs run on `runner` (RunGraph when empty), one at a time; on RunGraph,
+// up to one microbatch per thread of the calling oneTBB arena
+// (kernel_threads.h) runs at once, and their gradients are still added in
+// microbatch order: the same bits, with that many microbatches' activations
+// and gradients alive together. Accumulation is always AccumulateGradient,
+// as in every executor.
 absl::StatusOr<StepResult> RunReferenceStep(const ir::TrainStep& step, ir::TensorMap& state,
                                             const std::vector<ir::TensorMap>& microbatches, int64_t step_number,
                                             const GraphRunner& runner = nullptr);
