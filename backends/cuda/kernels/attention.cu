@@ -68,6 +68,90 @@ __global__ void AttentionKernel(const float* q, const float* k, const float* v, 
   }
 }
 
+// The forward in the manner of FlashAttention-2, for widths up to
+// kMaxTiledWidth: a block of kQueryTile threads takes kQueryTile query rows
+// of one (batch, head) pair, a row a thread, and walks the keys those rows
+// read in tiles of kKeyTile, each tile's keys and values loaded once into
+// shared memory for the whole block (the row-per-thread kernel above reads
+// them from global memory once per row and pass). Each row keeps a running
+// max m, sum l and output accumulator: a tile's scores are computed into
+// registers, the accumulator and l are rescaled by exp(m - m') once per
+// tile, then the tile's weights exp(s - m') added in key order. No T x T
+// buffer exists, and the order of every operation is fixed by the shape
+// (the tile sizes are constants), never by the launch, so the bits repeat;
+// they differ from the two-pass kernel's (and the reference's) by the
+// rescaling's rounding, a few ulp.
+constexpr int kQueryTile = 64;
+constexpr int kKeyTile = 32;
+constexpr int64_t kMaxTiledWidth = 128;
+
+__global__ void AttentionTiledKernel(const float* q, const float* k, const float* v, const int32_t* positions,
+                                     float* out, AttentionGeometry g, int64_t query_tiles, int64_t units) {
+  __shared__ float key_tile[kKeyTile * kMaxTiledWidth];
+  __shared__ float value_tile[kKeyTile * kMaxTiledWidth];
+  __shared__ int64_t block_keys;
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int64_t pair = unit / query_tiles;  // batch * heads + head
+    const int64_t first = (unit % query_tiles) * kQueryTile;
+    const int64_t b = pair / g.heads;
+    const int64_t i = first + threadIdx.x;
+    const bool active = i < g.seq;
+    // Keys row i reads: 0..positions[b, i], or 0..i.
+    const int64_t n = active ? (positions != nullptr ? positions[b * g.seq + i] : i) + 1 : 0;
+    if (threadIdx.x == 0) {
+      int64_t most = 0;
+      for (int64_t row = first; row < first + kQueryTile && row < g.seq; ++row) {
+        const int64_t keys = (positions != nullptr ? positions[b * g.seq + row] : row) + 1;
+        most = keys > most ? keys : most;
+      }
+      block_keys = most;
+    }
+    __syncthreads();
+    const int64_t key_count = block_keys;
+    const int64_t r = pair * g.seq + (active ? i : first);
+    const float* keys = k + g.KeyBase(pair * g.seq);
+    const float* values = v + g.KeyBase(pair * g.seq);
+    const float* q_row = q + r * g.width;
+    float acc[kMaxTiledWidth];
+    for (int64_t d = 0; d < g.width; ++d) acc[d] = 0.0f;
+    float m = -INFINITY;
+    float l = 0.0f;
+    for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
+      const int64_t count = key_count - tile < kKeyTile ? key_count - tile : kKeyTile;
+      for (int64_t e = threadIdx.x; e < count * g.width; e += blockDim.x) {
+        key_tile[e] = keys[tile * g.width + e];
+        value_tile[e] = values[tile * g.width + e];
+      }
+      __syncthreads();
+      const int64_t mine = n - tile < count ? n - tile : count;  // this row's keys in the tile
+      if (mine > 0) {
+        float scores[kKeyTile];
+        float tile_max = -INFINITY;
+        for (int64_t j = 0; j < mine; ++j) {
+          scores[j] = Dot(q_row, key_tile + j * g.width, g.width) * g.scale;
+          tile_max = scores[j] > tile_max ? scores[j] : tile_max;
+        }
+        const float next = m > tile_max ? m : tile_max;
+        const float rescale = expf(m - next);  // 0 for the first tile (m = -inf)
+        l = l * rescale;
+        for (int64_t d = 0; d < g.width; ++d) acc[d] = acc[d] * rescale;
+        for (int64_t j = 0; j < mine; ++j) {
+          const float p = expf(scores[j] - next);
+          l = l + p;
+          for (int64_t d = 0; d < g.width; ++d) acc[d] = acc[d] + p * value_tile[j * g.width + d];
+        }
+        m = next;
+      }
+      __syncthreads();  // the tile is overwritten next
+    }
+    if (active) {
+      float* o = out + r * g.width;
+      for (int64_t d = 0; d < g.width; ++d) o[d] = acc[d] / l;
+    }
+    __syncthreads();  // block_keys is rewritten for the next unit
+  }
+}
+
 // dq of each query row, and its max, sum and delta = sum_j p_j dp_j into
 // stats[3 row ..].
 __global__ void AttentionQueryGradKernel(const float* q, const float* k, const float* v, const float* dy,
@@ -169,7 +253,14 @@ cudaError_t LaunchAttention(const float* q, const float* k, const float* v, cons
                             float scale, cudaStream_t stream) {
   const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, keys};
   const int64_t rows = batch * heads * seq;
-  return Launch(rows, stream, AttentionKernel, q, k, v, positions, out, geometry, rows);
+  if (rows <= 0) return cudaSuccess;
+  if (width > kMaxTiledWidth) return Launch(rows, stream, AttentionKernel, q, k, v, positions, out, geometry, rows);
+  const int64_t query_tiles = (seq + kQueryTile - 1) / kQueryTile;
+  const int64_t units = batch * heads * query_tiles;
+  const auto blocks = static_cast<unsigned>(units < kMaxBlocks ? units : kMaxBlocks);
+  TANDEM_LAUNCH(AttentionTiledKernel, blocks, kQueryTile, 0, stream)(q, k, v, positions, out, geometry, query_tiles,
+                                                                      units);
+  return cudaGetLastError();
 }
 
 size_t AttentionGradScratchBytes(int64_t query_rows) {

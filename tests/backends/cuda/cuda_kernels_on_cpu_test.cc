@@ -539,6 +539,29 @@ TEST(CudaKernelsOnCpu, AttentionAndItsGradientMatchTheReferenceWithGroupedHeads)
   ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, scale), 1e-4, 1e-5, "attention_grad");
 }
 
+TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheReference) {
+  // 70 queries: two blocks of query rows, the second partly idle; three key
+  // tiles, the last partial; and, at positions, rows of one block reading
+  // different numbers of tiles.
+  const HostTensor q = Random({1, 4, 70, 8}, -1, 1, 40), k = Random({1, 2, 70, 8}, -1, 1, 41),
+                   v = Random({1, 2, 70, 8}, -1, 1, 42);
+  const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 1, 4, 2, 70, 70, 8, 0.3f, kStream);
+  });
+  ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, {{"scale", 0.3}}), 1e-5, 1e-6, "tiled attention");
+
+  const HostTensor cache_k = Random({1, 2, 100, 8}, -1, 1, 43), cache_v = Random({1, 2, 100, 8}, -1, 1, 44);
+  std::vector<int32_t> at(70);
+  for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % 100);
+  const HostTensor positions = HostTensor::FromInts({1, 70}, at);
+  const HostTensor cached = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), cache_k.f32(), cache_v.f32(), positions.i32(), result.f32(), 1, 4, 2, 70, 100, 8,
+                           0.3f, kStream);
+  });
+  ExpectClose(cached, Reference(OpKind::kAttention, {q, cache_k, cache_v, positions}, {{"scale", 0.3}}), 1e-5, 1e-6,
+              "tiled attention at positions");
+}
+
 TEST(CudaKernelsOnCpu, TheRangeCheckFindsTheFirstBadIdWhateverTheThreadsFindFirst) {
   std::vector<int32_t> values(1000, 3);
   values[700] = 10;  // found early by its thread's share, later in index order
