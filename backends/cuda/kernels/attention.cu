@@ -217,6 +217,154 @@ __global__ void AttentionKeyGradKernel(const float* q, const float* k, const flo
   }
 }
 
+// The gradient, tiled as the forward is (widths up to kMaxTiledWidth).
+// dq: a block of kQueryTile query rows of one pair sweeps the keys its rows
+// read three times through shared-memory tiles: the running max and sum,
+// then delta = sum_j p_j dp_j, then dq; it leaves each row's max, sum and
+// delta in `stats` for the keys' pass. dk and dv: a block of kKeyRows key
+// rows of one key/value pair walks the query rows of each of its query
+// heads in tiles of kQueryRowsTile (rows, dy rows and stats loaded once for
+// the block); each key row adds, per head in order and query row in order
+// from its own, exactly the terms the row-per-thread kernel adds. No
+// atomics: every sum is one thread's, in an order fixed by the shape.
+constexpr int kKeyRows = 64;
+constexpr int kQueryRowsTile = 32;
+
+__global__ void AttentionQueryGradTiledKernel(const float* q, const float* k, const float* v, const float* dy,
+                                              float* dq, float* stats, AttentionGeometry g, int64_t query_tiles,
+                                              int64_t units) {
+  __shared__ float key_tile[kKeyTile * kMaxTiledWidth];
+  __shared__ float value_tile[kKeyTile * kMaxTiledWidth];
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int64_t pair = unit / query_tiles;
+    const int64_t first = (unit % query_tiles) * kQueryTile;
+    const int64_t i = first + threadIdx.x;
+    const bool active = i < g.seq;
+    const int64_t n = active ? i + 1 : 0;
+    const int64_t key_count = first + kQueryTile < g.seq ? first + kQueryTile : g.seq;
+    const int64_t r = pair * g.seq + (active ? i : first);
+    const float* keys = k + g.KeyBase(pair * g.seq);
+    const float* values = v + g.KeyBase(pair * g.seq);
+    const float* q_row = q + r * g.width;
+    const float* dy_row = dy + r * g.width;
+    // Loads the tile at `tile` (keys, and values when asked) and returns
+    // how many of its keys this row reads.
+    auto load = [&](int64_t tile, bool with_values) {
+      const int64_t count = key_count - tile < kKeyTile ? key_count - tile : kKeyTile;
+      for (int64_t e = threadIdx.x; e < count * g.width; e += blockDim.x) {
+        key_tile[e] = keys[tile * g.width + e];
+        if (with_values) value_tile[e] = values[tile * g.width + e];
+      }
+      __syncthreads();
+      return n - tile < count ? n - tile : count;
+    };
+    float m = -INFINITY;
+    float l = 0.0f;
+    for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
+      const int64_t mine = load(tile, false);
+      if (mine > 0) {
+        float scores[kKeyTile];
+        float tile_max = -INFINITY;
+        for (int64_t j = 0; j < mine; ++j) {
+          scores[j] = Dot(q_row, key_tile + j * g.width, g.width) * g.scale;
+          tile_max = scores[j] > tile_max ? scores[j] : tile_max;
+        }
+        const float next = m > tile_max ? m : tile_max;
+        l = l * expf(m - next);
+        for (int64_t j = 0; j < mine; ++j) l = l + expf(scores[j] - next);
+        m = next;
+      }
+      __syncthreads();
+    }
+    float delta = 0.0f;
+    for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
+      const int64_t mine = load(tile, true);
+      for (int64_t j = 0; j < mine; ++j) {
+        const float p = expf(Dot(q_row, key_tile + j * g.width, g.width) * g.scale - m) / l;
+        delta += p * Dot(dy_row, value_tile + j * g.width, g.width);
+      }
+      __syncthreads();
+    }
+    float acc[kMaxTiledWidth];
+    for (int64_t d = 0; d < g.width; ++d) acc[d] = 0.0f;
+    for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
+      const int64_t mine = load(tile, true);
+      for (int64_t j = 0; j < mine; ++j) {
+        const float p = expf(Dot(q_row, key_tile + j * g.width, g.width) * g.scale - m) / l;
+        const float ds = p * (Dot(dy_row, value_tile + j * g.width, g.width) - delta);
+        for (int64_t d = 0; d < g.width; ++d) acc[d] = acc[d] + ds * key_tile[j * g.width + d];
+      }
+      __syncthreads();
+    }
+    if (active) {
+      float* dq_row = dq + r * g.width;
+      for (int64_t d = 0; d < g.width; ++d) dq_row[d] = acc[d] * g.scale;
+      stats[3 * r] = m;
+      stats[3 * r + 1] = l;
+      stats[3 * r + 2] = delta;
+    }
+  }
+}
+
+__global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, const float* v, const float* dy,
+                                            const float* stats, float* dk, float* dv, AttentionGeometry g,
+                                            int64_t key_tiles, int64_t units) {
+  __shared__ float query_tile[kQueryRowsTile * kMaxTiledWidth];
+  __shared__ float dy_tile[kQueryRowsTile * kMaxTiledWidth];
+  __shared__ float stats_tile[3 * kQueryRowsTile];
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int64_t kv_pair = unit / key_tiles;
+    const int64_t first = (unit % key_tiles) * kKeyRows;
+    const int64_t j = first + threadIdx.x;
+    const bool active = j < g.seq;
+    const int64_t c = kv_pair * g.seq + (active ? j : first);
+    const int64_t batch = kv_pair / g.kv_heads, kv_head = kv_pair % g.kv_heads;
+    const float* key = k + c * g.width;
+    const float* value = v + c * g.width;
+    float dk_acc[kMaxTiledWidth];
+    float dv_acc[kMaxTiledWidth];
+    for (int64_t d = 0; d < g.width; ++d) {
+      dk_acc[d] = 0.0f;
+      dv_acc[d] = 0.0f;
+    }
+    for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
+      const int64_t head_rows = (batch * g.heads + h) * g.seq;
+      // Query rows before `first` read none of the block's keys.
+      for (int64_t tile = first; tile < g.seq; tile += kQueryRowsTile) {
+        const int64_t count = g.seq - tile < kQueryRowsTile ? g.seq - tile : kQueryRowsTile;
+        for (int64_t e = threadIdx.x; e < count * g.width; e += blockDim.x) {
+          query_tile[e] = q[(head_rows + tile) * g.width + e];
+          dy_tile[e] = dy[(head_rows + tile) * g.width + e];
+        }
+        for (int64_t e = threadIdx.x; e < 3 * count; e += blockDim.x) stats_tile[e] = stats[3 * (head_rows + tile) + e];
+        __syncthreads();
+        if (active) {
+          for (int64_t t = 0; t < count; ++t) {
+            if (tile + t < j) continue;  // query row i reads key j only when i >= j
+            const float* q_row = query_tile + t * g.width;
+            const float* dy_row = dy_tile + t * g.width;
+            const float p = expf(Dot(q_row, key, g.width) * g.scale - stats_tile[3 * t]) / stats_tile[3 * t + 1];
+            const float ds = p * (Dot(dy_row, value, g.width) - stats_tile[3 * t + 2]);
+            for (int64_t d = 0; d < g.width; ++d) {
+              dv_acc[d] = dv_acc[d] + p * dy_row[d];
+              dk_acc[d] = dk_acc[d] + ds * q_row[d];
+            }
+          }
+        }
+        __syncthreads();  // the tiles are overwritten next
+      }
+    }
+    if (active) {
+      float* dk_row = dk + c * g.width;
+      float* dv_row = dv + c * g.width;
+      for (int64_t d = 0; d < g.width; ++d) {
+        dk_row[d] = dk_acc[d] * g.scale;
+        dv_row[d] = dv_acc[d];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // One thread per (row, pair): rows are positions of `positions`-row
@@ -274,6 +422,19 @@ cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, 
   const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, seq};
   float* stats = static_cast<float*>(scratch);
   const int64_t rows = batch * heads * seq;
+  if (rows <= 0) return cudaSuccess;
+  if (width <= kMaxTiledWidth) {
+    const int64_t query_tiles = (seq + kQueryTile - 1) / kQueryTile;
+    const int64_t query_units = batch * heads * query_tiles;
+    TANDEM_LAUNCH(AttentionQueryGradTiledKernel, static_cast<unsigned>(query_units < kMaxBlocks ? query_units : kMaxBlocks),
+                  kQueryTile, 0, stream)(q, k, v, dy, dq, stats, geometry, query_tiles, query_units);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+    const int64_t key_tiles = (seq + kKeyRows - 1) / kKeyRows;
+    const int64_t key_units = batch * kv_heads * key_tiles;
+    TANDEM_LAUNCH(AttentionKeyGradTiledKernel, static_cast<unsigned>(key_units < kMaxBlocks ? key_units : kMaxBlocks),
+                  kKeyRows, 0, stream)(q, k, v, dy, stats, dk, dv, geometry, key_tiles, key_units);
+    return cudaGetLastError();
+  }
   if (cudaError_t error = Launch(rows, stream, AttentionQueryGradKernel, q, k, v, dy, dq, stats, geometry, rows);
       error != cudaSuccess) {
     return error;

@@ -541,7 +541,7 @@ TEST(CudaKernelsOnCpu, AttentionAndItsGradientMatchTheReferenceWithGroupedHeads)
 
 TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheReference) {
   // 70 queries: two blocks of query rows, the second partly idle; three key
-  // tiles, the last partial; and, at positions, rows of one block reading
+  // tiles, the last partial; at positions, rows of one block reading
   // different numbers of tiles.
   const HostTensor q = Random({1, 4, 70, 8}, -1, 1, 40), k = Random({1, 2, 70, 8}, -1, 1, 41),
                    v = Random({1, 2, 70, 8}, -1, 1, 42);
@@ -549,6 +549,18 @@ TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheRefere
     return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 1, 4, 2, 70, 70, 8, 0.3f, kStream);
   });
   ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, {{"scale", 0.3}}), 1e-5, 1e-6, "tiled attention");
+  // The gradient over as many tiles: two blocks of query rows, two of key
+  // rows, three query tiles per head.
+  const HostTensor dy = Random({1, 4, 70, 8}, -1, 1, 45);
+  const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
+  std::vector<float> scratch(AttentionGradScratchBytes(4 * 70) / sizeof(float));
+  const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
+    float* dq = result.f32();
+    return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 1, 4, 2, 70, 8,
+                               0.3f, scratch.data(), kStream);
+  });
+  ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.3}}), 1e-4, 1e-5,
+              "tiled attention_grad");
 
   const HostTensor cache_k = Random({1, 2, 100, 8}, -1, 1, 43), cache_v = Random({1, 2, 100, 8}, -1, 1, 44);
   std::vector<int32_t> at(70);
