@@ -417,4 +417,6 @@ absl::StatusOr<ir::TensorMap> CudaGraphRunner::RunFromHost(const ir::Graph& grap
 
 void CudaGraphRunner::set_node_times(std::vector<double>* node_ms) { impl_->node_ms = node_ms; }
 
+Bf16Copies CudaGraphRunner::bf16_copies() const { return impl_->bf16_copies; }
+
 }  // namespace tandem::cuda

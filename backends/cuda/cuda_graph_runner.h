@@ -59,6 +59,13 @@ struct RunnerOptions {
 
 using DeviceTensorMap = std::map<std::string, backends::DeviceTensor>;
 
+// Precision kBf16's copies of matmul operands (each f32 operand is rounded
+// to bf16 once for as long as its storage lives, then reused).
+struct Bf16Copies {
+  int64_t made = 0;        // copies made so far
+  int64_t held_bytes = 0;  // the live ones' bytes
+};
+
 // A graph compiled by CudaGraphRunner::Compile, for that runner only: its
 // plan (ir::GraphPlan: when each value is released), each node's type check,
 // whether it computes on bf16 through the f32 kernels, and the index maps
@@ -112,6 +119,9 @@ class CudaGraphRunner {
   // in milliseconds to (*node_ms)[node id], growing it to the graph's size,
   // and waits for the device before returning.
   void set_node_times(std::vector<double>* node_ms);
+
+  // The bf16 operand copies of precision kBf16 (zero otherwise).
+  Bf16Copies bf16_copies() const;
 
  private:
   struct Impl;

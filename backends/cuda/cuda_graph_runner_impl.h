@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -129,6 +130,13 @@ struct CudaGraphRunner::Impl {
   // failed (that is the error cpu::RunGraph would have stopped at).
   absl::Status Fail(const ir::Graph& graph, absl::Status status);
 
+  // Precision kBf16: `x` (f32) rounded to bf16 on the device, made once
+  // for as long as x's storage lives and reused by every matmul that reads
+  // it (device tensors are never written once made: device_memory.h), so a
+  // weight is narrowed once per step rather than at each of its matmuls.
+  // Copies whose source is gone are released on the next call.
+  absl::StatusOr<const void*> Narrowed(const DeviceValue& x);
+
   // Profiling: events around node `id`'s work (set_node_times).
   absl::Status MarkNode(ir::ValueId id, bool end);
   absl::Status CollectNodeTimes(const ir::Graph& graph);
@@ -145,6 +153,14 @@ struct CudaGraphRunner::Impl {
   // across runs.
   std::vector<std::pair<ir::ValueId, std::pair<cudaEvent_t, cudaEvent_t>>> marks;
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> spare_events;
+  // Narrowed's copies, by the source's allocation.
+  struct NarrowedCopy {
+    std::weak_ptr<const backends::DeviceAllocation> source;
+    int64_t elements = 0;
+    Buffer copy;
+  };
+  absl::flat_hash_map<const backends::DeviceAllocation*, NarrowedCopy> narrowed;
+  Bf16Copies bf16_copies;
 };
 
 }  // namespace tandem::cuda

@@ -248,28 +248,17 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, 
     }
     return out;
   }
-  // bf16: both operands rounded to bf16 on the device, f32 accumulation.
-  absl::StatusOr<Buffer> a16 = AllocateBytes(a.type.num_elements() * 2);
+  // bf16: both operands rounded to bf16 on the device (once per operand:
+  // Narrowed), f32 accumulation.
+  absl::StatusOr<const void*> a16 = Narrowed(a);
   if (!a16.ok()) return a16.status();
-  absl::StatusOr<Buffer> b16 = AllocateBytes(b.type.num_elements() * 2);
+  absl::StatusOr<const void*> b16 = Narrowed(b);
   if (!b16.ok()) return b16.status();
-  if (absl::Status s = CudaStatus(
-          kernels::LaunchToBf16(a.f32(), DataOf(*a16), a.type.num_elements(), stream),
-          "ToBf16 launch");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CudaStatus(
-          kernels::LaunchToBf16(b.f32(), DataOf(*b16), b.type.num_elements(), stream),
-          "ToBf16 launch");
-      !s.ok()) {
-    return s;
-  }
   if (absl::Status s = CublasStatus(
           *blas,
           blas->gemm_strided_batched_ex(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
-                                     static_cast<int>(k), &alpha, DataOf(*b16), CUDA_R_16BF,
-                                     static_cast<int>(ldb), b_step, DataOf(*a16), CUDA_R_16BF,
+                                     static_cast<int>(k), &alpha, *b16, CUDA_R_16BF,
+                                     static_cast<int>(ldb), b_step, *a16, CUDA_R_16BF,
                                      static_cast<int>(lda), a_step, &beta, out->data(),
                                      CUDA_R_32F, static_cast<int>(n), m * n,
                                      static_cast<int>(batch), CUBLAS_COMPUTE_32F,
@@ -279,6 +268,28 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, 
     return s;
   }
   return out;
+}
+
+absl::StatusOr<const void*> CudaGraphRunner::Impl::Narrowed(const DeviceValue& x) {
+  absl::erase_if(narrowed, [this](const auto& entry) {
+    if (!entry.second.source.expired()) return false;
+    bf16_copies.held_bytes -= entry.second.elements * 2;
+    return true;
+  });
+  const int64_t elements = x.type.num_elements();
+  auto found = narrowed.find(x.buffer.get());
+  if (found != narrowed.end() && found->second.elements == elements) return DataOf(found->second.copy);
+  absl::StatusOr<Buffer> copy = AllocateBytes(elements * 2);
+  if (!copy.ok()) return copy.status();
+  if (absl::Status s = CudaStatus(kernels::LaunchToBf16(x.f32(), DataOf(*copy), elements, stream), "ToBf16 launch");
+      !s.ok()) {
+    return s;
+  }
+  if (found != narrowed.end()) bf16_copies.held_bytes -= found->second.elements * 2;
+  narrowed[x.buffer.get()] = NarrowedCopy{x.buffer, elements, *copy};
+  ++bf16_copies.made;
+  bf16_copies.held_bytes += elements * 2;
+  return DataOf(*copy);
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(

@@ -23,6 +23,7 @@
 #include "examples/example_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/graph.h"
 #include "ir/state_source.h"
 
 namespace tandem::cuda {
@@ -116,6 +117,80 @@ TEST_F(GraphRunnerOnCpu, AGptTrainingStepAgreesWithTheReferenceAndRepeatsBitForB
   const ir::TensorMap again = Train(1, /*on_cuda=*/true, again_losses);
   EXPECT_TRUE(SameBits(again, cuda)) << "two runs of the CUDA executable differ";
   EXPECT_EQ(std::memcmp(again_losses.data(), cuda_losses.data(), cuda_losses.size() * sizeof(float)), 0);
+}
+
+// Precision +bf16 rounds each matmul operand to bf16 on the device. A
+// weight read by several matmuls, in one run and across runs, is rounded
+// once for as long as its tensor lives; the products are the same either
+// way (the copy is the rounding the matmul would have made).
+TEST(GraphRunnerOnCpuBf16, AWeightIsNarrowedOnceForItsLifeNotAtEveryMatmul) {
+  ir::Graph graph("two products of one weight");
+  ir::GraphBuilder b(&graph);
+  const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
+  const ir::ValueId x = b.AddInput("x", "data", {ir::DType::kF32, {4, 8}}, here);
+  const ir::ValueId y = b.AddInput("y", "data", {ir::DType::kF32, {4, 8}}, here);
+  const ir::ValueId w = b.AddInput("w", "parameter", {ir::DType::kF32, {8, 6}}, here);
+  graph.AddOutput("xw", b.Add(ir::OpKind::kMatMul, {x, w}, {}, here));
+  graph.AddOutput("yw", b.Add(ir::OpKind::kMatMul, {y, w}, {}, here));
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner =
+      CudaGraphRunner::Create({.precision = Precision::kBf16});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  auto values = [](int64_t n, float step) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(step * static_cast<float>(i + 1));
+    return v;
+  };
+  const absl::Time deadline = absl::Now() + absl::Minutes(1);
+  backends::DeviceMemory& memory = (*runner)->memory();
+  absl::StatusOr<backends::DeviceTensor> weight =
+      backends::CopyToDevice(memory, ir::HostTensor::FromFloats({8, 6}, values(48, 0.37f)), deadline);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  absl::StatusOr<std::unique_ptr<CudaExecutable>> executable = (*runner)->Compile(graph);
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  std::vector<ir::TensorMap> results;
+  for (int run = 0; run < 3; ++run) {
+    if (run == 2) {  // a new weight tensor, as after an update: the old one goes
+      weight = backends::CopyToDevice(memory, ir::HostTensor::FromFloats({8, 6}, values(48, 0.37f)), deadline);
+      ASSERT_TRUE(weight.ok()) << weight.status();
+    }
+    DeviceTensorMap inputs = {{"w", *weight}};
+    for (const char* name : {"x", "y"}) {
+      absl::StatusOr<backends::DeviceTensor> data = backends::CopyToDevice(
+          memory, ir::HostTensor::FromFloats({4, 8}, values(32, name[0] == 'x' ? 0.11f : 0.23f)), deadline);
+      ASSERT_TRUE(data.ok()) << data.status();
+      inputs[name] = *data;
+    }
+    absl::StatusOr<DeviceTensorMap> outputs = (*runner)->Run(**executable, inputs);
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    ir::TensorMap host;
+    for (const auto& [name, tensor] : *outputs) host[name] = *backends::CopyToHost(memory, tensor, deadline);
+    results.push_back(std::move(host));
+    // x, y and w the first run; a new x and y the second, w's copy reused;
+    // all three new the third.
+    const int64_t made[] = {3, 5, 8};
+    EXPECT_EQ((*runner)->bf16_copies().made, made[run]) << "run " << run;
+  }
+  // The copies of tensors that are gone were released: only the third run's.
+  EXPECT_EQ((*runner)->bf16_copies().held_bytes, (32 + 32 + 48) * 2);
+  EXPECT_TRUE(SameBits(results[0], results[1]));
+  EXPECT_TRUE(SameBits(results[0], results[2]));
+  // The products of the bf16-rounded operands, accumulated in f32.
+  auto round = [](float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  const std::vector<float> wv = values(48, 0.37f), xv = values(32, 0.11f);
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 6; ++j) {
+      double sum = 0;
+      for (int64_t k = 0; k < 8; ++k) sum += double{round(xv[i * 8 + k])} * double{round(wv[k * 6 + j])};
+      EXPECT_NEAR(results[0].at("xw").f32()[i * 6 + j], sum, 1e-5) << i << ", " << j;
+    }
+  }
 }
 
 }  // namespace
