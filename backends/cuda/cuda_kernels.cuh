@@ -93,17 +93,31 @@ struct RangeCheckResult {
 // out[i] = the 32-bit pattern `bits` (a constant of f32 or i32).
 cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t stream);
 
+// The operands and result of an elementwise kernel: f32 or bf16 storage.
+// The kernels compute in f32 either way: a bf16 operand is widened exactly
+// as it is loaded and a bf16 result rounded once, to nearest even, as it is
+// stored, so one kernel gives the bits of widening, the f32 kernel and
+// narrowing (the reference's rule for bf16, backends/cpu/kernels.h).
+struct ElementsIn {
+  const void* data = nullptr;
+  bool bf16 = false;
+};
+struct ElementsOut {
+  void* data = nullptr;
+  bool bf16 = false;
+};
+
 // `op` is of the unary family (ir/op_def.h).
-cudaError_t LaunchUnary(ir::OpKind op, const float* x, float* out, int64_t n, cudaStream_t stream);
+cudaError_t LaunchUnary(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n, cudaStream_t stream);
 
 // `op` is of the binary family: (x, y) -> out, where gelu_grad, silu_grad
 // and relu_grad take (x, dy). out has map.extents; map has two operands.
-cudaError_t LaunchBinary(ir::OpKind op, const float* x, const float* y, float* out,
-                         const StridedMap& map, cudaStream_t stream);
+cudaError_t LaunchBinary(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut out, const StridedMap& map,
+                         cudaStream_t stream);
 
 // out = cond != 0 ? x : y; map has three operands (cond, x, y).
-cudaError_t LaunchWhere(const float* cond, const float* x, const float* y, float* out,
-                        const StridedMap& map, cudaStream_t stream);
+cudaError_t LaunchWhere(ElementsIn cond, ElementsIn x, ElementsIn y, ElementsOut out, const StridedMap& map,
+                        cudaStream_t stream);
 
 // As the reference kernels convert (backends/cpu/kernels.h): f32 -> i32
 // truncates toward zero, saturates, and maps NaN to 0; to bf16 rounds to

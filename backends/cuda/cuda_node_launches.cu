@@ -92,18 +92,19 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
     const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
+  // f32 or bf16 storage each; the kernels compute in f32.
+  auto in = [&](size_t i) { return kernels::ElementsIn{operands[i]->data(), operands[i]->type.dtype == DType::kBF16}; };
+  const kernels::ElementsOut result{out->data(), node.type.dtype == DType::kBF16};
   cudaError_t error = cudaSuccess;
   switch (ir::Def(node.op).family) {
     case ir::OpFamily::kUnary:
-      error = kernels::LaunchUnary(node.op, operands[0]->f32(), out->mutable_f32(), node.type.num_elements(), stream);
+      error = kernels::LaunchUnary(node.op, in(0), result, node.type.num_elements(), stream);
       break;
     case ir::OpFamily::kBinary:
-      error = kernels::LaunchBinary(node.op, operands[0]->f32(), operands[1]->f32(), out->mutable_f32(), *plan.map,
-                                    stream);
+      error = kernels::LaunchBinary(node.op, in(0), in(1), result, *plan.map, stream);
       break;
     case ir::OpFamily::kSelect:
-      error = kernels::LaunchWhere(operands[0]->f32(), operands[1]->f32(), operands[2]->f32(), out->mutable_f32(),
-                                   *plan.map, stream);
+      error = kernels::LaunchWhere(in(0), in(1), in(2), result, *plan.map, stream);
       break;
     default:
       return absl::InternalError(absl::StrCat("CudaGraphRunner: ", ir::OpName(node.op), " is not elementwise"));

@@ -196,12 +196,15 @@ absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<Tensor
   plan.attributes = TypedAttributes(node);
   if (node.op == OpKind::kInput) return plan;
   if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return s;
-  plan.through_f32 = ComputesOnBf16(node, types);
+  const ir::OpFamily family = ir::Def(node.op).family;
+  // Elementwise kernels load and store bf16 themselves (ElementsIn/Out).
+  const bool elementwise =
+      family == ir::OpFamily::kUnary || family == ir::OpFamily::kBinary || family == ir::OpFamily::kSelect;
+  plan.through_f32 = !elementwise && ComputesOnBf16(node, types);
   if (plan.through_f32) {
     plan.f32_node = node;
     if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;
   }
-  const ir::OpFamily family = ir::Def(node.op).family;
   if (family == ir::OpFamily::kReduction) {
     absl::StatusOr<kernels::ReductionPlan> reduction = PlanReduction(node, types[0].shape);
     if (!reduction.ok()) return reduction.status();

@@ -95,36 +95,49 @@ __device__ float ApplyBinary(ir::OpKind op, float x, float y) {
 
 // ---- Elementwise.
 
+__device__ float Load(ElementsIn x, int64_t i) {
+  return x.bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(x.data)[i]) : static_cast<const float*>(x.data)[i];
+}
+
+__device__ void Store(ElementsOut out, int64_t i, float value) {
+  if (out.bf16) {
+    static_cast<__nv_bfloat16*>(out.data)[i] = __float2bfloat16_rn(value);
+  } else {
+    static_cast<float*>(out.data)[i] = value;
+  }
+}
+
 __global__ void FillKernel(uint32_t bits, uint32_t* out, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = bits;
 }
 
-__global__ void UnaryKernel(ir::OpKind op, const float* x, float* out, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = ApplyUnary(op, x[i]);
+__global__ void UnaryKernel(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) Store(out, i, ApplyUnary(op, Load(x, i)));
 }
 
-__global__ void BinaryKernel(ir::OpKind op, const float* x, const float* y, float* out,
-                             StridedMap map, int64_t n) {
+__global__ void BinaryKernel(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut out, StridedMap map, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
     int64_t offsets[kMaxOperands];
     OffsetsOf(map, i, offsets);
-    out[i] = ApplyBinary(op, x[offsets[0]], y[offsets[1]]);
+    Store(out, i, ApplyBinary(op, Load(x, offsets[0]), Load(y, offsets[1])));
   }
 }
 
 // The contiguous case of BinaryKernel: each operand either row-major over
 // the output (step 1) or one value (step 0), so no per-axis div/mod.
-__global__ void FlatBinaryKernel(ir::OpKind op, const float* x, int64_t x_step, const float* y, int64_t y_step,
-                                 float* out, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = ApplyBinary(op, x[i * x_step], y[i * y_step]);
+__global__ void FlatBinaryKernel(ir::OpKind op, ElementsIn x, int64_t x_step, ElementsIn y, int64_t y_step,
+                                 ElementsOut out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    Store(out, i, ApplyBinary(op, Load(x, i * x_step), Load(y, i * y_step)));
+  }
 }
 
-__global__ void WhereKernel(const float* cond, const float* x, const float* y, float* out,
-                            StridedMap map, int64_t n) {
+__global__ void WhereKernel(ElementsIn cond, ElementsIn x, ElementsIn y, ElementsOut out, StridedMap map,
+                            int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
     int64_t offsets[kMaxOperands];
     OffsetsOf(map, i, offsets);
-    out[i] = cond[offsets[0]] != 0.0f ? x[offsets[1]] : y[offsets[2]];
+    Store(out, i, Load(cond, offsets[0]) != 0.0f ? Load(x, offsets[1]) : Load(y, offsets[2]));
   }
 }
 
@@ -194,7 +207,7 @@ cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t strea
   return Launch(n, stream, FillKernel, bits, static_cast<uint32_t*>(out), n);
 }
 
-cudaError_t LaunchUnary(ir::OpKind op, const float* x, float* out, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchUnary(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n, cudaStream_t stream) {
   return Launch(n, stream, UnaryKernel, op, x, out, n);
 }
 
@@ -214,8 +227,8 @@ int64_t FlatStep(const StridedMap& map, int operand) {
 }
 }  // namespace
 
-cudaError_t LaunchBinary(ir::OpKind op, const float* x, const float* y, float* out,
-                         const StridedMap& map, cudaStream_t stream) {
+cudaError_t LaunchBinary(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut out, const StridedMap& map,
+                         cudaStream_t stream) {
   int64_t n = 1;
   for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
   const int64_t x_step = FlatStep(map, 0), y_step = FlatStep(map, 1);
@@ -238,8 +251,8 @@ cudaError_t LaunchSumInOrder(const float* slots, int64_t stride, int32_t count, 
   return Launch(n, stream, SumInOrderKernel, slots, stride, count, out, n);
 }
 
-cudaError_t LaunchWhere(const float* cond, const float* x, const float* y, float* out,
-                        const StridedMap& map, cudaStream_t stream) {
+cudaError_t LaunchWhere(ElementsIn cond, ElementsIn x, ElementsIn y, ElementsOut out, const StridedMap& map,
+                        cudaStream_t stream) {
   int64_t n = 1;
   for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
   return Launch(n, stream, WhereKernel, cond, x, y, out, map, n);

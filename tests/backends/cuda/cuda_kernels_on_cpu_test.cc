@@ -187,13 +187,13 @@ TEST(CudaKernelsOnCpu, UnaryOpsMatchTheReferenceWithinAFewUlp) {
       const HostTensor x = Random({n}, positive ? 0.01f : -6.0f, 6.0f, 7);
       const HostTensor expected = Reference(op, {x});
       const HostTensor actual = RunTwice(x.type(), [&](HostTensor& out) {
-        return LaunchUnary(op, x.f32(), out.f32(), n, kStream);
+        return LaunchUnary(op, {x.f32()}, {out.f32()}, n, kStream);
       });
       ExpectClose(actual, expected, 4e-7, 1e-7, absl::StrCat(ir::OpName(op), " n=", n));
     }
   }
   // An empty tensor launches nothing.
-  EXPECT_EQ(LaunchUnary(OpKind::kExp, nullptr, nullptr, 0, kStream), cudaSuccess);
+  EXPECT_EQ(LaunchUnary(OpKind::kExp, {}, {}, 0, kStream), cudaSuccess);
 }
 
 TEST(CudaKernelsOnCpu, BinaryOpsBroadcastAndMatchTheReference) {
@@ -218,7 +218,7 @@ TEST(CudaKernelsOnCpu, BinaryOpsBroadcastAndMatchTheReference) {
     }
     const HostTensor expected = Reference(op, {base, y});
     const HostTensor actual = RunTwice({DType::kF32, out_shape}, [&](HostTensor& out) {
-      return LaunchBinary(op, base.f32(), y.f32(), out.f32(), map, kStream);
+      return LaunchBinary(op, {base.f32()}, {y.f32()}, {out.f32()}, map, kStream);
     });
     if (std::find(exact.begin(), exact.end(), op) != exact.end()) {
       ExpectSameBits(actual, expected, ir::OpName(op));
@@ -235,7 +235,7 @@ TEST(CudaKernelsOnCpu, BinaryOpsBroadcastAndMatchTheReference) {
       if (ir::InferResultType(op, {x.type(), y.type()}, {}).ok()) continue;
       const HostTensor expected = Reference(op, {a, dy});
       const HostTensor actual = RunTwice(a.type(), [&](HostTensor& out) {
-        return LaunchBinary(op, a.f32(), dy.f32(), out.f32(), same, kStream);
+        return LaunchBinary(op, {a.f32()}, {dy.f32()}, {out.f32()}, same, kStream);
       });
       ExpectClose(actual, expected, 1e-6, 1e-7, absl::StrCat(ir::OpName(op), " rank ", shape.size()));
     }
@@ -249,9 +249,61 @@ TEST(CudaKernelsOnCpu, WhereBroadcastsItsThreeOperandsExactly) {
   const HostTensor expected = Reference(OpKind::kWhere, {cond, x, y});
   const StridedMap map = Broadcasting(out_shape, {cond_shape, x_shape, y_shape});
   const HostTensor actual = RunTwice({DType::kF32, out_shape}, [&](HostTensor& out) {
-    return LaunchWhere(cond.f32(), x.f32(), y.f32(), out.f32(), map, kStream);
+    return LaunchWhere({cond.f32()}, {x.f32()}, {y.f32()}, {out.f32()}, map, kStream);
   });
   ExpectSameBits(actual, expected, "where");
+}
+
+// `x` (f32) rounded to bf16 by the conversion kernel, and back.
+HostTensor ToBf16(const HostTensor& x) {
+  HostTensor out({DType::kBF16, x.type().shape});
+  EXPECT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
+  return out;
+}
+HostTensor ToF32(const HostTensor& x) {
+  HostTensor out({DType::kF32, x.type().shape});
+  EXPECT_EQ(LaunchConvert(ConvertOp::kBf16ToF32, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
+  return out;
+}
+
+TEST(CudaKernelsOnCpu, ElementwiseKernelsOnBf16GiveTheBitsOfWideningAndNarrowing) {
+  // bf16 operands and results in one kernel against widen, f32 kernel,
+  // narrow: every unary op, every broadcasting binary op, and where.
+  const ir::Shape x_shape = {3, 1, 5}, y_shape = {4, 5}, out_shape = {3, 4, 5};
+  const HostTensor x16 = ToBf16(Random(x_shape, 0.05f, 3.0f, 11)), y16 = ToBf16(Random(y_shape, -3.0f, 3.0f, 12));
+  const HostTensor x = ToF32(x16), y = ToF32(y16);
+  for (OpKind op : OpsOf(ir::OpFamily::kUnary)) {
+    const HostTensor one = RunTwice(x16.type(), [&](HostTensor& out) {
+      return LaunchUnary(op, {x16.data(), true}, {out.data(), true}, x.num_elements(), kStream);
+    });
+    const HostTensor wide = RunTwice(x.type(), [&](HostTensor& out) {
+      return LaunchUnary(op, {x.f32()}, {out.f32()}, x.num_elements(), kStream);
+    });
+    ExpectSameBits(one, ToBf16(wide), ir::OpName(op));
+  }
+  const StridedMap map = Broadcasting(out_shape, {x_shape, y_shape});
+  for (OpKind op : OpsOf(ir::OpFamily::kBinary)) {
+    if (!ir::InferResultType(op, {x.type(), y.type()}, {}).ok()) continue;
+    const HostTensor one = RunTwice({DType::kBF16, out_shape}, [&](HostTensor& out) {
+      return LaunchBinary(op, {x16.data(), true}, {y16.data(), true}, {out.data(), true}, map, kStream);
+    });
+    const HostTensor wide = RunTwice({DType::kF32, out_shape}, [&](HostTensor& out) {
+      return LaunchBinary(op, {x.f32()}, {y.f32()}, {out.f32()}, map, kStream);
+    });
+    ExpectSameBits(one, ToBf16(wide), ir::OpName(op));
+  }
+  const HostTensor cond = ToBf16(HostTensor::FromFloats({3, 1, 1}, {1.0f, 0.0f, 1.0f}));
+  const StridedMap where_map = Broadcasting(out_shape, {{3, 1, 1}, y_shape, out_shape});
+  const HostTensor z16 = ToBf16(Random(out_shape, -1.0f, 1.0f, 13));
+  const HostTensor picked = RunTwice({DType::kBF16, out_shape}, [&](HostTensor& out) {
+    return LaunchWhere({cond.data(), true}, {y16.data(), true}, {z16.data(), true}, {out.data(), true}, where_map,
+                       kStream);
+  });
+  const HostTensor wide = RunTwice({DType::kF32, out_shape}, [&](HostTensor& out) {
+    const HostTensor z = ToF32(z16);
+    return LaunchWhere({ToF32(cond).f32()}, {y.f32()}, {z.f32()}, {out.f32()}, where_map, kStream);
+  });
+  ExpectSameBits(picked, ToBf16(wide), "where");
 }
 
 TEST(CudaKernelsOnCpu, ConversionsRoundAsTheReferenceDoes) {

@@ -119,6 +119,46 @@ TEST_F(GraphRunnerOnCpu, AGptTrainingStepAgreesWithTheReferenceAndRepeatsBitForB
   EXPECT_EQ(std::memcmp(again_losses.data(), cuda_losses.data(), cuda_losses.size() * sizeof(float)), 0);
 }
 
+// A bf16 model's elementwise nodes load and store bf16 in their kernels
+// (no widening or narrowing launches): the bits are the reference's, which
+// computes in f32 and rounds once per op.
+TEST(GraphRunnerOnCpuBf16, ElementwiseNodesOnBf16GiveTheReferencesBits) {
+  ir::Graph graph("bf16 elementwise");
+  ir::GraphBuilder b(&graph);
+  const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
+  const ir::ValueId x = b.AddInput("x", "data", {ir::DType::kBF16, {4, 8}}, here);
+  const ir::ValueId bias = b.AddInput("bias", "parameter", {ir::DType::kBF16, {8}}, here);
+  const ir::ValueId cond = b.AddInput("cond", "data", {ir::DType::kBF16, {4, 1}}, here);
+  const ir::ValueId sum = b.Add(ir::OpKind::kAdd, {x, bias}, {}, here);
+  const ir::ValueId product = b.Add(ir::OpKind::kMul, {sum, x}, {}, here);
+  const ir::ValueId negated = b.Add(ir::OpKind::kNeg, {product}, {}, here);
+  graph.AddOutput("product", product);
+  graph.AddOutput("picked", b.Add(ir::OpKind::kWhere, {cond, negated, x}, {}, here));
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto bf16 = [](ir::Shape shape, float step) {
+    ir::HostTensor t({ir::DType::kBF16, std::move(shape)});
+    auto* bits = reinterpret_cast<uint16_t*>(t.data());
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      const float f = std::sin(step * static_cast<float>(i + 1)) * 3.0f;
+      uint32_t word;
+      std::memcpy(&word, &f, 4);
+      bits[i] = static_cast<uint16_t>(word >> 16);  // truncated: a bf16 value
+    }
+    return t;
+  };
+  const ir::TensorMap inputs = {{"x", bf16({4, 8}, 0.7f)},
+                                {"bias", bf16({8}, 1.3f)},
+                                {"cond", bf16({4, 1}, 0.9f)}};
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create({});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  absl::StatusOr<ir::TensorMap> cuda = (*runner)->RunFromHost(graph, inputs);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  absl::StatusOr<ir::TensorMap> reference = cpu::RunGraph(graph, inputs);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  EXPECT_TRUE(SameBits(*cuda, *reference));
+  EXPECT_EQ(cuda->at("picked").type().dtype, ir::DType::kBF16);
+}
+
 // Precision +bf16 rounds each matmul operand to bf16 on the device. A
 // weight read by several matmuls, in one run and across runs, is rounded
 // once for as long as its tensor lives; the products are the same either
