@@ -417,6 +417,10 @@ absl::StatusOr<ir::TensorMap> CudaGraphRunner::RunFromHost(const ir::Graph& grap
 
 void CudaGraphRunner::set_node_times(std::vector<double>* node_ms) { impl_->node_ms = node_ms; }
 
-Bf16Copies CudaGraphRunner::bf16_copies() const { return impl_->bf16_copies; }
+Bf16Copies CudaGraphRunner::bf16_copies() const {
+  Bf16Copies copies{.made = impl_->narrowings};
+  for (const auto& [source, copy] : impl_->narrowed) copies.held_bytes += copy.elements * 2;
+  return copies;
+}
 
 }  // namespace tandem::cuda

@@ -63,7 +63,7 @@ using DeviceTensorMap = std::map<std::string, backends::DeviceTensor>;
 // to bf16 once for as long as its storage lives, then reused).
 struct Bf16Copies {
   int64_t made = 0;        // copies made so far
-  int64_t held_bytes = 0;  // the live ones' bytes
+  int64_t held_bytes = 0;  // of the copies held (a gone tensor's until the next bf16 matmul)
 };
 
 // A graph compiled by CudaGraphRunner::Compile, for that runner only: its

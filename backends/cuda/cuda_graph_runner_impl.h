@@ -160,7 +160,7 @@ struct CudaGraphRunner::Impl {
     Buffer copy;
   };
   absl::flat_hash_map<const backends::DeviceAllocation*, NarrowedCopy> narrowed;
-  Bf16Copies bf16_copies;
+  int64_t narrowings = 0;  // copies made
 };
 
 }  // namespace tandem::cuda

@@ -93,7 +93,9 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
   // f32 or bf16 storage each; the kernels compute in f32.
-  auto in = [&](size_t i) { return kernels::ElementsIn{operands[i]->data(), operands[i]->type.dtype == DType::kBF16}; };
+  auto in = [&](size_t i) {
+    return kernels::ElementsIn{operands[i]->data(), operands[i]->type.dtype == DType::kBF16};
+  };
   const kernels::ElementsOut result{out->data(), node.type.dtype == DType::kBF16};
   cudaError_t error = cudaSuccess;
   switch (ir::Def(node.op).family) {
@@ -272,11 +274,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, 
 }
 
 absl::StatusOr<const void*> CudaGraphRunner::Impl::Narrowed(const DeviceValue& x) {
-  absl::erase_if(narrowed, [this](const auto& entry) {
-    if (!entry.second.source.expired()) return false;
-    bf16_copies.held_bytes -= entry.second.elements * 2;
-    return true;
-  });
+  absl::erase_if(narrowed, [](const auto& entry) { return entry.second.source.expired(); });
   const int64_t elements = x.type.num_elements();
   auto found = narrowed.find(x.buffer.get());
   if (found != narrowed.end() && found->second.elements == elements) return DataOf(found->second.copy);
@@ -286,10 +284,8 @@ absl::StatusOr<const void*> CudaGraphRunner::Impl::Narrowed(const DeviceValue& x
       !s.ok()) {
     return s;
   }
-  if (found != narrowed.end()) bf16_copies.held_bytes -= found->second.elements * 2;
   narrowed[x.buffer.get()] = NarrowedCopy{x.buffer, elements, *copy};
-  ++bf16_copies.made;
-  bf16_copies.held_bytes += elements * 2;
+  ++narrowings;
   return DataOf(*copy);
 }
 

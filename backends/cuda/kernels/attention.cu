@@ -85,6 +85,25 @@ constexpr int kQueryTile = 64;
 constexpr int kKeyTile = 32;
 constexpr int64_t kMaxTiledWidth = 128;
 
+// The block's threads copy `rows` rows of `width` from `from` (and from
+// `also_from`, when given) into shared memory; the caller syncs.
+__device__ void LoadRows(float* to, const float* from, float* also_to, const float* also_from, int64_t rows,
+                         int64_t width) {
+  for (int64_t e = threadIdx.x; e < rows * width; e += blockDim.x) {
+    to[e] = from[e];
+    if (also_from != nullptr) also_to[e] = also_from[e];
+  }
+}
+
+// Launches `kernel` on `threads`-thread blocks over `units` units of work
+// (its blocks loop over them past the grid's bound).
+template <typename Kernel, typename... Args>
+cudaError_t LaunchUnits(int64_t units, int threads, cudaStream_t stream, Kernel kernel, Args... args) {
+  if (units <= 0) return cudaSuccess;
+  TANDEM_LAUNCH(kernel, static_cast<unsigned>(units < kMaxBlocks ? units : kMaxBlocks), threads, 0, stream)(args...);
+  return cudaGetLastError();
+}
+
 __global__ void AttentionTiledKernel(const float* q, const float* k, const float* v, const int32_t* positions,
                                      float* out, AttentionGeometry g, int64_t query_tiles, int64_t units) {
   __shared__ float key_tile[kKeyTile * kMaxTiledWidth];
@@ -118,10 +137,7 @@ __global__ void AttentionTiledKernel(const float* q, const float* k, const float
     float l = 0.0f;
     for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
       const int64_t count = key_count - tile < kKeyTile ? key_count - tile : kKeyTile;
-      for (int64_t e = threadIdx.x; e < count * g.width; e += blockDim.x) {
-        key_tile[e] = keys[tile * g.width + e];
-        value_tile[e] = values[tile * g.width + e];
-      }
+      LoadRows(key_tile, keys + tile * g.width, value_tile, values + tile * g.width, count, g.width);
       __syncthreads();
       const int64_t mine = n - tile < count ? n - tile : count;  // this row's keys in the tile
       if (mine > 0) {
@@ -251,10 +267,8 @@ __global__ void AttentionQueryGradTiledKernel(const float* q, const float* k, co
     // how many of its keys this row reads.
     auto load = [&](int64_t tile, bool with_values) {
       const int64_t count = key_count - tile < kKeyTile ? key_count - tile : kKeyTile;
-      for (int64_t e = threadIdx.x; e < count * g.width; e += blockDim.x) {
-        key_tile[e] = keys[tile * g.width + e];
-        if (with_values) value_tile[e] = values[tile * g.width + e];
-      }
+      LoadRows(key_tile, keys + tile * g.width, value_tile, with_values ? values + tile * g.width : nullptr, count,
+               g.width);
       __syncthreads();
       return n - tile < count ? n - tile : count;
     };
@@ -332,11 +346,9 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
       // Query rows before `first` read none of the block's keys.
       for (int64_t tile = first; tile < g.seq; tile += kQueryRowsTile) {
         const int64_t count = g.seq - tile < kQueryRowsTile ? g.seq - tile : kQueryRowsTile;
-        for (int64_t e = threadIdx.x; e < count * g.width; e += blockDim.x) {
-          query_tile[e] = q[(head_rows + tile) * g.width + e];
-          dy_tile[e] = dy[(head_rows + tile) * g.width + e];
-        }
-        for (int64_t e = threadIdx.x; e < 3 * count; e += blockDim.x) stats_tile[e] = stats[3 * (head_rows + tile) + e];
+        LoadRows(query_tile, q + (head_rows + tile) * g.width, dy_tile, dy + (head_rows + tile) * g.width, count,
+                 g.width);
+        LoadRows(stats_tile, stats + 3 * (head_rows + tile), nullptr, nullptr, count, 3);
         __syncthreads();
         if (active) {
           for (int64_t t = 0; t < count; ++t) {
@@ -405,10 +417,8 @@ cudaError_t LaunchAttention(const float* q, const float* k, const float* v, cons
   if (width > kMaxTiledWidth) return Launch(rows, stream, AttentionKernel, q, k, v, positions, out, geometry, rows);
   const int64_t query_tiles = (seq + kQueryTile - 1) / kQueryTile;
   const int64_t units = batch * heads * query_tiles;
-  const auto blocks = static_cast<unsigned>(units < kMaxBlocks ? units : kMaxBlocks);
-  TANDEM_LAUNCH(AttentionTiledKernel, blocks, kQueryTile, 0, stream)(q, k, v, positions, out, geometry, query_tiles,
-                                                                      units);
-  return cudaGetLastError();
+  return LaunchUnits(units, kQueryTile, stream, AttentionTiledKernel, q, k, v, positions, out, geometry, query_tiles,
+                     units);
 }
 
 size_t AttentionGradScratchBytes(int64_t query_rows) {
@@ -426,14 +436,15 @@ cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, 
   if (width <= kMaxTiledWidth) {
     const int64_t query_tiles = (seq + kQueryTile - 1) / kQueryTile;
     const int64_t query_units = batch * heads * query_tiles;
-    TANDEM_LAUNCH(AttentionQueryGradTiledKernel, static_cast<unsigned>(query_units < kMaxBlocks ? query_units : kMaxBlocks),
-                  kQueryTile, 0, stream)(q, k, v, dy, dq, stats, geometry, query_tiles, query_units);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+    if (cudaError_t error = LaunchUnits(query_units, kQueryTile, stream, AttentionQueryGradTiledKernel, q, k, v, dy, dq,
+                                        stats, geometry, query_tiles, query_units);
+        error != cudaSuccess) {
+      return error;
+    }
     const int64_t key_tiles = (seq + kKeyRows - 1) / kKeyRows;
     const int64_t key_units = batch * kv_heads * key_tiles;
-    TANDEM_LAUNCH(AttentionKeyGradTiledKernel, static_cast<unsigned>(key_units < kMaxBlocks ? key_units : kMaxBlocks),
-                  kKeyRows, 0, stream)(q, k, v, dy, stats, dk, dv, geometry, key_tiles, key_units);
-    return cudaGetLastError();
+    return LaunchUnits(key_units, kKeyRows, stream, AttentionKeyGradTiledKernel, q, k, v, dy, stats, dk, dv, geometry,
+                       key_tiles, key_units);
   }
   if (cudaError_t error = Launch(rows, stream, AttentionQueryGradKernel, q, k, v, dy, dq, stats, geometry, rows);
       error != cudaSuccess) {

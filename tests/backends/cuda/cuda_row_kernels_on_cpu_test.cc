@@ -1,0 +1,272 @@
+// The CUDA backend's reductions, row kernels (softmax and its kin,
+// normalizations, cross-entropy) and position kernels (causal mask,
+// rotary, attention and its gradient, tiled and row by row), run on the CPU
+// on CUDA's execution model and compared with the CPU reference kernels, as
+// cuda_kernels_on_cpu_test.cc does for the elementwise and lookup kernels.
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/backends/cuda/kernels_on_cpu_util.h"
+
+namespace tandem::cuda::kernels {
+namespace {
+
+
+// The plan of reducing `axes` of a row-major `shape`.
+ReductionPlan PlanOf(const ir::Shape& shape, const std::vector<int64_t>& axes) {
+  ReductionPlan plan;
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (size_t axis = shape.size(); axis-- > 0;) {
+    strides[axis] = stride;
+    stride *= shape[axis];
+  }
+  plan.num_outputs = 1;
+  plan.kept.num_operands = 1;
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(axis)) != axes.end()) {
+      plan.reduced_extents[plan.reduced_rank] = shape[axis];
+      plan.reduced_strides[plan.reduced_rank] = strides[axis];
+      ++plan.reduced_rank;
+      plan.reduced_count *= static_cast<float>(shape[axis]);
+    } else {
+      plan.kept.extents[plan.kept.rank] = shape[axis];
+      plan.kept.strides[0][plan.kept.rank] = strides[axis];
+      ++plan.kept.rank;
+      plan.num_outputs *= shape[axis];
+    }
+  }
+  return plan;
+}
+
+TEST(CudaKernelsOnCpu, FewOutputsOfManyElementsAreReducedInChunksOfAFixedLength) {
+  // 65536 elements a chunk, whatever the GPU: 300000 -> 5 chunks; 3 rows of
+  // 140000 -> 3 x 3; one chunk or many outputs -> one pass, no scratch.
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({300000}, {0})), 5 * sizeof(float));
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({3, 140000}, {1})), 9 * sizeof(float));
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({65536}, {0})), 0u);
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({2000, 70000}, {1})), 0u);
+}
+
+TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
+  struct Case {
+    ir::Shape shape;
+    std::vector<int64_t> axes;
+  };
+  // Rows longer than a block (one output a block), columns (32 neighbouring
+  // outputs a block, the last block partial), two separated axes, all axes;
+  // and reductions past one chunk into few outputs, which take two passes
+  // (the whole of 140000 elements, rows of 70000, columns of 66000).
+  for (const Case& c : std::vector<Case>{{{2, 3, 300}, {2}},
+                                         {{600, 70}, {0}},
+                                         {{5, 33, 7}, {0, 2}},
+                                         {{37}, {0}},
+                                         {{140000}, {0}},
+                                         {{2, 70000}, {1}},
+                                         {{66000, 2}, {0}}}) {
+    HostTensor x = Random(c.shape, -1, 1, 11);
+    std::vector<double> scale;  // a sum's error bound scales with the sum of |x|
+    {
+      HostTensor magnitude = x;
+      for (int64_t i = 0; i < magnitude.num_elements(); ++i) magnitude.f32()[i] = std::fabs(magnitude.f32()[i]);
+      const HostTensor sums = Reference(OpKind::kReduceSum, {magnitude}, {{"axes", c.axes}, {"keep_dims", int64_t{0}}});
+      for (int64_t i = 0; i < sums.num_elements(); ++i) scale.push_back(sums.f32()[i]);
+    }
+    const ReductionPlan plan = PlanOf(c.shape, c.axes);
+    const std::string what = absl::StrCat("shape rank ", c.shape.size(), " over ", c.axes.size(), " axes");
+    for (const auto& [op, kind] : std::vector<std::pair<ReduceOp, OpKind>>{
+             {ReduceOp::kSum, OpKind::kReduceSum}, {ReduceOp::kMean, OpKind::kReduceMean},
+             {ReduceOp::kMax, OpKind::kReduceMax}}) {
+      const HostTensor expected = Reference(kind, {x}, {{"axes", c.axes}, {"keep_dims", int64_t{0}}});
+      std::vector<float> scratch(ReduceScratchBytes(plan) / sizeof(float));
+      const HostTensor actual = RunTwice(expected.type(), [&](HostTensor& out) {
+        return LaunchReduce(op, x.f32(), out.f32(), plan, scratch.data(), kStream);
+      });
+      if (op == ReduceOp::kMax) {
+        ExpectSameBits(actual, expected, absl::StrCat("reduce_max ", what));
+      } else {
+        // Two sums of the same n terms in different orders differ by at
+        // most 2 (n - 1) u sum(|x|), u = 2^-24 (each within (n - 1) u of
+        // the exact sum).
+        std::vector<double> bound = scale;
+        if (op == ReduceOp::kMean) {
+          for (double& value : bound) value /= plan.reduced_count;
+        }
+        const double relative = 2 * (plan.reduced_count - 1) * std::ldexp(1.0, -24);
+        ExpectClose(actual, expected, relative, 0, absl::StrCat(ir::OpName(kind), " ", what), bound);
+      }
+    }
+  }
+}
+
+TEST(CudaKernelsOnCpu, RowOpsMatchTheReferenceAtEveryRowWidth) {
+  // 1 and 33 take one warp a row, 300 four warps, 3000 a full block.
+  for (int64_t length : {int64_t{1}, int64_t{33}, int64_t{300}, int64_t{3000}}) {
+    const HostTensor x = Random({3, 1, length}, -5, 5, 12);  // rank 3, rows flattened
+    const HostTensor dy = Random({3, 1, length}, -1, 1, 13);
+    const int64_t rows = 3;
+    const std::string what = absl::StrCat(" length ", length);
+    for (const auto& [op, kind, grad, grad_kind] :
+         std::vector<std::tuple<RowOp, OpKind, RowOp, OpKind>>{
+             {RowOp::kSoftmax, OpKind::kSoftmax, RowOp::kSoftmaxGrad, OpKind::kSoftmaxGrad},
+             {RowOp::kLogSoftmax, OpKind::kLogSoftmax, RowOp::kLogSoftmaxGrad, OpKind::kLogSoftmaxGrad}}) {
+      const HostTensor y = Reference(kind, {x});
+      const HostTensor actual = RunTwice(x.type(), [&](HostTensor& out) {
+        return LaunchRows(op, x.f32(), nullptr, out.f32(), rows, length, kStream);
+      });
+      ExpectClose(actual, y, 2e-6, 2e-7, absl::StrCat(ir::OpName(kind), what));
+      const HostTensor expected_grad = Reference(grad_kind, {y, dy});
+      const HostTensor actual_grad = RunTwice(x.type(), [&](HostTensor& out) {
+        return LaunchRows(grad, y.f32(), dy.f32(), out.f32(), rows, length, kStream);
+      });
+      ExpectClose(actual_grad, expected_grad, 1e-5, 1e-6, absl::StrCat(ir::OpName(grad_kind), what));
+    }
+  }
+}
+
+TEST(CudaKernelsOnCpu, NormalizationsMatchTheReference) {
+  for (int64_t length : {int64_t{7}, int64_t{300}, int64_t{2500}}) {
+    const HostTensor x = Random({2, length}, -3, 3, 14);
+    const HostTensor gamma = Random({length}, 0.5f, 1.5f, 15), beta = Random({length}, -0.5f, 0.5f, 16);
+    const HostTensor dy = Random({2, length}, -1, 1, 17);
+    const ir::Attributes eps = {{"eps", 1e-5}};
+    const std::string what = absl::StrCat(" length ", length);
+    ExpectClose(RunTwice(x.type(),
+                         [&](HostTensor& out) {
+                           return LaunchNormalization(NormOp::kNormalize, x.f32(), nullptr, nullptr, out.f32(), 2,
+                                                      length, 1e-5f, kStream);
+                         }),
+                Reference(OpKind::kNormalize, {x}, eps), 1e-5, 1e-6, "normalize" + what);
+    ExpectClose(RunTwice(x.type(),
+                         [&](HostTensor& out) {
+                           return LaunchNormalization(NormOp::kLayerNorm, x.f32(), gamma.f32(), beta.f32(), out.f32(),
+                                                      2, length, 1e-5f, kStream);
+                         }),
+                Reference(OpKind::kLayerNorm, {x, gamma, beta}, eps), 1e-5, 1e-6, "layer_norm" + what);
+    ExpectClose(RunTwice(x.type(),
+                         [&](HostTensor& out) {
+                           return LaunchNormalization(NormOp::kNormalizeGrad, x.f32(), dy.f32(), nullptr, out.f32(), 2,
+                                                      length, 1e-5f, kStream);
+                         }),
+                Reference(OpKind::kNormalizeGrad, {x, dy}, eps), 1e-4, 1e-5, "normalize_grad" + what);
+  }
+}
+
+TEST(CudaKernelsOnCpu, CausalMaskAndRotaryMatchTheReference) {
+  const HostTensor scores = Random({2, 3, 7, 7}, -1, 1, 18);
+  const HostTensor masked = RunTwice(scores.type(), [&](HostTensor& out) {
+    return LaunchCausalMask(scores.f32(), out.f32(), 6, 7, 7, -INFINITY, kStream);
+  });
+  ExpectSameBits(masked, Reference(OpKind::kCausalMask, {scores}, {{"fill", -INFINITY}}), "causal_mask");
+  const HostTensor q = Random({2, 40, 8}, -1, 1, 19);
+  for (bool inverse : {false, true}) {
+    const HostTensor rotated = RunTwice(q.type(), [&](HostTensor& out) {
+      return LaunchRotary(q.f32(), nullptr, out.f32(), 2, 40, 8, 10000.0, inverse, kStream);
+    });
+    ExpectClose(rotated,
+                Reference(OpKind::kRotary, {q}, {{"theta", 10000.0}, {"inverse", int64_t{inverse ? 1 : 0}}}), 1e-6,
+                1e-6, inverse ? "rotary inverse" : "rotary");
+  }
+  // Each row at a position of its own (decoding), far past the rows there are.
+  std::vector<int32_t> at(80);
+  for (size_t row = 0; row < at.size(); ++row) at[row] = static_cast<int32_t>((row * 37) % 500);
+  const HostTensor positions = HostTensor::FromInts({2, 40}, at);
+  const HostTensor rotated = RunTwice(q.type(), [&](HostTensor& out) {
+    return LaunchRotary(q.f32(), positions.i32(), out.f32(), 2, 40, 8, 10000.0, false, kStream);
+  });
+  ExpectClose(rotated, Reference(OpKind::kRotary, {q, positions}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}),
+              1e-6, 1e-6, "rotary at positions");
+}
+
+TEST(CudaKernelsOnCpu, AttentionAtPositionsAgainstACacheMatchesTheReference) {
+  // Three queries per sequence against a cache of 9 keys, each query at a
+  // position of its own.
+  const HostTensor q = Random({2, 4, 3, 6}, -1, 1, 34), k = Random({2, 2, 9, 6}, -1, 1, 35),
+                   v = Random({2, 2, 9, 6}, -1, 1, 36);
+  const HostTensor positions = HostTensor::FromInts({2, 3}, {0, 4, 8, 2, 2, 7});
+  const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), k.f32(), v.f32(), positions.i32(), result.f32(), 2, 4, 2, 3, 9, 6, 0.4f,
+                           kStream);
+  });
+  ExpectClose(out, Reference(OpKind::kAttention, {q, k, v, positions}, {{"scale", 0.4}}), 1e-5, 1e-6,
+              "attention at positions");
+}
+
+TEST(CudaKernelsOnCpu, AttentionAndItsGradientMatchTheReferenceWithGroupedHeads) {
+  const HostTensor q = Random({2, 4, 11, 6}, -1, 1, 30), k = Random({2, 2, 11, 6}, -1, 1, 31),
+                   v = Random({2, 2, 11, 6}, -1, 1, 32), dy = Random({2, 4, 11, 6}, -1, 1, 33);
+  const ir::Attributes scale = {{"scale", 0.4}};
+  const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 2, 4, 2, 11, 11, 6, 0.4f, kStream);
+  });
+  ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, scale), 1e-5, 1e-6, "attention");
+  const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
+  std::vector<float> scratch(AttentionGradScratchBytes(2 * 4 * 11) / sizeof(float));
+  const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
+    float* dq = result.f32();
+    return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 2, 4, 2, 11, 6,
+                               0.4f, scratch.data(), kStream);
+  });
+  ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, scale), 1e-4, 1e-5, "attention_grad");
+}
+
+TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheReference) {
+  // 70 queries: two blocks of query rows, the second partly idle; three key
+  // tiles, the last partial; at positions, rows of one block reading
+  // different numbers of tiles.
+  const HostTensor q = Random({1, 4, 70, 8}, -1, 1, 40), k = Random({1, 2, 70, 8}, -1, 1, 41),
+                   v = Random({1, 2, 70, 8}, -1, 1, 42);
+  const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 1, 4, 2, 70, 70, 8, 0.3f, kStream);
+  });
+  ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, {{"scale", 0.3}}), 1e-5, 1e-6, "tiled attention");
+  // The gradient over as many tiles: two blocks of query rows, two of key
+  // rows, three query tiles per head.
+  const HostTensor dy = Random({1, 4, 70, 8}, -1, 1, 45);
+  const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
+  std::vector<float> scratch(AttentionGradScratchBytes(4 * 70) / sizeof(float));
+  const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
+    float* dq = result.f32();
+    return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 1, 4, 2, 70, 8,
+                               0.3f, scratch.data(), kStream);
+  });
+  ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.3}}), 1e-4, 1e-5,
+              "tiled attention_grad");
+
+  const HostTensor cache_k = Random({1, 2, 100, 8}, -1, 1, 43), cache_v = Random({1, 2, 100, 8}, -1, 1, 44);
+  std::vector<int32_t> at(70);
+  for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % 100);
+  const HostTensor positions = HostTensor::FromInts({1, 70}, at);
+  const HostTensor cached = RunTwice(q.type(), [&](HostTensor& result) {
+    return LaunchAttention(q.f32(), cache_k.f32(), cache_v.f32(), positions.i32(), result.f32(), 1, 4, 2, 70, 100, 8,
+                           0.3f, kStream);
+  });
+  ExpectClose(cached, Reference(OpKind::kAttention, {q, cache_k, cache_v, positions}, {{"scale", 0.3}}), 1e-5, 1e-6,
+              "tiled attention at positions");
+}
+
+TEST(CudaKernelsOnCpu, CrossEntropyAndItsGradientMatchTheReference) {
+  for (int64_t classes : {int64_t{5}, int64_t{300}}) {
+    const HostTensor logits = Random({7, classes}, -4, 4, 20);
+    const HostTensor labels = Ids({7}, static_cast<int32_t>(classes), 21);
+    const HostTensor dy = Random({7}, 0.1f, 1, 22);
+    const std::string what = absl::StrCat(" classes ", classes);
+    ExpectClose(RunTwice({DType::kF32, {7}},
+                         [&](HostTensor& out) {
+                           return LaunchCrossEntropy(logits.f32(), labels.i32(), out.f32(), 7, classes, kStream);
+                         }),
+                Reference(OpKind::kCrossEntropy, {logits, labels}), 2e-6, 1e-6, "cross_entropy" + what);
+    ExpectClose(RunTwice(logits.type(),
+                         [&](HostTensor& out) {
+                           return LaunchCrossEntropyGrad(logits.f32(), labels.i32(), dy.f32(), out.f32(), 7, classes,
+                                                         kStream);
+                         }),
+                Reference(OpKind::kCrossEntropyGrad, {logits, labels, dy}), 2e-6, 1e-7, "cross_entropy_grad" + what);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::cuda::kernels
