@@ -8,7 +8,8 @@
 //     real processes on a machine without a GPU.
 //
 // The model is CUDA's. Device memory is named by a DeviceAddress (a device
-// pointer as an integer). Each DeviceMemory has ONE stream: CopyAsync,
+// pointer as an integer). Each DeviceMemory has one main stream (and side
+// streams for transfers, below): CopyAsync,
 // RecordEvent and StreamWaitEvent enqueue work on it and return at once; the
 // work runs later, in the order it was enqueued. Events are interprocess
 // events (CUDA: cudaEventInterprocess | cudaEventDisableTiming): one process
@@ -69,6 +70,10 @@ enum class Sharing : uint8_t {
   kExportable,  // ExportMemory may hand it to another process
 };
 
+// A side stream of one DeviceMemory (CreateSideStream); 0 is the main
+// stream, which the methods without a stream use.
+using StreamId = int32_t;
+
 // An event of one DeviceMemory (created or imported); 0 is no event.
 struct DeviceEvent {
   uint64_t id = 0;
@@ -123,6 +128,21 @@ class DeviceMemory {
   // Later work on the stream waits until the most recent record of `event`
   // (at the time of this call) completes. The host does not wait.
   virtual absl::Status StreamWaitEvent(DeviceEvent event) = 0;
+
+  // ---- Side streams: further streams of this device for transfers that
+  // must neither wait behind the main stream's work nor hold it up (NCCL's
+  // sends and receives, actor/nccl_transport.h). Work on a side stream runs
+  // in its own order, concurrently with the other streams'; events order
+  // them (record on one, wait on another; the rule of the most recent
+  // record holds across streams). Memory that side-stream work uses must
+  // stay allocated until an event recorded after that work has completed:
+  // a private allocation's free is ordered with the main stream only.
+  // A new side stream, alive as long as this object.
+  virtual absl::StatusOr<StreamId> CreateSideStream() = 0;
+  // RecordEvent and StreamWaitEvent on side stream `stream`
+  // (InvalidArgument for a stream this object did not create).
+  virtual absl::Status RecordEventOn(StreamId stream, DeviceEvent event) = 0;
+  virtual absl::Status StreamWaitEventOn(StreamId stream, DeviceEvent event) = 0;
 
   // ---- Host waits, each bounded by `deadline` (DeadlineExceeded).
   // Waits until all work enqueued so far has run.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,7 @@ struct CudaDeviceMemory::Impl {
   int device = 0;
   std::string name;
   cudaStream_t stream = nullptr;
+  std::vector<cudaStream_t> side_streams;  // side stream s is side_streams[s - 1]; under `mu`
   cudaEvent_t host_copy_done = nullptr;  // private: marks the end of a host copy
 
   absl::Mutex mu;
@@ -179,6 +181,10 @@ CudaDeviceMemory::~CudaDeviceMemory() {
   if (m.pool != nullptr) cudaMemPoolDestroy(m.pool);
   if (m.host_copy_done != nullptr) cudaEventDestroy(m.host_copy_done);
   if (m.stream != nullptr) cudaStreamDestroy(m.stream);
+  for (cudaStream_t side : m.side_streams) {
+    cudaStreamSynchronize(side);
+    cudaStreamDestroy(side);
+  }
   cudaGetLastError();
 }
 
@@ -329,6 +335,48 @@ absl::Status CudaDeviceMemory::StreamWaitEvent(backends::DeviceEvent event) {
   if (!found.ok()) return found.status();
   const cudaError_t error = cudaStreamWaitEvent(m.stream, *found, 0);
   return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaStreamWaitEvent");
+}
+
+absl::StatusOr<backends::StreamId> CudaDeviceMemory::CreateSideStream() {
+  Impl& m = *impl_;
+  if (absl::Status status = m.Use(); !status.ok()) return status;
+  cudaStream_t side = nullptr;
+  const cudaError_t error = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  if (error != cudaSuccess) return m.Error(error, "cudaStreamCreateWithFlags (a side stream)");
+  absl::MutexLock lock(&m.mu);
+  m.side_streams.push_back(side);
+  return static_cast<backends::StreamId>(m.side_streams.size());
+}
+
+void* CudaDeviceMemory::side_stream_handle(backends::StreamId stream) const {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  if (stream <= 0 || stream > static_cast<backends::StreamId>(m.side_streams.size())) return nullptr;
+  return m.side_streams[static_cast<size_t>(stream - 1)];
+}
+
+absl::Status CudaDeviceMemory::RecordEventOn(backends::StreamId stream, backends::DeviceEvent event) {
+  Impl& m = *impl_;
+  cudaStream_t side = static_cast<cudaStream_t>(side_stream_handle(stream));
+  if (side == nullptr) return absl::InvalidArgumentError(absl::StrCat(m.name, ": no side stream ", stream));
+  if (absl::Status status = m.Use(); !status.ok()) return status;
+  absl::MutexLock lock(&m.mu);
+  absl::StatusOr<cudaEvent_t> found = m.FindEvent(event);
+  if (!found.ok()) return found.status();
+  const cudaError_t error = cudaEventRecord(*found, side);
+  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaEventRecord (a side stream)");
+}
+
+absl::Status CudaDeviceMemory::StreamWaitEventOn(backends::StreamId stream, backends::DeviceEvent event) {
+  Impl& m = *impl_;
+  cudaStream_t side = static_cast<cudaStream_t>(side_stream_handle(stream));
+  if (side == nullptr) return absl::InvalidArgumentError(absl::StrCat(m.name, ": no side stream ", stream));
+  if (absl::Status status = m.Use(); !status.ok()) return status;
+  absl::MutexLock lock(&m.mu);
+  absl::StatusOr<cudaEvent_t> found = m.FindEvent(event);
+  if (!found.ok()) return found.status();
+  const cudaError_t error = cudaStreamWaitEvent(side, *found, 0);
+  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaStreamWaitEvent (a side stream)");
 }
 
 absl::Status CudaDeviceMemory::SynchronizeStream(absl::Time deadline) {

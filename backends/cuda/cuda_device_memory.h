@@ -10,7 +10,8 @@
 // ExportMemory/ImportMemory/CloseImported are cudaIpcGetMemHandle (on the
 // allocation's base), cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess;
 // opening a handle twice returns the same address, counted) and
-// cudaIpcCloseMemHandle. The stream is one cudaStreamNonBlocking stream:
+// cudaIpcCloseMemHandle. The main stream is one cudaStreamNonBlocking stream
+// (side streams are more of them, destroyed with the object):
 // CopyAsync is cudaMemcpyAsync device-to-device, RecordEvent cudaEventRecord,
 // StreamWaitEvent cudaStreamWaitEvent. Events are created with
 // cudaEventInterprocess | cudaEventDisableTiming and shared with
@@ -71,6 +72,13 @@ class CudaDeviceMemory final : public backends::DeviceMemory {
   absl::Status CopyAsync(backends::DeviceAddress destination, backends::DeviceAddress source, int64_t bytes) override;
   absl::Status RecordEvent(backends::DeviceEvent event) override;
   absl::Status StreamWaitEvent(backends::DeviceEvent event) override;
+
+  absl::StatusOr<backends::StreamId> CreateSideStream() override;
+  absl::Status RecordEventOn(backends::StreamId stream, backends::DeviceEvent event) override;
+  absl::Status StreamWaitEventOn(backends::StreamId stream, backends::DeviceEvent event) override;
+  // Side stream `stream` (a cudaStream_t), for NCCL's calls on it; null for
+  // a stream this object did not create.
+  void* side_stream_handle(backends::StreamId stream) const;
 
   absl::Status SynchronizeStream(absl::Time deadline) override;
   absl::Status CopyToHostSync(void* destination, backends::DeviceAddress source, int64_t bytes,

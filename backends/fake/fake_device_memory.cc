@@ -187,16 +187,45 @@ FakeDeviceMemory::FakeDeviceMemory(Options options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> FakeDeviceMemory::Create(Options options) {
   std::unique_ptr<FakeDeviceMemory> memory(new FakeDeviceMemory(options));
-  memory->worker_ = std::thread([m = memory.get()] { m->WorkerLoop(); });
+  // lanes_[0]: the main stream.
+  if (absl::StatusOr<backends::StreamId> main = memory->CreateSideStream(); !main.ok()) return main.status();
   return memory;
 }
 
 FakeDeviceMemory::~FakeDeviceMemory() {
+  std::vector<Lane*> lanes;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    for (const std::unique_ptr<Lane>& lane : lanes_) lanes.push_back(lane.get());
   }
-  if (worker_.joinable()) worker_.join();
+  for (Lane* lane : lanes) {
+    if (lane->worker.joinable()) lane->worker.join();
+  }
+}
+
+absl::StatusOr<backends::StreamId> FakeDeviceMemory::CreateSideStream() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::FailedPreconditionError("fake device: a stream created during teardown");
+  lanes_.push_back(std::make_unique<Lane>());
+  Lane* lane = lanes_.back().get();
+  lane->worker = std::thread([this, lane] { WorkerLoop(lane); });
+  return static_cast<backends::StreamId>(lanes_.size() - 1);
+}
+
+absl::Status FakeDeviceMemory::CheckSideStream(backends::StreamId stream) const {
+  if (stream <= 0 || stream >= static_cast<backends::StreamId>(lanes_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("fake device: no side stream ", stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeDeviceMemory::EnqueueHostWork(backends::StreamId stream, std::function<void()> work) {
+  absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return poison_;
+  if (absl::Status status = CheckSideStream(stream); !status.ok()) return status;
+  Enqueue({.kind = StreamOp::Kind::kHost, .work = std::move(work)}, stream);
+  return absl::OkStatus();
 }
 
 int64_t FakeDeviceMemory::LiveObjectsForTesting() const {
@@ -214,7 +243,12 @@ void FakeDeviceMemory::Poison(absl::Status why) {
   absl::MutexLock lock(&mu_);
   if (!poison_.ok()) return;
   poison_ = absl::InternalError(absl::StrCat("fake device: the stream is poisoned: ", why.message()));
-  dropped.swap(queue_);
+  for (const std::unique_ptr<Lane>& lane : lanes_) {
+    while (!lane->queue.empty()) {
+      dropped.push_back(std::move(lane->queue.front()));
+      lane->queue.pop_front();
+    }
+  }
 }
 
 absl::StatusOr<backends::DeviceAddress> FakeDeviceMemory::Allocate(int64_t bytes, backends::Sharing sharing) {
@@ -304,10 +338,10 @@ absl::StatusOr<std::shared_ptr<Mapping>> FakeDeviceMemory::FindEvent(backends::D
   return it->second.page;
 }
 
-void FakeDeviceMemory::Enqueue(StreamOp op) {
+void FakeDeviceMemory::Enqueue(StreamOp op, backends::StreamId stream) {
   // A poisoned stream runs nothing: a release happens at once (when `op`
   // goes), other work is dropped (its caller returned the poison).
-  if (poison_.ok()) queue_.push_back(std::move(op));
+  if (poison_.ok()) lanes_[static_cast<size_t>(stream)]->queue.push_back(std::move(op));
 }
 
 absl::Status FakeDeviceMemory::CopyAsync(backends::DeviceAddress destination, backends::DeviceAddress source,
@@ -325,33 +359,53 @@ absl::Status FakeDeviceMemory::CopyAsync(backends::DeviceAddress destination, ba
   return absl::OkStatus();
 }
 
-absl::Status FakeDeviceMemory::RecordEvent(backends::DeviceEvent event) {
+absl::Status FakeDeviceMemory::Record(backends::StreamId stream, backends::DeviceEvent event) {
   absl::MutexLock lock(&mu_);
   if (!poison_.ok()) return poison_;
+  if (stream != 0) {
+    if (absl::Status status = CheckSideStream(stream); !status.ok()) return status;
+  }
   absl::StatusOr<std::shared_ptr<Mapping>> page = FindEvent(event);
   if (!page.ok()) return page.status();
   const uint64_t generation = (*page)->event().recorded.fetch_add(1, std::memory_order_acq_rel) + 1;
-  Enqueue({.kind = StreamOp::Kind::kRecord, .mapping = *std::move(page), .generation = generation});
+  Enqueue({.kind = StreamOp::Kind::kRecord, .mapping = *std::move(page), .generation = generation}, stream);
   return absl::OkStatus();
 }
 
-absl::Status FakeDeviceMemory::StreamWaitEvent(backends::DeviceEvent event) {
+absl::Status FakeDeviceMemory::Wait(backends::StreamId stream, backends::DeviceEvent event) {
   absl::MutexLock lock(&mu_);
   if (!poison_.ok()) return poison_;
+  if (stream != 0) {
+    if (absl::Status status = CheckSideStream(stream); !status.ok()) return status;
+  }
   absl::StatusOr<std::shared_ptr<Mapping>> page = FindEvent(event);
   if (!page.ok()) return page.status();
   const uint64_t target = (*page)->event().recorded.load(std::memory_order_acquire);
-  Enqueue({.kind = StreamOp::Kind::kWait, .mapping = *std::move(page), .generation = target});
+  Enqueue({.kind = StreamOp::Kind::kWait, .mapping = *std::move(page), .generation = target}, stream);
   return absl::OkStatus();
 }
 
+absl::Status FakeDeviceMemory::RecordEvent(backends::DeviceEvent event) { return Record(0, event); }
+absl::Status FakeDeviceMemory::StreamWaitEvent(backends::DeviceEvent event) { return Wait(0, event); }
+
+absl::Status FakeDeviceMemory::RecordEventOn(backends::StreamId stream, backends::DeviceEvent event) {
+  if (stream == 0) return absl::InvalidArgumentError("fake device: side stream 0 (the main stream's events are RecordEvent's)");
+  return Record(stream, event);
+}
+
+absl::Status FakeDeviceMemory::StreamWaitEventOn(backends::StreamId stream, backends::DeviceEvent event) {
+  if (stream == 0) return absl::InvalidArgumentError("fake device: side stream 0 (the main stream waits with StreamWaitEvent)");
+  return Wait(stream, event);
+}
+
 absl::Status FakeDeviceMemory::AwaitIdleLocked(absl::Time deadline, const char* why) {
-  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !poison_.ok() || (queue_.empty() && !running_op_);
+  const Lane& main = *lanes_[0];
+  auto idle = [this, &main]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !poison_.ok() || (main.queue.empty() && !main.running_op);
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&idle), deadline)) {
     return absl::DeadlineExceededError(absl::StrCat("fake device: ", why, ": the stream still has ",
-                                                    queue_.size() + (running_op_ ? 1 : 0),
+                                                    main.queue.size() + (main.running_op ? 1 : 0),
                                                     " operations pending at the deadline"));
   }
   return poison_;
@@ -441,17 +495,17 @@ absl::StatusOr<bool> FakeDeviceMemory::QueryEvent(backends::DeviceEvent event) {
   return state.completed.load(std::memory_order_acquire) >= recorded;
 }
 
-void FakeDeviceMemory::WorkerLoop() {
+void FakeDeviceMemory::WorkerLoop(Lane* lane) {
   while (true) {
     StreamOp op;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !queue_.empty(); };
+      auto ready = [this, lane]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !lane->queue.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
-      op = std::move(queue_.front());
-      queue_.pop_front();
-      running_op_ = true;
+      op = std::move(lane->queue.front());
+      lane->queue.pop_front();
+      lane->running_op = true;
     }
     switch (op.kind) {
       case StreamOp::Kind::kCopy:
@@ -484,10 +538,14 @@ void FakeDeviceMemory::WorkerLoop() {
       }
       case StreamOp::Kind::kRelease:
         break;  // `op` drops the mapping below
+      case StreamOp::Kind::kHost:
+        op.work();
+        break;
     }
     op.mapping.reset();
+    op.work = nullptr;
     absl::MutexLock lock(&mu_);
-    running_op_ = false;
+    lane->running_op = false;
   }
 }
 

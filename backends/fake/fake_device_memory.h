@@ -16,7 +16,9 @@
 // The stream is real asynchrony: a worker thread runs the enqueued copies,
 // records and waits in order, after Options::copy_delay per copy, so a
 // protocol that forgets an event wait or reuses memory too early reads stale
-// or overwritten bytes in tests.
+// or overwritten bytes in tests. Each side stream is another such worker;
+// EnqueueHostWork runs a function in a side stream's order (what the fake
+// NCCL's transfers are, actor/nccl/fake_nccl.h).
 //
 // Events: each interprocess event is a small shared page (its own memfd)
 // holding a recorded generation and a completed generation. RecordEvent
@@ -42,11 +44,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -82,6 +86,14 @@ class FakeDeviceMemory final : public backends::DeviceMemory {
   absl::Status RecordEvent(backends::DeviceEvent event) override;
   absl::Status StreamWaitEvent(backends::DeviceEvent event) override;
 
+  absl::StatusOr<backends::StreamId> CreateSideStream() override;
+  absl::Status RecordEventOn(backends::StreamId stream, backends::DeviceEvent event) override;
+  absl::Status StreamWaitEventOn(backends::StreamId stream, backends::DeviceEvent event) override;
+  // Runs `work` on side stream `stream`'s worker, in that stream's order, as
+  // a kernel would run there. `work` may block (a transfer waiting for its
+  // peer) but must return by itself: the destructor waits for it.
+  absl::Status EnqueueHostWork(backends::StreamId stream, std::function<void()> work);
+
   absl::Status SynchronizeStream(absl::Time deadline) override;
   absl::Status CopyToHostSync(void* destination, backends::DeviceAddress source, int64_t bytes,
                               absl::Time deadline) override;
@@ -105,13 +117,21 @@ class FakeDeviceMemory final : public backends::DeviceMemory {
  private:
   // One piece of stream work, run by the worker thread.
   struct StreamOp {
-    enum class Kind : uint8_t { kCopy, kRecord, kWait, kRelease };
+    enum class Kind : uint8_t { kCopy, kRecord, kWait, kRelease, kHost };
     Kind kind = Kind::kCopy;
     std::byte* destination = nullptr;  // kCopy
     const std::byte* source = nullptr;
     int64_t bytes = 0;
     std::shared_ptr<Mapping> mapping;  // kRecord/kWait: the event page; kRelease: what to unmap
     uint64_t generation = 0;           // kRecord: to publish; kWait: to wait for
+    std::function<void()> work;        // kHost
+  };
+  // One stream: its queue and the worker that runs it (lanes_[0] is the
+  // main stream).
+  struct Lane {
+    std::deque<StreamOp> queue;
+    bool running_op = false;  // the worker is executing one op
+    std::thread worker;
   };
   struct Event {
     std::shared_ptr<Mapping> page;
@@ -123,10 +143,14 @@ class FakeDeviceMemory final : public backends::DeviceMemory {
   absl::Status CheckRange(backends::DeviceAddress address, int64_t bytes, const char* what) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<Mapping>> FindEvent(backends::DeviceEvent event) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void Enqueue(StreamOp op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(StreamOp op, backends::StreamId stream = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The side stream `stream`, or InvalidArgument.
+  absl::Status CheckSideStream(backends::StreamId stream) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status Record(backends::StreamId stream, backends::DeviceEvent event);
+  absl::Status Wait(backends::StreamId stream, backends::DeviceEvent event);
   // Waits until the stream is idle (no queued or running work) or poisoned.
   absl::Status AwaitIdleLocked(absl::Time deadline, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WorkerLoop();
+  void WorkerLoop(Lane* lane);
 
   const Options options_;
   mutable absl::Mutex mu_;
@@ -137,10 +161,9 @@ class FakeDeviceMemory final : public backends::DeviceMemory {
   int64_t allocated_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // as asked, of allocations_
   absl::Status poison_ ABSL_GUARDED_BY(mu_);
   uint64_t next_event_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::deque<StreamOp> queue_ ABSL_GUARDED_BY(mu_);
-  bool running_op_ ABSL_GUARDED_BY(mu_) = false;  // the worker is executing one op
+  // The streams; the vector grows (CreateSideStream), a Lane never moves.
+  std::vector<std::unique_ptr<Lane>> lanes_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread worker_;
 };
 
 }  // namespace tandem::fake

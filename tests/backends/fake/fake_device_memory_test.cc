@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "backends/device_memory.h"
 #include "gmock/gmock.h"
@@ -173,6 +174,47 @@ TEST(FakeDeviceMemory, StreamWaitConcernsOnlyRecordsMadeBeforeIt) {
   EXPECT_TRUE(*(*slow)->QueryEvent(*event));
   EXPECT_TRUE((*fast)->DestroyEvent(*imported).ok());
   EXPECT_EQ((*fast)->QueryEvent(*imported).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Side streams run beside the main stream, ordered with it by events only.
+TEST(FakeDeviceMemory, ASideStreamRunsBesideTheMainStreamAndEventsOrderThem) {
+  absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> memory =
+      FakeDeviceMemory::Create({.copy_delay = absl::Milliseconds(200)});
+  ASSERT_TRUE(memory.ok());
+  FakeDeviceMemory& m = **memory;
+  absl::StatusOr<backends::StreamId> side = m.CreateSideStream();
+  ASSERT_TRUE(side.ok());
+  EXPECT_EQ(*side, 1);
+  const backends::DeviceEvent copied = *m.CreateIpcEvent(), released = *m.CreateIpcEvent();
+
+  // The side stream waits for the main stream's (slow) copy.
+  const backends::DeviceAddress source = *m.Allocate(64, backends::Sharing::kPrivate);
+  const backends::DeviceAddress target = *m.Allocate(64, backends::Sharing::kPrivate);
+  std::vector<int32_t> pattern(16);
+  for (int i = 0; i < 16; ++i) pattern[i] = 7 * i + 1;
+  ASSERT_TRUE(m.CopyFromHostSync(source, pattern.data(), 64, In(absl::Seconds(10))).ok());
+  ASSERT_TRUE(m.CopyAsync(target, source, 64).ok());
+  ASSERT_TRUE(m.RecordEvent(copied).ok());
+  ASSERT_TRUE(m.StreamWaitEventOn(*side, copied).ok());
+  std::vector<int32_t> seen(16, 0);
+  ASSERT_TRUE(m.EnqueueHostWork(*side, [&] { std::memcpy(seen.data(), reinterpret_cast<void*>(target), 64); }).ok());
+
+  // The main stream waits for the side stream, whose work runs while the
+  // main stream is stuck: it goes on only once that work lets it.
+  absl::Notification release;
+  ASSERT_TRUE(m.EnqueueHostWork(*side, [&] { release.WaitForNotificationWithTimeout(absl::Seconds(10)); }).ok());
+  ASSERT_TRUE(m.RecordEventOn(*side, released).ok());
+  ASSERT_TRUE(m.StreamWaitEvent(released).ok());
+  EXPECT_EQ(m.SynchronizeStream(In(absl::Milliseconds(400))).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(seen, pattern);  // the side stream ran after the copy, before the release
+  release.Notify();
+  EXPECT_TRUE(m.SynchronizeStream(In(absl::Seconds(10))).ok());
+  EXPECT_TRUE(*m.QueryEvent(released));
+
+  // The main stream is not a side stream, and unknown ones are refused.
+  EXPECT_EQ(m.RecordEventOn(0, copied).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.StreamWaitEventOn(7, copied).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.EnqueueHostWork(7, [] {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FakeDeviceMemory, HandleOfAnExitedProcessIsUnavailableNamingThePid) {
