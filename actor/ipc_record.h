@@ -1,4 +1,5 @@
-// The records IpcTransport exchanges on its host channel (ipc_transport.h):
+// The records IpcTransport (ipc_transport.h) and NcclTransport
+// (nccl_transport.h) exchange on their host channels:
 // each is one i32 vector, [magic, kind, sender, receiver, ...], written with
 // RecordWriter and read back, bounds-checked, with RecordReader. What
 // follows the head depends on the kind (setup: exported handles; message:
@@ -22,11 +23,19 @@ namespace tandem::actor::ipc {
 
 // Host records are i32 tensors: [magic, kind, sender, receiver, ...].
 constexpr int32_t kRecordMagic = 0x54444950;  // "TDIP"
-enum class RecordKind : int32_t { kSetup = 1, kMessage = 2, kRelease = 3, kClosed = 4 };
+enum class RecordKind : int32_t {
+  kSetup = 1,
+  kMessage = 2,
+  kRelease = 3,
+  kClosed = 4,
+  kNcclSetup = 5,    // NcclTransport (actor/nccl_transport.h): a communicator's unique id
+  kNcclMessage = 6,  // NcclTransport: a message's tag and tensor types
+};
 constexpr size_t kRecordHeadWords = 4;
 constexpr size_t kHandleWords = backends::kIpcHandleBytes / sizeof(int32_t);
 constexpr int kMaxRank = 8;
-constexpr size_t kTensorWords = 2 + 2 * kMaxRank + 2 + 2;  // dtype, rank, dims, offset, bytes
+constexpr size_t kTypeWords = 2 + 2 * kMaxRank;            // dtype, rank, dims
+constexpr size_t kTensorWords = kTypeWords + 2 + 2;         // type, offset, bytes
 constexpr size_t kMaxTensors = 4096;
 
 // Builds a record: the head, then 32-bit words, 64-bit values as two words
@@ -96,6 +105,14 @@ absl::StatusOr<std::vector<int32_t>> ParseRecord(const std::vector<ir::HostTenso
                                                  int32_t self);
 
 inline RecordKind KindOf(const std::vector<int32_t>& words) { return static_cast<RecordKind>(words[1]); }
+
+// A tensor's type as kTypeWords words: dtype, rank, kMaxRank extents (64
+// bits each, unused ones 0). The type must have rank <= kMaxRank.
+void PutType(RecordWriter& writer, const ir::TensorType& type);
+// Reads one back: InvalidArgument for an unknown dtype, a rank over
+// kMaxRank, or extents whose bytes are not a tensor's (ir/limits.h); the
+// reader's ok() turns false on a short record.
+absl::StatusOr<ir::TensorType> GetType(RecordReader& reader);
 
 }  // namespace tandem::actor::ipc
 

@@ -121,11 +121,7 @@ absl::StatusOr<bool> IpcTransport::TryWriteLocked(Outbound& out) {
     if (absl::Status status = memory_.CopyAsync(out.ring + at, tensor.address(), tensor.num_bytes()); !status.ok()) {
       return status;
     }
-    frame.Put32(static_cast<int32_t>(tensor.type.dtype));
-    frame.Put32(static_cast<int32_t>(tensor.type.rank()));
-    for (int axis = 0; axis < kMaxRank; ++axis) {
-      frame.Put64(axis < tensor.type.rank() ? static_cast<uint64_t>(tensor.type.shape[axis]) : 0);
-    }
+    ipc::PutType(frame, tensor.type);
     frame.Put64(at);
     frame.Put64(static_cast<uint64_t>(tensor.num_bytes()));
   }
@@ -352,22 +348,12 @@ absl::Status IpcTransport::HandleFrame(int32_t peer, const std::vector<int32_t>&
   }
   for (int32_t i = 0; i < count; ++i) {
     Frame::Tensor tensor;
-    const int32_t dtype = reader.Get32();
-    const int32_t rank = reader.Get32();
-    if (dtype < 0 || dtype > static_cast<int32_t>(ir::DType::kF16) || rank < 0 || rank > kMaxRank) {
-      return bad(absl::StrCat("tensor ", i, " has dtype ", dtype, " and rank ", rank));
-    }
-    tensor.type.dtype = static_cast<ir::DType>(dtype);
-    for (int axis = 0; axis < kMaxRank; ++axis) {
-      const uint64_t dim = reader.Get64();
-      if (axis < rank) tensor.type.shape.push_back(static_cast<int64_t>(dim));
-    }
+    absl::StatusOr<ir::TensorType> type = ipc::GetType(reader);
+    if (!type.ok()) return bad(absl::StrCat("tensor ", i, ": ", type.status().message()));
+    tensor.type = *std::move(type);
     tensor.offset = reader.Get64();
     tensor.bytes = reader.Get64();
-    // The shape's bytes, bounded (ir/limits.h) before any product is taken.
-    absl::StatusOr<int64_t> bytes = ir::CheckedNumBytes(tensor.type);
-    if (!bytes.ok()) return bad(absl::StrCat("tensor ", i, ": ", bytes.status().message()));
-    if (static_cast<uint64_t>(*bytes) != tensor.bytes || tensor.offset % kIpcAlignment != 0 ||
+    if (static_cast<uint64_t>(tensor.type.num_bytes()) != tensor.bytes || tensor.offset % kIpcAlignment != 0 ||
         tensor.offset > in.capacity || tensor.bytes > in.capacity - tensor.offset) {
       return bad(absl::StrCat("tensor ", i, " (", ir::TypeToString(tensor.type), ", ", tensor.bytes, " bytes at ",
                               tensor.offset, ") does not fit its type or the ring"));
