@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actor/actor_service.h"
+#include "actor/nccl/nccl_library.h"
 #include "backends/cpu/kernels.h"
 #include "backends/fake/fake_cuda_device.h"
 #include "backends/open_device.h"
@@ -111,9 +112,15 @@ int RunActorProcess(const ActorProcessOptions& options) {
     return kActorExitSetupFailed;
   }
   absl::StatusOr<fake::FakeCudaFaults> faults = fake::ParseFakeCudaFaults(device_options.fault, actor);
+  absl::StatusOr<std::unique_ptr<nccl::NcclLibrary>> nccl = nccl::NcclLibraryFor(**device);
+  if (!nccl.ok()) {
+    Log(actor, absl::StrCat("cannot open NCCL for its device: ", nccl.status().ToString()));
+    return kActorExitSetupFailed;
+  }
   DataPlaneOptions data_plane_options = options.data_plane_options;
   data_plane_options.token = options.token;
   data_plane_options.device_memory = (*device)->memory();
+  data_plane_options.nccl = nccl->get();
   if (options.device.kind == ir::DeviceSpec::Kind::kFakeCuda && faults.ok()) {
     data_plane_options.die_at_device_send = faults->die_at_send;
   }

@@ -325,6 +325,10 @@ kj::Promise<void> ActorService::runRange(RunRangeContext context) {
         }
         if (status.ok()) status = executor_->RunRange(begin, end, transport_, options_.receive_timeout);
         if (status.ok() && end == size) {
+          // As Executor::RunStep: nothing of this step stays held into the next.
+          status = transport_.SettleDeviceSends(absl::Now() + options_.receive_timeout);
+        }
+        if (status.ok() && end == size) {
           absl::StatusOr<ir::StepOutputs> outputs = executor_->FinishStep();
           status = outputs.status();
           if (outputs.ok()) reply->outputs = *std::move(outputs);

@@ -283,6 +283,7 @@ absl::StatusOr<std::unique_ptr<DataPlane>> CreateDataPlane(ir::DataPlaneKind kin
   DeviceTransport::Options device_options;
   device_options.ipc.ring_bytes = options.ipc_ring_bytes;
   device_options.die_at_send = options.die_at_device_send;
+  device_options.nccl = options.nccl;
   absl::StatusOr<std::unique_ptr<DeviceTransport>> device =
       DeviceTransport::Create((*host)->transport(), *options.device_memory, num_actors, device_options);
   if (!device.ok()) return device.status();

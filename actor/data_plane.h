@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "actor/nccl/nccl_library.h"
 #include "actor/transport.h"
 #include "backends/device_memory.h"
 #include "ir/data_plane_kind.h"
@@ -87,6 +88,10 @@ struct DataPlaneOptions {
   backends::DeviceMemory* device_memory = nullptr;
   // Per ordered pair of actors sharing the device: the IPC staging ring.
   int64_t ipc_ring_bytes = int64_t{64} << 20;
+  // The NCCL calls (over device_memory) for device-resident peers on other
+  // devices (borrowed: it must outlive the data plane); null: those stage
+  // through the host.
+  nccl::NcclLibrary* nccl = nullptr;
   // Injected fault (fake_cuda_device.h): the device send that kills the
   // process; -1: none.
   int64_t die_at_device_send = -1;

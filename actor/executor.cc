@@ -599,6 +599,11 @@ absl::StatusOr<ir::StepOutputs> Executor::RunStep(int64_t step, const ir::StepIn
   if (absl::Status status = BeginStep(step, inputs); !status.ok()) return status;
   const auto size = static_cast<int32_t>(program_.instructions.size());
   if (absl::Status status = RunRange(0, size, transport, receive_timeout); !status.ok()) return status;
+  // Nothing of this step stays held by the data plane into the next.
+  if (absl::Status status = transport.SettleDeviceSends(absl::Now() + receive_timeout); !status.ok()) {
+    return Fail(absl::Status(status.code(), absl::StrCat("actor ", actor(), ", step ", step_,
+                                                         ", settling its device sends: ", status.message())));
+  }
   return FinishStep();
 }
 

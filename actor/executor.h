@@ -112,7 +112,9 @@ class Executor {
   // inputs, e.g. the data plane's rings).
   absl::StatusOr<ir::StepOutputs> FinishStep();
 
-  // BeginStep, RunRange over the whole program, FinishStep.
+  // BeginStep, RunRange over the whole program, the transport's
+  // SettleDeviceSends, FinishStep (a driver of ranges settles likewise
+  // before the last FinishStep).
   absl::StatusOr<ir::StepOutputs> RunStep(int64_t step, const ir::StepInputs& inputs, Transport& transport,
                                       absl::Duration receive_timeout);
 

@@ -82,6 +82,13 @@ class Transport {
   virtual absl::StatusOr<std::vector<backends::DeviceTensor>> ReceiveDevice(int32_t peer, uint64_t tag,
                                                                             absl::Time deadline);
 
+  // Waits until no device tensor sent so far is still held for a transfer
+  // in progress (an NCCL send holds its tensors until the peer's device has
+  // received them), at most until `deadline`; a step ends with it, so the
+  // next begins with nothing of the last one held. The transfer's error, or
+  // DeadlineExceeded. Nothing to wait for by default.
+  virtual absl::Status SettleDeviceSends(absl::Time deadline) { return absl::OkStatus(); }
+
   // Fails the whole cluster's step with `status` (which should name the
   // failed actor): wakes every waiter. Thread-safe; the first call wins.
   virtual void Abort(absl::Status status) = 0;

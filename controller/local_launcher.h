@@ -172,8 +172,9 @@ class LocalLauncher final : public Launcher {
                                                                const std::vector<ir::StepInputs>& inputs) override;
   absl::StatusOr<ir::HostTensor> ReadBuffer(ActorId actor, const std::string& name) override;
   std::string DescribeActor(ActorId actor) const override;
-  // "ipc" between device-resident actors on one device (fake-cuda on one
-  // host), else "shm" or "tcp" as the data plane places them.
+  // "ipc" between device-resident actors on one device, "nccl" between
+  // device-resident actors on different devices (GPUs, or fake-cuda/N's
+  // emulated ones), else "shm" or "tcp" as the data plane places them.
   std::string DescribeDataPlane() const override;
   absl::StatusOr<std::vector<ir::TensorMap>> ReadState() override;
   // Each actor process writes its own file (snapshotState, awaitState).

@@ -81,10 +81,17 @@ bool LocalLauncher::SharesDevice(int32_t actor, int32_t peer) const {
 
 std::string LocalLauncher::DescribeDataPlane() const {
   if (static_cast<int32_t>(nodes_.size()) != num_actors_) return "";  // not started
+  // Device-resident actors on different devices exchange device tensors
+  // over NCCL (actor/device_transport.h).
+  absl::StatusOr<ir::DeviceSpec> spec = ir::ParseDeviceSpec(options_.device);
+  const bool device_resident = spec.ok() && spec->kind != ir::DeviceSpec::Kind::kCpu;
   std::vector<std::string> pairs;
   for (int32_t a = 0; a < num_actors_; ++a) {
     for (int32_t b = a + 1; b < num_actors_; ++b) {
-      const char* medium = SharesDevice(a, b) ? "ipc" : SharedMemoryBetween(a, b) ? "shm" : "tcp";
+      const char* medium = SharesDevice(a, b)    ? "ipc"
+                           : device_resident     ? "nccl"
+                           : SharedMemoryBetween(a, b) ? "shm"
+                                                       : "tcp";
       pairs.push_back(absl::StrCat(a, "-", b, " ", medium));
     }
   }

@@ -12,7 +12,8 @@ namespace {
 
 absl::Status BadSpec(absl::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown device '", text, "': expected cpu, cuda or cuda:N (either with +tf32 or +bf16), or fake-cuda"));
+      "unknown device '", text, "': expected cpu, cuda or cuda:N (either with +tf32 or +bf16), or fake-cuda or fake-cuda/N (1 <= N <= ",
+      kMaxFakeGpus, " emulated GPUs per host)"));
 }
 
 }  // namespace
@@ -20,11 +21,16 @@ absl::Status BadSpec(absl::string_view text) {
 absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
   DeviceSpec spec;
   if (text == "cpu") return spec;
-  if (text == "fake-cuda") {
+  absl::string_view rest = text;
+  if (absl::ConsumePrefix(&rest, "fake-cuda")) {
     spec.kind = DeviceSpec::Kind::kFakeCuda;
+    if (rest.empty()) return spec;
+    if (!absl::ConsumePrefix(&rest, "/") || rest.empty() || rest[0] == '+' || rest[0] == '-' ||
+        !absl::SimpleAtoi(rest, &spec.fake_gpus) || spec.fake_gpus < 1 || spec.fake_gpus > kMaxFakeGpus) {
+      return BadSpec(text);
+    }
     return spec;
   }
-  absl::string_view rest = text;
   if (!absl::ConsumePrefix(&rest, "cuda")) return BadSpec(text);
   spec.kind = DeviceSpec::Kind::kCuda;
   if (absl::ConsumeSuffix(&rest, "+bf16")) {
@@ -44,7 +50,9 @@ absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
 
 std::string DeviceSpecName(const DeviceSpec& spec) {
   if (spec.kind == DeviceSpec::Kind::kCpu) return "cpu";
-  if (spec.kind == DeviceSpec::Kind::kFakeCuda) return "fake-cuda";
+  if (spec.kind == DeviceSpec::Kind::kFakeCuda) {
+    return spec.fake_gpus == 1 ? "fake-cuda" : absl::StrCat("fake-cuda/", spec.fake_gpus);
+  }
   std::string name = spec.index < 0 ? "cuda" : absl::StrCat("cuda:", spec.index);
   if (spec.precision == DeviceSpec::Precision::kTf32) absl::StrAppend(&name, "+tf32");
   if (spec.precision == DeviceSpec::Precision::kBf16) absl::StrAppend(&name, "+bf16");
@@ -56,7 +64,7 @@ bool ActorsShareDevice(const DeviceSpec& spec, int32_t a, int32_t b, int visible
     case DeviceSpec::Kind::kCpu:
       return false;
     case DeviceSpec::Kind::kFakeCuda:
-      return true;
+      return GpuForRank(a, spec.fake_gpus) == GpuForRank(b, spec.fake_gpus);
     case DeviceSpec::Kind::kCuda:
       return spec.index >= 0 || GpuForRank(a, visible) == GpuForRank(b, visible);
   }

@@ -1,16 +1,14 @@
-#include "actor/nccl/nccl_communicator.h"
+#include "actor/nccl/cuda_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "actor/nccl/nccl_wait.h"
-#include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/cuda_status.h"
 
 namespace tandem::actor::nccl {
@@ -18,25 +16,12 @@ namespace {
 
 static_assert(kNcclUniqueIdBytes == NCCL_UNIQUE_ID_BYTES);
 
+// How long a call that answered ncclInProgress may take to be enqueued.
+constexpr absl::Duration kEnqueueWait = absl::Seconds(30);
+
+ncclComm_t Native(void* comm) { return static_cast<ncclComm_t>(comm); }
 
 }  // namespace
-
-struct NcclPairCommunicator::Impl {
-  ncclComm_t comm = nullptr;
-  int device = 0;
-  bool broken = false;  // aborted after an error or a missed deadline
-
-  // Waits until the communicator has no operation in progress.
-  absl::Status WaitReady(absl::string_view what, absl::Time deadline) { return WaitUntilIdle(comm, what, deadline); }
-
-
-  absl::Status Break(absl::Status status) {
-    if (!broken && comm != nullptr) ncclCommAbort(comm);
-    comm = nullptr;
-    broken = true;
-    return status;
-  }
-};
 
 absl::StatusOr<std::string> NewNcclUniqueId() {
   ncclUniqueId id;
@@ -44,93 +29,127 @@ absl::StatusOr<std::string> NewNcclUniqueId() {
   return std::string(id.internal, kNcclUniqueIdBytes);
 }
 
-absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> NcclPairCommunicator::Join(absl::string_view unique_id,
-                                                                                 int rank, int device,
-                                                                                 absl::Time deadline) {
+CudaNccl::~CudaNccl() {
+  absl::MutexLock lock(&mu_);
+  if (!comms_.empty()) cudaSetDevice(memory_.device());
+  for (auto& [id, comm] : comms_) ncclCommAbort(Native(comm));
+}
+
+std::string CudaNccl::name() const {
+  int version = 0;
+  ncclGetVersion(&version);
+  return absl::StrCat("nccl ", version / 10000, ".", version / 100 % 100, ".", version % 100);
+}
+
+absl::StatusOr<void*> CudaNccl::Find(Comm comm) const {
+  absl::MutexLock lock(&mu_);
+  auto it = comms_.find(comm);
+  if (it == comms_.end()) return absl::InvalidArgumentError(absl::StrCat("NCCL: no communicator ", comm));
+  return it->second;
+}
+
+absl::StatusOr<NcclLibrary::Comm> CudaNccl::StartJoin(absl::string_view unique_id, int ranks, int rank) {
   if (unique_id.size() != kNcclUniqueIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("an NCCL unique id has ", kNcclUniqueIdBytes, " bytes, not ", unique_id.size()));
   }
-  if (rank != 0 && rank != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("a pair communicator has ranks 0 and 1, not ", rank));
+  if (ranks < 1 || rank < 0 || rank >= ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL: rank ", rank, " of ", ranks));
   }
-  if (absl::Status status = cuda::CheckDevice(device); !status.ok()) return status;
-  if (absl::Status status = cuda::CudaStatus(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
-      !status.ok()) {
-    return status;
-  }
+  if (absl::Status status = cuda::CudaStatus(cudaSetDevice(memory_.device()), "cudaSetDevice"); !status.ok()) return status;
   ncclUniqueId id;
   std::memcpy(id.internal, unique_id.data(), kNcclUniqueIdBytes);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;  // so that a missing peer is a deadline, not a hang
-  auto impl = std::make_unique<Impl>();
-  impl->device = device;
-  ncclResult_t result = ncclCommInitRankConfig(&impl->comm, 2, id, rank, &config);
+  config.blocking = 0;  // a missing peer is a deadline, not a hang
+  ncclComm_t comm = nullptr;
+  const ncclResult_t result = ncclCommInitRankConfig(&comm, ranks, id, rank, &config);
   if (result != ncclSuccess && result != ncclInProgress) {
-    return impl->Break(NcclError("ncclCommInitRankConfig", result));
+    if (comm != nullptr) ncclCommAbort(comm);
+    return NcclError("ncclCommInitRankConfig", result);
   }
-  if (absl::Status status = impl->WaitReady("joining the NCCL pair communicator", deadline); !status.ok()) {
-    return impl->Break(status);
+  absl::MutexLock lock(&mu_);
+  const Comm handle = next_comm_++;
+  comms_.emplace(handle, comm);
+  return handle;
+}
+
+absl::StatusOr<bool> CudaNccl::State(Comm comm) {
+  absl::StatusOr<void*> found = Find(comm);
+  if (!found.ok()) return found.status();
+  ncclResult_t state = ncclSuccess;
+  if (ncclResult_t result = ncclCommGetAsyncError(Native(*found), &state); result != ncclSuccess) {
+    return NcclError("ncclCommGetAsyncError", result);
   }
-  return std::unique_ptr<NcclPairCommunicator>(new NcclPairCommunicator(std::move(impl), rank));
+  if (state == ncclInProgress) return false;
+  if (state != ncclSuccess) return NcclError("the communicator", state);
+  return true;
 }
 
-NcclPairCommunicator::NcclPairCommunicator(std::unique_ptr<Impl> impl, int rank)
-    : impl_(std::move(impl)), rank_(rank) {}
-
-NcclPairCommunicator::~NcclPairCommunicator() {
-  if (impl_->broken || impl_->comm == nullptr) return;
-  // Finalize flushes outstanding work; bounded like everything else, and
-  // aborted if it does not finish.
-  cudaSetDevice(impl_->device);
-  ncclResult_t result = ncclCommFinalize(impl_->comm);
-  if ((result == ncclSuccess || result == ncclInProgress) &&
-      impl_->WaitReady("ncclCommFinalize", absl::Now() + absl::Seconds(5)).ok()) {
-    ncclCommDestroy(impl_->comm);
-  } else {
-    ncclCommAbort(impl_->comm);
-  }
-}
-
-absl::Status NcclPairCommunicator::Send(const void* data, int64_t bytes, void* stream, absl::Time deadline) {
-  return Transfer(true, const_cast<void*>(data), bytes, stream, deadline);
-}
-
-absl::Status NcclPairCommunicator::Receive(void* data, int64_t bytes, void* stream, absl::Time deadline) {
-  return Transfer(false, data, bytes, stream, deadline);
-}
-
-absl::Status NcclPairCommunicator::Transfer(bool send, void* data, int64_t bytes, void* stream,
-                                            absl::Time deadline) {
-  if (impl_->broken) return absl::FailedPreconditionError("the NCCL pair communicator was aborted after an error");
-  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("a transfer of ", bytes, " bytes"));
-  if (absl::Status status = cuda::CudaStatus(cudaSetDevice(impl_->device), "cudaSetDevice"); !status.ok())
-    return status;
-  const int peer = 1 - rank_;
-  auto cuda_stream = static_cast<cudaStream_t>(stream);
+absl::Status CudaNccl::Transfer(bool send, Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                                backends::StreamId stream) {
+  absl::StatusOr<void*> found = Find(comm);
+  if (!found.ok()) return found.status();
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("NCCL: a transfer of ", bytes, " bytes"));
+  auto cuda_stream = static_cast<cudaStream_t>(memory_.side_stream_handle(stream));
+  if (cuda_stream == nullptr) return absl::InvalidArgumentError(absl::StrCat("NCCL: no side stream ", stream));
+  if (absl::Status status = cuda::CudaStatus(cudaSetDevice(memory_.device()), "cudaSetDevice"); !status.ok()) return status;
+  void* pointer = reinterpret_cast<void*>(static_cast<uintptr_t>(data));
   const char* what = send ? "ncclSend" : "ncclRecv";
-  ncclResult_t result = ncclGroupStart();
-  if (result == ncclSuccess) {
-    result = send ? ncclSend(data, static_cast<size_t>(bytes), ncclUint8, peer, impl_->comm, cuda_stream)
-                  : ncclRecv(data, static_cast<size_t>(bytes), ncclUint8, peer, impl_->comm, cuda_stream);
-    const ncclResult_t ended = ncclGroupEnd();
-    if (result == ncclSuccess) result = ended;
+  const ncclResult_t result =
+      send ? ncclSend(pointer, static_cast<size_t>(bytes), ncclUint8, peer, Native(*found), cuda_stream)
+           : ncclRecv(pointer, static_cast<size_t>(bytes), ncclUint8, peer, Native(*found), cuda_stream);
+  if (result == ncclSuccess) return absl::OkStatus();
+  if (result != ncclInProgress) return NcclError(what, result);
+  // Non-blocking mode: the call is being enqueued; the next may not start
+  // before it is.
+  return WaitUntilIdle(Native(*found), what, absl::Now() + kEnqueueWait);
+}
+
+absl::Status CudaNccl::Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                            backends::StreamId stream) {
+  return Transfer(/*send=*/true, comm, data, bytes, peer, stream);
+}
+
+absl::Status CudaNccl::Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                               backends::StreamId stream) {
+  return Transfer(/*send=*/false, comm, data, bytes, peer, stream);
+}
+
+void CudaNccl::Abort(Comm comm) {
+  void* native = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = comms_.find(comm);
+    if (it == comms_.end()) return;
+    native = it->second;
+    comms_.erase(it);
   }
-  if (result != ncclSuccess && result != ncclInProgress) return impl_->Break(NcclError(what, result));
-  if (absl::Status status = impl_->WaitReady(what, deadline); !status.ok()) return impl_->Break(status);
-  // The transfer is on the stream: wait for it, bounded.
-  for (;;) {
-    const cudaError_t state = cudaStreamQuery(cuda_stream);
-    if (state == cudaSuccess) return absl::OkStatus();
-    if (state != cudaErrorNotReady) {
-      return impl_->Break(cuda::CudaStatus(state, absl::StrCat(what, " on the stream")));
-    }
-    if (absl::Now() >= deadline) {
-      return impl_->Break(absl::DeadlineExceededError(
-          absl::StrCat(what, " of ", bytes, " bytes with rank ", peer, " did not complete in time")));
-    }
-    std::this_thread::sleep_for(absl::ToChronoMicroseconds(kNcclPoll));
+  cudaSetDevice(memory_.device());
+  ncclCommAbort(Native(native));
+}
+
+absl::Status CudaNccl::Destroy(Comm comm) {
+  absl::StatusOr<void*> found = Find(comm);
+  if (!found.ok()) return found.status();
+  if (absl::Status status = cuda::CudaStatus(cudaSetDevice(memory_.device()), "cudaSetDevice"); !status.ok()) return status;
+  // Finalize flushes outstanding work, bounded; a communicator that does not
+  // finish is aborted instead.
+  const ncclResult_t result = ncclCommFinalize(Native(*found));
+  absl::Status finalized = result == ncclSuccess || result == ncclInProgress
+                               ? WaitUntilIdle(Native(*found), "ncclCommFinalize", absl::Now() + absl::Seconds(5))
+                               : NcclError("ncclCommFinalize", result);
+  {
+    absl::MutexLock lock(&mu_);
+    comms_.erase(comm);
   }
+  if (!finalized.ok()) {
+    ncclCommAbort(Native(*found));
+    return finalized;
+  }
+  if (ncclResult_t destroyed = ncclCommDestroy(Native(*found)); destroyed != ncclSuccess) {
+    return NcclError("ncclCommDestroy", destroyed);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::actor::nccl

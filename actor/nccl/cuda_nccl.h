@@ -1,74 +1,68 @@
-// NcclPairCommunicator: the NCCL link between two actors on different GPUs,
-// one two-rank communicator per actor pair (the data plane's GPU-to-GPU
-// medium; actors sharing a GPU use CUDA IPC instead: NCCL refuses two ranks
-// on one GPU).
+// CudaNccl: the NcclLibrary (nccl_library.h) of real GPUs, NCCL itself over
+// a CudaDeviceMemory's side streams: the data plane's medium between actors
+// on different GPUs (actors sharing a GPU use CUDA IPC instead: NCCL refuses
+// two ranks of one communicator on one GPU).
 //
-// Bootstrap: one side makes the pair's NCCL unique id (NewNcclUniqueId;
-// ncclGetUniqueId needs no GPU) and hands it to the other through any
-// channel (a replica group: over its TCP rendezvous); the lower actor joins
-// as rank 0.
-// Join uses NCCL's non-blocking mode and polls the communicator's state, so
-// a peer that never joins becomes DeadlineExceeded (and the half-formed
-// communicator is aborted) instead of a hang inside ncclCommInitRank.
+// Communicators are non-blocking (ncclCommInitRankConfig with blocking = 0):
+// StartJoin returns at once and State polls ncclCommGetAsyncError, so a peer
+// that never joins is its caller's deadline, not a hang inside NCCL. A call
+// that answers ncclInProgress is waited for (bounded) before the next one,
+// as NCCL's non-blocking mode requires. Transfers are ncclSend / ncclRecv of
+// bytes (ncclUint8) on the side stream's cudaStream_t.
 //
-// Send and Receive move raw device bytes on the caller's CUDA stream and
-// wait (bounded) until the transfer completed; a transfer that misses its
-// deadline aborts the communicator, which is then unusable.
-//
-// Ownership and threading: the object owns its communicator (finalized and
-// destroyed, or aborted, in the destructor). One thread at a time.
-#ifndef TANDEM_ACTOR_NCCL_NCCL_COMMUNICATOR_H_
-#define TANDEM_ACTOR_NCCL_NCCL_COMMUNICATOR_H_
+// Plain C++ (no NCCL or CUDA header). Ownership and threading: borrows the
+// memory, which must outlive it; owns its communicators (the destructor
+// aborts those not destroyed). Thread-safe.
+#ifndef TANDEM_ACTOR_NCCL_CUDA_NCCL_H_
+#define TANDEM_ACTOR_NCCL_CUDA_NCCL_H_
 
-#include <cstddef>
-#include <cstdint>
-#include <memory>
+#include <map>
 #include <string>
 
-#include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "absl/time/time.h"
+#include "absl/synchronization/mutex.h"
+#include "actor/nccl/nccl_library.h"
+#include "backends/cuda/cuda_device_memory.h"
 
 namespace tandem::actor::nccl {
 
-inline constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
-
 // A fresh NCCL unique id (kNcclUniqueIdBytes bytes); Internal with NCCL's
-// words when NCCL cannot make one (no network interface, ...). The one
-// maker of ids, for pair communicators and replica groups alike.
+// words when NCCL cannot make one (no network interface, ...). It needs no
+// GPU. The one maker of real ids, for the data plane and replica groups.
 absl::StatusOr<std::string> NewNcclUniqueId();
 
-class NcclPairCommunicator {
+class CudaNccl final : public NcclLibrary {
  public:
-  // Joins the pair communicator `unique_id` (kNcclUniqueIdBytes bytes) as
-  // `rank` (0 or 1) on CUDA device `device`. InvalidArgument for a bad id
-  // size or rank; FailedPrecondition without that device; DeadlineExceeded
-  // when the other rank has not joined by `deadline`; Internal with NCCL's
-  // words for NCCL errors.
-  static absl::StatusOr<std::unique_ptr<NcclPairCommunicator>> Join(absl::string_view unique_id, int rank,
-                                                                    int device, absl::Time deadline);
-  ~NcclPairCommunicator();
-  NcclPairCommunicator(const NcclPairCommunicator&) = delete;
-  NcclPairCommunicator& operator=(const NcclPairCommunicator&) = delete;
+  explicit CudaNccl(cuda::CudaDeviceMemory& memory) : memory_(memory) {}
+  CudaNccl(const CudaNccl&) = delete;
+  CudaNccl& operator=(const CudaNccl&) = delete;
+  ~CudaNccl() override;
 
-  int rank() const { return rank_; }
+  std::string name() const override;
+  backends::DeviceMemory& memory() const override { return memory_; }
 
-  // Sends `bytes` bytes at device address `data` to the other rank, on
-  // `stream` (a cudaStream_t), and waits until done or `deadline`.
-  absl::Status Send(const void* data, int64_t bytes, void* stream, absl::Time deadline);
-  // Receives `bytes` bytes into device address `data`, likewise.
-  absl::Status Receive(void* data, int64_t bytes, void* stream, absl::Time deadline);
+  absl::StatusOr<std::string> NewUniqueId() override { return NewNcclUniqueId(); }
+  absl::StatusOr<Comm> StartJoin(absl::string_view unique_id, int ranks, int rank) override;
+  absl::StatusOr<bool> State(Comm comm) override;
+  absl::Status Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                    backends::StreamId stream) override;
+  absl::Status Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                       backends::StreamId stream) override;
+  void Abort(Comm comm) override;
+  absl::Status Destroy(Comm comm) override;
 
  private:
-  struct Impl;
-  NcclPairCommunicator(std::unique_ptr<Impl> impl, int rank);
-  absl::Status Transfer(bool send, void* data, int64_t bytes, void* stream, absl::Time deadline);
+  absl::StatusOr<void*> Find(Comm comm) const;
+  absl::Status Transfer(bool send, Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                        backends::StreamId stream);
 
-  std::unique_ptr<Impl> impl_;
-  int rank_;
+  cuda::CudaDeviceMemory& memory_;
+  mutable absl::Mutex mu_;
+  std::map<Comm, void*> comms_ ABSL_GUARDED_BY(mu_);  // ncclComm_t
+  Comm next_comm_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace tandem::actor::nccl
 
-#endif  // TANDEM_ACTOR_NCCL_NCCL_COMMUNICATOR_H_
+#endif  // TANDEM_ACTOR_NCCL_CUDA_NCCL_H_

@@ -37,7 +37,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "actor/collective.h"
-#include "actor/nccl/nccl_communicator.h"  // kNcclUniqueIdBytes, NewNcclUniqueId
+#include "actor/nccl/cuda_nccl.h"  // NewNcclUniqueId
+#include "actor/nccl/nccl_library.h"  // kNcclUniqueIdBytes
 
 namespace tandem::actor::nccl {
 

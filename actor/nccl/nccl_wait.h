@@ -1,4 +1,4 @@
-// What Tandem's NCCL communicators share (NcclPairCommunicator,
+// What Tandem's NCCL communicators share (CudaNccl,
 // NcclReplicaGroup): NCCL's errors as statuses, and the bounded wait on a
 // non-blocking communicator. Internal to actor/nccl.
 #ifndef TANDEM_ACTOR_NCCL_NCCL_WAIT_H_

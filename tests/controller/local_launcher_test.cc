@@ -83,7 +83,7 @@ struct ProcessCase {
     std::string name = absl::StrCat(model, "_", schedule, "_P", actors, "_", ir::DataPlaneKindName(transport),
                                     device == "cpu" ? "" : absl::StrCat("_", device));
     for (char& c : name) {
-      if (c == '-') c = '_';
+      if (c == '-' || c == '/') c = '_';
     }
     return name;
   }
@@ -111,6 +111,10 @@ std::vector<ProcessCase> Cases() {
     cases.push_back({"gpt", "zb-h1", actors, 1, ir::DataPlaneKind::kShm, "fake-cuda"});
     cases.push_back({"gpt", "interleaved", actors, 2, ir::DataPlaneKind::kShm, "fake-cuda"});
   }
+  // Two emulated GPUs: neighbours on different GPUs (NCCL), others on one
+  // (IPC).
+  cases.push_back({"gpt", "1f1b", 4, 1, ir::DataPlaneKind::kShm, "fake-cuda/2"});
+  cases.push_back({"gpt", "interleaved", 2, 2, ir::DataPlaneKind::kShm, "fake-cuda/2"});
   return cases;
 }
 
@@ -262,12 +266,37 @@ TEST(LocalLauncherFakeCuda, EveryPairGoesByIpcAndTheDevicePeakIsTheStaticPeak) {
   EXPECT_EQ(report->device_peak_bytes, std::vector<int64_t>(2, 0));
 }
 
+// An NCCL send's tensors live until the peer has received them (its side
+// stream may still read them after the executor let go), so the device peak
+// may pass the static peak, by at most what the actor sends in a step.
+TEST(LocalLauncherFakeCuda, ActorsOnDifferentEmulatedGpusGoByNcclAndSendsInFlightBoundThePeak) {
+  Job job;
+  ASSERT_NO_FATAL_FAILURE(StartJob(job, 3, 4, 12, 4, TestOptions(ir::DataPlaneKind::kShm, "fake-cuda/2")));
+  EXPECT_EQ(job.launcher->DescribeDataPlane(), "0-1 nccl, 0-2 ipc, 1-2 nccl");
+  for (int64_t s = 1; s <= 2; ++s) {
+    absl::StatusOr<StepReport> report = job.pipeline->Step(testing_harness::Batches(job.step, s));
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_EQ(report->device_peak_bytes.size(), 3u);
+    for (int32_t actor = 0; actor < 3; ++actor) {
+      const ir::ActorProgram& program = job.pipeline->compiled().ProgramOf(actor);
+      int64_t sent_bytes = 0;
+      for (const ir::Instruction& instruction : program.instructions) {
+        if (instruction.kind != ir::InstructionKind::kSend) continue;
+        for (ir::BufferId id : instruction.buffers) sent_bytes += program.buffers[id].type.num_bytes();
+      }
+      EXPECT_EQ(report->peak_live_bytes[actor], program.static_peak_bytes) << "actor " << actor;
+      EXPECT_GE(report->device_peak_bytes[actor], program.static_peak_bytes) << "actor " << actor << ", step " << s;
+      EXPECT_LE(report->device_peak_bytes[actor], program.static_peak_bytes + sent_bytes) << "actor " << actor;
+    }
+  }
+}
+
 // Runs steps of a fake-cuda job started under TANDEM_FAULT=`fault` until one
 // fails; returns that failure after checking that no actor is left.
-absl::Status FailingFakeCudaJob(const std::string& fault) {
+absl::Status FailingFakeCudaJob(const std::string& fault, const std::string& device = "fake-cuda") {
   Job job;
   setenv("TANDEM_FAULT", fault.c_str(), 1);  // the actors inherit it
-  StartJob(job, 2, 4, 64, 16, TestOptions(ir::DataPlaneKind::kShm, "fake-cuda"));
+  StartJob(job, 2, 4, 64, 16, TestOptions(ir::DataPlaneKind::kShm, device));
   unsetenv("TANDEM_FAULT");
   if (job.pipeline == nullptr) return absl::InternalError("the job did not start");
   const std::vector<pid_t> pids = ActorPids(job, 2);
@@ -295,6 +324,16 @@ TEST(LocalLauncherFakeCuda, APoisonedStreamIsAnErrorNamingActorInstructionAndSte
 TEST(LocalLauncherFakeCuda, APeerDyingMidTransferIsUnavailableNamingItAndNothingIsLeft) {
   const absl::Time start = absl::Now();
   const absl::Status failure = FailingFakeCudaJob("fake-cuda-die:0:2");
+  ASSERT_FALSE(failure.ok()) << "no step failed";
+  EXPECT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
+  EXPECT_THAT(std::string(failure.message()),
+              AllOf(HasSubstr("actor 0 (stage 0)"), HasSubstr("during step 1"), HasSubstr("signal 9")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+TEST(LocalLauncherFakeCuda, APeerDyingMidNcclTransferIsUnavailableNamingItAndNothingIsLeft) {
+  const absl::Time start = absl::Now();
+  const absl::Status failure = FailingFakeCudaJob("fake-cuda-die:0:2", "fake-cuda/2");
   ASSERT_FALSE(failure.ok()) << "no step failed";
   EXPECT_EQ(failure.code(), absl::StatusCode::kUnavailable) << failure;
   EXPECT_THAT(std::string(failure.message()),

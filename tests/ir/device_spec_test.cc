@@ -14,7 +14,8 @@ using ::testing::HasSubstr;
 
 TEST(DeviceSpec, ParsesEveryFormAndPrintsItBack) {
   for (const std::string name :
-       {"cpu", "cuda", "cuda:0", "cuda:3", "cuda+bf16", "cuda:1+bf16", "cuda+tf32", "cuda:2+tf32", "fake-cuda"}) {
+       {"cpu", "cuda", "cuda:0", "cuda:3", "cuda+bf16", "cuda:1+bf16", "cuda+tf32", "cuda:2+tf32", "fake-cuda",
+        "fake-cuda/2", "fake-cuda/64"}) {
     absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec(name);
     ASSERT_TRUE(spec.ok()) << name << ": " << spec.status();
     EXPECT_EQ(DeviceSpecName(*spec), name);
@@ -27,6 +28,17 @@ TEST(DeviceSpec, ParsesEveryFormAndPrintsItBack) {
   EXPECT_EQ(ParseDeviceSpec("cuda:1+tf32")->precision, DeviceSpec::Precision::kTf32);
   EXPECT_EQ(ParseDeviceSpec("cuda")->precision, DeviceSpec::Precision::kF32);
   EXPECT_EQ(ParseDeviceSpec("cuda")->index, -1);
+  EXPECT_EQ(ParseDeviceSpec("fake-cuda")->fake_gpus, 1);
+  EXPECT_EQ(ParseDeviceSpec("fake-cuda/3")->fake_gpus, 3);
+}
+
+TEST(DeviceSpec, RefusesFakeGpuCountsOutsideOneTo64) {
+  for (const std::string name : {"fake-cuda/", "fake-cuda/0", "fake-cuda/65", "fake-cuda/-1", "fake-cuda/+2",
+                                 "fake-cuda/2x", "fake-cuda:2", "fake-cuda+bf16"}) {
+    absl::StatusOr<DeviceSpec> spec = ParseDeviceSpec(name);
+    ASSERT_FALSE(spec.ok()) << name;
+    EXPECT_THAT(std::string(spec.status().message()), HasSubstr("fake-cuda/N (1 <= N <= 64")) << name;
+  }
 }
 
 TEST(DeviceSpec, RejectsMalformedNamesListingTheAcceptedForms) {
@@ -64,6 +76,9 @@ TEST(ActorsShareDevice, OnlyActorsOnTheSameGpu) {
   const DeviceSpec cuda1{.kind = DeviceSpec::Kind::kCuda, .index = 1};
   EXPECT_FALSE(ActorsShareDevice(cpu, 0, 1, 0));
   EXPECT_TRUE(ActorsShareDevice(fake, 0, 3, 0));
+  const DeviceSpec fake2{.kind = DeviceSpec::Kind::kFakeCuda, .fake_gpus = 2};
+  EXPECT_FALSE(ActorsShareDevice(fake2, 0, 1, 0));  // emulated GPUs 0 and 1
+  EXPECT_TRUE(ActorsShareDevice(fake2, 1, 3, 0));   // both on emulated GPU 1
   EXPECT_TRUE(ActorsShareDevice(cuda, 0, 1, 1));   // one GPU: everyone on it
   EXPECT_FALSE(ActorsShareDevice(cuda, 0, 1, 2));  // actor 1 takes GPU 1
   EXPECT_TRUE(ActorsShareDevice(cuda, 0, 2, 2));   // actor 2 wraps to GPU 0

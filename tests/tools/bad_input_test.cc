@@ -161,6 +161,9 @@ TEST_F(BadInput, DevicesThatCannotRunAreRefusedBeforeAnyActorStarts) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.err, HasSubstr("unknown device 'fake-gpu'"));
   EXPECT_THAT(run.err, HasSubstr("fake-cuda"));
+  run = RunCapped({"train", "--model", "mlp", "--steps", "1", "--device", "fake-cuda/0"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("fake-cuda/N (1 <= N <= 64 emulated GPUs per host)"));
   run = RunCapped({"train", "--model", "mlp", "--steps", "1", "--device", "fake-cuda", "--launcher", "threads"});
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.err, HasSubstr("--device fake-cuda needs actor processes"));

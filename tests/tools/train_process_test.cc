@@ -201,6 +201,19 @@ TEST(TrainProcess, FakeCudaVerifiesBitIdenticalOverIpcWithTheDevicePeakAtTheStat
   EXPECT_EQ(rows, 2) << train.out();
 }
 
+// Two emulated GPUs: the pair goes device to device through the (fake) NCCL
+// and the run is still bit-identical to the reference.
+TEST(TrainProcess, FakeCudaOnTwoEmulatedGpusVerifiesBitIdenticalOverNccl) {
+  TrainProcess train({"--device", "fake-cuda/2", "--model", "gpt", "--layers", "4", "--actors", "2", "--schedule",
+                      "1f1b", "--microbatches", "8", "--steps", "3", "--verify"});
+  std::optional<int> status = train.Wait(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value());
+  ASSERT_TRUE(WIFEXITED(*status));
+  ASSERT_EQ(WEXITSTATUS(*status), 0) << train.err();
+  EXPECT_THAT(train.out(), AllOf(HasSubstr("fake-cuda/2"), HasSubstr("data plane: 0-1 nccl\n"),
+                                 HasSubstr("bit-identical to the reference")));
+}
+
 // A device that says how much memory it has free (a GPU; here the emulated
 // one told it has 1000 bytes) refuses a program whose static peak needs
 // more, before any state is loaded, naming the actor and the bytes.

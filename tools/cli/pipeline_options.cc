@@ -82,7 +82,8 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
                   "where the actors compute: cpu, cuda (actor a on GPU a mod the visible GPUs), cuda:N; "
                   "+tf32 for f32 matmuls on TF32 tensor cores, +bf16 for bf16 matmul operands with f32 accumulation; "
                   "fake-cuda: an emulated GPU (device-resident "
-                  "buffers, CUDA IPC between actors) computing with the CPU reference kernels")
+                  "buffers, CUDA IPC between actors) computing with the CPU reference kernels; fake-cuda/N: N "
+                  "emulated GPUs per host (actor a on GPU a mod N; NCCL, faked, between actors on different ones)")
       ->capture_default_str();
   AddIntegerOption(command, "--threads", options.threads,
                    "CPU kernel threads of each actor process and of the reference (default 0: the actors of this "
@@ -136,7 +137,7 @@ absl::StatusOr<LauncherChoice> MakeLauncher(const LauncherOptions& options) {
   if (options.launcher == "threads") {
     if (device->kind == ir::DeviceSpec::Kind::kFakeCuda) {
       return absl::InvalidArgumentError(
-          "--device fake-cuda needs actor processes (--launcher local or slurm): its data plane is CUDA IPC "
+          "--device fake-cuda needs actor processes (--launcher local or slurm): its data plane is CUDA IPC and NCCL "
           "between processes, which the threads launcher's in-memory data plane is not");
     }
     choice.launcher = std::make_unique<ThreadsLauncher>(absl::Seconds(30), *device);
