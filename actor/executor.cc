@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram prog
 Executor::Executor(ir::ActorProgram program, std::shared_ptr<backends::Device> device, int32_t replica)
     : program_(std::move(program)), device_(std::move(device)), replica_(replica), memory_(device_->memory()),
       buffers_(program_.buffers.size()) {
+  if (memory_ != nullptr) emits_ = std::make_unique<EmitStaging>(*memory_);
   for (const ir::Function& function : program_.functions) {
     std::vector<std::string>& names = input_names_.emplace_back();
     for (ir::ValueId id : function.graph.Inputs()) {
@@ -229,6 +230,7 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   next_instruction_ = 0;
   step_ = step;
   outputs_ = ir::StepOutputs();
+  if (emits_ != nullptr) emits_->Discard();  // what a failed step left
   reducing_.clear();
   claimed_.clear();
   outputs_.origin_ns = SteadyNowNs();
@@ -294,6 +296,7 @@ absl::Status Executor::RunRange(int32_t begin, int32_t end, Transport& transport
   if (phase_ != Phase::kInStep) {
     return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ": RunRange outside a step"));
   }
+  step_wait_ = receive_timeout;
   const auto size = static_cast<int32_t>(program_.instructions.size());
   if (begin != next_instruction_ || end < begin || end > size) {
     return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", step_, ": RunRange [",
@@ -459,6 +462,16 @@ absl::Status Executor::Emit(const Instruction& instruction) {
 }
 
 absl::Status Executor::Report(const Instruction& instruction, const backends::TensorHandle& tensor) {
+  if (tensor.on_device() && emits_ != nullptr) {
+    // Copied into pinned staging on the stream; FinishStep collects it.
+    if (auto it = outputs_.results.find(instruction.result);
+        it != outputs_.results.end() && it->second.contains(instruction.microbatch)) {
+      return absl::InternalError(absl::StrCat("result '", instruction.result, "' of microbatch ",
+                                              instruction.microbatch, " emitted twice"));
+    }
+    absl::Status staged = emits_->Stage(instruction.result, instruction.microbatch, tensor.device());
+    return staged.code() == absl::StatusCode::kInvalidArgument ? absl::InternalError(staged.message()) : staged;
+  }
   absl::StatusOr<HostTensor> host = device_->Download(tensor);
   if (!host.ok()) return host.status();
   auto [it, inserted] = outputs_.results[instruction.result].emplace(instruction.microbatch, *std::move(host));
@@ -589,6 +602,18 @@ absl::StatusOr<ir::StepOutputs> Executor::FinishStep() {
                                                  claimed_.begin()->first.first, " with tag ",
                                                  claimed_.begin()->first.second,
                                                  " was claimed for a receive that never came")));
+  }
+  if (emits_ != nullptr) {
+    // The step's one wait for the device: its emitted results.
+    absl::StatusOr<std::vector<EmitStaging::Result>> emitted = emits_->Collect(absl::Now() + step_wait_);
+    if (!emitted.ok()) {
+      return Fail(absl::Status(emitted.status().code(), absl::StrCat("actor ", actor(), ", step ", step_,
+                                                                     ", collecting its emitted results: ",
+                                                                     emitted.status().message())));
+    }
+    for (EmitStaging::Result& result : *emitted) {
+      outputs_.results[result.result].emplace(result.microbatch, std::move(result.tensor));
+    }
   }
   phase_ = Phase::kIdle;
   return std::move(outputs_);

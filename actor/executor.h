@@ -7,9 +7,11 @@
 // keeps everything else on the device (sends and receives device tensors
 // through Transport::SendDevice/ReceiveDevice, accumulates with
 // Device::Accumulate),
-// and downloads only what leaves for the controller: emitted results,
-// State(), ReadBuffer, and the buckets of an all-reduce (whose collective
-// group reduces host memory).
+// and downloads only what leaves for the controller: emitted results
+// (copied asynchronously into pinned staging as they are emitted and
+// collected by FinishStep, the step's one wait for the device:
+// emit_staging.h), State(), ReadBuffer, and the buckets of an all-reduce
+// (whose collective group reduces host memory).
 //
 // It owns the actor's buffer table: state buffers (parameters, optimizer
 // slots) persist across steps; input buffers are filled from the step's
@@ -48,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "actor/collective.h"
+#include "actor/emit_staging.h"
 #include "actor/transport.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/device.h"
@@ -196,6 +199,10 @@ class Executor {
   int64_t step_ = 0;         // the step in progress, or the last one
   ir::StepOutputs outputs_;  // of the step in progress
   Reducer* reducer_ = nullptr;
+  // A resident device's emitted results, copied asynchronously during the
+  // step and collected at its end (null for host buffers).
+  std::unique_ptr<EmitStaging> emits_;
+  absl::Duration step_wait_ = absl::Minutes(1);  // the step's receive timeout, for its end's wait
   // Messages a fill piece found already there, claimed from the transport
   // for the receive that waits on them: (global peer, tag) -> tensors.
   std::map<std::pair<int32_t, uint64_t>, std::vector<backends::TensorHandle>> claimed_;

@@ -154,6 +154,17 @@ class DeviceMemory {
   virtual absl::Status CopyFromHostSync(DeviceAddress destination, const void* source, int64_t bytes,
                                         absl::Time deadline) = 0;
 
+  // ---- Asynchronous copies to the host (results a step emits).
+  // Enqueues a copy of `bytes` from the device into host memory
+  // `destination`, which must stay valid and unread until the stream has run
+  // it (a later SynchronizeStream, or an event recorded after it). The host
+  // does not wait; on CUDA only if `destination` is host staging (below).
+  virtual absl::Status CopyToHostAsync(void* destination, DeviceAddress source, int64_t bytes) = 0;
+  // Host memory for those copies (CUDA: pinned, cudaHostAlloc), 256-byte
+  // aligned, and its release (after the copies into it have run).
+  virtual absl::StatusOr<void*> AllocateHostStaging(int64_t bytes) = 0;
+  virtual void FreeHostStaging(void* staging) = 0;
+
   // ---- Interprocess events.
   virtual absl::StatusOr<DeviceEvent> CreateIpcEvent() = 0;
   // `event` must have been created (not imported) by this object.

@@ -337,6 +337,33 @@ absl::Status CudaDeviceMemory::StreamWaitEvent(backends::DeviceEvent event) {
   return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaStreamWaitEvent");
 }
 
+absl::Status CudaDeviceMemory::CopyToHostAsync(void* destination, backends::DeviceAddress source, int64_t bytes) {
+  Impl& m = *impl_;
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat(m.name, ": copy of ", bytes, " bytes"));
+  if (bytes == 0) return absl::OkStatus();
+  if (absl::Status status = m.Use(); !status.ok()) return status;
+  absl::MutexLock lock(&m.mu);
+  const cudaError_t error = cudaMemcpyAsync(destination, Pointer(source), static_cast<size_t>(bytes),
+                                            cudaMemcpyDeviceToHost, m.stream);
+  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaMemcpyAsync (device to host)");
+}
+
+absl::StatusOr<void*> CudaDeviceMemory::AllocateHostStaging(int64_t bytes) {
+  Impl& m = *impl_;
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat(m.name, ": host staging of ", bytes, " bytes"));
+  if (absl::Status status = m.Use(); !status.ok()) return status;
+  void* staging = nullptr;
+  const cudaError_t error = cudaHostAlloc(&staging, static_cast<size_t>(std::max<int64_t>(bytes, 1)), cudaHostAllocDefault);
+  if (error != cudaSuccess) {
+    return m.Error(error, absl::StrCat("cudaHostAlloc of ", bytes, " bytes"), absl::StatusCode::kResourceExhausted);
+  }
+  return staging;
+}
+
+void CudaDeviceMemory::FreeHostStaging(void* staging) {
+  if (staging != nullptr) cudaFreeHost(staging);
+}
+
 absl::StatusOr<backends::StreamId> CudaDeviceMemory::CreateSideStream() {
   Impl& m = *impl_;
   if (absl::Status status = m.Use(); !status.ok()) return status;

@@ -86,6 +86,10 @@ class CudaDeviceMemory final : public backends::DeviceMemory {
   absl::Status CopyFromHostSync(backends::DeviceAddress destination, const void* source, int64_t bytes,
                                 absl::Time deadline) override;
 
+  absl::Status CopyToHostAsync(void* destination, backends::DeviceAddress source, int64_t bytes) override;
+  absl::StatusOr<void*> AllocateHostStaging(int64_t bytes) override;
+  void FreeHostStaging(void* staging) override;
+
   absl::StatusOr<backends::DeviceEvent> CreateIpcEvent() override;
   absl::StatusOr<backends::IpcEventHandle> ExportEvent(backends::DeviceEvent event) override;
   absl::StatusOr<backends::DeviceEvent> ImportEvent(const backends::IpcEventHandle& handle) override;

@@ -127,6 +127,9 @@ cudaError_t cudaFree(void* pointer) {
   return cudaSuccess;
 }
 
+cudaError_t cudaHostAlloc(void** pointer, size_t size, unsigned int) { return cudaMalloc(pointer, size); }
+cudaError_t cudaFreeHost(void* pointer) { return cudaFree(pointer); }
+
 cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size, cudaMemPool_t, cudaStream_t) {
   return cudaMalloc(pointer, size);
 }

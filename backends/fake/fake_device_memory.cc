@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -440,6 +441,30 @@ absl::Status FakeDeviceMemory::CopyFromHostSync(backends::DeviceAddress destinat
   if (bytes > 0) std::memcpy(reinterpret_cast<void*>(destination), source, static_cast<size_t>(bytes));
   return absl::OkStatus();
 }
+
+absl::Status FakeDeviceMemory::CopyToHostAsync(void* destination, backends::DeviceAddress source, int64_t bytes) {
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: copy of ", bytes, " bytes"));
+  if (bytes == 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return poison_;
+  if (absl::Status status = CheckRange(source, bytes, "source"); !status.ok()) return status;
+  Enqueue({.kind = StreamOp::Kind::kCopy,
+           .destination = static_cast<std::byte*>(destination),
+           .source = reinterpret_cast<const std::byte*>(source),
+           .bytes = bytes});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> FakeDeviceMemory::AllocateHostStaging(int64_t bytes) {
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: host staging of ", bytes, " bytes"));
+  void* staging = std::aligned_alloc(256, static_cast<size_t>((std::max<int64_t>(bytes, 1) + 255) / 256 * 256));
+  if (staging == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("fake device: no host staging of ", bytes, " bytes"));
+  }
+  return staging;
+}
+
+void FakeDeviceMemory::FreeHostStaging(void* staging) { std::free(staging); }
 
 absl::StatusOr<backends::DeviceEvent> FakeDeviceMemory::CreateIpcEvent() {
   absl::StatusOr<std::shared_ptr<Mapping>> page = CreateShared("tandem-fake-event", kPageBytes);

@@ -134,6 +134,39 @@ TEST(CudaDeviceMemory, CreateFailsWithoutThatDevice) {
   EXPECT_EQ(code, 0);
 }
 
+// An emitted result's path (an asynchronous copy into pinned staging,
+// waited for once) and side streams ordered by events.
+TEST(CudaDeviceMemory, CopiesIntoPinnedStagingAndSideStreamsFollowEvents) {
+  SKIP_WITHOUT_GPU();
+  auto [code, unused] = RunPair(
+      [](int) {
+        absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(0);
+        if (!memory.ok()) return 1;
+        const ir::HostTensor values = Pattern(5, 1 << 18);
+        absl::StatusOr<std::vector<backends::DeviceTensor>> device = Upload(**memory, {values});
+        absl::StatusOr<void*> staging = (*memory)->AllocateHostStaging(values.num_bytes());
+        absl::StatusOr<backends::StreamId> side = (*memory)->CreateSideStream();
+        absl::StatusOr<backends::DeviceEvent> made = (*memory)->CreateIpcEvent();
+        absl::StatusOr<backends::DeviceEvent> passed = (*memory)->CreateIpcEvent();
+        if (!device.ok() || !staging.ok() || !side.ok() || !made.ok() || !passed.ok()) return 2;
+        if (!(*memory)->CopyToHostAsync(*staging, (*device)[0].address(), values.num_bytes()).ok()) return 3;
+        if (!(*memory)->RecordEvent(*made).ok() || !(*memory)->StreamWaitEventOn(*side, *made).ok() ||
+            !(*memory)->RecordEventOn(*side, *passed).ok()) {
+          return 4;
+        }
+        if (!(*memory)->SynchronizeStream(In(absl::Seconds(30))).ok()) return 5;
+        if (std::memcmp(*staging, values.data(), static_cast<size_t>(values.num_bytes())) != 0) return 6;
+        const absl::Time deadline = In(absl::Seconds(30));
+        while (!*(*memory)->QueryEvent(*passed)) {
+          if (absl::Now() > deadline) return 7;
+        }
+        (*memory)->FreeHostStaging(*staging);
+        return (*memory)->RecordEventOn(99, *passed).code() == absl::StatusCode::kInvalidArgument ? 0 : 8;
+      },
+      [](int) { return 0; });
+  EXPECT_EQ(code, 0);
+}
+
 // Process 0 fills memory, records an event after the copy and exports both;
 // process 1 waits for the event on its stream and reads the bytes, then
 // writes a reply that process 0 reads.
