@@ -49,6 +49,7 @@ Executor::Executor(ir::ActorProgram program, std::shared_ptr<backends::Device> d
     : program_(std::move(program)), device_(std::move(device)), replica_(replica), memory_(device_->memory()),
       buffers_(program_.buffers.size()) {
   if (memory_ != nullptr) emits_ = std::make_unique<EmitStaging>(*memory_);
+  device_->set_deferred_checks(true);  // settled at every step's end
   for (const ir::Function& function : program_.functions) {
     std::vector<std::string>& names = input_names_.emplace_back();
     for (ir::ValueId id : function.graph.Inputs()) {
@@ -231,6 +232,11 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   step_ = step;
   outputs_ = ir::StepOutputs();
   if (emits_ != nullptr) emits_->Discard();  // what a failed step left
+  if (!run_instructions_.empty()) {
+    // A failed step's deferred checks: its error was reported already.
+    device_->SettleRuns(absl::Now() + step_wait_).IgnoreError();
+    run_instructions_.clear();
+  }
   reducing_.clear();
   claimed_.clear();
   outputs_.origin_ns = SteadyNowNs();
@@ -319,6 +325,7 @@ absl::Status Executor::RunRange(int32_t begin, int32_t end, Transport& transport
 
 absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Duration receive_timeout) {
   const Instruction& instruction = program_.instructions[index];
+  current_instruction_ = index;
   switch (instruction.kind) {
     case InstructionKind::kRun:
       return Run(instruction);
@@ -363,6 +370,7 @@ absl::Status Executor::Run(const Instruction& instruction) {
     if (!tensor.ok()) return tensor.status();
     inputs.emplace(names[k], **tensor);
   }
+  run_instructions_.push_back(current_instruction_);
   absl::StatusOr<backends::HandleMap> results = executables_[instruction.function]->Run(inputs);
   if (!results.ok()) return results.status();
   const std::vector<ir::GraphOutput>& outputs = function.graph.outputs();
@@ -602,6 +610,27 @@ absl::StatusOr<ir::StepOutputs> Executor::FinishStep() {
                                                  claimed_.begin()->first.first, " with tag ",
                                                  claimed_.begin()->first.second,
                                                  " was claimed for a receive that never came")));
+  }
+  if (!run_instructions_.empty()) {
+    // The checks the device left to the step's end (CUDA's range checks),
+    // named by the instruction whose run failed.
+    absl::StatusOr<std::optional<backends::DeferredFailure>> failure =
+        device_->SettleRuns(absl::Now() + step_wait_);
+    std::vector<int32_t> runs = std::move(run_instructions_);
+    run_instructions_.clear();
+    if (!failure.ok()) {
+      return Fail(absl::Status(failure.status().code(), absl::StrCat("actor ", actor(), ", step ", step_,
+                                                                     ", settling its runs: ",
+                                                                     failure.status().message())));
+    }
+    if (failure->has_value()) {
+      const backends::DeferredFailure& failed = **failure;
+      const std::string where = failed.run >= 0 && failed.run < static_cast<int64_t>(runs.size())
+                                    ? InstructionContext(runs[static_cast<size_t>(failed.run)])
+                                    : absl::StrCat("actor ", actor(), ", step ", step_, ", run ", failed.run, ": ");
+      return Fail(absl::Status(failed.status.code(),
+                               absl::StrCat(where, failed.status.message(), " (found at the step's end)")));
+    }
   }
   if (emits_ != nullptr) {
     // The step's one wait for the device: its emitted results.

@@ -202,6 +202,10 @@ class Executor {
   // A resident device's emitted results, copied asynchronously during the
   // step and collected at its end (null for host buffers).
   std::unique_ptr<EmitStaging> emits_;
+  // The instruction of every executable Run of this step, in order: the
+  // device's deferred failures name a run (Device::SettleRuns).
+  std::vector<int32_t> run_instructions_;
+  int32_t current_instruction_ = -1;
   absl::Duration step_wait_ = absl::Minutes(1);  // the step's receive timeout, for its end's wait
   // Messages a fill piece found already there, claimed from the transport
   // for the receive that waits on them: (global peer, tag) -> tensors.

@@ -73,6 +73,15 @@ class Executable {
   virtual absl::StatusOr<HandleMap> Run(const HandleMap& inputs) = 0;
 };
 
+// A data-dependent failure a device found only after the Run that caused
+// it had returned (CUDA's range checks, read back once at the step's end):
+// which Run since the last SettleRuns (0: the first), and the error
+// cpu::RunGraph would have given.
+struct DeferredFailure {
+  int64_t run = 0;
+  absl::Status status;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -107,6 +116,18 @@ class Device {
   // (*node_ms)[node id], growing the vector to the graph's size. The CUDA
   // device times the GPU's work with events; Unimplemented for the others.
   virtual absl::Status set_node_times(std::vector<double>* node_ms);
+  // Whether Runs may leave their data-dependent checks (CUDA's range
+  // checks) to SettleRuns instead of waiting for them: an executor, which
+  // settles at every step's end, turns it on. Off by default: every Run
+  // reports its own errors. A device that checks on the host ignores it.
+  virtual void set_deferred_checks(bool on) {}
+  // Waits for the checks a device defers past its Runs (at most until
+  // `deadline`) and returns the earliest failure among the Runs since the
+  // last call; nullopt when they all passed, or the device defers nothing
+  // (every Run reports its own errors).
+  virtual absl::StatusOr<std::optional<DeferredFailure>> SettleRuns(absl::Time deadline) {
+    return std::optional<DeferredFailure>();
+  }
   // The device's peak rates, where it can say (a GPU: from the runtime's
   // attributes); nullopt for the CPU, whose benchmarks report time only.
   virtual std::optional<PeakRates> Peak() const { return std::nullopt; }

@@ -60,6 +60,10 @@ class CudaDevice final : public backends::ResidentDevice {
     runner_->set_node_times(node_ms);
     return absl::OkStatus();
   }
+  void set_deferred_checks(bool on) override { runner_->set_defer_range_checks(on); }
+  absl::StatusOr<std::optional<backends::DeferredFailure>> SettleRuns(absl::Time) override {
+    return runner_->Settle();  // bounded by the runner's own wait timeout
+  }
   std::optional<backends::PeakRates> Peak() const override {
     absl::StatusOr<DeviceFacts> facts = DescribeDevice(spec_.index);
     if (!facts.ok()) return std::nullopt;

@@ -8,14 +8,17 @@
 // allocate the result from the runner's device memory (a stream-ordered
 // pool), compute shapes and strides, launch (cuda_node_launches.cu, an op
 // family each). Nothing waits for the device but the read-back of range
-// checks.
+// checks, and with deferred checks not even that.
 //
 // Data-dependent errors (ids and labels out of range) are found on the
 // device by a range-check kernel that writes the first bad position into a
 // small result buffer; the compute kernel itself tolerates bad ids. The
 // results are read back, in program order, when the run synchronizes (at
 // the end, or before reporting a host-side error), so the error reported is
-// the one cpu::RunGraph reports: the earliest failing node's.
+// the one cpu::RunGraph reports: the earliest failing node's. With deferred
+// checks (an executor's device) a run does not synchronize: each result is
+// copied asynchronously into pinned staging and Settle reads them all once,
+// at the step's end, naming the earliest failed run.
 //
 // Memory: each value owns a private allocation of the runner's
 // CudaDeviceMemory (cudaMallocFromPoolAsync on its stream), shared by reshape
@@ -72,6 +75,7 @@ CudaGraphRunner::Impl::~Impl() {
   // for its stream.
   cudaSetDevice(options.device);
   memory->SynchronizeStream(absl::Now() + absl::Seconds(10)).IgnoreError();
+  for (void* block : answer_blocks) memory->FreeHostStaging(block);
   for (auto& [id, events] : marks) spare_events.push_back(events);
   for (auto& [start, end] : spare_events) {
     cudaEventDestroy(start);
@@ -164,6 +168,54 @@ absl::Status CudaGraphRunner::Impl::FlushChecks(const ir::Graph& graph) {
         ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaGraphRunner::Impl::DeferChecks(const ir::Graph& graph) {
+  const int64_t run = runs_since_settle++;
+  std::vector<PendingCheck> pending = std::move(checks);
+  checks.clear();
+  for (PendingCheck& check : pending) {
+    if (answers_used == static_cast<int64_t>(answer_blocks.size()) * kAnswersPerBlock) {
+      absl::StatusOr<void*> block =
+          memory->AllocateHostStaging(kAnswersPerBlock * static_cast<int64_t>(sizeof(kernels::RangeCheckResult)));
+      if (!block.ok()) return block.status();
+      answer_blocks.push_back(*block);
+    }
+    auto* answer = static_cast<kernels::RangeCheckResult*>(answer_blocks[answers_used / kAnswersPerBlock]) +
+                   answers_used % kAnswersPerBlock;
+    // The device buffer may go at once: its free is ordered after the copy.
+    if (absl::Status s = memory->CopyToHostAsync(answer, check.result->address(), sizeof(*answer)); !s.ok()) {
+      return s;
+    }
+    ++answers_used;
+    deferred.push_back({run,
+                        absl::StrCat(ir::DescribeValue(graph, check.node), ": ",
+                                     ir::OpName(graph.node(check.node).op)),
+                        check.what, check.limit, answer});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<backends::DeferredFailure>> CudaGraphRunner::Impl::Settle() {
+  std::optional<backends::DeferredFailure> failure;
+  if (!deferred.empty()) {
+    if (absl::Status s = memory->SynchronizeStream(Deadline()); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("reading back the range checks: ", s.message()));
+    }
+    for (const DeferredCheck& check : deferred) {
+      const auto& answer = *static_cast<const kernels::RangeCheckResult*>(check.answer);
+      if (answer.position < 0) continue;
+      failure = backends::DeferredFailure{
+          check.run, absl::InvalidArgumentError(absl::StrCat(check.where, ": ", check.what, " ", answer.value,
+                                                             " at position ", answer.position, " outside [0, ",
+                                                             check.limit, ")"))};
+      break;
+    }
+  }
+  deferred.clear();
+  answers_used = 0;
+  runs_since_settle = 0;
+  return failure;
 }
 
 absl::Status CudaGraphRunner::Impl::MarkNode(ir::ValueId id, bool end) {
@@ -343,7 +395,7 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable:
     results[output.name] = backends::DeviceTensor{value.type, value.buffer};
   }
   values.clear();
-  if (absl::Status s = FlushChecks(graph); !s.ok()) return s;
+  if (absl::Status s = defer_range_checks ? DeferChecks(graph) : FlushChecks(graph); !s.ok()) return s;
   if (absl::Status s = CollectNodeTimes(graph); !s.ok()) return s;
   return results;
 }
@@ -412,8 +464,15 @@ absl::StatusOr<ir::TensorMap> CudaGraphRunner::RunFromHost(const ir::Graph& grap
   if (absl::Status s = impl_->memory->SynchronizeStream(impl_->Deadline()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("graph @", graph.name(), ": ", s.message()));
   }
+  absl::StatusOr<std::optional<backends::DeferredFailure>> failure = impl_->Settle();
+  if (!failure.ok()) return failure.status();
+  if (failure->has_value()) return (*failure)->status;
   return results;
 }
+
+void CudaGraphRunner::set_defer_range_checks(bool on) { impl_->defer_range_checks = on; }
+
+absl::StatusOr<std::optional<backends::DeferredFailure>> CudaGraphRunner::Settle() { return impl_->Settle(); }
 
 void CudaGraphRunner::set_node_times(std::vector<double>* node_ms) { impl_->node_ms = node_ms; }
 

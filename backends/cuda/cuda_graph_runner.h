@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "backends/cuda/cuda_device_memory.h"
+#include "backends/device.h"
 #include "backends/device_memory.h"
 #include "ir/graph.h"
 
@@ -111,8 +113,21 @@ class CudaGraphRunner {
   // Compile and Run once.
   absl::StatusOr<DeviceTensorMap> Run(const ir::Graph& graph, const DeviceTensorMap& inputs);
 
+  // While on (off by default), Run does not wait to read back its range
+  // checks: each answer is copied asynchronously into pinned staging, and
+  // Settle reads them all at once (an executor's step end). A Run on bad
+  // ids then returns undefined values instead of its error, which Settle
+  // reports.
+  void set_defer_range_checks(bool on);
+  // With deferred range checks: waits for the device once and
+  // returns the earliest failed range check of the Runs since the last
+  // Settle (its run, 0 for the first, and cpu::RunGraph's error), or
+  // nullopt when all passed. Without deferral there is nothing to settle.
+  absl::StatusOr<std::optional<backends::DeferredFailure>> Settle();
+
   // Run from host tensors to host tensors: uploads, runs, downloads, and
-  // waits for the device (bounded by RunnerOptions::wait_timeout).
+  // waits for the device (bounded by RunnerOptions::wait_timeout); a
+  // deferred range check is settled before it returns.
   absl::StatusOr<ir::TensorMap> RunFromHost(const ir::Graph& graph, const ir::TensorMap& inputs);
 
   // While `node_ms` is set (null: off), every Run adds each node's GPU time

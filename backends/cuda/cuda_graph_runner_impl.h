@@ -126,6 +126,10 @@ struct CudaGraphRunner::Impl {
   // Waits for the device and reports the first failed range check, in
   // program order (InvalidArgument, cpu::RunGraph's message); clears them.
   absl::Status FlushChecks(const ir::Graph& graph);
+  // With deferred range checks: copies the pending checks' answers into pinned
+  // staging, asynchronously, for Settle; clears them.
+  absl::Status DeferChecks(const ir::Graph& graph);
+  absl::StatusOr<std::optional<backends::DeferredFailure>> Settle();
   // `status` of a host-side failure, unless an earlier node's range check
   // failed (that is the error cpu::RunGraph would have stopped at).
   absl::Status Fail(const ir::Graph& graph, absl::Status status);
@@ -148,6 +152,21 @@ struct CudaGraphRunner::Impl {
   cublasHandle_t cublas = nullptr;
   void* workspace = nullptr;
   std::vector<PendingCheck> checks;
+  // Deferred range checks (set_defer_range_checks): their answers in pinned
+  // staging, blocks of kAnswersPerBlock kept from step to step.
+  struct DeferredCheck {
+    int64_t run = 0;
+    std::string where;  // "%2 = embedding at ...: embedding", the reference's words
+    const char* what = nullptr;
+    int64_t limit = 0;
+    const void* answer = nullptr;  // a kernels::RangeCheckResult in staging
+  };
+  static constexpr int64_t kAnswersPerBlock = 256;
+  bool defer_range_checks = false;
+  std::vector<DeferredCheck> deferred;
+  std::vector<void*> answer_blocks;
+  int64_t answers_used = 0;
+  int64_t runs_since_settle = 0;
   std::vector<double>* node_ms = nullptr;
   // While profiling: a (start, end) event pair per evaluated node, reused
   // across runs.

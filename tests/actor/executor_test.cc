@@ -4,12 +4,14 @@
 #include "actor/executor.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "actor/in_memory_transport.h"
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -274,6 +276,81 @@ TEST(Executor, KernelErrorNamesActorStepAndInstruction) {
   // A failed step leaves the executor needing state again.
   EXPECT_EQ(executor->BeginStep(8, {{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 1, 2})}}).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// A device that, once told it may, defers its kernels' data-dependent
+// errors to SettleRuns (as CUDA's range checks): the failing run computes on
+// zeroed ids instead.
+class DeferringDevice final : public backends::Device {
+ public:
+  class Deferring final : public backends::Executable {
+   public:
+    Deferring(DeferringDevice* device, const ir::Graph& graph) : device_(device), graph_(graph) {}
+    absl::StatusOr<backends::HandleMap> Run(const backends::HandleMap& inputs) override {
+      const int64_t run = device_->runs++;
+      ir::TensorMap host;
+      for (const auto& [input, handle] : inputs) host.emplace(input, handle.host());
+      absl::StatusOr<ir::TensorMap> results = cpu::RunGraph(graph_, host);
+      if (!results.ok() && device_->deferring) {
+        if (!device_->failure.has_value()) device_->failure = backends::DeferredFailure{run, results.status()};
+        for (auto& [input, tensor] : host) {
+          if (tensor.dtype() == ir::DType::kI32) tensor = ir::HostTensor(tensor.type());  // zeros
+        }
+        results = cpu::RunGraph(graph_, host);
+      }
+      if (!results.ok()) return results.status();
+      backends::HandleMap outputs;
+      for (auto& [output, tensor] : *results) outputs.emplace(output, std::move(tensor));
+      return outputs;
+    }
+
+   private:
+    DeferringDevice* const device_;
+    const ir::Graph graph_;
+  };
+
+  std::string name() const override { return "deferring"; }
+  absl::StatusOr<std::unique_ptr<backends::Executable>> Compile(const ir::Graph& graph) override {
+    return std::make_unique<Deferring>(this, graph);
+  }
+  absl::StatusOr<backends::TensorHandle> Accumulate(const backends::TensorHandle& acc,
+                                                    const backends::TensorHandle& grad) override {
+    return cpu::CpuDevice()->Accumulate(acc, grad);
+  }
+  void set_deferred_checks(bool on) override { deferring = on; }
+  absl::StatusOr<std::optional<backends::DeferredFailure>> SettleRuns(absl::Time) override {
+    ++settles;
+    std::optional<backends::DeferredFailure> settled = std::exchange(failure, std::nullopt);
+    runs = 0;
+    return settled;
+  }
+
+  bool deferring = false;
+  int64_t runs = 0;
+  int64_t settles = 0;
+  std::optional<backends::DeferredFailure> failure;
+};
+
+TEST(Executor, AFailureTheDeviceDeferredIsReportedAtTheStepsEndNamingItsInstruction) {
+  auto device = std::make_shared<DeferringDevice>();
+  absl::StatusOr<std::unique_ptr<Executor>> created = Executor::Create(MakeEmbeddingLookup(), device);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Executor& executor = **created;
+  EXPECT_TRUE(device->deferring);
+  ASSERT_TRUE(executor.LoadState({{"table", Iota(F32({5, 2}), 0, 1)}}).ok());
+  InMemoryNetwork network(1);
+  absl::StatusOr<ir::StepOutputs> out = executor.RunStep(
+      7, {{{"ids", 0}, ir::HostTensor::FromInts({3}, {1, 9, 2})}}, network.Endpoint(0), kTimeout);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("actor 0, step 7, instruction 0 (F0.0 run F0): "));
+  EXPECT_THAT(out.status().message(), HasSubstr("embedding: id 9"));
+  EXPECT_THAT(out.status().message(), HasSubstr("(found at the step's end)"));
+  EXPECT_EQ(device->settles, 1);
+  // A good step settles once at its end and reports nothing.
+  ASSERT_TRUE(executor.LoadState({{"table", Iota(F32({5, 2}), 0, 1)}}).ok());
+  out = executor.RunStep(8, {{{"ids", 0}, ir::HostTensor::FromInts({3}, {0, 1, 2})}}, network.Endpoint(0), kTimeout);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(device->settles, 2);
 }
 
 TEST(Executor, ReceiveThatNeverArrivesExceedsItsDeadline) {

@@ -159,6 +159,51 @@ TEST(GraphRunnerOnCpuBf16, ElementwiseNodesOnBf16GiveTheReferencesBits) {
   EXPECT_EQ(cuda->at("picked").type().dtype, ir::DType::kBF16);
 }
 
+// With deferred range checks (an executor's), a run on a bad id returns
+// without waiting for the device; Settle, once, names the earliest failed
+// run since the last Settle with the reference's words.
+TEST(GraphRunnerOnCpuDeferred, ABadIdIsReportedAtSettleNamingItsRun) {
+  ir::Graph graph("lookup");
+  ir::GraphBuilder b(&graph);
+  const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
+  const ir::ValueId table = b.AddInput("table", "parameter", {ir::DType::kF32, {5, 3}}, here);
+  const ir::ValueId ids = b.AddInput("ids", "data", {ir::DType::kI32, {4}}, here);
+  graph.AddOutput("rows", b.Add(ir::OpKind::kEmbedding, {table, ids}, {}, here));
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create({});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  CudaDeviceMemory& memory = (*runner)->memory();
+  auto upload = [&](const ir::HostTensor& host) {
+    return *backends::CopyToDevice(memory, host, absl::Now() + absl::Seconds(10));
+  };
+  ir::HostTensor table_values({ir::DType::kF32, {5, 3}});
+  for (int64_t i = 0; i < 15; ++i) table_values.f32()[i] = static_cast<float>(i);
+  const ir::HostTensor good = ir::HostTensor::FromInts({4}, {1, 4, 0, 2});
+  const ir::HostTensor bad = ir::HostTensor::FromInts({4}, {1, 4, 7, 9});
+  const DeviceTensorMap good_inputs = {{"table", upload(table_values)}, {"ids", upload(good)}};
+  const DeviceTensorMap bad_inputs = {{"table", upload(table_values)}, {"ids", upload(bad)}};
+
+  (*runner)->set_defer_range_checks(true);
+  for (int repeat = 0; repeat < 2; ++repeat) {  // the staging is reused
+    ASSERT_TRUE((*runner)->Run(graph, good_inputs).ok());
+    ASSERT_TRUE((*runner)->Run(graph, bad_inputs).ok()) << "a deferred check does not fail its run";
+    ASSERT_TRUE((*runner)->Run(graph, bad_inputs).ok());
+    absl::StatusOr<std::optional<backends::DeferredFailure>> settled = (*runner)->Settle();
+    ASSERT_TRUE(settled.ok()) << settled.status();
+    ASSERT_TRUE(settled->has_value());
+    EXPECT_EQ((*settled)->run, 1);  // the first bad run of the three
+    EXPECT_EQ((*settled)->status, cpu::RunGraph(graph, {{"table", table_values}, {"ids", bad}}).status());
+    EXPECT_THAT(std::string((*settled)->status.message()), ::testing::HasSubstr("id 7 at position 2 outside [0, 5)"));
+  }
+  // Runs that all pass settle to nothing; so does a Settle with no runs.
+  ASSERT_TRUE((*runner)->Run(graph, good_inputs).ok());
+  EXPECT_FALSE((*runner)->Settle()->has_value());
+  EXPECT_FALSE((*runner)->Settle()->has_value());
+  // Without deferral the run itself fails, as before.
+  (*runner)->set_defer_range_checks(false);
+  EXPECT_EQ((*runner)->Run(graph, bad_inputs).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Precision +bf16 rounds each matmul operand to bf16 on the device. A
 // weight read by several matmuls, in one run and across runs, is rounded
 // once for as long as its tensor lives; the products are the same either
