@@ -4,7 +4,8 @@
 # with line tables, no CUDA), built with warnings as errors, only what those
 # tests need (their executables and tandem-actor, which they start), then
 # the tests labelled actor (executor, transports, collectives, the actor
-# service and process), backends (the devices, the fake GPU's shared
+# service and process), nccl (the fake NCCL; the real one's are `gpu`),
+# backends (the devices, the fake GPU's shared
 # memory; not the CPU backend's kernels, label cpu, which the ASan suite
 # runs), controller (launchers, pipelines, the REPL's debugger), rpc (the
 # control plane) and cuda-on-cpu (the CUDA backend's
@@ -60,7 +61,7 @@ status=0
 # is left out here: it takes 73 s under TSan, and what it adds to the kernel
 # tests is the runner's single-threaded host code, which the ASan suite
 # covers.
-ctest --test-dir build-tsan -j"$jobs" --output-on-failure -L '^(actor|backends|controller|rpc|tsan|cuda-on-cpu)$' \
+ctest --test-dir build-tsan -j"$jobs" --output-on-failure -L '^(actor|nccl|backends|controller|rpc|tsan|cuda-on-cpu)$' \
   -LE '^(no_sanitizer|gpu|slurm|cpu)$' -E '^GraphRunnerOnCpu\.' "$@" || status=$?
 echo "thread_suite: tests ran in $((SECONDS - start)) s"
 exit "$status"
