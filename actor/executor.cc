@@ -17,12 +17,12 @@ using ir::HostTensor;
 using ir::Instruction;
 using ir::InstructionKind;
 
-int64_t SteadyNowNs() {
+}  // namespace
+
+int64_t Executor::SteadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram program,
                                                            std::shared_ptr<backends::Device> device, int32_t replica) {
@@ -184,69 +184,6 @@ bool Executor::HoldsState(const std::string& binding) const {
   return std::any_of(program_.buffers.begin(), program_.buffers.end(), [&binding](const ir::Buffer& buffer) {
     return buffer.kind == BufferKind::kState && buffer.binding == binding;
   });
-}
-
-absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
-  if (phase_ == Phase::kNeedsState) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("actor ", actor(), ": step ", step, " needs LoadState first (no state, or a step failed)"));
-  }
-  if (phase_ == Phase::kInStep) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("actor ", actor(), ": step ", step, " begun while step ", step_, " is running"));
-  }
-  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
-    const ir::Buffer& buffer = program_.buffers[id];
-    if (buffer.kind != BufferKind::kInput) continue;
-    auto it = inputs.find(ir::InputKey{buffer.binding, buffer.microbatch});
-    absl::Status error;
-    if (it == inputs.end()) {
-      error = absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ", step ", step, ": no input '",
-                                                      buffer.binding, "' for microbatch ", buffer.microbatch,
-                                                      " for ", BufferName(id)));
-    } else if (it->second.type() != buffer.type) {
-      error = absl::InvalidArgumentError(absl::StrCat(
-          "actor ", actor(), ", step ", step, ": input '", buffer.binding, "' of microbatch ", buffer.microbatch,
-          " is ", ir::TypeToString(it->second.type()), " but ", BufferName(id), " is ", ir::TypeToString(buffer.type)));
-    }
-    absl::StatusOr<backends::TensorHandle> uploaded;
-    if (error.ok()) {
-      uploaded = device_->Upload(it->second);
-      if (!uploaded.ok()) {
-        error = absl::Status(uploaded.status().code(), absl::StrCat("actor ", actor(), ", step ", step,
-                                                                    ": uploading input '", buffer.binding, "': ",
-                                                                    uploaded.status().message()));
-      }
-    }
-    if (!error.ok()) {
-      for (BufferId b = 0; b < id; ++b) {
-        if (program_.buffers[b].kind == BufferKind::kInput) Release(b);
-      }
-      return error;
-    }
-    live_bytes_ += it->second.num_bytes();
-    buffers_[id] = *std::move(uploaded);
-  }
-  phase_ = Phase::kInStep;
-  next_instruction_ = 0;
-  step_ = step;
-  outputs_ = ir::StepOutputs();
-  if (emits_ != nullptr) emits_->Discard();  // what a failed step left
-  if (!run_instructions_.empty()) {
-    // A failed step's deferred checks: its error was reported already.
-    device_->SettleRuns(absl::Now() + step_wait_).IgnoreError();
-    run_instructions_.clear();
-  }
-  reducing_.clear();
-  claimed_.clear();
-  outputs_.origin_ns = SteadyNowNs();
-  outputs_.timings.reserve(program_.instructions.size());
-  outputs_.peak_live_bytes = live_bytes_;
-  if (memory_ != nullptr) {
-    device_baseline_ = memory_->allocated_bytes() - live_bytes_;
-    outputs_.device_peak_bytes = live_bytes_;
-  }
-  return absl::OkStatus();
 }
 
 void Executor::SampleDevicePeak() {
@@ -586,79 +523,6 @@ absl::Status Executor::AllReduceWait(const Instruction& instruction, absl::Durat
     reducing_.erase(started);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<ir::StepOutputs> Executor::FinishStep() {
-  if (phase_ != Phase::kInStep) {
-    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ": FinishStep outside a step"));
-  }
-  const auto size = static_cast<int32_t>(program_.instructions.size());
-  if (next_instruction_ != size) {
-    return absl::FailedPreconditionError(absl::StrCat("actor ", actor(), ", step ", step_,
-                                                      ": FinishStep after ", next_instruction_, " of ", size,
-                                                      " instructions"));
-  }
-  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
-    if (program_.buffers[id].kind == BufferKind::kTemporary && buffers_[id].defined()) {
-      return Fail(absl::InternalError(absl::StrCat("actor ", actor(), ", step ", step_,
-                                                   ": temporary ", BufferName(id), " still holds a tensor at the end of the step")));
-    }
-    if (program_.buffers[id].kind == BufferKind::kInput) Release(id);
-  }
-  if (!claimed_.empty()) {
-    return Fail(absl::InternalError(absl::StrCat("actor ", actor(), ", step ", step_, ": the message from actor ",
-                                                 claimed_.begin()->first.first, " with tag ",
-                                                 claimed_.begin()->first.second,
-                                                 " was claimed for a receive that never came")));
-  }
-  if (!run_instructions_.empty()) {
-    // The checks the device left to the step's end (CUDA's range checks),
-    // named by the instruction whose run failed.
-    absl::StatusOr<std::optional<backends::DeferredFailure>> failure =
-        device_->SettleRuns(absl::Now() + step_wait_);
-    std::vector<int32_t> runs = std::move(run_instructions_);
-    run_instructions_.clear();
-    if (!failure.ok()) {
-      return Fail(absl::Status(failure.status().code(), absl::StrCat("actor ", actor(), ", step ", step_,
-                                                                     ", settling its runs: ",
-                                                                     failure.status().message())));
-    }
-    if (failure->has_value()) {
-      const backends::DeferredFailure& failed = **failure;
-      const std::string where = failed.run >= 0 && failed.run < static_cast<int64_t>(runs.size())
-                                    ? InstructionContext(runs[static_cast<size_t>(failed.run)])
-                                    : absl::StrCat("actor ", actor(), ", step ", step_, ", run ", failed.run, ": ");
-      return Fail(absl::Status(failed.status.code(),
-                               absl::StrCat(where, failed.status.message(), " (found at the step's end)")));
-    }
-  }
-  if (emits_ != nullptr) {
-    // The step's one wait for the device: its emitted results.
-    absl::StatusOr<std::vector<EmitStaging::Result>> emitted = emits_->Collect(absl::Now() + step_wait_);
-    if (!emitted.ok()) {
-      return Fail(absl::Status(emitted.status().code(), absl::StrCat("actor ", actor(), ", step ", step_,
-                                                                     ", collecting its emitted results: ",
-                                                                     emitted.status().message())));
-    }
-    for (EmitStaging::Result& result : *emitted) {
-      outputs_.results[result.result].emplace(result.microbatch, std::move(result.tensor));
-    }
-  }
-  phase_ = Phase::kIdle;
-  return std::move(outputs_);
-}
-
-absl::StatusOr<ir::StepOutputs> Executor::RunStep(int64_t step, const ir::StepInputs& inputs, Transport& transport,
-                                              absl::Duration receive_timeout) {
-  if (absl::Status status = BeginStep(step, inputs); !status.ok()) return status;
-  const auto size = static_cast<int32_t>(program_.instructions.size());
-  if (absl::Status status = RunRange(0, size, transport, receive_timeout); !status.ok()) return status;
-  // Nothing of this step stays held by the data plane into the next.
-  if (absl::Status status = transport.SettleDeviceSends(absl::Now() + receive_timeout); !status.ok()) {
-    return Fail(absl::Status(status.code(), absl::StrCat("actor ", actor(), ", step ", step_,
-                                                         ", settling its device sends: ", status.message())));
-  }
-  return FinishStep();
 }
 
 }  // namespace tandem::actor

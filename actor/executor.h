@@ -143,6 +143,8 @@ class Executor {
   enum class Phase { kNeedsState, kIdle, kInStep };
 
   Executor(ir::ActorProgram program, std::shared_ptr<backends::Device> device, int32_t replica);
+  // steady_clock nanoseconds, as ir::StepOutputs::origin_ns.
+  static int64_t SteadyNowNs();
   // A peer of the program as the global actor of this replica.
   int32_t Peer(const ir::Instruction& instruction) const {
     return instruction.peer + replica_ * program_.num_actors;
