@@ -289,9 +289,9 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
     case InstructionKind::kEmit:
       return Emit(instruction);
     case InstructionKind::kAllReduceStart:
-      return AllReduceStart(index, receive_timeout);
+      return AllReduceStart(index, transport, receive_timeout);
     case InstructionKind::kAllReduceWait:
-      return AllReduceWait(instruction, receive_timeout);
+      return AllReduceWait(instruction, transport, receive_timeout);
     case InstructionKind::kFill:
       return Fill(instruction, transport);
   }
@@ -465,8 +465,27 @@ int64_t Executor::StagingBytes(const Instruction& instruction) const {
   return ir::AllReduceStagingBytes(elements, static_cast<int32_t>(instruction.group.size()));
 }
 
-absl::Status Executor::AllReduceStart(int32_t index, absl::Duration receive_timeout) {
+absl::Status Executor::AllReduceStart(int32_t index, Transport& transport, absl::Duration receive_timeout) {
   const Instruction& instruction = program_.instructions[index];
+  if (memory_ != nullptr) {
+    // Device-resident gradients are reduced on the device, over the data
+    // plane (device_all_reduce.h): no replica group, no host copies.
+    std::vector<backends::DeviceTensor> bucket;
+    for (BufferId id : instruction.buffers) {
+      absl::StatusOr<const backends::TensorHandle*> handle = Read(id);
+      if (!handle.ok()) return handle.status();
+      bucket.push_back((*handle)->device());
+    }
+    if (device_reduce_ == nullptr) device_reduce_ = std::make_unique<DeviceAllReduce>(*device_);
+    if (absl::Status status =
+            device_reduce_->Start(transport, instruction.tag, instruction.group, transport.actor(), bucket);
+        !status.ok()) {
+      return status;
+    }
+    live_bytes_ += StagingBytes(instruction);
+    reducing_[instruction.tag] = outputs_.timings.size();
+    return absl::OkStatus();
+  }
   if (reducer_ == nullptr) {
     return absl::FailedPreconditionError("the program all-reduces gradients but this actor has no replica group");
   }
@@ -497,7 +516,25 @@ absl::Status Executor::AllReduceStart(int32_t index, absl::Duration receive_time
   return absl::OkStatus();
 }
 
-absl::Status Executor::AllReduceWait(const Instruction& instruction, absl::Duration receive_timeout) {
+absl::Status Executor::AllReduceWait(const Instruction& instruction, Transport& transport,
+                                     absl::Duration receive_timeout) {
+  if (memory_ != nullptr) {
+    absl::StatusOr<std::vector<backends::DeviceTensor>> reduced =
+        device_reduce_ == nullptr
+            ? absl::FailedPreconditionError(absl::StrCat("all-reduce ", instruction.tag, " never started"))
+            : device_reduce_->Finish(transport, instruction.tag, absl::Now() + receive_timeout);
+    if (!reduced.ok()) return reduced.status();
+    for (size_t k = 0; k < instruction.buffers.size(); ++k) {
+      if (absl::Status status = Write(instruction.buffers[k], backends::TensorHandle((*reduced)[k])); !status.ok()) {
+        return status;
+      }
+    }
+    live_bytes_ -= StagingBytes(instruction);
+    // Its timing is the start instruction's own (issued there, on the data
+    // plane's streams since).
+    reducing_.erase(instruction.tag);
+    return absl::OkStatus();
+  }
   if (reducer_ == nullptr) return absl::FailedPreconditionError("this actor has no replica group");
   absl::StatusOr<Reducer::Result> result = reducer_->Wait(instruction.tag, absl::Now() + receive_timeout);
   if (!result.ok()) return result.status();

@@ -10,8 +10,9 @@
 // and downloads only what leaves for the controller: emitted results
 // (copied asynchronously into pinned staging as they are emitted and
 // collected by FinishStep, the step's one wait for the device:
-// emit_staging.h), State(), ReadBuffer, and the buckets of an all-reduce
-// (whose collective group reduces host memory).
+// emit_staging.h), State() and ReadBuffer. Its all-reduces run on the device
+// too, over the data plane (device_all_reduce.h); a host executor's go to
+// its Reducer.
 //
 // It owns the actor's buffer table: state buffers (parameters, optimizer
 // slots) persist across steps; input buffers are filled from the step's
@@ -50,6 +51,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "actor/collective.h"
+#include "actor/device_all_reduce.h"
 #include "actor/emit_staging.h"
 #include "actor/transport.h"
 #include "backends/cpu/cpu_device.h"
@@ -130,10 +132,11 @@ class Executor {
   // The next instruction RunRange will run in the current step.
   int32_t next_instruction() const { return next_instruction_; }
 
-  // Where the program's all-reduces run (data parallelism): borrowed, and
-  // must outlive every step that reduces; null (the default) for a program
-  // without all-reduces, whose kAllReduceStart would fail with
-  // FailedPrecondition. The reduced bucket is waited for with the receive
+  // Where a host executor's all-reduces run (data parallelism): borrowed,
+  // and must outlive every step that reduces; null (the default) for a
+  // program without all-reduces, whose kAllReduceStart would fail with
+  // FailedPrecondition. A device-resident executor reduces on the device
+  // over the data plane instead and does not use it. The reduced bucket is waited for with the receive
   // timeout as its deadline. kAllReduceStart's timing is the reduction's own
   // span, from when it was issued to when the Reducer finished it, so that
   // traces draw it where it was in flight.
@@ -159,8 +162,9 @@ class Executor {
   // instruction.microbatch (kEmit, kFill); Internal when it already is.
   absl::Status Report(const ir::Instruction& instruction, const backends::TensorHandle& tensor);
   absl::Status Fill(const ir::Instruction& instruction, Transport& transport);
-  absl::Status AllReduceStart(int32_t index, absl::Duration receive_timeout);
-  absl::Status AllReduceWait(const ir::Instruction& instruction, absl::Duration receive_timeout);
+  absl::Status AllReduceStart(int32_t index, Transport& transport, absl::Duration receive_timeout);
+  absl::Status AllReduceWait(const ir::Instruction& instruction, Transport& transport,
+                             absl::Duration receive_timeout);
   // The staging bytes of an all-reduce instruction (ir::AllReduceStagingBytes).
   int64_t StagingBytes(const ir::Instruction& instruction) const;
 
@@ -201,6 +205,8 @@ class Executor {
   int64_t step_ = 0;         // the step in progress, or the last one
   ir::StepOutputs outputs_;  // of the step in progress
   Reducer* reducer_ = nullptr;
+  // A resident device's all-reduces (made on first use).
+  std::unique_ptr<DeviceAllReduce> device_reduce_;
   // A resident device's emitted results, copied asynchronously during the
   // step and collected at its end (null for host buffers).
   std::unique_ptr<EmitStaging> emits_;

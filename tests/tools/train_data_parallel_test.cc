@@ -34,9 +34,12 @@ struct Case {
   std::string launcher;   // threads, or local over `transport`
   std::string transport;
   std::string schedule;
+  std::string device = "cpu";  // fake-cuda/N: the gradients are reduced on the (emulated) devices
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.launcher << " " << c.transport << " " << c.schedule; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.launcher << " " << c.transport << " " << c.schedule << " " << c.device;
+}
 
 class DataParallelTrain : public ::testing::TestWithParam<Case> {};
 
@@ -47,6 +50,7 @@ TEST_P(DataParallelTrain, IsBitIdenticalToTheTwoLevelReference) {
                                    "--eval-batches", "0", "--launcher", c.launcher};
   if (c.launcher == "local") args.insert(args.end(), {"--transport", c.transport});
   if (c.schedule == "interleaved") args.insert(args.end(), {"--virtual", "2"});
+  if (c.device != "cpu") args.insert(args.end(), {"--device", c.device});
   std::string out, err;
   ASSERT_EQ(RunTrain(args, out, err), 0) << out << err;
   EXPECT_THAT(out, HasSubstr("4 actors"));
@@ -61,6 +65,10 @@ std::vector<Case> AllCases() {
     cases.push_back({"local", "shm", schedule});
     cases.push_back({"local", "tcp", schedule});
   }
+  // Device-resident replicas reduce on their devices: over the fake NCCL
+  // (four emulated GPUs: every member its own) and over CUDA IPC (one).
+  cases.push_back({"local", "shm", "1f1b", "fake-cuda/4"});
+  cases.push_back({"local", "shm", "zb-h1", "fake-cuda"});
   return cases;
 }
 
@@ -68,8 +76,9 @@ INSTANTIATE_TEST_SUITE_P(LaunchersAndSchedules, DataParallelTrain, ::testing::Va
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string name = absl::StrCat(info.param.launcher, info.param.transport, "_",
                                                            info.param.schedule);
+                           if (info.param.device != "cpu") absl::StrAppend(&name, "_", info.param.device);
                            for (char& c : name) {
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '/') c = '_';
                            }
                            return name;
                          });
