@@ -389,14 +389,10 @@ kj::Promise<void> ActorService::openReplicaGroup(OpenReplicaGroupContext context
         absl::StrCat(Name(), ": asked to join ", DescribeGroup(group), ", which does not include it")));
   }
   const auto rank = static_cast<int32_t>(me - group.begin());
-  // A GPU actor offers its GPU, so that a group on distinct GPUs reduces
-  // over NCCL (actor/replica_group.h).
-  absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opened =
-      ReplicaGroupOpening::Open({.actors = group,
-                                 .rank = rank,
-                                 .host = options_.collective_host,
-                                 .token = options_.token,
-                                 .cuda_device = options_.device->cuda_ordinal()});
+  // (A device-resident actor joins too, and reduces on its device over the
+  // data plane instead: actor/device_all_reduce.h.)
+  absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> opened = ReplicaGroupOpening::Open(
+      {.actors = group, .rank = rank, .host = options_.collective_host, .token = options_.token});
   rpc::ThrowIfError(opened.status());
   opened_group_ = *std::move(opened);
   group_setup_ = GroupSetup::kOpened;

@@ -1,6 +1,5 @@
-// What Tandem's NCCL communicators share (CudaNccl,
-// NcclReplicaGroup): NCCL's errors as statuses, and the bounded wait on a
-// non-blocking communicator. Internal to actor/nccl.
+// NCCL's errors as statuses, and the bounded wait on a non-blocking
+// communicator (CudaNccl's). Internal to actor/nccl.
 #ifndef TANDEM_ACTOR_NCCL_NCCL_WAIT_H_
 #define TANDEM_ACTOR_NCCL_NCCL_WAIT_H_
 

@@ -1,7 +1,6 @@
 // How an actor's replica group is formed (actor/replica_group.h): offers
 // survive the wire and bad ones are refused before anything is read past
-// their end; every member makes the same choice of library from the same
-// offers, NCCL only when no two members share a GPU.
+// their end.
 #include "actor/replica_group.h"
 
 #include <string>
@@ -16,18 +15,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ReplicaOffer Gpu(char uuid, bool with_id = false) {
-  ReplicaOffer offer;
-  offer.address = "host:1234";
-  offer.gpu_uuid = std::string(kGpuUuidBytes, uuid);
-  if (with_id) offer.nccl_id = std::string(128, 'i');
-  return offer;
-}
-
 TEST(ReplicaOffer, RoundTripsEveryShape) {
-  ReplicaOffer cpu;
-  cpu.address = std::string(100, 'a');
-  for (const ReplicaOffer& offer : {cpu, Gpu('u'), Gpu('v', /*with_id=*/true)}) {
+  for (const std::string& address : {std::string(), std::string("host:1234"), std::string(100, 'a')}) {
+    const ReplicaOffer offer{.address = address};
     absl::StatusOr<std::string> bytes = EncodeReplicaOffer(offer);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     EXPECT_LE(bytes->size(), kMaxReplicaOfferBytes);
@@ -38,7 +28,7 @@ TEST(ReplicaOffer, RoundTripsEveryShape) {
 }
 
 TEST(ReplicaOffer, MalformedOffersAreRefusedWithAReason) {
-  const std::string good = *EncodeReplicaOffer(Gpu('u', true));
+  const std::string good = *EncodeReplicaOffer({.address = "host:1234"});
   struct Case {
     std::string bytes;
     std::string says;
@@ -47,7 +37,7 @@ TEST(ReplicaOffer, MalformedOffersAreRefusedWithAReason) {
       {"", "unknown format"},
       {std::string("\x02\x00\x00\x00", 4), "unknown format"},
       {std::string("\x01\x08\x00\x00", 4), "unknown flags 8"},
-      {std::string("\x01\x02\x00\x00", 4), "unknown flags 2"},  // an NCCL id without a GPU
+      {std::string("\x01\x01\x00\x00", 4), "unknown flags 1"},  // the GPU fields of old
       {good.substr(0, good.size() - 1), "does not match its fields"},
       {good + "x", "does not match its fields"},
       {std::string("\x01\x00\xff\xff", 4) + std::string(300, 'a'), "does not match its fields"},
@@ -61,23 +51,6 @@ TEST(ReplicaOffer, MalformedOffersAreRefusedWithAReason) {
   ReplicaOffer long_address;
   long_address.address = std::string(kMaxCollectiveAddressBytes + 1, 'a');
   EXPECT_EQ(EncodeReplicaOffer(long_address).status().code(), absl::StatusCode::kInvalidArgument);
-  ReplicaOffer short_uuid = Gpu('u');
-  short_uuid.gpu_uuid.pop_back();
-  EXPECT_EQ(EncodeReplicaOffer(short_uuid).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(ChooseLibrary, NcclOnlyForGroupsOnDistinctGpusWithAnId) {
-  EXPECT_EQ(ChooseLibrary({Gpu('a', true), Gpu('b'), Gpu('c')}), CollectiveLibrary::kNccl);
-  // Two members on one GPU: NCCL would refuse them.
-  EXPECT_EQ(ChooseLibrary({Gpu('a', true), Gpu('b'), Gpu('a')}), CollectiveLibrary::kTcp);
-  // A CPU member.
-  ReplicaOffer cpu;
-  cpu.address = "x";
-  EXPECT_EQ(ChooseLibrary({Gpu('a', true), cpu}), CollectiveLibrary::kTcp);
-  // Rank 0 made no id.
-  EXPECT_EQ(ChooseLibrary({Gpu('a'), Gpu('b')}), CollectiveLibrary::kTcp);
-  EXPECT_EQ(ChooseLibrary({Gpu('a', true)}), CollectiveLibrary::kTcp);
-  EXPECT_STREQ(CollectiveLibraryName(CollectiveLibrary::kNccl), "nccl");
 }
 
 TEST(ReplicaGroupOpening, CpuActorsConnectOverTcpAndBadOffersNameTheActor) {
@@ -89,8 +62,7 @@ TEST(ReplicaGroupOpening, CpuActorsConnectOverTcpAndBadOffersNameTheActor) {
   EXPECT_TRUE(offers[0].empty());
   absl::StatusOr<ReplicaOffer> to_actor_3 = DecodeReplicaOffer(offers[1]);
   ASSERT_TRUE(to_actor_3.ok()) << to_actor_3.status();
-  EXPECT_TRUE(to_actor_3->gpu_uuid.empty());
-  EXPECT_TRUE(to_actor_3->nccl_id.empty());
+  EXPECT_FALSE(to_actor_3->address.empty());
   EXPECT_EQ((*opening)->Connect({""}, absl::Seconds(1)).status().code(), absl::StatusCode::kInvalidArgument);
   absl::StatusOr<std::unique_ptr<ReplicaGroupOpening>> again =
       ReplicaGroupOpening::Open({.actors = {1, 3}, .rank = 0, .host = "127.0.0.1"});

@@ -432,11 +432,7 @@ void WritePlannerSeeds(CorpusWriter& writer) {
 // CUDA IPC host records and data-plane frame heads, as their writers make
 // them.
 void WriteActorSeeds(CorpusWriter& writer) {
-  const actor::ReplicaOffer offers[] = {
-      {"127.0.0.1:41234", "", ""},
-      {"[::1]:5", std::string(actor::kGpuUuidBytes, '\x11'), ""},
-      {"10.0.0.7:29500", std::string(actor::kGpuUuidBytes, '\x22'), std::string(128, '\x33')},
-  };
+  const actor::ReplicaOffer offers[] = {{"127.0.0.1:41234"}, {"[::1]:5"}, {"10.0.0.7:29500"}};
   int index = 0;
   for (const actor::ReplicaOffer& offer : offers) {
     writer.Write("replica_offer", absl::StrCat("offer-", index++), Require(actor::EncodeReplicaOffer(offer), "offer"));
