@@ -1,12 +1,13 @@
-// The data-parallel side of an actor: the all-reduces of its gradients
+// The data-parallel side of a host actor: the all-reduces of its gradients
 // across the replicas of its stage (ir/all_reduce.h says what they compute).
+// A device-resident actor reduces on its device instead
+// (actor/device_all_reduce.h).
 //
 // Two layers:
 //  - CollectiveGroup: one collective library's blocking, ordered all-reduce
 //    among the members of one replica group (the actors' own authenticated
-//    TCP on CPU, actor/tcp_collective.h; NCCL on GPUs). A library only
-//    moves bytes; the sum in replica order is ir::SumInReplicaOrder, the
-//    same everywhere.
+//    TCP, actor/tcp_collective.h). A library only moves bytes; the sum in
+//    replica order is ir::SumInReplicaOrder, the same everywhere.
 //  - Reducer: runs a group's all-reduces on a thread of its own, one at a
 //    time in the order they were started, so that an executor's
 //    kAllReduceStart returns at once and the reduction overlaps with the
