@@ -24,6 +24,14 @@
 //    not). Every receive is enqueued in the sender's order, as NCCL matches
 //    transfers (no tags), whatever order the receiver asks in.
 //
+// On GPUs this runs two communicators per pair at once. NCCL's guide warns
+// that communicators used concurrently can hang when their kernels cannot
+// all be resident or are launched in different orders across ranks; a
+// pair's kernels here are point-to-point on two distinct communicators,
+// each direction in one order on both ranks, and small (a few blocks). It
+// has not yet run on GPUs: CudaNccl.TwoGpusExchangeTensorsDeviceToDevice
+// (label gpu) runs both directions at once, the case to watch.
+//
 // The host channel: a host Transport, used by this transport alone and only
 // with tags at or above kNcclHostTagBase; each direction of each pair is one
 // numbered sequence (the setup record with the communicator's unique id,

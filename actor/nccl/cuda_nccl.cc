@@ -105,16 +105,6 @@ absl::Status CudaNccl::Transfer(bool send, Comm comm, backends::DeviceAddress da
   return WaitUntilIdle(Native(*found), what, absl::Now() + kEnqueueWait);
 }
 
-absl::Status CudaNccl::Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                            backends::StreamId stream) {
-  return Transfer(/*send=*/true, comm, data, bytes, peer, stream);
-}
-
-absl::Status CudaNccl::Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                               backends::StreamId stream) {
-  return Transfer(/*send=*/false, comm, data, bytes, peer, stream);
-}
-
 void CudaNccl::Abort(Comm comm) {
   void* native = nullptr;
   {

@@ -45,17 +45,13 @@ class CudaNccl final : public NcclLibrary {
   absl::StatusOr<std::string> NewUniqueId() override { return NewNcclUniqueId(); }
   absl::StatusOr<Comm> StartJoin(absl::string_view unique_id, int ranks, int rank) override;
   absl::StatusOr<bool> State(Comm comm) override;
-  absl::Status Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                    backends::StreamId stream) override;
-  absl::Status Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                       backends::StreamId stream) override;
+  absl::Status Transfer(bool send, Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                        backends::StreamId stream) override;
   void Abort(Comm comm) override;
   absl::Status Destroy(Comm comm) override;
 
  private:
   absl::StatusOr<void*> Find(Comm comm) const;
-  absl::Status Transfer(bool send, Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                        backends::StreamId stream);
 
   cuda::CudaDeviceMemory& memory_;
   mutable absl::Mutex mu_;

@@ -264,16 +264,6 @@ absl::Status FakeNccl::Transfer(bool send, Comm comm, backends::DeviceAddress da
   });
 }
 
-absl::Status FakeNccl::Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                            backends::StreamId stream) {
-  return Transfer(/*send=*/true, comm, data, bytes, peer, stream);
-}
-
-absl::Status FakeNccl::Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                               backends::StreamId stream) {
-  return Transfer(/*send=*/false, comm, data, bytes, peer, stream);
-}
-
 void FakeNccl::Abort(Comm comm) {
   std::shared_ptr<Joined> joined;
   {

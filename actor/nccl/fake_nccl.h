@@ -56,10 +56,8 @@ class FakeNccl final : public NcclLibrary {
   absl::StatusOr<std::string> NewUniqueId() override;
   absl::StatusOr<Comm> StartJoin(absl::string_view unique_id, int ranks, int rank) override;
   absl::StatusOr<bool> State(Comm comm) override;
-  absl::Status Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                    backends::StreamId stream) override;
-  absl::Status Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                       backends::StreamId stream) override;
+  absl::Status Transfer(bool send, Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                        backends::StreamId stream) override;
   void Abort(Comm comm) override;
   absl::Status Destroy(Comm comm) override;
 
@@ -67,8 +65,6 @@ class FakeNccl final : public NcclLibrary {
 
  private:
   absl::StatusOr<std::shared_ptr<Joined>> Find(Comm comm) const;
-  absl::Status Transfer(bool send, Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                        backends::StreamId stream);
 
   fake::FakeDeviceMemory& memory_;
   const Options options_;

@@ -61,13 +61,17 @@ class NcclLibrary {
   // failed (joining, or a transfer since: NCCL's asynchronous error).
   virtual absl::StatusOr<bool> State(Comm comm) = 0;
 
-  // Enqueue on side stream `stream` of memory(): sending the `bytes` bytes
-  // at `data` to rank `peer`, and receiving `bytes` bytes into `data` from
-  // rank `peer`. They return once enqueued.
-  virtual absl::Status Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                            backends::StreamId stream) = 0;
-  virtual absl::Status Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
-                               backends::StreamId stream) = 0;
+  // Enqueues on side stream `stream` of memory(): sending the `bytes` bytes
+  // at `data` to rank `peer` (`send`), or receiving `bytes` bytes into
+  // `data` from rank `peer`. Returns once enqueued.
+  virtual absl::Status Transfer(bool send, Comm comm, backends::DeviceAddress data, int64_t bytes, int peer,
+                                backends::StreamId stream) = 0;
+  absl::Status Send(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer, backends::StreamId stream) {
+    return Transfer(/*send=*/true, comm, data, bytes, peer, stream);
+  }
+  absl::Status Receive(Comm comm, backends::DeviceAddress data, int64_t bytes, int peer, backends::StreamId stream) {
+    return Transfer(/*send=*/false, comm, data, bytes, peer, stream);
+  }
 
   // Ends `comm` at once: transfers in progress end (their bytes undefined)
   // and the communicator is released. For a failed or stuck communicator.

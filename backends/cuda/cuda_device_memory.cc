@@ -100,6 +100,17 @@ struct CudaDeviceMemory::Impl {
       pause = std::min(pause * 2, kLongestPause);
     }
   }
+  // `call(the event, on)` (cudaEventRecord or cudaStreamWaitEvent) for
+  // `event` on stream `on`, under the lock; `what` names the call.
+  template <typename Call>
+  absl::Status WithEvent(cudaStream_t on, backends::DeviceEvent event, absl::string_view what, Call call) {
+    if (absl::Status status = Use(); !status.ok()) return status;
+    absl::MutexLock lock(&mu);
+    absl::StatusOr<cudaEvent_t> found = FindEvent(event);
+    if (!found.ok()) return found.status();
+    const cudaError_t error = call(*found, on);
+    return error == cudaSuccess ? absl::OkStatus() : Error(error, what);
+  }
   absl::Status SynchronizeStream(absl::Time deadline, absl::string_view why) const {
     if (absl::Status status = Use(); !status.ok()) return status;
     return Poll([this] { return cudaStreamQuery(stream); }, "cudaStreamQuery", deadline, why);
@@ -318,23 +329,13 @@ absl::Status CudaDeviceMemory::CopyAsync(backends::DeviceAddress destination, ba
 }
 
 absl::Status CudaDeviceMemory::RecordEvent(backends::DeviceEvent event) {
-  Impl& m = *impl_;
-  if (absl::Status status = m.Use(); !status.ok()) return status;
-  absl::MutexLock lock(&m.mu);
-  absl::StatusOr<cudaEvent_t> found = m.FindEvent(event);
-  if (!found.ok()) return found.status();
-  const cudaError_t error = cudaEventRecord(*found, m.stream);
-  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaEventRecord");
+  return impl_->WithEvent(impl_->stream, event, "cudaEventRecord",
+                          [](cudaEvent_t e, cudaStream_t on) { return cudaEventRecord(e, on); });
 }
 
 absl::Status CudaDeviceMemory::StreamWaitEvent(backends::DeviceEvent event) {
-  Impl& m = *impl_;
-  if (absl::Status status = m.Use(); !status.ok()) return status;
-  absl::MutexLock lock(&m.mu);
-  absl::StatusOr<cudaEvent_t> found = m.FindEvent(event);
-  if (!found.ok()) return found.status();
-  const cudaError_t error = cudaStreamWaitEvent(m.stream, *found, 0);
-  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaStreamWaitEvent");
+  return impl_->WithEvent(impl_->stream, event, "cudaStreamWaitEvent",
+                          [](cudaEvent_t e, cudaStream_t on) { return cudaStreamWaitEvent(on, e, 0); });
 }
 
 absl::Status CudaDeviceMemory::CopyToHostAsync(void* destination, backends::DeviceAddress source, int64_t bytes) {
@@ -383,27 +384,17 @@ void* CudaDeviceMemory::side_stream_handle(backends::StreamId stream) const {
 }
 
 absl::Status CudaDeviceMemory::RecordEventOn(backends::StreamId stream, backends::DeviceEvent event) {
-  Impl& m = *impl_;
-  cudaStream_t side = static_cast<cudaStream_t>(side_stream_handle(stream));
-  if (side == nullptr) return absl::InvalidArgumentError(absl::StrCat(m.name, ": no side stream ", stream));
-  if (absl::Status status = m.Use(); !status.ok()) return status;
-  absl::MutexLock lock(&m.mu);
-  absl::StatusOr<cudaEvent_t> found = m.FindEvent(event);
-  if (!found.ok()) return found.status();
-  const cudaError_t error = cudaEventRecord(*found, side);
-  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaEventRecord (a side stream)");
+  auto side = static_cast<cudaStream_t>(side_stream_handle(stream));
+  if (side == nullptr) return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": no side stream ", stream));
+  return impl_->WithEvent(side, event, "cudaEventRecord (a side stream)",
+                          [](cudaEvent_t e, cudaStream_t on) { return cudaEventRecord(e, on); });
 }
 
 absl::Status CudaDeviceMemory::StreamWaitEventOn(backends::StreamId stream, backends::DeviceEvent event) {
-  Impl& m = *impl_;
-  cudaStream_t side = static_cast<cudaStream_t>(side_stream_handle(stream));
-  if (side == nullptr) return absl::InvalidArgumentError(absl::StrCat(m.name, ": no side stream ", stream));
-  if (absl::Status status = m.Use(); !status.ok()) return status;
-  absl::MutexLock lock(&m.mu);
-  absl::StatusOr<cudaEvent_t> found = m.FindEvent(event);
-  if (!found.ok()) return found.status();
-  const cudaError_t error = cudaStreamWaitEvent(side, *found, 0);
-  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaStreamWaitEvent (a side stream)");
+  auto side = static_cast<cudaStream_t>(side_stream_handle(stream));
+  if (side == nullptr) return absl::InvalidArgumentError(absl::StrCat(impl_->name, ": no side stream ", stream));
+  return impl_->WithEvent(side, event, "cudaStreamWaitEvent (a side stream)",
+                          [](cudaEvent_t e, cudaStream_t on) { return cudaStreamWaitEvent(on, e, 0); });
 }
 
 absl::Status CudaDeviceMemory::SynchronizeStream(absl::Time deadline) {
