@@ -62,7 +62,15 @@ absl::Status DeviceTransport::Connect(std::vector<int32_t> ipc_peers, absl::Time
   if (ipc != nullptr) {
     if (absl::Status status = ipc->Connect(deadline); !status.ok()) return status;
   }
-  return nccl == nullptr ? absl::OkStatus() : nccl->Connect(deadline);
+  if (nccl == nullptr) return absl::OkStatus();
+  if (absl::Status status = nccl->Connect(deadline); !status.ok()) return status;
+  // A peer on this actor's own device that the launcher could not tell
+  // (NCCL refuses such a pair) stages through the host.
+  absl::MutexLock lock(&mu_);
+  for (int32_t peer = 0; peer < num_actors_; ++peer) {
+    if (routes_[peer] == Route::kNccl && !nccl->Reaches(peer)) routes_[peer] = Route::kHost;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DeviceTransport::Flush(absl::Time deadline) {

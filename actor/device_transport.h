@@ -9,10 +9,12 @@
 // Which peers share the device is the launcher's choice (it knows where every
 // actor is), handed to Connect as `ipc_peers`. Every other peer is reached
 // through NCCL when Options::nccl names a library (NCCL itself on GPUs, the
-// fake NCCL on the emulated GPU); without one, device tensors for those
-// peers are staged through the host: SendDevice downloads them and sends
-// host tensors over the host transport, ReceiveDevice receives host tensors
-// and uploads them (two copies over PCIe and a wait on the stream each).
+// fake NCCL on the emulated GPU), unless the NCCL setup finds the peer on
+// this actor's own device after all (srun tasks picking their GPUs); without
+// a library, and for such peers, device tensors are staged through the
+// host: SendDevice downloads them and sends host tensors over the host
+// transport, ReceiveDevice receives host tensors and uploads them (two
+// copies over PCIe and a wait on the stream each).
 //
 // Abort aborts the device transports and the host transport: waiting device
 // and host receives all wake.

@@ -17,6 +17,7 @@ using ipc::RecordReader;
 using ipc::RecordWriter;
 
 constexpr size_t kIdWords = nccl::kNcclUniqueIdBytes / sizeof(int32_t);
+constexpr size_t kDeviceWords = nccl::kDeviceIdBytes / sizeof(int32_t);
 // How often Connect polls the communicators and Flush the sent events.
 constexpr absl::Duration kPoll = absl::Microseconds(50);
 
@@ -84,10 +85,15 @@ int64_t NcclTransport::sends_in_flight() const {
   return count;
 }
 
+bool NcclTransport::Reaches(int32_t peer) const {
+  absl::MutexLock lock(&mu_);
+  return connected_ && peer >= 0 && peer < num_actors_ && link_of_[peer] != nullptr && !link_of_[peer]->same_device;
+}
+
 absl::StatusOr<NcclTransport::Link*> NcclTransport::LinkTo(int32_t peer) {
   if (!abort_.ok()) return abort_;
   if (!connected_) return absl::FailedPreconditionError(absl::StrCat("actor ", actor_, ": NCCL transport not connected"));
-  if (peer < 0 || peer >= num_actors_ || link_of_[peer] == nullptr) {
+  if (peer < 0 || peer >= num_actors_ || link_of_[peer] == nullptr || link_of_[peer]->same_device) {
     return absl::InvalidArgumentError(absl::StrCat("actor ", actor_, ": actor ", peer, " is not an NCCL peer"));
   }
   Link& link = *link_of_[peer];
@@ -97,6 +103,7 @@ absl::StatusOr<NcclTransport::Link*> NcclTransport::LinkTo(int32_t peer) {
 
 absl::Status NcclTransport::Health(const Link& link) {
   if (!abort_.ok()) return abort_;
+  if (link.same_device) return absl::OkStatus();
   for (nccl::NcclLibrary::Comm comm : {link.send_comm, link.recv_comm}) {
     absl::StatusOr<bool> state = nccl_.State(comm);
     if (!state.ok()) return Context(state.status(), actor_, link.peer, "the NCCL link with");
@@ -136,13 +143,19 @@ absl::Status NcclTransport::Connect(absl::Time deadline) {
   }
   // Each actor makes the id of the communicator it sends on; the host
   // channel does not block, so every setup record goes out first.
+  absl::StatusOr<std::string> device = nccl_.DeviceId();
+  if (!device.ok()) return device.status();
+  if (device->size() != nccl::kDeviceIdBytes) {
+    return absl::InternalError(absl::StrCat(nccl_.name(), ": a device id of ", device->size(), " bytes"));
+  }
   std::vector<std::string> own_ids;
   for (Link* link : links) {
     absl::StatusOr<std::string> id = nccl_.NewUniqueId();
     if (!id.ok()) return Context(id.status(), actor_, link->peer, "an NCCL unique id for");
     RecordWriter setup(RecordKind::kNcclSetup, actor_, link->peer);
-    std::vector<int32_t> words(kIdWords);
+    std::vector<int32_t> words(kIdWords + kDeviceWords);
     std::memcpy(words.data(), id->data(), nccl::kNcclUniqueIdBytes);
+    std::memcpy(words.data() + kIdWords, device->data(), nccl::kDeviceIdBytes);
     for (int32_t word : words) setup.Put32(word);
     if (absl::Status status = host_.Send(link->peer, kNcclHostTagBase, {RecordTensor(setup.Take())}); !status.ok()) {
       return Context(status, actor_, link->peer, "the host channel to");
@@ -155,12 +168,21 @@ absl::Status NcclTransport::Connect(absl::Time deadline) {
     if (!got.ok()) return Context(got.status(), actor_, link.peer, "the NCCL setup from");
     absl::StatusOr<std::vector<int32_t>> words = ipc::ParseRecord(*got, link.peer, actor_);
     if (!words.ok()) return words.status();
-    if (ipc::KindOf(*words) != RecordKind::kNcclSetup || words->size() != ipc::kRecordHeadWords + kIdWords) {
+    if (ipc::KindOf(*words) != RecordKind::kNcclSetup ||
+        words->size() != ipc::kRecordHeadWords + kIdWords + kDeviceWords) {
       return absl::DataLossError(
           absl::StrCat("actor ", actor_, ": the first record from actor ", link.peer, " is not its NCCL setup"));
     }
     std::string peer_id(nccl::kNcclUniqueIdBytes, '\0');
     std::memcpy(peer_id.data(), words->data() + ipc::kRecordHeadWords, nccl::kNcclUniqueIdBytes);
+    std::string peer_device(nccl::kDeviceIdBytes, '\0');
+    std::memcpy(peer_device.data(), words->data() + ipc::kRecordHeadWords + kIdWords, nccl::kDeviceIdBytes);
+    if (peer_device == *device) {
+      // Both sides see it: neither joins.
+      absl::MutexLock lock(&mu_);
+      link.same_device = true;
+      continue;
+    }
     absl::StatusOr<backends::StreamId> send_stream = memory_.CreateSideStream();
     if (!send_stream.ok()) return send_stream.status();
     absl::StatusOr<backends::StreamId> recv_stream = memory_.CreateSideStream();
@@ -181,6 +203,7 @@ absl::Status NcclTransport::Connect(absl::Time deadline) {
   }
   // Every communicator joins at once; wait until all are ready.
   for (Link* link : links) {
+    if (link->same_device) continue;
     for (nccl::NcclLibrary::Comm comm : {link->send_comm, link->recv_comm}) {
       while (true) {
         absl::StatusOr<bool> ready = nccl_.State(comm);

@@ -38,8 +38,12 @@
 // then the message records).
 //
 // Setup: Connect sends each peer the unique id of the communicator it sends
-// on, receives the peer's, starts joining both (non-blocking) and waits
-// until every communicator is ready, bounded by its deadline.
+// on and its device's id, receives the peer's, starts joining both
+// (non-blocking) and waits until every communicator is ready, bounded by
+// its deadline. A peer on this actor's own device (which the launcher could
+// not tell: srun tasks picking their GPUs) gets no communicators, since
+// NCCL refuses two ranks on one GPU: Reaches says so, and the device
+// transport stages that pair through the host.
 //
 // Errors: a communicator's error (NCCL's asynchronous error: a peer gone, an
 // aborted transfer) fails every later call naming the peer; DeadlineExceeded
@@ -89,6 +93,9 @@ class NcclTransport {
   ~NcclTransport();
 
   absl::Status Connect(absl::Time deadline);
+  // After Connect: whether `peer` is reached through NCCL (false for a peer
+  // on this actor's own device, or not a peer).
+  bool Reaches(int32_t peer) const;
   absl::Status Send(int32_t peer, uint64_t tag, std::vector<backends::DeviceTensor> tensors);
   absl::StatusOr<std::vector<backends::DeviceTensor>> Receive(int32_t peer, uint64_t tag, absl::Time deadline);
   // Waits until every message sent so far has been received by its peer's
@@ -111,6 +118,7 @@ class NcclTransport {
   };
   struct Link {
     int32_t peer = 0;
+    bool same_device = false;               // the peer is on this actor's device: no communicators
     nccl::NcclLibrary::Comm send_comm = 0;  // rank 0: this actor's sends
     nccl::NcclLibrary::Comm recv_comm = 0;  // rank 1: the peer's sends
     backends::StreamId send_stream = 0;

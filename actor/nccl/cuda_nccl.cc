@@ -35,6 +35,15 @@ CudaNccl::~CudaNccl() {
   for (auto& [id, comm] : comms_) ncclCommAbort(Native(comm));
 }
 
+absl::StatusOr<std::string> CudaNccl::DeviceId() {
+  cudaDeviceProp properties{};
+  if (cudaError_t error = cudaGetDeviceProperties(&properties, memory_.device()); error != cudaSuccess) {
+    return cuda::CudaStatus(error, "cudaGetDeviceProperties");
+  }
+  static_assert(sizeof(properties.uuid.bytes) == kDeviceIdBytes);
+  return std::string(properties.uuid.bytes, kDeviceIdBytes);
+}
+
 std::string CudaNccl::name() const {
   int version = 0;
   ncclGetVersion(&version);

@@ -42,6 +42,7 @@ class CudaNccl final : public NcclLibrary {
   std::string name() const override;
   backends::DeviceMemory& memory() const override { return memory_; }
 
+  absl::StatusOr<std::string> DeviceId() override;  // the GPU's UUID
   absl::StatusOr<std::string> NewUniqueId() override { return NewNcclUniqueId(); }
   absl::StatusOr<Comm> StartJoin(absl::string_view unique_id, int ranks, int rank) override;
   absl::StatusOr<bool> State(Comm comm) override;

@@ -167,6 +167,22 @@ FakeNccl::~FakeNccl() {
   for (const auto& [id, base] : made) memory_.Free(base).IgnoreError();
 }
 
+absl::StatusOr<std::string> FakeNccl::DeviceId() {
+  if (!options_.device_id.empty()) {
+    if (options_.device_id.size() != kDeviceIdBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("fake-nccl: a device id of ", options_.device_id.size(),
+                                                     " bytes (", kDeviceIdBytes, " expected)"));
+    }
+    return options_.device_id;
+  }
+  std::string id(kDeviceIdBytes, '\0');
+  const int64_t pid = getpid();
+  const auto memory = reinterpret_cast<uintptr_t>(&memory_);
+  std::memcpy(id.data(), &pid, sizeof(pid));
+  std::memcpy(id.data() + sizeof(pid), &memory, sizeof(memory));
+  return id;
+}
+
 absl::StatusOr<std::string> FakeNccl::NewUniqueId() {
   if (options_.ring_bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("fake-nccl: a ring of ", options_.ring_bytes, " bytes"));

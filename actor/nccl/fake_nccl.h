@@ -44,6 +44,10 @@ class FakeNccl final : public NcclLibrary {
   struct Options {
     // Bytes buffered per direction of a communicator.
     int64_t ring_bytes = int64_t{1} << 20;
+    // DeviceId (kDeviceIdBytes); empty: one of this memory's own (process
+    // and object), so every fake device differs. Tests set it to emulate
+    // two actors on one GPU that the launcher could not tell apart.
+    std::string device_id;
   };
   FakeNccl(fake::FakeDeviceMemory& memory, Options options);
   FakeNccl(const FakeNccl&) = delete;
@@ -53,6 +57,7 @@ class FakeNccl final : public NcclLibrary {
   std::string name() const override { return "fake-nccl"; }
   backends::DeviceMemory& memory() const override { return memory_; }
 
+  absl::StatusOr<std::string> DeviceId() override;
   absl::StatusOr<std::string> NewUniqueId() override;
   absl::StatusOr<Comm> StartJoin(absl::string_view unique_id, int ranks, int rank) override;
   absl::StatusOr<bool> State(Comm comm) override;

@@ -39,6 +39,7 @@
 namespace tandem::actor::nccl {
 
 inline constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
+inline constexpr size_t kDeviceIdBytes = 16;       // a CUDA device's UUID
 
 class NcclLibrary {
  public:
@@ -51,6 +52,11 @@ class NcclLibrary {
   virtual std::string name() const = 0;
   // The memory whose side streams the transfers run on.
   virtual backends::DeviceMemory& memory() const = 0;
+
+  // kDeviceIdBytes naming this library's device among every process's: the
+  // GPU's UUID; an emulated GPU's own. Actors whose ids are equal share a
+  // device, which NCCL refuses as two ranks of one communicator.
+  virtual absl::StatusOr<std::string> DeviceId() = 0;
 
   // A fresh unique id of kNcclUniqueIdBytes bytes.
   virtual absl::StatusOr<std::string> NewUniqueId() = 0;

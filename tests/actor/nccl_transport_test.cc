@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "actor/device_transport.h"
 #include "actor/in_memory_transport.h"
 #include "actor/ipc_record.h"
 #include "actor/nccl/fake_nccl.h"
@@ -151,6 +152,36 @@ TEST(NcclTransport, AMalformedRecordIsDataLossNamingTheSender) {
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
   EXPECT_THAT(std::string(got.status().message()),
               HasSubstr("actor 1: malformed NCCL record from actor 0: tensor 0: dtype 0 and rank 40"));
+}
+
+// Two actors on one GPU that the launcher could not tell apart (srun tasks
+// choosing their GPUs): NCCL would refuse the pair, so it gets no
+// communicators, and the device transport stages it through the host.
+TEST(NcclTransport, APeerOnTheSameDeviceIsLeftToTheHost) {
+  InMemoryNetwork network(2);
+  std::unique_ptr<fake::FakeDeviceMemory> memory[2];
+  std::unique_ptr<nccl::FakeNccl> library[2];
+  std::unique_ptr<DeviceTransport> transport[2];
+  for (int32_t actor = 0; actor < 2; ++actor) {
+    memory[actor] = *fake::FakeDeviceMemory::Create({});
+    library[actor] = std::make_unique<nccl::FakeNccl>(
+        *memory[actor], nccl::FakeNccl::Options{.device_id = std::string(nccl::kDeviceIdBytes, 'g')});
+    transport[actor] = *DeviceTransport::Create(network.Endpoint(actor), *memory[actor], 2, {.nccl = library[actor].get()});
+  }
+  absl::Status one;
+  std::thread joiner([&] { one = transport[1]->Connect({}, In(absl::Seconds(10))); });
+  const absl::Status zero = transport[0]->Connect({}, In(absl::Seconds(10)));
+  joiner.join();
+  ASSERT_TRUE(zero.ok()) << zero;
+  ASSERT_TRUE(one.ok()) << one;
+  const ir::HostTensor values = Pattern(4, 5000);
+  ASSERT_TRUE(transport[0]->SendDevice(1, 3, *Upload(*memory[0], {values})).ok());
+  absl::StatusOr<std::vector<backends::DeviceTensor>> got = transport[1]->ReceiveDevice(0, 3, In(absl::Seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(CheckTensors(*memory[1], *got, {values}).ok());
+  // The staged message went over the host channel under its own tag.
+  EXPECT_TRUE(network.PendingMessages().empty());
+  for (auto& t : transport) t.reset();
 }
 
 TEST(NcclTransport, RefusesBadPeersAndUseBeforeConnect) {
