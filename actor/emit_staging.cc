@@ -32,8 +32,7 @@ int64_t EmitStaging::staging_bytes() const {
 absl::Status EmitStaging::Stage(const std::string& result, int32_t microbatch, const backends::DeviceTensor& tensor) {
   for (const Pending& pending : pending_) {
     if (pending.result == result && pending.microbatch == microbatch) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("result '", result, "' of microbatch ", microbatch, " emitted twice"));
+      return absl::InternalError(absl::StrCat("result '", result, "' of microbatch ", microbatch, " emitted twice"));
     }
   }
   const int64_t bytes = Aligned(tensor.num_bytes());

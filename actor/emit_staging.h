@@ -37,8 +37,8 @@ class EmitStaging {
   ~EmitStaging();
 
   // Enqueues the copy of `tensor` as result `result` of microbatch
-  // `microbatch`. InvalidArgument when that result is already staged; the
-  // memory's errors.
+  // `microbatch`. Internal when that result is already staged (a program
+  // that emits it twice); the memory's errors.
   absl::Status Stage(const std::string& result, int32_t microbatch, const backends::DeviceTensor& tensor);
 
   struct Result {

@@ -48,7 +48,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ir::ActorProgram prog
 Executor::Executor(ir::ActorProgram program, std::shared_ptr<backends::Device> device, int32_t replica)
     : program_(std::move(program)), device_(std::move(device)), replica_(replica), memory_(device_->memory()),
       buffers_(program_.buffers.size()) {
-  if (memory_ != nullptr) emits_ = std::make_unique<EmitStaging>(*memory_);
+  if (memory_ != nullptr) {
+    emits_ = std::make_unique<EmitStaging>(*memory_);
+    device_reduce_ = std::make_unique<DeviceAllReduce>(*device_);
+  }
   device_->set_deferred_checks(true);  // settled at every step's end
   for (const ir::Function& function : program_.functions) {
     std::vector<std::string>& names = input_names_.emplace_back();
@@ -262,10 +265,9 @@ absl::Status Executor::RunRange(int32_t begin, int32_t end, Transport& transport
 
 absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Duration receive_timeout) {
   const Instruction& instruction = program_.instructions[index];
-  current_instruction_ = index;
   switch (instruction.kind) {
     case InstructionKind::kRun:
-      return Run(instruction);
+      return Run(index);
     case InstructionKind::kSend: {
       std::vector<backends::TensorHandle> tensors;
       tensors.reserve(instruction.buffers.size());
@@ -293,12 +295,13 @@ absl::Status Executor::Execute(int32_t index, Transport& transport, absl::Durati
     case InstructionKind::kAllReduceWait:
       return AllReduceWait(instruction, transport, receive_timeout);
     case InstructionKind::kFill:
-      return Fill(instruction, transport);
+      return Fill(index, transport);
   }
   return absl::InternalError("unknown instruction kind");
 }
 
-absl::Status Executor::Run(const Instruction& instruction) {
+absl::Status Executor::Run(int32_t index) {
+  const Instruction& instruction = program_.instructions[index];
   const ir::Function& function = program_.functions[instruction.function];
   const std::vector<std::string>& names = input_names_[instruction.function];
   backends::HandleMap inputs;
@@ -307,7 +310,7 @@ absl::Status Executor::Run(const Instruction& instruction) {
     if (!tensor.ok()) return tensor.status();
     inputs.emplace(names[k], **tensor);
   }
-  run_instructions_.push_back(current_instruction_);
+  run_instructions_.push_back(index);
   absl::StatusOr<backends::HandleMap> results = executables_[instruction.function]->Run(inputs);
   if (!results.ok()) return results.status();
   const std::vector<ir::GraphOutput>& outputs = function.graph.outputs();
@@ -409,13 +412,7 @@ absl::Status Executor::Emit(const Instruction& instruction) {
 absl::Status Executor::Report(const Instruction& instruction, const backends::TensorHandle& tensor) {
   if (tensor.on_device() && emits_ != nullptr) {
     // Copied into pinned staging on the stream; FinishStep collects it.
-    if (auto it = outputs_.results.find(instruction.result);
-        it != outputs_.results.end() && it->second.contains(instruction.microbatch)) {
-      return absl::InternalError(absl::StrCat("result '", instruction.result, "' of microbatch ",
-                                              instruction.microbatch, " emitted twice"));
-    }
-    absl::Status staged = emits_->Stage(instruction.result, instruction.microbatch, tensor.device());
-    return staged.code() == absl::StatusCode::kInvalidArgument ? absl::InternalError(staged.message()) : staged;
+    return emits_->Stage(instruction.result, instruction.microbatch, tensor.device());
   }
   absl::StatusOr<HostTensor> host = device_->Download(tensor);
   if (!host.ok()) return host.status();
@@ -427,7 +424,8 @@ absl::Status Executor::Report(const Instruction& instruction, const backends::Te
   return absl::OkStatus();
 }
 
-absl::Status Executor::Fill(const Instruction& instruction, Transport& transport) {
+absl::Status Executor::Fill(int32_t index, Transport& transport) {
+  const Instruction& instruction = program_.instructions[index];
   bool skip = false;
   if (instruction.peer >= 0) {
     const std::pair<int32_t, uint64_t> key{Peer(instruction), instruction.tag};
@@ -446,7 +444,7 @@ absl::Status Executor::Fill(const Instruction& instruction, Transport& transport
     }
   }
   if (!skip) {
-    if (absl::Status status = Run(instruction); !status.ok()) return status;
+    if (absl::Status status = Run(index); !status.ok()) return status;
     outputs_.peak_live_bytes = std::max(outputs_.peak_live_bytes, live_bytes_);
     SampleDevicePeak();
     if (absl::Status status = Report(instruction, buffers_[instruction.outputs[0]]); !status.ok()) return status;
@@ -467,25 +465,31 @@ int64_t Executor::StagingBytes(const Instruction& instruction) const {
 
 absl::Status Executor::AllReduceStart(int32_t index, Transport& transport, absl::Duration receive_timeout) {
   const Instruction& instruction = program_.instructions[index];
-  if (memory_ != nullptr) {
-    // Device-resident gradients are reduced on the device, over the data
-    // plane (device_all_reduce.h): no replica group, no host copies.
-    std::vector<backends::DeviceTensor> bucket;
-    for (BufferId id : instruction.buffers) {
-      absl::StatusOr<const backends::TensorHandle*> handle = Read(id);
-      if (!handle.ok()) return handle.status();
-      bucket.push_back((*handle)->device());
-    }
-    if (device_reduce_ == nullptr) device_reduce_ = std::make_unique<DeviceAllReduce>(*device_);
-    if (absl::Status status =
-            device_reduce_->Start(transport, instruction.tag, instruction.group, transport.actor(), bucket);
-        !status.ok()) {
-      return status;
-    }
-    live_bytes_ += StagingBytes(instruction);
-    reducing_[instruction.tag] = outputs_.timings.size();
-    return absl::OkStatus();
+  if (absl::Status status = memory_ != nullptr ? StartOnDevice(instruction, transport)
+                                               : StartOnReducer(instruction, receive_timeout);
+      !status.ok()) {
+    return status;
   }
+  live_bytes_ += StagingBytes(instruction);
+  // RunRange appends this instruction's timing next; a Reducer's wait
+  // rewrites it with the reduction's span.
+  reducing_[instruction.tag] = outputs_.timings.size();
+  return absl::OkStatus();
+}
+
+absl::Status Executor::StartOnDevice(const Instruction& instruction, Transport& transport) {
+  // Device-resident gradients are reduced on the device, over the data
+  // plane (device_all_reduce.h): no replica group, no host copies.
+  std::vector<backends::DeviceTensor> bucket;
+  for (BufferId id : instruction.buffers) {
+    absl::StatusOr<const backends::TensorHandle*> handle = Read(id);
+    if (!handle.ok()) return handle.status();
+    bucket.push_back((*handle)->device());
+  }
+  return device_reduce_->Start(transport, instruction.tag, instruction.group, transport.actor(), bucket);
+}
+
+absl::Status Executor::StartOnReducer(const Instruction& instruction, absl::Duration receive_timeout) {
   if (reducer_ == nullptr) {
     return absl::FailedPreconditionError("the program all-reduces gradients but this actor has no replica group");
   }
@@ -507,22 +511,14 @@ absl::Status Executor::AllReduceStart(int32_t index, Transport& transport, absl:
     const float* data = tensor->f32();
     bucket.insert(bucket.end(), data, data + tensor->num_elements());
   }
-  if (absl::Status status = reducer_->Start(instruction.tag, std::move(bucket), receive_timeout); !status.ok()) {
-    return status;
-  }
-  live_bytes_ += StagingBytes(instruction);
-  // RunRange appends this instruction's timing next; the wait rewrites it.
-  reducing_[instruction.tag] = outputs_.timings.size();
-  return absl::OkStatus();
+  return reducer_->Start(instruction.tag, std::move(bucket), receive_timeout);
 }
 
 absl::Status Executor::AllReduceWait(const Instruction& instruction, Transport& transport,
                                      absl::Duration receive_timeout) {
   if (memory_ != nullptr) {
     absl::StatusOr<std::vector<backends::DeviceTensor>> reduced =
-        device_reduce_ == nullptr
-            ? absl::FailedPreconditionError(absl::StrCat("all-reduce ", instruction.tag, " never started"))
-            : device_reduce_->Finish(transport, instruction.tag, absl::Now() + receive_timeout);
+        device_reduce_->Finish(transport, instruction.tag, absl::Now() + receive_timeout);
     if (!reduced.ok()) return reduced.status();
     for (size_t k = 0; k < instruction.buffers.size(); ++k) {
       if (absl::Status status = Write(instruction.buffers[k], backends::TensorHandle((*reduced)[k])); !status.ok()) {

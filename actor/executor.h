@@ -154,15 +154,20 @@ class Executor {
   }
 
   absl::Status Execute(int32_t index, Transport& transport, absl::Duration receive_timeout);
-  absl::Status Run(const ir::Instruction& instruction);
+  // Runs instruction `index`'s function (kRun, kFill).
+  absl::Status Run(int32_t index);
   absl::Status Receive(const ir::Instruction& instruction, Transport& transport, absl::Duration receive_timeout);
   absl::Status Accumulate(const ir::Instruction& instruction);
   absl::Status Emit(const ir::Instruction& instruction);
   // Records `tensor` as the step's result instruction.result for
   // instruction.microbatch (kEmit, kFill); Internal when it already is.
   absl::Status Report(const ir::Instruction& instruction, const backends::TensorHandle& tensor);
-  absl::Status Fill(const ir::Instruction& instruction, Transport& transport);
+  absl::Status Fill(int32_t index, Transport& transport);
   absl::Status AllReduceStart(int32_t index, Transport& transport, absl::Duration receive_timeout);
+  // AllReduceStart's two ways: on a resident device over the data plane, or
+  // a host bucket handed to the Reducer.
+  absl::Status StartOnDevice(const ir::Instruction& instruction, Transport& transport);
+  absl::Status StartOnReducer(const ir::Instruction& instruction, absl::Duration receive_timeout);
   absl::Status AllReduceWait(const ir::Instruction& instruction, Transport& transport,
                              absl::Duration receive_timeout);
   // The staging bytes of an all-reduce instruction (ir::AllReduceStagingBytes).
@@ -205,7 +210,7 @@ class Executor {
   int64_t step_ = 0;         // the step in progress, or the last one
   ir::StepOutputs outputs_;  // of the step in progress
   Reducer* reducer_ = nullptr;
-  // A resident device's all-reduces (made on first use).
+  // A resident device's all-reduces (null for host buffers).
   std::unique_ptr<DeviceAllReduce> device_reduce_;
   // A resident device's emitted results, copied asynchronously during the
   // step and collected at its end (null for host buffers).
@@ -213,7 +218,6 @@ class Executor {
   // The instruction of every executable Run of this step, in order: the
   // device's deferred failures name a run (Device::SettleRuns).
   std::vector<int32_t> run_instructions_;
-  int32_t current_instruction_ = -1;
   absl::Duration step_wait_ = absl::Minutes(1);  // the step's receive timeout, for its end's wait
   // Messages a fill piece found already there, claimed from the transport
   // for the receive that waits on them: (global peer, tag) -> tensors.

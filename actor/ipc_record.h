@@ -106,6 +106,11 @@ absl::StatusOr<std::vector<int32_t>> ParseRecord(const std::vector<ir::HostTenso
 
 inline RecordKind KindOf(const std::vector<int32_t>& words) { return static_cast<RecordKind>(words[1]); }
 
+// A record's words as the one i32 vector a host channel carries.
+inline ir::HostTensor RecordTensor(const std::vector<int32_t>& words) {
+  return ir::HostTensor::FromInts({static_cast<int64_t>(words.size())}, words);
+}
+
 // A tensor's type as kTypeWords words: dtype, rank, kMaxRank extents (64
 // bits each, unused ones 0). The type must have rank <= kMaxRank.
 void PutType(RecordWriter& writer, const ir::TensorType& type);

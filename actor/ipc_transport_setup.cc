@@ -141,8 +141,7 @@ absl::Status IpcTransport::CheckPeer(int32_t peer) const {
 }
 
 absl::Status IpcTransport::PublishToPeer(int32_t peer, std::vector<int32_t> words) {
-  const int64_t n = static_cast<int64_t>(words.size());
-  ir::HostTensor record = ir::HostTensor::FromInts({n}, words);
+  ir::HostTensor record = ipc::RecordTensor(words);
   absl::MutexLock lock(&host_mu_);
   const uint64_t tag = kIpcHostTagBase + host_sent_[peer]++;
   absl::Status status = host_.Send(peer, tag, {std::move(record)});

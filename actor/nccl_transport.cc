@@ -21,11 +21,6 @@ constexpr size_t kDeviceWords = nccl::kDeviceIdBytes / sizeof(int32_t);
 // How often Connect polls the communicators and Flush the sent events.
 constexpr absl::Duration kPoll = absl::Microseconds(50);
 
-ir::HostTensor RecordTensor(std::vector<int32_t> words) {
-  const int64_t n = static_cast<int64_t>(words.size());
-  return ir::HostTensor::FromInts({n}, words);
-}
-
 absl::Status Context(const absl::Status& status, int32_t actor, int32_t peer, absl::string_view what) {
   return absl::Status(status.code(), absl::StrCat("actor ", actor, ": ", what, " actor ", peer, ": ", status.message()));
 }
@@ -122,6 +117,15 @@ absl::StatusOr<backends::DeviceEvent> NcclTransport::TakeEvent() {
   return event;
 }
 
+absl::Status NcclTransport::FollowMainStream(backends::StreamId side) {
+  absl::StatusOr<backends::DeviceEvent> point = TakeEvent();
+  if (!point.ok()) return point.status();
+  if (absl::Status status = memory_.RecordEvent(*point); !status.ok()) return status;
+  if (absl::Status status = memory_.StreamWaitEventOn(side, *point); !status.ok()) return status;
+  free_events_.push_back(*point);  // the wait concerns the record above alone
+  return absl::OkStatus();
+}
+
 absl::Status NcclTransport::Reap(Link& link) {
   while (!link.sent.empty()) {
     absl::StatusOr<bool> done = memory_.QueryEvent(link.sent.front().done);
@@ -157,7 +161,8 @@ absl::Status NcclTransport::Connect(absl::Time deadline) {
     std::memcpy(words.data(), id->data(), nccl::kNcclUniqueIdBytes);
     std::memcpy(words.data() + kIdWords, device->data(), nccl::kDeviceIdBytes);
     for (int32_t word : words) setup.Put32(word);
-    if (absl::Status status = host_.Send(link->peer, kNcclHostTagBase, {RecordTensor(setup.Take())}); !status.ok()) {
+    if (absl::Status status = host_.Send(link->peer, kNcclHostTagBase, {ipc::RecordTensor(setup.Take())});
+        !status.ok()) {
       return Context(status, actor_, link->peer, "the host channel to");
     }
     own_ids.push_back(*std::move(id));
@@ -247,11 +252,7 @@ absl::Status NcclTransport::Send(int32_t peer, uint64_t tag, std::vector<backend
     ipc::PutType(record, tensor.type);
   }
   // The send stream starts when the main stream has made the tensors.
-  absl::StatusOr<backends::DeviceEvent> made = TakeEvent();
-  if (!made.ok()) return made.status();
-  if (absl::Status status = memory_.RecordEvent(*made); !status.ok()) return status;
-  if (absl::Status status = memory_.StreamWaitEventOn(link.send_stream, *made); !status.ok()) return status;
-  free_events_.push_back(*made);  // the wait concerns the record above alone
+  if (absl::Status status = FollowMainStream(link.send_stream); !status.ok()) return status;
   for (const backends::DeviceTensor& tensor : tensors) {
     if (absl::Status status = nccl_.Send(link.send_comm, tensor.address(), tensor.num_bytes(), 1, link.send_stream);
         !status.ok()) {
@@ -262,7 +263,8 @@ absl::Status NcclTransport::Send(int32_t peer, uint64_t tag, std::vector<backend
   if (!done.ok()) return done.status();
   if (absl::Status status = memory_.RecordEventOn(link.send_stream, *done); !status.ok()) return status;
   link.sent.push_back({std::move(tensors), *done});
-  if (absl::Status status = host_.Send(peer, kNcclHostTagBase + link.next_send_seq, {RecordTensor(record.Take())});
+  if (absl::Status status =
+          host_.Send(peer, kNcclHostTagBase + link.next_send_seq, {ipc::RecordTensor(record.Take())});
       !status.ok()) {
     return Context(status, actor_, peer, "the host channel to");
   }
@@ -302,11 +304,7 @@ absl::Status NcclTransport::Accept(Link& link, const std::vector<int32_t>& words
   }
   // The receive stream starts when the main stream has made the buffers
   // (a stream-ordered pool), then receives in the sender's order.
-  absl::StatusOr<backends::DeviceEvent> allocated = TakeEvent();
-  if (!allocated.ok()) return allocated.status();
-  if (absl::Status status = memory_.RecordEvent(*allocated); !status.ok()) return status;
-  if (absl::Status status = memory_.StreamWaitEventOn(link.recv_stream, *allocated); !status.ok()) return status;
-  free_events_.push_back(*allocated);
+  if (absl::Status status = FollowMainStream(link.recv_stream); !status.ok()) return status;
   for (const backends::DeviceTensor& tensor : arrived.tensors) {
     if (absl::Status status =
             nccl_.Receive(link.recv_comm, tensor.address(), tensor.num_bytes(), 0, link.recv_stream);

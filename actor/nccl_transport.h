@@ -136,6 +136,9 @@ class NcclTransport {
   // Releases the tensors of sends whose sent event completed.
   absl::Status Reap(Link& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<backends::DeviceEvent> TakeEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Later work on side stream `side` waits for what the main stream has
+  // enqueued so far.
+  absl::Status FollowMainStream(backends::StreamId side) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Enqueues the receive of the message `words` describes (the next one of
   // `link`) and files it under its tag.
   absl::Status Accept(Link& link, const std::vector<int32_t>& words) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

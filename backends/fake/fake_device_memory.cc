@@ -188,8 +188,10 @@ FakeDeviceMemory::FakeDeviceMemory(Options options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<FakeDeviceMemory>> FakeDeviceMemory::Create(Options options) {
   std::unique_ptr<FakeDeviceMemory> memory(new FakeDeviceMemory(options));
-  // lanes_[0]: the main stream.
-  if (absl::StatusOr<backends::StreamId> main = memory->CreateSideStream(); !main.ok()) return main.status();
+  {
+    absl::MutexLock lock(&memory->mu_);
+    memory->AddLane();  // lanes_[0]: the main stream
+  }
   return memory;
 }
 
@@ -205,13 +207,17 @@ FakeDeviceMemory::~FakeDeviceMemory() {
   }
 }
 
-absl::StatusOr<backends::StreamId> FakeDeviceMemory::CreateSideStream() {
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::FailedPreconditionError("fake device: a stream created during teardown");
+backends::StreamId FakeDeviceMemory::AddLane() {
   lanes_.push_back(std::make_unique<Lane>());
   Lane* lane = lanes_.back().get();
   lane->worker = std::thread([this, lane] { WorkerLoop(lane); });
   return static_cast<backends::StreamId>(lanes_.size() - 1);
+}
+
+absl::StatusOr<backends::StreamId> FakeDeviceMemory::CreateSideStream() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::FailedPreconditionError("fake device: a stream created during teardown");
+  return AddLane();
 }
 
 absl::Status FakeDeviceMemory::CheckSideStream(backends::StreamId stream) const {

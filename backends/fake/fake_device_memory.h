@@ -148,6 +148,8 @@ class FakeDeviceMemory final : public backends::DeviceMemory {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<Mapping>> FindEvent(backends::DeviceEvent event) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Enqueue(StreamOp op, backends::StreamId stream = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new stream with its worker; its index in lanes_.
+  backends::StreamId AddLane() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The side stream `stream`, or InvalidArgument.
   absl::Status CheckSideStream(backends::StreamId stream) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status Record(backends::StreamId stream, backends::DeviceEvent event);

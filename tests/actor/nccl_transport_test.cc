@@ -143,10 +143,7 @@ TEST(NcclTransport, AMalformedRecordIsDataLossNamingTheSender) {
   record.Put32(0);
   record.Put32(40);
   for (size_t i = 2; i < ipc::kTypeWords; ++i) record.Put32(0);
-  std::vector<int32_t> words = record.Take();
-  ASSERT_TRUE(pair.network.Endpoint(0)
-                  .Send(1, kNcclHostTagBase + 1, {ir::HostTensor::FromInts({static_cast<int64_t>(words.size())}, words)})
-                  .ok());
+  ASSERT_TRUE(pair.network.Endpoint(0).Send(1, kNcclHostTagBase + 1, {ipc::RecordTensor(record.Take())}).ok());
   absl::StatusOr<std::vector<backends::DeviceTensor>> got = pair.transport(1).Receive(0, 7, In(absl::Seconds(10)));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
