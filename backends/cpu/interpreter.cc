@@ -7,6 +7,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels/kernel_support.h"
 #include "backends/cpu/kernels/parallel.h"
+#include "ir/elementwise_runs.h"
 #include "ir/graph_plan.h"
 #include "tbb/task_arena.h"
 
@@ -18,76 +19,22 @@ absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::TensorM
 
 namespace {
 
-// Runs of elementwise nodes evaluated a piece at a time: one pass over
-// memory for the whole run instead of one per node. A run is consecutive
-// needed nodes (constants between them evaluate as usual) that are f32
-// elementwise maps (IsFusibleElementwise) of one shape of at least
-// kMinFusedElements, whose operands are that shape or one value. Only the
-// members read after the run (or outputs) are written out whole; the
-// others live in a piece-sized scratch. Each element goes through the same
-// functions in the same order, so the bits are those of node-by-node
-// evaluation.
+// Runs of elementwise nodes (ir/elementwise_runs.h) evaluated a piece at a
+// time: one pass over memory for the whole run instead of one per node. The
+// reference fuses f32 runs of at least kMinFusedElements. Only the members
+// read after the run (or outputs) are written out whole; the others live
+// in a piece-sized scratch.
 constexpr int64_t kMinFusedElements = int64_t{1} << 16;
 constexpr int64_t kFusedPiece = 2048;  // elements per piece: the scratch stays in cache
+constexpr ir::ElementwiseRunRules kFusedRunRules{.min_elements = kMinFusedElements};
 
-struct FusedRun {
-  std::vector<ir::ValueId> members;
-};
-
-bool Fusible(const ir::Graph& graph, const ir::Node& node, const ir::Shape& shape) {
-  if (!internal::IsFusibleElementwise(node.op) || node.type.dtype != ir::DType::kF32 || node.type.shape != shape) {
-    return false;
-  }
-  for (ir::ValueId operand : node.operands) {
-    const ir::TensorType& type = graph.node(operand).type;
-    if (type.dtype != ir::DType::kF32 || (type.shape != shape && type.num_elements() != 1)) return false;
-  }
-  return true;
-}
-
-// The run each node ends (an index into the result's runs), -1 for none;
-// and for each member not last, -2 (evaluated with its run's last).
-std::vector<FusedRun> FindFusedRuns(const ir::Graph& graph, const std::vector<bool>& needed,
-                                    std::vector<int32_t>& role) {
-  std::vector<FusedRun> runs;
-  role.assign(graph.size(), -1);
-  FusedRun current;
-  const ir::Shape* shape = nullptr;
-  auto close = [&] {
-    if (current.members.size() >= 2) {
-      for (size_t i = 0; i + 1 < current.members.size(); ++i) role[current.members[i]] = -2;
-      role[current.members.back()] = static_cast<int32_t>(runs.size());
-      runs.push_back(std::move(current));
-    }
-    current = FusedRun();
-    shape = nullptr;
-  };
-  for (ir::ValueId id = 0; id < graph.size(); ++id) {
-    if (!needed[id]) continue;
-    const ir::Node& node = graph.node(id);
-    if (node.op == ir::OpKind::kConstant && node.type.num_elements() == 1) continue;  // evaluated as usual
-    if (shape != nullptr && Fusible(graph, node, *shape)) {
-      current.members.push_back(id);
-      continue;
-    }
-    close();
-    if (node.type.num_elements() >= kMinFusedElements && Fusible(graph, node, node.type.shape)) {
-      shape = &node.type.shape;
-      current.members.push_back(id);
-    }
-  }
-  close();
-  return runs;
-}
-
-absl::Status EvaluateFusedRun(const ir::Graph& graph, const FusedRun& run, const std::vector<int32_t>& last_use,
-                              std::vector<ir::HostTensor>& values) {
-  const ir::ValueId last = run.members.back();
-  const size_t count = run.members.size();
-  std::vector<int32_t> slot(count);  // a member's index in the run
+absl::Status EvaluateFusedRun(const ir::Graph& graph, const std::vector<ir::ValueId>& members,
+                              const std::vector<int32_t>& last_use, std::vector<ir::HostTensor>& values) {
+  const ir::ValueId last = members.back();
+  const size_t count = members.size();
   std::vector<bool> written(count);  // written out whole: read after the run, or an output
   for (size_t m = 0; m < count; ++m) {
-    const ir::ValueId id = run.members[m];
+    const ir::ValueId id = members[m];
     written[m] = last_use[id] > last;
     if (written[m]) {
       absl::StatusOr<ir::HostTensor> out = ir::HostTensor::AllocateUninitialized(graph.node(id).type);
@@ -98,7 +45,7 @@ absl::Status EvaluateFusedRun(const ir::Graph& graph, const FusedRun& run, const
   }
   auto member_index = [&](ir::ValueId id) -> int64_t {
     for (size_t m = 0; m < count; ++m) {
-      if (run.members[m] == id) return static_cast<int64_t>(m);
+      if (members[m] == id) return static_cast<int64_t>(m);
     }
     return -1;
   };
@@ -106,7 +53,7 @@ absl::Status EvaluateFusedRun(const ir::Graph& graph, const FusedRun& run, const
   // a value outside the run (-1).
   std::vector<std::vector<int64_t>> sources(count);
   for (size_t m = 0; m < count; ++m) {
-    for (ir::ValueId operand : graph.node(run.members[m]).operands) sources[m].push_back(member_index(operand));
+    for (ir::ValueId operand : graph.node(members[m]).operands) sources[m].push_back(member_index(operand));
   }
   const int64_t elements = graph.node(last).type.num_elements();
   const int64_t pieces = (elements + kFusedPiece - 1) / kFusedPiece;
@@ -119,11 +66,11 @@ absl::Status EvaluateFusedRun(const ir::Graph& graph, const FusedRun& run, const
       const int64_t offset = piece * kFusedPiece;
       const int64_t n = std::min(kFusedPiece, elements - offset);
       for (size_t m = 0; m < count; ++m) {
-        const ir::Node& node = graph.node(run.members[m]);
+        const ir::Node& node = graph.node(members[m]);
         for (size_t k = 0; k < node.operands.size(); ++k) {
           const int64_t from = sources[m][k];
           if (from >= 0) {
-            in[k] = written[from] ? values[run.members[from]].f32() + offset : scratch.data() + from * kFusedPiece;
+            in[k] = written[from] ? values[members[from]].f32() + offset : scratch.data() + from * kFusedPiece;
             strides[k] = 1;
           } else {
             const ir::HostTensor& value = values[node.operands[k]];
@@ -132,7 +79,7 @@ absl::Status EvaluateFusedRun(const ir::Graph& graph, const FusedRun& run, const
             strides[k] = single ? 0 : 1;
           }
         }
-        float* out = written[m] ? values[run.members[m]].f32() + offset : scratch.data() + m * kFusedPiece;
+        float* out = written[m] ? values[members[m]].f32() + offset : scratch.data() + m * kFusedPiece;
         internal::ElementwiseRange(node.op, in, strides, out, n);
       }
     }
@@ -146,8 +93,7 @@ absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::GraphPl
   const int32_t n = graph.size();
   const std::vector<bool>& needed = plan.needed;
   const std::vector<int32_t>& last_use = plan.last_use;
-  std::vector<int32_t> fused_role;
-  const std::vector<FusedRun> runs = FindFusedRuns(graph, needed, fused_role);
+  const ir::ElementwiseRuns fused = ir::FindElementwiseRuns(graph, needed, kFusedRunRules);
   std::vector<ir::HostTensor> values(n);
   std::vector<const ir::HostTensor*> operands;
   // Releases what the evaluation of `id` was the last to read.
@@ -158,12 +104,12 @@ absl::StatusOr<ir::TensorMap> RunGraph(const ir::Graph& graph, const ir::GraphPl
     if (last_use[id] == -1) values[id] = ir::HostTensor();
   };
   for (ir::ValueId id = 0; id < n; ++id) {
-    if (!needed[id] || fused_role[id] == -2) continue;  // a run's member: evaluated with its last
+    if (!needed[id] || fused.role[id] == ir::ElementwiseRuns::kInsideRun) continue;  // evaluated with its run
     const ir::Node& node = graph.node(id);
-    if (fused_role[id] >= 0) {
-      const FusedRun& run = runs[static_cast<size_t>(fused_role[id])];
+    if (fused.role[id] >= 0) {
+      const std::vector<ir::ValueId>& run = fused.runs[static_cast<size_t>(fused.role[id])];
       if (absl::Status status = EvaluateFusedRun(graph, run, last_use, values); !status.ok()) return status;
-      for (ir::ValueId member : run.members) release(member);
+      for (ir::ValueId member : run) release(member);
       continue;
     }
     if (node.op == ir::OpKind::kInput) {

@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels/float_math.h"
 #include "backends/cpu/kernels/kernel_support.h"
 #include "backends/cpu/kernels/parallel.h"
+#include "ir/op_def.h"
 
 namespace tandem::cpu::internal {
 namespace {
@@ -242,17 +243,8 @@ void UnaryRange(const float* __restrict in, float* __restrict out, int64_t n) {
 }  // namespace
 
 bool IsFusibleElementwise(ir::OpKind op) {
-  switch (op) {
-    case ir::OpKind::kNeg: case ir::OpKind::kExp: case ir::OpKind::kExpm1: case ir::OpKind::kLog:
-    case ir::OpKind::kTanh: case ir::OpKind::kSin: case ir::OpKind::kCos: case ir::OpKind::kSqrt:
-    case ir::OpKind::kRsqrt: case ir::OpKind::kRelu: case ir::OpKind::kGelu: case ir::OpKind::kSilu:
-    case ir::OpKind::kAdd: case ir::OpKind::kSub: case ir::OpKind::kMul: case ir::OpKind::kDiv:
-    case ir::OpKind::kPow: case ir::OpKind::kMaximum: case ir::OpKind::kEqual: case ir::OpKind::kGeluGrad:
-    case ir::OpKind::kSiluGrad: case ir::OpKind::kReluGrad:
-      return true;
-    default:
-      return false;
-  }
+  const ir::OpFamily family = ir::Def(op).family;
+  return family == ir::OpFamily::kUnary || family == ir::OpFamily::kBinary;
 }
 
 TANDEM_KERNEL_CLONES

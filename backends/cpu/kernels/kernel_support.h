@@ -43,8 +43,8 @@ using Operands = absl::Span<const ir::HostTensor* const>;
 // Family entry points. Each handles the ops named in its file's comment and
 // may assume the operand count matches OpArity (EvaluateNode checks it).
 absl::StatusOr<ir::HostTensor> EvaluateElementwise(const ir::Node& node, Operands operands);
-// The f32 elementwise maps a run of them can evaluate a piece at a time
-// (backends/cpu/fused_elementwise.h): unary maps and binary ops.
+// The elementwise maps, which a run of them (ir/elementwise_runs.h) can
+// evaluate a piece at a time (interpreter.cc): the unary and binary families.
 bool IsFusibleElementwise(ir::OpKind op);
 // Elements [0, n) of `op` (IsFusibleElementwise) into `out`, operand k read
 // at in[k] with stride strides[k] (1, or 0 for one value broadcast): the

@@ -10,11 +10,13 @@
 
 #include "backends/cpu/interpreter.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/kernels/kernel_support.h"
 #include "gtest/gtest.h"
 #include "ir/graph.h"
 #include "ir/graph_builder.h"
 #include "ir/host_tensor.h"
 #include "ir/op.h"
+#include "ir/op_def.h"
 
 namespace tandem::cpu {
 namespace {
@@ -76,6 +78,39 @@ TEST(FusedElementwise, RunsGiveTheBitsOfNodeByNodeEvaluation) {
       EXPECT_EQ(std::memcmp(got.data(), values[id].data(), got.num_bytes()), 0) << name;
     }
   }
+}
+
+// Every op of the unary and binary families has a per-element function
+// that a fused run evaluates (a run is found by family, ir/elementwise_runs.h).
+TEST(FusedElementwise, EveryUnaryAndBinaryOpRunsAPieceAtATime) {
+  const float x[3] = {0.5f, 1.5f, 2.0f}, y[3] = {0.25f, -1.0f, 2.0f};
+  int ops = 0;
+  for (int kind = 0; kind < ir::kNumOpKinds; ++kind) {
+    const ir::OpKind op = static_cast<ir::OpKind>(kind);
+    const ir::OpDef& def = ir::Def(op);
+    if (def.family != ir::OpFamily::kUnary && def.family != ir::OpFamily::kBinary) continue;
+    ++ops;
+    ASSERT_TRUE(internal::IsFusibleElementwise(op)) << ir::OpName(op);
+    ir::Graph graph("one op");
+    ir::GraphBuilder b(&graph);
+    const ir::SourceLocation here{"test", 1};
+    std::vector<ir::ValueId> operands = {b.AddInput("x", "data", {ir::DType::kF32, {3}}, here)};
+    if (def.arity == 2) operands.push_back(b.AddInput("y", "data", {ir::DType::kF32, {3}}, here));
+    const ir::ValueId out = b.Add(op, operands, {}, here);
+    ASSERT_TRUE(b.ok()) << b.status();
+    const ir::HostTensor tx = ir::HostTensor::FromFloats({3}, {x[0], x[1], x[2]});
+    const ir::HostTensor ty = ir::HostTensor::FromFloats({3}, {y[0], y[1], y[2]});
+    std::vector<const ir::HostTensor*> values = {&tx, &ty};
+    values.resize(operands.size());
+    absl::StatusOr<ir::HostTensor> whole = EvaluateNode(graph.node(out), values);
+    ASSERT_TRUE(whole.ok()) << ir::OpName(op) << ": " << whole.status();
+    const float* in[2] = {x, y};
+    const int64_t strides[2] = {1, 1};
+    float piece[3];
+    internal::ElementwiseRange(op, in, strides, piece, 3);
+    EXPECT_EQ(std::memcmp(piece, whole->f32(), sizeof(piece)), 0) << ir::OpName(op);
+  }
+  EXPECT_GE(ops, 22);
 }
 
 }  // namespace
