@@ -44,6 +44,7 @@
 #include "absl/time/time.h"
 #include "backends/device_memory.h"
 #include "backends/tensor_handle.h"
+#include "ir/elementwise_runs.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 
@@ -71,6 +72,10 @@ class Executable {
   // the errors of cpu::RunGraph and the device's own. Inputs and outputs are
   // where the device's memory() says (host tensors when it is null).
   virtual absl::StatusOr<HandleMap> Run(const HandleMap& inputs) = 0;
+  // The runs of elementwise nodes the device evaluates as one (a kernel
+  // each on a GPU), whose time Device::set_node_times gives to the run's
+  // last member; null where the device times node by node.
+  virtual const ir::ElementwiseRuns* fused_runs() const { return nullptr; }
 };
 
 // A data-dependent failure a device found only after the Run that caused

@@ -39,6 +39,7 @@ class CudaDevice final : public backends::ResidentDevice {
       }
       return outputs;
     }
+    const ir::ElementwiseRuns* fused_runs() const override { return &executable_->fused_runs(); }
 
    private:
     const std::string device_;

@@ -69,6 +69,8 @@ using runner::Unimplemented;
 CudaExecutable::CudaExecutable(std::unique_ptr<Compiled> compiled) : compiled_(std::move(compiled)) {}
 CudaExecutable::~CudaExecutable() = default;
 
+const ir::ElementwiseRuns& CudaExecutable::fused_runs() const { return compiled_->fused; }
+
 CudaGraphRunner::Impl::~Impl() {
   // Errors cannot be reported from here; the process is shutting the
   // runner down either way. The memory (destroyed after this body) waits
@@ -340,6 +342,14 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaGraphRunner::Impl::Compile(c
     }
     compiled->nodes[static_cast<size_t>(id)] = *std::move(plan);
   }
+  if (options.fuse_elementwise) {
+    compiled->fused = ir::FindElementwiseRuns(compiled->graph, compiled->plan.needed, runner::kFusedRunRules);
+    for (const std::vector<ir::ValueId>& members : compiled->fused.runs) {
+      compiled->runs.push_back(runner::PlanRun(compiled->graph, members, compiled->plan.last_use));
+    }
+  } else {
+    compiled->fused.role.assign(static_cast<size_t>(graph.size()), ir::ElementwiseRuns::kNotInRun);
+  }
   return std::unique_ptr<CudaExecutable>(new CudaExecutable(std::move(compiled)));
 }
 
@@ -355,8 +365,25 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable:
 
   std::vector<DeviceValue> values(count);
   std::vector<const DeviceValue*> operands;
+  // Releases what the evaluation of `id` was the last to read.
+  auto release = [&](ir::ValueId id) {
+    for (ir::ValueId operand : graph.node(id).operands) {
+      if (last_use[operand] == id) values[operand] = DeviceValue();
+    }
+    if (last_use[id] == -1) values[id] = DeviceValue();
+  };
   for (ir::ValueId id = 0; id < count; ++id) {
     const ir::Node& node = graph.node(id);
+    const int32_t role = executable.fused.role[static_cast<size_t>(id)];
+    if (role == ir::ElementwiseRuns::kInsideRun) continue;  // launched with its run's last member
+    if (role >= 0) {
+      const runner::RunPlan& run = executable.runs[static_cast<size_t>(role)];
+      if (absl::Status s = MarkNode(id, false); !s.ok()) return Fail(graph, s);
+      if (absl::Status s = EvaluateRun(graph, run, values); !s.ok()) return Fail(graph, s);
+      if (absl::Status s = MarkNode(id, true); !s.ok()) return Fail(graph, s);
+      for (ir::ValueId member : run.members) release(member);
+      continue;
+    }
     if (node.op == OpKind::kInput) {
       const std::string& name = executable.nodes[static_cast<size_t>(id)].attributes.input_name;
       auto it = inputs.find(name);
@@ -383,10 +410,7 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable:
       if (absl::Status s = MarkNode(id, true); !s.ok()) return Fail(graph, s);
       values[id] = *std::move(result);
     }
-    for (ir::ValueId operand : node.operands) {
-      if (last_use[operand] == id) values[operand] = DeviceValue();
-    }
-    if (last_use[id] == -1) values[id] = DeviceValue();
+    release(id);
   }
 
   DeviceTensorMap results;

@@ -26,7 +26,8 @@
 // Profiling: with set_node_times, every Run brackets each node's work with
 // CUDA events and adds each node's GPU time to the vector, then waits for
 // the device (so profiling runs are slower, but their per-node times are
-// the GPU's).
+// the GPU's). A fused run of elementwise nodes is one launch: its time is
+// its last member's (the others' 0).
 //
 // Ownership and threading: one runner per actor (per device); owns its
 // memory, cuBLAS handle and workspace; not thread-safe (its memory is).
@@ -45,6 +46,7 @@
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/device.h"
 #include "backends/device_memory.h"
+#include "ir/elementwise_runs.h"
 #include "ir/graph.h"
 
 namespace tandem::cuda {
@@ -57,6 +59,11 @@ struct RunnerOptions {
   // How long a host wait for the device (range checks, RunFromHost's copies)
   // may take.
   absl::Duration wait_timeout = absl::Minutes(1);
+  // Runs of elementwise nodes (a bias add and GELU, a residual add, an
+  // optimizer's update) in one kernel each, their intermediate values never
+  // stored (ir/elementwise_runs.h); the same bits either way. Off: a kernel
+  // per node, for comparison.
+  bool fuse_elementwise = true;
 };
 
 using DeviceTensorMap = std::map<std::string, backends::DeviceTensor>;
@@ -78,6 +85,10 @@ class CudaExecutable {
   ~CudaExecutable();
   CudaExecutable(const CudaExecutable&) = delete;
   CudaExecutable& operator=(const CudaExecutable&) = delete;
+
+  // The runs of elementwise nodes each Run launches as one kernel
+  // (RunnerOptions::fuse_elementwise).
+  const ir::ElementwiseRuns& fused_runs() const;
 
  private:
   friend class CudaGraphRunner;

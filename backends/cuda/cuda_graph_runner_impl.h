@@ -75,6 +75,10 @@ struct CudaExecutable::Compiled {
   ir::Graph graph;
   ir::GraphPlan plan;
   std::vector<NodePlan> nodes;  // by value id; empty for inputs
+  // The runs of elementwise nodes launched as one kernel each (none where
+  // RunnerOptions::fuse_elementwise is off), and their launches by run.
+  ir::ElementwiseRuns fused;
+  std::vector<runner::RunPlan> runs;
 };
 
 struct CudaGraphRunner::Impl {
@@ -108,6 +112,9 @@ struct CudaGraphRunner::Impl {
   absl::StatusOr<DeviceValue> Convert(const ir::Node& node, const DeviceValue& x);
   absl::StatusOr<DeviceValue> Elementwise(const ir::Node& node, const NodePlan& plan,
                                           const std::vector<const DeviceValue*>& operands);
+  // A run of elementwise nodes in one launch: sets its stored members'
+  // values in `values`.
+  absl::Status EvaluateRun(const ir::Graph& graph, const runner::RunPlan& run, std::vector<DeviceValue>& values);
   absl::StatusOr<DeviceValue> Reduce(const ir::Node& node, const NodePlan& plan, const DeviceValue& x);
   absl::StatusOr<DeviceValue> DataMovement(const ir::Node& node, const NodePlan& plan,
                                            const std::vector<const DeviceValue*>& operands);

@@ -115,6 +115,41 @@ cudaError_t LaunchUnary(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n,
 cudaError_t LaunchBinary(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut out, const StridedMap& map,
                          cudaStream_t stream);
 
+// A run of elementwise nodes evaluated in one kernel (ir/elementwise_runs.h):
+// each thread takes an element i through the run's steps in order, keeping
+// each step's value in registers, and stores only the steps whose `out` is
+// set. A step computes ApplyUnary or ApplyBinary on f32 values exactly as
+// its node's kernel would, and a step of a bf16 node rounds its value to
+// bf16 before later steps read it, as they would load it from memory; so
+// every stored value has the bits of node-by-node evaluation.
+inline constexpr int kMaxFusedSteps = 16;
+inline constexpr int kMaxFusedInputs = 16;
+struct FusedInput {
+  const void* data = nullptr;
+  bool bf16 = false;
+  // Read at element i % period: the run's elements for a tensor of its
+  // shape, 1 for one value, a bias's elements for one repeated along the
+  // run's leading axes.
+  int64_t period = 1;
+};
+struct FusedStep {
+  ir::OpKind op = ir::OpKind::kNeg;  // of the unary or binary family
+  int arity = 1;
+  // Operand k: an earlier step's value (>= 0) or input -1 - operands[k].
+  int operands[2] = {0, 0};
+  bool bf16 = false;     // the node is bf16: its value is rounded to bf16
+  void* out = nullptr;   // where its values are stored (f32 or bf16), or null
+};
+struct FusedProgram {
+  int num_inputs = 0;
+  int num_steps = 0;
+  FusedInput inputs[kMaxFusedInputs];
+  FusedStep steps[kMaxFusedSteps];
+};
+// cudaErrorInvalidValue for a program out of those bounds or an operand
+// that is not an input or an earlier step.
+cudaError_t LaunchFused(const FusedProgram& program, int64_t n, cudaStream_t stream);
+
 // out = cond != 0 ? x : y; map has three operands (cond, x, y).
 cudaError_t LaunchWhere(ElementsIn cond, ElementsIn x, ElementsIn y, ElementsOut out, const StridedMap& map,
                         cudaStream_t stream);

@@ -115,6 +115,33 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
   return out;
 }
 
+absl::Status CudaGraphRunner::Impl::EvaluateRun(const ir::Graph& graph, const runner::RunPlan& run,
+                                                std::vector<DeviceValue>& values) {
+  kernels::FusedProgram program = run.program;
+  for (size_t k = 0; k < run.inputs.size(); ++k) {
+    const DeviceValue& input = values[run.inputs[k]];
+    if (!input.defined()) {
+      return absl::InternalError(absl::StrCat(ir::DescribeValue(graph, run.members.front()),
+                                              ": an operand tensor of its fused run is missing (not computed)"));
+    }
+    program.inputs[k].data = input.data();
+  }
+  for (size_t m = 0; m < run.members.size(); ++m) {
+    if (!run.stored[m]) continue;
+    const ir::ValueId id = run.members[m];
+    absl::StatusOr<DeviceValue> out = Allocate(graph.node(id).type);
+    if (!out.ok()) {
+      return absl::Status(out.status().code(), absl::StrCat(ir::DescribeValue(graph, id), ": ", out.status().message()));
+    }
+    program.steps[m].out = out->data();
+    values[id] = *std::move(out);
+  }
+  const cudaError_t error = kernels::LaunchFused(program, run.elements, stream);
+  if (error == cudaSuccess) return absl::OkStatus();
+  return CudaStatus(error, absl::StrCat("fused launch of ", ir::DescribeValue(graph, run.members.front()), " to ",
+                                        ir::DescribeValue(graph, run.members.back())));
+}
+
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node, const NodePlan& plan,
                                                           const DeviceValue& x) {
   kernels::ReduceOp op = kernels::ReduceOp::kSum;

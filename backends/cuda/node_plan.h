@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/cuda_kernels.cuh"
+#include "ir/elementwise_runs.h"
 #include "ir/graph.h"
 
 namespace tandem::cuda::runner {
@@ -55,6 +56,32 @@ struct NodePlan {
 
 // What `node`'s launches need that its operands' static types decide.
 absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<TensorType>& types);
+
+// The runs of elementwise nodes the runner launches as one kernel each
+// (kernels::LaunchFused): f32 and bf16 of any size, a bias repeated along
+// leading axes, within the kernel's bounds on steps and inputs.
+inline constexpr ir::ElementwiseRunRules kFusedRunRules{.min_elements = 1,
+                                                        .bf16 = true,
+                                                        .bias = true,
+                                                        .max_members = kernels::kMaxFusedSteps,
+                                                        .max_inputs = kernels::kMaxFusedInputs};
+
+// A run's launch, less its pointers (Run fills in the inputs' data and the
+// stored members' storage).
+struct RunPlan {
+  std::vector<ir::ValueId> members;
+  // The values from outside the run, in the program's input order.
+  std::vector<ir::ValueId> inputs;
+  // By member: whether its values are stored (read after the run, or an
+  // output); the others are never allocated.
+  std::vector<bool> stored;
+  int64_t elements = 0;
+  kernels::FusedProgram program;
+};
+
+// The launch of the run `members` (ir::FindElementwiseRuns under
+// kFusedRunRules) of `graph`, whose values are released as `last_use` says.
+RunPlan PlanRun(const ir::Graph& graph, const std::vector<ir::ValueId>& members, const std::vector<int32_t>& last_use);
 
 // Unimplemented, naming the node's op: "<op>: <what>".
 absl::Status Unimplemented(const ir::Node& node, absl::string_view what);

@@ -116,18 +116,36 @@ absl::StatusOr<std::vector<double>> CpuNodeTimes(const ir::Graph& graph, const i
   return node_ms;
 }
 
+// What the profile calls node `id`: its op, or for the last member of a
+// run the device launched as one, "fused " and the run's ops ("fused
+// add+gelu").
+std::string ProfiledOp(const ir::Graph& graph, ir::ValueId id, const ir::ElementwiseRuns* fused) {
+  const int32_t run = fused == nullptr ? ir::ElementwiseRuns::kNotInRun : fused->role[static_cast<size_t>(id)];
+  if (run < 0) return ir::OpName(graph.node(id).op);
+  std::string ops = "fused ";
+  for (ir::ValueId member : fused->runs[static_cast<size_t>(run)]) {
+    absl::StrAppend(&ops, member == fused->runs[static_cast<size_t>(run)].front() ? "" : "+",
+                    ir::OpName(graph.node(member).op));
+  }
+  return ops;
+}
+
 // The profile of `graph` from its per-node times summed over `repeats`
-// runs: time by op (and phase), then the slowest nodes.
-void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, int64_t repeats, const char* what,
-                  std::ostream& out) {
+// runs: time by op (and phase), then the slowest nodes. A run of nodes the
+// device launched as one (`fused`, null for none) is timed as its last
+// member and shown as the run.
+void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, const ir::ElementwiseRuns* fused,
+                  int64_t repeats, const char* what, std::ostream& out) {
   std::map<std::string, OpTime> by_op;
   std::vector<NodeTime> by_node;
   double total_ms = 0;
   for (ir::ValueId id = 0; id < graph.size() && id < static_cast<ir::ValueId>(node_ms.size()); ++id) {
     const ir::Node& node = graph.node(id);
     if (node.op == ir::OpKind::kInput) continue;
+    if (fused != nullptr && fused->role[static_cast<size_t>(id)] == ir::ElementwiseRuns::kInsideRun) continue;
     const double ms = node_ms[id] / static_cast<double>(repeats);
-    const std::string key = absl::StrCat(ir::OpName(node.op), " (", std::string(1, ir::PhaseLetter(node.phase)), ")");
+    const std::string key =
+        absl::StrCat(ProfiledOp(graph, id, fused), " (", std::string(1, ir::PhaseLetter(node.phase)), ")");
     by_op[key].ms += ms;
     by_op[key].count += 1;
     by_node.push_back({ms, id});
@@ -136,9 +154,9 @@ void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, in
   std::vector<std::pair<std::string, OpTime>> ops(by_op.begin(), by_op.end());
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   out << absl::StrFormat("\nprofile: mean over %d runs, %.2f ms %s; op (phase F/I/W)\n", repeats, total_ms, what);
-  out << absl::StrFormat("  %-26s %6s %10s %7s\n", "op", "nodes", "ms", "share");
+  out << absl::StrFormat("  %-34s %6s %10s %7s\n", "op", "nodes", "ms", "share");
   for (const auto& [name, time] : ops) {
-    out << absl::StrFormat("  %-26s %6d %10.3f %6.1f%%\n", name, time.count, time.ms, 100.0 * time.ms / total_ms);
+    out << absl::StrFormat("  %-34s %6d %10.3f %6.1f%%\n", name, time.count, time.ms, 100.0 * time.ms / total_ms);
   }
   std::sort(by_node.begin(), by_node.end(), [](const NodeTime& a, const NodeTime& b) { return a.ms > b.ms; });
   out << "\nslowest nodes:\n";
@@ -149,7 +167,7 @@ void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, in
       absl::StrAppend(&shapes, shapes.empty() ? "" : ", ", ir::TypeToString(graph.type(operand)));
     }
     out << absl::StrFormat("  %8.3f ms  %%%d = %s(%s) -> %s  %c  %s\n", by_node[i].ms, by_node[i].id,
-                           ir::OpName(node.op), shapes, ir::TypeToString(node.type), ir::PhaseLetter(node.phase),
+                           ProfiledOp(graph, by_node[i].id, fused), shapes, ir::TypeToString(node.type), ir::PhaseLetter(node.phase),
                            node.location.ToString());
   }
 }
@@ -235,6 +253,8 @@ class BlockOnDevice {
   }
 
   const ir::Graph& graph() const { return step_.microbatch; }
+  // The runs of nodes the device launches as one (null: node by node).
+  const ir::ElementwiseRuns* fused_runs() const { return executable_->fused_runs(); }
   const backends::Device& device() const { return *device_; }
 
  private:
@@ -359,7 +379,7 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
       err << "tandem bench block: profile: " << node_ms.status().message() << "\n";
       return 1;
     }
-    PrintProfile(block->graph(), *node_ms, options.repeats,
+    PrintProfile(block->graph(), *node_ms, block->fused_runs(), options.repeats,
                  device_spec->kind == ir::DeviceSpec::Kind::kCpu ? "in kernels" : "of GPU time", out);
   }
   return 0;

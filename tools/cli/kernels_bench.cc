@@ -15,10 +15,11 @@
 // On a GPU the achieved rate is also a share of the device's peak
 // (Device::Peak), and each kernel's time on the CPU backend is beside it.
 //
-// Kernels alone are not the step: the CPU backend fuses runs of
-// elementwise nodes (backends/cpu/fused_elementwise) and a GPU overlaps
-// nothing here, so the sum of the rows is the step's kernel time without
-// fusion, to compare with `tandem bench step`.
+// Kernels alone are not the step: the CPU and CUDA backends evaluate runs
+// of elementwise nodes as one pass (ir/elementwise_runs.h; `tandem bench
+// block --profile` shows the runs) and a GPU overlaps nothing here, so the
+// sum of the rows is the step's kernel time without fusion, to compare
+// with `tandem bench step`.
 #include <algorithm>
 #include <cstdint>
 #include <map>

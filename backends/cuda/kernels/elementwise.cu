@@ -132,6 +132,30 @@ __global__ void FlatBinaryKernel(ir::OpKind op, ElementsIn x, int64_t x_step, El
   }
 }
 
+__global__ void FusedKernel(FusedProgram program, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    float values[kMaxFusedSteps];
+    for (int s = 0; s < program.num_steps; ++s) {
+      const FusedStep& step = program.steps[s];
+      float operand[2] = {0.0f, 0.0f};
+      for (int k = 0; k < step.arity; ++k) {
+        const int from = step.operands[k];
+        if (from >= 0) {
+          operand[k] = values[from];
+        } else {
+          const FusedInput& input = program.inputs[-1 - from];
+          const int64_t offset = input.period == n ? i : input.period == 1 ? 0 : i % input.period;
+          operand[k] = Load(ElementsIn{input.data, input.bf16}, offset);
+        }
+      }
+      float value = step.arity == 1 ? ApplyUnary(step.op, operand[0]) : ApplyBinary(step.op, operand[0], operand[1]);
+      if (step.bf16) value = __bfloat162float(__float2bfloat16_rn(value));  // what a later node would load
+      values[s] = value;
+      if (step.out != nullptr) Store(ElementsOut{step.out, step.bf16}, i, value);
+    }
+  }
+}
+
 __global__ void WhereKernel(ElementsIn cond, ElementsIn x, ElementsIn y, ElementsOut out, StridedMap map,
                             int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
@@ -234,6 +258,26 @@ cudaError_t LaunchBinary(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut 
   const int64_t x_step = FlatStep(map, 0), y_step = FlatStep(map, 1);
   if (x_step >= 0 && y_step >= 0) return Launch(n, stream, FlatBinaryKernel, op, x, x_step, y, y_step, out, n);
   return Launch(n, stream, BinaryKernel, op, x, y, out, map, n);
+}
+
+cudaError_t LaunchFused(const FusedProgram& program, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (program.num_steps < 1 || program.num_steps > kMaxFusedSteps || program.num_inputs < 0 ||
+      program.num_inputs > kMaxFusedInputs) {
+    return cudaErrorInvalidValue;
+  }
+  for (int s = 0; s < program.num_steps; ++s) {
+    const FusedStep& step = program.steps[s];
+    if (step.arity < 1 || step.arity > 2) return cudaErrorInvalidValue;
+    for (int k = 0; k < step.arity; ++k) {
+      const int from = step.operands[k];
+      if (from >= s || -1 - from >= program.num_inputs) return cudaErrorInvalidValue;
+    }
+  }
+  for (int k = 0; k < program.num_inputs; ++k) {
+    if (program.inputs[k].period < 1) return cudaErrorInvalidValue;
+  }
+  return Launch(n, stream, FusedKernel, program, n);
 }
 
 __global__ void SumInOrderKernel(const float* slots, int64_t stride, int32_t count, float* out, int64_t n) {

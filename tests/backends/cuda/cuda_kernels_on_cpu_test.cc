@@ -153,6 +153,90 @@ TEST(CudaKernelsOnCpu, ElementwiseKernelsOnBf16GiveTheBitsOfWideningAndNarrowing
   ExpectSameBits(picked, ToBf16(wide), "where");
 }
 
+// A fused run (a bias add, GELU, a scale by one value, a residual add)
+// in one launch gives the bits of its steps launched one by one, in f32
+// and in bf16 (each bf16 step rounded before the next reads it, as a
+// bf16 tensor in memory would be); only the steps asked for are stored.
+TEST(CudaKernelsOnCpu, AFusedRunGivesTheBitsOfItsStepsLaunchedOneByOne) {
+  const ir::Shape shape = {3, 4, 5};
+  for (const bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "f32");
+    const DType dtype = bf16 ? DType::kBF16 : DType::kF32;
+    auto make = [&](ir::Shape s, uint32_t seed) {
+      const HostTensor f = Random(std::move(s), -3.0f, 3.0f, seed);
+      return bf16 ? ToBf16(f) : f;
+    };
+    const HostTensor x = make(shape, 21), bias = make({5}, 22), scale = make({}, 23), residual = make(shape, 24);
+    const int64_t n = x.num_elements();
+    // One by one: h = x + bias, g = gelu(h), t = g * scale, u = t + residual.
+    const HostTensor h = RunTwice({dtype, shape}, [&](HostTensor& out) {
+      return LaunchBinary(OpKind::kAdd, {x.data(), bf16}, {bias.data(), bf16}, {out.data(), bf16},
+                          Broadcasting(shape, {shape, {5}}), kStream);
+    });
+    const HostTensor g = RunTwice({dtype, shape}, [&](HostTensor& out) {
+      return LaunchUnary(OpKind::kGelu, {h.data(), bf16}, {out.data(), bf16}, n, kStream);
+    });
+    const HostTensor t = RunTwice({dtype, shape}, [&](HostTensor& out) {
+      return LaunchBinary(OpKind::kMul, {g.data(), bf16}, {scale.data(), bf16}, {out.data(), bf16},
+                          Broadcasting(shape, {shape, {}}), kStream);
+    });
+    const HostTensor u = RunTwice({dtype, shape}, [&](HostTensor& out) {
+      return LaunchBinary(OpKind::kAdd, {t.data(), bf16}, {residual.data(), bf16}, {out.data(), bf16},
+                          Broadcasting(shape, {shape, shape}), kStream);
+    });
+
+    HostTensor fused_g = Output({dtype, shape}), fused_u = Output({dtype, shape});
+    FusedProgram program;
+    program.num_inputs = 4;
+    program.inputs[0] = {x.data(), bf16, n};
+    program.inputs[1] = {bias.data(), bf16, 5};
+    program.inputs[2] = {scale.data(), bf16, 1};
+    program.inputs[3] = {residual.data(), bf16, n};
+    program.num_steps = 4;
+    program.steps[0] = {OpKind::kAdd, 2, {-1, -2}, bf16, nullptr};  // h: not stored
+    program.steps[1] = {OpKind::kGelu, 1, {0, 0}, bf16, fused_g.data()};
+    program.steps[2] = {OpKind::kMul, 2, {1, -3}, bf16, nullptr};
+    program.steps[3] = {OpKind::kAdd, 2, {2, -4}, bf16, fused_u.data()};
+    ASSERT_EQ(LaunchFused(program, n, kStream), cudaSuccess);
+    ExpectSameBits(fused_g, g, "gelu, fused");
+    ExpectSameBits(fused_u, u, "the residual add, fused");
+    if (bf16) {  // rounding each step matters: the f32 chain on the same inputs differs somewhere
+      HostTensor wide_u = Output({DType::kF32, shape});
+      FusedProgram wide = program;
+      for (int k = 0; k < 4; ++k) wide.inputs[k].bf16 = true;
+      for (int s = 0; s < 4; ++s) wide.steps[s].bf16 = false;
+      wide.steps[1].out = nullptr;
+      wide.steps[3].out = wide_u.data();
+      ASSERT_EQ(LaunchFused(wide, n, kStream), cudaSuccess);
+      EXPECT_NE(std::memcmp(ToBf16(wide_u).data(), u.data(), static_cast<size_t>(u.num_bytes())), 0);
+    }
+  }
+}
+
+TEST(CudaKernelsOnCpu, AFusedProgramOutOfItsBoundsIsRefused) {
+  float x[4] = {1, 2, 3, 4}, out[4] = {};
+  FusedProgram good;
+  good.num_inputs = 1;
+  good.inputs[0] = {x, false, 4};
+  good.num_steps = 1;
+  good.steps[0] = {OpKind::kNeg, 1, {-1, 0}, false, out};
+  ASSERT_EQ(LaunchFused(good, 4, kStream), cudaSuccess);
+  EXPECT_EQ(out[3], -4.0f);
+  auto refused = [&](auto&& spoil) {
+    FusedProgram bad = good;
+    spoil(bad);
+    return LaunchFused(bad, 4, kStream) == cudaErrorInvalidValue;
+  };
+  EXPECT_TRUE(refused([](FusedProgram& p) { p.num_steps = 0; }));
+  EXPECT_TRUE(refused([](FusedProgram& p) { p.num_steps = kMaxFusedSteps + 1; }));
+  EXPECT_TRUE(refused([](FusedProgram& p) { p.num_inputs = kMaxFusedInputs + 1; }));
+  EXPECT_TRUE(refused([](FusedProgram& p) { p.steps[0].operands[0] = -2; }));  // no second input
+  EXPECT_TRUE(refused([](FusedProgram& p) { p.steps[0].operands[0] = 0; }));   // itself, not an earlier step
+  EXPECT_TRUE(refused([](FusedProgram& p) { p.steps[0].arity = 3; }));
+  EXPECT_TRUE(refused([](FusedProgram& p) { p.inputs[0].period = 0; }));
+  EXPECT_EQ(LaunchFused(good, 0, kStream), cudaSuccess);  // nothing to compute
+}
+
 TEST(CudaKernelsOnCpu, ConversionsRoundAsTheReferenceDoes) {
   HostTensor f = HostTensor::FromFloats(
       {12}, {0.0f, -0.0f, 1.5f, -1.5f, 2.5f, 1e10f, -1e10f, INFINITY, -INFINITY, 1.00390625f, 1.01171875f, 3.0e38f});
