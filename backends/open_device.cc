@@ -56,7 +56,8 @@ absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const ir::DeviceSpec& spec, i
       resolved.index =
           ir::GpuForRank(options.local_rank >= 0 ? options.local_rank : actor, cuda::ProbeDevices().count);
     }
-    absl::StatusOr<std::shared_ptr<Device>> device = cuda::OpenCudaDevice(resolved, options.wait_timeout);
+    absl::StatusOr<std::shared_ptr<Device>> device =
+        cuda::OpenCudaDevice(resolved, options.wait_timeout, options.fuse_elementwise);
     if (!device.ok()) {
       return absl::Status(device.status().code(), absl::StrCat("device ", ir::DeviceSpecName(resolved), " for actor ",
                                                                actor, ": ", device.status().message()));

@@ -32,6 +32,11 @@ struct OpenDeviceOptions {
   // Which GPU a `cuda` spec without an index takes: GpuForRank of this rank
   // among the actors of the node (Slurm's SLURM_LOCALID); -1: the actor id.
   int32_t local_rank = -1;
+  // Whether a GPU launches each run of elementwise nodes as one kernel
+  // (ir/elementwise_runs.h); off, a kernel per node, to measure what fusing
+  // saves (the same bits either way). The CPU and the emulated GPU, whose
+  // reference interpreter fuses inside its kernels, ignore it.
+  bool fuse_elementwise = true;
 };
 
 // Opens the device `spec` names for actor `actor`: CheckDeviceVisible's

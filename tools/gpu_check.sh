@@ -12,7 +12,9 @@
 #              and the llama model with AdamW, a cosine schedule and global-norm
 #              clipping on 2 x 2, in each precision mode; then the llama model
 #              in bf16 mixed precision (--precision bf16) on 4 actors
-#   block      tandem bench block against PyTorch eager on the same GPU
+#   block      tandem bench block against PyTorch eager on the same GPU (and,
+#              Tandem only, with composed attention and with a kernel per
+#              elementwise node, --unfused, to show what each fusion saves)
 #   gpt        the example GPT's step, single-process and over 2 actors,
 #              next to PyTorch's (tools/bench/torch_gpt_step.py)
 #   dataplane  tandem bench dataplane --device cuda
@@ -130,6 +132,8 @@ for step in "${steps[@]}"; do
       run 60 block-d256 "$bin/tandem" bench block --device cuda --python "$torchpy"
       run 60 block-d1024 "$bin/tandem" bench block --device cuda --python "$torchpy" --dim 1024 --heads 16 --seq 512 --batch 8
       run 60 block-d1024-composed "$bin/tandem" bench block --device cuda --no-torch --attention composed --dim 1024 \
+        --heads 16 --seq 512 --batch 8
+      run 60 block-d1024-unfused "$bin/tandem" bench block --device cuda --no-torch --unfused --dim 1024 \
         --heads 16 --seq 512 --batch 8
       run 60 block-d1024-bf16 "$bin/tandem" bench block --device cuda+bf16 --python "$torchpy" --dim 1024 --heads 16 --seq 512 \
         --batch 8

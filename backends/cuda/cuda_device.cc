@@ -97,9 +97,12 @@ Precision RunnerPrecision(ir::DeviceSpec::Precision precision) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<backends::Device>> OpenCudaDevice(const ir::DeviceSpec& spec,
-                                                                 absl::Duration wait_timeout) {
-  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create(
-      {.device = spec.index, .precision = RunnerPrecision(spec.precision), .wait_timeout = wait_timeout});
+                                                                 absl::Duration wait_timeout, bool fuse_elementwise) {
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner =
+      CudaGraphRunner::Create({.device = spec.index,
+                               .precision = RunnerPrecision(spec.precision),
+                               .wait_timeout = wait_timeout,
+                               .fuse_elementwise = fuse_elementwise});
   if (!runner.ok()) return runner.status();
   return std::make_shared<CudaDevice>(spec, *std::move(runner), wait_timeout);
 }

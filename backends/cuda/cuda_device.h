@@ -15,10 +15,12 @@
 namespace tandem::cuda {
 
 // Opens GPU `spec.index` (resolved: >= 0) with `spec`'s precision; its host
-// waits (on its stream) give up after `wait_timeout`. The runner's errors
-// (CudaGraphRunner::Create), unprefixed.
+// waits (on its stream) give up after `wait_timeout`; `fuse_elementwise` as
+// RunnerOptions says. The runner's errors (CudaGraphRunner::Create),
+// unprefixed.
 absl::StatusOr<std::shared_ptr<backends::Device>> OpenCudaDevice(const ir::DeviceSpec& spec,
-                                                                 absl::Duration wait_timeout);
+                                                                 absl::Duration wait_timeout,
+                                                                 bool fuse_elementwise = true);
 
 }  // namespace tandem::cuda
 

@@ -1,6 +1,6 @@
 // `tandem bench block`: one GPT block's forward and backward on a device;
 // --profile prints the time of every op, and refuses the emulated GPU,
-// whose kernels are the CPU's.
+// whose kernels are the CPU's; --unfused is the GPU's alone.
 #include <string>
 #include <vector>
 
@@ -40,6 +40,17 @@ TEST(BlockBench, TheJsonSaysTheGoal) {
   EXPECT_EQ(json["goal_ratio"], 1.25);
   EXPECT_GT(json["tandem_ms"].get<double>(), 0.0);
   EXPECT_TRUE(json["torch_ms"].is_null());
+  EXPECT_EQ(json["fused_elementwise"], true);
+}
+
+// --unfused turns a GPU's one kernel per run of elementwise nodes into one
+// per node; the reference interpreter's runs are part of its kernels.
+TEST(BlockBench, UnfusedIsRefusedOffTheGpu) {
+  for (const char* device : {"cpu", "fake-cuda"}) {
+    CliRun run = Bench({"--device", device, "--unfused"});
+    EXPECT_EQ(run.code, 2) << device;
+    EXPECT_THAT(run.err, HasSubstr("--unfused applies to --device cuda")) << device;
+  }
 }
 
 TEST(BlockBench, TheEmulatedGpuHasNoProfileOfItsOwn) {

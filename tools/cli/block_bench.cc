@@ -194,6 +194,7 @@ struct BlockBenchOptions {
   LauncherOptions device;  // only --device
   bool no_torch = false;
   bool torch_sdpa = false;
+  bool unfused = false;  // a GPU's elementwise nodes a kernel each
   bool profile = false;
   bool json = false;
 };
@@ -282,6 +283,7 @@ void PrintBlockReport(const BlockBenchOptions& options, const ir::DeviceSpec& sp
     json["batch"] = config.batch;
     json["heads"] = config.heads;
     json["attention"] = layers::AttentionImplName(config.attention);
+    json["fused_elementwise"] = !options.unfused;
     json["threads"] = options.threads;
     json["repeats"] = options.repeats;
     json["tandem_ms"] = tandem_ms;
@@ -300,6 +302,7 @@ void PrintBlockReport(const BlockBenchOptions& options, const ir::DeviceSpec& sp
       "threads %d on both sides; median of %d runs after one warm-up\n\n",
       layers::AttentionImplName(config.attention), config.dim, config.seq, config.batch, config.heads, options.threads,
       options.repeats);
+  if (options.unfused) out << "a kernel per elementwise node (--unfused)\n\n";
   out << absl::StrFormat("  %-36s %12s\n", "executor", "ms/fwd+bwd");
   out << absl::StrFormat("  %-36s %12.1f\n",
                          spec.kind == ir::DeviceSpec::Kind::kCpu ? std::string("tandem (reference interpreter)")
@@ -340,7 +343,13 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
     err << "tandem bench block: --dim " << config.dim << " is not divisible by --heads " << config.heads << "\n";
     return 2;
   }
-  absl::StatusOr<std::shared_ptr<backends::Device>> device = backends::OpenDevice(*device_spec, 0);
+  if (options.unfused && device_spec->kind != ir::DeviceSpec::Kind::kCuda) {
+    err << "tandem bench block: --unfused applies to --device cuda (the reference kernels' fused runs are part of "
+           "the interpreter)\n";
+    return 2;
+  }
+  absl::StatusOr<std::shared_ptr<backends::Device>> device =
+      backends::OpenDevice(*device_spec, 0, {.fuse_elementwise = !options.unfused});
   if (!device.ok()) {
     err << "tandem bench block: " << device.status().message() << "\n";
     return 1;
@@ -418,6 +427,9 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
           "Tandem's attention: fused (the attention op, the default) or composed (matmul, causal_mask, softmax)")
       ->check(CLI::IsMember({"fused", "composed"}));
   command->add_flag("--no-torch", options->no_torch, "time Tandem only");
+  command->add_flag("--unfused", options->unfused,
+                    "GPU: a kernel per elementwise node instead of one per run of them (the same bits), to measure "
+                    "what fusing saves");
   command->add_flag("--profile", options->profile,
                     "also time every node of the Tandem run and print the top ops: the reference kernels' time on "
                     "the CPU, GPU time (CUDA events around each node) with --device cuda");
