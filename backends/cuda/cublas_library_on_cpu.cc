@@ -8,6 +8,7 @@
 // modes and workspaces are accepted and ignored.
 #include <cuda_bf16.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -18,6 +19,8 @@ namespace tandem::cuda {
 namespace {
 
 struct HandleOnCpu {};
+
+std::atomic<int64_t> f32_gemms{0}, bf16_gemms{0};
 
 float Element(const void* data, cudaDataType type, int64_t index) {
   if (type == CUDA_R_16BF) return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[index]);
@@ -32,6 +35,7 @@ cublasStatus_t Gemm(cublasOperation_t transa, cublasOperation_t transb, int m, i
                     long long c_stride, int batch) {
   if (tandem::cuda_on_cpu::KernelsSkipped()) return CUBLAS_STATUS_SUCCESS;
   if (m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  ++(a_type == CUDA_R_16BF && b_type == CUDA_R_16BF ? bf16_gemms : f32_gemms);
   for (int matrix = 0; matrix < batch; ++matrix) {
     const int64_t a_base = matrix * a_stride, b_base = matrix * b_stride, c_base = matrix * c_stride;
     for (int j = 0; j < n; ++j) {
@@ -117,3 +121,11 @@ absl::StatusOr<std::unique_ptr<CublasLibrary>> LoadCublas(const std::string&) {
 }
 
 }  // namespace tandem::cuda
+
+namespace tandem::cuda_on_cpu {
+
+GemmCalls GemmCallsSoFar() {
+  return GemmCalls{.f32_operands = cuda::f32_gemms.load(), .bf16_operands = cuda::bf16_gemms.load()};
+}
+
+}  // namespace tandem::cuda_on_cpu

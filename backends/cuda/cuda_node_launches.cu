@@ -241,19 +241,22 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, 
   const int64_t lda = transpose_a ? m : k;
   const int64_t ldb = transpose_b ? k : n;
 
-  absl::StatusOr<DeviceValue> out = Allocate(node.type);
-  if (!out.ok()) return out.status();
-  if (m == 0 || n == 0 || batch == 0) return out;
-  if (k == 0) {
-    if (absl::Status s = CudaStatus(cudaMemsetAsync(out->data(), 0,
-                                                    static_cast<size_t>(node.type.num_bytes()),
-                                                    stream),
-                                    "cudaMemsetAsync");
+  if (m == 0 || n == 0 || batch == 0 || k == 0) {  // empty, or all zeros
+    absl::StatusOr<DeviceValue> out = Allocate(node.type);
+    if (!out.ok() || out->type.num_bytes() == 0) return out;
+    if (absl::Status s = CudaStatus(
+            cudaMemsetAsync(out->data(), 0, static_cast<size_t>(node.type.num_bytes()), stream), "cudaMemsetAsync");
         !s.ok()) {
       return s;
     }
     return out;
   }
+  // bf16 operands (a bf16 model's; the shape rules give both one type) go
+  // to the tensor cores as they are: the sum accumulated in f32, then
+  // rounded to bf16 once, as the reference rounds it.
+  const bool bf16_operands = a.type.dtype == DType::kBF16;
+  absl::StatusOr<DeviceValue> out = Allocate(TensorType{DType::kF32, node.type.shape});
+  if (!out.ok()) return out.status();
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (m > kIntMax || n > kIntMax || k > kIntMax || batch > kIntMax) {
     return Unimplemented(node, "a GEMM extent beyond the int range is not supported on the GPU");
@@ -264,7 +267,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, 
   const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float alpha = 1.0f;
   const float beta = 0.0f;
-  if (options.precision != Precision::kBf16) {
+  if (!bf16_operands && options.precision != Precision::kBf16) {
     if (absl::Status s = CublasStatus(
             *blas,
             blas->sgemm_strided_batched(cublas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
@@ -278,11 +281,11 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, 
     }
     return out;
   }
-  // bf16: both operands rounded to bf16 on the device (once per operand:
-  // Narrowed), f32 accumulation.
-  absl::StatusOr<const void*> a16 = Narrowed(a);
+  // Precision bf16: both f32 operands rounded to bf16 on the device (once
+  // per operand: Narrowed), f32 accumulation; bf16 operands as they are.
+  absl::StatusOr<const void*> a16 = bf16_operands ? a.data() : Narrowed(a);
   if (!a16.ok()) return a16.status();
-  absl::StatusOr<const void*> b16 = Narrowed(b);
+  absl::StatusOr<const void*> b16 = bf16_operands ? b.data() : Narrowed(b);
   if (!b16.ok()) return b16.status();
   if (absl::Status s = CublasStatus(
           *blas,
@@ -297,6 +300,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::MatMul(const ir::Node& node, 
       !s.ok()) {
     return s;
   }
+  if (node.type.dtype == DType::kBF16) return ConvertTo(node, *out, DType::kBF16);
   return out;
 }
 

@@ -96,6 +96,15 @@ cudaError_t RunGrid(const char* name, dim3 grid, dim3 block, size_t shared_bytes
 void SetKernelsSkipped(bool skipped);
 bool KernelsSkipped();
 
+// The GEMMs the CPU cuBLAS table (cublas_library_on_cpu.cc) has run in this
+// process, by their operands' type: what a test reads to see which
+// operands the graph runner hands cuBLAS.
+struct GemmCalls {
+  int64_t f32_operands = 0;
+  int64_t bf16_operands = 0;
+};
+GemmCalls GemmCallsSoFar();
+
 // The calling (emulated CUDA) thread's block barrier and warp exchanges.
 void SyncThreads();
 uint32_t WarpExchange(uint32_t mask, uint32_t value, int source_lane, bool in_range);

@@ -197,10 +197,11 @@ absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<Tensor
   if (node.op == OpKind::kInput) return plan;
   if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return s;
   const ir::OpFamily family = ir::Def(node.op).family;
-  // Elementwise kernels load and store bf16 themselves (ElementsIn/Out).
-  const bool elementwise =
-      family == ir::OpFamily::kUnary || family == ir::OpFamily::kBinary || family == ir::OpFamily::kSelect;
-  plan.through_f32 = !elementwise && ComputesOnBf16(node, types);
+  // Elementwise kernels load and store bf16 themselves (ElementsIn/Out);
+  // a matmul gives bf16 operands to the tensor cores and rounds its f32 sum.
+  const bool own_bf16 = family == ir::OpFamily::kUnary || family == ir::OpFamily::kBinary ||
+                        family == ir::OpFamily::kSelect || family == ir::OpFamily::kMatMul;
+  plan.through_f32 = !own_bf16 && ComputesOnBf16(node, types);
   if (plan.through_f32) {
     plan.f32_node = node;
     if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;

@@ -31,8 +31,9 @@ using ir::TensorType;
 // What one node's launch needs that its static shapes decide.
 struct NodePlan {
   // An arithmetic op on bf16 other than an elementwise one (whose kernels
-  // load and store bf16 themselves): the f32 kernel on widened operands,
-  // the result rounded once (backends/cpu/kernels.h).
+  // load and store bf16 themselves) or a matmul (whose bf16 operands go to
+  // the tensor cores as they are): the f32 kernel on widened operands, the
+  // result rounded once (backends/cpu/kernels.h).
   bool through_f32 = false;
   // Where through_f32: the node's copy typed f32, which the kernel is
   // launched for (unset otherwise).

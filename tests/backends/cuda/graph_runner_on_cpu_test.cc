@@ -16,13 +16,16 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/interpreter.h"
 #include "backends/cuda/cuda_graph_runner.h"
+#include "backends/cuda/cuda_on_cpu.h"
 #include "examples/example_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/dtype.h"
 #include "ir/graph.h"
 #include "ir/state_source.h"
 
@@ -157,6 +160,68 @@ TEST(GraphRunnerOnCpuBf16, ElementwiseNodesOnBf16GiveTheReferencesBits) {
   ASSERT_TRUE(reference.ok()) << reference.status();
   EXPECT_TRUE(SameBits(*cuda, *reference));
   EXPECT_EQ(cuda->at("picked").type().dtype, ir::DType::kBF16);
+}
+
+// A bf16 model's matmuls hand cuBLAS their bf16 operands as they are (no
+// f32 copies of weights or activations, no narrowed copies either), sum in
+// f32 and round once: the bits of rounding the sum that precision +bf16
+// computes from the same values held in f32, and the reference's within
+// one bf16 rounding.
+TEST(GraphRunnerOnCpuBf16, ABf16MatmulGivesCublasItsOperandsAsTheyAre) {
+  auto build = [](ir::Graph& graph, ir::DType dtype) {
+    ir::GraphBuilder b(&graph);
+    const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
+    const ir::ValueId x = b.AddInput("x", "data", {dtype, {2, 4, 8}}, here);
+    const ir::ValueId w = b.AddInput("w", "parameter", {dtype, {8, 6}}, here);
+    const ir::ValueId y = b.Add(ir::OpKind::kMatMul, {x, w}, {}, here);
+    graph.AddOutput("y", y);
+    graph.AddOutput("scores", b.Add(ir::OpKind::kMatMul, {x, x}, {{"transpose_b", int64_t{1}}}, here));
+    return b.status();
+  };
+  ir::Graph bf16_graph("bf16 matmuls"), f32_graph("f32 matmuls");
+  ASSERT_TRUE(build(bf16_graph, ir::DType::kBF16).ok());
+  ASSERT_TRUE(build(f32_graph, ir::DType::kF32).ok());
+  // Values that bf16 holds exactly, as bf16 and as f32.
+  ir::TensorMap bf16_inputs, f32_inputs;
+  for (const auto& [name, shape, step] : {std::tuple<const char*, ir::Shape, float>{"x", {2, 4, 8}, 0.7f},
+                                          std::tuple<const char*, ir::Shape, float>{"w", {8, 6}, 0.37f}}) {
+    ir::HostTensor narrow({ir::DType::kBF16, shape}), wide({ir::DType::kF32, shape});
+    auto* bits = reinterpret_cast<uint16_t*>(narrow.data());
+    for (int64_t i = 0; i < wide.num_elements(); ++i) {
+      bits[i] = ir::FloatToBf16(std::sin(step * static_cast<float>(i + 1)) * 2.0f);
+      wide.f32()[i] = ir::Bf16ToFloat(bits[i]);
+    }
+    bf16_inputs[name] = narrow;
+    f32_inputs[name] = wide;
+  }
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create({});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const cuda_on_cpu::GemmCalls before = cuda_on_cpu::GemmCallsSoFar();
+  absl::StatusOr<ir::TensorMap> bf16 = (*runner)->RunFromHost(bf16_graph, bf16_inputs);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  const cuda_on_cpu::GemmCalls after = cuda_on_cpu::GemmCallsSoFar();
+  EXPECT_EQ(after.bf16_operands - before.bf16_operands, 2);
+  EXPECT_EQ(after.f32_operands - before.f32_operands, 0);
+  EXPECT_EQ((*runner)->bf16_copies().made, 0);
+
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> bf16_precision =
+      CudaGraphRunner::Create({.precision = Precision::kBf16});
+  ASSERT_TRUE(bf16_precision.ok()) << bf16_precision.status();
+  absl::StatusOr<ir::TensorMap> sums = (*bf16_precision)->RunFromHost(f32_graph, f32_inputs);
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  absl::StatusOr<ir::TensorMap> reference = cpu::RunGraph(bf16_graph, bf16_inputs);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  for (const char* name : {"y", "scores"}) {
+    const ir::HostTensor& got = bf16->at(name);
+    ASSERT_EQ(got.type().dtype, ir::DType::kBF16) << name;
+    const auto* bits = reinterpret_cast<const uint16_t*>(got.data());
+    const auto* expected = reinterpret_cast<const uint16_t*>(reference->at(name).data());
+    for (int64_t i = 0; i < got.num_elements(); ++i) {
+      EXPECT_EQ(bits[i], ir::FloatToBf16(sums->at(name).f32()[i])) << name << " element " << i;
+      const float a = ir::Bf16ToFloat(bits[i]), e = ir::Bf16ToFloat(expected[i]);
+      EXPECT_LE(std::fabs(a - e), std::ldexp(std::fabs(e), -7) + 1e-6f) << name << " element " << i;
+    }
+  }
 }
 
 // With deferred range checks (an executor's), a run on a bad id returns
