@@ -185,15 +185,19 @@ size_t ReduceScratchBytes(const ReductionPlan& plan);
 cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan, void* scratch,
                          cudaStream_t stream);
 
+// The row kernels below (softmax family, normalization, rotary) take f32
+// or bf16 storage as the elementwise kernels do: bf16 widened as it is
+// loaded, every fold and intermediate in f32, the result rounded once as
+// it is stored: the bits of widening, the f32 kernel and narrowing.
+
 // x (or y) and dy are [rows, length]; dy is unused by softmax/log_softmax.
-cudaError_t LaunchRows(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
-                       int64_t length, cudaStream_t stream);
+cudaError_t LaunchRows(RowOp op, ElementsIn x, ElementsIn dy, ElementsOut out, int64_t rows, int64_t length,
+                       cudaStream_t stream);
 
 // normalize(x), layer_norm(x, gamma = second, beta), normalize_grad(x, dy =
 // second); x and out are [rows, length].
-cudaError_t LaunchNormalization(NormOp op, const float* x, const float* second, const float* beta,
-                                float* out, int64_t rows, int64_t length, float eps,
-                                cudaStream_t stream);
+cudaError_t LaunchNormalization(NormOp op, ElementsIn x, ElementsIn second, ElementsIn beta, ElementsOut out,
+                                int64_t rows, int64_t length, float eps, cudaStream_t stream);
 
 // x and out are `matrices` matrices of [rows, cols]; entries above the
 // diagonal become fill.
@@ -205,7 +209,7 @@ cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64
 // (backends/cpu/kernels/rotary.cc); `inverse` rotates by the opposite angle.
 // A row's position is its index in its matrix, or its entry of `given`
 // (null, or a position per row, each at least 0).
-cudaError_t LaunchRotary(const float* x, const int32_t* given, float* out, int64_t matrices, int64_t positions,
+cudaError_t LaunchRotary(ElementsIn x, const int32_t* given, ElementsOut out, int64_t matrices, int64_t positions,
                          int64_t width, double theta, bool inverse, cudaStream_t stream);
 
 // Causal attention (ir/op.h kAttention): q and out [batch, heads, seq,

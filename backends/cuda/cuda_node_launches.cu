@@ -328,25 +328,27 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
   const int64_t length = shape.empty() ? 1 : shape.back();
   const int64_t rows = shape.empty() ? 1 : Product(shape, 0, shape.size() - 1);
   const float* x = operands[0]->f32();
-  const float* second = operands.size() > 1 ? operands[1]->f32() : nullptr;
   float* result = out->mutable_f32();
+  // The softmax family, normalization and rotary load and store bf16
+  // themselves (runner::LoadsBf16Itself); the others are f32 here.
+  auto in = [&](size_t i) {
+    if (i >= operands.size()) return kernels::ElementsIn{};
+    return kernels::ElementsIn{operands[i]->data(), operands[i]->type.dtype == DType::kBF16};
+  };
+  const kernels::ElementsOut stored{out->data(), node.type.dtype == DType::kBF16};
   cudaError_t error = cudaSuccess;
   switch (node.op) {
     case OpKind::kSoftmax:
-      error = kernels::LaunchRows(kernels::RowOp::kSoftmax, x, nullptr, result, rows, length,
-                                  stream);
+      error = kernels::LaunchRows(kernels::RowOp::kSoftmax, in(0), {}, stored, rows, length, stream);
       break;
     case OpKind::kLogSoftmax:
-      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmax, x, nullptr, result, rows, length,
-                                  stream);
+      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmax, in(0), {}, stored, rows, length, stream);
       break;
     case OpKind::kSoftmaxGrad:
-      error = kernels::LaunchRows(kernels::RowOp::kSoftmaxGrad, x, second, result, rows, length,
-                                  stream);
+      error = kernels::LaunchRows(kernels::RowOp::kSoftmaxGrad, in(0), in(1), stored, rows, length, stream);
       break;
     case OpKind::kLogSoftmaxGrad:
-      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmaxGrad, x, second, result, rows,
-                                  length, stream);
+      error = kernels::LaunchRows(kernels::RowOp::kLogSoftmaxGrad, in(0), in(1), stored, rows, length, stream);
       break;
     case OpKind::kNormalize:
     case OpKind::kLayerNorm:
@@ -355,8 +357,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
       kernels::NormOp op = kernels::NormOp::kNormalize;
       if (node.op == OpKind::kLayerNorm) op = kernels::NormOp::kLayerNorm;
       if (node.op == OpKind::kNormalizeGrad) op = kernels::NormOp::kNormalizeGrad;
-      const float* beta = node.op == OpKind::kLayerNorm ? operands[2]->f32() : nullptr;
-      error = kernels::LaunchNormalization(op, x, second, beta, result, rows, length, eps, stream);
+      error = kernels::LaunchNormalization(op, in(0), in(1), in(2), stored, rows, length, eps, stream);
       break;
     }
     case OpKind::kCausalMask: {
@@ -378,7 +379,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
         }
         given = operands[1]->i32();
       }
-      error = kernels::LaunchRotary(x, given, result, Product(shape, 0, shape.size() - 2), positions, length,
+      error = kernels::LaunchRotary(in(0), given, stored, Product(shape, 0, shape.size() - 2), positions, length,
                                     plan.attributes.theta, plan.attributes.inverse,
                                     stream);
       break;

@@ -181,6 +181,31 @@ std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to) {
 
 // Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
 // and an operand or its result is bf16.
+bool LoadsBf16Itself(OpKind op) {
+  switch (ir::Def(op).family) {
+    case ir::OpFamily::kUnary:
+    case ir::OpFamily::kBinary:
+    case ir::OpFamily::kSelect:
+    case ir::OpFamily::kMatMul:
+      return true;
+    default:
+      break;
+  }
+  switch (op) {
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+    case OpKind::kSoftmaxGrad:
+    case OpKind::kLogSoftmaxGrad:
+    case OpKind::kNormalize:
+    case OpKind::kLayerNorm:
+    case OpKind::kNormalizeGrad:
+    case OpKind::kRotary:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool ComputesOnBf16(const ir::Node& node, const std::vector<TensorType>& operands) {
   if (ir::MovesAnyDType(node.op)) return false;
   if (node.type.dtype == DType::kBF16) return true;
@@ -197,11 +222,7 @@ absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<Tensor
   if (node.op == OpKind::kInput) return plan;
   if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return s;
   const ir::OpFamily family = ir::Def(node.op).family;
-  // Elementwise kernels load and store bf16 themselves (ElementsIn/Out);
-  // a matmul gives bf16 operands to the tensor cores and rounds its f32 sum.
-  const bool own_bf16 = family == ir::OpFamily::kUnary || family == ir::OpFamily::kBinary ||
-                        family == ir::OpFamily::kSelect || family == ir::OpFamily::kMatMul;
-  plan.through_f32 = !own_bf16 && ComputesOnBf16(node, types);
+  plan.through_f32 = !LoadsBf16Itself(node.op) && ComputesOnBf16(node, types);
   if (plan.through_f32) {
     plan.f32_node = node;
     if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;

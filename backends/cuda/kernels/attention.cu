@@ -381,7 +381,7 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
 
 // One thread per (row, pair): rows are positions of `positions`-row
 // matrices, or have their own in `given` (one per row, at least 0).
-__global__ void RotaryKernel(const float* x, const int32_t* given, float* out, int64_t positions, int64_t half,
+__global__ void RotaryKernel(ElementsIn x, const int32_t* given, ElementsOut out, int64_t positions, int64_t half,
                              double theta, float direction, int64_t pairs) {
   for (int64_t p = FirstIndex(); p < pairs; p += GridStride()) {
     const int64_t row = p / half;
@@ -391,16 +391,15 @@ __global__ void RotaryKernel(const float* x, const int32_t* given, float* out, i
     const double angle = static_cast<double>(static_cast<float>(t) * frequency);
     const float c = static_cast<float>(cos(angle));
     const float s = direction * static_cast<float>(sin(angle));
-    const float* in = x + row * 2 * half;
-    float* o = out + row * 2 * half;
-    const float a = in[i];
-    const float b = in[i + half];
-    o[i] = a * c - b * s;
-    o[i + half] = b * c + a * s;
+    const int64_t base = row * 2 * half;
+    const float a = Load(x, base + i);
+    const float b = Load(x, base + i + half);
+    Store(out, base + i, a * c - b * s);
+    Store(out, base + i + half, b * c + a * s);
   }
 }
 
-cudaError_t LaunchRotary(const float* x, const int32_t* given, float* out, int64_t matrices, int64_t positions,
+cudaError_t LaunchRotary(ElementsIn x, const int32_t* given, ElementsOut out, int64_t matrices, int64_t positions,
                          int64_t width, double theta, bool inverse, cudaStream_t stream) {
   const int64_t half = width / 2;
   const int64_t pairs = matrices * positions * half;

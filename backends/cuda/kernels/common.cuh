@@ -20,6 +20,10 @@
 #include <cmath>
 #include <cstdint>
 
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#endif
+
 #include "backends/cuda/cuda_kernels.cuh"
 
 namespace tandem::cuda::kernels {
@@ -46,6 +50,20 @@ __device__ int64_t FirstIndex() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 __device__ int64_t GridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// Element i of f32 or bf16 storage, widened exactly to f32; and a value
+// stored as f32, or rounded once to the nearest bf16 (ties to even).
+__device__ float Load(ElementsIn x, int64_t i) {
+  return x.bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(x.data)[i]) : static_cast<const float*>(x.data)[i];
+}
+
+__device__ void Store(ElementsOut out, int64_t i, float value) {
+  if (out.bf16) {
+    static_cast<__nv_bfloat16*>(out.data)[i] = __float2bfloat16_rn(value);
+  } else {
+    static_cast<float*>(out.data)[i] = value;
+  }
+}
 
 // The element offset of each operand for flat output index `flat`.
 __device__ void OffsetsOf(const StridedMap& map, int64_t flat, int64_t* offsets) {

@@ -2,10 +2,6 @@
 // and binary maps (with broadcasting, and a flat path for operands that are
 // row-major or one value), the in-order sum of replicas' slots, where,
 // dtype conversions, and data movement as bits (gathers, row copies).
-#ifdef __CUDACC__
-#include <cuda_bf16.h>
-#endif
-
 #include "backends/cuda/kernels/common.cuh"
 
 namespace tandem::cuda::kernels {
@@ -94,18 +90,6 @@ __device__ float ApplyBinary(ir::OpKind op, float x, float y) {
 }
 
 // ---- Elementwise.
-
-__device__ float Load(ElementsIn x, int64_t i) {
-  return x.bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(x.data)[i]) : static_cast<const float*>(x.data)[i];
-}
-
-__device__ void Store(ElementsOut out, int64_t i, float value) {
-  if (out.bf16) {
-    static_cast<__nv_bfloat16*>(out.data)[i] = __float2bfloat16_rn(value);
-  } else {
-    static_cast<float*>(out.data)[i] = value;
-  }
-}
 
 __global__ void FillKernel(uint32_t bits, uint32_t* out, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = bits;

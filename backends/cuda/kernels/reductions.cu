@@ -65,44 +65,43 @@ __global__ void ReduceKernel(const float* x, float* out, ReductionPlan plan, int
 // ---- Rows over the last axis: a block per row (grid-strided over rows),
 // blockDim.x threads sharing each of the row's folds.
 
-__global__ void RowsKernel(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
-                           int64_t length) {
+__global__ void RowsKernel(RowOp op, ElementsIn x, ElementsIn dy, ElementsOut out, int64_t rows, int64_t length) {
   __shared__ float scratch[kFoldThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* x_row = x + r * length;
-    float* out_row = out + r * length;
-    const float* dy_row = dy == nullptr ? nullptr : dy + r * length;
+    const int64_t base = r * length;
+    const auto x_at = [&](int64_t i) { return Load(x, base + i); };
+    const auto dy_at = [&](int64_t i) { return Load(dy, base + i); };
     switch (op) {
       case RowOp::kSoftmax: {
-        const float max = BlockFold(ShareOf(length, MaxOp(), [&](int64_t i) { return x_row[i]; }), scratch, MaxOp());
-        float share = 0.0f;
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          out_row[i] = expf(x_row[i] - max);
-          share += out_row[i];
-        }
-        const float sum = BlockFold(share, scratch, AddOp());
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = out_row[i] / sum;
+        const float max = BlockFold(ShareOf(length, MaxOp(), x_at), scratch, MaxOp());
+        // Each exp is computed again for the division rather than stored:
+        // the same value, and a bf16 result is rounded only once.
+        const float sum =
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return expf(x_at(i) - max); }), scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) Store(out, base + i, expf(x_at(i) - max) / sum);
         break;
       }
       case RowOp::kLogSoftmax: {
-        const float max = BlockFold(ShareOf(length, MaxOp(), [&](int64_t i) { return x_row[i]; }), scratch, MaxOp());
+        const float max = BlockFold(ShareOf(length, MaxOp(), x_at), scratch, MaxOp());
         const float sum =
-            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return expf(x_row[i] - max); }), scratch, AddOp());
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return expf(x_at(i) - max); }), scratch, AddOp());
         const float log_sum = logf(sum);
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = (x_row[i] - max) - log_sum;
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) Store(out, base + i, (x_at(i) - max) - log_sum);
         break;
       }
       case RowOp::kSoftmaxGrad: {
         // x is y = softmax(.): dx = y * (dy - sum(dy * y)).
-        const float dot =
-            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i] * x_row[i]; }), scratch, AddOp());
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = x_row[i] * (dy_row[i] - dot);
+        const float dot = BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_at(i) * x_at(i); }), scratch,
+                                    AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) Store(out, base + i, x_at(i) * (dy_at(i) - dot));
         break;
       }
       case RowOp::kLogSoftmaxGrad: {
         // x is y = log_softmax(.): dx = dy - exp(y) * sum(dy).
-        const float sum = BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i]; }), scratch, AddOp());
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) out_row[i] = dy_row[i] - expf(x_row[i]) * sum;
+        const float sum = BlockFold(ShareOf(length, AddOp(), dy_at), scratch, AddOp());
+        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
+          Store(out, base + i, dy_at(i) - expf(x_at(i)) * sum);
+        }
         break;
       }
     }
@@ -114,51 +113,50 @@ struct RowMoments {
   float mean;
   float rstd;
 };
-__device__ RowMoments MomentsOf(const float* x, int64_t n, float eps, float* scratch) {
+template <typename At>
+__device__ RowMoments MomentsOf(At x_at, int64_t n, float eps, float* scratch) {
   const float count = static_cast<float>(n);
-  const float mean = BlockFold(ShareOf(n, AddOp(), [&](int64_t i) { return x[i]; }), scratch, AddOp()) / count;
+  const float mean = BlockFold(ShareOf(n, AddOp(), x_at), scratch, AddOp()) / count;
   const float squares = BlockFold(ShareOf(n, AddOp(),
                                           [&](int64_t i) {
-                                            const float centered = x[i] - mean;
+                                            const float centered = x_at(i) - mean;
                                             return centered * centered;
                                           }),
                                   scratch, AddOp());
   return {mean, 1.0f / sqrtf(squares / count + eps)};
 }
 
-__global__ void NormalizationKernel(NormOp op, const float* x, const float* second,
-                                    const float* beta, float* out, int64_t rows, int64_t length,
-                                    float eps) {
+__global__ void NormalizationKernel(NormOp op, ElementsIn x, ElementsIn second, ElementsIn beta, ElementsOut out,
+                                    int64_t rows, int64_t length, float eps) {
   __shared__ float scratch[kFoldThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* x_row = x + r * length;
-    float* out_row = out + r * length;
-    const RowMoments moments = MomentsOf(x_row, length, eps, scratch);
+    const int64_t base = r * length;
+    const auto x_at = [&](int64_t i) { return Load(x, base + i); };
+    const RowMoments moments = MomentsOf(x_at, length, eps, scratch);
     switch (op) {
       case NormOp::kNormalize:
         for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          out_row[i] = (x_row[i] - moments.mean) * moments.rstd;
+          Store(out, base + i, (x_at(i) - moments.mean) * moments.rstd);
         }
         break;
       case NormOp::kLayerNorm:
         // second is gamma: xhat * gamma rounded, then + beta rounded.
         for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          const float xhat = (x_row[i] - moments.mean) * moments.rstd;
-          out_row[i] = __fadd_rn(__fmul_rn(xhat, second[i]), beta[i]);
+          const float xhat = (x_at(i) - moments.mean) * moments.rstd;
+          Store(out, base + i, __fadd_rn(__fmul_rn(xhat, Load(second, i)), Load(beta, i)));
         }
         break;
       case NormOp::kNormalizeGrad: {
         // second is dy: dx = rstd * ((dy - mean(dy)) - xhat * mean(dy * xhat)).
-        const float* dy_row = second + r * length;
+        const auto dy_at = [&](int64_t i) { return Load(second, base + i); };
         const float count = static_cast<float>(length);
-        const auto xhat = [&](int64_t i) { return (x_row[i] - moments.mean) * moments.rstd; };
-        const float dy_mean =
-            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i]; }), scratch, AddOp()) / count;
+        const auto xhat = [&](int64_t i) { return (x_at(i) - moments.mean) * moments.rstd; };
+        const float dy_mean = BlockFold(ShareOf(length, AddOp(), dy_at), scratch, AddOp()) / count;
         const float dy_xhat_mean =
-            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_row[i] * xhat(i); }), scratch, AddOp()) /
+            BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_at(i) * xhat(i); }), scratch, AddOp()) /
             count;
         for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          out_row[i] = moments.rstd * ((dy_row[i] - dy_mean) - xhat(i) * dy_xhat_mean);
+          Store(out, base + i, moments.rstd * ((dy_at(i) - dy_mean) - xhat(i) * dy_xhat_mean));
         }
         break;
       }
@@ -250,16 +248,15 @@ cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const Reductio
   return ReduceInPasses(x, out, plan, op == ReduceOp::kMean, AddOp(), scratch, stream);
 }
 
-cudaError_t LaunchRows(RowOp op, const float* x, const float* dy, float* out, int64_t rows,
-                       int64_t length, cudaStream_t stream) {
+cudaError_t LaunchRows(RowOp op, ElementsIn x, ElementsIn dy, ElementsOut out, int64_t rows, int64_t length,
+                       cudaStream_t stream) {
   if (length <= 0 || rows <= 0) return cudaSuccess;
   TANDEM_LAUNCH(RowsKernel, RowBlocks(rows), RowThreads(length), 0, stream)(op, x, dy, out, rows, length);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchNormalization(NormOp op, const float* x, const float* second, const float* beta,
-                                float* out, int64_t rows, int64_t length, float eps,
-                                cudaStream_t stream) {
+cudaError_t LaunchNormalization(NormOp op, ElementsIn x, ElementsIn second, ElementsIn beta, ElementsOut out,
+                                int64_t rows, int64_t length, float eps, cudaStream_t stream) {
   if (length <= 0 || rows <= 0) return cudaSuccess;
   TANDEM_LAUNCH(NormalizationKernel, RowBlocks(rows), RowThreads(length), 0, stream)(op, x, second, beta, out, rows, length,
                                                                           eps);

@@ -115,12 +115,12 @@ TEST(CudaKernelsOnCpu, RowOpsMatchTheReferenceAtEveryRowWidth) {
              {RowOp::kLogSoftmax, OpKind::kLogSoftmax, RowOp::kLogSoftmaxGrad, OpKind::kLogSoftmaxGrad}}) {
       const HostTensor y = Reference(kind, {x});
       const HostTensor actual = RunTwice(x.type(), [&](HostTensor& out) {
-        return LaunchRows(op, x.f32(), nullptr, out.f32(), rows, length, kStream);
+        return LaunchRows(op, {x.f32()}, {}, {out.f32()}, rows, length, kStream);
       });
       ExpectClose(actual, y, 2e-6, 2e-7, absl::StrCat(ir::OpName(kind), what));
       const HostTensor expected_grad = Reference(grad_kind, {y, dy});
       const HostTensor actual_grad = RunTwice(x.type(), [&](HostTensor& out) {
-        return LaunchRows(grad, y.f32(), dy.f32(), out.f32(), rows, length, kStream);
+        return LaunchRows(grad, {y.f32()}, {dy.f32()}, {out.f32()}, rows, length, kStream);
       });
       ExpectClose(actual_grad, expected_grad, 1e-5, 1e-6, absl::StrCat(ir::OpName(grad_kind), what));
     }
@@ -136,19 +136,19 @@ TEST(CudaKernelsOnCpu, NormalizationsMatchTheReference) {
     const std::string what = absl::StrCat(" length ", length);
     ExpectClose(RunTwice(x.type(),
                          [&](HostTensor& out) {
-                           return LaunchNormalization(NormOp::kNormalize, x.f32(), nullptr, nullptr, out.f32(), 2,
+                           return LaunchNormalization(NormOp::kNormalize, {x.f32()}, {}, {}, {out.f32()}, 2,
                                                       length, 1e-5f, kStream);
                          }),
                 Reference(OpKind::kNormalize, {x}, eps), 1e-5, 1e-6, "normalize" + what);
     ExpectClose(RunTwice(x.type(),
                          [&](HostTensor& out) {
-                           return LaunchNormalization(NormOp::kLayerNorm, x.f32(), gamma.f32(), beta.f32(), out.f32(),
+                           return LaunchNormalization(NormOp::kLayerNorm, {x.f32()}, {gamma.f32()}, {beta.f32()}, {out.f32()},
                                                       2, length, 1e-5f, kStream);
                          }),
                 Reference(OpKind::kLayerNorm, {x, gamma, beta}, eps), 1e-5, 1e-6, "layer_norm" + what);
     ExpectClose(RunTwice(x.type(),
                          [&](HostTensor& out) {
-                           return LaunchNormalization(NormOp::kNormalizeGrad, x.f32(), dy.f32(), nullptr, out.f32(), 2,
+                           return LaunchNormalization(NormOp::kNormalizeGrad, {x.f32()}, {dy.f32()}, {}, {out.f32()}, 2,
                                                       length, 1e-5f, kStream);
                          }),
                 Reference(OpKind::kNormalizeGrad, {x, dy}, eps), 1e-4, 1e-5, "normalize_grad" + what);
@@ -164,7 +164,7 @@ TEST(CudaKernelsOnCpu, CausalMaskAndRotaryMatchTheReference) {
   const HostTensor q = Random({2, 40, 8}, -1, 1, 19);
   for (bool inverse : {false, true}) {
     const HostTensor rotated = RunTwice(q.type(), [&](HostTensor& out) {
-      return LaunchRotary(q.f32(), nullptr, out.f32(), 2, 40, 8, 10000.0, inverse, kStream);
+      return LaunchRotary({q.f32()}, nullptr, {out.f32()}, 2, 40, 8, 10000.0, inverse, kStream);
     });
     ExpectClose(rotated,
                 Reference(OpKind::kRotary, {q}, {{"theta", 10000.0}, {"inverse", int64_t{inverse ? 1 : 0}}}), 1e-6,
@@ -175,10 +175,75 @@ TEST(CudaKernelsOnCpu, CausalMaskAndRotaryMatchTheReference) {
   for (size_t row = 0; row < at.size(); ++row) at[row] = static_cast<int32_t>((row * 37) % 500);
   const HostTensor positions = HostTensor::FromInts({2, 40}, at);
   const HostTensor rotated = RunTwice(q.type(), [&](HostTensor& out) {
-    return LaunchRotary(q.f32(), positions.i32(), out.f32(), 2, 40, 8, 10000.0, false, kStream);
+    return LaunchRotary({q.f32()}, positions.i32(), {out.f32()}, 2, 40, 8, 10000.0, false, kStream);
   });
   ExpectClose(rotated, Reference(OpKind::kRotary, {q, positions}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}),
               1e-6, 1e-6, "rotary at positions");
+}
+
+// bf16 rows in one kernel (widened as loaded, folded in f32, rounded once
+// as stored) give the bits of widening, the f32 kernel and narrowing: the
+// softmax family and its gradients, the three normalizations, rotary.
+TEST(CudaKernelsOnCpu, RowKernelsOnBf16GiveTheBitsOfWideningAndNarrowing) {
+  auto narrow = [](const HostTensor& x) {
+    HostTensor out({DType::kBF16, x.shape()});
+    EXPECT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
+    return out;
+  };
+  auto widen = [](const HostTensor& x) {
+    HostTensor out({DType::kF32, x.shape()});
+    EXPECT_EQ(LaunchConvert(ConvertOp::kBf16ToF32, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
+    return out;
+  };
+  // Both ways on the same bf16 operands: one kernel on bf16, and the f32
+  // kernel on their widened values, its result narrowed.
+  auto both = [&](const std::vector<HostTensor>& operands16, const ir::Shape& shape, auto launch,
+                  const std::string& what) {
+    std::vector<HostTensor> wide;
+    for (const HostTensor& operand : operands16) wide.push_back(widen(operand));
+    const HostTensor one = RunTwice({DType::kBF16, shape}, [&](HostTensor& out) {
+      std::vector<ElementsIn> in;
+      for (const HostTensor& operand : operands16) in.push_back({operand.data(), true});
+      return launch(in, ElementsOut{out.data(), true});
+    });
+    const HostTensor f32 = RunTwice({DType::kF32, shape}, [&](HostTensor& out) {
+      std::vector<ElementsIn> in;
+      for (const HostTensor& operand : wide) in.push_back({operand.data(), false});
+      return launch(in, ElementsOut{out.data(), false});
+    });
+    ExpectSameBits(one, narrow(f32), what);
+  };
+  for (int64_t length : {int64_t{33}, int64_t{300}}) {  // one warp a row, several
+    const ir::Shape shape = {3, length};
+    const HostTensor x = narrow(Random(shape, -5, 5, 31)), dy = narrow(Random(shape, -1, 1, 32));
+    const HostTensor gamma = narrow(Random({length}, 0.5f, 1.5f, 33)), beta = narrow(Random({length}, -0.5f, 0.5f, 34));
+    const std::string at = absl::StrCat(" length ", length);
+    for (RowOp op : {RowOp::kSoftmax, RowOp::kLogSoftmax}) {
+      both({x}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
+        return LaunchRows(op, in[0], {}, out, 3, length, kStream);
+      }, absl::StrCat("row op ", static_cast<int>(op), at));
+    }
+    for (RowOp op : {RowOp::kSoftmaxGrad, RowOp::kLogSoftmaxGrad}) {
+      both({x, dy}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
+        return LaunchRows(op, in[0], in[1], out, 3, length, kStream);
+      }, absl::StrCat("row op ", static_cast<int>(op), at));
+    }
+    both({x}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
+      return LaunchNormalization(NormOp::kNormalize, in[0], {}, {}, out, 3, length, 1e-5f, kStream);
+    }, "normalize" + at);
+    both({x, gamma, beta}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
+      return LaunchNormalization(NormOp::kLayerNorm, in[0], in[1], in[2], out, 3, length, 1e-5f, kStream);
+    }, "layer_norm" + at);
+    both({x, dy}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
+      return LaunchNormalization(NormOp::kNormalizeGrad, in[0], in[1], {}, out, 3, length, 1e-5f, kStream);
+    }, "normalize_grad" + at);
+  }
+  const HostTensor q = narrow(Random({2, 40, 8}, -1, 1, 35));
+  for (bool inverse : {false, true}) {
+    both({q}, q.shape(), [&](const std::vector<ElementsIn>& in, ElementsOut out) {
+      return LaunchRotary(in[0], nullptr, out, 2, 40, 8, 10000.0, inverse, kStream);
+    }, inverse ? "rotary inverse" : "rotary");
+  }
 }
 
 TEST(CudaKernelsOnCpu, AttentionAtPositionsAgainstACacheMatchesTheReference) {

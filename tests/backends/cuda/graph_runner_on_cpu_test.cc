@@ -224,6 +224,53 @@ TEST(GraphRunnerOnCpuBf16, ABf16MatmulGivesCublasItsOperandsAsTheyAre) {
   }
 }
 
+// A bf16 model's softmax, layer norm and rotary run as one kernel each on
+// their bf16 tensors (no widened copies): the bits of the same graph in f32
+// on the widened values, each result rounded to bf16.
+TEST(GraphRunnerOnCpuBf16, RowOpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
+  auto build = [](ir::Graph& graph, ir::DType dtype) {
+    ir::GraphBuilder b(&graph);
+    const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
+    const ir::ValueId x = b.AddInput("x", "data", {dtype, {2, 4, 8}}, here);
+    const ir::ValueId gain = b.AddInput("gain", "parameter", {dtype, {8}}, here);
+    const ir::ValueId bias = b.AddInput("bias", "parameter", {dtype, {8}}, here);
+    graph.AddOutput("softmax", b.Add(ir::OpKind::kSoftmax, {x}, {}, here));
+    graph.AddOutput("norm", b.Add(ir::OpKind::kLayerNorm, {x, gain, bias}, {{"eps", 1e-5}}, here));
+    graph.AddOutput("rotary", b.Add(ir::OpKind::kRotary, {x}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}, here));
+    return b.status();
+  };
+  ir::Graph bf16_graph("bf16 rows"), f32_graph("f32 rows");
+  ASSERT_TRUE(build(bf16_graph, ir::DType::kBF16).ok()) << build(bf16_graph, ir::DType::kBF16);
+  ASSERT_TRUE(build(f32_graph, ir::DType::kF32).ok());
+  ir::TensorMap bf16_inputs, f32_inputs;
+  for (const auto& [name, shape, step] : {std::tuple<const char*, ir::Shape, float>{"x", {2, 4, 8}, 0.7f},
+                                          std::tuple<const char*, ir::Shape, float>{"gain", {8}, 0.37f},
+                                          std::tuple<const char*, ir::Shape, float>{"bias", {8}, 1.1f}}) {
+    ir::HostTensor narrow({ir::DType::kBF16, shape}), wide({ir::DType::kF32, shape});
+    auto* bits = reinterpret_cast<uint16_t*>(narrow.data());
+    for (int64_t i = 0; i < wide.num_elements(); ++i) {
+      bits[i] = ir::FloatToBf16(std::sin(step * static_cast<float>(i + 1)) * 2.0f);
+      wide.f32()[i] = ir::Bf16ToFloat(bits[i]);
+    }
+    bf16_inputs[name] = narrow;
+    f32_inputs[name] = wide;
+  }
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create({});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  absl::StatusOr<ir::TensorMap> bf16 = (*runner)->RunFromHost(bf16_graph, bf16_inputs);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  absl::StatusOr<ir::TensorMap> f32 = (*runner)->RunFromHost(f32_graph, f32_inputs);
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  for (const char* name : {"softmax", "norm", "rotary"}) {
+    const ir::HostTensor& got = bf16->at(name);
+    ASSERT_EQ(got.type().dtype, ir::DType::kBF16) << name;
+    const auto* bits = reinterpret_cast<const uint16_t*>(got.data());
+    for (int64_t i = 0; i < got.num_elements(); ++i) {
+      ASSERT_EQ(bits[i], ir::FloatToBf16(f32->at(name).f32()[i])) << name << " element " << i;
+    }
+  }
+}
+
 // With deferred range checks (an executor's), a run on a bad id returns
 // without waiting for the device; Settle, once, names the earliest failed
 // run since the last Settle with the reference's words.
