@@ -16,7 +16,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "backends/cpu/interpreter.h"
@@ -162,6 +161,19 @@ TEST(GraphRunnerOnCpuBf16, ElementwiseNodesOnBf16GiveTheReferencesBits) {
   EXPECT_EQ(cuda->at("picked").type().dtype, ir::DType::kBF16);
 }
 
+// Input `name` of `shape` with values bf16 holds exactly, as bf16 into
+// `bf16` and as f32 into `f32`.
+void AddBf16Values(const char* name, const ir::Shape& shape, float step, ir::TensorMap& bf16, ir::TensorMap& f32) {
+  ir::HostTensor narrow({ir::DType::kBF16, shape}), wide({ir::DType::kF32, shape});
+  auto* bits = reinterpret_cast<uint16_t*>(narrow.data());
+  for (int64_t i = 0; i < wide.num_elements(); ++i) {
+    bits[i] = ir::FloatToBf16(std::sin(step * static_cast<float>(i + 1)) * 2.0f);
+    wide.f32()[i] = ir::Bf16ToFloat(bits[i]);
+  }
+  bf16[name] = narrow;
+  f32[name] = wide;
+}
+
 // A bf16 model's matmuls hand cuBLAS their bf16 operands as they are (no
 // f32 copies of weights or activations, no narrowed copies either), sum in
 // f32 and round once: the bits of rounding the sum that precision +bf16
@@ -181,19 +193,9 @@ TEST(GraphRunnerOnCpuBf16, ABf16MatmulGivesCublasItsOperandsAsTheyAre) {
   ir::Graph bf16_graph("bf16 matmuls"), f32_graph("f32 matmuls");
   ASSERT_TRUE(build(bf16_graph, ir::DType::kBF16).ok());
   ASSERT_TRUE(build(f32_graph, ir::DType::kF32).ok());
-  // Values that bf16 holds exactly, as bf16 and as f32.
   ir::TensorMap bf16_inputs, f32_inputs;
-  for (const auto& [name, shape, step] : {std::tuple<const char*, ir::Shape, float>{"x", {2, 4, 8}, 0.7f},
-                                          std::tuple<const char*, ir::Shape, float>{"w", {8, 6}, 0.37f}}) {
-    ir::HostTensor narrow({ir::DType::kBF16, shape}), wide({ir::DType::kF32, shape});
-    auto* bits = reinterpret_cast<uint16_t*>(narrow.data());
-    for (int64_t i = 0; i < wide.num_elements(); ++i) {
-      bits[i] = ir::FloatToBf16(std::sin(step * static_cast<float>(i + 1)) * 2.0f);
-      wide.f32()[i] = ir::Bf16ToFloat(bits[i]);
-    }
-    bf16_inputs[name] = narrow;
-    f32_inputs[name] = wide;
-  }
+  AddBf16Values("x", {2, 4, 8}, 0.7f, bf16_inputs, f32_inputs);
+  AddBf16Values("w", {8, 6}, 0.37f, bf16_inputs, f32_inputs);
   absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create({});
   ASSERT_TRUE(runner.ok()) << runner.status();
   const cuda_on_cpu::GemmCalls before = cuda_on_cpu::GemmCallsSoFar();
@@ -243,18 +245,9 @@ TEST(GraphRunnerOnCpuBf16, RowOpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
   ASSERT_TRUE(build(bf16_graph, ir::DType::kBF16).ok()) << build(bf16_graph, ir::DType::kBF16);
   ASSERT_TRUE(build(f32_graph, ir::DType::kF32).ok());
   ir::TensorMap bf16_inputs, f32_inputs;
-  for (const auto& [name, shape, step] : {std::tuple<const char*, ir::Shape, float>{"x", {2, 4, 8}, 0.7f},
-                                          std::tuple<const char*, ir::Shape, float>{"gain", {8}, 0.37f},
-                                          std::tuple<const char*, ir::Shape, float>{"bias", {8}, 1.1f}}) {
-    ir::HostTensor narrow({ir::DType::kBF16, shape}), wide({ir::DType::kF32, shape});
-    auto* bits = reinterpret_cast<uint16_t*>(narrow.data());
-    for (int64_t i = 0; i < wide.num_elements(); ++i) {
-      bits[i] = ir::FloatToBf16(std::sin(step * static_cast<float>(i + 1)) * 2.0f);
-      wide.f32()[i] = ir::Bf16ToFloat(bits[i]);
-    }
-    bf16_inputs[name] = narrow;
-    f32_inputs[name] = wide;
-  }
+  AddBf16Values("x", {2, 4, 8}, 0.7f, bf16_inputs, f32_inputs);
+  AddBf16Values("gain", {8}, 0.37f, bf16_inputs, f32_inputs);
+  AddBf16Values("bias", {8}, 1.1f, bf16_inputs, f32_inputs);
   absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create({});
   ASSERT_TRUE(runner.ok()) << runner.status();
   absl::StatusOr<ir::TensorMap> bf16 = (*runner)->RunFromHost(bf16_graph, bf16_inputs);
