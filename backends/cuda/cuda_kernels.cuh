@@ -182,13 +182,14 @@ cudaError_t LaunchCopyRows(const void* src, int64_t src_row_stride, void* dst,
 // ReduceScratchBytes(plan) bytes of device memory (0: one pass, scratch
 // unused), free until the launch's work is done.
 size_t ReduceScratchBytes(const ReductionPlan& plan);
-cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan, void* scratch,
-                         cudaStream_t stream);
 
-// The row kernels below (softmax family, normalization, rotary) take f32
-// or bf16 storage as the elementwise kernels do: bf16 widened as it is
-// loaded, every fold and intermediate in f32, the result rounded once as
-// it is stored: the bits of widening, the f32 kernel and narrowing.
+// The reductions and the row kernels below (softmax family, normalization,
+// rotary) take f32 or bf16 storage as the elementwise kernels do: bf16
+// widened as it is loaded, every fold, partial and intermediate in f32, the
+// result rounded once as it is stored: the bits of widening, the f32
+// kernel and narrowing.
+cudaError_t LaunchReduce(ReduceOp op, ElementsIn x, ElementsOut out, const ReductionPlan& plan, void* scratch,
+                         cudaStream_t stream);
 
 // x (or y) and dy are [rows, length]; dy is unused by softmax/log_softmax.
 cudaError_t LaunchRows(RowOp op, ElementsIn x, ElementsIn dy, ElementsOut out, int64_t rows, int64_t length,

@@ -153,7 +153,9 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node, 
   absl::StatusOr<Buffer> scratch = AllocateBytes(static_cast<int64_t>(kernels::ReduceScratchBytes(*plan.reduction)));
   if (!scratch.ok()) return scratch.status();
   if (absl::Status s = CudaStatus(
-          kernels::LaunchReduce(op, x.f32(), out->mutable_f32(), *plan.reduction, DataOf(*scratch), stream),
+          kernels::LaunchReduce(op, {x.data(), x.type.dtype == DType::kBF16},
+                                {out->data(), node.type.dtype == DType::kBF16}, *plan.reduction, DataOf(*scratch),
+                                stream),
           "Reduce launch");
       !s.ok()) {
     return s;

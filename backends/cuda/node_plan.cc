@@ -187,6 +187,7 @@ bool LoadsBf16Itself(OpKind op) {
     case ir::OpFamily::kBinary:
     case ir::OpFamily::kSelect:
     case ir::OpFamily::kMatMul:
+    case ir::OpFamily::kReduction:
       return true;
     default:
       break;

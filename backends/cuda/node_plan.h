@@ -110,9 +110,9 @@ absl::StatusOr<kernels::StridedMap> MakeBroadcastMap(const ir::Node& node, const
 std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to);
 
 // Whether `op`'s launches take bf16 storage as it is: the elementwise
-// kernels, the softmax family, normalization and rotary (which load bf16
-// widened and store their result rounded once), and matmul (bf16 operands
-// to the tensor cores, the f32 sum rounded once). The others compute bf16
+// kernels, reductions, the softmax family, normalization and rotary (which
+// load bf16 widened and store their result rounded once), and matmul (bf16
+// operands to the tensor cores, the f32 sum rounded once). The others compute bf16
 // through the f32 kernels (NodePlan::through_f32).
 bool LoadsBf16Itself(OpKind op);
 

@@ -30,7 +30,7 @@ __device__ int64_t ReducedOffset(const ReductionPlan& plan, int64_t r) {
 // out[o * chunks + chunk] (divided by the mean's count when `mean`, which
 // only a single chunk asks for). A work item is one (outputs, chunk) pair.
 template <typename Op>
-__global__ void ReduceKernel(const float* x, float* out, ReductionPlan plan, int outputs_per_block,
+__global__ void ReduceKernel(ElementsIn x, ElementsOut out, ReductionPlan plan, int outputs_per_block,
                              int64_t chunks, int64_t chunk_length, bool mean, Op op) {
   __shared__ float scratch[kFoldThreads];
   const int lane = static_cast<int>(threadIdx.x) % outputs_per_block;
@@ -50,13 +50,13 @@ __global__ void ReduceKernel(const float* x, float* out, ReductionPlan plan, int
     if (o < plan.num_outputs) {
       int64_t base;
       OffsetsOf(plan.kept, o, &base);
-      for (int64_t r = begin + t; r < end; r += group) acc = op(acc, x[base + ReducedOffset(plan, r)]);
+      for (int64_t r = begin + t; r < end; r += group) acc = op(acc, Load(x, base + ReducedOffset(plan, r)));
     }
     scratch[threadIdx.x] = acc;
     __syncthreads();
     TreeFold(scratch, lane, t, group, outputs_per_block, op);
     if (t == 0 && o < plan.num_outputs) {
-      out[o * chunks + chunk] = mean ? scratch[lane] / plan.reduced_count : scratch[lane];
+      Store(out, o * chunks + chunk, mean ? scratch[lane] / plan.reduced_count : scratch[lane]);
     }
     __syncthreads();
   }
@@ -199,7 +199,7 @@ int64_t ReduceChunks(const ReductionPlan& plan) {
 }
 
 template <typename Op>
-cudaError_t LaunchReducePass(const float* x, float* out, const ReductionPlan& plan, int64_t chunks,
+cudaError_t LaunchReducePass(ElementsIn x, ElementsOut out, const ReductionPlan& plan, int64_t chunks,
                              int64_t chunk_length, bool mean, Op op, cudaStream_t stream) {
   const int64_t reduced = chunks > 1 ? chunk_length : ReducedTotal(plan);
   const bool outputs_adjacent = plan.kept.rank > 0 && plan.kept.strides[0][plan.kept.rank - 1] == 1;
@@ -213,12 +213,13 @@ cudaError_t LaunchReducePass(const float* x, float* out, const ReductionPlan& pl
 }
 
 template <typename Op>
-cudaError_t ReduceInPasses(const float* x, float* out, const ReductionPlan& plan, bool mean, Op op, void* scratch,
+cudaError_t ReduceInPasses(ElementsIn x, ElementsOut out, const ReductionPlan& plan, bool mean, Op op, void* scratch,
                            cudaStream_t stream) {
   const int64_t chunks = ReduceChunks(plan);
   if (chunks == 1) return LaunchReducePass(x, out, plan, 1, ReducedTotal(plan), mean, op, stream);
-  float* partials = static_cast<float*>(scratch);  // [num_outputs, chunks]
-  if (cudaError_t error = LaunchReducePass(x, partials, plan, chunks, kReduceChunk, false, op, stream);
+  float* partials = static_cast<float*>(scratch);  // [num_outputs, chunks], f32 whatever x and out are
+  if (cudaError_t error = LaunchReducePass(x, ElementsOut{partials, false}, plan, chunks, kReduceChunk, false, op,
+                                           stream);
       error != cudaSuccess) {
     return error;
   }
@@ -232,7 +233,7 @@ cudaError_t ReduceInPasses(const float* x, float* out, const ReductionPlan& plan
   second.reduced_extents[0] = chunks;
   second.reduced_strides[0] = 1;
   second.reduced_count = plan.reduced_count;
-  return LaunchReducePass(partials, out, second, 1, chunks, mean, op, stream);
+  return LaunchReducePass(ElementsIn{partials, false}, out, second, 1, chunks, mean, op, stream);
 }
 }  // namespace
 
@@ -241,7 +242,7 @@ size_t ReduceScratchBytes(const ReductionPlan& plan) {
   return chunks == 1 ? 0 : static_cast<size_t>(plan.num_outputs * chunks) * sizeof(float);
 }
 
-cudaError_t LaunchReduce(ReduceOp op, const float* x, float* out, const ReductionPlan& plan, void* scratch,
+cudaError_t LaunchReduce(ReduceOp op, ElementsIn x, ElementsOut out, const ReductionPlan& plan, void* scratch,
                          cudaStream_t stream) {
   if (plan.num_outputs <= 0) return cudaSuccess;
   if (op == ReduceOp::kMax) return ReduceInPasses(x, out, plan, false, MaxOp(), scratch, stream);

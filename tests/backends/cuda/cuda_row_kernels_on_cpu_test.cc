@@ -51,16 +51,18 @@ TEST(CudaKernelsOnCpu, FewOutputsOfManyElementsAreReducedInChunksOfAFixedLength)
   EXPECT_EQ(ReduceScratchBytes(PlanOf({2000, 70000}, {1})), 0u);
 }
 
+// A reduction's input shape and the axes it reduces.
+struct ReductionCase {
+  ir::Shape shape;
+  std::vector<int64_t> axes;
+};
+
 TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
-  struct Case {
-    ir::Shape shape;
-    std::vector<int64_t> axes;
-  };
   // Rows longer than a block (one output a block), columns (32 neighbouring
   // outputs a block, the last block partial), two separated axes, all axes;
   // and reductions past one chunk into few outputs, which take two passes
   // (the whole of 140000 elements, rows of 70000, columns of 66000).
-  for (const Case& c : std::vector<Case>{{{2, 3, 300}, {2}},
+  for (const ReductionCase& c : std::vector<ReductionCase>{{{2, 3, 300}, {2}},
                                          {{600, 70}, {0}},
                                          {{5, 33, 7}, {0, 2}},
                                          {{37}, {0}},
@@ -83,7 +85,7 @@ TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
       const HostTensor expected = Reference(kind, {x}, {{"axes", c.axes}, {"keep_dims", int64_t{0}}});
       std::vector<float> scratch(ReduceScratchBytes(plan) / sizeof(float));
       const HostTensor actual = RunTwice(expected.type(), [&](HostTensor& out) {
-        return LaunchReduce(op, x.f32(), out.f32(), plan, scratch.data(), kStream);
+        return LaunchReduce(op, {x.f32()}, {out.f32()}, plan, scratch.data(), kStream);
       });
       if (op == ReduceOp::kMax) {
         ExpectSameBits(actual, expected, absl::StrCat("reduce_max ", what));
@@ -98,6 +100,34 @@ TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
         const double relative = 2 * (plan.reduced_count - 1) * std::ldexp(1.0, -24);
         ExpectClose(actual, expected, relative, 0, absl::StrCat(ir::OpName(kind), " ", what), bound);
       }
+    }
+  }
+}
+
+// bf16 reductions in one launch (widened as loaded, partials in f32, the
+// result rounded once) give the bits of widening, the f32 reduction and
+// narrowing: in one pass and in two.
+TEST(CudaKernelsOnCpu, ReductionsOnBf16GiveTheBitsOfWideningAndNarrowing) {
+  for (const ReductionCase& c : std::vector<ReductionCase>{{{2, 3, 300}, {2}}, {{600, 70}, {0}}, {{140000}, {0}}}) {
+    HostTensor x16({DType::kBF16, c.shape});
+    const HostTensor x = Random(c.shape, -1, 1, 21);
+    ASSERT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, x.data(), x16.data(), x.num_elements(), kStream), cudaSuccess);
+    HostTensor wide({DType::kF32, c.shape});
+    ASSERT_EQ(LaunchConvert(ConvertOp::kBf16ToF32, x16.data(), wide.data(), x.num_elements(), kStream), cudaSuccess);
+    const ReductionPlan plan = PlanOf(c.shape, c.axes);
+    std::vector<float> scratch(ReduceScratchBytes(plan) / sizeof(float));
+    const ir::Shape out_shape = {plan.num_outputs};
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
+      const HostTensor one = RunTwice({DType::kBF16, out_shape}, [&](HostTensor& out) {
+        return LaunchReduce(op, {x16.data(), true}, {out.data(), true}, plan, scratch.data(), kStream);
+      });
+      const HostTensor f32 = RunTwice({DType::kF32, out_shape}, [&](HostTensor& out) {
+        return LaunchReduce(op, {wide.f32()}, {out.f32()}, plan, scratch.data(), kStream);
+      });
+      HostTensor narrowed({DType::kBF16, out_shape});
+      ASSERT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, f32.data(), narrowed.data(), f32.num_elements(), kStream),
+                cudaSuccess);
+      ExpectSameBits(one, narrowed, absl::StrCat("reduction ", static_cast<int>(op), " of ", x.num_elements()));
     }
   }
 }

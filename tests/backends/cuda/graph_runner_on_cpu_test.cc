@@ -226,9 +226,9 @@ TEST(GraphRunnerOnCpuBf16, ABf16MatmulGivesCublasItsOperandsAsTheyAre) {
   }
 }
 
-// A bf16 model's softmax, layer norm and rotary run as one kernel each on
-// their bf16 tensors (no widened copies): the bits of the same graph in f32
-// on the widened values, each result rounded to bf16.
+// A bf16 model's softmax, layer norm, rotary and reductions run as one
+// kernel each on their bf16 tensors (no widened copies): the bits of the
+// same graph in f32 on the widened values, each result rounded to bf16.
 TEST(GraphRunnerOnCpuBf16, RowOpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
   auto build = [](ir::Graph& graph, ir::DType dtype) {
     ir::GraphBuilder b(&graph);
@@ -239,6 +239,7 @@ TEST(GraphRunnerOnCpuBf16, RowOpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
     graph.AddOutput("softmax", b.Add(ir::OpKind::kSoftmax, {x}, {}, here));
     graph.AddOutput("norm", b.Add(ir::OpKind::kLayerNorm, {x, gain, bias}, {{"eps", 1e-5}}, here));
     graph.AddOutput("rotary", b.Add(ir::OpKind::kRotary, {x}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}, here));
+    graph.AddOutput("sums", b.Add(ir::OpKind::kReduceSum, {x}, {{"axes", std::vector<int64_t>{0, 1}}}, here));
     return b.status();
   };
   ir::Graph bf16_graph("bf16 rows"), f32_graph("f32 rows");
@@ -254,7 +255,7 @@ TEST(GraphRunnerOnCpuBf16, RowOpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   absl::StatusOr<ir::TensorMap> f32 = (*runner)->RunFromHost(f32_graph, f32_inputs);
   ASSERT_TRUE(f32.ok()) << f32.status();
-  for (const char* name : {"softmax", "norm", "rotary"}) {
+  for (const char* name : {"softmax", "norm", "rotary", "sums"}) {
     const ir::HostTensor& got = bf16->at(name);
     ASSERT_EQ(got.type().dtype, ir::DType::kBF16) << name;
     const auto* bits = reinterpret_cast<const uint16_t*>(got.data());
