@@ -179,8 +179,6 @@ std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to) {
   return std::nullopt;
 }
 
-// Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
-// and an operand or its result is bf16.
 bool LoadsBf16Itself(OpKind op) {
   switch (ir::Def(op).family) {
     case ir::OpFamily::kUnary:
@@ -207,6 +205,8 @@ bool LoadsBf16Itself(OpKind op) {
   }
 }
 
+// Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
+// and an operand or its result is bf16.
 bool ComputesOnBf16(const ir::Node& node, const std::vector<TensorType>& operands) {
   if (ir::MovesAnyDType(node.op)) return false;
   if (node.type.dtype == DType::kBF16) return true;
