@@ -2,7 +2,7 @@
 // as one kernel, storing only the members read after the run: the same
 // bits as a kernel per node (RunnerOptions::fuse_elementwise off), in f32
 // and bf16, for a linear layer's bias add and GELU with a residual add, and
-// for whole training steps of a GPT with AdamW (whose update is mostly
+// for a whole training step of a GPT with AdamW (whose update is mostly
 // such runs). On the CPU, on CUDA's execution model.
 #include <algorithm>
 #include <cmath>
@@ -103,10 +103,11 @@ TEST(GraphRunnerFusedOnCpu, ABiasGeluAndResidualRunGivesTheBitsOfAKernelPerNode)
   }
 }
 
-// Whole training steps of a GPT with AdamW on the fused runner
-// give the bits of the runner with a kernel per node: every loss and every
-// state tensor, two steps. The update graph is mostly fused runs.
-TEST(GraphRunnerFusedOnCpu, GptStepsWithAdamWAreBitIdenticalFusedOrNot) {
+// A whole training step of a GPT with AdamW on the fused runner gives the
+// bits of the runner with a kernel per node: the loss and every state
+// tensor (parameters and both moments). The update graph is mostly fused
+// runs.
+TEST(GraphRunnerFusedOnCpu, AGptStepWithAdamWIsBitIdenticalFusedOrNot) {
   examples::ExampleJobOptions options;
   options.model = "gpt";
   options.layers = 1;
@@ -127,7 +128,7 @@ TEST(GraphRunnerFusedOnCpu, GptStepsWithAdamWAreBitIdenticalFusedOrNot) {
       return runner.RunFromHost(graph, inputs);
     };
     ir::TensorMap state = *initial;
-    for (int step = 1; step <= 2; ++step) {
+    for (int step = 1; step <= 1; ++step) {
       absl::StatusOr<std::vector<ir::TensorMap>> batch = job->train_batch(static_cast<uint64_t>(step - 1));
       EXPECT_TRUE(batch.ok()) << batch.status();
       if (!batch.ok()) return state;
@@ -144,9 +145,9 @@ TEST(GraphRunnerFusedOnCpu, GptStepsWithAdamWAreBitIdenticalFusedOrNot) {
   std::vector<float> fused_losses, per_node_losses;
   const ir::TensorMap fused_state = train(*fused, fused_losses);
   const ir::TensorMap per_node_state = train(*per_node, per_node_losses);
-  ASSERT_EQ(fused_losses.size(), 2u);
-  ASSERT_EQ(per_node_losses.size(), 2u);
-  EXPECT_EQ(std::memcmp(fused_losses.data(), per_node_losses.data(), 2 * sizeof(float)), 0);
+  ASSERT_EQ(fused_losses.size(), 1u);
+  ASSERT_EQ(per_node_losses.size(), 1u);
+  EXPECT_EQ(std::memcmp(fused_losses.data(), per_node_losses.data(), sizeof(float)), 0);
   ExpectSameBits(fused_state, per_node_state);
 
   // Over 90% of the update's elementwise nodes over tensors are launched
