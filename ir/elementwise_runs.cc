@@ -51,21 +51,25 @@ bool ReadsAny(const Node& node, const std::vector<ValueId>& members) {
   return false;
 }
 
-// The distinct operands from outside the run that `members` plus `node` read.
-size_t InputsWith(const Graph& graph, const std::vector<ValueId>& members, const Node& node) {
-  std::vector<ValueId> inputs;
-  auto count = [&](const Node& member) {
-    for (ValueId operand : member.operands) {
-      if (std::find(members.begin(), members.end(), operand) != members.end()) continue;
-      if (std::find(inputs.begin(), inputs.end(), operand) == inputs.end()) inputs.push_back(operand);
-    }
-  };
-  for (ValueId member : members) count(graph.node(member));
-  count(node);
-  return inputs.size();
-}
-
 }  // namespace
+
+RunOperands OperandsOf(const Graph& graph, const std::vector<ValueId>& members) {
+  RunOperands result;
+  for (ValueId member : members) {
+    std::vector<int32_t>& sources = result.sources.emplace_back();
+    for (ValueId operand : graph.node(member).operands) {
+      auto earlier = std::find(members.begin(), members.end(), operand);
+      if (earlier != members.end()) {
+        sources.push_back(static_cast<int32_t>(earlier - members.begin()));
+        continue;
+      }
+      auto input = std::find(result.inputs.begin(), result.inputs.end(), operand);
+      if (input == result.inputs.end()) input = result.inputs.insert(input, operand);
+      sources.push_back(-1 - static_cast<int32_t>(input - result.inputs.begin()));
+    }
+  }
+  return result;
+}
 
 ElementwiseRuns FindElementwiseRuns(const Graph& graph, const std::vector<bool>& needed,
                                     const ElementwiseRunRules& rules) {
@@ -80,9 +84,12 @@ ElementwiseRuns FindElementwiseRuns(const Graph& graph, const std::vector<bool>&
     }
     current.clear();
   };
-  auto within_bounds = [&](const Node& node) {
+  auto within_bounds = [&](ValueId id) {
     if (rules.max_members != 0 && current.size() + 1 > rules.max_members) return false;
-    return rules.max_inputs == 0 || InputsWith(graph, current, node) <= rules.max_inputs;
+    if (rules.max_inputs == 0) return true;
+    std::vector<ValueId> with = current;
+    with.push_back(id);
+    return OperandsOf(graph, with).inputs.size() <= rules.max_inputs;
   };
   for (ValueId id = 0; id < graph.size(); ++id) {
     if (!needed[id]) continue;
@@ -94,14 +101,14 @@ ElementwiseRuns FindElementwiseRuns(const Graph& graph, const std::vector<bool>&
       // correction, a learning rate): evaluated as usual, before the run's
       // launch, and read by later members like a constant.
       if (node.type.num_elements() == 1 && NumElements(shape) != 1 && !ReadsAny(node, current)) continue;
-      if (Fits(graph, node, shape, current, rules) && within_bounds(node)) {
+      if (Fits(graph, node, shape, current, rules) && within_bounds(id)) {
         current.push_back(id);
         continue;
       }
       close();
     }
     if (node.type.num_elements() >= rules.min_elements && Fits(graph, node, node.type.shape, current, rules) &&
-        within_bounds(node)) {
+        within_bounds(id)) {
       current.push_back(id);
     }
   }

@@ -58,6 +58,17 @@ struct ElementwiseRuns {
 ElementwiseRuns FindElementwiseRuns(const Graph& graph, const std::vector<bool>& needed,
                                     const ElementwiseRunRules& rules);
 
+// Where the members of a run read their operands, as an evaluator of the
+// run needs it: the run's inputs (the distinct values from outside it, in
+// the order the members first read them), and for member m's operand k,
+// sources[m][k]: the index of an earlier member (>= 0), or -1 - i for
+// inputs[i].
+struct RunOperands {
+  std::vector<ValueId> inputs;
+  std::vector<std::vector<int32_t>> sources;
+};
+RunOperands OperandsOf(const Graph& graph, const std::vector<ValueId>& members);
+
 // How an operand of `operand_shape` from outside a run of `run_shape` is
 // read at the run's flat element i: at i % period. `run elements` for an
 // operand of the run's shape, 1 for one element, the operand's elements

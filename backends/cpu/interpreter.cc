@@ -43,18 +43,9 @@ absl::Status EvaluateFusedRun(const ir::Graph& graph, const std::vector<ir::Valu
       values[id] = *std::move(out);
     }
   }
-  auto member_index = [&](ir::ValueId id) -> int64_t {
-    for (size_t m = 0; m < count; ++m) {
-      if (members[m] == id) return static_cast<int64_t>(m);
-    }
-    return -1;
-  };
-  // Where each member's operands come from: another member (its index), or
-  // a value outside the run (-1).
-  std::vector<std::vector<int64_t>> sources(count);
-  for (size_t m = 0; m < count; ++m) {
-    for (ir::ValueId operand : graph.node(members[m]).operands) sources[m].push_back(member_index(operand));
-  }
+  // Where each member's operands come from: an earlier member, or a value
+  // from outside the run.
+  const std::vector<std::vector<int32_t>> sources = ir::OperandsOf(graph, members).sources;
   const int64_t elements = graph.node(last).type.num_elements();
   const int64_t pieces = (elements + kFusedPiece - 1) / kFusedPiece;
   internal::ParallelFor(pieces, std::max<int64_t>(1, internal::kElementGrain / kFusedPiece),

@@ -254,31 +254,23 @@ RunPlan PlanRun(const ir::Graph& graph, const std::vector<ir::ValueId>& members,
   plan.members = members;
   const ir::Node& last = graph.node(members.back());
   plan.elements = last.type.num_elements();
+  ir::RunOperands operands = ir::OperandsOf(graph, members);
+  for (size_t i = 0; i < operands.inputs.size(); ++i) {
+    const TensorType& type = graph.type(operands.inputs[i]);
+    kernels::FusedInput& read = plan.program.inputs[i];
+    read.bf16 = type.dtype == DType::kBF16;
+    read.period = ir::RepeatPeriod(type.shape, last.type.shape, kFusedRunRules.bias);
+  }
   for (size_t m = 0; m < members.size(); ++m) {
     const ir::Node& node = graph.node(members[m]);
     kernels::FusedStep& step = plan.program.steps[m];
     step.op = node.op;
     step.arity = static_cast<int>(node.operands.size());
     step.bf16 = node.type.dtype == DType::kBF16;
-    for (size_t k = 0; k < node.operands.size(); ++k) {
-      const ir::ValueId operand = node.operands[k];
-      auto member = std::find(members.begin(), members.end(), operand);
-      if (member != members.end()) {
-        step.operands[k] = static_cast<int>(member - members.begin());
-        continue;
-      }
-      auto input = std::find(plan.inputs.begin(), plan.inputs.end(), operand);
-      if (input == plan.inputs.end()) {
-        const TensorType& type = graph.type(operand);
-        kernels::FusedInput& read = plan.program.inputs[plan.inputs.size()];
-        read.bf16 = type.dtype == DType::kBF16;
-        read.period = ir::RepeatPeriod(type.shape, last.type.shape, kFusedRunRules.bias);
-        input = plan.inputs.insert(plan.inputs.end(), operand);
-      }
-      step.operands[k] = -1 - static_cast<int>(input - plan.inputs.begin());
-    }
+    for (size_t k = 0; k < node.operands.size(); ++k) step.operands[k] = operands.sources[m][k];
     plan.stored.push_back(last_use[members[m]] > members.back());
   }
+  plan.inputs = std::move(operands.inputs);
   plan.program.num_steps = static_cast<int>(members.size());
   plan.program.num_inputs = static_cast<int>(plan.inputs.size());
   return plan;

@@ -45,6 +45,12 @@ TEST(ElementwiseRuns, AChainIsOneRunThatScalarConstantsDoNotBreakAndOtherOpsEnd)
   EXPECT_EQ(runs.role[h], 1);
   for (ValueId other : {x, y, two, t, e, f}) EXPECT_EQ(runs.role[other], ElementwiseRuns::kNotInRun) << other;
 
+  // How the run's members read their operands: x and y, then a and the
+  // constant, then c.
+  const RunOperands operands = OperandsOf(graph, runs.runs[0]);
+  EXPECT_EQ(operands.inputs, (std::vector<ValueId>{x, y, two}));
+  EXPECT_EQ(operands.sources, (std::vector<std::vector<int32_t>>{{-1, -2}, {0, -3}, {1}}));
+
   // Nodes not needed are not members, and the run around them ends.
   std::vector<bool> needed = All(graph);
   needed[c] = false;
