@@ -42,6 +42,17 @@ inline HostTensor Floats(const Shape& shape, uint32_t seed, float low = -2.0f, f
   return HostTensor::FromFloats(shape, cpu::kernel_test::RandomFloats(ir::NumElements(shape), seed, low, high));
 }
 
+// Multiples of 1/16 in [0.5, 1.5]: any sum of fewer than 2^19 of them is
+// exact in f32 (23 bits above the 1/16 step), so every order of summation
+// gives the same bits.
+inline HostTensor Sixteenths(const Shape& shape, uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_int_distribution<int> distribution(8, 24);
+  std::vector<float> values(static_cast<size_t>(ir::NumElements(shape)));
+  for (float& v : values) v = static_cast<float>(distribution(engine)) / 16.0f;
+  return HostTensor::FromFloats(shape, values);
+}
+
 // Small integers as f32, so that equal() and where() see ties and zeros.
 inline HostTensor SmallIntegers(const Shape& shape, uint32_t seed, int high) {
   std::mt19937 engine(seed);
@@ -91,6 +102,8 @@ class CaseBuilder {
 struct OpCaseSpec {
   std::string name;
   std::function<void(CaseBuilder&)> build;
+  // LargeShapeCases: the most max |gpu - cpu| may be, relative to max |cpu|.
+  double in_norm = 1e-5;
 };
 // Names the case in failure messages instead of dumping its bytes.
 inline void PrintTo(const OpCaseSpec& spec, std::ostream* os) { *os << spec.name; }
