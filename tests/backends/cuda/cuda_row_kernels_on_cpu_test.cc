@@ -343,6 +343,53 @@ TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheRefere
               "tiled attention at positions");
 }
 
+// The kernels of the common head widths (32, 64 and 128: the width a
+// compile-time constant, rows split between lanes at 64 and 128) on their
+// 16-byte-aligned operands, the gradient, and queries at positions against
+// a longer cache; each repeats bit for bit. At width 32, grouped heads and
+// 70 rows: two blocks of query rows (the second partly idle) and three key
+// tiles (the last partial); at the split widths one head and 40 rows (one
+// block, partly idle, two tiles), since a CPU thread per lane makes their
+// shuffles slow here.
+TEST(CudaKernelsOnCpu, AttentionAtTheCommonHeadWidthsMatchesTheReference) {
+  for (int64_t width : {int64_t{32}, int64_t{64}, int64_t{128}}) {
+    // Two query heads on one key/value head at width 32; one of each at the
+    // split widths.
+    const int64_t seq = width == 32 ? 70 : 40, heads = width == 32 ? 2 : 1;
+    const std::string what = absl::StrCat(" width ", width);
+    const HostTensor q = Random({1, heads, seq, width}, -1, 1, 50), k = Random({1, 1, seq, width}, -1, 1, 51),
+                     v = Random({1, 1, seq, width}, -1, 1, 52), dy = Random({1, heads, seq, width}, -1, 1, 53);
+    for (const HostTensor* t : {&q, &k, &v, &dy}) ASSERT_EQ(reinterpret_cast<uintptr_t>(t->f32()) % 16, 0u) << what;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(width));
+    const ir::Attributes attributes = {{"scale", double{scale}}};
+    const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
+      return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 1, heads, 1, seq, seq, width, scale,
+                             kStream);
+    });
+    ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, attributes), 1e-5, 1e-6, "attention" + what);
+    const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
+    std::vector<float> scratch(AttentionGradScratchBytes(heads * seq) / sizeof(float));
+    const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
+      float* dq = result.f32();
+      return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 1, heads, 1, seq,
+                                 width, scale, scratch.data(), kStream);
+    });
+    ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, attributes), 1e-4, 1e-5,
+                "attention_grad" + what);
+
+    const HostTensor cache_k = Random({1, 1, 100, width}, -1, 1, 54), cache_v = Random({1, 1, 100, width}, -1, 1, 55);
+    std::vector<int32_t> at(static_cast<size_t>(seq));
+    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % 100);
+    const HostTensor positions = HostTensor::FromInts({1, seq}, at);
+    const HostTensor cached = RunTwice(q.type(), [&](HostTensor& result) {
+      return LaunchAttention(q.f32(), cache_k.f32(), cache_v.f32(), positions.i32(), result.f32(), 1, heads, 1, seq, 100,
+                             width, scale, kStream);
+    });
+    ExpectClose(cached, Reference(OpKind::kAttention, {q, cache_k, cache_v, positions}, attributes), 1e-5, 1e-6,
+                "attention at positions" + what);
+  }
+}
+
 TEST(CudaKernelsOnCpu, CrossEntropyAndItsGradientMatchTheReference) {
   for (int64_t classes : {int64_t{5}, int64_t{300}}) {
     const HostTensor logits = Random({7, classes}, -4, 4, 20);
