@@ -16,6 +16,7 @@ namespace {
 // block reads along the row.
 
 __device__ int64_t ReducedOffset(const ReductionPlan& plan, int64_t r) {
+  if (plan.reduced_rank == 1) return r * plan.reduced_strides[0];  // no division (axes are merged where they can be)
   int64_t offset = 0;
   for (int axis = plan.reduced_rank - 1; axis >= 0; --axis) {
     const int64_t extent = plan.reduced_extents[axis];
@@ -176,14 +177,16 @@ __global__ void CausalMaskKernel(const float* x, float* out, int64_t rows, int64
 }  // namespace
 
 namespace {
-// A reduction of more than kReduceChunk elements per output, into fewer
-// outputs than fill the GPU, runs in two passes: each chunk of
-// kReduceChunk reduced elements is folded by a block of its own (so a full
-// reduction of 4M floats takes 64 blocks, not one), then each output's
-// chunk results are folded in chunk order. The chunk length is a constant,
-// so the order depends on the shape alone, never on the GPU.
-constexpr int64_t kReduceChunk = 65536;
-constexpr int64_t kFewOutputs = 1024;
+// A reduction whose outputs alone give the GPU too few blocks (a bias
+// gradient's 1024 columns are 32 blocks; a loss's sum, one) runs in two
+// passes: each output's reduced elements are cut into chunks of equal
+// length, each chunk folded by a block of its own, then each output's
+// chunk results folded in chunk order. The chunks are as many as bring the
+// blocks to kTargetBlocks, but no shorter than leave a block
+// kMinBlockElements to fold. Both are constants, so the order depends on
+// the shape alone, never on the GPU.
+constexpr int64_t kTargetBlocks = 1024;
+constexpr int64_t kMinBlockElements = 8192;
 
 int64_t ReducedTotal(const ReductionPlan& plan) {
   int64_t total = 1;
@@ -191,20 +194,35 @@ int64_t ReducedTotal(const ReductionPlan& plan) {
   return total;
 }
 
+// The outputs a block folds at once: 32 where neighbouring outputs lie next
+// to each other in the input (a warp reads 32 neighbours) or each output's
+// elements are too few to share a block, else 1.
+int OutputsPerBlock(const ReductionPlan& plan, int64_t reduced) {
+  const bool outputs_adjacent = plan.kept.rank > 0 && plan.kept.strides[0][plan.kept.rank - 1] == 1;
+  const bool reduced_adjacent = plan.reduced_rank > 0 && plan.reduced_strides[plan.reduced_rank - 1] == 1;
+  return (outputs_adjacent && !reduced_adjacent) || reduced < kFoldThreads ? 32 : 1;
+}
+
 // The chunks each output's reduction is cut into: 1 for a single pass.
 int64_t ReduceChunks(const ReductionPlan& plan) {
   const int64_t total = ReducedTotal(plan);
-  if (plan.num_outputs > kFewOutputs || total <= kReduceChunk) return 1;
-  return (total + kReduceChunk - 1) / kReduceChunk;
+  const int64_t per_block = OutputsPerBlock(plan, total);
+  const int64_t groups = (plan.num_outputs + per_block - 1) / per_block;
+  const int64_t shortest = kMinBlockElements / per_block;  // a chunk's fewest elements
+  if (groups >= kTargetBlocks || total <= shortest) return 1;
+  const int64_t wanted = (kTargetBlocks + groups - 1) / groups;
+  const int64_t most = (total + shortest - 1) / shortest;
+  return wanted < most ? wanted : most;
+}
+
+int64_t ChunkLength(const ReductionPlan& plan, int64_t chunks) {
+  return (ReducedTotal(plan) + chunks - 1) / chunks;
 }
 
 template <typename Op>
 cudaError_t LaunchReducePass(ElementsIn x, ElementsOut out, const ReductionPlan& plan, int64_t chunks,
                              int64_t chunk_length, bool mean, Op op, cudaStream_t stream) {
-  const int64_t reduced = chunks > 1 ? chunk_length : ReducedTotal(plan);
-  const bool outputs_adjacent = plan.kept.rank > 0 && plan.kept.strides[0][plan.kept.rank - 1] == 1;
-  const bool reduced_adjacent = plan.reduced_rank > 0 && plan.reduced_strides[plan.reduced_rank - 1] == 1;
-  const int outputs_per_block = (outputs_adjacent && !reduced_adjacent) || reduced < kFoldThreads ? 32 : 1;
+  const int outputs_per_block = OutputsPerBlock(plan, chunks > 1 ? chunk_length : ReducedTotal(plan));
   const int64_t blocks = (plan.num_outputs + outputs_per_block - 1) / outputs_per_block * chunks;
   const unsigned grid = static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
   TANDEM_LAUNCH(ReduceKernel, grid, kFoldThreads, 0, stream)(x, out, plan, outputs_per_block, chunks, chunk_length,
@@ -218,8 +236,8 @@ cudaError_t ReduceInPasses(ElementsIn x, ElementsOut out, const ReductionPlan& p
   const int64_t chunks = ReduceChunks(plan);
   if (chunks == 1) return LaunchReducePass(x, out, plan, 1, ReducedTotal(plan), mean, op, stream);
   float* partials = static_cast<float*>(scratch);  // [num_outputs, chunks], f32 whatever x and out are
-  if (cudaError_t error = LaunchReducePass(x, ElementsOut{partials, false}, plan, chunks, kReduceChunk, false, op,
-                                           stream);
+  if (cudaError_t error = LaunchReducePass(x, ElementsOut{partials, false}, plan, chunks, ChunkLength(plan, chunks),
+                                           false, op, stream);
       error != cudaSuccess) {
     return error;
   }

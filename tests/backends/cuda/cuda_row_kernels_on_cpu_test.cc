@@ -42,12 +42,16 @@ ReductionPlan PlanOf(const ir::Shape& shape, const std::vector<int64_t>& axes) {
   return plan;
 }
 
-TEST(CudaKernelsOnCpu, FewOutputsOfManyElementsAreReducedInChunksOfAFixedLength) {
-  // 65536 elements a chunk, whatever the GPU: 300000 -> 5 chunks; 3 rows of
-  // 140000 -> 3 x 3; one chunk or many outputs -> one pass, no scratch.
-  EXPECT_EQ(ReduceScratchBytes(PlanOf({300000}, {0})), 5 * sizeof(float));
-  EXPECT_EQ(ReduceScratchBytes(PlanOf({3, 140000}, {1})), 9 * sizeof(float));
-  EXPECT_EQ(ReduceScratchBytes(PlanOf({65536}, {0})), 0u);
+TEST(CudaKernelsOnCpu, FewOutputsOfManyElementsAreReducedInChunksFixedByTheShape) {
+  // Chunks enough for 1024 blocks, each folding at least 8192 elements,
+  // whatever the GPU: 300000 -> 37 chunks of 8192 (the last partial); 3
+  // rows of 140000 -> 3 x 18; a bias gradient's 1024 columns of 4096 (32
+  // columns a block) -> 1024 x 16 chunks of 256 rows; a single block's worth
+  // or outputs enough -> one pass, no scratch.
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({300000}, {0})), 37 * sizeof(float));
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({3, 140000}, {1})), 3 * 18 * sizeof(float));
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({4096, 1024}, {0})), 1024 * 16 * sizeof(float));
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({8192}, {0})), 0u);
   EXPECT_EQ(ReduceScratchBytes(PlanOf({2000, 70000}, {1})), 0u);
 }
 
@@ -59,16 +63,17 @@ struct ReductionCase {
 
 TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
   // Rows longer than a block (one output a block), columns (32 neighbouring
-  // outputs a block, the last block partial), two separated axes, all axes;
-  // and reductions past one chunk into few outputs, which take two passes
-  // (the whole of 140000 elements, rows of 70000, columns of 66000).
+  // outputs a block, the last block partial, 3 chunks of 200 rows), two
+  // separated axes, all axes; and reductions into few outputs in two passes
+  // (the whole of 20000 elements and rows of 20000 in 3 chunks, columns of
+  // 3000 in 12; the last chunk of each partial).
   for (const ReductionCase& c : std::vector<ReductionCase>{{{2, 3, 300}, {2}},
                                          {{600, 70}, {0}},
                                          {{5, 33, 7}, {0, 2}},
                                          {{37}, {0}},
-                                         {{140000}, {0}},
-                                         {{2, 70000}, {1}},
-                                         {{66000, 2}, {0}}}) {
+                                         {{20000}, {0}},
+                                         {{2, 20000}, {1}},
+                                         {{3000, 2}, {0}}}) {
     HostTensor x = Random(c.shape, -1, 1, 11);
     std::vector<double> scale;  // a sum's error bound scales with the sum of |x|
     {
@@ -108,7 +113,7 @@ TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
 // result rounded once) give the bits of widening, the f32 reduction and
 // narrowing: in one pass and in two.
 TEST(CudaKernelsOnCpu, ReductionsOnBf16GiveTheBitsOfWideningAndNarrowing) {
-  for (const ReductionCase& c : std::vector<ReductionCase>{{{2, 3, 300}, {2}}, {{600, 70}, {0}}, {{140000}, {0}}}) {
+  for (const ReductionCase& c : std::vector<ReductionCase>{{{2, 3, 300}, {2}}, {{600, 70}, {0}}, {{20000}, {0}}}) {
     HostTensor x16({DType::kBF16, c.shape});
     const HostTensor x = Random(c.shape, -1, 1, 21);
     ASSERT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, x.data(), x16.data(), x.num_elements(), kStream), cudaSuccess);
