@@ -402,10 +402,9 @@ constexpr int kTileRows = 32;      // keys (or query rows) a shared-memory tile 
 #define TANDEM_UNROLL
 #endif
 
-// Whether the fast kernels take this width (and the pointers are aligned
-// for their 16-byte loads).
+// Whether the fast kernels take this width (they also need every pointer
+// Aligned16, for their 16-byte loads).
 bool FastAttentionWidth(int64_t width) { return width == 32 || width == 64 || width == 128; }
-bool Aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
 // The sum of a row's dot product over the kSplit adjacent lanes that hold
 // its parts, the same bits in each of them.

@@ -144,6 +144,9 @@ int RowThreads(int64_t length) {
 
 unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
+// Whether `pointer` may be read or written 16 bytes at a time (float4, uint4).
+bool Aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+
 }  // namespace
 }  // namespace tandem::cuda::kernels
 

@@ -324,6 +324,44 @@ TEST(CudaKernelsOnCpu, CopyRowsSlicesAsTheReference) {
   ExpectSameBits(actual, expected, "slice");
 }
 
+// Where whole 16-byte units move together (aligned pointers, the last axis
+// kept, every stride and row a whole number of units), gathers and row
+// copies move units: a head split [2, 6, 3, 8] -> [2, 3, 6, 8] in f32 (two
+// units a row) and bf16 (one), and slices of 4-element-aligned columns.
+// Where they do not (an odd offset), elements: the same bits either way.
+TEST(CudaKernelsOnCpu, GatherAndCopyRowsMoveSixteenByteUnitsWhereWholeUnitsMove) {
+  const HostTensor x = Random({2, 6, 3, 8}, -1, 1, 12);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(x.f32()) % 16, 0u);
+  StridedMap map;
+  map.rank = 4;
+  map.num_operands = 1;
+  const int64_t extents[4] = {2, 3, 6, 8}, strides[4] = {144, 8, 24, 1};
+  for (int axis = 0; axis < 4; ++axis) {
+    map.extents[axis] = extents[axis];
+    map.strides[0][axis] = strides[axis];
+  }
+  const ir::Attributes split = {{"permutation", std::vector<int64_t>{0, 2, 1, 3}}};
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const HostTensor in = dtype == DType::kF32 ? x : Reference(OpKind::kConvert, {x}, {{"dtype", std::string("bf16")}});
+    const HostTensor expected = Reference(OpKind::kTranspose, {in}, split);
+    const int size = static_cast<int>(ir::DTypeSize(dtype));
+    ExpectSameBits(RunTwice(expected.type(), [&](HostTensor& out) {
+                     return LaunchGather(in.data(), out.data(), size, map, kStream);
+                   }),
+                   expected, absl::StrCat("head split, ", size, "-byte elements"));
+  }
+  // Columns 4..11 of [70, 16] rows (whole units), then columns 3..10 (not).
+  const HostTensor rows = Random({70, 16}, -1, 1, 13);
+  for (int64_t start : {int64_t{4}, int64_t{3}}) {
+    const HostTensor expected =
+        Reference(OpKind::kSlice, {rows}, {{"axis", int64_t{1}}, {"start", start}, {"limit", start + 8}});
+    ExpectSameBits(RunTwice(expected.type(), [&](HostTensor& out) {
+                     return LaunchCopyRows(rows.f32() + start, 16, out.data(), 8, 70, 8, 4, kStream);
+                   }),
+                   expected, absl::StrCat("slice from column ", start));
+  }
+}
+
 TEST(CudaKernelsOnCpu, TheRangeCheckFindsTheFirstBadIdWhateverTheThreadsFindFirst) {
   std::vector<int32_t> values(1000, 3);
   values[700] = 10;  // found early by its thread's share, later in index order
