@@ -15,11 +15,14 @@
 #   block      tandem bench block against PyTorch eager on the same GPU (and,
 #              Tandem only, with composed attention and with a kernel per
 #              elementwise node, --unfused, to show what each fusion saves)
-#   gpt        the example GPT's step, single-process and over 2 actors,
-#              next to PyTorch's (tools/bench/torch_gpt_step.py)
+#   gpt        the example GPT's step on the reference interpreter (host
+#              maps between graphs: the verifier, not a speed path), on one
+#              actor (the whole model in one device process) and over 2
+#              actors, next to PyTorch's (tools/bench/torch_gpt_step.py)
 #   dataplane  tandem bench dataplane --device cuda
 #   fidelity   tandem bench fidelity --device cuda
-#   profile    tandem bench block --device cuda --profile (GPU time per op)
+#   profile    tandem bench block --device cuda --profile (GPU time per op),
+#              in f32 and in bf16
 #   kernels    tandem bench kernels --device cuda: every kernel of GPT-2
 #              small's step alone, its share of the GPU's peak, the CPU's
 #              time beside it
@@ -43,7 +46,7 @@ while (($#)); do
       (($# >= 2)) || { echo "gpu_check.sh: $1 needs a value" >&2; exit 2; }
       if [[ "$1" == --deadline ]]; then deadline_s=$2; else python=$2; fi
       shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     tests|parity|block|gpt|dataplane|fidelity|profile|kernels) steps+=("$1"); shift ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -141,6 +144,7 @@ for step in "${steps[@]}"; do
         --batch 4 --repeats 5 ;;
     gpt)
       run 90 gpt-reference "$bin/tandem" train --device cuda "${G[@]}" --launcher reference --steps 10
+      run 90 gpt-1actor "$bin/tandem" train --device cuda "${G[@]}" --actors 1 --schedule 1f1b --steps 10
       run 90 gpt-2actors "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10
       run 60 gpt-torch "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 --seq 128 \
         --batch 8 --layers 8 --microbatches 8 --repeats 10
@@ -150,7 +154,9 @@ for step in "${steps[@]}"; do
     fidelity) run 90 fidelity "$bin/tandem" bench fidelity --device cuda --steps 5 ;;
     profile)
       run 60 profile-d1024 "$bin/tandem" bench block --device cuda --no-torch --profile --repeats 3 --dim 1024 --heads 16 \
-        --seq 512 --batch 8 ;;
+        --seq 512 --batch 8
+      run 60 profile-d1024-bf16 "$bin/tandem" bench block --device cuda+bf16 --no-torch --profile --repeats 3 --dim 1024 \
+        --heads 16 --seq 512 --batch 8 ;;
     kernels)
       run 120 kernels-gpt2-small "$bin/tandem" bench kernels --device cuda --preset gpt2-small --seq 128 --batch 4 \
         --microbatches 1 --repeats 3 --top 30 ;;
