@@ -348,14 +348,14 @@ TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheRefere
               "tiled attention at positions");
 }
 
-// The kernels of the common head widths (32, 64 and 128: the width a
-// compile-time constant, rows split between lanes at 64 and 128) on their
-// 16-byte-aligned operands, the gradient, and queries at positions against
-// a longer cache; each repeats bit for bit. At width 32, grouped heads and
-// 70 rows: two blocks of query rows (the second partly idle) and three key
-// tiles (the last partial); at the split widths one head and 40 rows (one
-// block, partly idle, two tiles), since a CPU thread per lane makes their
-// shuffles slow here.
+// The kernels of the common head widths on their 16-byte-aligned operands:
+// at 32 and 64 the tiled products (32 query rows and 32 keys a tile), at
+// 128 a thread group per row (its elements split between lanes); the
+// gradient, and queries at positions against a longer cache; each repeats
+// bit for bit. At width 32, grouped heads and 70 rows (three query tiles,
+// the last partly idle, and as many key tiles); at 64 and 128 one head and
+// 40 rows (two tiles; one block at 128, partly idle), since a CPU thread
+// per lane makes their shuffles slow here.
 TEST(CudaKernelsOnCpu, AttentionAtTheCommonHeadWidthsMatchesTheReference) {
   for (int64_t width : {int64_t{32}, int64_t{64}, int64_t{128}}) {
     // Two query heads on one key/value head at width 32; one of each at the
