@@ -396,12 +396,6 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
 constexpr int kRowsPerBlock = 64;  // query (or key) rows a block takes
 constexpr int kTileRows = 32;      // keys (or query rows) a shared-memory tile holds
 
-#ifdef __CUDACC__
-#define TANDEM_UNROLL _Pragma("unroll")
-#else
-#define TANDEM_UNROLL
-#endif
-
 // Whether the fast kernels take this width (they also need every pointer
 // Aligned16, for their 16-byte loads).
 bool FastAttentionWidth(int64_t width) { return width == 32 || width == 64 || width == 128; }

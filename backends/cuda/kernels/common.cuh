@@ -26,6 +26,14 @@
 
 #include "backends/cuda/cuda_kernels.cuh"
 
+// Unrolls the loop that follows under nvcc (constant trip counts: arrays it
+// indexes stay in registers); nothing in the CPU build.
+#ifdef __CUDACC__
+#define TANDEM_UNROLL _Pragma("unroll")
+#else
+#define TANDEM_UNROLL
+#endif
+
 namespace tandem::cuda::kernels {
 namespace {
 

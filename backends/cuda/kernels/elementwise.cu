@@ -107,36 +107,68 @@ __global__ void BinaryKernel(ir::OpKind op, ElementsIn x, ElementsIn y, Elements
   }
 }
 
-// The contiguous case of BinaryKernel: each operand either row-major over
-// the output (step 1) or one value (step 0), so no per-axis div/mod.
-__global__ void FlatBinaryKernel(ir::OpKind op, ElementsIn x, int64_t x_step, ElementsIn y, int64_t y_step,
+// Element i of an operand read at i % period (the output's own order, one
+// value, or a block repeated along leading axes: a bias), in 32 bits where
+// the count allows (a 64-bit division costs several times more).
+__device__ int64_t PeriodicOffset(int64_t i, int64_t period, int64_t n) {
+  if (period == n) return i;
+  if (period == 1) return 0;
+  if (n <= 0xffffffffll) return static_cast<uint32_t>(i) % static_cast<uint32_t>(period);
+  return i % period;
+}
+
+// The periodic case of BinaryKernel: each operand read at i % its period,
+// so no per-axis div/mod.
+__global__ void FlatBinaryKernel(ir::OpKind op, ElementsIn x, int64_t x_period, ElementsIn y, int64_t y_period,
                                  ElementsOut out, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    Store(out, i, ApplyBinary(op, Load(x, i * x_step), Load(y, i * y_step)));
+    Store(out, i, ApplyBinary(op, Load(x, PeriodicOffset(i, x_period, n)), Load(y, PeriodicOffset(i, y_period, n))));
+  }
+}
+
+// A run's value `from` (an earlier step) out of `values`, whose indices are
+// compile-time constants in the unrolled steps: a chain of selects keeps
+// them in registers (an array indexed at run time lives in local memory).
+template <int kBefore>
+__device__ __forceinline__ float Earlier(const float (&values)[kMaxFusedSteps], int from) {
+  float value = 0.0f;
+  TANDEM_UNROLL
+  for (int t = 0; t < kBefore; ++t) value = t == from ? values[t] : value;
+  return value;
+}
+
+// Step kStep of a run and the steps after it, for element i.
+template <int kStep>
+__device__ __forceinline__ void RunSteps(const FusedProgram& program, int64_t i, int64_t n,
+                                         float (&values)[kMaxFusedSteps]) {
+  if constexpr (kStep < kMaxFusedSteps) {
+    if (kStep >= program.num_steps) return;
+    const FusedStep& step = program.steps[kStep];
+    float operand[2] = {0.0f, 0.0f};
+    TANDEM_UNROLL
+    for (int k = 0; k < 2; ++k) {
+      if (k < step.arity) {
+        const int from = step.operands[k];
+        if (from >= 0) {
+          operand[k] = Earlier<kStep>(values, from);
+        } else {
+          const FusedInput& input = program.inputs[-1 - from];
+          operand[k] = Load(ElementsIn{input.data, input.bf16}, PeriodicOffset(i, input.period, n));
+        }
+      }
+    }
+    float value = step.arity == 1 ? ApplyUnary(step.op, operand[0]) : ApplyBinary(step.op, operand[0], operand[1]);
+    if (step.bf16) value = __bfloat162float(__float2bfloat16_rn(value));  // what a later node would load
+    values[kStep] = value;
+    if (step.out != nullptr) Store(ElementsOut{step.out, step.bf16}, i, value);
+    RunSteps<kStep + 1>(program, i, n, values);
   }
 }
 
 __global__ void FusedKernel(FusedProgram program, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
     float values[kMaxFusedSteps];
-    for (int s = 0; s < program.num_steps; ++s) {
-      const FusedStep& step = program.steps[s];
-      float operand[2] = {0.0f, 0.0f};
-      for (int k = 0; k < step.arity; ++k) {
-        const int from = step.operands[k];
-        if (from >= 0) {
-          operand[k] = values[from];
-        } else {
-          const FusedInput& input = program.inputs[-1 - from];
-          const int64_t offset = input.period == n ? i : input.period == 1 ? 0 : i % input.period;
-          operand[k] = Load(ElementsIn{input.data, input.bf16}, offset);
-        }
-      }
-      float value = step.arity == 1 ? ApplyUnary(step.op, operand[0]) : ApplyBinary(step.op, operand[0], operand[1]);
-      if (step.bf16) value = __bfloat162float(__float2bfloat16_rn(value));  // what a later node would load
-      values[s] = value;
-      if (step.out != nullptr) Store(ElementsOut{step.out, step.bf16}, i, value);
-    }
+    RunSteps<0>(program, i, n, values);
   }
 }
 
@@ -221,18 +253,22 @@ cudaError_t LaunchUnary(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n,
 }
 
 namespace {
-// 1 when `operand` of `map` is row-major over the output, 0 when it is one
-// value broadcast everywhere, -1 otherwise.
-int64_t FlatStep(const StridedMap& map, int operand) {
-  bool row_major = true, repeated = true;
+// p when `operand` of `map` is read at output element i % p: row-major
+// over the trailing axes (p elements of them) and repeated along the rest
+// (p = the output's count when it is row-major over all of it, 1 when it
+// is one value); -1 otherwise.
+int64_t Period(const StridedMap& map, int operand) {
   int64_t stride = 1;
-  for (int axis = map.rank - 1; axis >= 0; --axis) {
-    const int64_t extent = map.extents[axis], actual = map.strides[operand][axis];
-    row_major = row_major && (extent == 1 || actual == stride);
-    repeated = repeated && (extent == 1 || actual == 0);
+  int axis = map.rank - 1;
+  for (; axis >= 0; --axis) {  // the trailing axes it is row-major over
+    const int64_t extent = map.extents[axis];
+    if (extent != 1 && map.strides[operand][axis] != stride) break;
     stride *= extent;
   }
-  return repeated ? 0 : row_major ? 1 : -1;
+  for (; axis >= 0; --axis) {  // the leading axes it repeats along
+    if (map.extents[axis] != 1 && map.strides[operand][axis] != 0) return -1;
+  }
+  return stride;
 }
 }  // namespace
 
@@ -240,8 +276,8 @@ cudaError_t LaunchBinary(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut 
                          cudaStream_t stream) {
   int64_t n = 1;
   for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
-  const int64_t x_step = FlatStep(map, 0), y_step = FlatStep(map, 1);
-  if (x_step >= 0 && y_step >= 0) return Launch(n, stream, FlatBinaryKernel, op, x, x_step, y, y_step, out, n);
+  const int64_t x_period = Period(map, 0), y_period = Period(map, 1);
+  if (x_period > 0 && y_period > 0) return Launch(n, stream, FlatBinaryKernel, op, x, x_period, y, y_period, out, n);
   return Launch(n, stream, BinaryKernel, op, x, y, out, map, n);
 }
 
