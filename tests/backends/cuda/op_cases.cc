@@ -1,5 +1,7 @@
 #include "tests/backends/cuda/op_cases.h"
 
+#include <cmath>
+
 namespace tandem::cuda::testing {
 namespace {
 
@@ -343,6 +345,24 @@ std::vector<OpCaseSpec> LargeShapeCases() {
       b.Output(b.Op(OpKind::kCrossEntropy, {x, labels}));
     }
   });
+  // The attention kernels of the common head widths (tiled products at 32
+  // and 64, a thread group per row at 128) over several query and key tiles
+  // (the last partial), grouped heads, the gradient.
+  add(
+      "attention_common_widths",
+      [](CaseBuilder& b) {
+        for (int64_t width : {int64_t{32}, int64_t{64}, int64_t{128}}) {
+          const uint32_t seed = static_cast<uint32_t>(width);
+          const ValueId q = b.Input(absl::StrCat("q", width), Floats({2, 4, 150, width}, seed, -1, 1));
+          const ValueId k = b.Input(absl::StrCat("k", width), Floats({2, 2, 150, width}, seed + 1, -1, 1));
+          const ValueId v = b.Input(absl::StrCat("v", width), Floats({2, 2, 150, width}, seed + 2, -1, 1));
+          const ValueId dy = b.Input(absl::StrCat("dy", width), Floats({2, 4, 150, width}, seed + 3, -1, 1));
+          const double scale = 1.0 / std::sqrt(static_cast<double>(width));
+          b.Output(b.Op(OpKind::kAttention, {q, k, v}, {{"scale", scale}}));
+          b.Output(b.Op(OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", scale}}));
+        }
+      },
+      1e-4);
   add("embedding_grad_repeated_ids", [](CaseBuilder& b) {
     std::vector<int32_t> ids(2000);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / 13) % 50);
