@@ -382,13 +382,15 @@ TEST(CudaKernelsOnCpu, AttentionAtTheCommonHeadWidthsMatchesTheReference) {
     ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, attributes), 1e-4, 1e-5,
                 "attention_grad" + what);
 
-    const HostTensor cache_k = Random({1, 1, 100, width}, -1, 1, 54), cache_v = Random({1, 1, 100, width}, -1, 1, 55);
+    const int64_t cached_keys = seq + 30;  // more keys than queries, in one more tile
+    const HostTensor cache_k = Random({1, 1, cached_keys, width}, -1, 1, 54),
+                     cache_v = Random({1, 1, cached_keys, width}, -1, 1, 55);
     std::vector<int32_t> at(static_cast<size_t>(seq));
-    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % 100);
+    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % cached_keys);
     const HostTensor positions = HostTensor::FromInts({1, seq}, at);
     const HostTensor cached = RunTwice(q.type(), [&](HostTensor& result) {
-      return LaunchAttention(q.f32(), cache_k.f32(), cache_v.f32(), positions.i32(), result.f32(), 1, heads, 1, seq, 100,
-                             width, scale, kStream);
+      return LaunchAttention(q.f32(), cache_k.f32(), cache_v.f32(), positions.i32(), result.f32(), 1, heads, 1, seq,
+                             cached_keys, width, scale, kStream);
     });
     ExpectClose(cached, Reference(OpKind::kAttention, {q, cache_k, cache_v, positions}, attributes), 1e-5, 1e-6,
                 "attention at positions" + what);
