@@ -536,6 +536,29 @@ __device__ __forceinline__ void SweepKeys(const float (&q_part)[W / kSplit], con
   }
 }
 
+// A block's unit of query rows: its (batch, head) pair and first row. The
+// last rows of a pair read the most keys: their units go first.
+struct QueryRows {
+  int64_t pair, first;
+};
+__device__ QueryRows QueryRowsOf(int64_t unit, int64_t tiles, int64_t rows_per_tile) {
+  return {unit / tiles, (tiles - 1 - unit % tiles) * rows_per_tile};
+}
+
+// A query row's forward over `key_count` keys of its block: its part of q
+// loaded into q_part, acc = sum_j exp(s_j - m) v_j, the max m and the sum l.
+template <int W, int kSplit>
+__device__ __forceinline__ void RowForward(const float* q_part_at, const float* keys, const float* values, int64_t n,
+                                           int64_t key_count, float scale, float4* key_tile, float4* value_tile,
+                                           float (&q_part)[W / kSplit], float (&acc)[W / kSplit], float& m, float& l) {
+  LoadPart<W / kSplit>(q_part_at, q_part);
+  TANDEM_UNROLL
+  for (int d = 0; d < W / kSplit; ++d) acc[d] = 0.0f;
+  m = -INFINITY;
+  l = 0.0f;
+  SweepKeys<W, kSplit, true>(q_part, keys, values, n, key_count, scale, key_tile, value_tile, acc, m, l);
+}
+
 template <int W, int kSplit>
 __global__ void AttentionFastKernel(const float* q, const float* k, const float* v, const int32_t* positions,
                                     float* out, AttentionGeometry g, int64_t query_tiles, int64_t units) {
@@ -544,21 +567,16 @@ __global__ void AttentionFastKernel(const float* q, const float* k, const float*
   __shared__ float4 value_tile[kTileRows * W / 4];
   const int part = static_cast<int>(threadIdx.x % kSplit);
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t pair = unit / query_tiles;
-    // The last query tiles read the most keys: they go first.
-    const int64_t first = (query_tiles - 1 - unit % query_tiles) * kRowsPerBlock;
-    const int64_t b = pair / g.heads;
-    const int64_t i = first + threadIdx.x / kSplit;
+    const QueryRows rows = QueryRowsOf(unit, query_tiles, kRowsPerBlock);
+    const int64_t b = rows.pair / g.heads;
+    const int64_t i = rows.first + threadIdx.x / kSplit;
     const bool active = i < g.seq;
     const int64_t n = active ? (positions != nullptr ? positions[b * g.seq + i] : i) + 1 : 0;
-    const int64_t r = pair * g.seq + (active ? i : first);
-    float q_part[kPart], acc[kPart];
-    LoadPart<kPart>(q + r * W + part * kPart, q_part);
-    TANDEM_UNROLL
-    for (int d = 0; d < kPart; ++d) acc[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    SweepKeys<W, kSplit, true>(q_part, k + g.KeyBase(pair * g.seq), v + g.KeyBase(pair * g.seq), n,
-                               KeysOfBlock(positions, g, b, first), g.scale, key_tile, value_tile, acc, m, l);
+    const int64_t r = rows.pair * g.seq + (active ? i : rows.first);
+    float q_part[kPart], acc[kPart], m, l;
+    RowForward<W, kSplit>(q + r * W + part * kPart, k + g.KeyBase(rows.pair * g.seq),
+                          v + g.KeyBase(rows.pair * g.seq), n, KeysOfBlock(positions, g, b, rows.first), g.scale,
+                          key_tile, value_tile, q_part, acc, m, l);
     if (active) StorePart<kPart>(out + r * W + part * kPart, acc, l, /*divide=*/true);
   }
 }
@@ -573,22 +591,19 @@ __global__ void AttentionQueryGradFastKernel(const float* q, const float* k, con
   __shared__ float4 value_tile[kTileRows * W / 4];
   const int part = static_cast<int>(threadIdx.x % kSplit);
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t pair = unit / query_tiles;
-    const int64_t first = (query_tiles - 1 - unit % query_tiles) * kRowsPerBlock;
+    const QueryRows rows = QueryRowsOf(unit, query_tiles, kRowsPerBlock);
+    const int64_t first = rows.first;
     const int64_t i = first + threadIdx.x / kSplit;
     const bool active = i < g.seq;
     const int64_t n = active ? i + 1 : 0;
     const int64_t key_count = first + kRowsPerBlock < g.seq ? first + kRowsPerBlock : g.seq;
-    const int64_t r = pair * g.seq + (active ? i : first);
-    const float* keys = k + g.KeyBase(pair * g.seq);
-    const float* values = v + g.KeyBase(pair * g.seq);
-    float q_part[kPart], dy_part[kPart], acc[kPart];
-    LoadPart<kPart>(q + r * W + part * kPart, q_part);
+    const int64_t r = rows.pair * g.seq + (active ? i : first);
+    const float* keys = k + g.KeyBase(rows.pair * g.seq);
+    const float* values = v + g.KeyBase(rows.pair * g.seq);
+    float q_part[kPart], dy_part[kPart], acc[kPart], m, l;
     LoadPart<kPart>(dy + r * W + part * kPart, dy_part);
-    TANDEM_UNROLL
-    for (int d = 0; d < kPart; ++d) acc[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    SweepKeys<W, kSplit, true>(q_part, keys, values, n, key_count, g.scale, key_tile, value_tile, acc, m, l);
+    RowForward<W, kSplit>(q + r * W + part * kPart, keys, values, n, key_count, g.scale, key_tile, value_tile, q_part,
+                          acc, m, l);
     float delta_part = 0.0f;
     TANDEM_UNROLL
     for (int d = 0; d < kPart; ++d) delta_part = fmaf(dy_part[d], acc[d] / l, delta_part);
@@ -768,6 +783,18 @@ __device__ __forceinline__ void TileScores(const float* qt, const float* kt, int
   }
 }
 
+// Rows before their first key: o = 0, m = -inf, l = 0.
+template <int kColumns>
+__device__ __forceinline__ void StartRows(float (&o)[4][kColumns], float (&m)[4], float (&l)[4]) {
+  TANDEM_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+    TANDEM_UNROLL
+    for (int j = 0; j < kColumns; ++j) o[i][j] = 0.0f;
+  }
+}
+
 // One key tile of the online softmax of this thread's 4 rows: each row's max
 // m and sum l over the row's 8 threads, o rescaled to the new max, and the
 // scores s replaced by their weights exp(s - m) (0 where s is -inf).
@@ -816,8 +843,8 @@ __global__ void AttentionTileKernel(const float* q, const float* k, const float*
   const int rows = static_cast<int>(threadIdx.x) / 8 * 4;  // this thread's first row (and key) of a tile
   const int group = static_cast<int>(threadIdx.x) % 8;
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t pair = unit / query_tiles;
-    const int64_t first = (query_tiles - 1 - unit % query_tiles) * kTile;  // the most keys first
+    const QueryRows rows_of_unit = QueryRowsOf(unit, query_tiles, kTile);
+    const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t b = pair / g.heads;
     const int64_t count = g.seq - first < kTile ? g.seq - first : kTile;
     // The keys row `row` of the tile reads (0 past the sequence); the most
@@ -835,13 +862,7 @@ __global__ void AttentionTileKernel(const float* q, const float* k, const float*
     const float* value_rows = v + g.KeyBase(pair * g.seq);
     LoadTransposed<W>(qt, q + (pair * g.seq + first) * W, count);
     float o[4][kColumns], m[4], l[4];
-    TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      m[i] = -INFINITY;
-      l[i] = 0.0f;
-      TANDEM_UNROLL
-      for (int j = 0; j < kColumns; ++j) o[i][j] = 0.0f;
-    }
+    StartRows(o, m, l);
     for (int64_t tile = 0; tile < key_count; tile += kTile) {
       const int64_t in_tile = key_count - tile < kTile ? key_count - tile : kTile;
       __syncthreads();  // the last tile's readers are done (and the query tile is loaded)
@@ -896,8 +917,8 @@ __global__ void AttentionQueryGradTileKernel(const float* q, const float* k, con
   const int rows = static_cast<int>(threadIdx.x) / 8 * 4;
   const int group = static_cast<int>(threadIdx.x) % 8;
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t pair = unit / query_tiles;
-    const int64_t first = (query_tiles - 1 - unit % query_tiles) * kTile;
+    const QueryRows rows_of_unit = QueryRowsOf(unit, query_tiles, kTile);
+    const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t count = g.seq - first < kTile ? g.seq - first : kTile;
     const int64_t key_count = first + count;  // the last row reads keys 0..first + count - 1
     int64_t n[4];
@@ -909,13 +930,7 @@ __global__ void AttentionQueryGradTileKernel(const float* q, const float* k, con
     LoadTransposed<W>(qt, q + base * W, count);
     LoadTransposed<W>(dyt, dy + base * W, count);
     float acc[4][kColumns], m[4], l[4];
-    TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      m[i] = -INFINITY;
-      l[i] = 0.0f;
-      TANDEM_UNROLL
-      for (int j = 0; j < kColumns; ++j) acc[i][j] = 0.0f;
-    }
+    StartRows(acc, m, l);
     for (int64_t tile = 0; tile < key_count; tile += kTile) {  // the forward: m, l and o
       const int64_t in_tile = key_count - tile < kTile ? key_count - tile : kTile;
       __syncthreads();
@@ -1062,9 +1077,6 @@ __global__ void AttentionKeyGradTileKernel(const float* q, const float* k, const
 // where it holds three rows' worth).
 template <int W>
 struct FastAttention {
-  static constexpr int kForwardSplit = W > 64 ? W / 64 : 1;
-  static constexpr int kGradSplit = W / 32;
-
   static cudaError_t Forward(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
                              const AttentionGeometry& g, int64_t pairs, cudaStream_t stream) {
     if constexpr (W <= 64) {
@@ -1072,6 +1084,7 @@ struct FastAttention {
       return LaunchUnits(pairs * tiles, kTileThreads, stream, AttentionTileKernel<W>, q, k, v, positions, out, g,
                          tiles, pairs * tiles);
     } else {
+      constexpr int kForwardSplit = W / 64;
       const int64_t query_tiles = (g.seq + kRowsPerBlock - 1) / kRowsPerBlock;
       return LaunchUnits(pairs * query_tiles, kRowsPerBlock * kForwardSplit, stream,
                          AttentionFastKernel<W, kForwardSplit>, q, k, v, positions, out, g, query_tiles,
@@ -1092,6 +1105,7 @@ struct FastAttention {
       return LaunchUnits(key_units, kTileThreads, stream, AttentionKeyGradTileKernel<W>, q, k, v, dy, stats, dk, dv, g,
                          tiles, key_units);
     } else {
+      constexpr int kGradSplit = W / 32;
       const int64_t query_tiles = (g.seq + kRowsPerBlock - 1) / kRowsPerBlock;
       const int64_t query_units = batch * g.heads * query_tiles;
       if (cudaError_t error = LaunchUnits(query_units, kRowsPerBlock * kGradSplit, stream,
