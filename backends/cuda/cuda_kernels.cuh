@@ -217,16 +217,19 @@ cudaError_t LaunchRotary(ElementsIn x, const int32_t* given, ElementsOut out, in
 // width], k and v [batch, kv_heads, keys, width], query head h reading
 // key/value head h / (heads / kv_heads); query row i reads keys 0..i (keys
 // == seq), or 0..positions[b, i] (positions [batch, seq], each in [0, keys)).
-// fp32 SIMT: a thread per query row, the scores recomputed in each pass,
-// never stored (no S x T buffer).
+// fp32 SIMT in FlashAttention-2's manner (kernels/attention.cu): small
+// matrix products of 32 query rows by 32 keys at head widths 32 and 64, a
+// group of lanes per row at 128, a thread per row otherwise; the scores
+// recomputed in each pass, never stored (no S x T buffer).
 cudaError_t LaunchAttention(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
                             int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t keys, int64_t width,
                             float scale, cudaStream_t stream);
 // Its gradient for the cotangent dy [as q] into dq [as q], dk and dv [as k]:
-// a thread per query row for dq, leaving each row's softmax statistics in
+// query rows for dq first, leaving each row's softmax statistics in
 // `scratch` (AttentionGradScratchBytes(batch * heads * seq) bytes of device
-// memory, free until the launch's work is done), then a thread per key row
-// for dk and dv, each summing over its query heads and rows in order.
+// memory, free until the launch's work is done), then key rows for dk and
+// dv, each summing over its query heads and rows in an order fixed by the
+// shape.
 size_t AttentionGradScratchBytes(int64_t query_rows);
 cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, const float* dy, float* dq, float* dk,
                                 float* dv, int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t width,

@@ -377,14 +377,15 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
   }
 }
 
-// ---- Causal attention at the common head widths (32, 64, 128): the tiled
-// kernels' walk, with the width a compile-time constant so that a row's
-// query, cotangent and accumulators live in registers (the kernels above
-// index them by a run-time width, which puts them in local memory), rows
-// split between kSplit adjacent lanes where one thread's registers would
-// not hold them, fused multiply-adds, 16-byte loads, scores computed a tile
-// at a time for independent work in flight, and the blocks with the most
-// keys to read launched first. The order of every operation is fixed by the
+// ---- Causal attention at head width 128 (the tile products below take 32
+// and 64, whose tiles fit in shared memory): the tiled kernels' walk, with
+// the width a compile-time constant so that a row's query, cotangent and
+// accumulators live in registers (the kernels above index them by a
+// run-time width, which puts them in local memory), rows split between
+// kSplit adjacent lanes where one thread's registers would not hold them,
+// fused multiply-adds, 16-byte loads, scores computed a tile at a time for
+// independent work in flight, and the blocks with the most keys to read
+// launched first. The order of every operation is fixed by the
 // shape and these constants (a row's dot products sum its lanes' parts in a
 // fixed tree; IEEE addition is commutative, so every lane of a row gets the
 // same bits), never by the launch: the bits repeat.
