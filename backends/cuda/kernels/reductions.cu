@@ -204,6 +204,7 @@ int OutputsPerBlock(const ReductionPlan& plan, int64_t reduced) {
 }
 
 // The chunks each output's reduction is cut into: 1 for a single pass.
+// None is empty: the count is the one the chunks' length needs.
 int64_t ReduceChunks(const ReductionPlan& plan) {
   const int64_t total = ReducedTotal(plan);
   const int64_t per_block = OutputsPerBlock(plan, total);
@@ -212,7 +213,9 @@ int64_t ReduceChunks(const ReductionPlan& plan) {
   if (groups >= kTargetBlocks || total <= shortest) return 1;
   const int64_t wanted = (kTargetBlocks + groups - 1) / groups;
   const int64_t most = (total + shortest - 1) / shortest;
-  return wanted < most ? wanted : most;
+  const int64_t chunks = wanted < most ? wanted : most;
+  const int64_t length = (total + chunks - 1) / chunks;
+  return (total + length - 1) / length;
 }
 
 int64_t ChunkLength(const ReductionPlan& plan, int64_t chunks) {

@@ -51,6 +51,9 @@ TEST(CudaKernelsOnCpu, FewOutputsOfManyElementsAreReducedInChunksFixedByTheShape
   EXPECT_EQ(ReduceScratchBytes(PlanOf({300000}, {0})), 37 * sizeof(float));
   EXPECT_EQ(ReduceScratchBytes(PlanOf({3, 140000}, {1})), 3 * 18 * sizeof(float));
   EXPECT_EQ(ReduceScratchBytes(PlanOf({4096, 1024}, {0})), 1024 * 16 * sizeof(float));
+  // 64 columns of 140000 rows: 512 chunks would be wanted, but chunks of
+  // the length that needs (274 rows) are 511; none is left empty.
+  EXPECT_EQ(ReduceScratchBytes(PlanOf({140000, 64}, {0})), 64 * 511 * sizeof(float));
   EXPECT_EQ(ReduceScratchBytes(PlanOf({8192}, {0})), 0u);
   EXPECT_EQ(ReduceScratchBytes(PlanOf({2000, 70000}, {1})), 0u);
 }
