@@ -26,6 +26,9 @@
 #   kernels    tandem bench kernels --device cuda: every kernel of GPT-2
 #              small's step alone, its share of the GPU's peak, the CPU's
 #              time beside it
+#   ncu        Nsight Compute on the d=1024 block's attention kernels
+#              (throughput, occupancy, launch, warp stalls), where the node
+#              has ncu
 #
 # Runs from a bundle (tools/bundle.sh: this script is DIR/tools/gpu_check.sh
 # and the binaries are in DIR/bin) or from a checkout (the build in build/ or
@@ -46,12 +49,12 @@ while (($#)); do
       (($# >= 2)) || { echo "gpu_check.sh: $1 needs a value" >&2; exit 2; }
       if [[ "$1" == --deadline ]]; then deadline_s=$2; else python=$2; fi
       shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    tests|parity|block|gpt|dataplane|fidelity|profile|kernels) steps+=("$1"); shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
+    tests|parity|block|gpt|dataplane|fidelity|profile|kernels|ncu) steps+=("$1"); shift ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-((${#steps[@]})) || steps=(tests parity block gpt dataplane fidelity profile kernels)
+((${#steps[@]})) || steps=(tests parity block gpt dataplane fidelity profile kernels ncu)
 [[ "$deadline_s" =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --deadline takes seconds" >&2; exit 2; }
 deadline=$(( $(date +%s) + deadline_s ))
 
@@ -160,6 +163,17 @@ for step in "${steps[@]}"; do
     kernels)
       run 120 kernels-gpt2-small "$bin/tandem" bench kernels --device cuda --preset gpt2-small --seq 128 --batch 4 \
         --microbatches 1 --repeats 3 --top 30 ;;
+    ncu)
+      # The clocks as the card has them (--clock-control none); the warm-up
+      # run's three attention launches skipped, the next three read.
+      ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+      if [[ -z "$ncu" ]]; then
+        table+=("ncu-attention|0|0|no ncu on this node: not read"); echo "=== ncu-attention: no ncu on this node"
+      else
+        run 90 ncu-attention "$ncu" --clock-control none -k regex:Attention --launch-skip 3 --launch-count 3 \
+          --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+          "$bin/tandem" bench block --device cuda --no-torch --repeats 1 --dim 1024 --heads 16 --seq 512 --batch 8
+      fi ;;
   esac
 done
 

@@ -68,6 +68,15 @@ if "$bundle/tools/gpu_check.sh" --deadline soon > "$work/usage.out" 2>&1; then f
 grep -q "takes seconds" "$work/usage.out" || fail "the usage error does not say why: $(cat "$work/usage.out")"
 if timeout 10 "$bundle/tools/gpu_check.sh" --deadline > "$work/usage.out" 2>&1; then fail "a missing --deadline value was accepted"; fi
 grep -q "needs a value" "$work/usage.out" || fail "a missing value is not named: $(cat "$work/usage.out")"
+# --help prints the whole header, through its last line.
+"$bundle/tools/gpu_check.sh" --help > "$work/help.out" 2>&1 || fail "--help failed"
+tail -n 1 "$work/help.out" | grep -q '^Default deadline: 480 seconds.$' || { cat "$work/help.out"; fail "--help stops short"; }
+# Where the node has no ncu, the ncu step says so and is no failure.
+if ! command -v ncu > /dev/null && ! ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; then
+  OUT=$work/ncu env -u LD_LIBRARY_PATH timeout 30 "$bundle/tools/gpu_check.sh" --deadline 20 ncu > "$work/ncu.out" 2>&1 ||
+    { cat "$work/ncu.out"; fail "gpu_check.sh ncu failed without ncu"; }
+  grep -q '^ncu-attention  *0 .*no ncu on this node' "$work/ncu.out" || { cat "$work/ncu.out"; fail "no row for ncu"; }
+fi
 
 # A directory that is not empty is refused.
 mkdir -p "$work/full" && touch "$work/full/something"
