@@ -3,6 +3,10 @@
 // for the GPU, run on host threads by the `cuda-on-cpu` tests. One
 // translation unit: the files' internal helpers (kernels/common.cuh) once.
 #include "backends/cuda/kernels/attention.cu"
+#include "backends/cuda/kernels/attention_lanes.cu"
+#include "backends/cuda/kernels/attention_rows.cu"
+#include "backends/cuda/kernels/attention_tiles.cu"
 #include "backends/cuda/kernels/elementwise.cu"
 #include "backends/cuda/kernels/lookups.cu"
 #include "backends/cuda/kernels/reductions.cu"
+#include "backends/cuda/kernels/rotary.cu"
