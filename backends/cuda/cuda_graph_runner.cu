@@ -50,7 +50,6 @@
 
 namespace tandem::cuda {
 
-using runner::ComputesOnBf16;
 using runner::ConvertOpOf;
 using runner::CublasStatus;
 using runner::DataOf;
@@ -270,24 +269,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Evaluate(
           absl::StrCat(ir::OpName(node.op), ": an operand tensor is missing (not computed)"));
     }
   }
-  if (plan.through_f32) return EvaluateThroughF32(id, node, plan, operands);
   return Dispatch(id, node, plan, operands);
-}
-
-absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::EvaluateThroughF32(
-    ir::ValueId id, const ir::Node& node, const NodePlan& plan, const std::vector<const DeviceValue*>& operands) {
-  std::vector<DeviceValue> widened(operands.size());
-  std::vector<const DeviceValue*> f32_operands = operands;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    if (operands[i]->type.dtype != DType::kBF16) continue;
-    absl::StatusOr<DeviceValue> wide = ConvertTo(node, *operands[i], DType::kF32);
-    if (!wide.ok()) return wide.status();
-    widened[i] = *std::move(wide);
-    f32_operands[i] = &widened[i];
-  }
-  absl::StatusOr<DeviceValue> result = Dispatch(id, plan.f32_node, plan, f32_operands);
-  if (!result.ok() || node.type.dtype != DType::kBF16) return result;
-  return ConvertTo(node, *result, DType::kBF16);
 }
 
 absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Dispatch(

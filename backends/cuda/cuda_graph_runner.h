@@ -24,9 +24,8 @@
 // but matmul is f32 in all three. A model traced in bf16 (bf16 tensors)
 // computes by the reference's rule, each op in f32 on its operands widened
 // and its result rounded once: its matmuls give cuBLAS the bf16 operands as
-// they are, the elementwise, reduction, softmax, normalization and rotary
-// kernels load and store bf16 themselves, the others go through f32 copies
-// (NodePlan::through_f32).
+// they are, and every other kernel loads and stores bf16 itself (no widened
+// copy of an operand is made).
 //
 // Profiling: with set_node_times, every Run brackets each node's work with
 // CUDA events and adds each node's GPU time to the vector, then waits for

@@ -54,6 +54,9 @@ struct DeviceValue {
   const float* f32() const { return static_cast<const float*>(data()); }
   float* mutable_f32() const { return static_cast<float*>(data()); }
   const int32_t* i32() const { return static_cast<const int32_t*>(data()); }
+  // As a kernel's operand or result: f32 or bf16 storage.
+  kernels::ElementsIn elements() const { return {data(), type.dtype == ir::DType::kBF16}; }
+  kernels::ElementsOut mutable_elements() const { return {data(), type.dtype == ir::DType::kBF16}; }
 };
 
 // A range check whose answer is still on the device.
@@ -96,14 +99,12 @@ struct CudaGraphRunner::Impl {
   absl::StatusOr<Buffer> AllocateBytes(int64_t bytes);
   absl::StatusOr<DeviceValue> Allocate(const ir::TensorType& type);
 
-  // The node's value from its operands: checks them, and computes bf16
-  // through the f32 kernels as the reference does (backends/cpu/kernels.h).
+  // The node's value from its operands: checks them, then launches its
+  // kernel, which takes bf16 storage as it is (widened as it is loaded, the
+  // result rounded once as it is stored: the reference's bits,
+  // backends/cpu/kernels.h).
   absl::StatusOr<DeviceValue> Evaluate(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                        const std::vector<const DeviceValue*>& operands);
-  // The f32 kernel on the bf16 operands widened exactly, the result rounded
-  // to bf16 once where the node's type is bf16.
-  absl::StatusOr<DeviceValue> EvaluateThroughF32(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
-                                                 const std::vector<const DeviceValue*>& operands);
   // The op's kernel, on operands the checks passed.
   absl::StatusOr<DeviceValue> Dispatch(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                        const std::vector<const DeviceValue*>& operands);

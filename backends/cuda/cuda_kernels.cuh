@@ -90,8 +90,9 @@ struct RangeCheckResult {
   int32_t unused;
 };
 
-// out[i] = the 32-bit pattern `bits` (a constant of f32 or i32).
-cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t stream);
+// out[i] = the low `element_size` bytes of `bits` (4: a constant of f32 or
+// i32; 2: of bf16).
+cudaError_t LaunchFill(uint32_t bits, int element_size, void* out, int64_t n, cudaStream_t stream);
 
 // The operands and result of an elementwise kernel: f32 or bf16 storage.
 // The kernels compute in f32 either way: a bf16 operand is widened exactly
@@ -183,11 +184,11 @@ cudaError_t LaunchCopyRows(const void* src, int64_t src_row_stride, void* dst,
 // unused), free until the launch's work is done.
 size_t ReduceScratchBytes(const ReductionPlan& plan);
 
-// The reductions and the row kernels below (softmax family, normalization,
-// rotary) take f32 or bf16 storage as the elementwise kernels do: bf16
-// widened as it is loaded, every fold, partial and intermediate in f32, the
-// result rounded once as it is stored: the bits of widening, the f32
-// kernel and narrowing.
+// The reductions and every kernel below that takes ElementsIn (softmax
+// family, normalization, causal mask, rotary, attention, embedding) take f32
+// or bf16 storage as the elementwise kernels do: bf16 widened as it is
+// loaded, every fold, partial and intermediate in f32, the result rounded
+// once as it is stored: the bits of widening, the f32 kernel and narrowing.
 cudaError_t LaunchReduce(ReduceOp op, ElementsIn x, ElementsOut out, const ReductionPlan& plan, void* scratch,
                          cudaStream_t stream);
 
@@ -202,8 +203,8 @@ cudaError_t LaunchNormalization(NormOp op, ElementsIn x, ElementsIn second, Elem
 
 // x and out are `matrices` matrices of [rows, cols]; entries above the
 // diagonal become fill.
-cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64_t rows,
-                             int64_t cols, float fill, cudaStream_t stream);
+cudaError_t LaunchCausalMask(ElementsIn x, ElementsOut out, int64_t matrices, int64_t rows, int64_t cols, float fill,
+                             cudaStream_t stream);
 
 // x and out are `matrices` matrices of [positions, width] (width even):
 // the rotary embedding of ir/op.h, angles as the reference computes them
@@ -220,8 +221,10 @@ cudaError_t LaunchRotary(ElementsIn x, const int32_t* given, ElementsOut out, in
 // fp32 SIMT in FlashAttention-2's manner (kernels/attention.cu): small
 // matrix products of 32 query rows by 32 keys at head widths 32 and 64, a
 // group of lanes per row at 128, a thread per row otherwise; the scores
-// recomputed in each pass, never stored (no S x T buffer).
-cudaError_t LaunchAttention(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+// recomputed in each pass, never stored (no S x T buffer). q, k, v and out
+// are all f32 or all bf16 (else cudaErrorInvalidValue), taken as the
+// reductions take them.
+cudaError_t LaunchAttention(ElementsIn q, ElementsIn k, ElementsIn v, const int32_t* positions, ElementsOut out,
                             int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t keys, int64_t width,
                             float scale, cudaStream_t stream);
 // Its gradient for the cotangent dy [as q] into dq [as q], dk and dv [as k]:
@@ -231,9 +234,9 @@ cudaError_t LaunchAttention(const float* q, const float* k, const float* v, cons
 // dv, each summing over its query heads and rows in an order fixed by the
 // shape.
 size_t AttentionGradScratchBytes(int64_t query_rows);
-cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, const float* dy, float* dq, float* dk,
-                                float* dv, int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t width,
-                                float scale, void* scratch, cudaStream_t stream);
+cudaError_t LaunchAttentionGrad(ElementsIn q, ElementsIn k, ElementsIn v, ElementsIn dy, ElementsOut dq,
+                                ElementsOut dk, ElementsOut dv, int64_t batch, int64_t heads, int64_t kv_heads,
+                                int64_t seq, int64_t width, float scale, void* scratch, cudaStream_t stream);
 
 // One block scans values[0, n) and writes *result (see RangeCheckResult).
 cudaError_t LaunchFindFirstOutOfRange(const int32_t* values, int64_t n, int64_t limit,
@@ -250,7 +253,7 @@ cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, c
 
 // table [num_rows, width], ids [positions] -> out [positions, width]. An id
 // out of range gives a zero row (reported by the range check).
-cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, int64_t positions,
+cudaError_t LaunchEmbedding(ElementsIn table, const int32_t* ids, ElementsOut out, int64_t positions,
                             int64_t num_rows, int64_t width, cudaStream_t stream);
 // ids [positions], dy [positions, width] -> out [num_rows, width]: each
 // output element sums the dy entries of its row's ids in position order
@@ -259,7 +262,7 @@ cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, 
 // memory of EmbeddingGradScratchBytes(positions) bytes, free until the
 // launch's work is done. positions must fit in an int32.
 size_t EmbeddingGradScratchBytes(int64_t positions);
-cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out, int64_t positions,
+cudaError_t LaunchEmbeddingGrad(const int32_t* ids, ElementsIn dy, ElementsOut out, int64_t positions,
                                 int64_t num_rows, int64_t width, void* scratch, cudaStream_t stream);
 
 // out[i] = ((slots[i] + slots[stride + i]) + slots[2 stride + i]) + ... over

@@ -13,7 +13,6 @@
 
 namespace tandem::cuda {
 
-using runner::ComputesOnBf16;
 using runner::ConvertOpOf;
 using runner::CublasStatus;
 using runner::DataOf;
@@ -37,6 +36,9 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node
     case DType::kI32:
       bits = static_cast<uint32_t>(static_cast<int32_t>(value));
       break;
+    case DType::kBF16:  // the f32 value rounded once, as the reference rounds it
+      bits = ir::FloatToBf16(static_cast<float>(value));
+      break;
     default:
       return Unimplemented(node, absl::StrCat("dtype ", ir::DTypeName(node.type.dtype),
                                               " is not computed on the GPU"));
@@ -44,8 +46,9 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Constant(const ir::Node& node
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
   if (absl::Status s = CudaStatus(
-          kernels::LaunchFill32(bits, out->data(), node.type.num_elements(), stream),
-          "Fill32 launch");
+          kernels::LaunchFill(bits, static_cast<int>(ir::DTypeSize(node.type.dtype)), out->data(),
+                              node.type.num_elements(), stream),
+          "Fill launch");
       !s.ok()) {
     return s;
   }
@@ -93,10 +96,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Elementwise(
   absl::StatusOr<DeviceValue> out = Allocate(node.type);
   if (!out.ok()) return out.status();
   // f32 or bf16 storage each; the kernels compute in f32.
-  auto in = [&](size_t i) {
-    return kernels::ElementsIn{operands[i]->data(), operands[i]->type.dtype == DType::kBF16};
-  };
-  const kernels::ElementsOut result{out->data(), node.type.dtype == DType::kBF16};
+  auto in = [&](size_t i) { return operands[i]->elements(); };
+  const kernels::ElementsOut result = out->mutable_elements();
   cudaError_t error = cudaSuccess;
   switch (ir::Def(node.op).family) {
     case ir::OpFamily::kUnary:
@@ -153,9 +154,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Reduce(const ir::Node& node, 
   absl::StatusOr<Buffer> scratch = AllocateBytes(static_cast<int64_t>(kernels::ReduceScratchBytes(*plan.reduction)));
   if (!scratch.ok()) return scratch.status();
   if (absl::Status s = CudaStatus(
-          kernels::LaunchReduce(op, {x.data(), x.type.dtype == DType::kBF16},
-                                {out->data(), node.type.dtype == DType::kBF16}, *plan.reduction, DataOf(*scratch),
-                                stream),
+          kernels::LaunchReduce(op, x.elements(), out->mutable_elements(), *plan.reduction, DataOf(*scratch), stream),
           "Reduce launch");
       !s.ok()) {
     return s;
@@ -329,15 +328,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
   const Shape& shape = operands[0]->type.shape;
   const int64_t length = shape.empty() ? 1 : shape.back();
   const int64_t rows = shape.empty() ? 1 : Product(shape, 0, shape.size() - 1);
-  const float* x = operands[0]->f32();
-  float* result = out->mutable_f32();
-  // The softmax family, normalization and rotary load and store bf16
-  // themselves (runner::LoadsBf16Itself); the others are f32 here.
-  auto in = [&](size_t i) {
-    if (i >= operands.size()) return kernels::ElementsIn{};
-    return kernels::ElementsIn{operands[i]->data(), operands[i]->type.dtype == DType::kBF16};
-  };
-  const kernels::ElementsOut stored{out->data(), node.type.dtype == DType::kBF16};
+  auto in = [&](size_t i) { return i < operands.size() ? operands[i]->elements() : kernels::ElementsIn{}; };
+  const kernels::ElementsOut stored = out->mutable_elements();
   cudaError_t error = cudaSuccess;
   switch (node.op) {
     case OpKind::kSoftmax:
@@ -365,9 +357,7 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
     case OpKind::kCausalMask: {
       const int64_t matrix_rows = shape[shape.size() - 2];
       const int64_t matrices = Product(shape, 0, shape.size() - 2);
-      error = kernels::LaunchCausalMask(x, result, matrices, matrix_rows, length,
-                                        plan.attributes.fill,
-                                        stream);
+      error = kernels::LaunchCausalMask(in(0), stored, matrices, matrix_rows, length, plan.attributes.fill, stream);
       break;
     }
     case OpKind::kRotary: {
@@ -388,14 +378,16 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::RowWise(
     }
     case OpKind::kCrossEntropy:
     case OpKind::kCrossEntropyGrad: {
-      // logits [rows, length], labels [rows]; the check runs first so its
-      // answer covers exactly the labels this kernel reads.
+      // logits [rows, length] (f32: the op's rule), labels [rows]; the
+      // check runs first so its answer covers exactly the labels this
+      // kernel reads.
       const DeviceValue& labels = *operands[1];
       if (absl::Status s = CheckRange(id, labels, length, "label"); !s.ok()) return s;
+      const float* logits = operands[0]->f32();
       if (node.op == OpKind::kCrossEntropy) {
-        error = kernels::LaunchCrossEntropy(x, labels.i32(), result, rows, length, stream);
+        error = kernels::LaunchCrossEntropy(logits, labels.i32(), out->mutable_f32(), rows, length, stream);
       } else {
-        error = kernels::LaunchCrossEntropyGrad(x, labels.i32(), operands[2]->f32(), result, rows,
+        error = kernels::LaunchCrossEntropyGrad(logits, labels.i32(), operands[2]->f32(), out->mutable_f32(), rows,
                                                 length, stream);
       }
       break;
@@ -419,8 +411,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
     const int64_t num_rows = table.type.shape[0];
     const int64_t width = table.type.shape[1];
     if (absl::Status s = CheckRange(id, ids, num_rows, "id"); !s.ok()) return s;
-    error = kernels::LaunchEmbedding(table.f32(), ids.i32(), out->mutable_f32(),
-                                     ids.type.num_elements(), num_rows, width, stream);
+    error = kernels::LaunchEmbedding(table.elements(), ids.i32(), out->mutable_elements(), ids.type.num_elements(),
+                                     num_rows, width, stream);
   } else {
     const DeviceValue& ids = *operands[0];
     const DeviceValue& dy = *operands[1];
@@ -435,8 +427,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Embedding(
     absl::StatusOr<Buffer> scratch =
         AllocateBytes(static_cast<int64_t>(kernels::EmbeddingGradScratchBytes(positions)));
     if (!scratch.ok()) return scratch.status();
-    error = kernels::LaunchEmbeddingGrad(ids.i32(), dy.f32(), out->mutable_f32(), positions, num_rows, width,
-                                         DataOf(*scratch), stream);
+    error = kernels::LaunchEmbeddingGrad(ids.i32(), dy.elements(), out->mutable_elements(), positions, num_rows,
+                                         width, DataOf(*scratch), stream);
   }
   if (absl::Status s = CudaStatus(error, "embedding launch"); !s.ok()) return s;
   return out;
@@ -450,8 +442,9 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(ir::ValueId id, con
   const ir::Shape& q = operands[0]->type.shape;
   const int64_t batch = q[0], heads = q[1], seq = q[2], width = q[3];
   const int64_t kv_heads = operands[1]->type.shape[1], keys = operands[1]->type.shape[2];
-  const float* k = operands[1]->f32();
-  const float* v = operands[2]->f32();
+  // q, k, v (and dy) and the result share one dtype, f32 or bf16 (the op's rule).
+  const kernels::ElementsIn k = operands[1]->elements();
+  const kernels::ElementsIn v = operands[2]->elements();
   cudaError_t error = cudaSuccess;
   if (node.op == OpKind::kAttention) {
     const int32_t* positions = nullptr;
@@ -459,18 +452,21 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(ir::ValueId id, con
       if (absl::Status s = CheckRange(id, *operands[3], keys, "position"); !s.ok()) return s;
       positions = operands[3]->i32();
     }
-    error = kernels::LaunchAttention(operands[0]->f32(), k, v, positions, out->mutable_f32(), batch, heads, kv_heads,
-                                     seq, keys, width, plan.attributes.scale, stream);
+    error = kernels::LaunchAttention(operands[0]->elements(), k, v, positions, out->mutable_elements(), batch, heads,
+                                     kv_heads, seq, keys, width, plan.attributes.scale, stream);
   } else {
     // Freed in stream order after the launch, like any value.
     absl::StatusOr<Buffer> scratch =
         AllocateBytes(static_cast<int64_t>(kernels::AttentionGradScratchBytes(batch * heads * seq)));
     if (!scratch.ok()) return scratch.status();
-    float* dq = out->mutable_f32();
-    float* dk = dq + operands[0]->type.num_elements();
-    float* dv = dk + operands[1]->type.num_elements();
-    error = kernels::LaunchAttentionGrad(operands[0]->f32(), k, v, operands[3]->f32(), dq, dk, dv, batch, heads,
-                                         kv_heads, seq, width, plan.attributes.scale, DataOf(*scratch), stream);
+    // The result is dq, dk and dv one after another.
+    const kernels::ElementsOut dq = out->mutable_elements();
+    kernels::ElementsOut dk = dq, dv = dq;
+    dk.data = static_cast<char*>(dq.data) + operands[0]->type.num_bytes();
+    dv.data = static_cast<char*>(dk.data) + operands[1]->type.num_bytes();
+    error = kernels::LaunchAttentionGrad(operands[0]->elements(), k, v, operands[3]->elements(), dq, dk, dv, batch,
+                                         heads, kv_heads, seq, width, plan.attributes.scale, DataOf(*scratch),
+                                         stream);
   }
   if (absl::Status s = CudaStatus(error, "attention launch"); !s.ok()) return s;
   return out;

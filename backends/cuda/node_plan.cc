@@ -179,43 +179,6 @@ std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to) {
   return std::nullopt;
 }
 
-bool LoadsBf16Itself(OpKind op) {
-  switch (ir::Def(op).family) {
-    case ir::OpFamily::kUnary:
-    case ir::OpFamily::kBinary:
-    case ir::OpFamily::kSelect:
-    case ir::OpFamily::kMatMul:
-    case ir::OpFamily::kReduction:
-      return true;
-    default:
-      break;
-  }
-  switch (op) {
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-    case OpKind::kSoftmaxGrad:
-    case OpKind::kLogSoftmaxGrad:
-    case OpKind::kNormalize:
-    case OpKind::kLayerNorm:
-    case OpKind::kNormalizeGrad:
-    case OpKind::kRotary:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
-// and an operand or its result is bf16.
-bool ComputesOnBf16(const ir::Node& node, const std::vector<TensorType>& operands) {
-  if (ir::MovesAnyDType(node.op)) return false;
-  if (node.type.dtype == DType::kBF16) return true;
-  for (const TensorType& operand : operands) {
-    if (operand.dtype == DType::kBF16) return true;
-  }
-  return false;
-}
-
 // What `node`'s launches need that its operands' static types decide.
 absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<TensorType>& types) {
   NodePlan plan;
@@ -223,11 +186,6 @@ absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<Tensor
   if (node.op == OpKind::kInput) return plan;
   if (absl::Status s = CheckOperandTypes(node, types); !s.ok()) return s;
   const ir::OpFamily family = ir::Def(node.op).family;
-  plan.through_f32 = !LoadsBf16Itself(node.op) && ComputesOnBf16(node, types);
-  if (plan.through_f32) {
-    plan.f32_node = node;
-    if (plan.f32_node.type.dtype == DType::kBF16) plan.f32_node.type.dtype = DType::kF32;
-  }
   if (family == ir::OpFamily::kReduction) {
     absl::StatusOr<kernels::ReductionPlan> reduction = PlanReduction(node, types[0].shape);
     if (!reduction.ok()) return reduction.status();

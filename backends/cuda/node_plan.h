@@ -30,13 +30,6 @@ using ir::TensorType;
 
 // What one node's launch needs that its static shapes decide.
 struct NodePlan {
-  // An arithmetic op on bf16 whose kernel does not load and store bf16
-  // itself (LoadsBf16Itself): the f32 kernel on widened operands, the
-  // result rounded once (backends/cpu/kernels.h).
-  bool through_f32 = false;
-  // Where through_f32: the node's copy typed f32, which the kernel is
-  // launched for (unset otherwise).
-  ir::Node f32_node;
   // binary, where, broadcast, transpose: the index map of the operands.
   std::optional<kernels::StridedMap> map;
   std::optional<kernels::ReductionPlan> reduction;
@@ -108,17 +101,6 @@ absl::StatusOr<kernels::StridedMap> MakeBroadcastMap(const ir::Node& node, const
 // The conversion kernel's op from `from` to `to`, or nullopt for a pair it
 // has none for.
 std::optional<kernels::ConvertOp> ConvertOpOf(DType from, DType to);
-
-// Whether `op`'s launches take bf16 storage as it is: the elementwise
-// kernels, reductions, the softmax family, normalization and rotary (which
-// load bf16 widened and store their result rounded once), and matmul (bf16
-// operands to the tensor cores, the f32 sum rounded once). The others compute bf16
-// through the f32 kernels (NodePlan::through_f32).
-bool LoadsBf16Itself(OpKind op);
-
-// Whether `node` computes on bf16: it is arithmetic (ir::MovesAnyDType)
-// and an operand or its result is bf16.
-bool ComputesOnBf16(const ir::Node& node, const std::vector<TensorType>& operands);
 
 }  // namespace tandem::cuda::runner
 

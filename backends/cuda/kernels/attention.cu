@@ -1,45 +1,81 @@
 // Causal attention and its gradient (cuda_kernels.cuh): which family of
 // kernels takes a launch: small matrix products at head widths 32 and 64
 // (attention_tiles.cu), a group of lanes a row at 128 (attention_lanes.cu),
-// both on 16-byte-aligned operands, else a thread a row (attention_rows.cu).
-// All are fp32 SIMT in FlashAttention-2's manner, with no atomics: the bits
-// repeat.
+// both on 16-byte-aligned operands, else a thread a row (attention_rows.cu);
+// and which storage, f32 or bf16 (attention.cuh). All are fp32 SIMT in
+// FlashAttention-2's manner, with no atomics: the bits repeat.
 
 #include "backends/cuda/kernels/attention.cuh"
 
 namespace tandem::cuda::kernels {
+namespace {
 
-cudaError_t LaunchAttention(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <typename T>
+cudaError_t AttendIn(const void* q, const void* k, const void* v, const int32_t* positions, void* out,
+                     const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
+  const auto* qs = static_cast<const T*>(q);
+  const auto* ks = static_cast<const T*>(k);
+  const auto* vs = static_cast<const T*>(v);
+  auto* outs = static_cast<T*>(out);
+  const bool aligned = Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(out);
+  if (aligned && (g.width == 32 || g.width == 64)) {
+    return LaunchAttentionTiles(qs, ks, vs, positions, outs, g, batch * g.heads, stream);
+  }
+  if (aligned && g.width == 128) return LaunchAttentionLanes(qs, ks, vs, positions, outs, g, batch * g.heads, stream);
+  return LaunchAttentionRows(qs, ks, vs, positions, outs, g, batch, stream);
+}
+
+template <typename T>
+cudaError_t AttendGradIn(const void* q, const void* k, const void* v, const void* dy, void* dq, void* dk, void* dv,
+                         float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
+  const auto* qs = static_cast<const T*>(q);
+  const auto* ks = static_cast<const T*>(k);
+  const auto* vs = static_cast<const T*>(v);
+  const auto* dys = static_cast<const T*>(dy);
+  auto* dqs = static_cast<T*>(dq);
+  auto* dks = static_cast<T*>(dk);
+  auto* dvs = static_cast<T*>(dv);
+  const bool aligned = Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(dy) && Aligned16(dq) &&
+                       Aligned16(dk) && Aligned16(dv);
+  if (aligned && (g.width == 32 || g.width == 64)) {
+    return LaunchAttentionTilesGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
+  }
+  if (aligned && g.width == 128) {
+    return LaunchAttentionLanesGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
+  }
+  return LaunchAttentionRowsGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
+}
+
+}  // namespace
+
+cudaError_t LaunchAttention(ElementsIn q, ElementsIn k, ElementsIn v, const int32_t* positions, ElementsOut out,
                             int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t keys, int64_t width,
                             float scale, cudaStream_t stream) {
+  if (k.bf16 != q.bf16 || v.bf16 != q.bf16 || out.bf16 != q.bf16) return cudaErrorInvalidValue;
   const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, keys};
   if (batch * heads * seq <= 0) return cudaSuccess;
-  const bool aligned = Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(out);
-  if (aligned && (width == 32 || width == 64)) {
-    return LaunchAttentionTiles(q, k, v, positions, out, geometry, batch * heads, stream);
-  }
-  if (aligned && width == 128) return LaunchAttentionLanes(q, k, v, positions, out, geometry, batch * heads, stream);
-  return LaunchAttentionRows(q, k, v, positions, out, geometry, batch, stream);
+  return q.bf16 ? AttendIn<__nv_bfloat16>(q.data, k.data, v.data, positions, out.data, geometry, batch, stream)
+                : AttendIn<float>(q.data, k.data, v.data, positions, out.data, geometry, batch, stream);
 }
 
 size_t AttentionGradScratchBytes(int64_t query_rows) {
   return static_cast<size_t>(query_rows) * 3 * sizeof(float);
 }
 
-cudaError_t LaunchAttentionGrad(const float* q, const float* k, const float* v, const float* dy, float* dq, float* dk,
-                                float* dv, int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t width,
-                                float scale, void* scratch, cudaStream_t stream) {
+cudaError_t LaunchAttentionGrad(ElementsIn q, ElementsIn k, ElementsIn v, ElementsIn dy, ElementsOut dq,
+                                ElementsOut dk, ElementsOut dv, int64_t batch, int64_t heads, int64_t kv_heads,
+                                int64_t seq, int64_t width, float scale, void* scratch, cudaStream_t stream) {
+  for (const bool bf16 : {k.bf16, v.bf16, dy.bf16, dq.bf16, dk.bf16, dv.bf16}) {
+    if (bf16 != q.bf16) return cudaErrorInvalidValue;
+  }
   // The gradient has no positions: as many keys as queries.
   const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, seq};
   float* stats = static_cast<float*>(scratch);
   if (batch * heads * seq <= 0) return cudaSuccess;
-  const bool aligned = Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(dy) && Aligned16(dq) &&
-                       Aligned16(dk) && Aligned16(dv);
-  if (aligned && (width == 32 || width == 64)) {
-    return LaunchAttentionTilesGrad(q, k, v, dy, dq, dk, dv, stats, geometry, batch, stream);
-  }
-  if (aligned && width == 128) return LaunchAttentionLanesGrad(q, k, v, dy, dq, dk, dv, stats, geometry, batch, stream);
-  return LaunchAttentionRowsGrad(q, k, v, dy, dq, dk, dv, stats, geometry, batch, stream);
+  return q.bf16 ? AttendGradIn<__nv_bfloat16>(q.data, k.data, v.data, dy.data, dq.data, dk.data, dv.data, stats,
+                                              geometry, batch, stream)
+                : AttendGradIn<float>(q.data, k.data, v.data, dy.data, dq.data, dk.data, dv.data, stats, geometry,
+                                      batch, stream);
 }
 
 }  // namespace tandem::cuda::kernels

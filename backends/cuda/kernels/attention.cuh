@@ -2,8 +2,9 @@
 // dispatches between the families: attention_tiles.cu, attention_lanes.cu
 // and attention_rows.cu):
 // the geometry of a launch, each family's launchers, the launch over units
-// of work, a block's query rows, and 16-byte parts of a row. Internal to
-// the kernel files, as common.cuh is.
+// of work, a block's query rows, and the operands' storage (f32 or bf16,
+// loaded and stored 4 elements at a time). Internal to the kernel files, as
+// common.cuh is.
 #ifndef TANDEM_BACKENDS_CUDA_KERNELS_ATTENTION_CUH_
 #define TANDEM_BACKENDS_CUDA_KERNELS_ATTENTION_CUH_
 
@@ -25,26 +26,32 @@ struct AttentionGeometry {
   }
 };
 
+// Each family's launchers, for f32 or bf16 operands (T: float or
+// __nv_bfloat16; q, k, v, dy and the results all of T), instantiated for
+// both in its file.
 // attention_tiles.cu: small matrix products at head widths 32 and 64 (every
 // pointer Aligned16); `pairs` = batch * heads.
-cudaError_t LaunchAttentionTiles(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <typename T>
+cudaError_t LaunchAttentionTiles(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
                                  const AttentionGeometry& g, int64_t pairs, cudaStream_t stream);
-cudaError_t LaunchAttentionTilesGrad(const float* q, const float* k, const float* v, const float* dy, float* dq,
-                                     float* dk, float* dv, float* stats, const AttentionGeometry& g, int64_t batch,
-                                     cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchAttentionTilesGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
+                                     float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
 // attention_lanes.cu: a group of lanes a row at head width 128 (every
 // pointer Aligned16); `pairs` = batch * heads.
-cudaError_t LaunchAttentionLanes(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <typename T>
+cudaError_t LaunchAttentionLanes(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
                                  const AttentionGeometry& g, int64_t pairs, cudaStream_t stream);
-cudaError_t LaunchAttentionLanesGrad(const float* q, const float* k, const float* v, const float* dy, float* dq,
-                                     float* dk, float* dv, float* stats, const AttentionGeometry& g, int64_t batch,
-                                     cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchAttentionLanesGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
+                                     float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
 // attention_rows.cu: a thread a row, at any width.
-cudaError_t LaunchAttentionRows(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <typename T>
+cudaError_t LaunchAttentionRows(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
                                 const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
-cudaError_t LaunchAttentionRowsGrad(const float* q, const float* k, const float* v, const float* dy, float* dq,
-                                    float* dk, float* dv, float* stats, const AttentionGeometry& g, int64_t batch,
-                                    cudaStream_t stream);
+template <typename T>
+cudaError_t LaunchAttentionRowsGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
+                                    float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
 
 namespace {
 
@@ -66,12 +73,52 @@ __device__ QueryRows QueryRowsOf(int64_t unit, int64_t tiles, int64_t rows_per_t
   return {unit / tiles, (tiles - 1 - unit % tiles) * rows_per_tile};
 }
 
-template <int kPart>
-__device__ __forceinline__ void LoadPart(const float* from, float (&to)[kPart]) {
-  const float4* from4 = reinterpret_cast<const float4*>(from);
+// ---- The operands' storage. Every kernel reads q, k, v and dy through
+// these and writes its results through them: f32 as it is, or bf16 widened
+// exactly as it is loaded and rounded once, to nearest even, as it is
+// stored. Scores, weights, statistics and sums stay f32 in registers and
+// shared memory, so a bf16 launch gives the bits of widening its operands,
+// the f32 launch and narrowing its results, as the other kernels do
+// (cuda_kernels.cuh, ElementsIn).
+
+__device__ __forceinline__ float Widen(float x) { return x; }
+__device__ __forceinline__ float Widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+__device__ __forceinline__ void StoreElement(float* to, float x) { *to = x; }
+__device__ __forceinline__ void StoreElement(__nv_bfloat16* to, float x) { *to = __float2bfloat16_rn(x); }
+
+// from[0..4), widened: one 16-byte load (f32) or one 8-byte load (bf16);
+// `from` is aligned to it.
+__device__ __forceinline__ float4 Load4(const float* from) { return *reinterpret_cast<const float4*>(from); }
+__device__ __forceinline__ float WidenBits(unsigned bits) {
+  __nv_bfloat16_raw raw;
+  raw.x = static_cast<unsigned short>(bits & 0xffffu);
+  return __bfloat162float(__nv_bfloat16(raw));
+}
+__device__ __forceinline__ float4 Load4(const __nv_bfloat16* from) {
+  const uint2 bits = *reinterpret_cast<const uint2*>(from);  // elements 0, 1 in .x, 2, 3 in .y (little-endian)
+  return make_float4(WidenBits(bits.x), WidenBits(bits.x >> 16), WidenBits(bits.y), WidenBits(bits.y >> 16));
+}
+
+// to[0..4) = x, each element rounded once for bf16: one store, aligned as
+// Load4's.
+__device__ __forceinline__ void Store4(float* to, float4 x) { *reinterpret_cast<float4*>(to) = x; }
+__device__ __forceinline__ unsigned NarrowBits(float x) {
+  return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
+}
+__device__ __forceinline__ void Store4(__nv_bfloat16* to, float4 x) {
+  uint2 bits;
+  bits.x = NarrowBits(x.x) | (NarrowBits(x.y) << 16);
+  bits.y = NarrowBits(x.z) | (NarrowBits(x.w) << 16);
+  *reinterpret_cast<uint2*>(to) = bits;
+}
+
+// to[d] = from[d] widened, d < kPart (a multiple of 4), in Load4's units.
+template <int kPart, typename T>
+__device__ __forceinline__ void LoadPart(const T* from, float (&to)[kPart]) {
   TANDEM_UNROLL
   for (int d = 0; d < kPart / 4; ++d) {
-    const float4 x = from4[d];
+    const float4 x = Load4(from + 4 * d);
     to[4 * d] = x.x;
     to[4 * d + 1] = x.y;
     to[4 * d + 2] = x.z;
@@ -79,10 +126,10 @@ __device__ __forceinline__ void LoadPart(const float* from, float (&to)[kPart]) 
   }
 }
 
-// to[d] = from[d] * factor, or from[d] / factor where `divide`.
-template <int kPart>
-__device__ __forceinline__ void StorePart(float* to, const float (&from)[kPart], float factor, bool divide) {
-  float4* to4 = reinterpret_cast<float4*>(to);
+// to[d] = from[d] * factor, or from[d] / factor where `divide`, stored
+// through Store4.
+template <int kPart, typename T>
+__device__ __forceinline__ void StorePart(T* to, const float (&from)[kPart], float factor, bool divide) {
   TANDEM_UNROLL
   for (int d = 0; d < kPart / 4; ++d) {
     float4 x;
@@ -90,7 +137,7 @@ __device__ __forceinline__ void StorePart(float* to, const float (&from)[kPart],
     x.y = divide ? from[4 * d + 1] / factor : from[4 * d + 1] * factor;
     x.z = divide ? from[4 * d + 2] / factor : from[4 * d + 2] * factor;
     x.w = divide ? from[4 * d + 3] / factor : from[4 * d + 3] * factor;
-    to4[d] = x;
+    Store4(to + 4 * d, x);
   }
 }
 

@@ -64,15 +64,14 @@ __device__ __forceinline__ void AddScaled(float (&acc)[kPart], float weight, con
   }
 }
 
-// The block's threads copy `count` float4s from `from` (and `also_from`,
-// when given) into shared memory; the caller syncs.
-__device__ __forceinline__ void CopyTile(float4* to, const float* from, float4* also_to, const float* also_from,
+// The block's threads copy `count` units of 4 elements from `from` (and
+// `also_from`, when given) into shared memory, widened; the caller syncs.
+template <typename T>
+__device__ __forceinline__ void CopyTile(float4* to, const T* from, float4* also_to, const T* also_from,
                                          int64_t count) {
-  const float4* from4 = reinterpret_cast<const float4*>(from);
-  const float4* also4 = reinterpret_cast<const float4*>(also_from);
   for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
-    to[e] = from4[e];
-    if (also_from != nullptr) also_to[e] = also4[e];
+    to[e] = Load4(from + 4 * e);
+    if (also_from != nullptr) also_to[e] = Load4(also_from + 4 * e);
   }
 }
 
@@ -92,8 +91,8 @@ __device__ int64_t KeysOfBlock(const int32_t* positions, const AttentionGeometry
 // One online-softmax sweep of a query row over the keys of its block: the
 // running max m and sum l of exp(s - m) over the keys the row reads and,
 // when `values` is given, acc = sum_j exp(s_j - m) v_j.
-template <int W, int kSplit, bool kWithValues>
-__device__ __forceinline__ void SweepKeys(const float (&q_part)[W / kSplit], const float* keys, const float* values,
+template <int W, int kSplit, bool kWithValues, typename T>
+__device__ __forceinline__ void SweepKeys(const float (&q_part)[W / kSplit], const T* keys, const T* values,
                                           int64_t n, int64_t key_count, float scale, float4* key_tile,
                                           float4* value_tile, float (&acc)[W / kSplit], float& m, float& l) {
   constexpr int kPart = W / kSplit;
@@ -136,8 +135,8 @@ __device__ __forceinline__ void SweepKeys(const float (&q_part)[W / kSplit], con
 
 // A query row's forward over `key_count` keys of its block: its part of q
 // loaded into q_part, acc = sum_j exp(s_j - m) v_j, the max m and the sum l.
-template <int W, int kSplit>
-__device__ __forceinline__ void RowForward(const float* q_part_at, const float* keys, const float* values, int64_t n,
+template <int W, int kSplit, typename T>
+__device__ __forceinline__ void RowForward(const T* q_part_at, const T* keys, const T* values, int64_t n,
                                            int64_t key_count, float scale, float4* key_tile, float4* value_tile,
                                            float (&q_part)[W / kSplit], float (&acc)[W / kSplit], float& m, float& l) {
   LoadPart<W / kSplit>(q_part_at, q_part);
@@ -145,12 +144,12 @@ __device__ __forceinline__ void RowForward(const float* q_part_at, const float* 
   for (int d = 0; d < W / kSplit; ++d) acc[d] = 0.0f;
   m = -INFINITY;
   l = 0.0f;
-  SweepKeys<W, kSplit, true>(q_part, keys, values, n, key_count, scale, key_tile, value_tile, acc, m, l);
+  SweepKeys<W, kSplit, true, T>(q_part, keys, values, n, key_count, scale, key_tile, value_tile, acc, m, l);
 }
 
-template <int W, int kSplit>
-__global__ void AttentionFastKernel(const float* q, const float* k, const float* v, const int32_t* positions,
-                                    float* out, AttentionGeometry g, int64_t query_tiles, int64_t units) {
+template <int W, int kSplit, typename T>
+__global__ void AttentionFastKernel(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
+                                    AttentionGeometry g, int64_t query_tiles, int64_t units) {
   constexpr int kPart = W / kSplit;
   __shared__ float4 key_tile[kTileRows * W / 4];
   __shared__ float4 value_tile[kTileRows * W / 4];
@@ -163,18 +162,17 @@ __global__ void AttentionFastKernel(const float* q, const float* k, const float*
     const int64_t n = active ? (positions != nullptr ? positions[b * g.seq + i] : i) + 1 : 0;
     const int64_t r = rows.pair * g.seq + (active ? i : rows.first);
     float q_part[kPart], acc[kPart], m, l;
-    RowForward<W, kSplit>(q + r * W + part * kPart, k + g.KeyBase(rows.pair * g.seq),
-                          v + g.KeyBase(rows.pair * g.seq), n, KeysOfBlock(positions, g, b, rows.first), g.scale,
-                          key_tile, value_tile, q_part, acc, m, l);
+    RowForward<W, kSplit, T>(q + r * W + part * kPart, k + g.KeyBase(rows.pair * g.seq),
+                             v + g.KeyBase(rows.pair * g.seq), n, KeysOfBlock(positions, g, b, rows.first), g.scale,
+                             key_tile, value_tile, q_part, acc, m, l);
     if (active) StorePart<kPart>(out + r * W + part * kPart, acc, l, /*divide=*/true);
   }
 }
 
 // dq of each query row, and its max, sum and delta = dy . o into stats[3 row ..].
-template <int W, int kSplit>
-__global__ void AttentionQueryGradFastKernel(const float* q, const float* k, const float* v, const float* dy,
-                                             float* dq, float* stats, AttentionGeometry g, int64_t query_tiles,
-                                             int64_t units) {
+template <int W, int kSplit, typename T>
+__global__ void AttentionQueryGradFastKernel(const T* q, const T* k, const T* v, const T* dy, T* dq, float* stats,
+                                             AttentionGeometry g, int64_t query_tiles, int64_t units) {
   constexpr int kPart = W / kSplit;
   __shared__ float4 key_tile[kTileRows * W / 4];
   __shared__ float4 value_tile[kTileRows * W / 4];
@@ -187,12 +185,12 @@ __global__ void AttentionQueryGradFastKernel(const float* q, const float* k, con
     const int64_t n = active ? i + 1 : 0;
     const int64_t key_count = first + kRowsPerBlock < g.seq ? first + kRowsPerBlock : g.seq;
     const int64_t r = rows.pair * g.seq + (active ? i : first);
-    const float* keys = k + g.KeyBase(rows.pair * g.seq);
-    const float* values = v + g.KeyBase(rows.pair * g.seq);
+    const T* keys = k + g.KeyBase(rows.pair * g.seq);
+    const T* values = v + g.KeyBase(rows.pair * g.seq);
     float q_part[kPart], dy_part[kPart], acc[kPart], m, l;
     LoadPart<kPart>(dy + r * W + part * kPart, dy_part);
-    RowForward<W, kSplit>(q + r * W + part * kPart, keys, values, n, key_count, g.scale, key_tile, value_tile, q_part,
-                          acc, m, l);
+    RowForward<W, kSplit, T>(q + r * W + part * kPart, keys, values, n, key_count, g.scale, key_tile, value_tile,
+                             q_part, acc, m, l);
     float delta_part = 0.0f;
     TANDEM_UNROLL
     for (int d = 0; d < kPart; ++d) delta_part = fmaf(dy_part[d], acc[d] / l, delta_part);
@@ -230,10 +228,9 @@ __global__ void AttentionQueryGradFastKernel(const float* q, const float* k, con
 
 // dk and dv of each key row j of each key/value head: over its query heads
 // in order and, within each, the query rows i >= j in order.
-template <int W, int kSplit>
-__global__ void AttentionKeyGradFastKernel(const float* q, const float* k, const float* v, const float* dy,
-                                           const float* stats, float* dk, float* dv, AttentionGeometry g,
-                                           int64_t key_tiles, int64_t units) {
+template <int W, int kSplit, typename T>
+__global__ void AttentionKeyGradFastKernel(const T* q, const T* k, const T* v, const T* dy, const float* stats, T* dk,
+                                           T* dv, AttentionGeometry g, int64_t key_tiles, int64_t units) {
   constexpr int kPart = W / kSplit;
   __shared__ float4 query_tile[kTileRows * W / 4];
   __shared__ float4 dy_tile[kTileRows * W / 4];
@@ -286,31 +283,45 @@ __global__ void AttentionKeyGradFastKernel(const float* q, const float* k, const
 
 }  // namespace
 
-cudaError_t LaunchAttentionLanes(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <typename T>
+cudaError_t LaunchAttentionLanes(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
                                  const AttentionGeometry& g, int64_t pairs, cudaStream_t stream) {
   if (g.width != 128) return cudaErrorInvalidValue;
   constexpr int kSplit = 2;  // 64 of a row's elements a lane
   const int64_t query_tiles = (g.seq + kRowsPerBlock - 1) / kRowsPerBlock;
-  return LaunchUnits(pairs * query_tiles, kRowsPerBlock * kSplit, stream, AttentionFastKernel<128, kSplit>, q, k, v,
-                     positions, out, g, query_tiles, pairs * query_tiles);
+  return LaunchUnits(pairs * query_tiles, kRowsPerBlock * kSplit, stream, AttentionFastKernel<128, kSplit, T>, q, k,
+                     v, positions, out, g, query_tiles, pairs * query_tiles);
 }
 
-cudaError_t LaunchAttentionLanesGrad(const float* q, const float* k, const float* v, const float* dy, float* dq,
-                                     float* dk, float* dv, float* stats, const AttentionGeometry& g, int64_t batch,
-                                     cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchAttentionLanesGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
+                                     float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
   if (g.width != 128) return cudaErrorInvalidValue;
   constexpr int kSplit = 4;  // 32 of a row's elements a lane: a thread holds three rows' worth
   const int64_t query_tiles = (g.seq + kRowsPerBlock - 1) / kRowsPerBlock;
   const int64_t query_units = batch * g.heads * query_tiles;
   if (cudaError_t error = LaunchUnits(query_units, kRowsPerBlock * kSplit, stream,
-                                      AttentionQueryGradFastKernel<128, kSplit>, q, k, v, dy, dq, stats, g,
+                                      AttentionQueryGradFastKernel<128, kSplit, T>, q, k, v, dy, dq, stats, g,
                                       query_tiles, query_units);
       error != cudaSuccess) {
     return error;
   }
   const int64_t key_units = batch * g.kv_heads * query_tiles;
-  return LaunchUnits(key_units, kRowsPerBlock * kSplit, stream, AttentionKeyGradFastKernel<128, kSplit>, q, k, v,
+  return LaunchUnits(key_units, kRowsPerBlock * kSplit, stream, AttentionKeyGradFastKernel<128, kSplit, T>, q, k, v,
                      dy, stats, dk, dv, g, query_tiles, key_units);
 }
+
+template cudaError_t LaunchAttentionLanes<float>(const float*, const float*, const float*, const int32_t*, float*,
+                                                 const AttentionGeometry&, int64_t, cudaStream_t);
+template cudaError_t LaunchAttentionLanesGrad<float>(const float*, const float*, const float*, const float*, float*,
+                                                     float*, float*, float*, const AttentionGeometry&, int64_t,
+                                                     cudaStream_t);
+template cudaError_t LaunchAttentionLanes<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                         const __nv_bfloat16*, const int32_t*, __nv_bfloat16*,
+                                                         const AttentionGeometry&, int64_t, cudaStream_t);
+template cudaError_t LaunchAttentionLanesGrad<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                             const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
+                                                             __nv_bfloat16*, __nv_bfloat16*, float*,
+                                                             const AttentionGeometry&, int64_t, cudaStream_t);
 
 }  // namespace tandem::cuda::kernels

@@ -11,15 +11,17 @@
 namespace tandem::cuda::kernels {
 namespace {
 
-__device__ float Dot(const float* a, const float* b, int64_t width) {
+template <typename A, typename B>
+__device__ float Dot(const A* a, const B* b, int64_t width) {
   float sum = 0.0f;
-  for (int64_t d = 0; d < width; ++d) sum = sum + a[d] * b[d];
+  for (int64_t d = 0; d < width; ++d) sum = sum + Widen(a[d]) * Widen(b[d]);
   return sum;
 }
 
 // The max and the sum of exp(s - max) of query row `row`'s scores.
-__device__ void RowStatistics(const float* q_row, const float* keys, int64_t n, const AttentionGeometry& g,
-                              float* max, float* sum) {
+template <typename T>
+__device__ void RowStatistics(const T* q_row, const T* keys, int64_t n, const AttentionGeometry& g, float* max,
+                              float* sum) {
   float m = -INFINITY;
   for (int64_t j = 0; j < n; ++j) {
     const float s = Dot(q_row, keys + j * g.width, g.width) * g.scale;
@@ -31,26 +33,35 @@ __device__ void RowStatistics(const float* q_row, const float* keys, int64_t n, 
   *sum = l;
 }
 
+// Widths above it are taken kColumnChunk output columns at a time, each
+// chunk's sums in registers (the scores recomputed for each chunk), so that
+// no result is summed in its own storage, which may be bf16.
+constexpr int64_t kColumnChunk = 128;
+
 // positions: null (row i reads keys 0..i), or [batch, seq], checked to lie
 // in [0, keys) before the launch.
-__global__ void AttentionKernel(const float* q, const float* k, const float* v, const int32_t* positions,
-                                float* out, AttentionGeometry g, int64_t rows) {
+template <typename T>
+__global__ void AttentionKernel(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
+                                AttentionGeometry g, int64_t rows) {
   for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
     const int64_t i = r % g.seq;
     const int64_t b = r / (g.seq * g.heads);
     const int64_t n = (positions != nullptr ? positions[b * g.seq + i] : i) + 1;
-    const float* q_row = q + r * g.width;
-    const float* keys = k + g.KeyBase(r);
-    const float* values = v + g.KeyBase(r);
-    float* o = out + r * g.width;
+    const T* q_row = q + r * g.width;
+    const T* keys = k + g.KeyBase(r);
+    const T* values = v + g.KeyBase(r);
     float max, sum;
     RowStatistics(q_row, keys, n, g, &max, &sum);
-    for (int64_t d = 0; d < g.width; ++d) o[d] = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
-      const float e = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max);
-      for (int64_t d = 0; d < g.width; ++d) o[d] = o[d] + e * values[j * g.width + d];
+    for (int64_t c = 0; c < g.width; c += kColumnChunk) {
+      const int64_t columns = g.width - c < kColumnChunk ? g.width - c : kColumnChunk;
+      float o[kColumnChunk];
+      for (int64_t d = 0; d < columns; ++d) o[d] = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        const float e = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max);
+        for (int64_t d = 0; d < columns; ++d) o[d] = o[d] + e * Widen(values[j * g.width + c + d]);
+      }
+      for (int64_t d = 0; d < columns; ++d) StoreElement(out + r * g.width + c + d, o[d] / sum);
     }
-    for (int64_t d = 0; d < g.width; ++d) o[d] = o[d] / sum;
   }
 }
 
@@ -72,17 +83,18 @@ constexpr int kKeyTile = 32;
 constexpr int64_t kMaxTiledWidth = 128;
 
 // The block's threads copy `rows` rows of `width` from `from` (and from
-// `also_from`, when given) into shared memory; the caller syncs.
-__device__ void LoadRows(float* to, const float* from, float* also_to, const float* also_from, int64_t rows,
-                         int64_t width) {
+// `also_from`, when given) into shared memory, widened; the caller syncs.
+template <typename T>
+__device__ void LoadRows(float* to, const T* from, float* also_to, const T* also_from, int64_t rows, int64_t width) {
   for (int64_t e = threadIdx.x; e < rows * width; e += blockDim.x) {
-    to[e] = from[e];
-    if (also_from != nullptr) also_to[e] = also_from[e];
+    to[e] = Widen(from[e]);
+    if (also_from != nullptr) also_to[e] = Widen(also_from[e]);
   }
 }
 
-__global__ void AttentionTiledKernel(const float* q, const float* k, const float* v, const int32_t* positions,
-                                     float* out, AttentionGeometry g, int64_t query_tiles, int64_t units) {
+template <typename T>
+__global__ void AttentionTiledKernel(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
+                                     AttentionGeometry g, int64_t query_tiles, int64_t units) {
   __shared__ float key_tile[kKeyTile * kMaxTiledWidth];
   __shared__ float value_tile[kKeyTile * kMaxTiledWidth];
   __shared__ int64_t block_keys;
@@ -105,9 +117,9 @@ __global__ void AttentionTiledKernel(const float* q, const float* k, const float
     __syncthreads();
     const int64_t key_count = block_keys;
     const int64_t r = pair * g.seq + (active ? i : first);
-    const float* keys = k + g.KeyBase(pair * g.seq);
-    const float* values = v + g.KeyBase(pair * g.seq);
-    const float* q_row = q + r * g.width;
+    const T* keys = k + g.KeyBase(pair * g.seq);
+    const T* values = v + g.KeyBase(pair * g.seq);
+    const T* q_row = q + r * g.width;
     float acc[kMaxTiledWidth];
     for (int64_t d = 0; d < g.width; ++d) acc[d] = 0.0f;
     float m = -INFINITY;
@@ -138,8 +150,7 @@ __global__ void AttentionTiledKernel(const float* q, const float* k, const float
       __syncthreads();  // the tile is overwritten next
     }
     if (active) {
-      float* o = out + r * g.width;
-      for (int64_t d = 0; d < g.width; ++d) o[d] = acc[d] / l;
+      for (int64_t d = 0; d < g.width; ++d) StoreElement(out + r * g.width + d, acc[d] / l);
     }
     __syncthreads();  // block_keys is rewritten for the next unit
   }
@@ -147,14 +158,15 @@ __global__ void AttentionTiledKernel(const float* q, const float* k, const float
 
 // dq of each query row, and its max, sum and delta = sum_j p_j dp_j into
 // stats[3 row ..].
-__global__ void AttentionQueryGradKernel(const float* q, const float* k, const float* v, const float* dy,
-                                         float* dq, float* stats, AttentionGeometry g, int64_t rows) {
+template <typename T>
+__global__ void AttentionQueryGradKernel(const T* q, const T* k, const T* v, const T* dy, T* dq, float* stats,
+                                         AttentionGeometry g, int64_t rows) {
   for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
     const int64_t n = r % g.seq + 1;
-    const float* q_row = q + r * g.width;
-    const float* dy_row = dy + r * g.width;
-    const float* keys = k + g.KeyBase(r);
-    const float* values = v + g.KeyBase(r);
+    const T* q_row = q + r * g.width;
+    const T* dy_row = dy + r * g.width;
+    const T* keys = k + g.KeyBase(r);
+    const T* values = v + g.KeyBase(r);
     float max, sum;
     RowStatistics(q_row, keys, n, g, &max, &sum);
     float delta = 0.0f;
@@ -162,14 +174,17 @@ __global__ void AttentionQueryGradKernel(const float* q, const float* k, const f
       const float p = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max) / sum;
       delta += p * Dot(dy_row, values + j * g.width, g.width);
     }
-    float* dq_row = dq + r * g.width;
-    for (int64_t d = 0; d < g.width; ++d) dq_row[d] = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
-      const float p = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max) / sum;
-      const float ds = p * (Dot(dy_row, values + j * g.width, g.width) - delta);
-      for (int64_t d = 0; d < g.width; ++d) dq_row[d] = dq_row[d] + ds * keys[j * g.width + d];
+    for (int64_t c = 0; c < g.width; c += kColumnChunk) {
+      const int64_t columns = g.width - c < kColumnChunk ? g.width - c : kColumnChunk;
+      float dq_part[kColumnChunk];
+      for (int64_t d = 0; d < columns; ++d) dq_part[d] = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        const float p = expf(Dot(q_row, keys + j * g.width, g.width) * g.scale - max) / sum;
+        const float ds = p * (Dot(dy_row, values + j * g.width, g.width) - delta);
+        for (int64_t d = 0; d < columns; ++d) dq_part[d] = dq_part[d] + ds * Widen(keys[j * g.width + c + d]);
+      }
+      for (int64_t d = 0; d < columns; ++d) StoreElement(dq + r * g.width + c + d, dq_part[d] * g.scale);
     }
-    for (int64_t d = 0; d < g.width; ++d) dq_row[d] = dq_row[d] * g.scale;
     stats[3 * r] = max;
     stats[3 * r + 1] = sum;
     stats[3 * r + 2] = delta;
@@ -178,35 +193,40 @@ __global__ void AttentionQueryGradKernel(const float* q, const float* k, const f
 
 // dk and dv of each key row j of each key/value head: over its query heads
 // in order and, within each, the query rows i >= j in order.
-__global__ void AttentionKeyGradKernel(const float* q, const float* k, const float* v, const float* dy,
-                                       const float* stats, float* dk, float* dv, AttentionGeometry g,
-                                       int64_t key_rows) {
+template <typename T>
+__global__ void AttentionKeyGradKernel(const T* q, const T* k, const T* v, const T* dy, const float* stats, T* dk,
+                                       T* dv, AttentionGeometry g, int64_t key_rows) {
   for (int64_t c = FirstIndex(); c < key_rows; c += GridStride()) {
     const int64_t j = c % g.seq;
     const int64_t kv_pair = c / g.seq;
     const int64_t batch = kv_pair / g.kv_heads, kv_head = kv_pair % g.kv_heads;
-    const float* key = k + c * g.width;
-    const float* value = v + c * g.width;
-    float* dk_row = dk + c * g.width;
-    float* dv_row = dv + c * g.width;
-    for (int64_t d = 0; d < g.width; ++d) {
-      dk_row[d] = 0.0f;
-      dv_row[d] = 0.0f;
-    }
-    for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
-      for (int64_t i = j; i < g.seq; ++i) {
-        const int64_t r = (batch * g.heads + h) * g.seq + i;
-        const float* q_row = q + r * g.width;
-        const float* dy_row = dy + r * g.width;
-        const float p = expf(Dot(q_row, key, g.width) * g.scale - stats[3 * r]) / stats[3 * r + 1];
-        const float ds = p * (Dot(dy_row, value, g.width) - stats[3 * r + 2]);
-        for (int64_t d = 0; d < g.width; ++d) {
-          dv_row[d] = dv_row[d] + p * dy_row[d];
-          dk_row[d] = dk_row[d] + ds * q_row[d];
+    const T* key = k + c * g.width;
+    const T* value = v + c * g.width;
+    for (int64_t first = 0; first < g.width; first += kColumnChunk) {
+      const int64_t columns = g.width - first < kColumnChunk ? g.width - first : kColumnChunk;
+      float dk_part[kColumnChunk], dv_part[kColumnChunk];
+      for (int64_t d = 0; d < columns; ++d) {
+        dk_part[d] = 0.0f;
+        dv_part[d] = 0.0f;
+      }
+      for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
+        for (int64_t i = j; i < g.seq; ++i) {
+          const int64_t r = (batch * g.heads + h) * g.seq + i;
+          const T* q_row = q + r * g.width;
+          const T* dy_row = dy + r * g.width;
+          const float p = expf(Dot(q_row, key, g.width) * g.scale - stats[3 * r]) / stats[3 * r + 1];
+          const float ds = p * (Dot(dy_row, value, g.width) - stats[3 * r + 2]);
+          for (int64_t d = 0; d < columns; ++d) {
+            dv_part[d] = dv_part[d] + p * Widen(dy_row[first + d]);
+            dk_part[d] = dk_part[d] + ds * Widen(q_row[first + d]);
+          }
         }
       }
+      for (int64_t d = 0; d < columns; ++d) {
+        StoreElement(dk + c * g.width + first + d, dk_part[d] * g.scale);
+        StoreElement(dv + c * g.width + first + d, dv_part[d]);
+      }
     }
-    for (int64_t d = 0; d < g.width; ++d) dk_row[d] = dk_row[d] * g.scale;
   }
 }
 
@@ -223,9 +243,9 @@ __global__ void AttentionKeyGradKernel(const float* q, const float* k, const flo
 constexpr int kKeyRows = 64;
 constexpr int kQueryRowsTile = 32;
 
-__global__ void AttentionQueryGradTiledKernel(const float* q, const float* k, const float* v, const float* dy,
-                                              float* dq, float* stats, AttentionGeometry g, int64_t query_tiles,
-                                              int64_t units) {
+template <typename T>
+__global__ void AttentionQueryGradTiledKernel(const T* q, const T* k, const T* v, const T* dy, T* dq, float* stats,
+                                              AttentionGeometry g, int64_t query_tiles, int64_t units) {
   __shared__ float key_tile[kKeyTile * kMaxTiledWidth];
   __shared__ float value_tile[kKeyTile * kMaxTiledWidth];
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
@@ -236,10 +256,10 @@ __global__ void AttentionQueryGradTiledKernel(const float* q, const float* k, co
     const int64_t n = active ? i + 1 : 0;
     const int64_t key_count = first + kQueryTile < g.seq ? first + kQueryTile : g.seq;
     const int64_t r = pair * g.seq + (active ? i : first);
-    const float* keys = k + g.KeyBase(pair * g.seq);
-    const float* values = v + g.KeyBase(pair * g.seq);
-    const float* q_row = q + r * g.width;
-    const float* dy_row = dy + r * g.width;
+    const T* keys = k + g.KeyBase(pair * g.seq);
+    const T* values = v + g.KeyBase(pair * g.seq);
+    const T* q_row = q + r * g.width;
+    const T* dy_row = dy + r * g.width;
     // Loads the tile at `tile` (keys, and values when asked) and returns
     // how many of its keys this row reads.
     auto load = [&](int64_t tile, bool with_values) {
@@ -288,8 +308,7 @@ __global__ void AttentionQueryGradTiledKernel(const float* q, const float* k, co
       __syncthreads();
     }
     if (active) {
-      float* dq_row = dq + r * g.width;
-      for (int64_t d = 0; d < g.width; ++d) dq_row[d] = acc[d] * g.scale;
+      for (int64_t d = 0; d < g.width; ++d) StoreElement(dq + r * g.width + d, acc[d] * g.scale);
       stats[3 * r] = m;
       stats[3 * r + 1] = l;
       stats[3 * r + 2] = delta;
@@ -297,9 +316,9 @@ __global__ void AttentionQueryGradTiledKernel(const float* q, const float* k, co
   }
 }
 
-__global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, const float* v, const float* dy,
-                                            const float* stats, float* dk, float* dv, AttentionGeometry g,
-                                            int64_t key_tiles, int64_t units) {
+template <typename T>
+__global__ void AttentionKeyGradTiledKernel(const T* q, const T* k, const T* v, const T* dy, const float* stats, T* dk,
+                                            T* dv, AttentionGeometry g, int64_t key_tiles, int64_t units) {
   __shared__ float query_tile[kQueryRowsTile * kMaxTiledWidth];
   __shared__ float dy_tile[kQueryRowsTile * kMaxTiledWidth];
   __shared__ float stats_tile[3 * kQueryRowsTile];
@@ -310,8 +329,8 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
     const bool active = j < g.seq;
     const int64_t c = kv_pair * g.seq + (active ? j : first);
     const int64_t batch = kv_pair / g.kv_heads, kv_head = kv_pair % g.kv_heads;
-    const float* key = k + c * g.width;
-    const float* value = v + c * g.width;
+    const T* key = k + c * g.width;
+    const T* value = v + c * g.width;
     float dk_acc[kMaxTiledWidth];
     float dv_acc[kMaxTiledWidth];
     for (int64_t d = 0; d < g.width; ++d) {
@@ -325,7 +344,7 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
         const int64_t count = g.seq - tile < kQueryRowsTile ? g.seq - tile : kQueryRowsTile;
         LoadRows(query_tile, q + (head_rows + tile) * g.width, dy_tile, dy + (head_rows + tile) * g.width, count,
                  g.width);
-        LoadRows(stats_tile, stats + 3 * (head_rows + tile), nullptr, nullptr, count, 3);
+        LoadRows<float>(stats_tile, stats + 3 * (head_rows + tile), nullptr, nullptr, count, 3);
         __syncthreads();
         if (active) {
           for (int64_t t = 0; t < count; ++t) {
@@ -344,11 +363,9 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
       }
     }
     if (active) {
-      float* dk_row = dk + c * g.width;
-      float* dv_row = dv + c * g.width;
       for (int64_t d = 0; d < g.width; ++d) {
-        dk_row[d] = dk_acc[d] * g.scale;
-        dv_row[d] = dv_acc[d];
+        StoreElement(dk + c * g.width + d, dk_acc[d] * g.scale);
+        StoreElement(dv + c * g.width + d, dv_acc[d]);
       }
     }
   }
@@ -356,40 +373,55 @@ __global__ void AttentionKeyGradTiledKernel(const float* q, const float* k, cons
 
 }  // namespace
 
-cudaError_t LaunchAttentionRows(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <typename T>
+cudaError_t LaunchAttentionRows(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
                                 const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
   const int64_t rows = batch * g.heads * g.seq;
   if (rows <= 0) return cudaSuccess;
-  if (g.width > kMaxTiledWidth) return Launch(rows, stream, AttentionKernel, q, k, v, positions, out, g, rows);
+  if (g.width > kMaxTiledWidth) return Launch(rows, stream, AttentionKernel<T>, q, k, v, positions, out, g, rows);
   const int64_t query_tiles = (g.seq + kQueryTile - 1) / kQueryTile;
   const int64_t units = batch * g.heads * query_tiles;
-  return LaunchUnits(units, kQueryTile, stream, AttentionTiledKernel, q, k, v, positions, out, g, query_tiles, units);
+  return LaunchUnits(units, kQueryTile, stream, AttentionTiledKernel<T>, q, k, v, positions, out, g, query_tiles,
+                     units);
 }
 
-cudaError_t LaunchAttentionRowsGrad(const float* q, const float* k, const float* v, const float* dy, float* dq,
-                                    float* dk, float* dv, float* stats, const AttentionGeometry& g, int64_t batch,
-                                    cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchAttentionRowsGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
+                                    float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
   const int64_t rows = batch * g.heads * g.seq;
   if (rows <= 0) return cudaSuccess;
   if (g.width <= kMaxTiledWidth) {
     const int64_t query_tiles = (g.seq + kQueryTile - 1) / kQueryTile;
     const int64_t query_units = batch * g.heads * query_tiles;
-    if (cudaError_t error = LaunchUnits(query_units, kQueryTile, stream, AttentionQueryGradTiledKernel, q, k, v, dy, dq,
-                                        stats, g, query_tiles, query_units);
+    if (cudaError_t error = LaunchUnits(query_units, kQueryTile, stream, AttentionQueryGradTiledKernel<T>, q, k, v, dy,
+                                        dq, stats, g, query_tiles, query_units);
         error != cudaSuccess) {
       return error;
     }
     const int64_t key_tiles = (g.seq + kKeyRows - 1) / kKeyRows;
     const int64_t key_units = batch * g.kv_heads * key_tiles;
-    return LaunchUnits(key_units, kKeyRows, stream, AttentionKeyGradTiledKernel, q, k, v, dy, stats, dk, dv, g,
+    return LaunchUnits(key_units, kKeyRows, stream, AttentionKeyGradTiledKernel<T>, q, k, v, dy, stats, dk, dv, g,
                        key_tiles, key_units);
   }
-  if (cudaError_t error = Launch(rows, stream, AttentionQueryGradKernel, q, k, v, dy, dq, stats, g, rows);
+  if (cudaError_t error = Launch(rows, stream, AttentionQueryGradKernel<T>, q, k, v, dy, dq, stats, g, rows);
       error != cudaSuccess) {
     return error;
   }
   const int64_t key_rows = batch * g.kv_heads * g.seq;
-  return Launch(key_rows, stream, AttentionKeyGradKernel, q, k, v, dy, stats, dk, dv, g, key_rows);
+  return Launch(key_rows, stream, AttentionKeyGradKernel<T>, q, k, v, dy, stats, dk, dv, g, key_rows);
 }
+
+template cudaError_t LaunchAttentionRows<float>(const float*, const float*, const float*, const int32_t*, float*,
+                                                const AttentionGeometry&, int64_t, cudaStream_t);
+template cudaError_t LaunchAttentionRowsGrad<float>(const float*, const float*, const float*, const float*, float*,
+                                                    float*, float*, float*, const AttentionGeometry&, int64_t,
+                                                    cudaStream_t);
+template cudaError_t LaunchAttentionRows<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                        const __nv_bfloat16*, const int32_t*, __nv_bfloat16*,
+                                                        const AttentionGeometry&, int64_t, cudaStream_t);
+template cudaError_t LaunchAttentionRowsGrad<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                            const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
+                                                            __nv_bfloat16*, __nv_bfloat16*, float*,
+                                                            const AttentionGeometry&, int64_t, cudaStream_t);
 
 }  // namespace tandem::cuda::kernels

@@ -52,12 +52,12 @@ __device__ __forceinline__ float RowSum(float value) {
 // Rows [0, count) of a [rows, W] matrix into shared memory k-major (to[d *
 // kTile + row]; consecutive threads write consecutive rows), zeros past
 // `count`; the block's threads share it, the caller syncs.
-template <int W>
-__device__ __forceinline__ void LoadTransposed(float* to, const float* from, int64_t count) {
+template <int W, typename T>
+__device__ __forceinline__ void LoadTransposed(float* to, const T* from, int64_t count) {
   for (int e = threadIdx.x; e < kTile * W / 4; e += blockDim.x) {
     const int row = e % kTile, chunk = e / kTile;
     float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (row < count) x = reinterpret_cast<const float4*>(from + row * W)[chunk];
+    if (row < count) x = Load4(from + row * W + 4 * chunk);
     to[(4 * chunk) * kTile + row] = x.x;
     to[(4 * chunk + 1) * kTile + row] = x.y;
     to[(4 * chunk + 2) * kTile + row] = x.z;
@@ -67,11 +67,10 @@ __device__ __forceinline__ void LoadTransposed(float* to, const float* from, int
 
 // Rows [0, count) of a [rows, W] matrix into shared memory as they are, zeros
 // past `count`.
-template <int W>
-__device__ __forceinline__ void LoadRowsOf(float4* to, const float* from, int64_t count) {
-  const float4* from4 = reinterpret_cast<const float4*>(from);
+template <int W, typename T>
+__device__ __forceinline__ void LoadRowsOf(float4* to, const T* from, int64_t count) {
   for (int e = threadIdx.x; e < kTile * W / 4; e += blockDim.x) {
-    to[e] = e / (W / 4) < count ? from4[e] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    to[e] = e / (W / 4) < count ? Load4(from + 4 * e) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 }
 
@@ -144,9 +143,9 @@ __device__ __forceinline__ void StoreTransposed(float* to, const float (&w)[4][4
 // `values`, [keys, W] each) in tiles: o, the max m and the sum l, from m =
 // -inf. The query tile is in qt (k-major); kt, value_tile and pt are the
 // block's shared tiles for K^T, V and P^T.
-template <int W>
+template <int W, typename T>
 __device__ __forceinline__ void SweepKeyTiles(const float* qt, float* kt, float4* value_tile, float* pt,
-                                              const float* keys, const float* values, int rows, int group,
+                                              const T* keys, const T* values, int rows, int group,
                                               int64_t key_count, const int64_t (&n)[4], float scale,
                                               float (&o)[4][W / 8], float (&m)[4], float (&l)[4]) {
   constexpr int kColumns = W / 8;
@@ -167,9 +166,9 @@ __device__ __forceinline__ void SweepKeyTiles(const float* qt, float* kt, float4
   }
 }
 
-template <int W>
-__global__ void AttentionTileKernel(const float* q, const float* k, const float* v, const int32_t* positions,
-                                    float* out, AttentionGeometry g, int64_t query_tiles, int64_t units) {
+template <int W, typename T>
+__global__ void AttentionTileKernel(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
+                                    AttentionGeometry g, int64_t query_tiles, int64_t units) {
   constexpr int kColumns = W / 8;  // output columns a thread holds
   __shared__ float4 query_t[W * kTile / 4];              // Q^T: [d][row]
   __shared__ float4 key_t[W * kTile / 4];                // K^T: [d][key]
@@ -196,8 +195,8 @@ __global__ void AttentionTileKernel(const float* q, const float* k, const float*
     int64_t n[4];
     TANDEM_UNROLL
     for (int i = 0; i < 4; ++i) n[i] = keys_of(rows + i);
-    const float* keys = k + g.KeyBase(pair * g.seq);
-    const float* value_rows = v + g.KeyBase(pair * g.seq);
+    const T* keys = k + g.KeyBase(pair * g.seq);
+    const T* value_rows = v + g.KeyBase(pair * g.seq);
     LoadTransposed<W>(qt, q + (pair * g.seq + first) * W, count);
     float o[4][kColumns], m[4], l[4];
     SweepKeyTiles<W>(qt, kt, values, pt, keys, value_rows, rows, group, key_count, n, g.scale, o, m, l);
@@ -221,10 +220,9 @@ __global__ void AttentionTileKernel(const float* q, const float* k, const float*
 // k-major tiles, then dV += P^T dY and dK += dS^T Q from the same rows
 // loaded as they are (into the same shared memory, so that everything fits
 // in 48 KiB).
-template <int W>
-__global__ void AttentionQueryGradTileKernel(const float* q, const float* k, const float* v, const float* dy,
-                                             float* dq, float* stats, AttentionGeometry g, int64_t query_tiles,
-                                             int64_t units) {
+template <int W, typename T>
+__global__ void AttentionQueryGradTileKernel(const T* q, const T* k, const T* v, const T* dy, T* dq, float* stats,
+                                             AttentionGeometry g, int64_t query_tiles, int64_t units) {
   constexpr int kColumns = W / 8;
   __shared__ float4 query_t[W * kTile / 4];               // Q^T: [d][row]
   __shared__ float4 dy_t[W * kTile / 4];                  // dY^T: [d][row]
@@ -248,8 +246,8 @@ __global__ void AttentionQueryGradTileKernel(const float* q, const float* k, con
     int64_t n[4];
     TANDEM_UNROLL
     for (int i = 0; i < 4; ++i) n[i] = rows + i < count ? first + rows + i + 1 : 0;
-    const float* keys = k + g.KeyBase(pair * g.seq);
-    const float* values = v + g.KeyBase(pair * g.seq);
+    const T* keys = k + g.KeyBase(pair * g.seq);
+    const T* values = v + g.KeyBase(pair * g.seq);
     const int64_t base = pair * g.seq + first;  // the tile's first query row
     LoadTransposed<W>(qt, q + base * W, count);
     LoadTransposed<W>(dyt, dy + base * W, count);
@@ -303,10 +301,9 @@ __global__ void AttentionQueryGradTileKernel(const float* q, const float* k, con
   }
 }
 
-template <int W>
-__global__ void AttentionKeyGradTileKernel(const float* q, const float* k, const float* v, const float* dy,
-                                           const float* stats, float* dk, float* dv, AttentionGeometry g,
-                                           int64_t key_tiles, int64_t units) {
+template <int W, typename T>
+__global__ void AttentionKeyGradTileKernel(const T* q, const T* k, const T* v, const T* dy, const float* stats, T* dk,
+                                           T* dv, AttentionGeometry g, int64_t key_tiles, int64_t units) {
   constexpr int kColumns = W / 8;
   __shared__ float4 key_t[W * kTile / 4];                  // K^T: [d][key]
   __shared__ float4 value_t[W * kTile / 4];                // V^T: [d][key]
@@ -381,43 +378,57 @@ __global__ void AttentionKeyGradTileKernel(const float* q, const float* k, const
   }
 }
 
-template <int W>
-cudaError_t LaunchTiles(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <int W, typename T>
+cudaError_t LaunchTiles(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
                         const AttentionGeometry& g, int64_t pairs, cudaStream_t stream) {
   const int64_t tiles = (g.seq + kTile - 1) / kTile;
-  return LaunchUnits(pairs * tiles, kTileThreads, stream, AttentionTileKernel<W>, q, k, v, positions, out, g, tiles,
+  return LaunchUnits(pairs * tiles, kTileThreads, stream, AttentionTileKernel<W, T>, q, k, v, positions, out, g, tiles,
                      pairs * tiles);
 }
 
-template <int W>
-cudaError_t LaunchTilesGrad(const float* q, const float* k, const float* v, const float* dy, float* dq, float* dk,
-                            float* dv, float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
+template <int W, typename T>
+cudaError_t LaunchTilesGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv, float* stats,
+                            const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
   const int64_t tiles = (g.seq + kTile - 1) / kTile;
   const int64_t query_units = batch * g.heads * tiles, key_units = batch * g.kv_heads * tiles;
-  if (cudaError_t error = LaunchUnits(query_units, kTileThreads, stream, AttentionQueryGradTileKernel<W>, q, k, v, dy,
-                                      dq, stats, g, tiles, query_units);
+  if (cudaError_t error = LaunchUnits(query_units, kTileThreads, stream, AttentionQueryGradTileKernel<W, T>, q, k, v,
+                                      dy, dq, stats, g, tiles, query_units);
       error != cudaSuccess) {
     return error;
   }
-  return LaunchUnits(key_units, kTileThreads, stream, AttentionKeyGradTileKernel<W>, q, k, v, dy, stats, dk, dv, g,
+  return LaunchUnits(key_units, kTileThreads, stream, AttentionKeyGradTileKernel<W, T>, q, k, v, dy, stats, dk, dv, g,
                      tiles, key_units);
 }
 
 }  // namespace
 
-cudaError_t LaunchAttentionTiles(const float* q, const float* k, const float* v, const int32_t* positions, float* out,
+template <typename T>
+cudaError_t LaunchAttentionTiles(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
                                  const AttentionGeometry& g, int64_t pairs, cudaStream_t stream) {
   if (g.width == 32) return LaunchTiles<32>(q, k, v, positions, out, g, pairs, stream);
   if (g.width == 64) return LaunchTiles<64>(q, k, v, positions, out, g, pairs, stream);
   return cudaErrorInvalidValue;
 }
 
-cudaError_t LaunchAttentionTilesGrad(const float* q, const float* k, const float* v, const float* dy, float* dq,
-                                     float* dk, float* dv, float* stats, const AttentionGeometry& g, int64_t batch,
-                                     cudaStream_t stream) {
+template <typename T>
+cudaError_t LaunchAttentionTilesGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
+                                     float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
   if (g.width == 32) return LaunchTilesGrad<32>(q, k, v, dy, dq, dk, dv, stats, g, batch, stream);
   if (g.width == 64) return LaunchTilesGrad<64>(q, k, v, dy, dq, dk, dv, stats, g, batch, stream);
   return cudaErrorInvalidValue;
 }
+
+template cudaError_t LaunchAttentionTiles<float>(const float*, const float*, const float*, const int32_t*, float*,
+                                                 const AttentionGeometry&, int64_t, cudaStream_t);
+template cudaError_t LaunchAttentionTilesGrad<float>(const float*, const float*, const float*, const float*, float*,
+                                                     float*, float*, float*, const AttentionGeometry&, int64_t,
+                                                     cudaStream_t);
+template cudaError_t LaunchAttentionTiles<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                         const __nv_bfloat16*, const int32_t*, __nv_bfloat16*,
+                                                         const AttentionGeometry&, int64_t, cudaStream_t);
+template cudaError_t LaunchAttentionTilesGrad<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                             const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
+                                                             __nv_bfloat16*, __nv_bfloat16*, float*,
+                                                             const AttentionGeometry&, int64_t, cudaStream_t);
 
 }  // namespace tandem::cuda::kernels

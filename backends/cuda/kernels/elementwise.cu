@@ -91,7 +91,8 @@ __device__ float ApplyBinary(ir::OpKind op, float x, float y) {
 
 // ---- Elementwise.
 
-__global__ void FillKernel(uint32_t bits, uint32_t* out, int64_t n) {
+template <typename T>
+__global__ void FillKernel(T bits, T* out, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = bits;
 }
 
@@ -244,8 +245,12 @@ __global__ void CopyRowsKernel(const T* src, int64_t src_row_stride, T* dst,
 
 }  // namespace
 
-cudaError_t LaunchFill32(uint32_t bits, void* out, int64_t n, cudaStream_t stream) {
-  return Launch(n, stream, FillKernel, bits, static_cast<uint32_t*>(out), n);
+cudaError_t LaunchFill(uint32_t bits, int element_size, void* out, int64_t n, cudaStream_t stream) {
+  if (element_size == 2) {
+    return Launch(n, stream, FillKernel<uint16_t>, static_cast<uint16_t>(bits), static_cast<uint16_t*>(out), n);
+  }
+  if (element_size != 4) return cudaErrorInvalidValue;
+  return Launch(n, stream, FillKernel<uint32_t>, bits, static_cast<uint32_t*>(out), n);
 }
 
 cudaError_t LaunchUnary(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n, cudaStream_t stream) {

@@ -90,13 +90,13 @@ __global__ void CrossEntropyGradKernel(const float* logits, const int32_t* label
   }
 }
 
-__global__ void EmbeddingKernel(const float* table, const int32_t* ids, float* out,
-                                int64_t num_rows, int64_t width, int64_t n) {
+__global__ void EmbeddingKernel(ElementsIn table, const int32_t* ids, ElementsOut out, int64_t num_rows,
+                                int64_t width, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
     const int64_t position = i / width;
     const int64_t column = i % width;
     const int32_t id = ids[position];
-    out[i] = (id >= 0 && id < num_rows) ? table[id * width + column] : 0.0f;
+    Store(out, i, (id >= 0 && id < num_rows) ? Load(table, id * width + column) : 0.0f);
   }
 }
 
@@ -106,7 +106,7 @@ __global__ void EmbeddingKernel(const float* table, const int32_t* ids, float* o
 // Blocks whose sorted index does not start a run, and runs of out-of-range
 // ids, write nothing (the output was zeroed first).
 __global__ void EmbeddingGradRunsKernel(const int32_t* sorted_ids, const int32_t* sorted_positions,
-                                        const float* dy, float* out, int64_t positions, int64_t num_rows,
+                                        ElementsIn dy, ElementsOut out, int64_t positions, int64_t num_rows,
                                         int64_t width) {
   for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
     const int32_t id = sorted_ids[i];
@@ -114,9 +114,9 @@ __global__ void EmbeddingGradRunsKernel(const int32_t* sorted_ids, const int32_t
     for (int64_t column = threadIdx.x; column < width; column += blockDim.x) {
       float acc = 0.0f;
       for (int64_t j = i; j < positions && sorted_ids[j] == id; ++j) {
-        acc += dy[static_cast<int64_t>(sorted_positions[j]) * width + column];
+        acc += Load(dy, static_cast<int64_t>(sorted_positions[j]) * width + column);
       }
-      out[static_cast<int64_t>(id) * width + column] = acc;
+      Store(out, static_cast<int64_t>(id) * width + column, acc);
     }
   }
 }
@@ -195,7 +195,7 @@ cudaError_t LaunchCrossEntropyGrad(const float* logits, const int32_t* labels, c
   return cudaGetLastError();
 }
 
-cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, int64_t positions,
+cudaError_t LaunchEmbedding(ElementsIn table, const int32_t* ids, ElementsOut out, int64_t positions,
                             int64_t num_rows, int64_t width, cudaStream_t stream) {
   const int64_t n = positions * width;
   return Launch(n, stream, EmbeddingKernel, table, ids, out, num_rows, width, n);
@@ -203,11 +203,13 @@ cudaError_t LaunchEmbedding(const float* table, const int32_t* ids, float* out, 
 
 size_t EmbeddingGradScratchBytes(int64_t positions) { return EmbeddingGradLayout(positions).total; }
 
-cudaError_t LaunchEmbeddingGrad(const int32_t* ids, const float* dy, float* out, int64_t positions,
+cudaError_t LaunchEmbeddingGrad(const int32_t* ids, ElementsIn dy, ElementsOut out, int64_t positions,
                                 int64_t num_rows, int64_t width, void* scratch, cudaStream_t stream) {
   const int64_t n = num_rows * width;
   if (n <= 0) return cudaSuccess;
-  if (cudaError_t error = cudaMemsetAsync(out, 0, static_cast<size_t>(n) * sizeof(float), stream);
+  // Zero bytes are 0.0 in f32 and in bf16 alike.
+  const size_t element_size = out.bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
+  if (cudaError_t error = cudaMemsetAsync(out.data, 0, static_cast<size_t>(n) * element_size, stream);
       error != cudaSuccess || positions <= 0) {
     return error;
   }

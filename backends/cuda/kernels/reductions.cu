@@ -165,12 +165,11 @@ __global__ void NormalizationKernel(NormOp op, ElementsIn x, ElementsIn second, 
   }
 }
 
-__global__ void CausalMaskKernel(const float* x, float* out, int64_t rows, int64_t cols,
-                                 float fill, int64_t n) {
+__global__ void CausalMaskKernel(ElementsIn x, ElementsOut out, int64_t rows, int64_t cols, float fill, int64_t n) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
     const int64_t column = i % cols;
     const int64_t row = (i / cols) % rows;
-    out[i] = column <= row ? x[i] : fill;
+    Store(out, i, column <= row ? Load(x, i) : fill);
   }
 }
 
@@ -285,8 +284,8 @@ cudaError_t LaunchNormalization(NormOp op, ElementsIn x, ElementsIn second, Elem
   return cudaGetLastError();
 }
 
-cudaError_t LaunchCausalMask(const float* x, float* out, int64_t matrices, int64_t rows,
-                             int64_t cols, float fill, cudaStream_t stream) {
+cudaError_t LaunchCausalMask(ElementsIn x, ElementsOut out, int64_t matrices, int64_t rows, int64_t cols, float fill,
+                             cudaStream_t stream) {
   const int64_t n = matrices * rows * cols;
   return Launch(n, stream, CausalMaskKernel, x, out, rows, cols, fill, n);
 }

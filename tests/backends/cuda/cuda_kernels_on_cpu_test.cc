@@ -101,18 +101,6 @@ TEST(CudaKernelsOnCpu, WhereBroadcastsItsThreeOperandsExactly) {
   ExpectSameBits(actual, expected, "where");
 }
 
-// `x` (f32) rounded to bf16 by the conversion kernel, and back.
-HostTensor ToBf16(const HostTensor& x) {
-  HostTensor out({DType::kBF16, x.type().shape});
-  EXPECT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
-  return out;
-}
-HostTensor ToF32(const HostTensor& x) {
-  HostTensor out({DType::kF32, x.type().shape});
-  EXPECT_EQ(LaunchConvert(ConvertOp::kBf16ToF32, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
-  return out;
-}
-
 TEST(CudaKernelsOnCpu, ElementwiseKernelsOnBf16GiveTheBitsOfWideningAndNarrowing) {
   // bf16 operands and results in one kernel against widen, f32 kernel,
   // narrow: every unary op, every broadcasting binary op, and where.
@@ -378,25 +366,30 @@ TEST(CudaKernelsOnCpu, TheRangeCheckFindsTheFirstBadIdWhateverTheThreadsFindFirs
   EXPECT_EQ(result.position, -1);
 }
 
-TEST(CudaKernelsOnCpu, EmbeddingAndItsGradientAreTheReferencesBits) {
-  for (int64_t width : {int64_t{6}, int64_t{300}}) {  // 32 and 256 threads a row
-    const HostTensor table = Random({10, width}, -1, 1, 23);
-    const HostTensor ids = Ids({3, 14}, 10, 24);  // 42 positions, ids repeated
-    const std::string what = absl::StrCat(" width ", width);
-    ExpectSameBits(RunTwice({DType::kF32, {3, 14, width}},
-                            [&](HostTensor& out) {
-                              return LaunchEmbedding(table.f32(), ids.i32(), out.f32(), 42, 10, width, kStream);
-                            }),
-                   Reference(OpKind::kEmbedding, {table, ids}), "embedding" + what);
-    const HostTensor dy = Random({3, 14, width}, -1, 1, 25);
-    std::vector<std::byte> scratch(EmbeddingGradScratchBytes(42));
-    ExpectSameBits(RunTwice({DType::kF32, {10, width}},
-                            [&](HostTensor& out) {
-                              return LaunchEmbeddingGrad(ids.i32(), dy.f32(), out.f32(), 42, 10, width,
-                                                         scratch.data(), kStream);
-                            }),
-                   Reference(OpKind::kEmbeddingGrad, {ids, dy}, {{"num_embeddings", int64_t{10}}}),
-                   "embedding_grad (sums in position order)" + what);
+// In f32, and in bf16 loaded and stored by the kernels themselves (the
+// reference widens, computes in f32 and narrows).
+TEST(CudaKernelsOnCpu, EmbeddingAndItsGradientAreTheReferencesBitsInF32AndBf16) {
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    auto typed = [&](const HostTensor& x) { return dtype == DType::kBF16 ? ToBf16(x) : x; };
+    for (int64_t width : {int64_t{6}, int64_t{300}}) {  // 32 and 256 threads a row
+      const HostTensor table = typed(Random({10, width}, -1, 1, 23));
+      const HostTensor ids = Ids({3, 14}, 10, 24);  // 42 positions, ids repeated
+      const std::string what = absl::StrCat(" width ", width, " ", ir::DTypeName(dtype));
+      ExpectSameBits(RunTwice({dtype, {3, 14, width}},
+                              [&](HostTensor& out) {
+                                return LaunchEmbedding(In(table), ids.i32(), Out(out), 42, 10, width, kStream);
+                              }),
+                     Reference(OpKind::kEmbedding, {table, ids}), "embedding" + what);
+      const HostTensor dy = typed(Random({3, 14, width}, -1, 1, 25));
+      std::vector<std::byte> scratch(EmbeddingGradScratchBytes(42));
+      ExpectSameBits(RunTwice({dtype, {10, width}},
+                              [&](HostTensor& out) {
+                                return LaunchEmbeddingGrad(ids.i32(), In(dy), Out(out), 42, 10, width,
+                                                           scratch.data(), kStream);
+                              }),
+                     Reference(OpKind::kEmbeddingGrad, {ids, dy}, {{"num_embeddings", int64_t{10}}}),
+                     "embedding_grad (sums in position order)" + what);
+    }
   }
 }
 
@@ -405,9 +398,17 @@ TEST(CudaKernelsOnCpu, FillAndTheOrderedSumOfReplicasAreExact) {
     uint32_t bits;
     const float value = -2.5f;
     std::memcpy(&bits, &value, 4);
-    return LaunchFill32(bits, out.data(), 1000, kStream);
+    return LaunchFill(bits, 4, out.data(), 1000, kStream);
   });
   for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(filled.f32()[i], -2.5f) << i;
+  // bf16: 2-byte elements, an odd count (a 4-byte fill would write past the end).
+  const HostTensor filled16 = RunTwice({DType::kBF16, {1001}}, [&](HostTensor& out) {
+    return LaunchFill(ir::FloatToBf16(-2.5f), 2, out.data(), 1001, kStream);
+  });
+  const auto* bf16 = reinterpret_cast<const uint16_t*>(filled16.data());
+  for (int64_t i = 0; i < 1001; ++i) ASSERT_EQ(ir::Bf16ToFloat(bf16[i]), -2.5f) << i;
+  HostTensor unused({DType::kF32, {1}});
+  EXPECT_EQ(LaunchFill(0, 8, unused.data(), 1, kStream), cudaErrorInvalidValue);
   const HostTensor slots = Random({3, 1000}, -1e3f, 1e3f, 26);
   const HostTensor summed = RunTwice({DType::kF32, {1000}}, [&](HostTensor& out) {
     return LaunchSumInOrder(slots.f32(), 1000, 3, out.f32(), 1000, kStream);

@@ -350,6 +350,43 @@ TEST_F(GpuTest, Bf16ValuesComputeThroughF32AndRoundLikeTheReference) {
   ExpectBitwiseEqual(*gpu, *again);
 }
 
+// Attention on bf16 q, k and v loads them itself and rounds its result once:
+// on the GPU, the bits of attention on the same values in f32, rounded.
+// Each family of kernels (tiled products at width 32, lanes a row at 128, a
+// thread a row at 8), the forward and the gradient.
+TEST_F(GpuTest, Bf16AttentionGivesTheBitsOfF32AttentionRounded) {
+  OpCase c{ir::Graph("bf16 attention"), {}};
+  CaseBuilder b(c);
+  const auto to = [](DType dtype) { return Attributes{{"dtype", std::string(ir::DTypeName(dtype))}}; };
+  for (int64_t width : {int64_t{32}, int64_t{128}, int64_t{8}}) {
+    const uint32_t seed = static_cast<uint32_t>(width);
+    auto bf16_input = [&](const char* name, ir::Shape shape, uint32_t offset) {
+      const ValueId f32 = b.Input(absl::StrCat(name, width), Floats(std::move(shape), seed + offset, -1, 1));
+      return b.Op(OpKind::kConvert, {f32}, to(DType::kBF16));
+    };
+    const ValueId q = bf16_input("q", {2, 4, 100, width}, 0), k = bf16_input("k", {2, 2, 100, width}, 1),
+                  v = bf16_input("v", {2, 2, 100, width}, 2), dy = bf16_input("dy", {2, 4, 100, width}, 3);
+    auto wide = [&](ValueId x) { return b.Op(OpKind::kConvert, {x}, to(DType::kF32)); };
+    const Attributes scale = {{"scale", 1.0 / std::sqrt(static_cast<double>(width))}};
+    for (OpKind op : {OpKind::kAttention, OpKind::kAttentionGrad}) {
+      std::vector<ValueId> narrow = {q, k, v}, widened = {wide(q), wide(k), wide(v)};
+      if (op == OpKind::kAttentionGrad) {
+        narrow.push_back(dy);
+        widened.push_back(wide(dy));
+      }
+      b.Output(wide(b.Op(op, narrow, scale)));
+      b.Output(wide(b.Op(OpKind::kConvert, {b.Op(op, widened, scale)}, to(DType::kBF16))));
+    }
+  }
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  absl::StatusOr<ir::TensorMap> gpu = runner().RunFromHost(c.graph, c.inputs);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  for (int pair = 0; pair < 6; ++pair) {
+    EXPECT_TRUE(gpu->at(absl::StrCat("out", 2 * pair)).BitwiseEquals(gpu->at(absl::StrCat("out", 2 * pair + 1))))
+        << "output pair " << pair;
+  }
+}
+
 // ---------------------------------------------------------------- tf32 matmul
 
 TEST_F(GpuTest, Tf32MatMulIsWithinTf32RoundingAndRepeatsBitwise) {

@@ -196,7 +196,7 @@ TEST(CudaKernelsOnCpu, NormalizationsMatchTheReference) {
 TEST(CudaKernelsOnCpu, CausalMaskAndRotaryMatchTheReference) {
   const HostTensor scores = Random({2, 3, 7, 7}, -1, 1, 18);
   const HostTensor masked = RunTwice(scores.type(), [&](HostTensor& out) {
-    return LaunchCausalMask(scores.f32(), out.f32(), 6, 7, 7, -INFINITY, kStream);
+    return LaunchCausalMask(In(scores), Out(out), 6, 7, 7, -INFINITY, kStream);
   });
   ExpectSameBits(masked, Reference(OpKind::kCausalMask, {scores}, {{"fill", -INFINITY}}), "causal_mask");
   const HostTensor q = Random({2, 40, 8}, -1, 1, 19);
@@ -223,65 +223,90 @@ TEST(CudaKernelsOnCpu, CausalMaskAndRotaryMatchTheReference) {
 // as stored) give the bits of widening, the f32 kernel and narrowing: the
 // softmax family and its gradients, the three normalizations, rotary.
 TEST(CudaKernelsOnCpu, RowKernelsOnBf16GiveTheBitsOfWideningAndNarrowing) {
-  auto narrow = [](const HostTensor& x) {
-    HostTensor out({DType::kBF16, x.shape()});
-    EXPECT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
-    return out;
-  };
-  auto widen = [](const HostTensor& x) {
-    HostTensor out({DType::kF32, x.shape()});
-    EXPECT_EQ(LaunchConvert(ConvertOp::kBf16ToF32, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
-    return out;
-  };
-  // Both ways on the same bf16 operands: one kernel on bf16, and the f32
-  // kernel on their widened values, its result narrowed.
-  auto both = [&](const std::vector<HostTensor>& operands16, const ir::Shape& shape, auto launch,
-                  const std::string& what) {
-    std::vector<HostTensor> wide;
-    for (const HostTensor& operand : operands16) wide.push_back(widen(operand));
-    const HostTensor one = RunTwice({DType::kBF16, shape}, [&](HostTensor& out) {
-      std::vector<ElementsIn> in;
-      for (const HostTensor& operand : operands16) in.push_back({operand.data(), true});
-      return launch(in, ElementsOut{out.data(), true});
-    });
-    const HostTensor f32 = RunTwice({DType::kF32, shape}, [&](HostTensor& out) {
-      std::vector<ElementsIn> in;
-      for (const HostTensor& operand : wide) in.push_back({operand.data(), false});
-      return launch(in, ElementsOut{out.data(), false});
-    });
-    ExpectSameBits(one, narrow(f32), what);
-  };
+  using Operands = std::vector<HostTensor>;
   for (int64_t length : {int64_t{33}, int64_t{300}}) {  // one warp a row, several
     const ir::Shape shape = {3, length};
-    const HostTensor x = narrow(Random(shape, -5, 5, 31)), dy = narrow(Random(shape, -1, 1, 32));
-    const HostTensor gamma = narrow(Random({length}, 0.5f, 1.5f, 33)), beta = narrow(Random({length}, -0.5f, 0.5f, 34));
+    const HostTensor x = ToBf16(Random(shape, -5, 5, 31)), dy = ToBf16(Random(shape, -1, 1, 32));
+    const HostTensor gamma = ToBf16(Random({length}, 0.5f, 1.5f, 33)), beta = ToBf16(Random({length}, -0.5f, 0.5f, 34));
     const std::string at = absl::StrCat(" length ", length);
     for (RowOp op : {RowOp::kSoftmax, RowOp::kLogSoftmax}) {
-      both({x}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
-        return LaunchRows(op, in[0], {}, out, 3, length, kStream);
+      ExpectBf16GivesTheBitsOfF32({x}, shape, [&](const Operands& in, HostTensor& out) {
+        return LaunchRows(op, In(in[0]), {}, Out(out), 3, length, kStream);
       }, absl::StrCat("row op ", static_cast<int>(op), at));
     }
     for (RowOp op : {RowOp::kSoftmaxGrad, RowOp::kLogSoftmaxGrad}) {
-      both({x, dy}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
-        return LaunchRows(op, in[0], in[1], out, 3, length, kStream);
+      ExpectBf16GivesTheBitsOfF32({x, dy}, shape, [&](const Operands& in, HostTensor& out) {
+        return LaunchRows(op, In(in[0]), In(in[1]), Out(out), 3, length, kStream);
       }, absl::StrCat("row op ", static_cast<int>(op), at));
     }
-    both({x}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
-      return LaunchNormalization(NormOp::kNormalize, in[0], {}, {}, out, 3, length, 1e-5f, kStream);
+    ExpectBf16GivesTheBitsOfF32({x}, shape, [&](const Operands& in, HostTensor& out) {
+      return LaunchNormalization(NormOp::kNormalize, In(in[0]), {}, {}, Out(out), 3, length, 1e-5f, kStream);
     }, "normalize" + at);
-    both({x, gamma, beta}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
-      return LaunchNormalization(NormOp::kLayerNorm, in[0], in[1], in[2], out, 3, length, 1e-5f, kStream);
+    ExpectBf16GivesTheBitsOfF32({x, gamma, beta}, shape, [&](const Operands& in, HostTensor& out) {
+      return LaunchNormalization(NormOp::kLayerNorm, In(in[0]), In(in[1]), In(in[2]), Out(out), 3, length, 1e-5f,
+                                 kStream);
     }, "layer_norm" + at);
-    both({x, dy}, shape, [&](const std::vector<ElementsIn>& in, ElementsOut out) {
-      return LaunchNormalization(NormOp::kNormalizeGrad, in[0], in[1], {}, out, 3, length, 1e-5f, kStream);
+    ExpectBf16GivesTheBitsOfF32({x, dy}, shape, [&](const Operands& in, HostTensor& out) {
+      return LaunchNormalization(NormOp::kNormalizeGrad, In(in[0]), In(in[1]), {}, Out(out), 3, length, 1e-5f,
+                                 kStream);
     }, "normalize_grad" + at);
   }
-  const HostTensor q = narrow(Random({2, 40, 8}, -1, 1, 35));
+  const HostTensor q = ToBf16(Random({2, 40, 8}, -1, 1, 35));
   for (bool inverse : {false, true}) {
-    both({q}, q.shape(), [&](const std::vector<ElementsIn>& in, ElementsOut out) {
-      return LaunchRotary(in[0], nullptr, out, 2, 40, 8, 10000.0, inverse, kStream);
+    ExpectBf16GivesTheBitsOfF32({q}, q.shape(), [&](const Operands& in, HostTensor& out) {
+      return LaunchRotary(In(in[0]), nullptr, Out(out), 2, 40, 8, 10000.0, inverse, kStream);
     }, inverse ? "rotary inverse" : "rotary");
   }
+  const HostTensor scores = ToBf16(Random({2, 3, 7, 7}, -1, 1, 36));
+  ExpectBf16GivesTheBitsOfF32({scores}, scores.shape(), [&](const Operands& in, HostTensor& out) {
+    return LaunchCausalMask(In(in[0]), Out(out), 6, 7, 7, -INFINITY, kStream);
+  }, "causal_mask");
+}
+
+// Attention on bf16 q, k, v (and dy) in one launch, every score, weight and
+// sum in f32, each result rounded once as it is stored, gives the bits of
+// the f32 launch on the widened operands, narrowed: in each family of
+// kernels (width 32: the tiled products; 128: lanes a row; 8: a thread a
+// row over shared tiles; 136: a thread a row over its columns in chunks of
+// 128, the second chunk partial), forward, gradient, and queries at
+// positions against a longer cache; grouped heads at 32 and 8. Small
+// shapes: a CPU thread per lane makes the wide kernels slow here.
+TEST(CudaKernelsOnCpu, AttentionOnBf16GivesTheBitsOfWideningAndNarrowing) {
+  using Operands = std::vector<HostTensor>;
+  for (int64_t width : {int64_t{32}, int64_t{128}, int64_t{8}, int64_t{136}}) {
+    const int64_t seq = width == 32 ? 40 : 20, heads = width <= 32 ? 2 : 1;
+    const std::string what = absl::StrCat(" width ", width);
+    const HostTensor q = ToBf16(Random({1, heads, seq, width}, -1, 1, 60)),
+                     k = ToBf16(Random({1, 1, seq, width}, -1, 1, 61)),
+                     v = ToBf16(Random({1, 1, seq, width}, -1, 1, 62)),
+                     dy = ToBf16(Random({1, heads, seq, width}, -1, 1, 63));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(width));
+    ExpectBf16GivesTheBitsOfF32({q, k, v}, q.shape(), [&](const Operands& in, HostTensor& out) {
+      return LaunchAttention(In(in[0]), In(in[1]), In(in[2]), nullptr, Out(out), 1, heads, 1, seq, seq, width, scale,
+                             kStream);
+    }, "attention" + what);
+    const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
+    std::vector<float> scratch(AttentionGradScratchBytes(heads * seq) / sizeof(float));
+    ExpectBf16GivesTheBitsOfF32({q, k, v, dy}, {n_q + 2 * n_kv}, [&](const Operands& in, HostTensor& out) {
+      return LaunchAttentionGrad(In(in[0]), In(in[1]), In(in[2]), In(in[3]), Out(out), Out(out, n_q),
+                                 Out(out, n_q + n_kv), 1, heads, 1, seq, width, scale, scratch.data(), kStream);
+    }, "attention_grad" + what);
+    const int64_t cached_keys = seq + 30;
+    const HostTensor cache_k = ToBf16(Random({1, 1, cached_keys, width}, -1, 1, 64)),
+                     cache_v = ToBf16(Random({1, 1, cached_keys, width}, -1, 1, 65));
+    std::vector<int32_t> at(static_cast<size_t>(seq));
+    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % cached_keys);
+    const HostTensor positions = HostTensor::FromInts({1, seq}, at);
+    ExpectBf16GivesTheBitsOfF32({q, cache_k, cache_v}, q.shape(), [&](const Operands& in, HostTensor& out) {
+      return LaunchAttention(In(in[0]), In(in[1]), In(in[2]), positions.i32(), Out(out), 1, heads, 1, seq,
+                             cached_keys, width, scale, kStream);
+    }, "attention at positions" + what);
+  }
+  // Operands of two dtypes are refused.
+  const HostTensor q16 = ToBf16(Random({1, 1, 4, 8}, -1, 1, 66)), k32 = Random({1, 1, 4, 8}, -1, 1, 67);
+  HostTensor out({DType::kBF16, {1, 1, 4, 8}});
+  EXPECT_EQ(LaunchAttention(In(q16), In(k32), In(q16), nullptr, Out(out), 1, 1, 1, 4, 4, 8, 0.5f, kStream),
+            cudaErrorInvalidValue);
 }
 
 TEST(CudaKernelsOnCpu, AttentionAtPositionsAgainstACacheMatchesTheReference) {
@@ -291,7 +316,7 @@ TEST(CudaKernelsOnCpu, AttentionAtPositionsAgainstACacheMatchesTheReference) {
                    v = Random({2, 2, 9, 6}, -1, 1, 36);
   const HostTensor positions = HostTensor::FromInts({2, 3}, {0, 4, 8, 2, 2, 7});
   const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
-    return LaunchAttention(q.f32(), k.f32(), v.f32(), positions.i32(), result.f32(), 2, 4, 2, 3, 9, 6, 0.4f,
+    return LaunchAttention(In(q), In(k), In(v), positions.i32(), Out(result), 2, 4, 2, 3, 9, 6, 0.4f,
                            kStream);
   });
   ExpectClose(out, Reference(OpKind::kAttention, {q, k, v, positions}, {{"scale", 0.4}}), 1e-5, 1e-6,
@@ -303,15 +328,14 @@ TEST(CudaKernelsOnCpu, AttentionAndItsGradientMatchTheReferenceWithGroupedHeads)
                    v = Random({2, 2, 11, 6}, -1, 1, 32), dy = Random({2, 4, 11, 6}, -1, 1, 33);
   const ir::Attributes scale = {{"scale", 0.4}};
   const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
-    return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 2, 4, 2, 11, 11, 6, 0.4f, kStream);
+    return LaunchAttention(In(q), In(k), In(v), nullptr, Out(result), 2, 4, 2, 11, 11, 6, 0.4f, kStream);
   });
   ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, scale), 1e-5, 1e-6, "attention");
   const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
   std::vector<float> scratch(AttentionGradScratchBytes(2 * 4 * 11) / sizeof(float));
   const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
-    float* dq = result.f32();
-    return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 2, 4, 2, 11, 6,
-                               0.4f, scratch.data(), kStream);
+    return LaunchAttentionGrad(In(q), In(k), In(v), In(dy), Out(result), Out(result, n_q), Out(result, n_q + n_kv), 2,
+                               4, 2, 11, 6, 0.4f, scratch.data(), kStream);
   });
   ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, scale), 1e-4, 1e-5, "attention_grad");
 }
@@ -323,7 +347,7 @@ TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheRefere
   const HostTensor q = Random({1, 4, 70, 8}, -1, 1, 40), k = Random({1, 2, 70, 8}, -1, 1, 41),
                    v = Random({1, 2, 70, 8}, -1, 1, 42);
   const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
-    return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 1, 4, 2, 70, 70, 8, 0.3f, kStream);
+    return LaunchAttention(In(q), In(k), In(v), nullptr, Out(result), 1, 4, 2, 70, 70, 8, 0.3f, kStream);
   });
   ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, {{"scale", 0.3}}), 1e-5, 1e-6, "tiled attention");
   // The gradient over as many tiles: two blocks of query rows, two of key
@@ -332,9 +356,8 @@ TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheRefere
   const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
   std::vector<float> scratch(AttentionGradScratchBytes(4 * 70) / sizeof(float));
   const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
-    float* dq = result.f32();
-    return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 1, 4, 2, 70, 8,
-                               0.3f, scratch.data(), kStream);
+    return LaunchAttentionGrad(In(q), In(k), In(v), In(dy), Out(result), Out(result, n_q), Out(result, n_q + n_kv), 1,
+                               4, 2, 70, 8, 0.3f, scratch.data(), kStream);
   });
   ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.3}}), 1e-4, 1e-5,
               "tiled attention_grad");
@@ -344,7 +367,7 @@ TEST(CudaKernelsOnCpu, TiledAttentionOverSeveralQueryAndKeyTilesMatchesTheRefere
   for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % 100);
   const HostTensor positions = HostTensor::FromInts({1, 70}, at);
   const HostTensor cached = RunTwice(q.type(), [&](HostTensor& result) {
-    return LaunchAttention(q.f32(), cache_k.f32(), cache_v.f32(), positions.i32(), result.f32(), 1, 4, 2, 70, 100, 8,
+    return LaunchAttention(In(q), In(cache_k), In(cache_v), positions.i32(), Out(result), 1, 4, 2, 70, 100, 8,
                            0.3f, kStream);
   });
   ExpectClose(cached, Reference(OpKind::kAttention, {q, cache_k, cache_v, positions}, {{"scale", 0.3}}), 1e-5, 1e-6,
@@ -371,16 +394,15 @@ TEST(CudaKernelsOnCpu, AttentionAtTheCommonHeadWidthsMatchesTheReference) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(width));
     const ir::Attributes attributes = {{"scale", double{scale}}};
     const HostTensor out = RunTwice(q.type(), [&](HostTensor& result) {
-      return LaunchAttention(q.f32(), k.f32(), v.f32(), nullptr, result.f32(), 1, heads, 1, seq, seq, width, scale,
+      return LaunchAttention(In(q), In(k), In(v), nullptr, Out(result), 1, heads, 1, seq, seq, width, scale,
                              kStream);
     });
     ExpectClose(out, Reference(OpKind::kAttention, {q, k, v}, attributes), 1e-5, 1e-6, "attention" + what);
     const int64_t n_q = q.num_elements(), n_kv = k.num_elements();
     std::vector<float> scratch(AttentionGradScratchBytes(heads * seq) / sizeof(float));
     const HostTensor grads = RunTwice({DType::kF32, {n_q + 2 * n_kv}}, [&](HostTensor& result) {
-      float* dq = result.f32();
-      return LaunchAttentionGrad(q.f32(), k.f32(), v.f32(), dy.f32(), dq, dq + n_q, dq + n_q + n_kv, 1, heads, 1, seq,
-                                 width, scale, scratch.data(), kStream);
+      return LaunchAttentionGrad(In(q), In(k), In(v), In(dy), Out(result), Out(result, n_q),
+                                 Out(result, n_q + n_kv), 1, heads, 1, seq, width, scale, scratch.data(), kStream);
     });
     ExpectClose(grads, Reference(OpKind::kAttentionGrad, {q, k, v, dy}, attributes), 1e-4, 1e-5,
                 "attention_grad" + what);
@@ -392,7 +414,7 @@ TEST(CudaKernelsOnCpu, AttentionAtTheCommonHeadWidthsMatchesTheReference) {
     for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % cached_keys);
     const HostTensor positions = HostTensor::FromInts({1, seq}, at);
     const HostTensor cached = RunTwice(q.type(), [&](HostTensor& result) {
-      return LaunchAttention(q.f32(), cache_k.f32(), cache_v.f32(), positions.i32(), result.f32(), 1, heads, 1, seq,
+      return LaunchAttention(In(q), In(cache_k), In(cache_v), positions.i32(), Out(result), 1, heads, 1, seq,
                              cached_keys, width, scale, kStream);
     });
     ExpectClose(cached, Reference(OpKind::kAttention, {q, cache_k, cache_v, positions}, attributes), 1e-5, 1e-6,

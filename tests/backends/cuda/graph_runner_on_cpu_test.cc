@@ -226,11 +226,15 @@ TEST(GraphRunnerOnCpuBf16, ABf16MatmulGivesCublasItsOperandsAsTheyAre) {
   }
 }
 
-// A bf16 model's softmax, layer norm, rotary and reductions run as one
-// kernel each on their bf16 tensors (no widened copies): the bits of the
-// same graph in f32 on the widened values, each result rounded to bf16.
-TEST(GraphRunnerOnCpuBf16, RowOpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
-  auto build = [](ir::Graph& graph, ir::DType dtype) {
+// A bf16 model's ops run as one kernel each on their bf16 tensors (no
+// widened copies): softmax, layer norm, rotary, a reduction, the causal
+// mask, attention and its gradient (the tiled products at width 32; dq, dk
+// and dv one after another in one result), the embedding and its gradient
+// give the bits of the same graph in f32 on the widened values, each
+// result rounded to bf16.
+TEST(GraphRunnerOnCpuBf16, OpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
+  const ir::Shape q_shape = {1, 2, 4, 32}, kv_shape = {1, 1, 4, 32};
+  auto build = [&](ir::Graph& graph, ir::DType dtype) {
     ir::GraphBuilder b(&graph);
     const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
     const ir::ValueId x = b.AddInput("x", "data", {dtype, {2, 4, 8}}, here);
@@ -240,22 +244,45 @@ TEST(GraphRunnerOnCpuBf16, RowOpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
     graph.AddOutput("norm", b.Add(ir::OpKind::kLayerNorm, {x, gain, bias}, {{"eps", 1e-5}}, here));
     graph.AddOutput("rotary", b.Add(ir::OpKind::kRotary, {x}, {{"theta", 10000.0}, {"inverse", int64_t{0}}}, here));
     graph.AddOutput("sums", b.Add(ir::OpKind::kReduceSum, {x}, {{"axes", std::vector<int64_t>{0, 1}}}, here));
+    const ir::ValueId scores = b.AddInput("scores", "data", {dtype, {2, 4, 4}}, here);
+    graph.AddOutput("masked", b.Add(ir::OpKind::kCausalMask, {scores}, {{"fill", -1e4}}, here));
+    const ir::ValueId q = b.AddInput("q", "data", {dtype, q_shape}, here);
+    const ir::ValueId k = b.AddInput("k", "data", {dtype, kv_shape}, here);
+    const ir::ValueId v = b.AddInput("v", "data", {dtype, kv_shape}, here);
+    const ir::ValueId dy = b.AddInput("dy", "data", {dtype, q_shape}, here);
+    graph.AddOutput("attention", b.Add(ir::OpKind::kAttention, {q, k, v}, {{"scale", 0.25}}, here));
+    graph.AddOutput("attention_grad", b.Add(ir::OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.25}}, here));
+    const ir::ValueId table = b.AddInput("table", "parameter", {dtype, {5, 8}}, here);
+    const ir::ValueId ids = b.AddInput("ids", "data", {ir::DType::kI32, {6}}, here);
+    const ir::ValueId rows_dy = b.AddInput("rows_dy", "data", {dtype, {6, 8}}, here);
+    graph.AddOutput("rows", b.Add(ir::OpKind::kEmbedding, {table, ids}, {}, here));
+    graph.AddOutput("rows_grad",
+                    b.Add(ir::OpKind::kEmbeddingGrad, {ids, rows_dy}, {{"num_embeddings", int64_t{5}}}, here));
     return b.status();
   };
-  ir::Graph bf16_graph("bf16 rows"), f32_graph("f32 rows");
+  ir::Graph bf16_graph("bf16 ops"), f32_graph("f32 ops");
   ASSERT_TRUE(build(bf16_graph, ir::DType::kBF16).ok()) << build(bf16_graph, ir::DType::kBF16);
   ASSERT_TRUE(build(f32_graph, ir::DType::kF32).ok());
   ir::TensorMap bf16_inputs, f32_inputs;
   AddBf16Values("x", {2, 4, 8}, 0.7f, bf16_inputs, f32_inputs);
   AddBf16Values("gain", {8}, 0.37f, bf16_inputs, f32_inputs);
   AddBf16Values("bias", {8}, 1.1f, bf16_inputs, f32_inputs);
+  AddBf16Values("scores", {2, 4, 4}, 0.9f, bf16_inputs, f32_inputs);
+  AddBf16Values("q", q_shape, 0.3f, bf16_inputs, f32_inputs);
+  AddBf16Values("k", kv_shape, 0.41f, bf16_inputs, f32_inputs);
+  AddBf16Values("v", kv_shape, 0.53f, bf16_inputs, f32_inputs);
+  AddBf16Values("dy", q_shape, 0.61f, bf16_inputs, f32_inputs);
+  AddBf16Values("table", {5, 8}, 0.29f, bf16_inputs, f32_inputs);
+  AddBf16Values("rows_dy", {6, 8}, 0.83f, bf16_inputs, f32_inputs);
+  bf16_inputs["ids"] = f32_inputs["ids"] = ir::HostTensor::FromInts({6}, {3, 0, 3, 4, 1, 3});
   absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner = CudaGraphRunner::Create({});
   ASSERT_TRUE(runner.ok()) << runner.status();
   absl::StatusOr<ir::TensorMap> bf16 = (*runner)->RunFromHost(bf16_graph, bf16_inputs);
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   absl::StatusOr<ir::TensorMap> f32 = (*runner)->RunFromHost(f32_graph, f32_inputs);
   ASSERT_TRUE(f32.ok()) << f32.status();
-  for (const char* name : {"softmax", "norm", "rotary", "sums"}) {
+  for (const char* name : {"softmax", "norm", "rotary", "sums", "masked", "attention", "attention_grad", "rows",
+                           "rows_grad"}) {
     const ir::HostTensor& got = bf16->at(name);
     ASSERT_EQ(got.type().dtype, ir::DType::kBF16) << name;
     const auto* bits = reinterpret_cast<const uint16_t*>(got.data());

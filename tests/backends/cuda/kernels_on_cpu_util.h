@@ -25,6 +25,8 @@ using ir::DType;
 using ir::HostTensor;
 using ir::OpKind;
 
+inline constexpr cudaStream_t kStream = nullptr;
+
 // The CPU reference's result of `op` on `operands`.
 inline HostTensor Reference(OpKind op, const std::vector<HostTensor>& operands, ir::Attributes attributes = {}) {
   ir::Graph graph("reference");
@@ -65,6 +67,15 @@ inline HostTensor Ids(ir::Shape shape, int32_t limit, uint32_t seed) {
   return HostTensor::FromInts(std::move(shape), values);
 }
 
+// `t` (from its element `first` on) as a kernel's operand or result: f32 or
+// bf16 storage, as its dtype says.
+inline ElementsIn In(const HostTensor& t, int64_t first = 0) {
+  return {t.data() + first * ir::DTypeSize(t.dtype()), t.dtype() == DType::kBF16};
+}
+inline ElementsOut Out(HostTensor& t, int64_t first = 0) {
+  return {t.data() + first * ir::DTypeSize(t.dtype()), t.dtype() == DType::kBF16};
+}
+
 // A tensor of `like`'s type whose bytes the kernel writes.
 inline HostTensor Output(const ir::TensorType& type) {
   HostTensor out(type);
@@ -97,6 +108,33 @@ inline void ExpectSameBits(const HostTensor& actual, const HostTensor& expected,
       return;
     }
   }
+}
+
+// `x` (f32) rounded to bf16 by the conversion kernel, and back.
+inline HostTensor ToBf16(const HostTensor& x) {
+  HostTensor out({DType::kBF16, x.type().shape});
+  EXPECT_EQ(LaunchConvert(ConvertOp::kF32ToBf16, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
+  return out;
+}
+inline HostTensor ToF32(const HostTensor& x) {
+  HostTensor out({DType::kF32, x.type().shape});
+  EXPECT_EQ(LaunchConvert(ConvertOp::kBf16ToF32, x.data(), out.data(), x.num_elements(), kStream), cudaSuccess);
+  return out;
+}
+
+// `launch(operands, out)` on the bf16 `operands16` into a bf16 result of
+// `shape` gives the bits of the same launch on them widened to f32 with its
+// f32 result narrowed: one kernel that widens as it loads and rounds once
+// as it stores computes what widen, the f32 kernel and narrow do.
+template <typename Launch>
+inline void ExpectBf16GivesTheBitsOfF32(const std::vector<HostTensor>& operands16, const ir::Shape& shape,
+                                        const Launch& launch, const std::string& what) {
+  std::vector<HostTensor> wide;
+  for (const HostTensor& operand : operands16) wide.push_back(ToF32(operand));
+  const HostTensor one = RunTwice({DType::kBF16, shape}, [&](HostTensor& out) { return launch(operands16, out); });
+  HostTensor f32 = Output({DType::kF32, shape});  // the f32 launch's repeatability is its own tests' business
+  EXPECT_EQ(launch(wide, f32), cudaSuccess) << what;
+  ExpectSameBits(one, ToBf16(f32), what);
 }
 
 // |actual - expected| <= relative * scale + absolute per element, NaN where
@@ -150,8 +188,6 @@ inline StridedMap Broadcasting(const ir::Shape& extents, const std::vector<ir::S
   }
   return map;
 }
-
-inline constexpr cudaStream_t kStream = nullptr;
 
 // The ops of one family of the op table, so that a new op is tested here
 // as soon as it is defined.
