@@ -53,6 +53,17 @@ template <typename T>
 cudaError_t LaunchAttentionRowsGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
                                     float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
 
+// A family's two launchers, instantiated for f32 and bf16 storage at the end
+// of its file: TANDEM_ATTENTION_FAMILY(Tiles), (Lanes), (Rows).
+#define TANDEM_ATTENTION_FAMILY_OF(Family, T)                                                                        \
+  template cudaError_t LaunchAttention##Family<T>(const T*, const T*, const T*, const int32_t*, T*,                 \
+                                                  const AttentionGeometry&, int64_t, cudaStream_t);                 \
+  template cudaError_t LaunchAttention##Family##Grad<T>(const T*, const T*, const T*, const T*, T*, T*, T*, float*, \
+                                                        const AttentionGeometry&, int64_t, cudaStream_t);
+#define TANDEM_ATTENTION_FAMILY(Family)     \
+  TANDEM_ATTENTION_FAMILY_OF(Family, float) \
+  TANDEM_ATTENTION_FAMILY_OF(Family, __nv_bfloat16)
+
 namespace {
 
 // Launches `kernel` on `threads`-thread blocks over `units` units of work

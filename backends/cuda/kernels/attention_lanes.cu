@@ -311,17 +311,6 @@ cudaError_t LaunchAttentionLanesGrad(const T* q, const T* k, const T* v, const T
                      dy, stats, dk, dv, g, query_tiles, key_units);
 }
 
-template cudaError_t LaunchAttentionLanes<float>(const float*, const float*, const float*, const int32_t*, float*,
-                                                 const AttentionGeometry&, int64_t, cudaStream_t);
-template cudaError_t LaunchAttentionLanesGrad<float>(const float*, const float*, const float*, const float*, float*,
-                                                     float*, float*, float*, const AttentionGeometry&, int64_t,
-                                                     cudaStream_t);
-template cudaError_t LaunchAttentionLanes<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
-                                                         const __nv_bfloat16*, const int32_t*, __nv_bfloat16*,
-                                                         const AttentionGeometry&, int64_t, cudaStream_t);
-template cudaError_t LaunchAttentionLanesGrad<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
-                                                             const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
-                                                             __nv_bfloat16*, __nv_bfloat16*, float*,
-                                                             const AttentionGeometry&, int64_t, cudaStream_t);
+TANDEM_ATTENTION_FAMILY(Lanes)
 
 }  // namespace tandem::cuda::kernels

@@ -411,17 +411,6 @@ cudaError_t LaunchAttentionRowsGrad(const T* q, const T* k, const T* v, const T*
   return Launch(key_rows, stream, AttentionKeyGradKernel<T>, q, k, v, dy, stats, dk, dv, g, key_rows);
 }
 
-template cudaError_t LaunchAttentionRows<float>(const float*, const float*, const float*, const int32_t*, float*,
-                                                const AttentionGeometry&, int64_t, cudaStream_t);
-template cudaError_t LaunchAttentionRowsGrad<float>(const float*, const float*, const float*, const float*, float*,
-                                                    float*, float*, float*, const AttentionGeometry&, int64_t,
-                                                    cudaStream_t);
-template cudaError_t LaunchAttentionRows<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
-                                                        const __nv_bfloat16*, const int32_t*, __nv_bfloat16*,
-                                                        const AttentionGeometry&, int64_t, cudaStream_t);
-template cudaError_t LaunchAttentionRowsGrad<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
-                                                            const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
-                                                            __nv_bfloat16*, __nv_bfloat16*, float*,
-                                                            const AttentionGeometry&, int64_t, cudaStream_t);
+TANDEM_ATTENTION_FAMILY(Rows)
 
 }  // namespace tandem::cuda::kernels

@@ -418,17 +418,6 @@ cudaError_t LaunchAttentionTilesGrad(const T* q, const T* k, const T* v, const T
   return cudaErrorInvalidValue;
 }
 
-template cudaError_t LaunchAttentionTiles<float>(const float*, const float*, const float*, const int32_t*, float*,
-                                                 const AttentionGeometry&, int64_t, cudaStream_t);
-template cudaError_t LaunchAttentionTilesGrad<float>(const float*, const float*, const float*, const float*, float*,
-                                                     float*, float*, float*, const AttentionGeometry&, int64_t,
-                                                     cudaStream_t);
-template cudaError_t LaunchAttentionTiles<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
-                                                         const __nv_bfloat16*, const int32_t*, __nv_bfloat16*,
-                                                         const AttentionGeometry&, int64_t, cudaStream_t);
-template cudaError_t LaunchAttentionTilesGrad<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
-                                                             const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
-                                                             __nv_bfloat16*, __nv_bfloat16*, float*,
-                                                             const AttentionGeometry&, int64_t, cudaStream_t);
+TANDEM_ATTENTION_FAMILY(Tiles)
 
 }  // namespace tandem::cuda::kernels
