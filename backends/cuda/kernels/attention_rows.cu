@@ -82,6 +82,19 @@ constexpr int kQueryTile = 64;
 constexpr int kKeyTile = 32;
 constexpr int64_t kMaxTiledWidth = 128;
 
+// Query row `q_row`'s scaled scores with the first `mine` keys of the
+// shared tile into scores[0, mine), in key order; returns their max.
+template <typename T>
+__device__ float ScoreKeyTile(const T* q_row, const float* key_tile, int64_t mine, const AttentionGeometry& g,
+                              float (&scores)[kKeyTile]) {
+  float tile_max = -INFINITY;
+  for (int64_t j = 0; j < mine; ++j) {
+    scores[j] = Dot(q_row, key_tile + j * g.width, g.width) * g.scale;
+    tile_max = scores[j] > tile_max ? scores[j] : tile_max;
+  }
+  return tile_max;
+}
+
 // The block's threads copy `rows` rows of `width` from `from` (and from
 // `also_from`, when given) into shared memory, widened; the caller syncs.
 template <typename T>
@@ -131,11 +144,7 @@ __global__ void AttentionTiledKernel(const T* q, const T* k, const T* v, const i
       const int64_t mine = n - tile < count ? n - tile : count;  // this row's keys in the tile
       if (mine > 0) {
         float scores[kKeyTile];
-        float tile_max = -INFINITY;
-        for (int64_t j = 0; j < mine; ++j) {
-          scores[j] = Dot(q_row, key_tile + j * g.width, g.width) * g.scale;
-          tile_max = scores[j] > tile_max ? scores[j] : tile_max;
-        }
+        const float tile_max = ScoreKeyTile(q_row, key_tile, mine, g, scores);
         const float next = m > tile_max ? m : tile_max;
         const float rescale = expf(m - next);  // 0 for the first tile (m = -inf)
         l = l * rescale;
@@ -275,11 +284,7 @@ __global__ void AttentionQueryGradTiledKernel(const T* q, const T* k, const T* v
       const int64_t mine = load(tile, false);
       if (mine > 0) {
         float scores[kKeyTile];
-        float tile_max = -INFINITY;
-        for (int64_t j = 0; j < mine; ++j) {
-          scores[j] = Dot(q_row, key_tile + j * g.width, g.width) * g.scale;
-          tile_max = scores[j] > tile_max ? scores[j] : tile_max;
-        }
+        const float tile_max = ScoreKeyTile(q_row, key_tile, mine, g, scores);
         const float next = m > tile_max ? m : tile_max;
         l = l * expf(m - next);
         for (int64_t j = 0; j < mine; ++j) l = l + expf(scores[j] - next);
