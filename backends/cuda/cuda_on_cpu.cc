@@ -11,6 +11,7 @@
 #include <mutex>
 #include <semaphore>
 #include <string>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -26,6 +27,7 @@ constexpr auto kBarrierPatience = std::chrono::seconds(60);
 
 struct Warp {
   uint32_t slots[32] = {};
+  uint32_t gathered[32][kWarpGatherWords] = {};
   int arrived = 0;
   uint64_t generation = 0;
   int exited = 0;  // lanes that finished the current block
@@ -197,6 +199,14 @@ std::atomic<bool>& SkippedFlag() {
   return skipped;
 }
 
+std::atomic<int64_t>& TensorCoreProducts() {
+  static std::atomic<int64_t> products{0};
+  return products;
+}
+
+int64_t TensorCoreProductsSoFar() { return TensorCoreProducts().load(); }
+void CountTensorCoreProduct() { TensorCoreProducts().fetch_add(1, std::memory_order_relaxed); }
+
 void SetKernelsSkipped(bool skipped) { SkippedFlag().store(skipped); }
 bool KernelsSkipped() { return SkippedFlag().load(std::memory_order_relaxed); }
 
@@ -273,6 +283,23 @@ uint32_t WarpExchange(uint32_t mask, uint32_t value, int source_lane, bool in_ra
   const uint32_t result = in_range ? warp.slots[source_lane] : value;
   ArriveAtWarpBarrier(grid, lock, warp, lanes);  // nobody overwrites a slot before every lane read it
   return result;
+}
+
+void WarpGather(const uint32_t (&mine)[kWarpGatherWords], uint32_t (&all)[32][kWarpGatherWords]) {
+  if (t_grid == nullptr) Abort("a warp collective outside a kernel");
+  Grid& grid = *t_grid;
+  const int lanes = WarpLanes();
+  std::unique_lock<std::mutex> lock(grid.mu);
+  if (lanes != warpSize) AbortLocked(grid, "a warp collective (wmma) in a warp of fewer than 32 threads");
+  NoteSynchronization(grid);
+  Warp& warp = grid.warps[static_cast<size_t>(t_thread / warpSize)];
+  if (warp.exited > 0) AbortLocked(grid, "a warp collective after a thread of its warp returned (divergent)");
+  std::copy(std::begin(mine), std::end(mine), warp.gathered[LaneId()]);
+  ArriveAtWarpBarrier(grid, lock, warp, lanes);
+  for (int lane = 0; lane < warpSize; ++lane) {
+    std::copy(std::begin(warp.gathered[lane]), std::end(warp.gathered[lane]), all[lane]);
+  }
+  ArriveAtWarpBarrier(grid, lock, warp, lanes);  // nobody overwrites a lane's words before every lane read them
 }
 
 void Abort(const char* what) {

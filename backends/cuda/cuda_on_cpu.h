@@ -26,6 +26,19 @@
 //    warp barriers; the mask must name every thread of the warp (a partial
 //    mask aborts). Warps are 32 threads; the last warp of a block whose size
 //    is not a multiple of 32 is shorter, as on the GPU.
+//    `__syncwarp()` is a barrier of the warp (the full mask only).
+//  - Tensor-core matrix products (`nvcuda::wmma`, mma.h) at the shape the
+//    kernels use: 16 x 16 x 16 fragments of bf16 operands and f32
+//    accumulators. A fragment's element layout is the implementation's on
+//    the GPU too: kernels touch its elements uniformly, or through a
+//    fragment of the same type loaded from known values. Here lane L holds
+//    elements 8L..8L+7 of the tile in row-major order; `mma_sync` is a warp
+//    collective whose lanes' operands meet through the warp's slots, each
+//    lane then summing its own elements, k = 0..15 by fused multiply-adds in
+//    order onto the accumulator. The GPU's order and rounding inside a
+//    product are its own: the two agree to f32's rounding of 16 terms, not
+//    bit for bit. Loads and stores abort on what the GPU requires and does
+//    not check: a 32-byte aligned pointer, a stride of whole 16 bytes.
 //  - Atomics (`atomicAdd`, `atomicMax`, `atomicMin`, `atomicExch`,
 //    `atomicCAS`) go through std::atomic_ref.
 //  - The barriers are mutexes and condition variables, so ThreadSanitizer
@@ -39,7 +52,8 @@
 //    the host compiler reads: building this needs the CUDA toolkit's
 //    headers, not nvcc or a GPU. Its functions (streams, events, memory,
 //    copies) run on host memory, synchronously (cuda_runtime_on_cpu.cc).
-// Not modelled: speed, inline PTX, tensor cores, cp.async/TMA, CUB and
+// Not modelled: speed, inline PTX, tensor cores past wmma's 16 x 16 x 16
+// bf16 products, cp.async/TMA, CUB and
 // cooperative groups (library calls stay outside kernels, behind the
 // backend's function table), dynamic shared memory (a launch asking for
 // some is refused with cudaErrorInvalidValue), more than 1024 threads a
@@ -59,6 +73,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 
 // The CUDA runtime's types and declarations come from the toolkit's
 // headers, which the host compiler reads (its functions are implemented on
@@ -104,10 +119,18 @@ struct GemmCalls {
   int64_t bf16_operands = 0;
 };
 GemmCalls GemmCallsSoFar();
+// The warp-wide tensor-core products (wmma::mma_sync) run in this process,
+// one per warp's call: what a test reads to see that a kernel took them.
+int64_t TensorCoreProductsSoFar();
+void CountTensorCoreProduct();
 
 // The calling (emulated CUDA) thread's block barrier and warp exchanges.
 void SyncThreads();
 uint32_t WarpExchange(uint32_t mask, uint32_t value, int source_lane, bool in_range);
+// Every lane of the calling thread's warp (a whole one: 32 lanes) gives its
+// kWarpGatherWords words and receives all lanes' words: all[lane][i].
+inline constexpr int kWarpGatherWords = 8;
+void WarpGather(const uint32_t (&mine)[kWarpGatherWords], uint32_t (&all)[32][kWarpGatherWords]);
 [[noreturn]] void Abort(const char* what);
 // The lane of the calling thread in its warp, and how many lanes its warp has.
 int LaneId();
@@ -143,6 +166,9 @@ T FromBits(uint32_t bits) {
   }
 
 inline void __syncthreads() { tandem::cuda_on_cpu::SyncThreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  tandem::cuda_on_cpu::WarpExchange(mask, 0, tandem::cuda_on_cpu::LaneId(), true);
+}
 
 template <typename T>
 T __shfl_sync(unsigned mask, T value, int source_lane, int width = warpSize) {
@@ -211,5 +237,103 @@ T atomicMin(T* address, T value) {
 // -ffp-contract=off, a + b and a * b are already rounded so.
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+
+// ---- nvcuda::wmma at 16 x 16 x 16 (see the header comment).
+namespace nvcuda::wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+class fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "cuda_on_cpu models wmma's 16 x 16 x 16 fragments only");
+
+ public:
+  static constexpr int num_elements = 8;  // 256 elements over 32 lanes
+  T x[num_elements];
+};
+
+namespace detail {
+
+// Aborts unless `p` and `ldm` are what a wmma load or store requires.
+inline void CheckMatrix(const void* p, unsigned ldm, size_t element_size) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0) tandem::cuda_on_cpu::Abort("a wmma matrix not 32-byte aligned");
+  if (ldm * element_size % 16 != 0) tandem::cuda_on_cpu::Abort("a wmma stride not a multiple of 16 bytes");
+}
+// Where element `index` of a fragment (row-major over the 16 x 16 tile) is
+// in memory of stride `ldm`.
+inline size_t Offset(int index, unsigned ldm, bool row_major_memory) {
+  const size_t row = static_cast<size_t>(index / 16), column = static_cast<size_t>(index % 16);
+  return row_major_memory ? row * ldm + column : row + column * ldm;
+}
+inline int FirstElement() { return 8 * tandem::cuda_on_cpu::LaneId(); }
+inline uint32_t PackTwo(__nv_bfloat16 low, __nv_bfloat16 high) {
+  return uint32_t{static_cast<__nv_bfloat16_raw>(low).x} | (uint32_t{static_cast<__nv_bfloat16_raw>(high).x} << 16);
+}
+inline float WidenHalf(uint32_t word, int half) {
+  __nv_bfloat16_raw raw;
+  raw.x = static_cast<unsigned short>(half == 0 ? word & 0xffffu : word >> 16);
+  return __bfloat162float(__nv_bfloat16(raw));
+}
+
+}  // namespace detail
+
+template <typename Use, typename T, typename Layout>
+void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, T value) {
+  for (T& element : f.x) element = value;
+}
+
+template <typename Use, typename Layout>
+void load_matrix_sync(fragment<Use, 16, 16, 16, __nv_bfloat16, Layout>& f, const __nv_bfloat16* p, unsigned ldm) {
+  detail::CheckMatrix(p, ldm, sizeof(__nv_bfloat16));
+  for (int e = 0; e < 8; ++e) {
+    f.x[e] = p[detail::Offset(detail::FirstElement() + e, ldm, std::is_same_v<Layout, row_major>)];
+  }
+}
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm,
+                             layout_t layout) {
+  detail::CheckMatrix(p, ldm, sizeof(float));
+  for (int e = 0; e < 8; ++e) f.x[e] = p[detail::Offset(detail::FirstElement() + e, ldm, layout == mem_row_major)];
+}
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,
+                              layout_t layout) {
+  detail::CheckMatrix(p, ldm, sizeof(float));
+  for (int e = 0; e < 8; ++e) p[detail::Offset(detail::FirstElement() + e, ldm, layout == mem_row_major)] = f.x[e];
+}
+
+// d = a b + c over the warp: a [16 x 16] (rows i, depth k), b [16 x 16]
+// (depth k, columns j).
+template <typename LayoutA, typename LayoutB>
+void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
+              const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA>& a,
+              const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB>& b,
+              const fragment<accumulator, 16, 16, 16, float>& c) {
+  uint32_t mine[tandem::cuda_on_cpu::kWarpGatherWords];
+  for (int w = 0; w < 4; ++w) {
+    mine[w] = detail::PackTwo(a.x[2 * w], a.x[2 * w + 1]);
+    mine[4 + w] = detail::PackTwo(b.x[2 * w], b.x[2 * w + 1]);
+  }
+  uint32_t all[32][tandem::cuda_on_cpu::kWarpGatherWords];
+  tandem::cuda_on_cpu::WarpGather(mine, all);
+  if (tandem::cuda_on_cpu::LaneId() == 0) tandem::cuda_on_cpu::CountTensorCoreProduct();
+  // Element e of a tile is in lane e / 8, word (e % 8) / 2, half e % 2.
+  const auto element = [&all](int e, int first_word) {
+    return detail::WidenHalf(all[e / 8][first_word + (e % 8) / 2], e % 2);
+  };
+  float result[8];
+  for (int e = 0; e < 8; ++e) {
+    const int index = detail::FirstElement() + e, i = index / 16, j = index % 16;
+    float sum = c.x[e];
+    for (int k = 0; k < 16; ++k) sum = std::fma(element(16 * i + k, 0), element(16 * k + j, 4), sum);
+    result[e] = sum;
+  }
+  for (int e = 0; e < 8; ++e) d.x[e] = result[e];
+}
+
+}  // namespace nvcuda::wmma
 
 #endif  // TANDEM_BACKENDS_CUDA_CUDA_ON_CPU_H_

@@ -1,7 +1,8 @@
 // CUDA's execution model on the CPU (backends/cuda/cuda_on_cpu.h): indices,
-// __shared__ memory and __syncthreads, warp shuffles, atomics and launch
-// limits behave as CUDA defines them; a divergent barrier aborts naming
-// itself instead of hanging; and under ThreadSanitizer a kernel missing a
+// __shared__ memory and __syncthreads, warp shuffles, wmma's tensor-core
+// products, atomics and launch limits behave as CUDA defines them; a
+// divergent barrier aborts naming itself instead of hanging; a wmma load the
+// GPU cannot take aborts; and under ThreadSanitizer a kernel missing a
 // __syncthreads is reported as the race it is.
 #include "backends/cuda/cuda_on_cpu.h"
 
@@ -156,6 +157,87 @@ TEST(CudaOnCpu, AtomicsSeeEveryThread) {
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_EQ(count, 4 * 96);
   EXPECT_EQ(most, 4 * 96 - 1);
+}
+
+// One warp's tensor-core products through wmma (16 x 16 x 16, bf16
+// operands, f32 accumulators): d = a b + c with b read row-major and,
+// from its transpose, column-major; c read row-major, the second product
+// stored column-major; and the rows of c scaled through a fragment of row
+// numbers, which works because fragments of one type share their layout.
+__global__ void WarpProducts(const __nv_bfloat16* a, const __nv_bfloat16* b, const float* c, float* out) {
+  namespace wmma = nvcuda::wmma;
+  __shared__ __align__(32) __nv_bfloat16 sa[256], sb[256], sbt[256];
+  __shared__ __align__(32) float sc[256], rows[256], d[3][256];
+  for (int e = static_cast<int>(threadIdx.x); e < 256; e += 32) {
+    sa[e] = a[e];
+    sb[e] = b[e];
+    sbt[e % 16 * 16 + e / 16] = b[e];
+    sc[e] = c[e];
+    rows[e] = static_cast<float>(e / 16);
+  }
+  __syncwarp();
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fbt;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc, fd, row_of;
+  wmma::load_matrix_sync(fa, sa, 16);
+  wmma::load_matrix_sync(fb, sb, 16);
+  wmma::load_matrix_sync(fbt, sbt, 16);
+  wmma::load_matrix_sync(fc, sc, 16, wmma::mem_row_major);
+  wmma::mma_sync(fd, fa, fb, fc);
+  wmma::store_matrix_sync(d[0], fd, 16, wmma::mem_row_major);
+  wmma::mma_sync(fd, fa, fbt, fc);
+  wmma::store_matrix_sync(d[1], fd, 16, wmma::mem_col_major);
+  wmma::load_matrix_sync(row_of, rows, 16, wmma::mem_row_major);
+  for (int e = 0; e < fc.num_elements; ++e) fc.x[e] *= row_of.x[e];
+  wmma::store_matrix_sync(d[2], fc, 16, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = static_cast<int>(threadIdx.x); e < 3 * 256; e += 32) out[e] = d[e / 256][e % 256];
+}
+
+TEST(CudaOnCpu, WarpTensorCoreProductsMultiplyInEveryLayout) {
+  std::vector<__nv_bfloat16> a(256), b(256);
+  std::vector<float> c(256), out(3 * 256);
+  for (int e = 0; e < 256; ++e) {
+    a[static_cast<size_t>(e)] = __float2bfloat16_rn(static_cast<float>((e * 7) % 23 - 11) / 8.0f);
+    b[static_cast<size_t>(e)] = __float2bfloat16_rn(static_cast<float>((e * 5) % 19 - 9) / 4.0f);
+    c[static_cast<size_t>(e)] = static_cast<float>(e % 13) - 6.0f;
+  }
+  const int64_t products = tandem::cuda_on_cpu::TensorCoreProductsSoFar();
+  TANDEM_LAUNCH(WarpProducts, 1, 32, 0, kStream)(a.data(), b.data(), c.data(), out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(tandem::cuda_on_cpu::TensorCoreProductsSoFar() - products, 2) << "one per warp's mma_sync";
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      // Small multiples of 1/32: every product and sum is exact in f32.
+      double sum = c[static_cast<size_t>(16 * i + j)];
+      for (int k = 0; k < 16; ++k) {
+        sum += static_cast<double>(__bfloat162float(a[static_cast<size_t>(16 * i + k)])) *
+               __bfloat162float(b[static_cast<size_t>(16 * k + j)]);
+      }
+      EXPECT_EQ(out[static_cast<size_t>(16 * i + j)], sum) << "row-major b, element " << i << "," << j;
+      EXPECT_EQ(out[static_cast<size_t>(256 + 16 * j + i)], sum) << "column-major b, stored column-major, " << i
+                                                                  << "," << j;
+      EXPECT_EQ(out[static_cast<size_t>(512 + 16 * i + j)], i * c[static_cast<size_t>(16 * i + j)])
+          << "scaled by the row numbers' fragment, " << i << "," << j;
+    }
+  }
+}
+
+// A wmma load from a pointer the GPU cannot take (not 32-byte aligned).
+__global__ void MisalignedWarpLoad(const float* from) {
+  __shared__ __align__(32) float tile[256 + 4];
+  for (int e = static_cast<int>(threadIdx.x); e < 260; e += 32) tile[e] = from[e % 256];
+  __syncwarp();
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f;
+  nvcuda::wmma::load_matrix_sync(f, tile + 4, 16, nvcuda::wmma::mem_row_major);
+}
+
+TEST(CudaOnCpuDeathTest, AWarpMatrixLoadTheGpuCannotTakeAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> from(256, 1.0f);
+  EXPECT_DEATH(TANDEM_LAUNCH(MisalignedWarpLoad, 1, 32, 0, kStream)(from.data()),
+               "kernel MisalignedWarpLoad.*a wmma matrix not 32-byte aligned");
 }
 
 // Thread 0 returns before a barrier the others wait at: on a GPU a hang or
