@@ -5,7 +5,8 @@
 // Naming a device: "cpu"; "cuda" (the actor's own GPU: GpuForRank of its
 // rank, so several actors may share one GPU); "cuda:N"; either CUDA form
 // with a precision: "+tf32" (f32 matmuls on TF32 tensor cores) or "+bf16"
-// (matmul operands rounded to bf16, f32 accumulation); "fake-cuda" (the
+// (the operands of matmuls and of attention's products rounded to bf16,
+// f32 accumulation); "fake-cuda" (the
 // emulated GPU, one per host) or "fake-cuda/N" (N emulated GPUs per host,
 // actor x on GpuForRank(x, N), as `cuda` places actors on real ones).
 #ifndef TANDEM_IR_DEVICE_SPEC_H_

@@ -20,12 +20,16 @@
 // exp/tanh/log, sum and matmul orders).
 // Precision: kF32 keeps every GEMM in f32; kTf32 lets cuBLAS use TF32
 // tensor cores for f32 GEMMs (10-bit mantissa products, f32 accumulation);
-// kBf16 rounds matmul operands to bf16 and accumulates in f32. Everything
-// but matmul is f32 in all three. A model traced in bf16 (bf16 tensors)
-// computes by the reference's rule, each op in f32 on its operands widened
-// and its result rounded once: its matmuls give cuBLAS the bf16 operands as
-// they are, and every other kernel loads and stores bf16 itself (no widened
-// copy of an operand is made).
+// kBf16 rounds the operands of matmuls, and of attention's two products
+// (q, k, v and dy, at the head widths the tensor cores take), to bf16 and
+// accumulates in f32. Everything else is f32 in all three. A model traced
+// in bf16 (bf16 tensors) computes by the reference's rule, each op in f32
+// on its operands widened and its result rounded once: its matmuls give
+// cuBLAS the bf16 operands as they are, and every other kernel loads and
+// stores bf16 itself (no widened copy of an operand is made); except
+// attention at the tensor cores' widths, which also rounds its weights (P,
+// and dS in the gradient) to bf16 as the operands of its second products,
+// as FlashAttention-2 does: within bf16's rounding of the reference.
 //
 // Profiling: with set_node_times, every Run brackets each node's work with
 // CUDA events and adds each node's GPU time to the vector, then waits for

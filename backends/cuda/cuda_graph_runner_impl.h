@@ -144,8 +144,10 @@ struct CudaGraphRunner::Impl {
 
   // Precision kBf16: `x` (f32) rounded to bf16 on the device, made once
   // for as long as x's storage lives and reused by every matmul that reads
-  // it (device tensors are never written once made: device_memory.h), so a
-  // weight is narrowed once per step rather than at each of its matmuls.
+  // it, and by attention (device tensors are never written once made:
+  // device_memory.h), so a weight is narrowed once per step rather than at
+  // each of its matmuls, and attention's q, k and v once for its forward
+  // and gradient while the step keeps them.
   // Copies whose source is gone are released on the next call.
   absl::StatusOr<const void*> Narrowed(const DeviceValue& x);
 

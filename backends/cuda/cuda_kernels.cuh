@@ -218,12 +218,17 @@ cudaError_t LaunchRotary(ElementsIn x, const int32_t* given, ElementsOut out, in
 // width], k and v [batch, kv_heads, keys, width], query head h reading
 // key/value head h / (heads / kv_heads); query row i reads keys 0..i (keys
 // == seq), or 0..positions[b, i] (positions [batch, seq], each in [0, keys)).
-// fp32 SIMT in FlashAttention-2's manner (kernels/attention.cu): small
-// matrix products of 32 query rows by 32 keys at head widths 32 and 64, a
-// group of lanes per row at 128, a thread per row otherwise; the scores
-// recomputed in each pass, never stored (no S x T buffer). q, k, v and out
-// are all f32 or all bf16 (else cudaErrorInvalidValue), taken as the
-// reductions take them.
+// In FlashAttention-2's manner (kernels/attention.cu), the scores
+// recomputed in each pass, never stored (no S x T buffer). q, k and v are
+// all f32 or all bf16 (else cudaErrorInvalidValue). bf16 at head widths 32,
+// 64 and 128 on 16-byte-aligned operands runs on tensor cores (bf16
+// products, f32 accumulation, the weights rounded to bf16), its result bf16
+// or f32 (the precision +bf16's attention on narrowed operands); otherwise
+// out has their dtype and the kernels are fp32 SIMT (bf16 widened as it is
+// loaded, the result rounded once): small matrix products of 32 query rows
+// by 32 keys at head widths 32 and 64, a group of lanes per row at 128, a
+// thread per row otherwise.
+bool AttentionOnTensorCores(int64_t width);
 cudaError_t LaunchAttention(ElementsIn q, ElementsIn k, ElementsIn v, const int32_t* positions, ElementsOut out,
                             int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq, int64_t keys, int64_t width,
                             float scale, cudaStream_t stream);
@@ -232,7 +237,8 @@ cudaError_t LaunchAttention(ElementsIn q, ElementsIn k, ElementsIn v, const int3
 // `scratch` (AttentionGradScratchBytes(batch * heads * seq) bytes of device
 // memory, free until the launch's work is done), then key rows for dk and
 // dv, each summing over its query heads and rows in an order fixed by the
-// shape.
+// shape. Dtypes as the forward's: dq, dk and dv share one, the operands'
+// or (bf16 operands on tensor cores) f32.
 size_t AttentionGradScratchBytes(int64_t query_rows);
 cudaError_t LaunchAttentionGrad(ElementsIn q, ElementsIn k, ElementsIn v, ElementsIn dy, ElementsOut dq,
                                 ElementsOut dk, ElementsOut dv, int64_t batch, int64_t heads, int64_t kv_heads,

@@ -4,6 +4,7 @@
 // translation unit: the files' internal helpers (kernels/common.cuh) once.
 #include "backends/cuda/kernels/attention.cu"
 #include "backends/cuda/kernels/attention_lanes.cu"
+#include "backends/cuda/kernels/attention_mma.cu"
 #include "backends/cuda/kernels/attention_rows.cu"
 #include "backends/cuda/kernels/attention_tiles.cu"
 #include "backends/cuda/kernels/elementwise.cu"

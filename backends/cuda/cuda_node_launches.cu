@@ -442,9 +442,24 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(ir::ValueId id, con
   const ir::Shape& q = operands[0]->type.shape;
   const int64_t batch = q[0], heads = q[1], seq = q[2], width = q[3];
   const int64_t kv_heads = operands[1]->type.shape[1], keys = operands[1]->type.shape[2];
-  // q, k, v (and dy) and the result share one dtype, f32 or bf16 (the op's rule).
-  const kernels::ElementsIn k = operands[1]->elements();
-  const kernels::ElementsIn v = operands[2]->elements();
+  // q, k, v (and dy) and the result share one dtype, f32 or bf16 (the op's
+  // rule). Precision bf16 takes attention's two products as it takes a
+  // matmul's: on f32 operands rounded to bf16 (once per operand: Narrowed),
+  // on tensor cores, the result f32; at the widths the tensor cores take.
+  const bool narrow = options.precision == Precision::kBf16 && node.type.dtype == DType::kF32 &&
+                      kernels::AttentionOnTensorCores(width);
+  const size_t floats = node.op == OpKind::kAttention ? 3 : 4;  // q, k, v (, dy); then the forward's positions
+  std::vector<kernels::ElementsIn> in;
+  for (size_t i = 0; i < floats; ++i) {
+    if (!narrow) {
+      in.push_back(operands[i]->elements());
+      continue;
+    }
+    absl::StatusOr<const void*> narrowed = Narrowed(*operands[i]);
+    if (!narrowed.ok()) return narrowed.status();
+    in.push_back({*narrowed, /*bf16=*/true});
+  }
+  const kernels::ElementsIn k = in[1], v = in[2];
   cudaError_t error = cudaSuccess;
   if (node.op == OpKind::kAttention) {
     const int32_t* positions = nullptr;
@@ -452,8 +467,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(ir::ValueId id, con
       if (absl::Status s = CheckRange(id, *operands[3], keys, "position"); !s.ok()) return s;
       positions = operands[3]->i32();
     }
-    error = kernels::LaunchAttention(operands[0]->elements(), k, v, positions, out->mutable_elements(), batch, heads,
-                                     kv_heads, seq, keys, width, plan.attributes.scale, stream);
+    error = kernels::LaunchAttention(in[0], k, v, positions, out->mutable_elements(), batch, heads, kv_heads, seq,
+                                     keys, width, plan.attributes.scale, stream);
   } else {
     // Freed in stream order after the launch, like any value.
     absl::StatusOr<Buffer> scratch =
@@ -464,9 +479,8 @@ absl::StatusOr<DeviceValue> CudaGraphRunner::Impl::Attention(ir::ValueId id, con
     kernels::ElementsOut dk = dq, dv = dq;
     dk.data = static_cast<char*>(dq.data) + operands[0]->type.num_bytes();
     dv.data = static_cast<char*>(dk.data) + operands[1]->type.num_bytes();
-    error = kernels::LaunchAttentionGrad(operands[0]->elements(), k, v, operands[3]->elements(), dq, dk, dv, batch,
-                                         heads, kv_heads, seq, width, plan.attributes.scale, DataOf(*scratch),
-                                         stream);
+    error = kernels::LaunchAttentionGrad(in[0], k, v, in[3], dq, dk, dv, batch, heads, kv_heads, seq, width,
+                                         plan.attributes.scale, DataOf(*scratch), stream);
   }
   if (absl::Status s = CudaStatus(error, "attention launch"); !s.ok()) return s;
   return out;

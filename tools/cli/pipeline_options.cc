@@ -80,7 +80,7 @@ void AddLauncherOptions(CLI::App& command, LauncherOptions& options, const std::
   command
       .add_option("--device", options.device,
                   "where the actors compute: cpu, cuda (actor a on GPU a mod the visible GPUs), cuda:N; "
-                  "+tf32 for f32 matmuls on TF32 tensor cores, +bf16 for bf16 matmul operands with f32 accumulation; "
+                  "+tf32 for f32 matmuls on TF32 tensor cores, +bf16 for bf16 matmul (and attention) operands with f32 accumulation; "
                   "fake-cuda: an emulated GPU (device-resident "
                   "buffers, CUDA IPC between actors) computing with the CPU reference kernels; fake-cuda/N: N "
                   "emulated GPUs per host (actor a on GPU a mod N; NCCL, faked, between actors on different ones)")

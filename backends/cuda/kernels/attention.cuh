@@ -1,6 +1,6 @@
 // What the attention kernel files share (kernels/attention.cu, which
-// dispatches between the families: attention_tiles.cu, attention_lanes.cu
-// and attention_rows.cu):
+// dispatches between the families: attention_mma.cu, attention_tiles.cu,
+// attention_lanes.cu and attention_rows.cu):
 // the geometry of a launch, each family's launchers, the launch over units
 // of work, a block's query rows, and the operands' storage (f32 or bf16,
 // loaded and stored 4 elements at a time). Internal to the kernel files, as
@@ -26,9 +26,11 @@ struct AttentionGeometry {
   }
 };
 
-// Each family's launchers, for f32 or bf16 operands (T: float or
-// __nv_bfloat16; q, k, v, dy and the results all of T), instantiated for
-// both in its file.
+// Each family's launchers, templates on the operands' storage (T: float or
+// __nv_bfloat16; q, k, v, dy and the results all of T), instantiated at the
+// end of its file: the SIMT families of the common widths (tiles, lanes)
+// for f32, whose bf16 runs on tensor cores (attention_mma.cu); the thread
+// a row for both.
 // attention_tiles.cu: small matrix products at head widths 32 and 64 (every
 // pointer Aligned16); `pairs` = batch * heads.
 template <typename T>
@@ -45,6 +47,24 @@ cudaError_t LaunchAttentionLanes(const T* q, const T* k, const T* v, const int32
 template <typename T>
 cudaError_t LaunchAttentionLanesGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
                                      float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
+// attention_mma.cu: bf16 operands on tensor cores at head widths 32, 64
+// and 128 (every pointer Aligned16), the results f32 or bf16 (Out);
+// `pairs` = batch * heads.
+template <typename Out>
+cudaError_t LaunchAttentionMma(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                               const int32_t* positions, Out* out, const AttentionGeometry& g, int64_t pairs,
+                               cudaStream_t stream);
+template <typename Out>
+cudaError_t LaunchAttentionMmaGrad(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                   const __nv_bfloat16* dy, Out* dq, Out* dk, Out* dv, float* stats,
+                                   const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
+#define TANDEM_ATTENTION_MMA_OF(Out)                                                                                \
+  template cudaError_t LaunchAttentionMma<Out>(const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,   \
+                                               const int32_t*, Out*, const AttentionGeometry&, int64_t,             \
+                                               cudaStream_t);                                                      \
+  template cudaError_t LaunchAttentionMmaGrad<Out>(const __nv_bfloat16*, const __nv_bfloat16*,                     \
+                                                   const __nv_bfloat16*, const __nv_bfloat16*, Out*, Out*, Out*,    \
+                                                   float*, const AttentionGeometry&, int64_t, cudaStream_t);
 // attention_rows.cu: a thread a row, at any width.
 template <typename T>
 cudaError_t LaunchAttentionRows(const T* q, const T* k, const T* v, const int32_t* positions, T* out,
@@ -53,16 +73,13 @@ template <typename T>
 cudaError_t LaunchAttentionRowsGrad(const T* q, const T* k, const T* v, const T* dy, T* dq, T* dk, T* dv,
                                     float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream);
 
-// A family's two launchers, instantiated for f32 and bf16 storage at the end
-// of its file: TANDEM_ATTENTION_FAMILY(Tiles), (Lanes), (Rows).
+// A family's two launchers instantiated for storage T, at the end of its
+// file: TANDEM_ATTENTION_FAMILY_OF(Tiles, float) and so on.
 #define TANDEM_ATTENTION_FAMILY_OF(Family, T)                                                                        \
   template cudaError_t LaunchAttention##Family<T>(const T*, const T*, const T*, const int32_t*, T*,                 \
                                                   const AttentionGeometry&, int64_t, cudaStream_t);                 \
   template cudaError_t LaunchAttention##Family##Grad<T>(const T*, const T*, const T*, const T*, T*, T*, T*, float*, \
                                                         const AttentionGeometry&, int64_t, cudaStream_t);
-#define TANDEM_ATTENTION_FAMILY(Family)     \
-  TANDEM_ATTENTION_FAMILY_OF(Family, float) \
-  TANDEM_ATTENTION_FAMILY_OF(Family, __nv_bfloat16)
 
 namespace {
 

@@ -311,6 +311,6 @@ cudaError_t LaunchAttentionLanesGrad(const T* q, const T* k, const T* v, const T
                      dy, stats, dk, dv, g, query_tiles, key_units);
 }
 
-TANDEM_ATTENTION_FAMILY(Lanes)
+TANDEM_ATTENTION_FAMILY_OF(Lanes, float)  // bf16 at these widths: attention_mma.cu
 
 }  // namespace tandem::cuda::kernels

@@ -416,6 +416,7 @@ cudaError_t LaunchAttentionRowsGrad(const T* q, const T* k, const T* v, const T*
   return Launch(key_rows, stream, AttentionKeyGradKernel<T>, q, k, v, dy, stats, dk, dv, g, key_rows);
 }
 
-TANDEM_ATTENTION_FAMILY(Rows)
+TANDEM_ATTENTION_FAMILY_OF(Rows, float)
+TANDEM_ATTENTION_FAMILY_OF(Rows, __nv_bfloat16)
 
 }  // namespace tandem::cuda::kernels

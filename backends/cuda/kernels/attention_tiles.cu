@@ -418,6 +418,6 @@ cudaError_t LaunchAttentionTilesGrad(const T* q, const T* k, const T* v, const T
   return cudaErrorInvalidValue;
 }
 
-TANDEM_ATTENTION_FAMILY(Tiles)
+TANDEM_ATTENTION_FAMILY_OF(Tiles, float)  // bf16 at these widths: attention_mma.cu
 
 }  // namespace tandem::cuda::kernels

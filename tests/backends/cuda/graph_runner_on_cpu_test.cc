@@ -228,12 +228,13 @@ TEST(GraphRunnerOnCpuBf16, ABf16MatmulGivesCublasItsOperandsAsTheyAre) {
 
 // A bf16 model's ops run as one kernel each on their bf16 tensors (no
 // widened copies): softmax, layer norm, rotary, a reduction, the causal
-// mask, attention and its gradient (the tiled products at width 32; dq, dk
-// and dv one after another in one result), the embedding and its gradient
-// give the bits of the same graph in f32 on the widened values, each
-// result rounded to bf16.
+// mask, attention and its gradient (a thread a row at width 8; dq, dk and
+// dv one after another in one result), the embedding and its gradient give
+// the bits of the same graph in f32 on the widened values, each result
+// rounded to bf16. (bf16 attention at widths 32, 64 and 128 runs on tensor
+// cores instead, with bf16 weights: cuda_row_kernels_on_cpu_test.cc.)
 TEST(GraphRunnerOnCpuBf16, OpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
-  const ir::Shape q_shape = {1, 2, 4, 32}, kv_shape = {1, 1, 4, 32};
+  const ir::Shape q_shape = {1, 2, 4, 8}, kv_shape = {1, 1, 4, 8};
   auto build = [&](ir::Graph& graph, ir::DType dtype) {
     ir::GraphBuilder b(&graph);
     const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
@@ -288,6 +289,53 @@ TEST(GraphRunnerOnCpuBf16, OpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
     const auto* bits = reinterpret_cast<const uint16_t*>(got.data());
     for (int64_t i = 0; i < got.num_elements(); ++i) {
       ASSERT_EQ(bits[i], ir::FloatToBf16(f32->at(name).f32()[i])) << name << " element " << i;
+    }
+  }
+}
+
+// Precision bf16 takes attention's two products as it takes a matmul's: q,
+// k, v and dy (f32) rounded to bf16 once each (the forward's copies reused
+// by the gradient), on tensor cores, the results f32. Rounded to bf16, those
+// results are the bits of the same graph on bf16 values, which runs the
+// same kernels and rounds as it stores.
+TEST(GraphRunnerOnCpuBf16, PrecisionBf16RunsAttentionOnNarrowedOperandsOnTensorCores) {
+  const ir::Shape q_shape = {1, 2, 40, 32}, kv_shape = {1, 1, 40, 32};
+  auto build = [&](ir::Graph& graph, ir::DType dtype) {
+    ir::GraphBuilder b(&graph);
+    const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
+    const ir::ValueId q = b.AddInput("q", "data", {dtype, q_shape}, here);
+    const ir::ValueId k = b.AddInput("k", "data", {dtype, kv_shape}, here);
+    const ir::ValueId v = b.AddInput("v", "data", {dtype, kv_shape}, here);
+    const ir::ValueId dy = b.AddInput("dy", "data", {dtype, q_shape}, here);
+    graph.AddOutput("attention", b.Add(ir::OpKind::kAttention, {q, k, v}, {{"scale", 0.25}}, here));
+    graph.AddOutput("attention_grad", b.Add(ir::OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.25}}, here));
+    return b.status();
+  };
+  ir::Graph bf16_graph("bf16 attention"), f32_graph("f32 attention");
+  ASSERT_TRUE(build(bf16_graph, ir::DType::kBF16).ok());
+  ASSERT_TRUE(build(f32_graph, ir::DType::kF32).ok());
+  ir::TensorMap bf16_inputs, f32_inputs;
+  AddBf16Values("q", q_shape, 0.3f, bf16_inputs, f32_inputs);
+  AddBf16Values("k", kv_shape, 0.41f, bf16_inputs, f32_inputs);
+  AddBf16Values("v", kv_shape, 0.53f, bf16_inputs, f32_inputs);
+  AddBf16Values("dy", q_shape, 0.61f, bf16_inputs, f32_inputs);
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> mixed = CudaGraphRunner::Create({.precision = Precision::kBf16});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  absl::StatusOr<std::unique_ptr<CudaGraphRunner>> plain = CudaGraphRunner::Create({});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const int64_t products = cuda_on_cpu::TensorCoreProductsSoFar();
+  absl::StatusOr<ir::TensorMap> narrowed = (*mixed)->RunFromHost(f32_graph, f32_inputs);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_GT(cuda_on_cpu::TensorCoreProductsSoFar(), products);
+  EXPECT_EQ((*mixed)->bf16_copies().made, 4) << "q, k, v and dy, once each";
+  absl::StatusOr<ir::TensorMap> bf16 = (*plain)->RunFromHost(bf16_graph, bf16_inputs);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  for (const char* name : {"attention", "attention_grad"}) {
+    const ir::HostTensor& got = narrowed->at(name);
+    ASSERT_EQ(got.type().dtype, ir::DType::kF32) << name;
+    const auto* bits = reinterpret_cast<const uint16_t*>(bf16->at(name).data());
+    for (int64_t i = 0; i < got.num_elements(); ++i) {
+      ASSERT_EQ(ir::FloatToBf16(got.f32()[i]), bits[i]) << name << " element " << i;
     }
   }
 }
