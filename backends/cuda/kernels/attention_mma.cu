@@ -63,12 +63,14 @@ __device__ __forceinline__ void StageRows(bf16* to, const bf16* from, int64_t co
 
 // s[n] = a b^T over W: a the warp's 16 rows, b kKeyTile rows (both staged
 // rows in shared memory); s[n] holds columns 16n..16n+15 of the product.
+// The depth loop unrolls 2 at a time: fully unrolled, the width-128
+// query-gradient kernel took 255 registers and spilled; so, 170 (sm_90).
 template <int W>
 __device__ __forceinline__ void ProductWithTransposed(Accumulator (&s)[kKeyTile / kSide], const bf16* a,
                                                       const bf16* b) {
   TANDEM_UNROLL
   for (int n = 0; n < kKeyTile / kSide; ++n) wmma::fill_fragment(s[n], 0.0f);
-  TANDEM_UNROLL
+  TANDEM_UNROLL_BY(2)
   for (int d = 0; d < W / kSide; ++d) {
     RowsOperand rows;
     wmma::load_matrix_sync(rows, a + kSide * d, kStride<W>);
