@@ -26,7 +26,8 @@
 #   kernels    tandem bench kernels --device cuda: every kernel of GPT-2
 #              small's step alone, its share of the GPU's peak, the CPU's
 #              time beside it
-#   ncu        Nsight Compute on the d=1024 block's attention kernels
+#   ncu        Nsight Compute on the attention kernels: the d=1024 block's (f32),
+#              and the tensor cores' at head width 128 (+bf16, d=2048)
 #              (throughput, occupancy, launch, warp stalls), where the node
 #              has ncu
 #
@@ -173,6 +174,10 @@ for step in "${steps[@]}"; do
         run 90 ncu-attention "$ncu" --clock-control none -k regex:Attention --launch-skip 3 --launch-count 3 \
           --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
           "$bin/tandem" bench block --device cuda --no-torch --repeats 1 --dim 1024 --heads 16 --seq 512 --batch 8
+        # The tensor-core kernels (+bf16) at head width 128.
+        run 90 ncu-attention-bf16 "$ncu" --clock-control none -k regex:Attention --launch-skip 3 --launch-count 3 \
+          --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+          "$bin/tandem" bench block --device cuda+bf16 --no-torch --repeats 1 --dim 2048 --heads 16 --seq 1024 --batch 2
       fi ;;
   esac
 done
