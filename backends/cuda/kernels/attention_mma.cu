@@ -289,6 +289,21 @@ __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, 
   }
 }
 
+// What both gradient kernels stage: kKeyTile rows each of q, dy, k and v
+// (a block's own 16 a warp, or a tile of the other side), and each warp's
+// scratch (two products and the weights).
+template <int W>
+struct GradientTiles {
+  static_assert(kSide * kGradWarps == kKeyTile, "a block's own rows and the other side's tile are one length");
+  __align__(32) bf16 query_rows[kKeyTile * kStride<W>];
+  __align__(32) bf16 dy_rows[kKeyTile * kStride<W>];
+  __align__(32) bf16 key_rows[kKeyTile * kStride<W>];
+  __align__(32) bf16 value_rows[kKeyTile * kStride<W>];
+  __align__(32) float scores[kGradWarps][kSide * kScoreStride];
+  __align__(32) float second[kGradWarps][kSide * kScoreStride];
+  __align__(32) bf16 weights[kGradWarps][kSide * kKeyTile];
+};
+
 // dQ: a block of kGradWarps warps takes 16 query rows a warp and sweeps their
 // keys twice, the forward (o, m and l, so delta = dy . o), then S and dP = dY
 // V^T again for dS = P (dP - delta) and dQ += dS K; it leaves each row's m,
@@ -297,16 +312,14 @@ template <int W, typename Out>
 __global__ void AttentionQueryGradMmaKernel(const bf16* q, const bf16* k, const bf16* v, const bf16* dy, Out* dq,
                                             float* stats, AttentionGeometry g, int64_t query_tiles, int64_t units) {
   constexpr int kRows = kSide * kGradWarps;
-  __shared__ __align__(32) bf16 query_rows[kRows * kStride<W>];
-  __shared__ __align__(32) bf16 dy_rows[kRows * kStride<W>];
-  __shared__ __align__(32) bf16 key_rows[kKeyTile * kStride<W>];
-  __shared__ __align__(32) bf16 value_rows[kKeyTile * kStride<W>];
-  __shared__ __align__(32) float scores[kGradWarps][kSide * kScoreStride];
-  __shared__ __align__(32) float second[kGradWarps][kSide * kScoreStride];
-  __shared__ __align__(32) bf16 weights[kGradWarps][kSide * kKeyTile];
+  __shared__ GradientTiles<W> tiles;
   __shared__ float factors[kGradWarps][kSide];
+  bf16* const query_rows = tiles.query_rows;
+  bf16* const dy_rows = tiles.dy_rows;
+  bf16* const key_rows = tiles.key_rows;
+  bf16* const value_rows = tiles.value_rows;
   const int warp = WarpOf();
-  const WarpScratch w{scores[warp], second[warp], weights[warp], factors[warp]};
+  const WarpScratch w{tiles.scores[warp], tiles.second[warp], tiles.weights[warp], factors[warp]};
   const RowHalf at = RowHalfOf();
   Accumulator row_of;
   LoadRowNumbers(w.scores, row_of);
@@ -372,17 +385,15 @@ __global__ void AttentionKeyGradMmaKernel(const bf16* q, const bf16* k, const bf
                                           int64_t units) {
   constexpr int kKeys = kSide * kGradWarps;
   static_assert(kKeys == kKeyTile, "a key tile's rows are the query tiles' length: causality skips whole tiles");
-  __shared__ __align__(32) bf16 key_rows[kKeys * kStride<W>];
-  __shared__ __align__(32) bf16 value_rows[kKeys * kStride<W>];
-  __shared__ __align__(32) bf16 query_rows[kKeyTile * kStride<W>];
-  __shared__ __align__(32) bf16 dy_rows[kKeyTile * kStride<W>];
-  __shared__ __align__(32) float scores[kGradWarps][kSide * kScoreStride];
-  __shared__ __align__(32) float second[kGradWarps][kSide * kScoreStride];
-  __shared__ __align__(32) bf16 weights[kGradWarps][kSide * kKeyTile];
+  __shared__ GradientTiles<W> tiles;
   __shared__ __align__(32) bf16 gradients[kGradWarps][kSide * kKeyTile];
   __shared__ float stats_tile[3 * kKeyTile];
+  bf16* const query_rows = tiles.query_rows;
+  bf16* const dy_rows = tiles.dy_rows;
+  bf16* const key_rows = tiles.key_rows;
+  bf16* const value_rows = tiles.value_rows;
   const int warp = WarpOf();
-  const WarpScratch w{scores[warp], second[warp], weights[warp], nullptr};
+  const WarpScratch w{tiles.scores[warp], tiles.second[warp], tiles.weights[warp], nullptr};
   bf16* const my_gradients = gradients[warp];
   const RowHalf at = RowHalfOf();  // here: the lane's key and half of a tile's query rows
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {

@@ -263,6 +263,27 @@ TEST(CudaKernelsOnCpu, RowKernelsOnBf16GiveTheBitsOfWideningAndNarrowing) {
   }, "causal_mask");
 }
 
+// Random bf16 attention operands in [-1, 1], from seeds seed .. seed + 5:
+// q and dy [1, heads, seq, width], k and v [1, 1, seq, width]; and a cache of
+// 30 more keys and values, which the queries read at positions of their own.
+struct Bf16Attention {
+  Bf16Attention(int64_t heads, int64_t seq, int64_t width, uint32_t seed)
+      : q(ToBf16(Random({1, heads, seq, width}, -1, 1, seed))),
+        k(ToBf16(Random({1, 1, seq, width}, -1, 1, seed + 1))),
+        v(ToBf16(Random({1, 1, seq, width}, -1, 1, seed + 2))),
+        dy(ToBf16(Random({1, heads, seq, width}, -1, 1, seed + 3))),
+        cached_keys(seq + 30),
+        cache_k(ToBf16(Random({1, 1, cached_keys, width}, -1, 1, seed + 4))),
+        cache_v(ToBf16(Random({1, 1, cached_keys, width}, -1, 1, seed + 5))) {
+    std::vector<int32_t> at(static_cast<size_t>(seq));
+    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % cached_keys);
+    positions = HostTensor::FromInts({1, seq}, at);
+  }
+  HostTensor q, k, v, dy;
+  int64_t cached_keys;
+  HostTensor cache_k, cache_v, positions;
+};
+
 // Attention on bf16 q, k, v (and dy) off the tensor cores (widths other
 // than 32, 64 and 128, or unaligned operands) is a thread a row: every
 // score, weight and sum in f32, each result rounded once as it is stored,
@@ -275,10 +296,8 @@ TEST(CudaKernelsOnCpu, AttentionOnBf16GivesTheBitsOfWideningAndNarrowing) {
   for (int64_t width : {int64_t{8}, int64_t{136}}) {
     const int64_t seq = width == 8 ? 40 : 20, heads = width == 8 ? 2 : 1;
     const std::string what = absl::StrCat(" width ", width);
-    const HostTensor q = ToBf16(Random({1, heads, seq, width}, -1, 1, 60)),
-                     k = ToBf16(Random({1, 1, seq, width}, -1, 1, 61)),
-                     v = ToBf16(Random({1, 1, seq, width}, -1, 1, 62)),
-                     dy = ToBf16(Random({1, heads, seq, width}, -1, 1, 63));
+    const Bf16Attention operands(heads, seq, width, 60);
+    const HostTensor &q = operands.q, &k = operands.k, &v = operands.v, &dy = operands.dy;
     const float scale = 1.0f / std::sqrt(static_cast<float>(width));
     ExpectBf16GivesTheBitsOfF32({q, k, v}, q.shape(), [&](const Operands& in, HostTensor& out) {
       return LaunchAttention(In(in[0]), In(in[1]), In(in[2]), nullptr, Out(out), 1, heads, 1, seq, seq, width, scale,
@@ -290,12 +309,8 @@ TEST(CudaKernelsOnCpu, AttentionOnBf16GivesTheBitsOfWideningAndNarrowing) {
       return LaunchAttentionGrad(In(in[0]), In(in[1]), In(in[2]), In(in[3]), Out(out), Out(out, n_q),
                                  Out(out, n_q + n_kv), 1, heads, 1, seq, width, scale, scratch.data(), kStream);
     }, "attention_grad" + what);
-    const int64_t cached_keys = seq + 30;
-    const HostTensor cache_k = ToBf16(Random({1, 1, cached_keys, width}, -1, 1, 64)),
-                     cache_v = ToBf16(Random({1, 1, cached_keys, width}, -1, 1, 65));
-    std::vector<int32_t> at(static_cast<size_t>(seq));
-    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % cached_keys);
-    const HostTensor positions = HostTensor::FromInts({1, seq}, at);
+    const int64_t cached_keys = operands.cached_keys;
+    const HostTensor &cache_k = operands.cache_k, &cache_v = operands.cache_v, &positions = operands.positions;
     ExpectBf16GivesTheBitsOfF32({q, cache_k, cache_v}, q.shape(), [&](const Operands& in, HostTensor& out) {
       return LaunchAttention(In(in[0]), In(in[1]), In(in[2]), positions.i32(), Out(out), 1, heads, 1, seq,
                              cached_keys, width, scale, kStream);
@@ -320,10 +335,8 @@ TEST(CudaKernelsOnCpu, AttentionOnBf16AtTheCommonWidthsRunsOnTensorCoresWithinBf
   for (int64_t width : {int64_t{32}, int64_t{64}, int64_t{128}}) {
     const int64_t seq = width == 32 ? 70 : 40, heads = width == 32 ? 2 : 1;
     const std::string what = absl::StrCat(" width ", width);
-    const HostTensor q = ToBf16(Random({1, heads, seq, width}, -1, 1, 70)),
-                     k = ToBf16(Random({1, 1, seq, width}, -1, 1, 71)),
-                     v = ToBf16(Random({1, 1, seq, width}, -1, 1, 72)),
-                     dy = ToBf16(Random({1, heads, seq, width}, -1, 1, 73));
+    const Bf16Attention operands(heads, seq, width, 70);
+    const HostTensor &q = operands.q, &k = operands.k, &v = operands.v, &dy = operands.dy;
     const float scale = 1.0f / std::sqrt(static_cast<float>(width));
     const ir::Attributes attributes = {{"scale", double{scale}}};
     const int64_t products = cuda_on_cpu::TensorCoreProductsSoFar();
@@ -344,12 +357,8 @@ TEST(CudaKernelsOnCpu, AttentionOnBf16AtTheCommonWidthsRunsOnTensorCoresWithinBf
                 Reference(OpKind::kAttentionGrad, {ToF32(q), ToF32(k), ToF32(v), ToF32(dy)}, attributes), 2e-2,
                 1e-2, "bf16 attention_grad" + what);
 
-    const int64_t cached_keys = seq + 30;
-    const HostTensor cache_k = ToBf16(Random({1, 1, cached_keys, width}, -1, 1, 74)),
-                     cache_v = ToBf16(Random({1, 1, cached_keys, width}, -1, 1, 75));
-    std::vector<int32_t> at(static_cast<size_t>(seq));
-    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<int32_t>((i * 37) % cached_keys);
-    const HostTensor positions = HostTensor::FromInts({1, seq}, at);
+    const int64_t cached_keys = operands.cached_keys;
+    const HostTensor &cache_k = operands.cache_k, &cache_v = operands.cache_v, &positions = operands.positions;
     const HostTensor cached = RunTwice(q.type(), [&](HostTensor& result) {
       return LaunchAttention(In(q), In(cache_k), In(cache_v), positions.i32(), Out(result), 1, heads, 1, seq,
                              cached_keys, width, scale, kStream);

@@ -226,6 +226,26 @@ TEST(GraphRunnerOnCpuBf16, ABf16MatmulGivesCublasItsOperandsAsTheyAre) {
   }
 }
 
+// Inputs q, k, v and dy of `dtype`, and outputs "attention" and
+// "attention_grad" (scale 0.25) of them; and their values, bf16 and the same
+// widened.
+void AddAttentionAndItsGradient(ir::Graph& graph, ir::GraphBuilder& b, ir::DType dtype, const ir::Shape& q_shape,
+                                const ir::Shape& kv_shape) {
+  const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
+  const ir::ValueId q = b.AddInput("q", "data", {dtype, q_shape}, here);
+  const ir::ValueId k = b.AddInput("k", "data", {dtype, kv_shape}, here);
+  const ir::ValueId v = b.AddInput("v", "data", {dtype, kv_shape}, here);
+  const ir::ValueId dy = b.AddInput("dy", "data", {dtype, q_shape}, here);
+  graph.AddOutput("attention", b.Add(ir::OpKind::kAttention, {q, k, v}, {{"scale", 0.25}}, here));
+  graph.AddOutput("attention_grad", b.Add(ir::OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.25}}, here));
+}
+void AddAttentionValues(const ir::Shape& q_shape, const ir::Shape& kv_shape, ir::TensorMap& bf16, ir::TensorMap& f32) {
+  AddBf16Values("q", q_shape, 0.3f, bf16, f32);
+  AddBf16Values("k", kv_shape, 0.41f, bf16, f32);
+  AddBf16Values("v", kv_shape, 0.53f, bf16, f32);
+  AddBf16Values("dy", q_shape, 0.61f, bf16, f32);
+}
+
 // A bf16 model's ops run as one kernel each on their bf16 tensors (no
 // widened copies): softmax, layer norm, rotary, a reduction, the causal
 // mask, attention and its gradient (a thread a row at width 8; dq, dk and
@@ -247,12 +267,7 @@ TEST(GraphRunnerOnCpuBf16, OpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
     graph.AddOutput("sums", b.Add(ir::OpKind::kReduceSum, {x}, {{"axes", std::vector<int64_t>{0, 1}}}, here));
     const ir::ValueId scores = b.AddInput("scores", "data", {dtype, {2, 4, 4}}, here);
     graph.AddOutput("masked", b.Add(ir::OpKind::kCausalMask, {scores}, {{"fill", -1e4}}, here));
-    const ir::ValueId q = b.AddInput("q", "data", {dtype, q_shape}, here);
-    const ir::ValueId k = b.AddInput("k", "data", {dtype, kv_shape}, here);
-    const ir::ValueId v = b.AddInput("v", "data", {dtype, kv_shape}, here);
-    const ir::ValueId dy = b.AddInput("dy", "data", {dtype, q_shape}, here);
-    graph.AddOutput("attention", b.Add(ir::OpKind::kAttention, {q, k, v}, {{"scale", 0.25}}, here));
-    graph.AddOutput("attention_grad", b.Add(ir::OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.25}}, here));
+    AddAttentionAndItsGradient(graph, b, dtype, q_shape, kv_shape);
     const ir::ValueId table = b.AddInput("table", "parameter", {dtype, {5, 8}}, here);
     const ir::ValueId ids = b.AddInput("ids", "data", {ir::DType::kI32, {6}}, here);
     const ir::ValueId rows_dy = b.AddInput("rows_dy", "data", {dtype, {6, 8}}, here);
@@ -269,10 +284,7 @@ TEST(GraphRunnerOnCpuBf16, OpsOnBf16GiveTheBitsOfTheF32GraphRounded) {
   AddBf16Values("gain", {8}, 0.37f, bf16_inputs, f32_inputs);
   AddBf16Values("bias", {8}, 1.1f, bf16_inputs, f32_inputs);
   AddBf16Values("scores", {2, 4, 4}, 0.9f, bf16_inputs, f32_inputs);
-  AddBf16Values("q", q_shape, 0.3f, bf16_inputs, f32_inputs);
-  AddBf16Values("k", kv_shape, 0.41f, bf16_inputs, f32_inputs);
-  AddBf16Values("v", kv_shape, 0.53f, bf16_inputs, f32_inputs);
-  AddBf16Values("dy", q_shape, 0.61f, bf16_inputs, f32_inputs);
+  AddAttentionValues(q_shape, kv_shape, bf16_inputs, f32_inputs);
   AddBf16Values("table", {5, 8}, 0.29f, bf16_inputs, f32_inputs);
   AddBf16Values("rows_dy", {6, 8}, 0.83f, bf16_inputs, f32_inputs);
   bf16_inputs["ids"] = f32_inputs["ids"] = ir::HostTensor::FromInts({6}, {3, 0, 3, 4, 1, 3});
@@ -303,22 +315,14 @@ TEST(GraphRunnerOnCpuBf16, PrecisionBf16RunsAttentionOnNarrowedOperandsOnTensorC
   auto build = [&](ir::Graph& graph, ir::DType dtype) {
     ir::GraphBuilder b(&graph);
     const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
-    const ir::ValueId q = b.AddInput("q", "data", {dtype, q_shape}, here);
-    const ir::ValueId k = b.AddInput("k", "data", {dtype, kv_shape}, here);
-    const ir::ValueId v = b.AddInput("v", "data", {dtype, kv_shape}, here);
-    const ir::ValueId dy = b.AddInput("dy", "data", {dtype, q_shape}, here);
-    graph.AddOutput("attention", b.Add(ir::OpKind::kAttention, {q, k, v}, {{"scale", 0.25}}, here));
-    graph.AddOutput("attention_grad", b.Add(ir::OpKind::kAttentionGrad, {q, k, v, dy}, {{"scale", 0.25}}, here));
+    AddAttentionAndItsGradient(graph, b, dtype, q_shape, kv_shape);
     return b.status();
   };
   ir::Graph bf16_graph("bf16 attention"), f32_graph("f32 attention");
   ASSERT_TRUE(build(bf16_graph, ir::DType::kBF16).ok());
   ASSERT_TRUE(build(f32_graph, ir::DType::kF32).ok());
   ir::TensorMap bf16_inputs, f32_inputs;
-  AddBf16Values("q", q_shape, 0.3f, bf16_inputs, f32_inputs);
-  AddBf16Values("k", kv_shape, 0.41f, bf16_inputs, f32_inputs);
-  AddBf16Values("v", kv_shape, 0.53f, bf16_inputs, f32_inputs);
-  AddBf16Values("dy", q_shape, 0.61f, bf16_inputs, f32_inputs);
+  AddAttentionValues(q_shape, kv_shape, bf16_inputs, f32_inputs);
   absl::StatusOr<std::unique_ptr<CudaGraphRunner>> mixed = CudaGraphRunner::Create({.precision = Precision::kBf16});
   ASSERT_TRUE(mixed.ok()) << mixed.status();
   absl::StatusOr<std::unique_ptr<CudaGraphRunner>> plain = CudaGraphRunner::Create({});
