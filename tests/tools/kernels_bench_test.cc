@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "examples/example_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -117,6 +119,23 @@ TEST(KernelsBench, TheLlamaStepWithItsNormGraphIsCountedToo) {
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_GT(NodesBut(job->step.norm), 0) << "clipping by the global norm has a norm graph";
   ExpectEveryNodeCountedOnce(Json(run), *job);
+}
+
+// The table's rate: FLOP/s for a matmul and for fused attention (whose
+// products never leave the chip), bytes a second for the others.
+TEST(KernelsBench, MatmulsAndAttentionAreRatedInFlopsTheOthersInBytes) {
+  CliRun run = Bench(kTinyGpt, {});
+  ASSERT_EQ(run.code, 0) << run.err;
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(run.out, '\n')) {
+    const bool flops = absl::StrContains(line, "FLOP/s");
+    if (!flops && !absl::StrContains(line, "B/s")) continue;  // not a kernel's row
+    const bool products = absl::StrContains(line, " matmul ") || absl::StrContains(line, " attention {") ||
+                          absl::StrContains(line, " attention_grad {");
+    EXPECT_EQ(flops, products) << line;
+    rows += products ? 1 : 0;
+  }
+  EXPECT_GE(rows, 3) << run.out;
 }
 
 TEST(KernelsBench, AKernelsFlopsAndBytesAreItsCostRulesAtItsShapes) {

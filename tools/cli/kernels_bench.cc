@@ -10,8 +10,9 @@
 // it: the table is sorted by the kernel's time per step, so its first rows
 // are what to make faster. Bytes and flops are the op's cost rule's
 // (ir/op_def.h: as XLA's HloCostAnalysis counts them; bytes read and
-// written once, a lower bound); a matmul's rate is its FLOP/s, the others'
-// their bytes per second.
+// written once, a lower bound); a matmul's rate, and fused attention's (its
+// products never leave the chip), is its FLOP/s, the others' their bytes per
+// second.
 // On a GPU the achieved rate is also a share of the device's peak
 // (Device::Peak), and each kernel's time on the CPU backend is beside it.
 //
@@ -73,7 +74,7 @@ struct Kernel {
   std::string where;       // the phases it runs in: F, I, W, U, and A for accumulation
   int64_t count = 0;       // runs per step
   ir::OpCost cost;         // its cost rule's flops, transcendentals and bytes (ir/op_def.h)
-  bool compute_bound = false;  // a matmul: its rate is FLOP/s, the others' bytes/s
+  bool compute_bound = false;  // a matmul or attention: its rate is FLOP/s, the others' bytes/s
   double ms = 0;           // on the device, median of the repeats
   std::optional<double> cpu_ms;  // the CPU backend's, beside a GPU's
   double step_ms() const { return static_cast<double>(count) * ms; }
@@ -138,7 +139,8 @@ class KernelCatalogue {
       kernel.op = op;
       kernel.signature = signature;
       kernel.cost = ir::NodeCost(node, operands);
-      kernel.compute_bound = ir::Def(node.op).family == ir::OpFamily::kMatMul;
+      const ir::OpFamily family = ir::Def(node.op).family;
+      kernel.compute_bound = family == ir::OpFamily::kMatMul || family == ir::OpFamily::kAttention;
       kernel.operands = std::move(operands);
       kernels_.push_back(std::move(kernel));
     }
@@ -278,7 +280,8 @@ std::string Rate(double per_second, const char* unit) {
 }
 
 // The kernel's achieved rate against the device's peak: flops for a
-// matmul, bytes for the others; unset where the peak is unknown.
+// matmul or attention (against the matmul rate of the device's precision),
+// bytes for the others; unset where the peak is unknown.
 std::optional<double> PeakShare(const Kernel& kernel, const std::optional<backends::PeakRates>& peak) {
   if (!peak || kernel.ms <= 0) return std::nullopt;
   const double seconds = kernel.ms / 1e3;
