@@ -15,52 +15,66 @@
 namespace tandem::cuda::kernels {
 namespace {
 
-template <typename T>
+// Operands of storage T, results of Out: T's own, or (bf16 operands on
+// tensor cores only) f32.
+template <typename T, typename Out>
 cudaError_t AttendIn(const void* q, const void* k, const void* v, const int32_t* positions, void* out,
                      const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
   const auto* qs = static_cast<const T*>(q);
   const auto* ks = static_cast<const T*>(k);
   const auto* vs = static_cast<const T*>(v);
-  auto* outs = static_cast<T*>(out);
+  auto* outs = static_cast<Out*>(out);
   const bool aligned = Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(out);
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (aligned && AttentionOnTensorCores(g.width)) {
       return LaunchAttentionMma(qs, ks, vs, positions, outs, g, batch * g.heads, stream);
     }
-  } else {
-    if (aligned && (g.width == 32 || g.width == 64)) {
-      return LaunchAttentionTiles(qs, ks, vs, positions, outs, g, batch * g.heads, stream);
-    }
-    if (aligned && g.width == 128) return LaunchAttentionLanes(qs, ks, vs, positions, outs, g, batch * g.heads, stream);
   }
-  return LaunchAttentionRows(qs, ks, vs, positions, outs, g, batch, stream);
+  if constexpr (!std::is_same_v<Out, T>) {
+    return cudaErrorInvalidValue;
+  } else {
+    if constexpr (std::is_same_v<T, float>) {
+      if (aligned && (g.width == 32 || g.width == 64)) {
+        return LaunchAttentionTiles(qs, ks, vs, positions, outs, g, batch * g.heads, stream);
+      }
+      if (aligned && g.width == 128) {
+        return LaunchAttentionLanes(qs, ks, vs, positions, outs, g, batch * g.heads, stream);
+      }
+    }
+    return LaunchAttentionRows(qs, ks, vs, positions, outs, g, batch, stream);
+  }
 }
 
-template <typename T>
+template <typename T, typename Out>
 cudaError_t AttendGradIn(const void* q, const void* k, const void* v, const void* dy, void* dq, void* dk, void* dv,
                          float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
   const auto* qs = static_cast<const T*>(q);
   const auto* ks = static_cast<const T*>(k);
   const auto* vs = static_cast<const T*>(v);
   const auto* dys = static_cast<const T*>(dy);
-  auto* dqs = static_cast<T*>(dq);
-  auto* dks = static_cast<T*>(dk);
-  auto* dvs = static_cast<T*>(dv);
+  auto* dqs = static_cast<Out*>(dq);
+  auto* dks = static_cast<Out*>(dk);
+  auto* dvs = static_cast<Out*>(dv);
   const bool aligned = Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(dy) && Aligned16(dq) &&
                        Aligned16(dk) && Aligned16(dv);
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (aligned && AttentionOnTensorCores(g.width)) {
       return LaunchAttentionMmaGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
     }
-  } else {
-    if (aligned && (g.width == 32 || g.width == 64)) {
-      return LaunchAttentionTilesGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
-    }
-    if (aligned && g.width == 128) {
-      return LaunchAttentionLanesGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
-    }
   }
-  return LaunchAttentionRowsGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
+  if constexpr (!std::is_same_v<Out, T>) {
+    return cudaErrorInvalidValue;
+  } else {
+    if constexpr (std::is_same_v<T, float>) {
+      if (aligned && (g.width == 32 || g.width == 64)) {
+        return LaunchAttentionTilesGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
+      }
+      if (aligned && g.width == 128) {
+        return LaunchAttentionLanesGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
+      }
+    }
+    return LaunchAttentionRowsGrad(qs, ks, vs, dys, dqs, dks, dvs, stats, g, batch, stream);
+  }
 }
 
 }  // namespace
@@ -72,20 +86,12 @@ cudaError_t LaunchAttention(ElementsIn q, ElementsIn k, ElementsIn v, const int3
                             float scale, cudaStream_t stream) {
   // f32 operands give f32; bf16 operands give bf16, or f32 on tensor cores.
   if (k.bf16 != q.bf16 || v.bf16 != q.bf16 || (out.bf16 && !q.bf16)) return cudaErrorInvalidValue;
-  const bool f32_result_of_bf16 = q.bf16 && !out.bf16;
-  if (f32_result_of_bf16 && !(AttentionOnTensorCores(width) && Aligned16(q.data) && Aligned16(k.data) &&
-                              Aligned16(v.data) && Aligned16(out.data))) {
-    return cudaErrorInvalidValue;
-  }
   const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, keys};
   if (batch * heads * seq <= 0) return cudaSuccess;
-  if (f32_result_of_bf16) {
-    return LaunchAttentionMma(static_cast<const __nv_bfloat16*>(q.data), static_cast<const __nv_bfloat16*>(k.data),
-                              static_cast<const __nv_bfloat16*>(v.data), positions, static_cast<float*>(out.data),
-                              geometry, batch * heads, stream);
-  }
-  return q.bf16 ? AttendIn<__nv_bfloat16>(q.data, k.data, v.data, positions, out.data, geometry, batch, stream)
-                : AttendIn<float>(q.data, k.data, v.data, positions, out.data, geometry, batch, stream);
+  using Bf16 = __nv_bfloat16;
+  if (!q.bf16) return AttendIn<float, float>(q.data, k.data, v.data, positions, out.data, geometry, batch, stream);
+  return out.bf16 ? AttendIn<Bf16, Bf16>(q.data, k.data, v.data, positions, out.data, geometry, batch, stream)
+                  : AttendIn<Bf16, float>(q.data, k.data, v.data, positions, out.data, geometry, batch, stream);
 }
 
 size_t AttentionGradScratchBytes(int64_t query_rows) {
@@ -100,26 +106,19 @@ cudaError_t LaunchAttentionGrad(ElementsIn q, ElementsIn k, ElementsIn v, Elemen
     if (bf16 != q.bf16) return cudaErrorInvalidValue;
   }
   if (dk.bf16 != dq.bf16 || dv.bf16 != dq.bf16 || (dq.bf16 && !q.bf16)) return cudaErrorInvalidValue;
-  const bool f32_result_of_bf16 = q.bf16 && !dq.bf16;
-  if (f32_result_of_bf16 && !(AttentionOnTensorCores(width) && Aligned16(q.data) && Aligned16(k.data) &&
-                              Aligned16(v.data) && Aligned16(dy.data) && Aligned16(dq.data) && Aligned16(dk.data) &&
-                              Aligned16(dv.data))) {
-    return cudaErrorInvalidValue;
-  }
   // The gradient has no positions: as many keys as queries.
   const AttentionGeometry geometry{heads, kv_heads, heads / kv_heads, seq, width, scale, seq};
   float* stats = static_cast<float*>(scratch);
   if (batch * heads * seq <= 0) return cudaSuccess;
-  if (f32_result_of_bf16) {
-    return LaunchAttentionMmaGrad(static_cast<const __nv_bfloat16*>(q.data), static_cast<const __nv_bfloat16*>(k.data),
-                                  static_cast<const __nv_bfloat16*>(v.data), static_cast<const __nv_bfloat16*>(dy.data),
-                                  static_cast<float*>(dq.data), static_cast<float*>(dk.data),
-                                  static_cast<float*>(dv.data), stats, geometry, batch, stream);
-  }
-  return q.bf16 ? AttendGradIn<__nv_bfloat16>(q.data, k.data, v.data, dy.data, dq.data, dk.data, dv.data, stats,
-                                              geometry, batch, stream)
-                : AttendGradIn<float>(q.data, k.data, v.data, dy.data, dq.data, dk.data, dv.data, stats, geometry,
+  using Bf16 = __nv_bfloat16;
+  if (!q.bf16) {
+    return AttendGradIn<float, float>(q.data, k.data, v.data, dy.data, dq.data, dk.data, dv.data, stats, geometry,
                                       batch, stream);
+  }
+  return dq.bf16 ? AttendGradIn<Bf16, Bf16>(q.data, k.data, v.data, dy.data, dq.data, dk.data, dv.data, stats,
+                                            geometry, batch, stream)
+                 : AttendGradIn<Bf16, float>(q.data, k.data, v.data, dy.data, dq.data, dk.data, dv.data, stats,
+                                             geometry, batch, stream);
 }
 
 }  // namespace tandem::cuda::kernels
