@@ -22,7 +22,7 @@
 #   dataplane  tandem bench dataplane --device cuda
 #   fidelity   tandem bench fidelity --device cuda
 #   profile    tandem bench block --device cuda --profile (GPU time per op),
-#              in f32 and in bf16
+#              at d=1024 in f32 and in bf16, at d=2048 in bf16
 #   kernels    tandem bench kernels --device cuda: every kernel of GPT-2
 #              small's step alone, its share of the GPU's peak, the CPU's
 #              time beside it
@@ -160,7 +160,9 @@ for step in "${steps[@]}"; do
       run 60 profile-d1024 "$bin/tandem" bench block --device cuda --no-torch --profile --repeats 3 --dim 1024 --heads 16 \
         --seq 512 --batch 8
       run 60 profile-d1024-bf16 "$bin/tandem" bench block --device cuda+bf16 --no-torch --profile --repeats 3 --dim 1024 \
-        --heads 16 --seq 512 --batch 8 ;;
+        --heads 16 --seq 512 --batch 8
+      run 60 profile-d2048-bf16 "$bin/tandem" bench block --device cuda+bf16 --no-torch --profile --repeats 3 --dim 2048 \
+        --heads 16 --seq 2048 --batch 4 ;;
     kernels)
       run 120 kernels-gpt2-small "$bin/tandem" bench kernels --device cuda --preset gpt2-small --seq 128 --batch 4 \
         --microbatches 1 --repeats 3 --top 30 ;;

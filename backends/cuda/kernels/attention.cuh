@@ -92,13 +92,23 @@ cudaError_t LaunchUnits(int64_t units, int threads, cudaStream_t stream, Kernel 
   return cudaGetLastError();
 }
 
-// A block's unit of query rows: its (batch, head) pair and first row. The
-// last rows of a pair read the most keys: their units go first.
-struct QueryRows {
+// A block's unit of work: a pair ((batch, head), or (batch, key/value
+// head)) and the first of its tile of rows. A pair's tiles differ in work
+// (causality): a query tile's rows read keys up to their own, so the last
+// rows read the most; a key tile is read by the rows from its own on, so
+// the first keys are read the most. Units go out heaviest first across all
+// pairs, rank by rank (every pair's heaviest tile, then every pair's next,
+// ...): the grid's last blocks are all light, and its tail is short.
+struct UnitRows {
   int64_t pair, first;
 };
-__device__ QueryRows QueryRowsOf(int64_t unit, int64_t tiles, int64_t rows_per_tile) {
-  return {unit / tiles, (tiles - 1 - unit % tiles) * rows_per_tile};
+__device__ UnitRows QueryRowsOf(int64_t unit, int64_t units, int64_t tiles, int64_t rows_per_tile) {
+  const int64_t pairs = units / tiles;
+  return {unit % pairs, (tiles - 1 - unit / pairs) * rows_per_tile};
+}
+__device__ UnitRows KeyRowsOf(int64_t unit, int64_t units, int64_t tiles, int64_t rows_per_tile) {
+  const int64_t pairs = units / tiles;
+  return {unit % pairs, unit / pairs * rows_per_tile};
 }
 
 // ---- The operands' storage. Every kernel reads q, k, v and dy through

@@ -155,7 +155,7 @@ __global__ void AttentionFastKernel(const T* q, const T* k, const T* v, const in
   __shared__ float4 value_tile[kTileRows * W / 4];
   const int part = static_cast<int>(threadIdx.x % kSplit);
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const QueryRows rows = QueryRowsOf(unit, query_tiles, kRowsPerBlock);
+    const UnitRows rows = QueryRowsOf(unit, units, query_tiles, kRowsPerBlock);
     const int64_t b = rows.pair / g.heads;
     const int64_t i = rows.first + threadIdx.x / kSplit;
     const bool active = i < g.seq;
@@ -178,7 +178,7 @@ __global__ void AttentionQueryGradFastKernel(const T* q, const T* k, const T* v,
   __shared__ float4 value_tile[kTileRows * W / 4];
   const int part = static_cast<int>(threadIdx.x % kSplit);
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const QueryRows rows = QueryRowsOf(unit, query_tiles, kRowsPerBlock);
+    const UnitRows rows = QueryRowsOf(unit, units, query_tiles, kRowsPerBlock);
     const int64_t first = rows.first;
     const int64_t i = first + threadIdx.x / kSplit;
     const bool active = i < g.seq;
@@ -237,8 +237,8 @@ __global__ void AttentionKeyGradFastKernel(const T* q, const T* k, const T* v, c
   __shared__ float stats_tile[3 * kTileRows];
   const int part = static_cast<int>(threadIdx.x % kSplit);
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t kv_pair = unit / key_tiles;
-    const int64_t first = (unit % key_tiles) * kRowsPerBlock;  // the first key tiles have the most rows to read
+    const UnitRows keys_of_unit = KeyRowsOf(unit, units, key_tiles, kRowsPerBlock);
+    const int64_t kv_pair = keys_of_unit.pair, first = keys_of_unit.first;
     const int64_t j = first + threadIdx.x / kSplit;
     const bool active = j < g.seq;
     const int64_t c = kv_pair * g.seq + (active ? j : first);

@@ -48,17 +48,49 @@ constexpr int kGradWarps = 2;  // the gradient's kernels stage twice the operand
 __device__ __forceinline__ int LaneOf() { return static_cast<int>(threadIdx.x) % 32; }
 __device__ __forceinline__ int WarpOf() { return static_cast<int>(threadIdx.x) / 32; }
 
-// Rows [0, count) of a [rows, W] bf16 matrix into shared memory (rows of
-// kStride<W>), zeros past `count`, by the block's threads (8 bytes each
-// access); the caller syncs.
-template <int W>
-__device__ __forceinline__ void StageRows(bf16* to, const bf16* from, int64_t count, int rows) {
-  for (int e = threadIdx.x; e < rows * W / 4; e += blockDim.x) {
-    const int row = e / (W / 4), column = 4 * (e % (W / 4));
-    uint2 bits = make_uint2(0u, 0u);
-    if (row < count) bits = *reinterpret_cast<const uint2*>(from + 4 * e);
-    *reinterpret_cast<uint2*>(to + row * kStride<W> + column) = bits;
+// Rows [0, kRows) of kCount [rows, W] bf16 matrices on their way from device
+// memory to shared memory (rows of kStride<W>; zeros past `count`), held in
+// the registers of the block's kThreads threads, 16 bytes an access. Load
+// issues every access before any is used: a tile costs one memory latency,
+// not one an access. A kernel loads the next tile before it computes on
+// this one, and stores it once this one's readers are done: the loads are
+// in flight meanwhile.
+template <int W, int kRows, int kThreads, int kCount>
+struct StagedRows {
+  static constexpr int kPieces = kRows * W / 8;  // 16-byte pieces of a matrix
+  static_assert(kPieces % kThreads == 0, "every thread moves as many pieces");
+  static constexpr int kEach = kPieces / kThreads;
+  uint4 bits[kCount][kEach];
+
+  __device__ __forceinline__ void Load(const bf16* const (&from)[kCount], int64_t count) {
+    TANDEM_UNROLL
+    for (int i = 0; i < kEach; ++i) {
+      const int piece = static_cast<int>(threadIdx.x) + i * kThreads;
+      const bool valid = piece / (W / 8) < count;
+      TANDEM_UNROLL
+      for (int m = 0; m < kCount; ++m) {
+        bits[m][i] = valid ? *reinterpret_cast<const uint4*>(from[m] + 8 * piece) : make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
   }
+  __device__ __forceinline__ void Store(bf16* const (&to)[kCount]) const {
+    TANDEM_UNROLL
+    for (int i = 0; i < kEach; ++i) {
+      const int piece = static_cast<int>(threadIdx.x) + i * kThreads;
+      const int at = piece / (W / 8) * kStride<W> + 8 * (piece % (W / 8));
+      TANDEM_UNROLL
+      for (int m = 0; m < kCount; ++m) *reinterpret_cast<uint4*>(to[m] + at) = bits[m][i];
+    }
+  }
+};
+
+// StagedRows loaded and stored at once; the caller syncs.
+template <int W, int kRows, int kThreads, int kCount>
+__device__ __forceinline__ void StageRows(bf16* const (&to)[kCount], const bf16* const (&from)[kCount],
+                                          int64_t count) {
+  StagedRows<W, kRows, kThreads, kCount> staged;
+  staged.Load(from, count);
+  staged.Store(to);
 }
 
 // s[n] = a b^T over W: a the warp's 16 rows, b kKeyTile rows (both staged
@@ -157,8 +189,9 @@ struct WarpScratch {
 // The forward over `key_count` keys of `keys` and `values` ([keys, W]) for
 // the warp's rows `rows` (16 staged rows; the lane's row reads
 // keys < n): o (unnormalised), and the lane's row's max m and sum l. ks and
-// vs are the block's tiles; every warp of the block calls this together.
-template <int W>
+// vs are the block's tiles; every warp of the block (kThreads threads)
+// calls this together.
+template <int W, int kThreads>
 __device__ void SweepKeys(const bf16* rows, bf16* ks, bf16* vs, const WarpScratch& w, const Accumulator& row_of,
                           const bf16* keys, const bf16* values, int64_t key_count, int64_t n, float scale,
                           Accumulator (&o)[W / kSide], float& m, float& l) {
@@ -167,12 +200,15 @@ __device__ void SweepKeys(const bf16* rows, bf16* ks, bf16* vs, const WarpScratc
   for (int c = 0; c < W / kSide; ++c) wmma::fill_fragment(o[c], 0.0f);
   m = -INFINITY;
   l = 0.0f;
+  StagedRows<W, kKeyTile, kThreads, 2> next;
+  next.Load({keys, values}, key_count);
   for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
-    const int64_t in_tile = key_count - tile < kKeyTile ? key_count - tile : kKeyTile;
     __syncthreads();  // the last tile's readers are done
-    StageRows<W>(ks, keys + tile * W, in_tile, kKeyTile);
-    StageRows<W>(vs, values + tile * W, in_tile, kKeyTile);
+    next.Store({ks, vs});
     __syncthreads();
+    if (const int64_t after = tile + kKeyTile; after < key_count) {
+      next.Load({keys + after * W, values + after * W}, key_count - after);
+    }
     Accumulator s[kKeyTile / kSide];
     ProductWithTransposed<W>(s, rows, ks);
     StoreScores(w.scores, s);
@@ -255,7 +291,7 @@ __device__ __forceinline__ float RowDot(const Accumulator (&acc)[W / kSide], con
 template <int W, typename Out>
 __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, const int32_t* positions, Out* out,
                                    AttentionGeometry g, int64_t query_tiles, int64_t units) {
-  constexpr int kRows = kSide * kForwardWarps;
+  constexpr int kRows = kSide * kForwardWarps, kThreads = 32 * kForwardWarps;
   __shared__ __align__(32) bf16 query_rows[kRows * kStride<W>];
   __shared__ __align__(32) bf16 key_rows[kKeyTile * kStride<W>];
   __shared__ __align__(32) bf16 value_rows[kKeyTile * kStride<W>];
@@ -268,7 +304,7 @@ __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, 
   LoadRowNumbers(w.scores, row_of);
   const int row = warp * kSide + RowHalfOf().row;  // the lane's row of the block's
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const QueryRows rows_of_unit = QueryRowsOf(unit, query_tiles, kRows);
+    const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kRows);
     const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t b = pair / g.heads;
     const int64_t count = g.seq - first < kRows ? g.seq - first : kRows;
@@ -279,10 +315,10 @@ __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, 
     int64_t key_count = 0;
     for (int r = 0; r < kRows; ++r) key_count = keys_of(r) > key_count ? keys_of(r) : key_count;
     __syncthreads();  // the last unit's readers of the query rows are done
-    StageRows<W>(query_rows, q + (pair * g.seq + first) * W, count, kRows);
+    StageRows<W, kRows, kThreads>({query_rows}, {q + (pair * g.seq + first) * W}, count);
     Accumulator o[W / kSide];
     float m, l;
-    SweepKeys<W>(query_rows + warp * kSide * kStride<W>, key_rows, value_rows, w, row_of, k + g.KeyBase(pair * g.seq),
+    SweepKeys<W, kThreads>(query_rows + warp * kSide * kStride<W>, key_rows, value_rows, w, row_of, k + g.KeyBase(pair * g.seq),
                  v + g.KeyBase(pair * g.seq), key_count, keys_of(row), g.scale, o, m, l);
     Normalise<W>(o, row_of, w, l);
     StoreRows<W>(out + (pair * g.seq + first + warp * kSide) * W, count - warp * kSide, o, w, 1.0f);
@@ -311,7 +347,7 @@ struct GradientTiles {
 template <int W, typename Out>
 __global__ void AttentionQueryGradMmaKernel(const bf16* q, const bf16* k, const bf16* v, const bf16* dy, Out* dq,
                                             float* stats, AttentionGeometry g, int64_t query_tiles, int64_t units) {
-  constexpr int kRows = kSide * kGradWarps;
+  constexpr int kRows = kSide * kGradWarps, kThreads = 32 * kGradWarps;
   __shared__ GradientTiles<W> tiles;
   __shared__ float factors[kGradWarps][kSide];
   bf16* const query_rows = tiles.query_rows;
@@ -324,7 +360,7 @@ __global__ void AttentionQueryGradMmaKernel(const bf16* q, const bf16* k, const 
   Accumulator row_of;
   LoadRowNumbers(w.scores, row_of);
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const QueryRows rows_of_unit = QueryRowsOf(unit, query_tiles, kRows);
+    const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kRows);
     const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t count = g.seq - first < kRows ? g.seq - first : kRows;
     const int64_t key_count = first + count;  // the last row reads keys 0..first + count - 1
@@ -334,23 +370,25 @@ __global__ void AttentionQueryGradMmaKernel(const bf16* q, const bf16* k, const 
     const bf16* values = v + g.KeyBase(pair * g.seq);
     const int64_t base = pair * g.seq + first;  // the block's first query row
     __syncthreads();  // the last unit's readers of the rows are done
-    StageRows<W>(query_rows, q + base * W, count, kRows);
-    StageRows<W>(dy_rows, dy + base * W, count, kRows);
+    StageRows<W, kRows, kThreads>({query_rows, dy_rows}, {q + base * W, dy + base * W}, count);
     const bf16* my_queries = query_rows + warp * kSide * kStride<W>;
     const bf16* my_dy = dy_rows + warp * kSide * kStride<W>;
     Accumulator acc[W / kSide];
     float m, l;
-    SweepKeys<W>(my_queries, key_rows, value_rows, w, row_of, keys, values, key_count, n, g.scale, acc, m, l);
+    SweepKeys<W, kThreads>(my_queries, key_rows, value_rows, w, row_of, keys, values, key_count, n, g.scale, acc, m, l);
     Normalise<W>(acc, row_of, w, l);
     const float delta = RowDot<W>(acc, my_dy, w);
     TANDEM_UNROLL
     for (int c = 0; c < W / kSide; ++c) wmma::fill_fragment(acc[c], 0.0f);  // now dq
+    StagedRows<W, kKeyTile, kThreads, 2> next;
+    next.Load({keys, values}, key_count);
     for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
-      const int64_t in_tile = key_count - tile < kKeyTile ? key_count - tile : kKeyTile;
       __syncthreads();
-      StageRows<W>(key_rows, keys + tile * W, in_tile, kKeyTile);
-      StageRows<W>(value_rows, values + tile * W, in_tile, kKeyTile);
+      next.Store({key_rows, value_rows});
       __syncthreads();
+      if (const int64_t after = tile + kKeyTile; after < key_count) {
+        next.Load({keys + after * W, values + after * W}, key_count - after);
+      }
       Accumulator s[kKeyTile / kSide], dp[kKeyTile / kSide];
       ProductWithTransposed<W>(s, my_queries, key_rows);
       ProductWithTransposed<W>(dp, my_dy, value_rows);
@@ -383,7 +421,7 @@ template <int W, typename Out>
 __global__ void AttentionKeyGradMmaKernel(const bf16* q, const bf16* k, const bf16* v, const bf16* dy,
                                           const float* stats, Out* dk, Out* dv, AttentionGeometry g, int64_t key_tiles,
                                           int64_t units) {
-  constexpr int kKeys = kSide * kGradWarps;
+  constexpr int kKeys = kSide * kGradWarps, kThreads = 32 * kGradWarps;
   static_assert(kKeys == kKeyTile, "a key tile's rows are the query tiles' length: causality skips whole tiles");
   __shared__ GradientTiles<W> tiles;
   __shared__ __align__(32) bf16 gradients[kGradWarps][kSide * kKeyTile];
@@ -397,15 +435,14 @@ __global__ void AttentionKeyGradMmaKernel(const bf16* q, const bf16* k, const bf
   bf16* const my_gradients = gradients[warp];
   const RowHalf at = RowHalfOf();  // here: the lane's key and half of a tile's query rows
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t kv_pair = unit / key_tiles;
-    const int64_t first = (unit % key_tiles) * kKeys;  // the first key tiles have the most rows to read
+    const UnitRows keys_of_unit = KeyRowsOf(unit, units, key_tiles, kKeys);
+    const int64_t kv_pair = keys_of_unit.pair, first = keys_of_unit.first;
     const int64_t count = g.seq - first < kKeys ? g.seq - first : kKeys;
     const int64_t batch = kv_pair / g.kv_heads, kv_head = kv_pair % g.kv_heads;
     const int64_t base = kv_pair * g.seq + first;  // the block's first key
     const int64_t key = first + warp * kSide + at.row;
     __syncthreads();  // the last unit's readers of the key rows are done
-    StageRows<W>(key_rows, k + base * W, count, kKeys);
-    StageRows<W>(value_rows, v + base * W, count, kKeys);
+    StageRows<W, kKeys, kThreads>({key_rows, value_rows}, {k + base * W, v + base * W}, count);
     Accumulator dk_acc[W / kSide], dv_acc[W / kSide];
     TANDEM_UNROLL
     for (int c = 0; c < W / kSide; ++c) {
@@ -417,8 +454,8 @@ __global__ void AttentionKeyGradMmaKernel(const bf16* q, const bf16* k, const bf
       for (int64_t tile = first; tile < g.seq; tile += kKeyTile) {  // rows before `first` read none of these keys
         const int64_t in_tile = g.seq - tile < kKeyTile ? g.seq - tile : kKeyTile;
         __syncthreads();
-        StageRows<W>(query_rows, q + (head_rows + tile) * W, in_tile, kKeyTile);
-        StageRows<W>(dy_rows, dy + (head_rows + tile) * W, in_tile, kKeyTile);
+        StageRows<W, kKeyTile, kThreads>({query_rows, dy_rows}, {q + (head_rows + tile) * W, dy + (head_rows + tile) * W},
+                                         in_tile);
         for (int e = threadIdx.x; e < 3 * kKeyTile; e += blockDim.x) {
           stats_tile[e] = e < 3 * in_tile ? stats[3 * (head_rows + tile) + e] : 0.0f;
         }

@@ -112,8 +112,8 @@ __global__ void AttentionTiledKernel(const T* q, const T* k, const T* v, const i
   __shared__ float value_tile[kKeyTile * kMaxTiledWidth];
   __shared__ int64_t block_keys;
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t pair = unit / query_tiles;  // batch * heads + head
-    const int64_t first = (unit % query_tiles) * kQueryTile;
+    const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kQueryTile);
+    const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t b = pair / g.heads;
     const int64_t i = first + threadIdx.x;
     const bool active = i < g.seq;
@@ -258,8 +258,8 @@ __global__ void AttentionQueryGradTiledKernel(const T* q, const T* k, const T* v
   __shared__ float key_tile[kKeyTile * kMaxTiledWidth];
   __shared__ float value_tile[kKeyTile * kMaxTiledWidth];
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t pair = unit / query_tiles;
-    const int64_t first = (unit % query_tiles) * kQueryTile;
+    const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kQueryTile);
+    const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t i = first + threadIdx.x;
     const bool active = i < g.seq;
     const int64_t n = active ? i + 1 : 0;
@@ -328,8 +328,8 @@ __global__ void AttentionKeyGradTiledKernel(const T* q, const T* k, const T* v, 
   __shared__ float dy_tile[kQueryRowsTile * kMaxTiledWidth];
   __shared__ float stats_tile[3 * kQueryRowsTile];
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t kv_pair = unit / key_tiles;
-    const int64_t first = (unit % key_tiles) * kKeyRows;
+    const UnitRows keys_of_unit = KeyRowsOf(unit, units, key_tiles, kKeyRows);
+    const int64_t kv_pair = keys_of_unit.pair, first = keys_of_unit.first;
     const int64_t j = first + threadIdx.x;
     const bool active = j < g.seq;
     const int64_t c = kv_pair * g.seq + (active ? j : first);

@@ -183,7 +183,7 @@ __global__ void AttentionTileKernel(const T* q, const T* k, const T* v, const in
   const int rows = static_cast<int>(threadIdx.x) / 8 * 4;  // this thread's first row (and key) of a tile
   const int group = static_cast<int>(threadIdx.x) % 8;
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const QueryRows rows_of_unit = QueryRowsOf(unit, query_tiles, kTile);
+    const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kTile);
     const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t b = pair / g.heads;
     const int64_t count = g.seq - first < kTile ? g.seq - first : kTile;
@@ -242,7 +242,7 @@ __global__ void AttentionQueryGradTileKernel(const T* q, const T* k, const T* v,
   const int rows = static_cast<int>(threadIdx.x) / 8 * 4;
   const int group = static_cast<int>(threadIdx.x) % 8;
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const QueryRows rows_of_unit = QueryRowsOf(unit, query_tiles, kTile);
+    const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kTile);
     const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t count = g.seq - first < kTile ? g.seq - first : kTile;
     const int64_t key_count = first + count;  // the last row reads keys 0..first + count - 1
@@ -324,8 +324,8 @@ __global__ void AttentionKeyGradTileKernel(const T* q, const T* k, const T* v, c
   const int keys_of = static_cast<int>(threadIdx.x) / 8 * 4;  // this thread's first key of the tile
   const int group = static_cast<int>(threadIdx.x) % 8;        // its rows 4 group.. and columns
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t kv_pair = unit / key_tiles;
-    const int64_t first = (unit % key_tiles) * kTile;  // the first key tiles have the most rows to read
+    const UnitRows keys_of_unit = KeyRowsOf(unit, units, key_tiles, kTile);
+    const int64_t kv_pair = keys_of_unit.pair, first = keys_of_unit.first;
     const int64_t count = g.seq - first < kTile ? g.seq - first : kTile;
     const int64_t batch = kv_pair / g.kv_heads, kv_head = kv_pair % g.kv_heads;
     const int64_t base = kv_pair * g.seq + first;  // the tile's first key row
