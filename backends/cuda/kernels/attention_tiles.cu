@@ -52,29 +52,58 @@ __device__ __forceinline__ float RowSum(float value) {
   return value;
 }
 
-// Rows [0, count) of a [rows, W] matrix into shared memory k-major (to[d *
-// kTile + row]; consecutive threads write consecutive rows), zeros past
-// `count`; the block's threads share it, the caller syncs.
+// A tile of kTile rows of a [rows, W] matrix on its way from device memory
+// to shared memory, in the registers of the block's kTileThreads threads
+// (a float4 an access; zeros past `count`). Load issues every access before
+// any is used: a tile costs one memory latency, not one an access. A kernel
+// loads the next tile before it computes on this one and stores it once
+// this one's readers are done: the loads are in flight meanwhile. The
+// threads take consecutive rows (kRowsFirst) or consecutive columns of a
+// row: each store's layout is conflict-free in shared memory for one of
+// them (StoreTransposed for rows first, StoreRows for columns first).
+template <int W, bool kRowsFirst>
+struct StagedTile {
+  static constexpr int kPieces = kTile * W / 4;
+  static_assert(kPieces % kTileThreads == 0, "every thread moves as many pieces");
+  static constexpr int kEach = kPieces / kTileThreads;
+  float4 x[kEach];
+
+  __device__ __forceinline__ static int RowOf(int piece) { return kRowsFirst ? piece % kTile : piece / (W / 4); }
+  __device__ __forceinline__ static int ChunkOf(int piece) { return kRowsFirst ? piece / kTile : piece % (W / 4); }
+  __device__ __forceinline__ static int PieceOf(int i) { return static_cast<int>(threadIdx.x) + i * kTileThreads; }
+
+  template <typename T>
+  __device__ __forceinline__ void Load(const T* from, int64_t count) {
+    TANDEM_UNROLL
+    for (int i = 0; i < kEach; ++i) {
+      const int row = RowOf(PieceOf(i)), chunk = ChunkOf(PieceOf(i));
+      x[i] = row < count ? Load4(from + row * W + 4 * chunk) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  // k-major: to[d * kTile + row].
+  __device__ __forceinline__ void StoreTransposed(float* to) const {
+    TANDEM_UNROLL
+    for (int i = 0; i < kEach; ++i) {
+      const int row = RowOf(PieceOf(i)), d = 4 * ChunkOf(PieceOf(i));
+      to[d * kTile + row] = x[i].x;
+      to[(d + 1) * kTile + row] = x[i].y;
+      to[(d + 2) * kTile + row] = x[i].z;
+      to[(d + 3) * kTile + row] = x[i].w;
+    }
+  }
+  // As the rows are: to[row * W / 4 + chunk].
+  __device__ __forceinline__ void StoreRows(float4* to) const {
+    TANDEM_UNROLL
+    for (int i = 0; i < kEach; ++i) to[RowOf(PieceOf(i)) * (W / 4) + ChunkOf(PieceOf(i))] = x[i];
+  }
+};
+
+// A tile into shared memory at once, k-major; the caller syncs.
 template <int W, typename T>
 __device__ __forceinline__ void LoadTransposed(float* to, const T* from, int64_t count) {
-  for (int e = threadIdx.x; e < kTile * W / 4; e += blockDim.x) {
-    const int row = e % kTile, chunk = e / kTile;
-    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (row < count) x = Load4(from + row * W + 4 * chunk);
-    to[(4 * chunk) * kTile + row] = x.x;
-    to[(4 * chunk + 1) * kTile + row] = x.y;
-    to[(4 * chunk + 2) * kTile + row] = x.z;
-    to[(4 * chunk + 3) * kTile + row] = x.w;
-  }
-}
-
-// Rows [0, count) of a [rows, W] matrix into shared memory as they are, zeros
-// past `count`.
-template <int W, typename T>
-__device__ __forceinline__ void LoadRowsOf(float4* to, const T* from, int64_t count) {
-  for (int e = threadIdx.x; e < kTile * W / 4; e += blockDim.x) {
-    to[e] = e / (W / 4) < count ? Load4(from + 4 * e) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
+  StagedTile<W, true> tile;
+  tile.Load(from, count);
+  tile.StoreTransposed(to);
 }
 
 // This thread's scores of its 4 query rows (rows.. in the tile) with its 4
@@ -153,12 +182,19 @@ __device__ __forceinline__ void SweepKeyTiles(const float* qt, float* kt, float4
                                               float (&o)[4][W / 8], float (&m)[4], float (&l)[4]) {
   constexpr int kColumns = W / 8;
   StartRows(o, m, l);
+  StagedTile<W, true> next_keys;
+  StagedTile<W, false> next_values;
+  next_keys.Load(keys, key_count);
+  next_values.Load(values, key_count);
   for (int64_t tile = 0; tile < key_count; tile += kTile) {
-    const int64_t in_tile = key_count - tile < kTile ? key_count - tile : kTile;
     __syncthreads();  // the last tile's readers are done (and the query tile is loaded)
-    LoadTransposed<W>(kt, keys + tile * W, in_tile);
-    LoadRowsOf<W>(value_tile, values + tile * W, in_tile);
+    next_keys.StoreTransposed(kt);
+    next_values.StoreRows(value_tile);
     __syncthreads();
+    if (const int64_t after = tile + kTile; after < key_count) {
+      next_keys.Load(keys + after * W, key_count - after);
+      next_values.Load(values + after * W, key_count - after);
+    }
     float p[4][4];
     TileScores<W>(qt, kt, rows, group, tile, n, scale, p);
     OnlineSoftmaxTile<kColumns>(p, m, l, o);
@@ -266,13 +302,19 @@ __global__ void AttentionQueryGradTileKernel(const T* q, const T* k, const T* v,
       TANDEM_UNROLL
       for (int j = 0; j < kColumns; ++j) acc[i][j] = 0.0f;  // now dq
     }
+    StagedTile<W, true> next_keys, next_values;
+    next_keys.Load(keys, key_count);
+    next_values.Load(values, key_count);
     for (int64_t tile = 0; tile < key_count; tile += kTile) {
-      const int64_t in_tile = key_count - tile < kTile ? key_count - tile : kTile;
       __syncthreads();
-      LoadTransposed<W>(kt, keys + tile * W, in_tile);
-      LoadTransposed<W>(vt, values + tile * W, in_tile);
-      LoadRowsOf<W>(natural, keys + tile * W, in_tile);
+      next_keys.StoreTransposed(kt);
+      next_keys.StoreRows(natural);
+      next_values.StoreTransposed(vt);
       __syncthreads();
+      if (const int64_t after = tile + kTile; after < key_count) {
+        next_keys.Load(keys + after * W, key_count - after);
+        next_values.Load(values + after * W, key_count - after);
+      }
       float p[4][4], dp[4][4] = {};
       TileScores<W>(qt, kt, rows, group, tile, n, g.scale, p);
       AddProduct<4, 4, W>(dp, dyt + rows, kTile, vt + 4 * group, kTile);
@@ -333,13 +375,23 @@ __global__ void AttentionKeyGradTileKernel(const T* q, const T* k, const T* v, c
     LoadTransposed<W>(kt, k + base * W, count);
     LoadTransposed<W>(vt, v + base * W, count);
     float dk_acc[4][kColumns] = {}, dv_acc[4][kColumns] = {};
+    // The query rows that read these keys, head by head of the group, a
+    // tile at a time; the next tile's rows are loaded while this one's dK
+    // and dV products run.
+    StagedTile<W, true> next_queries, next_dy;
+    const auto load_rows = [&](int64_t h, int64_t tile) {
+      const int64_t at = (batch * g.heads + h) * g.seq + tile;
+      next_queries.Load(q + at * W, g.seq - tile);
+      next_dy.Load(dy + at * W, g.seq - tile);
+    };
+    load_rows(kv_head * g.group, first);
     for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
       const int64_t head_rows = (batch * g.heads + h) * g.seq;
       for (int64_t tile = first; tile < g.seq; tile += kTile) {  // rows before `first` read none of these keys
         const int64_t in_tile = g.seq - tile < kTile ? g.seq - tile : kTile;
         __syncthreads();
-        LoadTransposed<W>(qb, q + (head_rows + tile) * W, in_tile);
-        LoadTransposed<W>(dyb, dy + (head_rows + tile) * W, in_tile);
+        next_queries.StoreTransposed(qb);
+        next_dy.StoreTransposed(dyb);
         for (int e = threadIdx.x; e < 3 * kTile; e += blockDim.x) {
           stats_tile[e] = e < 3 * in_tile ? stats[3 * (head_rows + tile) + e] : 0.0f;
         }
@@ -363,9 +415,14 @@ __global__ void AttentionKeyGradTileKernel(const T* q, const T* k, const T* v, c
         StoreTransposed(pw, p, group, keys_of);  // P[row][key]
         StoreTransposed(dsw, ds, group, keys_of);
         __syncthreads();  // the k-major query rows are read, P and dS written
-        LoadRowsOf<W>(query_buffer, q + (head_rows + tile) * W, in_tile);
-        LoadRowsOf<W>(dy_buffer, dy + (head_rows + tile) * W, in_tile);
+        next_queries.StoreRows(query_buffer);
+        next_dy.StoreRows(dy_buffer);
         __syncthreads();
+        if (tile + kTile < g.seq) {
+          load_rows(h, tile + kTile);
+        } else if (h + 1 < (kv_head + 1) * g.group) {
+          load_rows(h + 1, first);
+        }
         AddProduct<4, kColumns, kTile>(dv_acc, pw + keys_of, kWeightStride, dyb + group * kColumns, W);
         AddProduct<4, kColumns, kTile>(dk_acc, dsw + keys_of, kWeightStride, qb + group * kColumns, W);
       }
