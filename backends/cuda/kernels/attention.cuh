@@ -125,32 +125,6 @@ __device__ __forceinline__ float Widen(__nv_bfloat16 x) { return __bfloat162floa
 __device__ __forceinline__ void StoreElement(float* to, float x) { *to = x; }
 __device__ __forceinline__ void StoreElement(__nv_bfloat16* to, float x) { *to = __float2bfloat16_rn(x); }
 
-// from[0..4), widened: one 16-byte load (f32) or one 8-byte load (bf16);
-// `from` is aligned to it.
-__device__ __forceinline__ float4 Load4(const float* from) { return *reinterpret_cast<const float4*>(from); }
-__device__ __forceinline__ float WidenBits(unsigned bits) {
-  __nv_bfloat16_raw raw;
-  raw.x = static_cast<unsigned short>(bits & 0xffffu);
-  return __bfloat162float(__nv_bfloat16(raw));
-}
-__device__ __forceinline__ float4 Load4(const __nv_bfloat16* from) {
-  const uint2 bits = *reinterpret_cast<const uint2*>(from);  // elements 0, 1 in .x, 2, 3 in .y (little-endian)
-  return make_float4(WidenBits(bits.x), WidenBits(bits.x >> 16), WidenBits(bits.y), WidenBits(bits.y >> 16));
-}
-
-// to[0..4) = x, each element rounded once for bf16: one store, aligned as
-// Load4's.
-__device__ __forceinline__ void Store4(float* to, float4 x) { *reinterpret_cast<float4*>(to) = x; }
-__device__ __forceinline__ unsigned NarrowBits(float x) {
-  return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
-}
-__device__ __forceinline__ void Store4(__nv_bfloat16* to, float4 x) {
-  uint2 bits;
-  bits.x = NarrowBits(x.x) | (NarrowBits(x.y) << 16);
-  bits.y = NarrowBits(x.z) | (NarrowBits(x.w) << 16);
-  *reinterpret_cast<uint2*>(to) = bits;
-}
-
 // to[d] = from[d] widened, d < kPart (a multiple of 4), in Load4's units.
 template <int kPart, typename T>
 __device__ __forceinline__ void LoadPart(const T* from, float (&to)[kPart]) {

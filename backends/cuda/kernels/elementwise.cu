@@ -21,91 +21,125 @@ __device__ float Sigmoid(float x) {
   return e / (1.0f + e);
 }
 
-__device__ float ApplyUnary(ir::OpKind op, float x) {
+// ---- The ops. Each computes kN values at once, each exactly as the scalar
+// op would (kN = 1 is the scalar op): a kernel that takes several elements
+// a thread (a run, below) decodes its op once for all of them.
+template <int kN>
+struct Values {
+  float v[kN];
+};
+
+// f of each value (of x, or of x and y side by side).
+template <int kN, typename F>
+__device__ __forceinline__ Values<kN> Each(const Values<kN>& x, F f) {
+  Values<kN> r;
+  TANDEM_UNROLL
+  for (int e = 0; e < kN; ++e) r.v[e] = f(x.v[e]);
+  return r;
+}
+template <int kN, typename F>
+__device__ __forceinline__ Values<kN> Each(const Values<kN>& x, const Values<kN>& y, F f) {
+  Values<kN> r;
+  TANDEM_UNROLL
+  for (int e = 0; e < kN; ++e) r.v[e] = f(x.v[e], y.v[e]);
+  return r;
+}
+
+template <int kN>
+__device__ Values<kN> ApplyUnary(ir::OpKind op, const Values<kN>& x) {
   switch (op) {
     case ir::OpKind::kNeg:
-      return -x;
+      return Each(x, [](float a) { return -a; });
     case ir::OpKind::kExp:
-      return expf(x);
+      return Each(x, [](float a) { return expf(a); });
     case ir::OpKind::kExpm1:
-      return expm1f(x);
+      return Each(x, [](float a) { return expm1f(a); });
     case ir::OpKind::kLog:
-      return logf(x);
+      return Each(x, [](float a) { return logf(a); });
     case ir::OpKind::kTanh:
-      return Tanh(x);
-    case ir::OpKind::kSin:
-      return static_cast<float>(sin(static_cast<double>(x)));  // as the reference: double, rounded
+      return Each(x, [](float a) { return Tanh(a); });
+    case ir::OpKind::kSin:  // as the reference: in double, rounded
+      return Each(x, [](float a) { return static_cast<float>(sin(static_cast<double>(a))); });
     case ir::OpKind::kCos:
-      return static_cast<float>(cos(static_cast<double>(x)));
+      return Each(x, [](float a) { return static_cast<float>(cos(static_cast<double>(a))); });
     case ir::OpKind::kSqrt:
-      return sqrtf(x);
-    case ir::OpKind::kRsqrt:
-      return 1.0f / sqrtf(x);  // IEEE division of the rounded root, as the reference; never rsqrtf
-    case ir::OpKind::kRelu:
-      return x < 0.0f ? 0.0f : x;  // NaN passes through
-    case ir::OpKind::kGelu: {
-      const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
-      return 0.5f * x * (1.0f + Tanh(inner));
-    }
+      return Each(x, [](float a) { return sqrtf(a); });
+    case ir::OpKind::kRsqrt:  // IEEE division of the rounded root, as the reference; never rsqrtf
+      return Each(x, [](float a) { return 1.0f / sqrtf(a); });
+    case ir::OpKind::kRelu:  // NaN passes through
+      return Each(x, [](float a) { return a < 0.0f ? 0.0f : a; });
+    case ir::OpKind::kGelu:
+      return Each(x, [](float a) {
+        const float inner = kGeluScale * (a + kGeluCubic * a * a * a);
+        return 0.5f * a * (1.0f + Tanh(inner));
+      });
     case ir::OpKind::kSilu:
-      return x * Sigmoid(x);
+      return Each(x, [](float a) { return a * Sigmoid(a); });
     default:  // not unary: the runner never launches it
       return x;
   }
 }
 
-__device__ float ApplyBinary(ir::OpKind op, float x, float y) {
+template <int kN>
+__device__ Values<kN> ApplyBinary(ir::OpKind op, const Values<kN>& x, const Values<kN>& y) {
   switch (op) {
     case ir::OpKind::kAdd:
-      return x + y;
+      return Each(x, y, [](float a, float b) { return a + b; });
     case ir::OpKind::kSub:
-      return x - y;
+      return Each(x, y, [](float a, float b) { return a - b; });
     case ir::OpKind::kMul:
-      return x * y;
+      return Each(x, y, [](float a, float b) { return a * b; });
     case ir::OpKind::kDiv:
-      return x / y;
+      return Each(x, y, [](float a, float b) { return a / b; });
     case ir::OpKind::kPow:
-      return powf(x, y);
-    case ir::OpKind::kMaximum:
-      return (x >= y || isnan(x)) ? x : y;  // NaN on either side wins; x on ties
+      return Each(x, y, [](float a, float b) { return powf(a, b); });
+    case ir::OpKind::kMaximum:  // NaN on either side wins; x on ties
+      return Each(x, y, [](float a, float b) { return (a >= b || isnan(a)) ? a : b; });
     case ir::OpKind::kEqual:
-      return x == y ? 1.0f : 0.0f;
-    case ir::OpKind::kGeluGrad: {
-      // y is dy; the exact derivative of the tanh approximation.
-      const float x2 = x * x;
-      const float t = Tanh(kGeluScale * (x + kGeluCubic * x2 * x));
-      const float d_inner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x2);
-      const float derivative = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
-      return y * derivative;
-    }
-    case ir::OpKind::kSiluGrad: {
-      const float sigmoid = Sigmoid(x);
-      return y * (sigmoid * (1.0f + x * (1.0f - sigmoid)));
-    }
+      return Each(x, y, [](float a, float b) { return a == b ? 1.0f : 0.0f; });
+    case ir::OpKind::kGeluGrad:  // y is dy; the exact derivative of the tanh approximation
+      return Each(x, y, [](float a, float dy) {
+        const float a2 = a * a;
+        const float t = Tanh(kGeluScale * (a + kGeluCubic * a2 * a));
+        const float d_inner = kGeluScale * (1.0f + 3.0f * kGeluCubic * a2);
+        const float derivative = 0.5f * (1.0f + t) + 0.5f * a * (1.0f - t * t) * d_inner;
+        return dy * derivative;
+      });
+    case ir::OpKind::kSiluGrad:
+      return Each(x, y, [](float a, float dy) {
+        const float sigmoid = Sigmoid(a);
+        return dy * (sigmoid * (1.0f + a * (1.0f - sigmoid)));
+      });
     case ir::OpKind::kReluGrad:
-      return x > 0.0f ? y : 0.0f;
+      return Each(x, y, [](float a, float dy) { return a > 0.0f ? dy : 0.0f; });
     default:  // not binary: the runner never launches it
       return x;
   }
 }
 
-// ---- Elementwise.
-
-template <typename T>
-__global__ void FillKernel(T bits, T* out, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = bits;
+__device__ __forceinline__ float ApplyBinary(ir::OpKind op, float x, float y) {
+  return ApplyBinary(op, Values<1>{{x}}, Values<1>{{y}}).v[0];
 }
 
-__global__ void UnaryKernel(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) Store(out, i, ApplyUnary(op, Load(x, i)));
+// ---- Runs: a thread takes kRun consecutive elements (the last run of a
+// kernel may be shorter), decodes each op once for them and moves them in
+// one 16-byte access (8 bytes of bf16) where the storage is aligned for it.
+
+constexpr int kRun = 4;
+using Run = Values<kRun>;
+
+int64_t RunsIn(int64_t n) { return (n + kRun - 1) / kRun; }
+
+// The first element of each of this thread's runs, as FirstIndex and
+// GridStride number elements.
+__device__ __forceinline__ int64_t FirstOfRun() { return FirstIndex() * kRun; }
+__device__ __forceinline__ int64_t RunStride() { return GridStride() * kRun; }
+__device__ __forceinline__ int CountOfRun(int64_t first, int64_t n) {
+  return n - first < kRun ? static_cast<int>(n - first) : kRun;
 }
 
-__global__ void BinaryKernel(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut out, StridedMap map, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    int64_t offsets[kMaxOperands];
-    OffsetsOf(map, i, offsets);
-    Store(out, i, ApplyBinary(op, Load(x, offsets[0]), Load(y, offsets[1])));
-  }
+__device__ __forceinline__ bool AlignedForRuns(const void* data, bool bf16) {
+  return (reinterpret_cast<uintptr_t>(data) & (bf16 ? 7u : 15u)) == 0;
 }
 
 // Element i of an operand read at i % period (the output's own order, one
@@ -118,34 +152,95 @@ __device__ int64_t PeriodicOffset(int64_t i, int64_t period, int64_t n) {
   return i % period;
 }
 
-// The periodic case of BinaryKernel: each operand read at i % its period,
-// so no per-axis div/mod.
-__global__ void FlatBinaryKernel(ir::OpKind op, ElementsIn x, int64_t x_period, ElementsIn y, int64_t y_period,
-                                 ElementsOut out, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    Store(out, i, ApplyBinary(op, Load(x, PeriodicOffset(i, x_period, n)), Load(y, PeriodicOffset(i, y_period, n))));
+// Elements first .. first + count - 1 of an operand read at i % period in
+// an op of n elements (zeros past count). A full run that stays inside one
+// period is one access.
+__device__ __forceinline__ Run LoadRun(ElementsIn x, int64_t period, int64_t first, int count, int64_t n) {
+  int64_t at = PeriodicOffset(first, period, n);
+  if (count == kRun && (period == n || period % kRun == 0) && AlignedForRuns(x.data, x.bf16)) {
+    const float4 v = x.bf16 ? Load4(static_cast<const __nv_bfloat16*>(x.data) + at)
+                            : Load4(static_cast<const float*>(x.data) + at);
+    return Run{{v.x, v.y, v.z, v.w}};
+  }
+  Run r;
+  TANDEM_UNROLL
+  for (int e = 0; e < kRun; ++e) {
+    r.v[e] = e < count ? Load(x, at) : 0.0f;
+    if (++at == period) at = 0;
+  }
+  return r;
+}
+
+__device__ __forceinline__ void StoreRun(ElementsOut out, int64_t first, int count, const Run& r) {
+  if (count == kRun && AlignedForRuns(out.data, out.bf16)) {
+    const float4 v = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+    if (out.bf16) {
+      Store4(static_cast<__nv_bfloat16*>(out.data) + first, v);
+    } else {
+      Store4(static_cast<float*>(out.data) + first, v);
+    }
+    return;
+  }
+  TANDEM_UNROLL
+  for (int e = 0; e < kRun; ++e) {
+    if (e < count) Store(out, first + e, r.v[e]);
   }
 }
 
-// A run's value `from` (an earlier step) out of `values`, whose indices are
-// compile-time constants in the unrolled steps: a chain of selects keeps
-// them in registers (an array indexed at run time lives in local memory).
+// ---- Elementwise.
+
+template <typename T>
+__global__ void FillKernel(T bits, T* out, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) out[i] = bits;
+}
+
+__global__ void UnaryKernel(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n) {
+  for (int64_t first = FirstOfRun(); first < n; first += RunStride()) {
+    const int count = CountOfRun(first, n);
+    StoreRun(out, first, count, ApplyUnary(op, LoadRun(x, n, first, count, n)));
+  }
+}
+
+__global__ void BinaryKernel(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut out, StridedMap map, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    int64_t offsets[kMaxOperands];
+    OffsetsOf(map, i, offsets);
+    Store(out, i, ApplyBinary(op, Load(x, offsets[0]), Load(y, offsets[1])));
+  }
+}
+
+// The periodic case of BinaryKernel: each operand read at i % its period,
+// so no per-axis div/mod, in runs.
+__global__ void FlatBinaryKernel(ir::OpKind op, ElementsIn x, int64_t x_period, ElementsIn y, int64_t y_period,
+                                 ElementsOut out, int64_t n) {
+  for (int64_t first = FirstOfRun(); first < n; first += RunStride()) {
+    const int count = CountOfRun(first, n);
+    StoreRun(out, first, count,
+             ApplyBinary(op, LoadRun(x, x_period, first, count, n), LoadRun(y, y_period, first, count, n)));
+  }
+}
+
+// A fused run's value `from` (an earlier step) out of `values`, whose
+// indices are compile-time constants in the unrolled steps: a chain of
+// selects keeps them in registers (an array indexed at run time lives in
+// local memory).
 template <int kBefore>
-__device__ __forceinline__ float Earlier(const float (&values)[kMaxFusedSteps], int from) {
-  float value = 0.0f;
+__device__ __forceinline__ Run Earlier(const Run (&values)[kMaxFusedSteps], int from) {
+  Run value{};
   TANDEM_UNROLL
   for (int t = 0; t < kBefore; ++t) value = t == from ? values[t] : value;
   return value;
 }
 
-// Step kStep of a run and the steps after it, for element i.
+// Step kStep of a fused program and the steps after it, for the run of
+// `count` elements from `first`.
 template <int kStep>
-__device__ __forceinline__ void RunSteps(const FusedProgram& program, int64_t i, int64_t n,
-                                         float (&values)[kMaxFusedSteps]) {
+__device__ __forceinline__ void RunSteps(const FusedProgram& program, int64_t first, int count, int64_t n,
+                                         Run (&values)[kMaxFusedSteps]) {
   if constexpr (kStep < kMaxFusedSteps) {
     if (kStep >= program.num_steps) return;
     const FusedStep& step = program.steps[kStep];
-    float operand[2] = {0.0f, 0.0f};
+    Run operand[2] = {};
     TANDEM_UNROLL
     for (int k = 0; k < 2; ++k) {
       if (k < step.arity) {
@@ -154,22 +249,24 @@ __device__ __forceinline__ void RunSteps(const FusedProgram& program, int64_t i,
           operand[k] = Earlier<kStep>(values, from);
         } else {
           const FusedInput& input = program.inputs[-1 - from];
-          operand[k] = Load(ElementsIn{input.data, input.bf16}, PeriodicOffset(i, input.period, n));
+          operand[k] = LoadRun(ElementsIn{input.data, input.bf16}, input.period, first, count, n);
         }
       }
     }
-    float value = step.arity == 1 ? ApplyUnary(step.op, operand[0]) : ApplyBinary(step.op, operand[0], operand[1]);
-    if (step.bf16) value = __bfloat162float(__float2bfloat16_rn(value));  // what a later node would load
+    Run value = step.arity == 1 ? ApplyUnary(step.op, operand[0]) : ApplyBinary(step.op, operand[0], operand[1]);
+    if (step.bf16) {  // what a later node would load
+      value = Each(value, [](float a) { return __bfloat162float(__float2bfloat16_rn(a)); });
+    }
     values[kStep] = value;
-    if (step.out != nullptr) Store(ElementsOut{step.out, step.bf16}, i, value);
-    RunSteps<kStep + 1>(program, i, n, values);
+    if (step.out != nullptr) StoreRun(ElementsOut{step.out, step.bf16}, first, count, value);
+    RunSteps<kStep + 1>(program, first, count, n, values);
   }
 }
 
 __global__ void FusedKernel(FusedProgram program, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    float values[kMaxFusedSteps];
-    RunSteps<0>(program, i, n, values);
+  for (int64_t first = FirstOfRun(); first < n; first += RunStride()) {
+    Run values[kMaxFusedSteps];
+    RunSteps<0>(program, first, CountOfRun(first, n), n, values);
   }
 }
 
@@ -254,7 +351,7 @@ cudaError_t LaunchFill(uint32_t bits, int element_size, void* out, int64_t n, cu
 }
 
 cudaError_t LaunchUnary(ir::OpKind op, ElementsIn x, ElementsOut out, int64_t n, cudaStream_t stream) {
-  return Launch(n, stream, UnaryKernel, op, x, out, n);
+  return Launch(RunsIn(n), stream, UnaryKernel, op, x, out, n);
 }
 
 namespace {
@@ -282,7 +379,9 @@ cudaError_t LaunchBinary(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut 
   int64_t n = 1;
   for (int axis = 0; axis < map.rank; ++axis) n *= map.extents[axis];
   const int64_t x_period = Period(map, 0), y_period = Period(map, 1);
-  if (x_period > 0 && y_period > 0) return Launch(n, stream, FlatBinaryKernel, op, x, x_period, y, y_period, out, n);
+  if (x_period > 0 && y_period > 0) {
+    return Launch(RunsIn(n), stream, FlatBinaryKernel, op, x, x_period, y, y_period, out, n);
+  }
   return Launch(n, stream, BinaryKernel, op, x, y, out, map, n);
 }
 
@@ -303,7 +402,7 @@ cudaError_t LaunchFused(const FusedProgram& program, int64_t n, cudaStream_t str
   for (int k = 0; k < program.num_inputs; ++k) {
     if (program.inputs[k].period < 1) return cudaErrorInvalidValue;
   }
-  return Launch(n, stream, FusedKernel, program, n);
+  return Launch(RunsIn(n), stream, FusedKernel, program, n);
 }
 
 __global__ void SumInOrderKernel(const float* slots, int64_t stride, int32_t count, float* out, int64_t n) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -197,6 +198,79 @@ TEST(CudaKernelsOnCpu, AFusedRunGivesTheBitsOfItsStepsLaunchedOneByOne) {
       wide.steps[3].out = wide_u.data();
       ASSERT_EQ(LaunchFused(wide, n, kStream), cudaSuccess);
       EXPECT_NE(std::memcmp(ToBf16(wide_u).data(), u.data(), static_cast<size_t>(u.num_bytes())), 0);
+    }
+  }
+}
+
+// A tensor's bytes placed `shift` bytes past a 16-byte boundary: the
+// elementwise kernels move 4 elements a thread in one access only where the
+// storage is aligned for it, element by element elsewhere.
+class Placed {
+ public:
+  Placed(const HostTensor& t, int64_t shift) : type_(t.type()), storage_(t.num_bytes() + 32) {
+    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+    at_ = storage_.data() + ((16 - base % 16) % 16) + shift;
+    std::memcpy(at_, t.data(), static_cast<size_t>(t.num_bytes()));
+  }
+  void* data() { return at_; }
+  ElementsIn In() const { return {at_, type_.dtype == DType::kBF16}; }
+  ElementsOut Out() { return {at_, type_.dtype == DType::kBF16}; }
+  HostTensor Tensor() const {
+    HostTensor t(type_);
+    std::memcpy(t.data(), at_, static_cast<size_t>(t.num_bytes()));
+    return t;
+  }
+
+ private:
+  ir::TensorType type_;
+  std::vector<uint8_t> storage_;
+  uint8_t* at_;
+};
+
+// The elementwise kernels take 4 consecutive elements a thread (a run),
+// loaded and stored in one access where the storage is aligned and the run
+// stays inside its operand's period. Aligned or not, whole runs or a short
+// last one, biases whose period runs cross or not, f32 or bf16: a unary
+// op, a bias add and a fused bias add + GELU give the same bits, and the
+// add the reference's.
+TEST(CudaKernelsOnCpu, ElementwiseRunsGiveTheSameBitsAlignedOrNotWholeOrPartial) {
+  for (const bool bf16 : {false, true}) {
+    const DType dtype = bf16 ? DType::kBF16 : DType::kF32;
+    const int64_t element = bf16 ? 2 : 4;
+    for (const auto& [rows, period] : {std::pair<int64_t, int64_t>{7, 3}, {5, 8}, {3, 13}}) {
+      const ir::Shape shape = {rows, period};
+      const int64_t n = rows * period;
+      const HostTensor x32 = Random(shape, -3.0f, 3.0f, 31), bias32 = Random({period}, -1.0f, 1.0f, 32);
+      const HostTensor x = bf16 ? ToBf16(x32) : x32, bias = bf16 ? ToBf16(bias32) : bias32;
+      const HostTensor added = Reference(OpKind::kAdd, {bf16 ? ToF32(x) : x, bf16 ? ToF32(bias) : bias});
+      std::vector<HostTensor> gelu, sum, fused;
+      for (const int64_t shift : {int64_t{0}, element}) {
+        const std::string what = absl::StrCat(bf16 ? "bf16" : "f32", ", ", rows, " x ", period, ", ", shift,
+                                              " bytes past 16");
+        Placed px(x, shift), pbias(bias, shift), out(Output({dtype, shape}), shift), out2(Output({dtype, shape}), shift);
+        ASSERT_EQ(LaunchUnary(OpKind::kGelu, px.In(), out.Out(), n, kStream), cudaSuccess) << what;
+        gelu.push_back(out.Tensor());
+        ASSERT_EQ(LaunchBinary(OpKind::kAdd, px.In(), pbias.In(), out.Out(), Broadcasting(shape, {shape, {period}}),
+                               kStream),
+                  cudaSuccess)
+            << what;
+        sum.push_back(out.Tensor());
+        ExpectSameBits(bf16 ? ToF32(sum.back()) : sum.back(), bf16 ? ToF32(ToBf16(added)) : added, "add, " + what);
+        FusedProgram program;
+        program.num_inputs = 2;
+        program.inputs[0] = {px.data(), bf16, n};
+        program.inputs[1] = {pbias.data(), bf16, period};
+        program.num_steps = 2;
+        program.steps[0] = {OpKind::kAdd, 2, {-1, -2}, bf16, out.data()};
+        program.steps[1] = {OpKind::kGelu, 1, {0, 0}, bf16, out2.data()};
+        ASSERT_EQ(LaunchFused(program, n, kStream), cudaSuccess) << what;
+        ExpectSameBits(out.Tensor(), sum.back(), "fused add, " + what);
+        fused.push_back(out2.Tensor());
+      }
+      const std::string what = absl::StrCat(bf16 ? "bf16" : "f32", ", ", rows, " x ", period);
+      ExpectSameBits(gelu[1], gelu[0], "gelu aligned and not, " + what);
+      ExpectSameBits(sum[1], sum[0], "add aligned and not, " + what);
+      ExpectSameBits(fused[1], fused[0], "fused gelu aligned and not, " + what);
     }
   }
 }
