@@ -163,13 +163,49 @@ __device__ float BlockFold(float mine, float* scratch, Op op) {
   return total;
 }
 
+// The fold of term(i) for i = first, first + step, ... below end, in that
+// order. Terms are computed kTermsAhead at a time before they are folded
+// (in the same order, so the same bits): their loads are in flight
+// together, not one after another.
+constexpr int kTermsAhead = 4;
+template <typename Op, typename Term>
+__device__ __forceinline__ float FoldStrided(int64_t first, int64_t end, int64_t step, Op op, Term term) {
+  float acc = Op::kIdentity;
+  int64_t i = first;
+  for (; i + (kTermsAhead - 1) * step < end; i += kTermsAhead * step) {
+    float terms[kTermsAhead];
+    TANDEM_UNROLL
+    for (int k = 0; k < kTermsAhead; ++k) terms[k] = term(i + k * step);
+    TANDEM_UNROLL
+    for (int k = 0; k < kTermsAhead; ++k) acc = op(acc, terms[k]);
+  }
+  for (; i < end; i += step) acc = op(acc, term(i));
+  return acc;
+}
+
 // This thread's share of a row: the fold of x[i] (or of f(i)) for i = t,
 // t + blockDim.x, ...
 template <typename Op, typename Term>
 __device__ float ShareOf(int64_t length, Op op, Term term) {
-  float acc = Op::kIdentity;
-  for (int64_t i = threadIdx.x; i < length; i += blockDim.x) acc = op(acc, term(i));
-  return acc;
+  return FoldStrided(threadIdx.x, length, blockDim.x, op, term);
+}
+
+// put(i, value(i)) for i = t, t + blockDim.x, ... below length (this
+// thread's elements of a row). Values are computed kTermsAhead at a time
+// before they are put: their loads are in flight together (the compiler
+// cannot move a load above a store that may alias it).
+template <typename Value, typename Put>
+__device__ __forceinline__ void MapShare(int64_t length, Value value, Put put) {
+  const int64_t step = blockDim.x;
+  int64_t i = threadIdx.x;
+  for (; i + (kTermsAhead - 1) * step < length; i += kTermsAhead * step) {
+    float values[kTermsAhead];
+    TANDEM_UNROLL
+    for (int k = 0; k < kTermsAhead; ++k) values[k] = value(i + k * step);
+    TANDEM_UNROLL
+    for (int k = 0; k < kTermsAhead; ++k) put(i + k * step, values[k]);
+  }
+  for (; i < length; i += step) put(i, value(i));
 }
 
 // The threads a row kernel gives each row: enough to cover short rows with

@@ -51,7 +51,7 @@ __global__ void ReduceKernel(ElementsIn x, ElementsOut out, ReductionPlan plan, 
     if (o < plan.num_outputs) {
       int64_t base;
       OffsetsOf(plan.kept, o, &base);
-      for (int64_t r = begin + t; r < end; r += group) acc = op(acc, Load(x, base + ReducedOffset(plan, r)));
+      acc = FoldStrided(begin + t, end, group, op, [&](int64_t r) { return Load(x, base + ReducedOffset(plan, r)); });
     }
     scratch[threadIdx.x] = acc;
     __syncthreads();
@@ -72,6 +72,7 @@ __global__ void RowsKernel(RowOp op, ElementsIn x, ElementsIn dy, ElementsOut ou
     const int64_t base = r * length;
     const auto x_at = [&](int64_t i) { return Load(x, base + i); };
     const auto dy_at = [&](int64_t i) { return Load(dy, base + i); };
+    const auto put = [&](int64_t i, float value) { Store(out, base + i, value); };
     switch (op) {
       case RowOp::kSoftmax: {
         const float max = BlockFold(ShareOf(length, MaxOp(), x_at), scratch, MaxOp());
@@ -79,7 +80,7 @@ __global__ void RowsKernel(RowOp op, ElementsIn x, ElementsIn dy, ElementsOut ou
         // the same value, and a bf16 result is rounded only once.
         const float sum =
             BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return expf(x_at(i) - max); }), scratch, AddOp());
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) Store(out, base + i, expf(x_at(i) - max) / sum);
+        MapShare(length, [&](int64_t i) { return expf(x_at(i) - max) / sum; }, put);
         break;
       }
       case RowOp::kLogSoftmax: {
@@ -87,22 +88,20 @@ __global__ void RowsKernel(RowOp op, ElementsIn x, ElementsIn dy, ElementsOut ou
         const float sum =
             BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return expf(x_at(i) - max); }), scratch, AddOp());
         const float log_sum = logf(sum);
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) Store(out, base + i, (x_at(i) - max) - log_sum);
+        MapShare(length, [&](int64_t i) { return (x_at(i) - max) - log_sum; }, put);
         break;
       }
       case RowOp::kSoftmaxGrad: {
         // x is y = softmax(.): dx = y * (dy - sum(dy * y)).
         const float dot = BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_at(i) * x_at(i); }), scratch,
                                     AddOp());
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) Store(out, base + i, x_at(i) * (dy_at(i) - dot));
+        MapShare(length, [&](int64_t i) { return x_at(i) * (dy_at(i) - dot); }, put);
         break;
       }
       case RowOp::kLogSoftmaxGrad: {
         // x is y = log_softmax(.): dx = dy - exp(y) * sum(dy).
         const float sum = BlockFold(ShareOf(length, AddOp(), dy_at), scratch, AddOp());
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          Store(out, base + i, dy_at(i) - expf(x_at(i)) * sum);
-        }
+        MapShare(length, [&](int64_t i) { return dy_at(i) - expf(x_at(i)) * sum; }, put);
         break;
       }
     }
@@ -133,19 +132,21 @@ __global__ void NormalizationKernel(NormOp op, ElementsIn x, ElementsIn second, 
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t base = r * length;
     const auto x_at = [&](int64_t i) { return Load(x, base + i); };
+    const auto put = [&](int64_t i, float value) { Store(out, base + i, value); };
     const RowMoments moments = MomentsOf(x_at, length, eps, scratch);
     switch (op) {
       case NormOp::kNormalize:
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          Store(out, base + i, (x_at(i) - moments.mean) * moments.rstd);
-        }
+        MapShare(length, [&](int64_t i) { return (x_at(i) - moments.mean) * moments.rstd; }, put);
         break;
       case NormOp::kLayerNorm:
         // second is gamma: xhat * gamma rounded, then + beta rounded.
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          const float xhat = (x_at(i) - moments.mean) * moments.rstd;
-          Store(out, base + i, __fadd_rn(__fmul_rn(xhat, Load(second, i)), Load(beta, i)));
-        }
+        MapShare(
+            length,
+            [&](int64_t i) {
+              const float xhat = (x_at(i) - moments.mean) * moments.rstd;
+              return __fadd_rn(__fmul_rn(xhat, Load(second, i)), Load(beta, i));
+            },
+            put);
         break;
       case NormOp::kNormalizeGrad: {
         // second is dy: dx = rstd * ((dy - mean(dy)) - xhat * mean(dy * xhat)).
@@ -156,9 +157,8 @@ __global__ void NormalizationKernel(NormOp op, ElementsIn x, ElementsIn second, 
         const float dy_xhat_mean =
             BlockFold(ShareOf(length, AddOp(), [&](int64_t i) { return dy_at(i) * xhat(i); }), scratch, AddOp()) /
             count;
-        for (int64_t i = threadIdx.x; i < length; i += blockDim.x) {
-          Store(out, base + i, moments.rstd * ((dy_at(i) - dy_mean) - xhat(i) * dy_xhat_mean));
-        }
+        MapShare(length, [&](int64_t i) { return moments.rstd * ((dy_at(i) - dy_mean) - xhat(i) * dy_xhat_mean); },
+                 put);
         break;
       }
     }
