@@ -117,9 +117,9 @@ cudaError_t LaunchBinary(ir::OpKind op, ElementsIn x, ElementsIn y, ElementsOut 
                          cudaStream_t stream);
 
 // A run of elementwise nodes evaluated in one kernel (ir/elementwise_runs.h):
-// each thread takes an element i through the run's steps in order, keeping
-// each step's value in registers, and stores only the steps whose `out` is
-// set. A step computes ApplyUnary or ApplyBinary on f32 values exactly as
+// each thread takes 4 consecutive elements through the run's steps in
+// order, keeping each step's values in registers, and stores only the steps
+// whose `out` is set. A step computes ApplyUnary or ApplyBinary on f32 values exactly as
 // its node's kernel would, and a step of a bf16 node rounds its value to
 // bf16 before later steps read it, as they would load it from memory; so
 // every stored value has the bits of node-by-node evaluation.
