@@ -86,8 +86,7 @@ struct StagedRows {
 
 // StagedRows loaded and stored at once; the caller syncs.
 template <int W, int kRows, int kThreads, int kCount>
-__device__ __forceinline__ void StageRows(bf16* const (&to)[kCount], const bf16* const (&from)[kCount],
-                                          int64_t count) {
+__device__ __forceinline__ void StageRows(bf16* const (&to)[kCount], const bf16* const (&from)[kCount], int64_t count) {
   StagedRows<W, kRows, kThreads, kCount> staged;
   staged.Load(from, count);
   staged.Store(to);
@@ -318,8 +317,9 @@ __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, 
     StageRows<W, kRows, kThreads>({query_rows}, {q + (pair * g.seq + first) * W}, count);
     Accumulator o[W / kSide];
     float m, l;
-    SweepKeys<W, kThreads>(query_rows + warp * kSide * kStride<W>, key_rows, value_rows, w, row_of, k + g.KeyBase(pair * g.seq),
-                 v + g.KeyBase(pair * g.seq), key_count, keys_of(row), g.scale, o, m, l);
+    SweepKeys<W, kThreads>(query_rows + warp * kSide * kStride<W>, key_rows, value_rows, w, row_of,
+                           k + g.KeyBase(pair * g.seq), v + g.KeyBase(pair * g.seq), key_count, keys_of(row), g.scale,
+                           o, m, l);
     Normalise<W>(o, row_of, w, l);
     StoreRows<W>(out + (pair * g.seq + first + warp * kSide) * W, count - warp * kSide, o, w, 1.0f);
   }
@@ -454,8 +454,8 @@ __global__ void AttentionKeyGradMmaKernel(const bf16* q, const bf16* k, const bf
       for (int64_t tile = first; tile < g.seq; tile += kKeyTile) {  // rows before `first` read none of these keys
         const int64_t in_tile = g.seq - tile < kKeyTile ? g.seq - tile : kKeyTile;
         __syncthreads();
-        StageRows<W, kKeyTile, kThreads>({query_rows, dy_rows}, {q + (head_rows + tile) * W, dy + (head_rows + tile) * W},
-                                         in_tile);
+        StageRows<W, kKeyTile, kThreads>({query_rows, dy_rows},
+                                         {q + (head_rows + tile) * W, dy + (head_rows + tile) * W}, in_tile);
         for (int e = threadIdx.x; e < 3 * kKeyTile; e += blockDim.x) {
           stats_tile[e] = e < 3 * in_tile ? stats[3 * (head_rows + tile) + e] : 0.0f;
         }

@@ -158,8 +158,8 @@ __device__ int64_t PeriodicOffset(int64_t i, int64_t period, int64_t n) {
 __device__ __forceinline__ Run LoadRun(ElementsIn x, int64_t period, int64_t first, int count, int64_t n) {
   int64_t at = PeriodicOffset(first, period, n);
   if (count == kRun && (period == n || period % kRun == 0) && AlignedForRuns(x.data, x.bf16)) {
-    const float4 v = x.bf16 ? Load4(static_cast<const __nv_bfloat16*>(x.data) + at)
-                            : Load4(static_cast<const float*>(x.data) + at);
+    const float4 v =
+        x.bf16 ? Load4(static_cast<const __nv_bfloat16*>(x.data) + at) : Load4(static_cast<const float*>(x.data) + at);
     return Run{{v.x, v.y, v.z, v.w}};
   }
   Run r;

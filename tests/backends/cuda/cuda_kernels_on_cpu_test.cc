@@ -245,14 +245,15 @@ TEST(CudaKernelsOnCpu, ElementwiseRunsGiveTheSameBitsAlignedOrNotWholeOrPartial)
       const HostTensor added = Reference(OpKind::kAdd, {bf16 ? ToF32(x) : x, bf16 ? ToF32(bias) : bias});
       std::vector<HostTensor> gelu, sum, fused;
       for (const int64_t shift : {int64_t{0}, element}) {
-        const std::string what = absl::StrCat(bf16 ? "bf16" : "f32", ", ", rows, " x ", period, ", ", shift,
-                                              " bytes past 16");
-        Placed px(x, shift), pbias(bias, shift), out(Output({dtype, shape}), shift), out2(Output({dtype, shape}), shift);
+        const std::string what =
+            absl::StrCat(bf16 ? "bf16" : "f32", ", ", rows, " x ", period, ", ", shift, " bytes past 16");
+        Placed px(x, shift), pbias(bias, shift), out(Output({dtype, shape}), shift),
+            out2(Output({dtype, shape}), shift);
         ASSERT_EQ(LaunchUnary(OpKind::kGelu, px.In(), out.Out(), n, kStream), cudaSuccess) << what;
         gelu.push_back(out.Tensor());
-        ASSERT_EQ(LaunchBinary(OpKind::kAdd, px.In(), pbias.In(), out.Out(), Broadcasting(shape, {shape, {period}}),
-                               kStream),
-                  cudaSuccess)
+        ASSERT_EQ(
+            LaunchBinary(OpKind::kAdd, px.In(), pbias.In(), out.Out(), Broadcasting(shape, {shape, {period}}), kStream),
+            cudaSuccess)
             << what;
         sum.push_back(out.Tensor());
         ExpectSameBits(bf16 ? ToF32(sum.back()) : sum.back(), bf16 ? ToF32(ToBf16(added)) : added, "add, " + what);
