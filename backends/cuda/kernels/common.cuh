@@ -163,23 +163,30 @@ __device__ float BlockFold(float mine, float* scratch, Op op) {
   return total;
 }
 
-// The fold of term(i) for i = first, first + step, ... below end, in that
-// order. Terms are computed kTermsAhead at a time before they are folded
-// (in the same order, so the same bits): their loads are in flight
-// together, not one after another.
+// take(i, value(i)) for i = first, first + step, ... below end, in that
+// order. Values are computed kTermsAhead at a time before they are taken:
+// their loads are in flight together, not one after another (the compiler
+// would not move a load above a store that may alias it).
 constexpr int kTermsAhead = 4;
+template <typename Value, typename Take>
+__device__ __forceinline__ void EachStrided(int64_t first, int64_t end, int64_t step, Value value, Take take) {
+  int64_t i = first;
+  for (; i + (kTermsAhead - 1) * step < end; i += kTermsAhead * step) {
+    float values[kTermsAhead];
+    TANDEM_UNROLL
+    for (int k = 0; k < kTermsAhead; ++k) values[k] = value(i + k * step);
+    TANDEM_UNROLL
+    for (int k = 0; k < kTermsAhead; ++k) take(i + k * step, values[k]);
+  }
+  for (; i < end; i += step) take(i, value(i));
+}
+
+// The fold of term(i) for i = first, first + step, ... below end, in that
+// order (EachStrided's).
 template <typename Op, typename Term>
 __device__ __forceinline__ float FoldStrided(int64_t first, int64_t end, int64_t step, Op op, Term term) {
   float acc = Op::kIdentity;
-  int64_t i = first;
-  for (; i + (kTermsAhead - 1) * step < end; i += kTermsAhead * step) {
-    float terms[kTermsAhead];
-    TANDEM_UNROLL
-    for (int k = 0; k < kTermsAhead; ++k) terms[k] = term(i + k * step);
-    TANDEM_UNROLL
-    for (int k = 0; k < kTermsAhead; ++k) acc = op(acc, terms[k]);
-  }
-  for (; i < end; i += step) acc = op(acc, term(i));
+  EachStrided(first, end, step, term, [&](int64_t, float t) { acc = op(acc, t); });
   return acc;
 }
 
@@ -190,22 +197,11 @@ __device__ float ShareOf(int64_t length, Op op, Term term) {
   return FoldStrided(threadIdx.x, length, blockDim.x, op, term);
 }
 
-// put(i, value(i)) for i = t, t + blockDim.x, ... below length (this
-// thread's elements of a row). Values are computed kTermsAhead at a time
-// before they are put: their loads are in flight together (the compiler
-// cannot move a load above a store that may alias it).
+// put(i, value(i)) for this thread's elements of a row, i = t, t +
+// blockDim.x, ... below length (EachStrided's order).
 template <typename Value, typename Put>
 __device__ __forceinline__ void MapShare(int64_t length, Value value, Put put) {
-  const int64_t step = blockDim.x;
-  int64_t i = threadIdx.x;
-  for (; i + (kTermsAhead - 1) * step < length; i += kTermsAhead * step) {
-    float values[kTermsAhead];
-    TANDEM_UNROLL
-    for (int k = 0; k < kTermsAhead; ++k) values[k] = value(i + k * step);
-    TANDEM_UNROLL
-    for (int k = 0; k < kTermsAhead; ++k) put(i + k * step, values[k]);
-  }
-  for (; i < length; i += step) put(i, value(i));
+  EachStrided(threadIdx.x, length, blockDim.x, value, put);
 }
 
 // The threads a row kernel gives each row: enough to cover short rows with
