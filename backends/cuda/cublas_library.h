@@ -43,7 +43,9 @@ struct CublasLibrary {
  private:
   friend absl::StatusOr<std::unique_ptr<CublasLibrary>> LoadCublas(const std::string& library);
   CublasLibrary() = default;
-  void* handle_ = nullptr;  // dlopen's; dlclose'd by the destructor
+  // dlopen's; dlclose'd by the destructor (none in the build on the CPU,
+  // cublas_library_on_cpu.cc, which computes the GEMMs itself).
+  [[maybe_unused]] void* handle_ = nullptr;
 };
 
 // The soname this build's cuBLAS has (libcublas.so.<CUDA major>).

@@ -92,7 +92,7 @@ TEST(CudaKernelsOnCpu, ReductionsMatchTheReferenceInEveryLayout) {
              {ReduceOp::kMax, OpKind::kReduceMax}}) {
       const HostTensor expected = Reference(kind, {x}, {{"axes", c.axes}, {"keep_dims", int64_t{0}}});
       std::vector<float> scratch(ReduceScratchBytes(plan) / sizeof(float));
-      const HostTensor actual = RunTwice(expected.type(), [&](HostTensor& out) {
+      const HostTensor actual = RunTwice(expected.type(), [&, op = op](HostTensor& out) {
         return LaunchReduce(op, {x.f32()}, {out.f32()}, plan, scratch.data(), kStream);
       });
       if (op == ReduceOp::kMax) {
@@ -152,12 +152,12 @@ TEST(CudaKernelsOnCpu, RowOpsMatchTheReferenceAtEveryRowWidth) {
              {RowOp::kSoftmax, OpKind::kSoftmax, RowOp::kSoftmaxGrad, OpKind::kSoftmaxGrad},
              {RowOp::kLogSoftmax, OpKind::kLogSoftmax, RowOp::kLogSoftmaxGrad, OpKind::kLogSoftmaxGrad}}) {
       const HostTensor y = Reference(kind, {x});
-      const HostTensor actual = RunTwice(x.type(), [&](HostTensor& out) {
+      const HostTensor actual = RunTwice(x.type(), [&, op = op](HostTensor& out) {
         return LaunchRows(op, {x.f32()}, {}, {out.f32()}, rows, length, kStream);
       });
       ExpectClose(actual, y, 2e-6, 2e-7, absl::StrCat(ir::OpName(kind), what));
       const HostTensor expected_grad = Reference(grad_kind, {y, dy});
-      const HostTensor actual_grad = RunTwice(x.type(), [&](HostTensor& out) {
+      const HostTensor actual_grad = RunTwice(x.type(), [&, grad = grad](HostTensor& out) {
         return LaunchRows(grad, {y.f32()}, {dy.f32()}, {out.f32()}, rows, length, kStream);
       });
       ExpectClose(actual_grad, expected_grad, 1e-5, 1e-6, absl::StrCat(ir::OpName(grad_kind), what));
