@@ -1,6 +1,9 @@
 #include "ir/autodiff.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ir/gradients.h"
@@ -12,8 +15,87 @@ namespace {
 
 bool IsParameter(const Node& node) { return HasRole(node, InputRole::kParameter); }
 
-// Sums `values` left to right: ((v0 + v1) + v2) + ...
+bool IsZeros(const Node& node) { return node.op == OpKind::kConstant && node.attributes.GetDouble("value") == 0.0; }
+
+// A gradient that is zero but for pieces along one axis: a concat of
+// constant zeros and other values (a slice's gradient, ops/data_movement.cc).
+struct PaddedPiece {
+  int64_t start = 0, end = 0;  // along the axis
+  ValueId value = -1;          // -1: zeros
+};
+struct Padded {
+  int64_t axis = 0;
+  std::vector<PaddedPiece> pieces;  // in order, covering the axis
+};
+
+std::optional<Padded> AsPadded(const Graph& graph, ValueId id) {
+  const Node& node = graph.node(id);
+  if (node.op != OpKind::kConcat) return std::nullopt;
+  Padded padded{.axis = node.attributes.GetInt("axis")};
+  if (padded.axis < 0 || padded.axis >= static_cast<int64_t>(node.type.shape.size())) return std::nullopt;
+  int64_t start = 0;
+  bool zeros = false;
+  for (ValueId operand : node.operands) {
+    const Node& part = graph.node(operand);
+    const int64_t end = start + part.type.shape[static_cast<size_t>(padded.axis)];
+    const bool zero = IsZeros(part);
+    zeros = zeros || zero;
+    padded.pieces.push_back({start, end, zero ? -1 : operand});
+    start = end;
+  }
+  if (!zeros) return std::nullopt;
+  return padded;
+}
+
+// The sum of `values` when each is a Padded along the same axis and no two
+// have values in the same place: the concat of their values (and zeros
+// where none has one), so that nothing of the full size is filled with
+// zeros, copied into place and added (three slices of one projection, q, k
+// and v, are the common case). Each element of the sum has one non-zero
+// term, so it equals that term (a -0.0 term stays -0.0 here; the sum made
+// it +0.0). nullopt when `values` are not so.
+std::optional<ValueId> SumOfDisjointPieces(GraphBuilder& builder, const std::vector<ValueId>& values) {
+  std::vector<PaddedPiece> pieces;
+  int64_t axis = -1;
+  for (ValueId value : values) {
+    std::optional<Padded> padded = AsPadded(builder.graph(), value);
+    if (!padded || (axis >= 0 && padded->axis != axis)) return std::nullopt;
+    axis = padded->axis;
+    for (const PaddedPiece& piece : padded->pieces) {
+      if (piece.value >= 0 && piece.end > piece.start) pieces.push_back(piece);
+    }
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const PaddedPiece& a, const PaddedPiece& b) { return a.start < b.start; });
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    if (pieces[i].start < pieces[i - 1].end) return std::nullopt;  // overlapping: added after all
+  }
+  // Copies: appending nodes moves the graph's.
+  const TensorType type = builder.graph().node(values[0]).type;
+  const SourceLocation location = builder.graph().node(values[0]).location;
+  std::vector<Tensor> parts;
+  int64_t at = 0;
+  auto zeros_up_to = [&](int64_t end) {
+    if (end <= at) return;
+    Shape shape = type.shape;
+    shape[static_cast<size_t>(axis)] = end - at;
+    parts.push_back(Tensor(&builder, builder.AddConstant(0.0, TensorType{type.dtype, shape}, location)));
+  };
+  for (const PaddedPiece& piece : pieces) {
+    zeros_up_to(piece.start);
+    parts.push_back(Tensor(&builder, piece.value));
+    at = piece.end;
+  }
+  zeros_up_to(type.shape[static_cast<size_t>(axis)]);
+  if (parts.size() == 1) return parts[0].id();
+  return concat(parts, axis).id();
+}
+
+// Sums `values` left to right: ((v0 + v1) + v2) + ..., or, where they are
+// zero but for disjoint pieces, gathers the pieces (SumOfDisjointPieces).
 ValueId SumInOrder(GraphBuilder& builder, const std::vector<ValueId>& values) {
+  if (values.size() > 1) {
+    if (std::optional<ValueId> gathered = SumOfDisjointPieces(builder, values)) return *gathered;
+  }
   Tensor total(&builder, values[0]);
   for (size_t i = 1; i < values.size(); ++i) total = total + Tensor(&builder, values[i]);
   return total.id();
@@ -46,6 +128,22 @@ std::vector<ValueId> PartialSums(GraphBuilder& builder, const std::vector<ValueI
     partials.push_back(SumInOrder(builder, values));
   }
   return partials;
+}
+
+// Keeps the nodes `keep` marks (every operand of a kept node and every
+// output kept), in order, and returns each value's new id (-1: dropped).
+std::vector<ValueId> KeepOnly(Graph& graph, const std::vector<bool>& keep) {
+  std::vector<ValueId> renamed(graph.size(), -1);
+  Graph kept(graph.name());
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    if (!keep[id]) continue;
+    Node node = graph.node(id);
+    for (ValueId& operand : node.operands) operand = renamed[operand];
+    renamed[id] = kept.Append(std::move(node));
+  }
+  for (const GraphOutput& output : graph.outputs()) kept.AddOutput(output.name, renamed[output.value]);
+  graph = std::move(kept);
+  return renamed;
 }
 
 // Marks each backward op I or W (see the header).
@@ -146,6 +244,17 @@ absl::StatusOr<std::vector<ParameterGradient>> AppendBackward(Graph& graph, Valu
     }
   }
   if (!builder.ok()) return builder.status();
+  // Backward values no gradient needs (the padded pieces that
+  // SumOfDisjointPieces gathered) are dropped, so that no device runs them.
+  std::vector<bool> keep(graph.size(), false);
+  std::fill(keep.begin(), keep.begin() + n, true);
+  for (const ParameterGradient& gradient : gradients) keep[gradient.value] = true;
+  for (ValueId v = graph.size() - 1; v >= n; --v) {
+    if (!keep[v]) continue;
+    for (ValueId operand : graph.node(v).operands) keep[operand] = true;
+  }
+  const std::vector<ValueId> renamed = KeepOnly(graph, keep);
+  for (ParameterGradient& gradient : gradients) gradient.value = renamed[gradient.value];
   ClassifyPhases(graph, n);
   return gradients;
 }

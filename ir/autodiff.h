@@ -30,8 +30,13 @@ struct ParameterGradient {
 // stage's I part, send the input gradient on, and run W later. When a value
 // has cotangent contributions from several stages, each stage first sums its
 // own (so one tensor crosses each boundary); the value's stage then sums the
-// partial sums in the order autodiff produced them. All orders are fixed, so
-// the graph is deterministic.
+// partial sums in the order autodiff produced them; contributions that are
+// zero but for disjoint pieces of the value (the gradients of slices that
+// do not overlap: q, k and v of one projection) are gathered into one
+// concat instead. All orders are fixed, so the graph is deterministic.
+// Backward values that no gradient needs are not kept: the graph's first
+// nodes are the forward ones, unchanged, and then only backward nodes that
+// some gradient uses.
 absl::StatusOr<std::vector<ParameterGradient>> AppendBackward(Graph& graph, ValueId loss);
 
 }  // namespace tandem::ir

@@ -77,6 +77,24 @@ std::vector<GradientCase> Cases() {
       {"Broadcast", [](Tracer& t) { return broadcast_to(P(t, "a", {3, 1}), {2, 3, 4}); }},
       {"Slice", [](Tracer& t) { return slice(P(t, "a", {3, 5}), 1, 1, 4); }},
       {"Concat", [](Tracer& t) { return concat({P(t, "a", {2, 2}), P(t, "b", {2, 3})}, 1); }},
+      // Slices' gradients are zeros around their pieces; summed, those of
+      // slices that do not overlap are gathered into one concat (with zeros
+      // for a gap), and those that overlap added.
+      {"SlicesThatTileTheOperand",
+       [](Tracer& t) {
+         Tensor a = P(t, "a", {3, 6});
+         return concat({slice(a, 1, 0, 2) * 2.0, tanh(slice(a, 1, 2, 5)), slice(a, 1, 5, 6)}, 1);
+       }},
+      {"SlicesWithAGapBetween",
+       [](Tracer& t) {
+         Tensor a = P(t, "a", {2, 3, 5});
+         return concat({slice(a, 2, 0, 1), tanh(slice(a, 2, 3, 5))}, 2);
+       }},
+      {"SlicesThatOverlap",
+       [](Tracer& t) {
+         Tensor a = P(t, "a", {4, 3});
+         return concat({slice(a, 0, 0, 3), tanh(slice(a, 0, 1, 4))}, 0);
+       }},
       {"MatMul", [](Tracer& t) { return matmul(P(t, "a", {3, 4}), P(t, "b", {4, 2})); }},
       {"MatMulTransposeA", [](Tracer& t) { return matmul(P(t, "a", {4, 3}), P(t, "b", {4, 2}), {true, false}); }},
       {"MatMulTransposeB", [](Tracer& t) { return matmul(P(t, "a", {3, 4}), P(t, "b", {2, 4}), {false, true}); }},
@@ -209,6 +227,34 @@ TEST_P(GradientRule, MatchesFiniteDifferences) {
       EXPECT_NEAR(gradient[k], numeric, 1e-2 + 1e-2 * std::abs(numeric))
           << spec.name << "[" << k << "] in case " << test_case.name;
     }
+  }
+}
+
+// q, k and v sliced from one projection: the projection's gradient is the
+// three gradients side by side, one concat, with no tensor of its size
+// filled with zeros and no sum of three of them.
+TEST(SliceGradients, PiecesThatTileAValueAreConcatenatedNotPaddedAndAdded) {
+  Tracer tracer(/*seed=*/7);
+  Tensor qkv = tracer.Parameter("qkv", {4, 9}, init::Normal(1.0));
+  Tensor q = slice(qkv, 1, 0, 3), k = slice(qkv, 1, 3, 6), v = slice(qkv, 1, 6, 9);
+  Tensor loss = sum(q * k + tanh(v));
+  ASSERT_TRUE(tracer.status().ok()) << tracer.status();
+  ir::Graph graph = tracer.graph();
+  const int32_t forward_nodes = graph.size();
+  absl::StatusOr<std::vector<ir::ParameterGradient>> gradients = ir::AppendBackward(graph, loss.id());
+  ASSERT_TRUE(gradients.ok()) << gradients.status();
+  ASSERT_EQ(gradients->size(), 1u);
+  const ir::Node& gradient = graph.node((*gradients)[0].value);
+  EXPECT_EQ(gradient.op, ir::OpKind::kConcat);
+  ASSERT_EQ(gradient.operands.size(), 3u);
+  for (ir::ValueId part : gradient.operands) {
+    EXPECT_NE(graph.node(part).op, ir::OpKind::kConstant);
+    EXPECT_EQ(graph.type(part), (ir::TensorType{DType::kF32, {4, 3}}));
+  }
+  // Nothing of the parameter's size is added: the pieces are gathered
+  // before any add of the three (the padded concats are left unused).
+  for (ir::ValueId id = forward_nodes; id < graph.size(); ++id) {
+    if (graph.node(id).op == ir::OpKind::kAdd) EXPECT_NE(graph.type(id).shape, (Shape{4, 9})) << id;
   }
 }
 
