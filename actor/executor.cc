@@ -252,7 +252,8 @@ absl::Status Executor::RunRange(int32_t begin, int32_t end, Transport& transport
   for (int32_t index = begin; index < end; ++index) {
     const int64_t start_ns = SteadyNowNs();
     absl::Status status = Execute(index, transport, receive_timeout);
-    outputs_.timings.push_back({index, start_ns - outputs_.origin_ns, SteadyNowNs() - start_ns});
+    last_instruction_end_ns_ = SteadyNowNs();
+    outputs_.timings.push_back({index, start_ns - outputs_.origin_ns, last_instruction_end_ns_ - start_ns});
     if (!status.ok()) {
       return Fail(absl::Status(status.code(), absl::StrCat(InstructionContext(index), status.message())));
     }

@@ -208,6 +208,9 @@ class Executor {
   int64_t live_bytes_ = 0;
   int32_t next_instruction_ = 0;
   int64_t step_ = 0;         // the step in progress, or the last one
+  // When the step's last instruction so far ended (SteadyNowNs; its origin
+  // before any): FinishStep's settling is measured from it.
+  int64_t last_instruction_end_ns_ = 0;
   ir::StepOutputs outputs_;  // of the step in progress
   Reducer* reducer_ = nullptr;
   // A resident device's all-reduces (null for host buffers).

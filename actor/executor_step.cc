@@ -16,6 +16,7 @@ using ir::BufferId;
 using ir::BufferKind;
 
 absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
+  const int64_t begun_ns = SteadyNowNs();
   if (phase_ == Phase::kNeedsState) {
     return absl::FailedPreconditionError(
         absl::StrCat("actor ", actor(), ": step ", step, " needs LoadState first (no state, or a step failed)"));
@@ -69,6 +70,8 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
   reducing_.clear();
   claimed_.clear();
   outputs_.origin_ns = SteadyNowNs();
+  outputs_.inputs_ns = outputs_.origin_ns - begun_ns;
+  last_instruction_end_ns_ = outputs_.origin_ns;
   outputs_.timings.reserve(program_.instructions.size());
   outputs_.peak_live_bytes = live_bytes_;
   if (memory_ != nullptr) {
@@ -135,6 +138,7 @@ absl::StatusOr<ir::StepOutputs> Executor::FinishStep() {
     }
   }
   phase_ = Phase::kIdle;
+  outputs_.settle_ns = SteadyNowNs() - last_instruction_end_ns_;
   return std::move(outputs_);
 }
 

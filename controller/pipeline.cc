@@ -229,6 +229,8 @@ absl::StatusOr<StepReport> Pipeline::FinishStep(std::vector<ir::StepOutputs> res
     report.fill_busy_ns.push_back(fill_busy);
     report.timings.push_back(std::move(result.timings));
     report.origin_ns.push_back(result.origin_ns);
+    report.inputs_ns.push_back(result.inputs_ns);
+    report.settle_ns.push_back(result.settle_ns);
   }
   return report;
 }

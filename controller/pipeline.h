@@ -38,6 +38,10 @@ struct StepReport {
   std::vector<int64_t> busy_ns;
   std::vector<std::vector<ir::InstructionTiming>> timings;
   std::vector<int64_t> origin_ns;  // the zero of each actor's timings (ir::StepOutputs)
+  // Per actor: its time on the step outside its instructions, before them
+  // (taking the inputs in) and after (settling), as ir::StepOutputs says.
+  std::vector<int64_t> inputs_ns;
+  std::vector<int64_t> settle_ns;
   // Dispatch calls (RPCs to actor processes) the step took, over all actors:
   // one per actor when fused.
   int64_t rpcs = 0;

@@ -1,6 +1,7 @@
 #include "controller/step_trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -28,25 +29,30 @@ std::pair<int64_t, int64_t> StepBounds(const StepReport& report) {
   return {first, last};
 }
 
-// (sender, receiver, tag) -> a time, in us.
-using TransferEnds = std::map<std::tuple<int32_t, int32_t, uint64_t>, double>;
+// One transfer's send and receive on the common clock, in us; a side that
+// did not run this step is NaN.
+struct TransferTimes {
+  double send_start = std::nan(""), send_end = std::nan("");
+  double receive_start = std::nan(""), receive_end = std::nan("");
+  bool Complete() const { return !std::isnan(send_start) && !std::isnan(receive_start); }
+};
+// (sender, receiver, tag) -> its times.
+using Transfers = std::map<std::tuple<int32_t, int32_t, uint64_t>, TransferTimes>;
 
 // One arrow per transfer whose send and receive both ran: from the send's
 // start to just inside the end of the receive's wait.
-void AddTransfers(const TransferEnds& send_ends, const TransferEnds& receive_ends,
-                  schedules::TraceBuilder& builder) {
-  for (const auto& [key, send_end] : send_ends) {
-    auto received = receive_ends.find(key);
-    if (received == receive_ends.end()) continue;
+void AddTransfers(const Transfers& transfers, schedules::TraceBuilder& builder) {
+  for (const auto& [key, times] : transfers) {
+    if (!times.Complete()) continue;
     const auto& [from, to, tag] = key;
     builder.AddFlow({.name = "transfer",
                      .category = "transfer",
                      .from_process = from,
                      .from_thread = static_cast<int32_t>(schedules::TraceTrack::kSend),
-                     .from_us = send_end,
+                     .from_us = times.send_start,
                      .to_process = to,
                      .to_thread = static_cast<int32_t>(schedules::TraceTrack::kRecv),
-                     .to_us = received->second});
+                     .to_us = times.receive_start + (times.receive_end - times.receive_start) * 0.999});
   }
 }
 
@@ -56,6 +62,7 @@ StepTrace::StepTrace(const CompiledStep& compiled)
     : compiled_(compiled), busy_us_(compiled.num_actors, 0.0), update_us_(compiled.num_actors, 0.0) {
   for (int32_t actor = 0; actor < compiled.num_actors; ++actor) {
     builder_.NameActor(actor);
+    builder_.NameThread(actor, static_cast<int32_t>(schedules::TraceTrack::kStep), "step");
     if (compiled.num_replicas > 1) {
       builder_.NameProcess(actor, absl::StrCat("actor ", actor, " (replica ", compiled.Replica(actor), ")"));
       builder_.NameThread(actor, static_cast<int32_t>(schedules::TraceTrack::kReduce), "reduce");
@@ -74,14 +81,18 @@ StepTrace::StepTrace(const CompiledStep& compiled)
 void StepTrace::AddStep(const StepReport& report) {
   const auto [first, last] = StepBounds(report);
   if (first == INT64_MAX) return;
-  if (origin_ns_ < 0) origin_ns_ = first;
+  if (origin_ns_ < 0) {
+    // The first step's inputs are taken in before its first instruction.
+    origin_ns_ = first;
+    for (size_t a = 0; a < report.inputs_ns.size() && a < report.origin_ns.size(); ++a) {
+      origin_ns_ = std::min(origin_ns_, report.origin_ns[a] - report.inputs_ns[a]);
+    }
+  }
   ++steps_;
   wall_us_ += static_cast<double>(last - first) * 1e-3;
+  AddStepEnds(report);
 
-  // (sender, receiver, tag) -> where the flow starts (the send's start) and
-  // ends (just inside the end of the receive's wait), in us.
-  TransferEnds send_ends;
-  TransferEnds receive_ends;
+  Transfers transfers;
   for (size_t a = 0; a < report.timings.size(); ++a) {
     const auto actor = static_cast<int32_t>(a);
     const ir::ActorProgram& program = compiled_.ProgramOf(actor);
@@ -124,13 +135,21 @@ void StepTrace::AddStep(const StepReport& report) {
           slice.thread = static_cast<int32_t>(schedules::TraceTrack::kSend);
           slice.name = absl::StrCat("send ", TaskName(instruction.task), " to ", instruction.peer);
           slice.category = "send";
-          send_ends[{actor, instruction.peer, instruction.tag}] = start_us;
+          {
+            TransferTimes& times = transfers[{actor, instruction.peer, instruction.tag}];
+            times.send_start = start_us;
+            times.send_end = start_us + duration_us;
+          }
           break;
         case ir::InstructionKind::kReceive:
           slice.thread = static_cast<int32_t>(schedules::TraceTrack::kRecv);
           slice.name = absl::StrCat("recv ", TaskName(instruction.task), " from ", instruction.peer);
           slice.category = "recv";
-          receive_ends[{instruction.peer, actor, instruction.tag}] = start_us + duration_us * 0.999;
+          {
+            TransferTimes& times = transfers[{instruction.peer, actor, instruction.tag}];
+            times.receive_start = start_us;
+            times.receive_end = start_us + duration_us;
+          }
           break;
         case ir::InstructionKind::kAllReduceStart:
           // Its timing is the reduction in flight, issued to done (actor/executor.h).
@@ -160,7 +179,41 @@ void StepTrace::AddStep(const StepReport& report) {
       ++count;
     }
   }
-  AddTransfers(send_ends, receive_ends, builder_);
+  AddTransfers(transfers, builder_);
+  // The link's latency, where a receive shows it: one that was already
+  // waiting when its send ended ends when the message arrives, so the time
+  // from the send's end to the receive's is what the transfer took (the
+  // receiver's wake-up included). A message that arrived before its receive
+  // began shows only an upper bound, and is left out.
+  for (const auto& [key, times] : transfers) {
+    if (!times.Complete() || times.receive_start > times.send_end) continue;
+    latency_us_ += std::max(0.0, times.receive_end - times.send_end);
+    ++latencies_;
+  }
+}
+
+void StepTrace::AddStepEnds(const StepReport& report) {
+  for (size_t a = 0; a < report.timings.size(); ++a) {
+    if (a >= report.inputs_ns.size() || a >= report.settle_ns.size()) break;
+    const auto actor = static_cast<int32_t>(a);
+    int64_t last_end = 0;  // the actor's last instruction's end, from its origin
+    for (const ir::InstructionTiming& time : report.timings[a]) {
+      last_end = std::max(last_end, time.start_ns + time.duration_ns);
+    }
+    auto add = [&](const char* name, int64_t from_origin_ns, int64_t duration_ns) {
+      schedules::TraceSlice slice;
+      slice.process = actor;
+      slice.thread = static_cast<int32_t>(schedules::TraceTrack::kStep);
+      slice.name = name;
+      slice.category = "step";
+      slice.start_us = static_cast<double>(report.origin_ns[a] + from_origin_ns - origin_ns_) * 1e-3;
+      slice.duration_us = static_cast<double>(duration_ns) * 1e-3;
+      slice.args.push_back({"step", static_cast<double>(report.step)});
+      builder_.AddSlice(std::move(slice));
+    };
+    add("inputs", -report.inputs_ns[a], report.inputs_ns[a]);
+    add("settle", last_end, report.settle_ns[a]);
+  }
 }
 
 schedules::CostModel StepTrace::CalibratedCosts() const {
@@ -173,6 +226,7 @@ schedules::CostModel StepTrace::CalibratedCosts() const {
       }
     }
   }
+  if (latencies_ > 0) costs.link.latency = latency_us_ / static_cast<double>(latencies_);
   return costs;
 }
 

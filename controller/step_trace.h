@@ -6,7 +6,9 @@
 //
 // Per step and actor: each run instruction is a compute slice named by its
 // task ("F1.3", "U"), each send a slice on the send track, each receive a
-// slice on the recv track spanning the wait; every transfer is a flow from
+// slice on the recv track spanning the wait; on the step track, the time
+// the actor took its inputs in before its first instruction ("inputs") and
+// settled the step after its last ("settle"); every transfer is a flow from
 // the end of its send to the end of its receive (matched by sender,
 // receiver and tag within the step). Actors' clocks are aligned through
 // their monotonic clocks (one host). Not thread-safe; owns its events.
@@ -39,10 +41,18 @@ class StepTrace {
   // run instructions, the wall time of a step being from its first
   // instruction on any actor to its last.
   std::vector<double> MeasuredBubble() const;
+  // The mean over the steps added of a step's span, from its first
+  // instruction on any actor to its last, in microseconds: what the schedule
+  // took, without the step's dispatch, its inputs' arrival and its end.
+  double MeanSpanUs() const { return steps_ > 0 ? wall_us_ / static_cast<double>(steps_) : 0.0; }
 
   // A cost model calibrated on the steps added, in microseconds: the mean
   // measured time of each (task kind, stage), counting every instruction of
-  // the task but receives (waiting is the bubble, not the task's cost).
+  // the task but receives (waiting is the bubble, not the task's cost), and
+  // the link's latency (schedules::LinkModel::latency; alpha and beta stay
+  // 0, the sends' own time being in their tasks'): the mean time from a
+  // send's end to the end of its receive, over the receives that were
+  // already waiting when the send ended (0 when none was).
   schedules::CostModel CalibratedCosts() const;
   // Mean time per step of each actor's update (U), which the simulator does
   // not model, in microseconds.
@@ -52,13 +62,18 @@ class StepTrace {
   const schedules::TraceBuilder& builder() const { return builder_; }
 
  private:
+  // The step track's slices of `report` (inputs, settle).
+  void AddStepEnds(const StepReport& report);
+
   const CompiledStep& compiled_;
   schedules::TraceBuilder builder_;
-  int64_t origin_ns_ = -1;  // the first instruction of the first step
+  int64_t origin_ns_ = -1;  // the first step's first instruction, or its inputs before it
   int64_t steps_ = 0;
   std::vector<double> busy_us_;    // by actor
   std::vector<double> update_us_;  // by actor
   double wall_us_ = 0;
+  double latency_us_ = 0;  // over the transfers that show it (AddStep)
+  int64_t latencies_ = 0;
   // (kind letter, stage) -> total time and task count.
   std::map<std::pair<char, int32_t>, std::pair<double, int64_t>> task_us_;
 };

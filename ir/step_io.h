@@ -57,6 +57,13 @@ struct StepOutputs {
   // monotonic clock (CLOCK_MONOTONIC nanoseconds, as std::chrono's
   // steady_clock): comparable between the actors of one host.
   int64_t origin_ns = 0;
+  // What the actor spent on the step outside its instructions: taking its
+  // inputs in (on a device, uploading them), before origin_ns; and settling
+  // it after the last instruction (waiting for its device sends, its
+  // deferred checks and its emitted results). 0 for a range that neither
+  // begins nor ends the step.
+  int64_t inputs_ns = 0;
+  int64_t settle_ns = 0;
   // The dispatch calls these outputs took, as the launcher counted them: 1
   // for a fused step, one per task when dispatched per task.
   int32_t calls = 0;

@@ -34,7 +34,8 @@ void EncodeStepResults(const ir::StepResults& results, capnp::List<wire::NamedRe
 absl::StatusOr<ir::StepResults> DecodeStepResults(capnp::List<wire::NamedResult>::Reader list, absl::string_view what);
 
 // A runStep or runRange reply (their result structs have the same fields):
-// results, peak bytes, timings relative to `startNanos` = origin_ns. The
+// results, peak bytes, timings relative to `startNanos` = origin_ns, the
+// time outside the instructions (inputsNanos, settleNanos). The
 // dispatch-call count is the launcher's, not on the wire.
 template <typename ReplyBuilder>
 void EncodeStepOutputs(const ir::StepOutputs& outputs, ReplyBuilder reply) {
@@ -42,6 +43,8 @@ void EncodeStepOutputs(const ir::StepOutputs& outputs, ReplyBuilder reply) {
   reply.setPeakLiveBytes(outputs.peak_live_bytes);
   reply.setDevicePeakBytes(outputs.device_peak_bytes);
   reply.setStartNanos(outputs.origin_ns);
+  reply.setInputsNanos(outputs.inputs_ns);
+  reply.setSettleNanos(outputs.settle_ns);
   auto timings = reply.initTimings(static_cast<unsigned>(outputs.timings.size()));
   for (unsigned i = 0; i < outputs.timings.size(); ++i) {
     timings[i].setInstruction(outputs.timings[i].instruction);
@@ -60,6 +63,8 @@ absl::StatusOr<ir::StepOutputs> DecodeStepOutputs(const ReplyReader& reply, absl
     outputs.peak_live_bytes = reply.getPeakLiveBytes();
     outputs.device_peak_bytes = reply.getDevicePeakBytes();
     outputs.origin_ns = reply.getStartNanos();
+    outputs.inputs_ns = reply.getInputsNanos();
+    outputs.settle_ns = reply.getSettleNanos();
     // A timing per instruction at most: bounded before it is allocated.
     if (reply.getTimings().size() > ir::kMaxProgramInstructions) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": ", reply.getTimings().size(),

@@ -214,7 +214,8 @@ interface Actor {
   # `programHash` for step `stepId`: ONE call per actor per step.
   runStep @1 (stepId :UInt64, programHash :UInt64, inputs :List(NamedTensor))
       -> (results :List(NamedResult), peakLiveBytes :Int64,
-          timings :List(InstructionTiming), startNanos :Int64, devicePeakBytes :Int64);
+          timings :List(InstructionTiming), startNanos :Int64, devicePeakBytes :Int64,
+          inputsNanos :Int64, settleNanos :Int64);
 
   # Runs instructions [begin, end) of the cached program within step
   # `stepId` (per-task dispatch, for measurement). The first range of a step
@@ -222,7 +223,8 @@ interface Actor {
   runRange @2 (stepId :UInt64, programHash :UInt64, begin :Int32, end :Int32,
                inputs :List(NamedTensor))
       -> (results :List(NamedResult), timings :List(InstructionTiming),
-          peakLiveBytes :Int64, startNanos :Int64, devicePeakBytes :Int64);
+          peakLiveBytes :Int64, startNanos :Int64, devicePeakBytes :Int64,
+          inputsNanos :Int64, settleNanos :Int64);
 
   # Bytes [offset, offset + min(maxBytes, 4 MiB)) of the current tensor of
   # buffer `name`: a state binding, or any buffer of the program by its name

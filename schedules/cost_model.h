@@ -18,20 +18,27 @@
 
 namespace tandem::schedules {
 
-// A link between two actors: a transfer of `bytes` takes alpha + beta *
-// bytes (latency plus inverse bandwidth), in whatever unit the caller's
-// costs use. Plain value type.
+// A link between two actors: a transfer of `bytes` holds its sender's link
+// for alpha + beta * bytes (a per-message cost plus inverse bandwidth), and
+// arrives `latency` after that: the message's flight, which overlaps the
+// sender's later transfers (LogP's L). In whatever unit the caller's costs
+// use. Plain value type.
 struct LinkModel {
   double alpha = 0.0;
   double beta = 0.0;
+  double latency = 0.0;
 
   double Seconds(double bytes) const { return alpha + beta * bytes; }
-  // InvalidArgument, naming `what` ("the link model"), unless alpha and beta
-  // are finite and non-negative.
+  // InvalidArgument, naming `what` ("the link model"), unless alpha, beta
+  // and latency are finite and non-negative.
   absl::Status Check(absl::string_view what) const {
     if (!(alpha >= 0.0) || !(beta >= 0.0) || std::isinf(alpha) || std::isinf(beta)) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": alpha and beta must be finite and non-negative, not ",
                                                      alpha, " and ", beta));
+    }
+    if (!(latency >= 0.0) || std::isinf(latency)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": latency must be finite and non-negative, not ", latency));
     }
     return absl::OkStatus();
   }

@@ -318,8 +318,8 @@ void Simulation::Complete(int32_t actor, int32_t task, std::vector<int32_t>& wor
         transfer.start = send_free_[actor];
         cause = {Cause::Kind::kTransfer, last_send_[actor]};
       }
-      transfer.end = transfer.start + costs_.link.Seconds(transfer.bytes);
-      send_free_[actor] = transfer.end;
+      send_free_[actor] = transfer.start + costs_.link.Seconds(transfer.bytes);
+      transfer.end = send_free_[actor] + costs_.link.latency;
       last_send_[actor] = static_cast<int32_t>(transfers_.size());
       arrival = transfer.end;
       arrival_cause = {Cause::Kind::kTransfer, last_send_[actor]};

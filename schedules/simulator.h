@@ -11,7 +11,9 @@
 // - Every dependency edge whose producer and consumer run on different actors
 //   is a transfer, costing `link.Seconds(bytes)` (alpha + beta * bytes). Each actor has
 //   one send track: its outgoing transfers run one at a time, in the order
-//   their producers finished (FIFO). Receiving takes no extra resource.
+//   their producers finished (FIFO); each arrives `link.latency` after it
+//   leaves the track, in flight beside the transfers behind it. Receiving
+//   takes no extra resource.
 //   Edges within one actor cost nothing.
 // - Dependencies (schedules/dataflow.h): F(s,m) after F(p,m) of every
 //   predecessor p of s in the stage graph; B or I (s,m) after F(s,m) and

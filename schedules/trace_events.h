@@ -25,6 +25,7 @@ enum class TraceTrack : int32_t {
   kRecv = 2,
   kReduce = 3,  // Gradient reductions across data-parallel replicas.
   kFill = 4,    // A fill job's pieces in the pipeline's bubbles (controller/fill.h).
+  kStep = 5,    // A measured step's work outside its instructions (inputs, settling).
 };
 
 struct TraceArg {

@@ -3,6 +3,7 @@
 // measured peak memory; errors with their context.
 #include "actor/executor.h"
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,9 +54,23 @@ TEST(Executor, TwoActorsMatchRunGraphBitwise) {
   // Sends never block: actor 0 can run its whole step before actor 1 starts.
   absl::StatusOr<ir::StepOutputs> out0 = actor0->RunStep(1, inputs, network.Endpoint(0), kTimeout);
   ASSERT_TRUE(out0.ok()) << out0.status();
+  auto steady_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t before_ns = steady_ns();
   absl::StatusOr<ir::StepOutputs> out1 = actor1->RunStep(1, inputs, network.Endpoint(1), kTimeout);
+  const int64_t after_ns = steady_ns();
   ASSERT_TRUE(out1.ok()) << out1.status();
   EXPECT_TRUE(network.PendingMessages().empty());
+  // Its time outside the instructions: taking the inputs in before the first
+  // (origin_ns), settling after the last, both within the call.
+  EXPECT_GT(out1->inputs_ns, 0);
+  EXPECT_GT(out1->settle_ns, 0);
+  EXPECT_GE(out1->origin_ns - out1->inputs_ns, before_ns);
+  ASSERT_FALSE(out1->timings.empty());
+  const ir::InstructionTiming& last = out1->timings.back();
+  EXPECT_LE(out1->origin_ns + last.start_ns + last.duration_ns + out1->settle_ns, after_ns);
   EXPECT_TRUE(out0->results.empty());
   ASSERT_EQ(out1->results.at("loss").size(), kMicrobatches);
   for (int32_t m = 0; m < kMicrobatches; ++m) {

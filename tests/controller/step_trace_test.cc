@@ -1,13 +1,16 @@
 // The measured trace of steps run on actor processes: well-formed Chrome /
-// Perfetto JSON with every actor's compute, send and receive slices, one
-// flow pair per transfer, and a cost model calibrated from it.
+// Perfetto JSON with every actor's compute, send and receive slices, its
+// inputs and settling on the step track, one flow pair per transfer, and a
+// cost model calibrated from it.
 #include "controller/step_trace.h"
 
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 
+#include "controller/compiler.h"
 #include "controller/local_launcher.h"
 #include "controller/pipeline.h"
 #include "gtest/gtest.h"
@@ -54,6 +57,8 @@ TEST(StepTraceTest, MeasuredTraceHasEveryInstructionSliceAndOneFlowPairPerTransf
       if (tid >= 0) expected[program.actor][tid] += kSteps;
       if (tid == 1) transfers += kSteps;
     }
+    // The step track: the inputs taken in and the settling, every step.
+    expected[program.actor][static_cast<int>(schedules::TraceTrack::kStep)] = 2 * kSteps;
   }
   ASSERT_GT(transfers, 0);
 
@@ -66,6 +71,10 @@ TEST(StepTraceTest, MeasuredTraceHasEveryInstructionSliceAndOneFlowPairPerTransf
     const std::string phase = event.at("ph").get<std::string>();
     if (phase == "X") {
       ++slices[event.at("pid").get<int>()][event.at("tid").get<int>()];
+      if (event.at("tid").get<int>() == static_cast<int>(schedules::TraceTrack::kStep)) {
+        const std::string name = event.at("name").get<std::string>();
+        EXPECT_TRUE(name == "inputs" || name == "settle") << name;
+      }
       EXPECT_GE(event.at("ts").get<double>(), 0.0);
       EXPECT_GE(event.at("dur").get<double>(), 0.0);
     } else if (phase == "s") {
@@ -94,6 +103,63 @@ TEST(StepTraceTest, MeasuredTraceHasEveryInstructionSliceAndOneFlowPairPerTransf
     EXPECT_GE(bubble, 0.0);
     EXPECT_LT(bubble, 1.0);
   }
+}
+
+// The link's latency is calibrated on the receives that were already
+// waiting when their send ended (their end is the message's arrival); a
+// message that was there before its receive began shows only an upper
+// bound and is left out. Timings made up, on a compiled 1F1B step: transfer
+// k's send runs [k ms, k ms + 10 us]; when k is even its receive waits from
+// before that and ends 100 us after the send, when odd it begins 500 us
+// after the send and takes 20 us.
+TEST(StepTraceTest, TheLinkLatencyIsTheTimeWaitingReceivesEndAfterTheirSends) {
+  absl::StatusOr<ir::TrainStep> step = testing_harness::TinyMlp(2, 4);
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<schedules::Schedule> schedule = schedules::Generate("1f1b", {.actors = 2, .microbatches = 4});
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  absl::StatusOr<CompiledStep> compiled = Compile(*step, *schedule);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+
+  StepReport report;
+  report.step = 1;
+  report.origin_ns = {0, 0};
+  report.timings.resize(2);
+  // (sender, receiver, tag) -> the receive's instruction on the receiver.
+  std::map<std::tuple<int32_t, int32_t, uint64_t>, int32_t> receives;
+  for (const ir::ActorProgram& program : compiled->programs) {
+    for (int32_t i = 0; i < static_cast<int32_t>(program.instructions.size()); ++i) {
+      const ir::Instruction& instruction = program.instructions[i];
+      if (instruction.kind == ir::InstructionKind::kReceive) {
+        receives[{instruction.peer, program.actor, instruction.tag}] = i;
+      }
+    }
+  }
+  int64_t k = 0;
+  for (const ir::ActorProgram& program : compiled->programs) {
+    for (int32_t i = 0; i < static_cast<int32_t>(program.instructions.size()); ++i) {
+      const ir::Instruction& instruction = program.instructions[i];
+      if (instruction.kind != ir::InstructionKind::kSend) continue;
+      const auto receive = receives.find({program.actor, instruction.peer, instruction.tag});
+      ASSERT_NE(receive, receives.end());
+      const int64_t send_start = (k + 1) * 1'000'000, send_end = send_start + 10'000;
+      report.timings[program.actor].push_back({i, send_start, send_end - send_start});
+      if (k % 2 == 0) {
+        report.timings[instruction.peer].push_back({receive->second, send_start - 50'000, 160'000});
+      } else {
+        report.timings[instruction.peer].push_back({receive->second, send_end + 500'000, 20'000});
+      }
+      ++k;
+    }
+  }
+  ASSERT_GE(k, 4);
+
+  StepTrace trace(*compiled);
+  EXPECT_EQ(trace.CalibratedCosts().link.latency, 0.0);  // nothing measured yet
+  trace.AddStep(report);
+  const schedules::CostModel costs = trace.CalibratedCosts();
+  EXPECT_NEAR(costs.link.latency, 100.0, 1e-9);
+  EXPECT_EQ(costs.link.alpha, 0.0);
+  EXPECT_EQ(costs.link.beta, 0.0);
 }
 
 }  // namespace

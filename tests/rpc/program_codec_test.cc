@@ -112,6 +112,8 @@ TEST(StepCodec, RoundTripsAStepsOutputsThroughEitherReply) {
   outputs.results["loss"][1] = ir::HostTensor::Scalar(0.75f);
   outputs.peak_live_bytes = 4096;
   outputs.origin_ns = 123456789;
+  outputs.inputs_ns = 2500;
+  outputs.settle_ns = 3100;
   outputs.timings = {{0, 10, 5}, {1, 20, 7}, {4, 40, 1}};
   outputs.calls = 3;  // the launcher's count: not on the wire
   capnp::MallocMessageBuilder step_message;
@@ -126,6 +128,8 @@ TEST(StepCodec, RoundTripsAStepsOutputsThroughEitherReply) {
     EXPECT_TRUE(back->results.at("loss").at(1).BitwiseEquals(outputs.results.at("loss").at(1)));
     EXPECT_EQ(back->peak_live_bytes, 4096);
     EXPECT_EQ(back->origin_ns, 123456789);
+    EXPECT_EQ(back->inputs_ns, 2500);
+    EXPECT_EQ(back->settle_ns, 3100);
     EXPECT_EQ(back->timings, outputs.timings);
     EXPECT_EQ(back->calls, 0);
   }

@@ -33,6 +33,16 @@ TEST(LinkModel, NegativeNanOrInfiniteTermsAreRefused) {
   }
 }
 
+TEST(LinkModel, ANegativeNanOrInfiniteLatencyIsRefused) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double latency : {-1.0, std::nan(""), inf}) {
+    const absl::Status status = LinkModel{.latency = latency}.Check("the link");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr("the link: latency must be finite and non-negative"));
+  }
+  EXPECT_TRUE(LinkModel{.latency = 2.5}.Check("the link").ok());
+}
+
 TEST(LinkModel, TheSimulatorRefusesABadLinkWithTheSameWords) {
   absl::StatusOr<Schedule> schedule = Generate("1f1b", {.actors = 2, .microbatches = 2});
   ASSERT_TRUE(schedule.ok()) << schedule.status();

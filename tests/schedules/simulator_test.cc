@@ -122,6 +122,27 @@ TEST(Simulator, SendsOfOneActorSerialize) {
   EXPECT_EQ(result->slot_times[1][1].start, 7.0);
 }
 
+TEST(Simulator, LatencyDelaysArrivalWithoutHoldingTheSendTrack) {
+  // As above, but each send holds the track for 1 and arrives 3 after it
+  // leaves: the second leaves at 2 (not behind the first's flight) and
+  // arrives at 6; F1.1 starts then, not at 7 as under alpha = 4.
+  const Schedule schedule =
+      MakeSchedule(2, {{{{F(0, 0)}}, {{F(0, 1)}}, {{B(0, 0)}}, {{B(0, 1)}}},
+                       {{{F(1, 0)}}, {{F(1, 1)}}, {{B(1, 0)}}, {{B(1, 1)}}}});
+  CostModel costs;
+  costs.link.alpha = 1.0;
+  costs.link.latency = 3.0;
+  absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_GE(result->transfers.size(), 2u);
+  EXPECT_EQ(result->transfers[0].start, 1.0);
+  EXPECT_EQ(result->transfers[0].end, 5.0);
+  EXPECT_EQ(result->transfers[1].start, 2.0);
+  EXPECT_EQ(result->transfers[1].end, 6.0);
+  EXPECT_EQ(result->slot_times[1][0].start, 5.0);
+  EXPECT_EQ(result->slot_times[1][1].start, 6.0);
+}
+
 TEST(Simulator, FusedSlotCostsTheMaxOfItsTasksByDefault) {
   // One actor, one stage: F0.0, then F0.1 fused with B0.0, then B0.1.
   const Schedule schedule =

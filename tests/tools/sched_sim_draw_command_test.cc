@@ -168,6 +168,12 @@ TEST(SchedSim, CostAndLinkOptionsChangeTheModel) {
   EXPECT_EQ(json.at("makespan").get<double>(), 2 + 2 + 3 + 3 + 1.5);
   EXPECT_TRUE(json.contains("memory_timeline"));
 
+  // A latency of 2 more on each transfer's arrival.
+  const CommandRun latent = Sim({path, "--cost", "F=2,B=3", "--link=alpha=0.5,beta=0.25,latency=2", "--json"});
+  ASSERT_EQ(latent.code, 0) << latent.err;
+  EXPECT_EQ(ParseJsonOrFail(latent.out).at("makespan").get<double>(), 2 + 2 + 3 + 3 + 1.5 + 2 * 2);
+  EXPECT_EQ(Sim({path, "--link", "latency=-1"}).code, 2);
+
   const CommandRun per_stage = Sim({path, "--cost", "B@1=10", "--json"});
   ASSERT_EQ(per_stage.code, 0) << per_stage.err;
   EXPECT_EQ(ParseJsonOrFail(per_stage.out).at("makespan").get<double>(), 1 + 1 + 10 + 2);

@@ -77,7 +77,7 @@ absl::Status ParseCostSpec(const std::string& text, CostModel& costs) {
   return absl::OkStatus();
 }
 
-// "alpha=0.1,beta=0.01[,activation=BYTES][,gradient=BYTES]".
+// "alpha=0.1,beta=0.01[,latency=L][,activation=BYTES][,gradient=BYTES]".
 absl::Status ParseLinkSpec(const std::string& text, CostModel& costs) {
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pieces = SplitAssignments(text);
   if (!pieces.ok()) return pieces.status();
@@ -86,11 +86,12 @@ absl::Status ParseLinkSpec(const std::string& text, CostModel& costs) {
     double* field = nullptr;
     if (name == "alpha") field = &costs.link.alpha;
     if (name == "beta") field = &costs.link.beta;
+    if (name == "latency") field = &costs.link.latency;
     if (name == "activation") field = &costs.activation_bytes;
     if (name == "gradient") field = &costs.gradient_bytes;
     if (field == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", piece, "': expected alpha, beta, activation (bytes) or gradient (bytes)"));
+          absl::StrCat("'", piece, "': expected alpha, beta, latency, activation (bytes) or gradient (bytes)"));
     }
     absl::StatusOr<double> value = ParseNonNegative(value_text, piece);
     if (!value.ok()) return value.status();
@@ -130,7 +131,8 @@ void AddCostOptions(CLI::App& command, CostOptions& options) {
   command.add_option("--cost", options.cost, "compute costs per kind, e.g. F=1,B=2,I=1,W=1; B@3=2.5 for stage 3")
       ->capture_default_str();
   command.add_option("--link", options.link,
-                     "transfer cost alpha + beta * bytes: alpha=A,beta=B[,activation=BYTES,gradient=BYTES]");
+                     "transfer cost alpha + beta * bytes on the sender's link, arriving latency after: "
+                     "alpha=A,beta=B[,latency=L,activation=BYTES,gradient=BYTES]");
   command.add_option("--group", options.group, "cost of a fused slot: max (overlapped) or sum")
       ->check(CLI::IsMember({"max", "sum"}))
       ->capture_default_str();
