@@ -20,7 +20,10 @@
 #              maps between graphs: the verifier, not a speed path), on one
 #              actor (the whole model in one device process) and over 2
 #              actors, next to PyTorch's (tools/bench/torch_gpt_step.py)
-#   dataplane  tandem bench dataplane --device cuda
+#   dataplane  tandem bench dataplane --device cuda; again under CUDA's
+#              Multi-Process Service where the node has it (a control daemon
+#              of this user's, in a directory of its own, stopped after): two
+#              processes' work then shares the GPU instead of taking turns
 #   fidelity   tandem bench fidelity --device cuda
 #   profile    tandem bench block --device cuda --profile (GPU time per op),
 #              at d=1024 in f32 and in bf16, at d=2048 in bf16
@@ -156,7 +159,16 @@ for step in "${steps[@]}"; do
         --batch 8 --layers 8 --microbatches 8 --repeats 10
       run 60 gpt-torch-sdpa-tf32 "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 \
         --seq 128 --batch 8 --layers 8 --microbatches 8 --repeats 10 --sdpa --tf32 ;;
-    dataplane) run 60 dataplane "$bin/tandem" bench dataplane --device cuda ;;
+    dataplane)
+      run 60 dataplane "$bin/tandem" bench dataplane --device cuda
+      if command -v nvidia-cuda-mps-control >/dev/null; then
+        mps=$(mktemp -d /tmp/tandem-mps.XXXXXX)
+        if CUDA_MPS_PIPE_DIRECTORY=$mps CUDA_MPS_LOG_DIRECTORY=$mps nvidia-cuda-mps-control -d; then
+          CUDA_MPS_PIPE_DIRECTORY=$mps run 60 dataplane-mps "$bin/tandem" bench dataplane --device cuda
+          echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps nvidia-cuda-mps-control
+        fi
+        rm -rf "$mps"
+      fi ;;
     fidelity) run 90 fidelity "$bin/tandem" bench fidelity --device cuda --steps 5 ;;
     profile)
       run 60 profile-d1024 "$bin/tandem" bench block --device cuda --no-torch --profile --repeats 3 --dim 1024 --heads 16 \
