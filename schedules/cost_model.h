@@ -37,8 +37,7 @@ struct LinkModel {
                                                      alpha, " and ", beta));
     }
     if (!(latency >= 0.0) || std::isinf(latency)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": latency must be finite and non-negative, not ", latency));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": latency must be finite and non-negative, not ", latency));
     }
     return absl::OkStatus();
   }

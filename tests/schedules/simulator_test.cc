@@ -126,9 +126,8 @@ TEST(Simulator, LatencyDelaysArrivalWithoutHoldingTheSendTrack) {
   // As above, but each send holds the track for 1 and arrives 3 after it
   // leaves: the second leaves at 2 (not behind the first's flight) and
   // arrives at 6; F1.1 starts then, not at 7 as under alpha = 4.
-  const Schedule schedule =
-      MakeSchedule(2, {{{{F(0, 0)}}, {{F(0, 1)}}, {{B(0, 0)}}, {{B(0, 1)}}},
-                       {{{F(1, 0)}}, {{F(1, 1)}}, {{B(1, 0)}}, {{B(1, 1)}}}});
+  const Schedule schedule = MakeSchedule(
+      2, {{{{F(0, 0)}}, {{F(0, 1)}}, {{B(0, 0)}}, {{B(0, 1)}}}, {{{F(1, 0)}}, {{F(1, 1)}}, {{B(1, 0)}}, {{B(1, 1)}}}});
   CostModel costs;
   costs.link.alpha = 1.0;
   costs.link.latency = 3.0;

@@ -271,9 +271,13 @@ int RunFidelityBench(const FidelityBenchOptions& options, std::ostream& out, std
   if (options.json) {
     nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
     for (const Row& row : rows) {
-      json_rows.push_back({{"schedule", row.schedule}, {"measured_ms", row.measured_ms},
-                           {"span_ms", row.span_ms}, {"predicted_ms", row.predicted_ms}, {"simulated_ms", row.simulated_ms},
-                           {"update_ms", row.update_ms}, {"ratio", row.measured_ms / row.predicted_ms}});
+      json_rows.push_back({{"schedule", row.schedule},
+                           {"measured_ms", row.measured_ms},
+                           {"span_ms", row.span_ms},
+                           {"predicted_ms", row.predicted_ms},
+                           {"simulated_ms", row.simulated_ms},
+                           {"update_ms", row.update_ms},
+                           {"ratio", row.measured_ms / row.predicted_ms}});
     }
     const nlohmann::ordered_json json = {
         {"actors", options.actors}, {"microbatches", options.microbatches}, {"width", options.width},
