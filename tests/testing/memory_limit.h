@@ -41,6 +41,12 @@
 #define TANDEM_TESTS_SANITIZER_OPTIONS "TSAN_OPTIONS"
 #endif
 #endif
+// Defined in a sanitizer build, whichever compiler made it (GCC says so
+// with __SANITIZE_*__, clang only through __has_feature): its allocator is
+// not glibc's malloc.
+#ifdef TANDEM_TESTS_SANITIZER_OPTIONS
+#define TANDEM_TESTS_SANITIZED 1
+#endif
 
 namespace tandem::test {
 

@@ -17,6 +17,7 @@
 #include "ir/printer.h"
 #include "ir/trace.h"
 #include "ir/verifier.h"
+#include "tests/testing/memory_limit.h"
 
 namespace tandem {
 namespace {
@@ -96,7 +97,7 @@ int64_t MinorFaults() {
 // (the README's main job's shapes) faults in few fresh pages: 13 to 204 a
 // step here, against 3,200 to 6,100 with glibc's own trimming.
 TEST(ReferenceTraining, AWarmStepOfASmallModelFaultsInFewFreshPages) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef TANDEM_TESTS_SANITIZED
   GTEST_SKIP() << "the sanitizers' allocators are not glibc's malloc";
 #endif
   examples::GptConfig config;
