@@ -254,7 +254,9 @@ TEST(SliceGradients, PiecesThatTileAValueAreConcatenatedNotPaddedAndAdded) {
   // Nothing of the parameter's size is added: the pieces are gathered
   // before any add of the three (the padded concats are left unused).
   for (ir::ValueId id = forward_nodes; id < graph.size(); ++id) {
-    if (graph.node(id).op == ir::OpKind::kAdd) EXPECT_NE(graph.type(id).shape, (Shape{4, 9})) << id;
+    if (graph.node(id).op == ir::OpKind::kAdd) {
+      EXPECT_NE(graph.type(id).shape, (Shape{4, 9})) << id;
+    }
   }
 }
 
