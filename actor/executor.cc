@@ -49,6 +49,7 @@ Executor::Executor(ir::ActorProgram program, std::shared_ptr<backends::Device> d
     : program_(std::move(program)), device_(std::move(device)), replica_(replica), memory_(device_->memory()),
       buffers_(program_.buffers.size()) {
   if (memory_ != nullptr) {
+    inputs_ = std::make_unique<InputStaging>(*memory_);
     emits_ = std::make_unique<EmitStaging>(*memory_);
     device_reduce_ = std::make_unique<DeviceAllReduce>(*device_);
   }

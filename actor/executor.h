@@ -3,13 +3,13 @@
 //
 // Its buffers hold TensorHandles (tensor_handle.h): host tensors, or device
 // tensors when the Device is device-resident (Device::memory()). A resident
-// executor uploads the state (LoadState) and the step's inputs (BeginStep),
+// executor uploads the state (LoadState) and the step's inputs (BeginStep,
+// through pinned staging without waiting for the device: input_staging.h),
 // keeps everything else on the device (sends and receives device tensors
 // through Transport::SendDevice/ReceiveDevice, accumulates with
-// Device::Accumulate),
-// and downloads only what leaves for the controller: emitted results
-// (copied asynchronously into pinned staging as they are emitted and
-// collected by FinishStep, the step's one wait for the device:
+// Device::Accumulate), and downloads only what leaves for the controller:
+// emitted results (copied asynchronously into pinned staging as they are
+// emitted and collected by FinishStep, the step's one wait for the device:
 // emit_staging.h), State() and ReadBuffer. Its all-reduces run on the device
 // too, over the data plane (device_all_reduce.h); a host executor's go to
 // its Reducer.
@@ -53,6 +53,7 @@
 #include "actor/collective.h"
 #include "actor/device_all_reduce.h"
 #include "actor/emit_staging.h"
+#include "actor/input_staging.h"
 #include "actor/transport.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/device.h"
@@ -215,8 +216,10 @@ class Executor {
   Reducer* reducer_ = nullptr;
   // A resident device's all-reduces (null for host buffers).
   std::unique_ptr<DeviceAllReduce> device_reduce_;
-  // A resident device's emitted results, copied asynchronously during the
-  // step and collected at its end (null for host buffers).
+  // A resident device's step inputs, uploaded asynchronously by BeginStep,
+  // and its emitted results, copied asynchronously during the step and
+  // collected at its end (both null for host buffers).
+  std::unique_ptr<InputStaging> inputs_;
   std::unique_ptr<EmitStaging> emits_;
   // The instruction of every executable Run of this step, in order: the
   // device's deferred failures name a run (Device::SettleRuns).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -25,37 +26,49 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
     return absl::FailedPreconditionError(
         absl::StrCat("actor ", actor(), ": step ", step, " begun while step ", step_, " is running"));
   }
+  // The step's inputs, by buffer, all checked before any is uploaded.
+  std::vector<BufferId> ids;
+  std::vector<const ir::HostTensor*> tensors;
   for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
     const ir::Buffer& buffer = program_.buffers[id];
     if (buffer.kind != BufferKind::kInput) continue;
     auto it = inputs.find(ir::InputKey{buffer.binding, buffer.microbatch});
-    absl::Status error;
     if (it == inputs.end()) {
-      error = absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ", step ", step, ": no input '",
-                                                      buffer.binding, "' for microbatch ", buffer.microbatch,
-                                                      " for ", BufferName(id)));
-    } else if (it->second.type() != buffer.type) {
-      error = absl::InvalidArgumentError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ", step ", step, ": no input '",
+                                                     buffer.binding, "' for microbatch ", buffer.microbatch, " for ",
+                                                     BufferName(id)));
+    }
+    if (it->second.type() != buffer.type) {
+      return absl::InvalidArgumentError(absl::StrCat(
           "actor ", actor(), ", step ", step, ": input '", buffer.binding, "' of microbatch ", buffer.microbatch,
           " is ", ir::TypeToString(it->second.type()), " but ", BufferName(id), " is ", ir::TypeToString(buffer.type)));
     }
-    absl::StatusOr<backends::TensorHandle> uploaded;
-    if (error.ok()) {
-      uploaded = device_->Upload(it->second);
-      if (!uploaded.ok()) {
-        error = absl::Status(uploaded.status().code(), absl::StrCat("actor ", actor(), ", step ", step,
-                                                                    ": uploading input '", buffer.binding, "': ",
-                                                                    uploaded.status().message()));
-      }
+    ids.push_back(id);
+    tensors.push_back(&it->second);
+  }
+  std::vector<backends::TensorHandle> uploaded;
+  uploaded.reserve(tensors.size());
+  if (inputs_ != nullptr) {
+    absl::StatusOr<std::vector<backends::DeviceTensor>> staged = inputs_->Upload(tensors, absl::Now() + step_wait_);
+    if (!staged.ok()) {
+      return absl::Status(staged.status().code(), absl::StrCat("actor ", actor(), ", step ", step,
+                                                               ": uploading its inputs: ", staged.status().message()));
     }
-    if (!error.ok()) {
-      for (BufferId b = 0; b < id; ++b) {
-        if (program_.buffers[b].kind == BufferKind::kInput) Release(b);
+    for (backends::DeviceTensor& tensor : *staged) uploaded.emplace_back(std::move(tensor));
+  } else {
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      absl::StatusOr<backends::TensorHandle> handle = device_->Upload(*tensors[k]);
+      if (!handle.ok()) {
+        return absl::Status(handle.status().code(),
+                            absl::StrCat("actor ", actor(), ", step ", step, ": uploading input '",
+                                         program_.buffers[ids[k]].binding, "': ", handle.status().message()));
       }
-      return error;
+      uploaded.push_back(*std::move(handle));
     }
-    live_bytes_ += it->second.num_bytes();
-    buffers_[id] = *std::move(uploaded);
+  }
+  for (size_t k = 0; k < ids.size(); ++k) {
+    live_bytes_ += tensors[k]->num_bytes();
+    buffers_[ids[k]] = std::move(uploaded[k]);
   }
   phase_ = Phase::kInStep;
   next_instruction_ = 0;

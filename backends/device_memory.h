@@ -154,14 +154,19 @@ class DeviceMemory {
   virtual absl::Status CopyFromHostSync(DeviceAddress destination, const void* source, int64_t bytes,
                                         absl::Time deadline) = 0;
 
-  // ---- Asynchronous copies to the host (results a step emits).
+  // ---- Asynchronous copies between the host and the device (a step's
+  // inputs in, the results it emits out).
   // Enqueues a copy of `bytes` from the device into host memory
   // `destination`, which must stay valid and unread until the stream has run
   // it (a later SynchronizeStream, or an event recorded after it). The host
   // does not wait; on CUDA only if `destination` is host staging (below).
   virtual absl::Status CopyToHostAsync(void* destination, DeviceAddress source, int64_t bytes) = 0;
+  // Enqueues a copy of `bytes` from host memory `source` to the device;
+  // `source` must stay valid and unwritten until the stream has run it. The
+  // host does not wait; on CUDA only if `source` is host staging.
+  virtual absl::Status CopyFromHostAsync(DeviceAddress destination, const void* source, int64_t bytes) = 0;
   // Host memory for those copies (CUDA: pinned, cudaHostAlloc), 256-byte
-  // aligned, and its release (after the copies into it have run).
+  // aligned, and its release (after the copies through it have run).
   virtual absl::StatusOr<void*> AllocateHostStaging(int64_t bytes) = 0;
   virtual void FreeHostStaging(void* staging) = 0;
 

@@ -349,6 +349,18 @@ absl::Status CudaDeviceMemory::CopyToHostAsync(void* destination, backends::Devi
   return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaMemcpyAsync (device to host)");
 }
 
+absl::Status CudaDeviceMemory::CopyFromHostAsync(backends::DeviceAddress destination, const void* source,
+                                                 int64_t bytes) {
+  Impl& m = *impl_;
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat(m.name, ": copy of ", bytes, " bytes"));
+  if (bytes == 0) return absl::OkStatus();
+  if (absl::Status status = m.Use(); !status.ok()) return status;
+  absl::MutexLock lock(&m.mu);
+  const cudaError_t error = cudaMemcpyAsync(Pointer(destination), source, static_cast<size_t>(bytes),
+                                            cudaMemcpyHostToDevice, m.stream);
+  return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaMemcpyAsync (host to device)");
+}
+
 absl::StatusOr<void*> CudaDeviceMemory::AllocateHostStaging(int64_t bytes) {
   Impl& m = *impl_;
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat(m.name, ": host staging of ", bytes, " bytes"));

@@ -87,6 +87,7 @@ class CudaDeviceMemory final : public backends::DeviceMemory {
                                 absl::Time deadline) override;
 
   absl::Status CopyToHostAsync(void* destination, backends::DeviceAddress source, int64_t bytes) override;
+  absl::Status CopyFromHostAsync(backends::DeviceAddress destination, const void* source, int64_t bytes) override;
   absl::StatusOr<void*> AllocateHostStaging(int64_t bytes) override;
   void FreeHostStaging(void* staging) override;
 

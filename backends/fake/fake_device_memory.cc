@@ -461,6 +461,20 @@ absl::Status FakeDeviceMemory::CopyToHostAsync(void* destination, backends::Devi
   return absl::OkStatus();
 }
 
+absl::Status FakeDeviceMemory::CopyFromHostAsync(backends::DeviceAddress destination, const void* source,
+                                                 int64_t bytes) {
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: copy of ", bytes, " bytes"));
+  if (bytes == 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return poison_;
+  if (absl::Status status = CheckRange(destination, bytes, "destination"); !status.ok()) return status;
+  Enqueue({.kind = StreamOp::Kind::kCopy,
+           .destination = reinterpret_cast<std::byte*>(destination),
+           .source = static_cast<const std::byte*>(source),
+           .bytes = bytes});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<void*> FakeDeviceMemory::AllocateHostStaging(int64_t bytes) {
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: host staging of ", bytes, " bytes"));
   void* staging = std::aligned_alloc(256, static_cast<size_t>((std::max<int64_t>(bytes, 1) + 255) / 256 * 256));

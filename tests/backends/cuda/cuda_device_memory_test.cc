@@ -167,6 +167,32 @@ TEST(CudaDeviceMemory, CopiesIntoPinnedStagingAndSideStreamsFollowEvents) {
   EXPECT_EQ(code, 0);
 }
 
+// A step input's path (copied into pinned staging, then asynchronously to
+// the device), read back in stream order.
+TEST(CudaDeviceMemory, CopiesFromPinnedStagingInStreamOrder) {
+  SKIP_WITHOUT_GPU();
+  auto [code, unused] = RunPair(
+      [](int) {
+        absl::StatusOr<std::unique_ptr<CudaDeviceMemory>> memory = CudaDeviceMemory::Create(0);
+        if (!memory.ok()) return 1;
+        const ir::HostTensor values = Pattern(6, 1 << 18);
+        absl::StatusOr<void*> staging = (*memory)->AllocateHostStaging(values.num_bytes());
+        absl::StatusOr<backends::DeviceTensor> device = backends::AllocateDeviceTensor(**memory, values.type());
+        if (!staging.ok() || !device.ok()) return 2;
+        std::memcpy(*staging, values.data(), static_cast<size_t>(values.num_bytes()));
+        if (!(*memory)->CopyFromHostAsync(device->address(), *staging, values.num_bytes()).ok()) return 3;
+        absl::StatusOr<ir::HostTensor> back = backends::CopyToHost(**memory, *device, In(absl::Seconds(30)));
+        if (!back.ok() || !back->BitwiseEquals(values)) return 4;
+        (*memory)->FreeHostStaging(*staging);
+        return (*memory)->CopyFromHostAsync(device->address(), values.data(), -1).code() ==
+                       absl::StatusCode::kInvalidArgument
+                   ? 0
+                   : 5;
+      },
+      [](int) { return 0; });
+  EXPECT_EQ(code, 0);
+}
+
 // Process 0 fills memory, records an event after the copy and exports both;
 // process 1 waits for the event on its stream and reads the bytes, then
 // writes a reply that process 0 reads.
