@@ -1,5 +1,5 @@
-// A Cap'n Proto Text as a std::string (its bytes, without the trailing
-// NUL): the one conversion every reader of the control plane's messages uses.
+// Cap'n Proto Text to and from std::string: the conversions every reader
+// and writer of the control plane's messages uses.
 #ifndef TANDEM_RPC_CAPNP_TEXT_H_
 #define TANDEM_RPC_CAPNP_TEXT_H_
 
@@ -9,7 +9,13 @@
 
 namespace tandem::rpc {
 
+// Its bytes, without the trailing NUL.
 inline std::string ToString(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+// `text` as a Text to set, by size: capnp's implicit conversion from
+// std::string stops at the first NUL, and a name that does not survive the
+// trip could collide with another.
+inline capnp::Text::Reader AsText(const std::string& text) { return capnp::Text::Reader(text.data(), text.size()); }
 
 }  // namespace tandem::rpc
 

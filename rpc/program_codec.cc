@@ -9,14 +9,13 @@
 #include "absl/strings/str_format.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "rpc/capnp_text.h"
 #include "rpc/status_convert.h"
 
 namespace tandem::rpc {
 namespace {
 
 absl::string_view View(capnp::Text::Reader text) { return absl::string_view(text.cStr(), text.size()); }
-
-capnp::Text::Reader AsText(const std::string& text) { return capnp::Text::Reader(text.data(), text.size()); }
 
 wire::DType ToWire(ir::DType dtype) {
   switch (dtype) {

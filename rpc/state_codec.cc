@@ -16,8 +16,6 @@
 namespace tandem::rpc {
 namespace {
 
-capnp::Text::Reader AsText(const std::string& text) { return capnp::Text::Reader(text.data(), text.size()); }
-
 wire::Initializer::Kind ToWire(ir::Initializer::Kind kind) {
   switch (kind) {
     case ir::Initializer::Kind::kZeros:

@@ -8,10 +8,6 @@
 namespace tandem::rpc {
 namespace {
 
-// By size: capnp's implicit conversion from std::string stops at the first
-// NUL, and a name that does not survive the trip could collide with another.
-capnp::Text::Reader AsText(const std::string& text) { return capnp::Text::Reader(text.data(), text.size()); }
-
 // The Read* functions read every entry of `list`; a malformed message
 // throws, which the public Decode* turn into statuses.
 

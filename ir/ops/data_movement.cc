@@ -44,8 +44,8 @@ absl::StatusOr<TensorType> TransposedType(OpKind op, absl::Span<const TensorType
   return out;
 }
 
-absl::StatusOr<TensorType> BroadcastType(OpKind op, absl::Span<const TensorType> types,
-                                         const Attributes& attributes) {
+absl::StatusOr<TensorType> BroadcastToType(OpKind op, absl::Span<const TensorType> types,
+                                           const Attributes& attributes) {
   Shape shape = attributes.GetInts("shape");
   absl::StatusOr<Shape> joined = BroadcastShapes(types[0].shape, shape);
   if (!joined.ok() || *joined != shape) {
@@ -133,7 +133,7 @@ constexpr OpDef kDataMovementOps[] = {
      .family = OpFamily::kDataMovement,
      .moves_any_dtype = true,
      .attributes = {{"shape", K::kInts}},
-     .result_type = BroadcastType,
+     .result_type = BroadcastToType,
      .gradient =
          [](const GradientArgs& a, std::vector<Tensor>& d) {
            if (a.want(0)) d[0] = Unbroadcast(a.dy, a.x[0].shape());

@@ -13,7 +13,7 @@ namespace {
 using K = AttributeKind;
 
 // Every operand of one float type; the result has their broadcast shape.
-absl::StatusOr<TensorType> BroadcastType(OpKind op, absl::Span<const TensorType> types, const Attributes&) {
+absl::StatusOr<TensorType> OperandsBroadcastType(OpKind op, absl::Span<const TensorType> types, const Attributes&) {
   if (absl::Status s = RequireSameFloat(op, types); !s.ok()) return s;
   Shape shape = types[0].shape;
   for (size_t i = 1; i < types.size(); ++i) {
@@ -47,7 +47,7 @@ constexpr OpDef Binary(OpKind kind, const char* name, GradientRule gradient, Cos
                .name = name,
                .arity = 2,
                .family = OpFamily::kBinary,
-               .result_type = BroadcastType,
+               .result_type = OperandsBroadcastType,
                .gradient = gradient,
                .cost = cost};
 }
@@ -168,7 +168,7 @@ constexpr OpDef kElementwiseOps[] = {
      .name = "where",
      .arity = 3,
      .family = OpFamily::kSelect,
-     .result_type = BroadcastType,
+     .result_type = OperandsBroadcastType,
      .gradient =
          [](const GradientArgs& a, std::vector<Tensor>& d) {
            Tensor zero = Zeros(a.dy, {});

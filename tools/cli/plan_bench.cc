@@ -67,7 +67,7 @@ schedules::CostFile SyntheticCosts(int32_t n) {
   return costs;
 }
 
-struct Measured {
+struct MeasuredCandidate {
   std::string label;
   schedules::Candidate candidate;
   double measured_s = 0.0;
@@ -147,7 +147,7 @@ absl::StatusOr<nlohmann::ordered_json> PlanningTimes(bool json, std::ostream& ou
 // from `first_ranked` on, up to three planner candidates each predicted at
 // least 10% slower than the last.
 struct PlannedRuns {
-  std::vector<Measured> runs;
+  std::vector<MeasuredCandidate> runs;
   size_t first_ranked = 0;
 };
 absl::StatusOr<PlannedRuns> RunsToMeasure(const std::vector<schedules::CostFile>& measured,
@@ -156,7 +156,7 @@ absl::StatusOr<PlannedRuns> RunsToMeasure(const std::vector<schedules::CostFile>
                                           int32_t model_microbatches) {
   const schedules::CostFile& costs = measured.front();
   PlannedRuns planned;
-  std::vector<Measured>& runs = planned.runs;
+  std::vector<MeasuredCandidate>& runs = planned.runs;
   runs.push_back({"chosen plan", chosen});
   const int32_t n = static_cast<int32_t>(costs.segments.size());
   std::vector<schedules::PlanStage> even;
@@ -198,7 +198,7 @@ absl::StatusOr<PlannedRuns> RunsToMeasure(const std::vector<schedules::CostFile>
 // against the hand-picked ones, and whether the ranks agree.
 void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& costs, int32_t actors,
                 const PlannedRuns& planned, nlohmann::ordered_json& json, std::ostream& out) {
-  const std::vector<Measured>& runs = planned.runs;
+  const std::vector<MeasuredCandidate>& runs = planned.runs;
   std::vector<double> predicted_ranked, measured_ranked;
   for (size_t i = planned.first_ranked; i < runs.size(); ++i) {
     predicted_ranked.push_back(runs[i].candidate.plan.predicted_step_s);
@@ -206,7 +206,7 @@ void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& cost
   }
   const std::vector<int32_t> predicted_order = Ranks(predicted_ranked);
   const std::vector<int32_t> measured_order = Ranks(measured_ranked);
-  const Measured* best_hand = &runs[1];
+  const MeasuredCandidate* best_hand = &runs[1];
   for (size_t i = 1; i <= 3; ++i) {
     if (runs[i].measured_s < best_hand->measured_s) best_hand = &runs[i];
   }
@@ -214,7 +214,7 @@ void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& cost
   const double vs_uniform = 1.0 - runs[0].measured_s / runs[4].measured_s;
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const Measured& run : runs) {
+  for (const MeasuredCandidate& run : runs) {
     rows.push_back({{"run", run.label},
                     {"schedule", run.candidate.plan.schedule},
                     {"microbatches", run.candidate.plan.microbatches},
@@ -237,7 +237,7 @@ void ReportRuns(const PlanBenchOptions& options, const schedules::CostFile& cost
                          actors, options.launcher.launcher, options.steps);
   out << absl::StrFormat("%-34s %-8s %4s %12s %12s %9s  %s\n", "run", "schedule", "M", "predicted ms", "measured ms",
                          "meas/pred", "stages");
-  for (const Measured& run : runs) {
+  for (const MeasuredCandidate& run : runs) {
     const schedules::Plan& plan = run.candidate.plan;
     out << absl::StrFormat("%-34s %-8s %4d %12.1f %12.1f %9.2f  %s\n", run.label, plan.schedule, plan.microbatches,
                            plan.predicted_step_s * 1e3, run.measured_s * 1e3, run.measured_s / plan.predicted_step_s,
@@ -283,7 +283,7 @@ int RunPlanBench(const CLI::App& command, const PlanBenchOptions& options, std::
   if (!chosen.ok()) return Failure(err, command, chosen.status());
   absl::StatusOr<PlannedRuns> planned = RunsToMeasure(*measured, planner, *search, *chosen, options.model.microbatches);
   if (!planned.ok()) return Failure(err, command, planned.status());
-  for (Measured& run : planned->runs) {
+  for (MeasuredCandidate& run : planned->runs) {
     absl::StatusOr<double> seconds = MeasureStep(options, costs, planner, run.candidate);
     if (!seconds.ok()) return Failure(err, command, seconds.status());
     run.measured_s = *seconds;

@@ -42,7 +42,7 @@ struct StepBenchOptions {
 
 // One thread count's run: the median step, and the first step's losses and
 // state (to compare across thread counts).
-struct Measured {
+struct ThreadCountRun {
   int threads = 0;
   double ms = 0;
   std::vector<float> losses;
@@ -50,9 +50,9 @@ struct Measured {
   TorchResult torch;
 };
 
-absl::StatusOr<Measured> MeasureTandem(const examples::ExampleJob& job, const ir::TensorMap& initial, int threads,
+absl::StatusOr<ThreadCountRun> MeasureTandem(const examples::ExampleJob& job, const ir::TensorMap& initial, int threads,
                                        int64_t repeats) {
-  Measured measured;
+  ThreadCountRun measured;
   measured.threads = threads;
   cpu::KernelThreads kernel_threads(threads);
   ir::TensorMap state = initial;
@@ -77,7 +77,7 @@ absl::StatusOr<Measured> MeasureTandem(const examples::ExampleJob& job, const ir
   return measured;
 }
 
-bool SameBits(const Measured& a, const Measured& b) {
+bool SameBits(const ThreadCountRun& a, const ThreadCountRun& b) {
   if (a.losses.size() != b.losses.size() ||
       std::memcmp(a.losses.data(), b.losses.data(), a.losses.size() * sizeof(float)) != 0) {
     return false;
@@ -127,9 +127,9 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
   const ir::TensorType& wte = job->step.FindState("wte")->type;
   const int64_t dim = wte.shape[1], vocab = wte.shape[0];
   const int64_t seq = job->step.FindState("wpe")->type.shape[0];
-  std::vector<Measured> runs;
+  std::vector<ThreadCountRun> runs;
   for (int threads : options.threads) {
-    absl::StatusOr<Measured> measured = MeasureTandem(*job, *initial, threads, options.repeats);
+    absl::StatusOr<ThreadCountRun> measured = MeasureTandem(*job, *initial, threads, options.repeats);
     if (!measured.ok()) {
       err << "tandem bench step: " << measured.status().message() << "\n";
       return 1;
@@ -147,7 +147,7 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
     runs.push_back(*std::move(measured));
   }
   bool same = true;
-  for (const Measured& run : runs) same = same && SameBits(run, runs.front());
+  for (const ThreadCountRun& run : runs) same = same && SameBits(run, runs.front());
 
   if (options.json) {
     nlohmann::ordered_json json;
@@ -157,7 +157,7 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
     json["bits_identical_across_threads"] = same;
     json["tandem_blas"] = cpu::BlasDescription();
     json["runs"] = nlohmann::ordered_json::array();
-    for (const Measured& run : runs) {
+    for (const ThreadCountRun& run : runs) {
       json["runs"].push_back({{"threads", run.threads},
                               {"tandem_ms", run.ms},
                               {"speedup_vs_first", runs.front().ms / run.ms},
@@ -173,14 +173,14 @@ int RunStepBench(StepBenchOptions options, std::ostream& out, std::ostream& err)
       << job->description << "\nmedian of " << options.repeats << " steps after one warm-up\n\n";
   out << absl::StrFormat("  %7s  %12s  %10s  %12s  %14s\n", "threads", "tandem ms", "speedup", "pytorch ms",
                          "tandem/pytorch");
-  for (const Measured& run : runs) {
+  for (const ThreadCountRun& run : runs) {
     out << absl::StrFormat("  %7d  %12.1f  %9.2fx  %12s  %14s\n", run.threads, run.ms, runs.front().ms / run.ms,
                            run.torch.ms ? absl::StrFormat("%.1f", *run.torch.ms) : "-",
                            run.torch.ms ? absl::StrFormat("%.2fx", run.ms / *run.torch.ms) : "-");
   }
   out << "\nlosses and updated state of the first step bit-identical at every thread count: "
       << (same ? "yes" : "NO") << "\ntandem BLAS: " << cpu::BlasDescription() << "\n";
-  const Measured& first = runs.front();
+  const ThreadCountRun& first = runs.front();
   if (first.torch.ms) {
     out << "pytorch " << first.torch.version << ", BLAS: " << first.torch.blas << "\n";
   } else {

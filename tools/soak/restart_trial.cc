@@ -27,8 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double Seconds(absl::Duration duration) { return absl::ToDoubleSeconds(duration); }
-
 // A fresh trial directory (with tmp/ for the run's TMPDIR); "" on failure.
 std::string MakeTrialDirectory() {
   char directory_template[] = "/tmp/tandem-soak-XXXXXX";
@@ -150,7 +148,7 @@ absl::StatusOr<double> RunUninterrupted(const RestartTrialOptions& options, cons
       SpawnTrain(options.tandem, WithCheckpoints(options, root, 0), directory, directory + "/tmp");
   if (!controller.ok()) return controller.status();
   std::optional<int> status = WaitChild(*controller, start + options.run_timeout);
-  const double seconds = Seconds(absl::Now() - start);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!status.has_value()) killpg(*controller, SIGKILL);
   (void)WaitChild(*controller, absl::Now() + options.leftover_grace);
   ReapOrphans();
@@ -185,7 +183,7 @@ RestartTrialResult RunRestartTrial(const RestartTrialOptions& options, std::mt19
   for (int32_t i = 0; i < options.faults; ++i) {
     Plan plan;
     plan.kind = options.kinds[std::uniform_int_distribution<size_t>(0, options.kinds.size() - 1)(random)];
-    plan.delay = absl::Seconds(std::uniform_real_distribution<double>(0, Seconds(options.max_delay))(random));
+    plan.delay = absl::Seconds(std::uniform_real_distribution<double>(0, absl::ToDoubleSeconds(options.max_delay))(random));
     plan.at_checkpoint = std::uniform_real_distribution<double>(0, 1)(random) < options.during_checkpoint;
     plan.victim = std::uniform_int_distribution<int32_t>(0, options.actors - 1)(random);
     plans.push_back(plan);
@@ -246,7 +244,7 @@ RestartTrialResult RunRestartTrial(const RestartTrialOptions& options, std::mt19
     auto victim = std::next(actors.begin(), std::min<size_t>(plan.victim, actors.size() - 1));
     RestartFault fault{.kind = plan.kind,
                        .actor = victim->first,
-                       .at_s = Seconds(absl::Now() - start),
+                       .at_s = absl::ToDoubleSeconds(absl::Now() - start),
                        .during_checkpoint = writing && !PartialCheckpoints(root).empty()};
     if (kill(victim->second, FaultSignal(plan.kind)) != 0) {
       result.problem = absl::StrCat("cannot signal pid ", victim->second, ": ", ir::ErrnoText(errno));
@@ -256,7 +254,7 @@ RestartTrialResult RunRestartTrial(const RestartTrialOptions& options, std::mt19
     (void)AwaitReplacement(controller, victim->second, options.actors, deadline);
   }
   if (!status.has_value()) status = WaitChild(controller, deadline);
-  result.seconds = Seconds(absl::Now() - start);
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (status.has_value()) {
     result.exit_code = ExitCodeOf(*status);
   } else {

@@ -32,8 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double Seconds(absl::Duration duration) { return absl::ToDoubleSeconds(duration); }
-
 }  // namespace
 
 absl::string_view FaultName(Fault fault) {
@@ -83,7 +81,7 @@ TrialResult RunTrial(const TrialOptions& options, Fault fault, std::mt19937_64& 
   // Drawn before anything runs, so a seed gives the same faults however
   // long the steps take.
   const absl::Duration delay =
-      absl::Seconds(std::uniform_real_distribution<double>(0, Seconds(options.max_delay))(random));
+      absl::Seconds(std::uniform_real_distribution<double>(0, absl::ToDoubleSeconds(options.max_delay))(random));
   const int32_t victim_index = std::uniform_int_distribution<int32_t>(0, options.actors - 1)(random);
 
   absl::StatusOr<pid_t> spawned = SpawnTrain(options.tandem, options.train_args, directory, tmpdir);
@@ -129,7 +127,7 @@ TrialResult RunTrial(const TrialOptions& options, Fault fault, std::mt19937_64& 
     if (controller_status.has_value()) {
       result.problem = "the controller exited before the fault";
     } else {
-      result.delay_s = Seconds(absl::Now() - appeared);
+      result.delay_s = absl::ToDoubleSeconds(absl::Now() - appeared);
       result.training_started = absl::StrContains(ReadWholeFile(directory + "/out"), "\nstep ");
       const int signal_number = FaultSignal(fault);
       pid_t target = controller;
@@ -153,10 +151,10 @@ TrialResult RunTrial(const TrialOptions& options, Fault fault, std::mt19937_64& 
     if (fault == Fault::kControllerKill) {
       controller_status = WaitChild(controller, deadline);
       while (!Survivors(actor_pids).empty() && absl::Now() < deadline) absl::SleepFor(kPollInterval);
-      if (Survivors(actor_pids).empty()) result.detect_s = Seconds(absl::Now() - *fault_time);
+      if (Survivors(actor_pids).empty()) result.detect_s = absl::ToDoubleSeconds(absl::Now() - *fault_time);
     } else {
       controller_status = WaitChild(controller, deadline);
-      if (controller_status.has_value()) result.detect_s = Seconds(absl::Now() - *fault_time);
+      if (controller_status.has_value()) result.detect_s = absl::ToDoubleSeconds(absl::Now() - *fault_time);
     }
   }
   if (controller_status.has_value()) {
