@@ -31,7 +31,7 @@
 #include "rpc/state_codec.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
-#include "tests/actor/test_programs.h"
+#include "tests/testing/test_programs.h"
 
 namespace tandem::actor::testing {
 

@@ -13,7 +13,7 @@
 #include "backends/cpu/interpreter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/actor/test_programs.h"
+#include "tests/testing/test_programs.h"
 
 namespace tandem::actor::testing {
 namespace {

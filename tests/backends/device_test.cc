@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/device_spec.h"
-#include "tests/actor/test_programs.h"
+#include "tests/testing/test_programs.h"
 #ifdef TANDEM_WITH_CUDA
 #include "backends/cuda/cuda_runtime.h"
 #endif

@@ -25,7 +25,7 @@
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
-#include "tests/actor/test_programs.h"
+#include "tests/testing/test_programs.h"
 #include "tests/testing/recording_relay.h"
 
 namespace tandem::rpc {

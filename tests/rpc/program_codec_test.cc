@@ -13,7 +13,7 @@
 #include "ir/limits.h"
 #include "rpc/status_convert.h"
 #include "rpc/step_codec.h"
-#include "tests/actor/test_programs.h"
+#include "tests/testing/test_programs.h"
 
 namespace tandem::rpc {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/actor/test_programs.h"
+#include "tests/testing/test_programs.h"
 
 #include <algorithm>
 #include <cstdlib>

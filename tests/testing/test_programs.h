@@ -1,7 +1,8 @@
-// Small hand-built ActorPrograms for the actor tests: function graphs traced
-// with a Tracer, and terse constructors for buffers and instructions.
-#ifndef TANDEM_TESTS_ACTOR_TEST_PROGRAMS_H_
-#define TANDEM_TESTS_ACTOR_TEST_PROGRAMS_H_
+// Small hand-built ActorPrograms for the tests of the actor, the devices and
+// the control plane: function graphs traced with a Tracer, and terse
+// constructors for buffers and instructions.
+#ifndef TANDEM_TESTS_TESTING_TEST_PROGRAMS_H_
+#define TANDEM_TESTS_TESTING_TEST_PROGRAMS_H_
 
 #include <cstdint>
 #include <functional>
@@ -73,4 +74,4 @@ ir::ActorProgram MakeEmbeddingLookup();
 
 }  // namespace tandem::actor::testing
 
-#endif  // TANDEM_TESTS_ACTOR_TEST_PROGRAMS_H_
+#endif  // TANDEM_TESTS_TESTING_TEST_PROGRAMS_H_

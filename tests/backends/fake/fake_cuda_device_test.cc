@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "ir/device_spec.h"
 #include "ir/graph_builder.h"
-#include "tests/actor/test_programs.h"
+#include "tests/testing/test_programs.h"
 
 namespace tandem::fake::testing {
 namespace {
