@@ -80,7 +80,10 @@ class ShmTransport::Region {
   uint64_t size_;
 };
 
-namespace {
+// Named, not anonymous: a nested class of the header's class holds one, and
+// in a unity batch (this file not the main one) GCC refuses a field of an
+// anonymous namespace's type there (-Wsubobject-linkage).
+namespace shm_receiver {
 
 // Receiver-side slot bookkeeping, shared by the Inbound and every borrowed
 // tensor (through SlotLease), so releases work after the transport is gone.
@@ -107,6 +110,12 @@ struct ReleaseState {
     FutexWakeAll(control.space_seq);
   }
 };
+
+}  // namespace shm_receiver
+
+namespace {
+
+using shm_receiver::ReleaseState;
 
 // Keeps one slot until the last tensor viewing it dies.
 class SlotLease {

@@ -49,6 +49,13 @@ struct Challenge {
   uint8_t nonce[rpc::kNonceBytes];
 };
 
+}  // namespace
+
+// Named, not anonymous: a nested class of the header's class holds one, and
+// in a unity batch (this file not the main one) GCC refuses a field of an
+// anonymous namespace's type there (-Wsubobject-linkage).
+namespace tcp_handshake {
+
 struct Hello {
   uint64_t magic;
   int32_t from;
@@ -56,6 +63,12 @@ struct Hello {
   uint8_t proof[rpc::kProofBytes];  // rpc::ProveConnection(token, challenge nonce, from, to)
   uint8_t nonce[rpc::kNonceBytes];  // the dialer's challenge to the acceptor
 };
+
+}  // namespace tcp_handshake
+
+namespace {
+
+using tcp_handshake::Hello;
 
 struct Welcome {
   uint64_t magic;

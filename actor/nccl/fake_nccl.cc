@@ -35,6 +35,13 @@ struct IdFields {
 };
 static_assert(sizeof(IdFields) == kNcclUniqueIdBytes);
 
+}  // namespace
+
+// Named, not anonymous: a nested class of the header's class holds one, and
+// in a unity batch (this file not the main one) GCC refuses a field of an
+// anonymous namespace's type there (-Wsubobject-linkage).
+namespace fake_nccl_channel {
+
 // The head of a channel: ring r carries the bytes rank r sends.
 struct ChannelHead {
   uint64_t magic;
@@ -46,6 +53,13 @@ struct ChannelHead {
   std::atomic<uint64_t> written[2];
   std::atomic<uint64_t> taken[2];
 };
+
+}  // namespace fake_nccl_channel
+
+namespace {
+
+using fake_nccl_channel::ChannelHead;
+
 static_assert(sizeof(ChannelHead) <= kRingsAt);
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
 

@@ -30,17 +30,13 @@ cudaError_t Result(cudaError_t error) {
   return error;
 }
 
-struct Event {
-  std::chrono::steady_clock::time_point recorded;
-};
-
 }  // namespace
 
 // Streams, pools and events are tokens the caller only passes back.
 struct CUstream_st {};
 struct CUmemPoolHandle_st {};
 struct CUevent_st {
-  Event event;
+  std::chrono::steady_clock::time_point recorded;
 };
 
 extern "C" {
@@ -175,7 +171,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-  event->event.recorded = std::chrono::steady_clock::now();
+  event->recorded = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
 
@@ -183,7 +179,7 @@ cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  *ms = std::chrono::duration<float, std::milli>(end->event.recorded - start->event.recorded).count();
+  *ms = std::chrono::duration<float, std::milli>(end->recorded - start->recorded).count();
   return cudaSuccess;
 }
 
