@@ -84,11 +84,33 @@ if ((${#missing[@]})); then
 fi
 $packages_only && exit 0
 
-tools/python/make_venv.sh build/venv
+# The Python environment is made while the C++ builds: making it is mostly
+# downloading and unpacking (about 2 to 4 minutes from nothing), and only
+# the tests need it. Its output is printed once it is done; a build that
+# fails stops it.
+mkdir -p build
+venv_log=build/make_venv.log
+tools/python/make_venv.sh build/venv >"$venv_log" 2>&1 &
+venv_pid=$!
+trap 'pkill -P "$venv_pid" 2>/dev/null; kill "$venv_pid" 2>/dev/null || true' EXIT
 
 werror=OFF
 [[ "${CI:-}" == "true" ]] && werror=ON
+# In unity batches: CMake compiles up to 8 of a target's C++ sources as one
+# translation unit, so the headers they share are parsed, and the templates
+# they share instantiated, once per batch instead of once per file (README,
+# "Building by hand": the figures). An edit then recompiles its file's batch; to
+# rebuild file by file while editing, configure with -DCMAKE_UNITY_BUILD=OFF.
 if [[ ! -f "$build_dir/build.ninja" ]]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_WERROR=$werror
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
+    -DTANDEM_WERROR=$werror
 fi
 cmake --build "$build_dir" -j"${TANDEM_JOBS:-2}"
+venv_status=0
+wait "$venv_pid" || venv_status=$?
+trap - EXIT
+cat "$venv_log"
+if ((venv_status != 0)); then
+  echo "setup: making the Python environment build/venv failed (exit $venv_status): its output is above" >&2
+  exit "$venv_status"
+fi

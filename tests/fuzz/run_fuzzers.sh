@@ -41,11 +41,12 @@ fi
 # -O1 with line tables, as libFuzzer's documentation builds and as the
 # sanitizer trees do: a quarter less compile time than -O2 -g (clang,
 # controller/local_launcher.cc: 17.4 s against 23.9), every report still
-# with its files and lines.
+# with its files and lines; and in unity batches, as those trees are
+# (tools/ci/sanitizer_suite.sh says why).
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_UNITY_BUILD=ON \
     -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF -DTANDEM_WITH_CUDA=OFF "${launcher[@]}" >/dev/null
 fi
 build_start=$SECONDS

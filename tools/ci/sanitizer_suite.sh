@@ -3,8 +3,10 @@
 # (CMakePresets.json: build-asan/, no CUDA; -O1 with line tables only, which
 # compiles in about half the time of -O2 -g and still gives every report its
 # files and lines; clang, whose UBSan instrumentation compiles in about a
-# quarter less time than GCC's: the same 65 files 228 s against 301),
-# built with warnings as errors, then ctest. A memory error, a leak or undefined
+# quarter less time than GCC's: the same 65 files 228 s against 301; in
+# unity batches, up to 8 of a target's sources as one translation unit: the
+# whole tree in 12 min against 16 min 50 s file by file), built with
+# warnings as errors, then ctest. A memory error, a leak or undefined
 # behaviour aborts the test that hit it (-fno-sanitize-recover), so the
 # suite fails. Tests labelled `no_sanitizer` are left out; the CMake file
 # that labels one says why.

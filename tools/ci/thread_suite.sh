@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tests of the multithreaded, multiprocess parts under ThreadSanitizer,
 # as CI runs them: the `tsan` preset (CMakePresets.json: build-tsan/, -O1
-# with line tables, no CUDA), built with warnings as errors, only what those
+# with line tables, no CUDA, unity batches as the ASan tree's:
+# sanitizer_suite.sh), built with warnings as errors, only what those
 # tests need (their executables and tandem-actor, which they start), then
 # the tests labelled actor (executor, transports, collectives, the actor
 # service and process), nccl (the fake NCCL; the real one's are `gpu`),
