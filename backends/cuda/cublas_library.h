@@ -5,12 +5,18 @@
 // job: 5 processes, 420 MiB of its 0.62 GB). Only a CudaGraphRunner loads
 // it, through a CublasLibrary it owns.
 //
+// cuBLASLt likewise, for the GEMMs that add a bias as they store their
+// result (CUBLASLT_EPILOGUE_BIAS): a CublasLtLibrary, loaded by the runner
+// at its first such GEMM. libcublas depends on libcublasLt, so once cuBLAS
+// is loaded this maps nothing new; it only resolves the functions.
+//
 // Internal to backends/cuda/: it includes cuBLAS's header for the functions'
 // types. Not synchronized; the loaded functions are cuBLAS's own, with its
 // thread rules.
 #ifndef TANDEM_BACKENDS_CUDA_CUBLAS_LIBRARY_H_
 #define TANDEM_BACKENDS_CUDA_CUBLAS_LIBRARY_H_
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <memory>
@@ -48,13 +54,45 @@ struct CublasLibrary {
   [[maybe_unused]] void* handle_ = nullptr;
 };
 
-// The soname this build's cuBLAS has (libcublas.so.<CUDA major>).
+// The cuBLASLt functions Tandem calls (a GEMM with an epilogue), resolved
+// from the loaded library.
+struct CublasLtLibrary {
+  ~CublasLtLibrary();
+  CublasLtLibrary(const CublasLtLibrary&) = delete;
+  CublasLtLibrary& operator=(const CublasLtLibrary&) = delete;
+
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtMatmulDescCreate) matmul_desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) matmul_desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) matmul_desc_set_attribute = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) matrix_layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) matrix_layout_destroy = nullptr;
+  decltype(&cublasLtMatrixLayoutSetAttribute) matrix_layout_set_attribute = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) preference_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) preference_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) preference_set_attribute = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) algo_get_heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+  decltype(&cublasLtGetStatusString) status_string = nullptr;
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<CublasLtLibrary>> LoadCublasLt(const std::string& library);
+  CublasLtLibrary() = default;
+  // As CublasLibrary's.
+  [[maybe_unused]] void* handle_ = nullptr;
+};
+
+// The soname this build's cuBLAS has (libcublas.so.<CUDA major>), and its
+// cuBLASLt's (libcublasLt.so.<CUDA major>).
 std::string CublasSoname();
+std::string CublasLtSoname();
 
 // dlopens `library` (a soname, searched as the dynamic linker searches, or
 // a path) and resolves every function above. FailedPrecondition naming the
 // library and the missing symbol, with dlerror's text.
 absl::StatusOr<std::unique_ptr<CublasLibrary>> LoadCublas(const std::string& library = CublasSoname());
+absl::StatusOr<std::unique_ptr<CublasLtLibrary>> LoadCublasLt(const std::string& library = CublasLtSoname());
 
 }  // namespace tandem::cuda
 

@@ -111,12 +111,14 @@ cudaError_t RunGrid(const char* name, dim3 grid, dim3 block, size_t shared_bytes
 void SetKernelsSkipped(bool skipped);
 bool KernelsSkipped();
 
-// The GEMMs the CPU cuBLAS table (cublas_library_on_cpu.cc) has run in this
-// process, by their operands' type: what a test reads to see which
-// operands the graph runner hands cuBLAS.
+// The GEMMs the CPU cuBLAS and cuBLASLt tables (cublas_library_on_cpu.cc)
+// have run in this process, by their operands' type, and of those the
+// cuBLASLt matmuls with a bias epilogue: what a test reads to see which
+// operands the graph runner hands cuBLAS, and which GEMMs added a bias.
 struct GemmCalls {
   int64_t f32_operands = 0;
   int64_t bf16_operands = 0;
+  int64_t bias_epilogues = 0;
 };
 GemmCalls GemmCallsSoFar();
 // The warp-wide tensor-core products (wmma::mma_sync) run in this process,

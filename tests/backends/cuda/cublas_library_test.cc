@@ -4,6 +4,7 @@
 // CUDA device never maps cuBLAS at all.
 #include "backends/cuda/cublas_library.h"
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -46,10 +47,44 @@ TEST(CublasLibrary, NotMappedUntilLoadedThenEveryFunctionResolves) {
   EXPECT_NE(text, blas.status_string(CUBLAS_STATUS_SUCCESS));
 }
 
+TEST(CublasLtLibrary, EveryFunctionResolvesFromTheToolkitsCublasLt) {
+  absl::StatusOr<std::unique_ptr<CublasLtLibrary>> library = LoadCublasLt();
+  ASSERT_TRUE(library.ok()) << library.status();
+  EXPECT_THAT(CublasLtSoname(), HasSubstr("libcublasLt.so."));
+  const CublasLtLibrary& lt = **library;
+  for (const void* function :
+       {reinterpret_cast<const void*>(lt.create), reinterpret_cast<const void*>(lt.destroy),
+        reinterpret_cast<const void*>(lt.matmul_desc_create), reinterpret_cast<const void*>(lt.matmul_desc_destroy),
+        reinterpret_cast<const void*>(lt.matmul_desc_set_attribute),
+        reinterpret_cast<const void*>(lt.matrix_layout_create),
+        reinterpret_cast<const void*>(lt.matrix_layout_destroy),
+        reinterpret_cast<const void*>(lt.matrix_layout_set_attribute),
+        reinterpret_cast<const void*>(lt.preference_create), reinterpret_cast<const void*>(lt.preference_destroy),
+        reinterpret_cast<const void*>(lt.preference_set_attribute),
+        reinterpret_cast<const void*>(lt.algo_get_heuristic), reinterpret_cast<const void*>(lt.matmul),
+        reinterpret_cast<const void*>(lt.status_string)}) {
+    EXPECT_NE(function, nullptr);
+  }
+  EXPECT_TRUE(Mapped("libcublasLt"));
+  // Host-only calls of cuBLASLt's, no GPU needed: its status text, and a
+  // layout descriptor made, given a batch count and destroyed.
+  EXPECT_NE(std::string(lt.status_string(CUBLAS_STATUS_NOT_SUPPORTED)),
+            lt.status_string(CUBLAS_STATUS_SUCCESS));
+  cublasLtMatrixLayout_t layout = nullptr;
+  ASSERT_EQ(lt.matrix_layout_create(&layout, CUDA_R_32F, 4, 3, 4), CUBLAS_STATUS_SUCCESS);
+  const int32_t batch = 2;
+  EXPECT_EQ(lt.matrix_layout_set_attribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(lt.matrix_layout_destroy(layout), CUBLAS_STATUS_SUCCESS);
+}
+
 TEST(CublasLibrary, AMissingLibraryIsAClearError) {
   absl::StatusOr<std::unique_ptr<CublasLibrary>> library = LoadCublas("libcublas.so.0-not-here");
   EXPECT_EQ(library.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(library.status().message(), HasSubstr("cannot load cuBLAS (libcublas.so.0-not-here)"));
+  absl::StatusOr<std::unique_ptr<CublasLtLibrary>> lt = LoadCublasLt("libcublasLt.so.0-not-here");
+  EXPECT_EQ(lt.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(lt.status().message(), HasSubstr("cannot load cuBLASLt (libcublasLt.so.0-not-here)"));
 }
 
 }  // namespace
