@@ -1,6 +1,8 @@
 // CudaGraphRunner: walks a graph in program order like cpu::RunGraph and
 // turns each node into a kernel launch (cuda_kernels.cuh) or a cuBLAS call on
-// the runner's stream.
+// the runner's stream; a run of elementwise nodes into one launch (at its
+// last member), and a matmul with its bias add into one cuBLASLt GEMM (at
+// the matmul; the add launches nothing).
 //
 // Host-side work per node: check the operand types against the node (the
 // shape rules, ir/shape_rules.h, so no kernel can index out of bounds on a
@@ -35,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +73,12 @@ CudaExecutable::~CudaExecutable() = default;
 
 const ir::ElementwiseRuns& CudaExecutable::fused_runs() const { return compiled_->fused; }
 
+std::vector<std::pair<ir::ValueId, ir::ValueId>> CudaExecutable::bias_epilogues() const {
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> pairs;
+  for (const runner::BiasEpilogue& pair : compiled_->epilogues.pairs) pairs.emplace_back(pair.matmul, pair.add);
+  return pairs;
+}
+
 CudaGraphRunner::Impl::~Impl() {
   // Errors cannot be reported from here; the process is shutting the
   // runner down either way. The memory (destroyed after this body) waits
@@ -82,6 +91,8 @@ CudaGraphRunner::Impl::~Impl() {
     cudaEventDestroy(start);
     cudaEventDestroy(end);
   }
+  epilogue_plans.clear();
+  if (lt_handle != nullptr) lt->destroy(lt_handle);
   if (cublas != nullptr) blas->destroy(cublas);
   if (workspace != nullptr) cudaFree(workspace);
 }
@@ -325,12 +336,18 @@ absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaGraphRunner::Impl::Compile(c
     compiled->nodes[static_cast<size_t>(id)] = *std::move(plan);
   }
   if (options.fuse_elementwise) {
-    compiled->fused = ir::FindElementwiseRuns(compiled->graph, compiled->plan.needed, runner::kFusedRunRules);
+    // A bias add its matmul's GEMM computes is no run's member: a later
+    // node reading it (a GELU) takes it as a value from outside its run.
+    compiled->epilogues = runner::PlanBiasEpilogues(compiled->graph, compiled->plan.needed);
+    std::vector<bool> runs_may_take = compiled->plan.needed;
+    for (const runner::BiasEpilogue& pair : compiled->epilogues.pairs) runs_may_take[pair.add] = false;
+    compiled->fused = ir::FindElementwiseRuns(compiled->graph, runs_may_take, runner::kFusedRunRules);
     for (const std::vector<ir::ValueId>& members : compiled->fused.runs) {
       compiled->runs.push_back(runner::PlanRun(compiled->graph, members, compiled->plan.last_use));
     }
   } else {
     compiled->fused.role.assign(static_cast<size_t>(graph.size()), ir::ElementwiseRuns::kNotInRun);
+    compiled->epilogues.of_matmul.assign(static_cast<size_t>(graph.size()), -1);
   }
   return std::unique_ptr<CudaExecutable>(new CudaExecutable(std::move(compiled)));
 }
@@ -347,6 +364,8 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable:
 
   std::vector<DeviceValue> values(count);
   std::vector<const DeviceValue*> operands;
+  // The bias adds their matmul's GEMM has computed (MatMulBias) this run.
+  std::vector<bool> computed_by_epilogue(static_cast<size_t>(count), false);
   // Releases what the evaluation of `id` was the last to read.
   auto release = [&](ir::ValueId id) {
     for (ir::ValueId operand : graph.node(id).operands) {
@@ -379,18 +398,38 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable:
                                                                    "' is not in ", memory->name(), "'s memory")));
       }
       values[id] = DeviceValue{node.type, input.storage};  // missing stays missing, as on the CPU
+    } else if (computed_by_epilogue[static_cast<size_t>(id)]) {
+      // A bias add its matmul's GEMM computed: nothing to launch (its
+      // time is the matmul's).
     } else {
       operands.clear();
       for (ir::ValueId operand : node.operands) operands.push_back(&values[operand]);
       if (absl::Status s = MarkNode(id, false); !s.ok()) return Fail(graph, s);
-      absl::StatusOr<DeviceValue> result = Evaluate(id, node, executable.nodes[static_cast<size_t>(id)], operands);
+      const NodePlan& plan = executable.nodes[static_cast<size_t>(id)];
+      // A matmul with its bias add's epilogue: one GEMM sets the add's value
+      // (or, where cuBLASLt does not take it, the matmul evaluates as usual).
+      const int32_t epilogue = executable.epilogues.of_matmul[static_cast<size_t>(id)];
+      const runner::BiasEpilogue* pair =
+          epilogue >= 0 ? &executable.epilogues.pairs[static_cast<size_t>(epilogue)] : nullptr;
+      absl::StatusOr<std::optional<DeviceValue>> fused =
+          pair == nullptr
+              ? absl::StatusOr<std::optional<DeviceValue>>(std::nullopt)
+              : MatMulBias(node, plan, *operands[0], *operands[1], values[pair->bias], graph.type(pair->add));
+      const bool took_add = fused.ok() && fused->has_value();
+      absl::StatusOr<DeviceValue> result = !fused.ok() ? absl::StatusOr<DeviceValue>(fused.status())
+                                           : took_add  ? absl::StatusOr<DeviceValue>(DeviceValue())
+                                                       : Evaluate(id, node, plan, operands);
+      if (took_add) {
+        values[pair->add] = **std::move(fused);
+        computed_by_epilogue[static_cast<size_t>(pair->add)] = true;
+      }
       if (!result.ok()) {
         return Fail(graph, absl::Status(result.status().code(),
                                         absl::StrCat(ir::DescribeValue(graph, id), ": ",
                                                      result.status().message())));
       }
       if (absl::Status s = MarkNode(id, true); !s.ok()) return Fail(graph, s);
-      values[id] = *std::move(result);
+      values[id] = *std::move(result);  // none for a matmul whose add took its GEMM
     }
     release(id);
   }
@@ -481,6 +520,8 @@ void CudaGraphRunner::set_defer_range_checks(bool on) { impl_->defer_range_check
 absl::StatusOr<std::optional<backends::DeferredFailure>> CudaGraphRunner::Settle() { return impl_->Settle(); }
 
 void CudaGraphRunner::set_node_times(std::vector<double>* node_ms) { impl_->node_ms = node_ms; }
+
+int64_t CudaGraphRunner::bias_epilogue_launches() const { return impl_->epilogue_launches; }
 
 Bf16Copies CudaGraphRunner::bf16_copies() const {
   Bf16Copies copies{.made = impl_->narrowings};

@@ -1,6 +1,8 @@
 // CudaGraphRunner: runs an IR graph (one stage function) on a CUDA device,
 // with a device kernel for every op of the closed set (ir/op.h) and cuBLAS
-// for matmul.
+// for matmul. Fused: runs of elementwise nodes (one kernel each), and a
+// matmul whose only reader is a bias add (a linear layer) with that add, as
+// one cuBLASLt GEMM whose epilogue adds the bias (CUBLASLT_EPILOGUE_BIAS).
 //
 // Device-resident: the runner owns a CudaDeviceMemory (one stream, a
 // stream-ordered pool) and Run takes and returns tensors in it. Each value
@@ -14,8 +16,12 @@
 //
 // Numerics: deterministic (the same inputs give the same bits every run, in
 // every process): no atomics in any reduction, every sum in an order fixed
-// by the shape (cuda_kernels.cuh), and cuBLAS with atomics disallowed and a
-// fixed workspace. The results match the CPU reference kernels
+// by the shape (cuda_kernels.cuh), cuBLAS with atomics disallowed and a
+// fixed workspace, and cuBLASLt's bias epilogue with no split-K reduction
+// (CUBLASLT_REDUCTION_SCHEME_NONE), that workspace, and one algorithm per
+// shape, chosen by its heuristic at the shape's first call and kept. A
+// shape cuBLASLt declines runs as a matmul and an add instead, decided once.
+// The results match the CPU reference kernels
 // (backends/cpu/kernels.h) within 1e-4 relative, not bitwise (different
 // exp/tanh/log, sum and matmul orders).
 // Precision: kF32 keeps every GEMM in f32; kTf32 lets cuBLAS use TF32
@@ -35,7 +41,8 @@
 // CUDA events and adds each node's GPU time to the vector, then waits for
 // the device (so profiling runs are slower, but their per-node times are
 // the GPU's). A fused run of elementwise nodes is one launch: its time is
-// its last member's (the others' 0).
+// its last member's (the others' 0); a matmul with its bias add's epilogue
+// is the matmul's (the add's 0).
 //
 // Ownership and threading: one runner per actor (per device); owns its
 // memory, cuBLAS handle and workspace; not thread-safe (its memory is).
@@ -47,6 +54,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -67,10 +75,14 @@ struct RunnerOptions {
   // How long a host wait for the device (range checks, RunFromHost's copies)
   // may take.
   absl::Duration wait_timeout = absl::Minutes(1);
-  // Runs of elementwise nodes (a bias add and GELU, a residual add, an
-  // optimizer's update) in one kernel each, their intermediate values never
-  // stored (ir/elementwise_runs.h); the same bits either way. Off: a kernel
-  // per node, for comparison.
+  // Runs of elementwise nodes (a GELU, a residual add, an optimizer's
+  // update) in one kernel each, their intermediate values never stored
+  // (ir/elementwise_runs.h), the same bits either way; and a matmul with the
+  // bias add that alone reads it as one cuBLASLt GEMM with the bias epilogue
+  // (the matmul's value never stored), whose bits on a GPU may differ from
+  // cublasSgemm's and the add kernel's (cuBLASLt's kernel may sum in
+  // another order; on the CPU build they are the same). Off: a kernel per
+  // node and cuBLAS for every matmul, for comparison.
   bool fuse_elementwise = true;
 };
 
@@ -97,6 +109,10 @@ class CudaExecutable {
   // The runs of elementwise nodes each Run launches as one kernel
   // (RunnerOptions::fuse_elementwise).
   const ir::ElementwiseRuns& fused_runs() const;
+  // The (matmul, bias add) pairs each Run computes as one GEMM with the bias
+  // epilogue where cuBLASLt takes the shape (RunnerOptions::fuse_elementwise),
+  // in program order.
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> bias_epilogues() const;
 
  private:
   friend class CudaGraphRunner;
@@ -156,6 +172,10 @@ class CudaGraphRunner {
 
   // The bf16 operand copies of precision kBf16 (zero otherwise).
   Bf16Copies bf16_copies() const;
+
+  // The GEMMs with a bias epilogue Run has launched (cuBLASLt), over the
+  // runner's life: 0 where cuBLASLt declined every shape.
+  int64_t bias_epilogue_launches() const;
 
  private:
   struct Impl;

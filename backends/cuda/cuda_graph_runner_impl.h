@@ -5,12 +5,14 @@
 #ifndef TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_IMPL_H_
 #define TANDEM_BACKENDS_CUDA_CUDA_GRAPH_RUNNER_IMPL_H_
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,57 @@ inline absl::Status CublasStatus(const CublasLibrary& library, cublasStatus_t st
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(call, ": ", library.status_string(status)));
 }
+inline absl::Status CublasStatus(const CublasLtLibrary& library, cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(call, ": ", library.status_string(status)));
+}
+
+// The alignment the epilogue's GEMMs require of every pointer: cuBLASLt's
+// default minimum in its heuristic's preference
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, cublasLt.h), which the
+// runner's allocations always have (device_memory.h); a pointer without it
+// (none so far) runs the GEMM unfused.
+constexpr uintptr_t kEpilogueAlignment = 256;
+
+// What decides a GEMM with the bias epilogue's cuBLASLt plan: its shape,
+// leading dimensions, batch steps, transposes and operand type (bf16 or
+// f32; the compute type is the runner's precision).
+struct EpilogueKey {
+  int64_t m = 0, n = 0, k = 0, batch = 0, lda = 0, ldb = 0, a_step = 0, b_step = 0;
+  bool transpose_a = false, transpose_b = false, bf16 = false;
+
+  friend bool operator==(const EpilogueKey&, const EpilogueKey&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const EpilogueKey& key) {
+    return H::combine(std::move(h), key.m, key.n, key.k, key.batch, key.lda, key.ldb, key.a_step, key.b_step,
+                      key.transpose_a, key.transpose_b, key.bf16);
+  }
+};
+
+// One EpilogueKey's cuBLASLt GEMM, made at its first call and kept: the
+// operation (compute type, transposes, the bias epilogue; its bias pointer
+// set at each call), the layouts, and the algorithm the heuristic chose
+// then, pinned for every later call. `supported` false: cuBLASLt declined
+// the shape (no algorithm, or NOT_SUPPORTED), which then runs unfused
+// without asking again. Destroys what it made.
+struct EpiloguePlan {
+  explicit EpiloguePlan(const CublasLtLibrary& lt) : lt(lt) {}
+  ~EpiloguePlan() {
+    if (operation != nullptr) lt.matmul_desc_destroy(operation);
+    for (cublasLtMatrixLayout_t layout : {a, b, d}) {
+      if (layout != nullptr) lt.matrix_layout_destroy(layout);
+    }
+  }
+  EpiloguePlan(const EpiloguePlan&) = delete;
+  EpiloguePlan& operator=(const EpiloguePlan&) = delete;
+
+  const CublasLtLibrary& lt;
+  bool supported = false;
+  cublasLtMatmulDesc_t operation = nullptr;
+  // cuBLAS's operands: A is the matmul's b, B its a (GemmShape); D is also C.
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algorithm{};
+};
 
 // A value's storage: an allocation of the runner's device memory (private,
 // stream-ordered), freed in stream order when its last holder goes.
@@ -82,6 +135,9 @@ struct CudaExecutable::Compiled {
   // RunnerOptions::fuse_elementwise is off), and their launches by run.
   ir::ElementwiseRuns fused;
   std::vector<runner::RunPlan> runs;
+  // The matmuls whose bias add is their GEMM's epilogue (none where
+  // RunnerOptions::fuse_elementwise is off); their adds are in no run.
+  runner::BiasEpilogues epilogues;
 };
 
 struct CudaGraphRunner::Impl {
@@ -121,6 +177,23 @@ struct CudaGraphRunner::Impl {
                                            const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> MatMul(const ir::Node& node, const NodePlan& plan, const DeviceValue& a,
                                      const DeviceValue& b);
+  // The matmul `node` of a and b with `bias` added by the GEMM's epilogue
+  // (cuBLASLt), the value of its bias add, of type `type`; nullopt where
+  // the epilogue does not run (cuBLASLt not loaded, a shape it declined, an
+  // empty or oversized GEMM, an operand missing or unaligned): the caller
+  // then evaluates the matmul and the add as usual. An error only for a
+  // failed allocation or a cuBLASLt call failing otherwise than
+  // NOT_SUPPORTED.
+  absl::StatusOr<std::optional<DeviceValue>> MatMulBias(const ir::Node& node, const NodePlan& plan,
+                                                        const DeviceValue& a, const DeviceValue& b,
+                                                        const DeviceValue& bias, const ir::TensorType& type);
+  // The plan of `gemm`'s GEMM with the bias epilogue (bias at `bias` for
+  // the heuristic, which reads its alignment), asking cuBLASLt's heuristic
+  // once; unsupported where any call fails.
+  std::unique_ptr<runner::EpiloguePlan> PlanEpilogue(const runner::GemmShape& gemm, bool bf16, const void* bias);
+  // Loads cuBLASLt and creates its handle at the first call; whether it is
+  // there (a failure is remembered: every epilogue then runs unfused).
+  bool CublasLtReady();
   absl::StatusOr<DeviceValue> RowWise(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
                                       const std::vector<const DeviceValue*>& operands);
   absl::StatusOr<DeviceValue> Attention(ir::ValueId id, const ir::Node& node, const NodePlan& plan,
@@ -160,7 +233,16 @@ struct CudaGraphRunner::Impl {
   const cudaStream_t stream;  // memory's
   std::unique_ptr<CublasLibrary> blas;  // loaded by Init (cublas_library.h)
   cublasHandle_t cublas = nullptr;
+  // Shared by cuBLAS and cuBLASLt: both run on `stream`, one call at a time.
   void* workspace = nullptr;
+  // cuBLASLt, for the GEMMs with a bias epilogue: loaded at the first
+  // (CublasLtReady), null until then or where it failed; its plans by
+  // shape (EpiloguePlan), destroyed before it; the launches so far.
+  std::unique_ptr<CublasLtLibrary> lt;
+  cublasLtHandle_t lt_handle = nullptr;
+  bool lt_tried = false;
+  absl::flat_hash_map<runner::EpilogueKey, std::unique_ptr<runner::EpiloguePlan>> epilogue_plans;
+  int64_t epilogue_launches = 0;
   std::vector<PendingCheck> checks;
   // Deferred range checks (set_defer_range_checks): their answers in pinned
   // staging, blocks of kAnswersPerBlock kept from step to step.

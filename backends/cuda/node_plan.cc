@@ -207,6 +207,67 @@ absl::StatusOr<NodePlan> PlanNode(const ir::Node& node, const std::vector<Tensor
   return plan;
 }
 
+GemmShape PlanGemm(const NodePlan::Attributes& attributes, const Shape& a, const Shape& b, const Shape& out) {
+  GemmShape gemm;
+  gemm.transpose_a = attributes.transpose_a;
+  gemm.transpose_b = attributes.transpose_b;
+  const size_t ra = a.size();
+  const size_t rb = b.size();
+  gemm.m = gemm.transpose_a ? a[ra - 1] : a[ra - 2];
+  gemm.k = gemm.transpose_a ? a[ra - 2] : a[ra - 1];
+  gemm.n = gemm.transpose_b ? b[rb - 2] : b[rb - 1];
+  gemm.batch = Product(out, 0, out.size() - 2);
+  gemm.a_step = ra == 2 ? 0 : gemm.m * gemm.k;
+  gemm.b_step = rb == 2 ? 0 : gemm.k * gemm.n;
+  if (ra > 2 && rb == 2 && !gemm.transpose_a) {
+    gemm.m *= gemm.batch;
+    gemm.batch = 1;
+    gemm.a_step = 0;
+  }
+  gemm.lda = gemm.transpose_a ? gemm.m : gemm.k;
+  gemm.ldb = gemm.transpose_b ? gemm.k : gemm.n;
+  return gemm;
+}
+
+BiasEpilogues PlanBiasEpilogues(const ir::Graph& graph, const std::vector<bool>& needed) {
+  const size_t count = static_cast<size_t>(graph.size());
+  // Each value's readers (an operand read twice by one node counts twice),
+  // and the last of them.
+  std::vector<int32_t> readers(count, 0);
+  std::vector<ir::ValueId> reader(count, -1);
+  for (ir::ValueId id = 0; id < graph.size(); ++id) {
+    if (!needed[id]) continue;
+    for (ir::ValueId operand : graph.node(id).operands) {
+      ++readers[operand];
+      reader[operand] = id;
+    }
+  }
+  std::vector<bool> output(count, false);
+  for (const ir::GraphOutput& out : graph.outputs()) output[out.value] = true;
+
+  BiasEpilogues result;
+  result.of_matmul.assign(count, -1);
+  for (ir::ValueId matmul = 0; matmul < graph.size(); ++matmul) {
+    const ir::Node& m = graph.node(matmul);
+    if (!needed[matmul] || m.op != OpKind::kMatMul || m.type.dtype != DType::kF32 || output[matmul] ||
+        readers[matmul] != 1) {
+      continue;
+    }
+    const ir::ValueId add = reader[matmul];
+    const ir::Node& a = graph.node(add);
+    if (a.op != OpKind::kAdd || a.operands.size() != 2 || a.type != m.type) continue;
+    const ir::ValueId bias = a.operands[0] == matmul ? a.operands[1] : a.operands[0];
+    const TensorType& bias_type = graph.type(bias);
+    if (bias >= matmul || bias_type.dtype != DType::kF32 || bias_type.shape.size() != 1 ||
+        bias_type.shape[0] != m.type.shape.back()) {
+      continue;
+    }
+    result.of_matmul[matmul] = static_cast<int32_t>(result.pairs.size());
+    result.pairs.push_back({matmul, add, bias});
+  }
+  return result;
+}
+
 RunPlan PlanRun(const ir::Graph& graph, const std::vector<ir::ValueId>& members, const std::vector<int32_t>& last_use) {
   RunPlan plan;
   plan.members = members;

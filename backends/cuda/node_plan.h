@@ -59,6 +59,47 @@ inline constexpr ir::ElementwiseRunRules kFusedRunRules{.min_elements = 1,
                                                         .max_members = kernels::kMaxFusedSteps,
                                                         .max_inputs = kernels::kMaxFusedInputs};
 
+// A matmul as one strided-batched GEMM in cuBLAS's column-major
+// convention: row-major C = op(A) op(B) is column-major C^T = op(B)^T
+// op(A)^T, so cuBLAS gets b as its first operand and a as its second, each
+// with its row-major leading dimension (ldb, lda), and writes C with
+// leading dimension n, m * n elements per batch entry. A rank-2 operand is
+// reused for every batch entry (its step 0); when it is b and a is not
+// transposed, a's batch axes fold into m instead: one GEMM, as the
+// reference does. What cuBLAS's call (Impl::MatMul) and cuBLASLt's layouts
+// (the bias epilogue) are both made from.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0, batch = 0;
+  int64_t lda = 0, ldb = 0;
+  int64_t a_step = 0, b_step = 0;  // elements between batch entries
+  bool transpose_a = false, transpose_b = false;
+};
+GemmShape PlanGemm(const NodePlan::Attributes& attributes, const Shape& a, const Shape& b, const Shape& out);
+
+// A matmul whose value only a bias add reads, computed as one cuBLASLt
+// GEMM whose epilogue adds the bias as it stores the add's value
+// (CUBLASLT_EPILOGUE_BIAS); the matmul's own value is never stored.
+struct BiasEpilogue {
+  ir::ValueId matmul = -1;
+  ir::ValueId add = -1;
+  ir::ValueId bias = -1;
+};
+struct BiasEpilogues {
+  std::vector<BiasEpilogue> pairs;  // in program order
+  // By value id: the index into `pairs` of the matmul's (-1: none).
+  std::vector<int32_t> of_matmul;
+};
+
+// The matmul M and add A = add(M, bias) or add(bias, M) of `graph`, among
+// the nodes `needed` marks, where M and A are f32 of one shape, the bias an
+// f32 [n] for M's last extent n, computed before M, and A is M's only
+// reader (once; M no output). Only the bias epilogue: GELU is left to the
+// fused elementwise runs, because cuBLASLt does not document which GELU its
+// epilogue computes and Tandem's is the tanh approximation of its own
+// kernel (kernels/elementwise.cu); the bias gradient (BGRADB) is left to
+// the reductions, because cuBLASLt does not document its summation order.
+BiasEpilogues PlanBiasEpilogues(const ir::Graph& graph, const std::vector<bool>& needed);
+
 // A run's launch, less its pointers (Run fills in the inputs' data and the
 // stored members' storage).
 struct RunPlan {

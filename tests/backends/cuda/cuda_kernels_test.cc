@@ -425,6 +425,46 @@ TEST_F(GpuTest, Tf32MatMulIsWithinTf32RoundingAndRepeatsBitwise) {
   ExpectBitwiseEqual(*gpu, *again);
 }
 
+// ---------------------------------------------------------------- the bias epilogue
+
+// Linear layers (a matmul whose only reader is a bias add) run as one
+// cuBLASLt GEMM with the bias epilogue: within f32 rounding of cuBLAS's
+// GEMM and the add kernel (the runner with fusion off), and the same bits
+// run after run (the algorithm pinned per shape, no split-K). In f32 and
+// TF32 precision.
+TEST_F(GpuTest, ALinearLayersBiasEpilogueMatchesTheUnfusedLayerAndRepeatsBitwise) {
+  for (const Precision precision : {Precision::kF32, Precision::kTf32}) {
+    SCOPED_TRACE(precision == Precision::kF32 ? "f32" : "tf32");
+    absl::StatusOr<std::unique_ptr<CudaGraphRunner>> fused =
+        CudaGraphRunner::Create({.device = 0, .precision = precision});
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    absl::StatusOr<std::unique_ptr<CudaGraphRunner>> unfused =
+        CudaGraphRunner::Create({.device = 0, .precision = precision, .fuse_elementwise = false});
+    ASSERT_TRUE(unfused.ok()) << unfused.status();
+    OpCase c{ir::Graph("linear layers"), {}};
+    CaseBuilder b(c);
+    const ValueId x = b.Input("x", Floats({64, 128}, 1));
+    const ValueId x3 = b.Input("x3", Floats({4, 16, 128}, 2));
+    const ValueId w = b.Input("w", Floats({128, 96}, 3));
+    const ValueId wt = b.Input("wt", Floats({96, 128}, 4));
+    const ValueId bias = b.Input("bias", Floats({96}, 5));
+    b.Output(b.Op(OpKind::kAdd, {b.Op(OpKind::kMatMul, {x, w}), bias}));
+    b.Output(b.Op(OpKind::kAdd, {bias, b.Op(OpKind::kMatMul, {x3, w})}));
+    b.Output(b.Op(OpKind::kAdd, {b.Op(OpKind::kMatMul, {x, wt}, {{"transpose_b", int64_t{1}}}), bias}));
+    ASSERT_TRUE(b.status().ok()) << b.status();
+    absl::StatusOr<ir::TensorMap> reference = (*unfused)->RunFromHost(c.graph, c.inputs);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    absl::StatusOr<ir::TensorMap> first = (*fused)->RunFromHost(c.graph, c.inputs);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ((*fused)->bias_epilogue_launches(), 3) << "cuBLASLt declined a shape: it ran unfused";
+    const double tolerance = precision == Precision::kF32 ? 1e-5 : 4e-3;
+    for (const auto& [name, expected] : *reference) ExpectCloseInNorm(expected, first->at(name), tolerance, name);
+    absl::StatusOr<ir::TensorMap> again = (*fused)->RunFromHost(c.graph, c.inputs);
+    ASSERT_TRUE(again.ok()) << again.status();
+    ExpectBitwiseEqual(*first, *again);
+  }
+}
+
 // ---------------------------------------------------------------- a training step
 
 // A two-block GPT-like decoder over two pipeline stages: embeddings, pre-norm

@@ -1,6 +1,7 @@
 // The CUDA runner launches each run of elementwise nodes (ir/elementwise_runs.h)
 // as one kernel, storing only the members read after the run: the same
-// bits as a kernel per node (RunnerOptions::fuse_elementwise off), in f32
+// bits as a kernel per node (RunnerOptions::fuse_elementwise off; on the
+// CPU also where a bias add is its matmul's epilogue), in f32
 // and bf16, for a linear layer's bias add and GELU with a residual add, and
 // for a whole training step of a GPT with AdamW (whose update is mostly
 // such runs). On the CPU, on CUDA's execution model.
@@ -85,11 +86,16 @@ TEST(GraphRunnerFusedOnCpu, ABiasGeluAndResidualRunGivesTheBitsOfAKernelPerNode)
     absl::StatusOr<std::unique_ptr<CudaExecutable>> executable = fused->Compile(graph);
     ASSERT_TRUE(executable.ok()) << executable.status();
     // One run: the bias add, GELU, the scale and the residual add (the
-    // scalar constant between them does not break it; the reduction ends it).
+    // scalar constant between them does not break it; the reduction ends
+    // it); in f32 the bias add is the matmul's epilogue instead
+    // (graph_runner_epilogue_on_cpu_test.cc), and the run starts at GELU.
     const ir::ElementwiseRuns& runs = (*executable)->fused_runs();
+    const bool epilogue = dtype == ir::DType::kF32;
     ASSERT_EQ(runs.runs.size(), 1u);
-    EXPECT_EQ(runs.runs[0], (std::vector<ir::ValueId>{biased, activated, scaled, residual}));
-    EXPECT_EQ(runs.role[biased], ir::ElementwiseRuns::kInsideRun);
+    EXPECT_EQ(runs.runs[0], epilogue ? (std::vector<ir::ValueId>{activated, scaled, residual})
+                                     : (std::vector<ir::ValueId>{biased, activated, scaled, residual}));
+    EXPECT_EQ(runs.role[biased], epilogue ? ir::ElementwiseRuns::kNotInRun : ir::ElementwiseRuns::kInsideRun);
+    EXPECT_EQ((*executable)->bias_epilogues().size(), epilogue ? 1u : 0u);
     EXPECT_EQ(runs.role[residual], 0);
     EXPECT_EQ(runs.role[out], ir::ElementwiseRuns::kNotInRun);
     EXPECT_TRUE((*per_node->Compile(graph))->fused_runs().runs.empty());
@@ -149,6 +155,10 @@ TEST(GraphRunnerFusedOnCpu, AGptStepWithAdamWIsBitIdenticalFusedOrNot) {
   ASSERT_EQ(per_node_losses.size(), 1u);
   EXPECT_EQ(std::memcmp(fused_losses.data(), per_node_losses.data(), sizeof(float)), 0);
   ExpectSameBits(fused_state, per_node_state);
+  // Including the linear layers' GEMMs with the bias epilogue (on the CPU
+  // the epilogue's bits are the matmul's and the add's).
+  EXPECT_GT(fused->bias_epilogue_launches(), 0);
+  EXPECT_EQ(per_node->bias_epilogue_launches(), 0);
 
   // Over 90% of the update's elementwise nodes over tensors are launched
   // inside runs (226 of 243 when written).
