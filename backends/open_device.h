@@ -33,9 +33,11 @@ struct OpenDeviceOptions {
   // among the actors of the node (Slurm's SLURM_LOCALID); -1: the actor id.
   int32_t local_rank = -1;
   // Whether a GPU launches each run of elementwise nodes as one kernel
-  // (ir/elementwise_runs.h); off, a kernel per node, to measure what fusing
-  // saves (the same bits either way). The CPU and the emulated GPU, whose
-  // reference interpreter fuses inside its kernels, ignore it.
+  // (ir/elementwise_runs.h; the same bits either way) and a linear layer's
+  // matmul and bias add as one GEMM with cuBLASLt's bias epilogue (within
+  // rounding of the two); off, a kernel per node, to measure what fusing
+  // saves (cuda::RunnerOptions::fuse_elementwise). The CPU and the emulated
+  // GPU, whose reference interpreter fuses inside its kernels, ignore it.
   bool fuse_elementwise = true;
 };
 

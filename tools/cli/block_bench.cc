@@ -194,7 +194,7 @@ struct BlockBenchOptions {
   LauncherOptions device;  // only --device
   bool no_torch = false;
   bool torch_sdpa = false;
-  bool unfused = false;  // a GPU's elementwise nodes a kernel each
+  bool unfused = false;  // a GPU's elementwise nodes a kernel each, no bias epilogue
   bool profile = false;
   bool json = false;
 };
@@ -302,7 +302,7 @@ void PrintBlockReport(const BlockBenchOptions& options, const ir::DeviceSpec& sp
       "threads %d on both sides; median of %d runs after one warm-up\n\n",
       layers::AttentionImplName(config.attention), config.dim, config.seq, config.batch, config.heads, options.threads,
       options.repeats);
-  if (options.unfused) out << "a kernel per elementwise node (--unfused)\n\n";
+  if (options.unfused) out << "a kernel per elementwise node, no bias epilogue (--unfused)\n\n";
   out << absl::StrFormat("  %-36s %12s\n", "executor", "ms/fwd+bwd");
   out << absl::StrFormat("  %-36s %12.1f\n",
                          spec.kind == ir::DeviceSpec::Kind::kCpu ? std::string("tandem (reference interpreter)")
@@ -428,8 +428,8 @@ void AddBlockBench(CommandLine& command_line, CLI::App& bench) {
       ->check(CLI::IsMember({"fused", "composed"}));
   command->add_flag("--no-torch", options->no_torch, "time Tandem only");
   command->add_flag("--unfused", options->unfused,
-                    "GPU: a kernel per elementwise node instead of one per run of them (the same bits), to measure "
-                    "what fusing saves");
+                    "GPU: a kernel per elementwise node instead of one per run of them, and no bias epilogue "
+                    "(a linear layer's matmul and add as two launches), to measure what fusing saves");
   command->add_flag("--profile", options->profile,
                     "also time every node of the Tandem run and print the top ops: the reference kernels' time on "
                     "the CPU, GPU time (CUDA events around each node) with --device cuda");
