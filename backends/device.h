@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,6 +77,10 @@ class Executable {
   // each on a GPU), whose time Device::set_node_times gives to the run's
   // last member; null where the device times node by node.
   virtual const ir::ElementwiseRuns* fused_runs() const { return nullptr; }
+  // The (matmul, bias add) pairs the device computes as one GEMM with the
+  // bias epilogue (a GPU's cuBLASLt), whose time Device::set_node_times
+  // gives to the matmul (the add's 0); empty where there are none.
+  virtual std::vector<std::pair<ir::ValueId, ir::ValueId>> bias_epilogues() const { return {}; }
 };
 
 // A data-dependent failure a device found only after the Run that caused

@@ -40,6 +40,9 @@ class CudaDevice final : public backends::ResidentDevice {
       return outputs;
     }
     const ir::ElementwiseRuns* fused_runs() const override { return &executable_->fused_runs(); }
+    std::vector<std::pair<ir::ValueId, ir::ValueId>> bias_epilogues() const override {
+      return executable_->bias_epilogues();
+    }
 
    private:
     const std::string device_;

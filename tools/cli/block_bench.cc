@@ -21,6 +21,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -133,9 +134,20 @@ std::string ProfiledOp(const ir::Graph& graph, ir::ValueId id, const ir::Element
 // The profile of `graph` from its per-node times summed over `repeats`
 // runs: time by op (and phase), then the slowest nodes. A run of nodes the
 // device launched as one (`fused`, null for none) is timed as its last
-// member and shown as the run.
+// member and shown as the run; a matmul whose GEMM added its bias
+// (`epilogues`: (matmul, add) pairs) is timed and shown as "matmul+bias",
+// its add not at all.
 void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, const ir::ElementwiseRuns* fused,
-                  int64_t repeats, const char* what, std::ostream& out) {
+                  const std::vector<std::pair<ir::ValueId, ir::ValueId>>& epilogues, int64_t repeats,
+                  const char* what, std::ostream& out) {
+  std::vector<bool> with_bias(static_cast<size_t>(graph.size()), false), bias_taken(with_bias);
+  for (const auto& [matmul, add] : epilogues) {
+    with_bias[static_cast<size_t>(matmul)] = true;
+    bias_taken[static_cast<size_t>(add)] = true;
+  }
+  const auto op_name = [&](ir::ValueId id) {
+    return with_bias[static_cast<size_t>(id)] ? std::string("matmul+bias") : ProfiledOp(graph, id, fused);
+  };
   std::map<std::string, OpTime> by_op;
   std::vector<NodeTime> by_node;
   double total_ms = 0;
@@ -143,9 +155,9 @@ void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, co
     const ir::Node& node = graph.node(id);
     if (node.op == ir::OpKind::kInput) continue;
     if (fused != nullptr && fused->role[static_cast<size_t>(id)] == ir::ElementwiseRuns::kInsideRun) continue;
+    if (bias_taken[static_cast<size_t>(id)]) continue;
     const double ms = node_ms[id] / static_cast<double>(repeats);
-    const std::string key =
-        absl::StrCat(ProfiledOp(graph, id, fused), " (", std::string(1, ir::PhaseLetter(node.phase)), ")");
+    const std::string key = absl::StrCat(op_name(id), " (", std::string(1, ir::PhaseLetter(node.phase)), ")");
     by_op[key].ms += ms;
     by_op[key].count += 1;
     by_node.push_back({ms, id});
@@ -167,7 +179,7 @@ void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, co
       absl::StrAppend(&shapes, shapes.empty() ? "" : ", ", ir::TypeToString(graph.type(operand)));
     }
     out << absl::StrFormat("  %8.3f ms  %%%d = %s(%s) -> %s  %c  %s\n", by_node[i].ms, by_node[i].id,
-                           ProfiledOp(graph, by_node[i].id, fused), shapes, ir::TypeToString(node.type), ir::PhaseLetter(node.phase),
+                           op_name(by_node[i].id), shapes, ir::TypeToString(node.type), ir::PhaseLetter(node.phase),
                            node.location.ToString());
   }
 }
@@ -256,6 +268,8 @@ class BlockOnDevice {
   const ir::Graph& graph() const { return step_.microbatch; }
   // The runs of nodes the device launches as one (null: node by node).
   const ir::ElementwiseRuns* fused_runs() const { return executable_->fused_runs(); }
+  // The matmuls launched with their bias add as one GEMM (none: node by node).
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> bias_epilogues() const { return executable_->bias_epilogues(); }
   const backends::Device& device() const { return *device_; }
 
  private:
@@ -388,7 +402,7 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
       err << "tandem bench block: profile: " << node_ms.status().message() << "\n";
       return 1;
     }
-    PrintProfile(block->graph(), *node_ms, block->fused_runs(), options.repeats,
+    PrintProfile(block->graph(), *node_ms, block->fused_runs(), block->bias_epilogues(), options.repeats,
                  device_spec->kind == ir::DeviceSpec::Kind::kCpu ? "in kernels" : "of GPU time", out);
   }
   return 0;
