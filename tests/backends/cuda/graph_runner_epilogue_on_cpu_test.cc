@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "ir/graph.h"
 #include "ir/graph_builder.h"
+#include "tests/backends/cuda/graph_runner_test_util.h"
 
 namespace tandem::cuda {
 namespace {
@@ -27,24 +28,14 @@ namespace {
 using ir::DType;
 using ir::OpKind;
 using ir::ValueId;
+using testing::RelativeError;
 
-ir::HostTensor Values(const ir::Shape& shape, float step) {
+ir::HostTensor SineValues(const ir::Shape& shape, float step) {
   ir::HostTensor tensor({DType::kF32, shape});
   for (int64_t i = 0; i < tensor.num_elements(); ++i) {
     tensor.f32()[i] = std::sin(step * static_cast<float>(i + 1)) * 1.5f;
   }
   return tensor;
-}
-
-// ||actual - expected|| / ||expected||.
-double RelativeError(const ir::HostTensor& actual, const ir::HostTensor& expected) {
-  double difference = 0, magnitude = 0;
-  for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    const double e = expected.f32()[i], a = actual.f32()[i];
-    difference += (a - e) * (a - e);
-    magnitude += e * e;
-  }
-  return std::sqrt(difference / magnitude);
 }
 
 // Linear layers that fuse, and three matmuls that must not.
@@ -60,7 +51,7 @@ Layers BuildLayers() {
   ir::GraphBuilder b(&layers.graph);
   const ir::SourceLocation here = ir::MakeSourceLocation(__FILE__, __LINE__);
   auto input = [&](const char* name, const ir::Shape& shape, float step) {
-    layers.inputs[name] = Values(shape, step);
+    layers.inputs[name] = SineValues(shape, step);
     return b.AddInput(name, "data", {DType::kF32, shape}, here);
   };
   const ValueId x = input("x", {6, 8}, 0.7f);
@@ -104,7 +95,7 @@ Layers BuildLayers() {
   return layers;
 }
 
-std::unique_ptr<CudaGraphRunner> Runner(Precision precision, bool fuse) {
+std::unique_ptr<CudaGraphRunner> RunnerWith(Precision precision, bool fuse) {
   absl::StatusOr<std::unique_ptr<CudaGraphRunner>> runner =
       CudaGraphRunner::Create({.precision = precision, .fuse_elementwise = fuse});
   EXPECT_TRUE(runner.ok()) << runner.status();
@@ -117,7 +108,7 @@ TEST(GraphRunnerEpilogueOnCpu, LinearLayersAddTheirBiasInTheGemmWithTheBitsOfAMa
   ASSERT_TRUE(reference.ok()) << reference.status();
   for (const Precision precision : {Precision::kF32, Precision::kBf16}) {
     SCOPED_TRACE(precision == Precision::kF32 ? "f32" : "bf16");
-    std::unique_ptr<CudaGraphRunner> fused = Runner(precision, true), unfused = Runner(precision, false);
+    std::unique_ptr<CudaGraphRunner> fused = RunnerWith(precision, true), unfused = RunnerWith(precision, false);
     ASSERT_NE(fused, nullptr);
     ASSERT_NE(unfused, nullptr);
     absl::StatusOr<std::unique_ptr<CudaExecutable>> executable = fused->Compile(layers.graph);
@@ -178,7 +169,7 @@ TEST(GraphRunnerEpilogueOnCpu, TheGptsLinearLayersFuseTheLlamasHaveNoBias) {
     options.microbatches = 1;
     absl::StatusOr<examples::ExampleJob> job = examples::MakeExampleJob(options);
     ASSERT_TRUE(job.ok()) << job.status();
-    std::unique_ptr<CudaGraphRunner> runner = Runner(Precision::kF32, true);
+    std::unique_ptr<CudaGraphRunner> runner = RunnerWith(Precision::kF32, true);
     ASSERT_NE(runner, nullptr);
     absl::StatusOr<std::unique_ptr<CudaExecutable>> executable = runner->Compile(job->step.microbatch);
     ASSERT_TRUE(executable.ok()) << executable.status();

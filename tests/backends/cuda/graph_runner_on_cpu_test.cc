@@ -27,22 +27,12 @@
 #include "ir/dtype.h"
 #include "ir/graph.h"
 #include "ir/state_source.h"
+#include "tests/backends/cuda/graph_runner_test_util.h"
 
 namespace tandem::cuda {
 namespace {
 
-// ||actual - expected|| / ||expected|| over the tensor's elements (f32);
-// the elementwise quotient is meaningless where a gradient cancels to
-// nearly 0, the norm's is not.
-double RelativeError(const ir::HostTensor& actual, const ir::HostTensor& expected) {
-  double difference = 0, magnitude = 0;
-  for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    const double e = expected.f32()[i], a = actual.f32()[i];
-    difference += (a - e) * (a - e);
-    magnitude += e * e;
-  }
-  return magnitude == 0 ? std::sqrt(difference) : std::sqrt(difference / magnitude);
-}
+using testing::RelativeError;
 
 bool SameBits(const ir::TensorMap& a, const ir::TensorMap& b) {
   if (a.size() != b.size()) return false;
