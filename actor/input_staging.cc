@@ -11,19 +11,17 @@ namespace {
 
 // How long the destructor waits for copies still on the stream.
 constexpr absl::Duration kTeardownWait = absl::Seconds(10);
-// How often a wait for a block asks the device (GPU-NOTES: poll at most
-// every ~20 us, never back off to a millisecond).
-constexpr absl::Duration kPollInterval = absl::Microseconds(20);
 
 int64_t Aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
 InputStaging::~InputStaging() {
-  const absl::Time deadline = absl::Now() + kTeardownWait;
+  // A copy still queued reads a block: free them only after the stream.
+  if (blocks_[0].in_flight || blocks_[1].in_flight) {
+    memory_.SynchronizeStream(absl::Now() + kTeardownWait).IgnoreError();
+  }
   for (Block& block : blocks_) {
-    // A copy still queued reads the block: free it only after that.
-    if (!AwaitCopied(block, deadline).ok()) memory_.SynchronizeStream(deadline).IgnoreError();
     memory_.FreeHostStaging(block.data);
     if (block.copied.id != 0) memory_.DestroyEvent(block.copied).IgnoreError();
   }
@@ -31,16 +29,19 @@ InputStaging::~InputStaging() {
 
 absl::Status InputStaging::AwaitCopied(Block& block, absl::Time deadline) {
   if (!block.in_flight) return absl::OkStatus();
-  while (true) {
-    absl::StatusOr<bool> done = memory_.QueryEvent(block.copied);
-    if (!done.ok()) return done.status();
-    if (*done) break;
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          memory_.name(), ": the device is still copying the inputs of two steps ago (it is more than a step "
-                          "behind the host)"));
+  absl::StatusOr<bool> done = memory_.QueryEvent(block.copied);
+  if (!done.ok()) return done.status();
+  if (!*done) {
+    // The device is more than a step behind the host: wait for its stream
+    // (which also ends the wait at once on a device that has failed).
+    absl::Status status = memory_.SynchronizeStream(deadline);
+    if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::DeadlineExceededError(absl::StrCat(memory_.name(),
+                                                      ": the device is still copying the inputs of two steps ago (it "
+                                                      "is more than a step behind the host): ",
+                                                      status.message()));
     }
-    absl::SleepFor(kPollInterval);
+    if (!status.ok()) return status;
   }
   block.in_flight = false;
   return absl::OkStatus();

@@ -12,8 +12,8 @@
 // steady step allocates no staging) and grown when a step's inputs outgrow
 // it. A block is rewritten only after the copies out of it have run, which
 // an event recorded after them tells: two steps later that is so unless the
-// device is more than a step behind the host, and then Upload waits for it
-// (bounded by its deadline).
+// device is more than a step behind the host, and then Upload waits for its
+// stream (bounded by its deadline).
 //
 // Ownership and threading: borrows the memory (which must outlive it), owns
 // its blocks and events (the destructor waits, bounded, for copies still on
