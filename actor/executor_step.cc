@@ -1,8 +1,6 @@
 // Executor's step boundaries (executor.h): BeginStep takes the step's
 // inputs, FinishStep checks what the step left, settles what the device
 // deferred (its checks, its emitted results) and hands the outputs over.
-#include "actor/executor.h"
-
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -10,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "actor/executor.h"
 
 namespace tandem::actor {
 
@@ -34,9 +33,8 @@ absl::Status Executor::BeginStep(int64_t step, const ir::StepInputs& inputs) {
     if (buffer.kind != BufferKind::kInput) continue;
     auto it = inputs.find(ir::InputKey{buffer.binding, buffer.microbatch});
     if (it == inputs.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ", step ", step, ": no input '",
-                                                     buffer.binding, "' for microbatch ", buffer.microbatch, " for ",
-                                                     BufferName(id)));
+      return absl::InvalidArgumentError(absl::StrCat("actor ", actor(), ", step ", step, ": no input '", buffer.binding,
+                                                     "' for microbatch ", buffer.microbatch, " for ", BufferName(id)));
     }
     if (it->second.type() != buffer.type) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -5,7 +5,8 @@
 #include "absl/strings/str_cat.h"
 
 #if !defined(TANDEM_CUBLAS_SONAME) || !defined(TANDEM_CUBLASLT_SONAME)
-#error "TANDEM_CUBLAS_SONAME and TANDEM_CUBLASLT_SONAME must name the toolkit's libraries (backends/cuda/CMakeLists.txt)"
+#error \
+    "TANDEM_CUBLAS_SONAME and TANDEM_CUBLASLT_SONAME must name the toolkit's libraries (backends/cuda/CMakeLists.txt)"
 #endif
 
 namespace tandem::cuda {

@@ -319,9 +319,9 @@ cublasStatus_t LtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void*
   auto* out = static_cast<float*>(d);
   const cublasStatus_t status =
       Gemm(static_cast<cublasOperation_t>(operation.transa), static_cast<cublasOperation_t>(operation.transb),
-           problem->m, problem->n, problem->k, *static_cast<const float*>(alpha), a, la.type,
-           static_cast<int>(la.ld), la.batch_stride, b, lb.type, static_cast<int>(lb.ld), lb.batch_stride, beta_value,
-           out, static_cast<int>(ld.ld), ld.batch_stride, problem->batch);
+           problem->m, problem->n, problem->k, *static_cast<const float*>(alpha), a, la.type, static_cast<int>(la.ld),
+           la.batch_stride, b, lb.type, static_cast<int>(lb.ld), lb.batch_stride, beta_value, out,
+           static_cast<int>(ld.ld), ld.batch_stride, problem->batch);
   if (status != CUBLAS_STATUS_SUCCESS || !with_bias || tandem::cuda_on_cpu::KernelsSkipped()) return status;
   ++bias_epilogues;
   const auto* bias = static_cast<const float*>(operation.bias);

@@ -356,8 +356,8 @@ absl::Status CudaDeviceMemory::CopyFromHostAsync(backends::DeviceAddress destina
   if (bytes == 0) return absl::OkStatus();
   if (absl::Status status = m.Use(); !status.ok()) return status;
   absl::MutexLock lock(&m.mu);
-  const cudaError_t error = cudaMemcpyAsync(Pointer(destination), source, static_cast<size_t>(bytes),
-                                            cudaMemcpyHostToDevice, m.stream);
+  const cudaError_t error =
+      cudaMemcpyAsync(Pointer(destination), source, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, m.stream);
   return error == cudaSuccess ? absl::OkStatus() : m.Error(error, "cudaMemcpyAsync (host to device)");
 }
 

@@ -27,10 +27,6 @@
 // and pipeline_yield results, and freed with cudaFreeAsync when its last
 // holder goes: the executor's last-use rule, without waiting for the kernels
 // that read it.
-#include "backends/cuda/cuda_graph_runner.h"
-#include "backends/cuda/cuda_graph_runner_impl.h"
-#include "backends/cuda/cuda_status.h"
-
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -46,8 +42,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/cuda/cublas_library.h"
+#include "backends/cuda/cuda_graph_runner.h"
+#include "backends/cuda/cuda_graph_runner_impl.h"
 #include "backends/cuda/cuda_kernels.cuh"
 #include "backends/cuda/cuda_runtime.h"
+#include "backends/cuda/cuda_status.h"
 #include "ir/graph_plan.h"
 #include "ir/op_def.h"
 

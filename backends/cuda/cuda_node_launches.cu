@@ -311,8 +311,8 @@ std::unique_ptr<runner::EpiloguePlan> CudaGraphRunner::Impl::PlanEpilogue(const 
   const cudaDataType operand_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   bool ok = lt->matmul_desc_create(&plan->operation, compute, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
   const auto set = [&](cublasLtMatmulDescAttributes_t attribute, const auto& value) {
-    ok = ok && lt->matmul_desc_set_attribute(plan->operation, attribute, &value, sizeof(value)) ==
-                   CUBLAS_STATUS_SUCCESS;
+    ok =
+        ok && lt->matmul_desc_set_attribute(plan->operation, attribute, &value, sizeof(value)) == CUBLAS_STATUS_SUCCESS;
   };
   // cuBLAS's A is the matmul's b, its B the matmul's a (GemmShape).
   set(CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(gemm.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N));
@@ -361,14 +361,11 @@ std::unique_ptr<runner::EpiloguePlan> CudaGraphRunner::Impl::PlanEpilogue(const 
   return plan;
 }
 
-absl::StatusOr<std::optional<DeviceValue>> CudaGraphRunner::Impl::MatMulBias(const ir::Node& node,
-                                                                             const NodePlan& plan,
-                                                                             const DeviceValue& a,
-                                                                             const DeviceValue& b,
+absl::StatusOr<std::optional<DeviceValue>> CudaGraphRunner::Impl::MatMulBias(const ir::Node& node, const NodePlan& plan,
+                                                                             const DeviceValue& a, const DeviceValue& b,
                                                                              const DeviceValue& bias,
                                                                              const TensorType& type) {
-  if (!a.defined() || !b.defined() || !bias.defined() || a.type.dtype != DType::kF32 ||
-      b.type.dtype != DType::kF32) {
+  if (!a.defined() || !b.defined() || !bias.defined() || a.type.dtype != DType::kF32 || b.type.dtype != DType::kF32) {
     return std::nullopt;  // the matmul's own evaluation reports a missing operand
   }
   const GemmShape gemm = PlanGemm(plan.attributes, a.type.shape, b.type.shape, node.type.shape);
@@ -406,18 +403,17 @@ absl::StatusOr<std::optional<DeviceValue>> CudaGraphRunner::Impl::MatMulBias(con
   if (!epilogue.supported) return std::nullopt;
   const void* bias_data = bias.data();
   if (absl::Status s = CublasStatus(*lt,
-                                    lt->matmul_desc_set_attribute(epilogue.operation,
-                                                                  CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_data,
-                                                                  sizeof(bias_data)),
+                                    lt->matmul_desc_set_attribute(epilogue.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                                  &bias_data, sizeof(bias_data)),
                                     "cublasLtMatmulDescSetAttribute");
       !s.ok()) {
     return s;
   }
   const float alpha = 1.0f;
   const float beta = 0.0f;
-  const cublasStatus_t status =
-      lt->matmul(lt_handle, epilogue.operation, &alpha, *b_data, epilogue.a, *a_data, epilogue.b, &beta, out->data(),
-                 epilogue.d, out->data(), epilogue.d, &epilogue.algorithm, workspace, runner::kCublasWorkspaceBytes, stream);
+  const cublasStatus_t status = lt->matmul(lt_handle, epilogue.operation, &alpha, *b_data, epilogue.a, *a_data,
+                                           epilogue.b, &beta, out->data(), epilogue.d, out->data(), epilogue.d,
+                                           &epilogue.algorithm, workspace, runner::kCublasWorkspaceBytes, stream);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
     epilogue.supported = false;  // this shape runs unfused from now on
     return std::nullopt;

@@ -63,106 +63,124 @@ constexpr OpDef UnaryGrad(OpKind kind, const char* name, CostRule cost) {
 }
 
 constexpr OpDef kElementwiseOps[] = {
-    Unary(OpKind::kNeg, "neg",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = -a.dy;
-          },
-          PerElement<1>),
-    Unary(OpKind::kExp, "exp",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = a.dy * a.y;
-          },
-          PerElement<0, 1>),
-    Unary(OpKind::kExpm1, "expm1",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = a.dy * (a.y + 1.0);
-          },
-          PerElement<0, 1>),
-    Unary(OpKind::kLog, "log",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = a.dy / a.x[0];
-          },
-          PerElement<0, 1>),
-    Unary(OpKind::kTanh, "tanh",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = a.dy * (1.0 - a.y * a.y);
-          },
-          PerElement<0, 1>),
-    Unary(OpKind::kSin, "sin",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = a.dy * cos(a.x[0]);
-          },
-          PerElement<0, 1>),
-    Unary(OpKind::kCos, "cos",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = -(a.dy * sin(a.x[0]));
-          },
-          PerElement<0, 1>),
-    Unary(OpKind::kSqrt, "sqrt",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = a.dy * 0.5 / a.y;
-          },
-          PerElement<0, 1>),
-    Unary(OpKind::kRsqrt, "rsqrt",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            // d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3.
-            if (a.want(0)) d[0] = a.dy * (a.y * a.y * a.y) * -0.5;
-          },
-          PerElement<1, 1>),
-    Unary(OpKind::kRelu, "relu",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = Apply(OpKind::kReluGrad, {a.x[0], a.dy}, {}, {});
-          },
-          PerElement<1>),
-    Unary(OpKind::kGelu, "gelu",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = Apply(OpKind::kGeluGrad, {a.x[0], a.dy}, {}, {});
-          },
-          PerElement<8, 1>),
-    Unary(OpKind::kSilu, "silu",
-          [](const GradientArgs& a, std::vector<Tensor>& d) {
-            if (a.want(0)) d[0] = Apply(OpKind::kSiluGrad, {a.x[0], a.dy}, {}, {});
-          },
-          PerElement<3, 1>),
-    Binary(OpKind::kAdd, "add",
-           [](const GradientArgs& a, std::vector<Tensor>& d) {
-             if (a.want(0)) d[0] = Unbroadcast(a.dy, a.x[0].shape());
-             if (a.want(1)) d[1] = Unbroadcast(a.dy, a.x[1].shape());
-           },
-           PerElement<1>),
-    Binary(OpKind::kSub, "sub",
-           [](const GradientArgs& a, std::vector<Tensor>& d) {
-             if (a.want(0)) d[0] = Unbroadcast(a.dy, a.x[0].shape());
-             if (a.want(1)) d[1] = Unbroadcast(-a.dy, a.x[1].shape());
-           },
-           PerElement<1>),
-    Binary(OpKind::kMul, "mul",
-           [](const GradientArgs& a, std::vector<Tensor>& d) {
-             if (a.want(0)) d[0] = Unbroadcast(a.dy * a.x[1], a.x[0].shape());
-             if (a.want(1)) d[1] = Unbroadcast(a.dy * a.x[0], a.x[1].shape());
-           },
-           PerElement<1>),
-    Binary(OpKind::kDiv, "div",
-           [](const GradientArgs& a, std::vector<Tensor>& d) {
-             if (a.want(0)) d[0] = Unbroadcast(a.dy / a.x[1], a.x[0].shape());
-             if (a.want(1)) d[1] = Unbroadcast(-(a.dy * a.y / a.x[1]), a.x[1].shape());
-           },
-           PerElement<1>),
-    Binary(OpKind::kPow, "pow",
-           [](const GradientArgs& a, std::vector<Tensor>& d) {
-             if (a.want(0)) d[0] = Unbroadcast(a.dy * a.x[1] * pow(a.x[0], a.x[1] - 1.0), a.x[0].shape());
-             if (a.want(1)) d[1] = Unbroadcast(a.dy * a.y * log(a.x[0]), a.x[1].shape());
-           },
-           PerElement<0, 1>),
-    Binary(OpKind::kMaximum, "maximum",
-           [](const GradientArgs& a, std::vector<Tensor>& d) {
-             // Ties go to the first operand.
-             Tensor first = equal(a.y, a.x[0]);
-             Tensor zero = Zeros(a.dy, {});
-             if (a.want(0)) d[0] = Unbroadcast(where(first, a.dy, zero), a.x[0].shape());
-             if (a.want(1)) d[1] = Unbroadcast(where(first, zero, a.dy), a.x[1].shape());
-           },
-           PerElement<1>),
+    Unary(
+        OpKind::kNeg, "neg",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = -a.dy;
+        },
+        PerElement<1>),
+    Unary(
+        OpKind::kExp, "exp",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = a.dy * a.y;
+        },
+        PerElement<0, 1>),
+    Unary(
+        OpKind::kExpm1, "expm1",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = a.dy * (a.y + 1.0);
+        },
+        PerElement<0, 1>),
+    Unary(
+        OpKind::kLog, "log",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = a.dy / a.x[0];
+        },
+        PerElement<0, 1>),
+    Unary(
+        OpKind::kTanh, "tanh",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = a.dy * (1.0 - a.y * a.y);
+        },
+        PerElement<0, 1>),
+    Unary(
+        OpKind::kSin, "sin",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = a.dy * cos(a.x[0]);
+        },
+        PerElement<0, 1>),
+    Unary(
+        OpKind::kCos, "cos",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = -(a.dy * sin(a.x[0]));
+        },
+        PerElement<0, 1>),
+    Unary(
+        OpKind::kSqrt, "sqrt",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = a.dy * 0.5 / a.y;
+        },
+        PerElement<0, 1>),
+    Unary(
+        OpKind::kRsqrt, "rsqrt",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          // d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3.
+          if (a.want(0)) d[0] = a.dy * (a.y * a.y * a.y) * -0.5;
+        },
+        PerElement<1, 1>),
+    Unary(
+        OpKind::kRelu, "relu",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Apply(OpKind::kReluGrad, {a.x[0], a.dy}, {}, {});
+        },
+        PerElement<1>),
+    Unary(
+        OpKind::kGelu, "gelu",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Apply(OpKind::kGeluGrad, {a.x[0], a.dy}, {}, {});
+        },
+        PerElement<8, 1>),
+    Unary(
+        OpKind::kSilu, "silu",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Apply(OpKind::kSiluGrad, {a.x[0], a.dy}, {}, {});
+        },
+        PerElement<3, 1>),
+    Binary(
+        OpKind::kAdd, "add",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Unbroadcast(a.dy, a.x[0].shape());
+          if (a.want(1)) d[1] = Unbroadcast(a.dy, a.x[1].shape());
+        },
+        PerElement<1>),
+    Binary(
+        OpKind::kSub, "sub",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Unbroadcast(a.dy, a.x[0].shape());
+          if (a.want(1)) d[1] = Unbroadcast(-a.dy, a.x[1].shape());
+        },
+        PerElement<1>),
+    Binary(
+        OpKind::kMul, "mul",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Unbroadcast(a.dy * a.x[1], a.x[0].shape());
+          if (a.want(1)) d[1] = Unbroadcast(a.dy * a.x[0], a.x[1].shape());
+        },
+        PerElement<1>),
+    Binary(
+        OpKind::kDiv, "div",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Unbroadcast(a.dy / a.x[1], a.x[0].shape());
+          if (a.want(1)) d[1] = Unbroadcast(-(a.dy * a.y / a.x[1]), a.x[1].shape());
+        },
+        PerElement<1>),
+    Binary(
+        OpKind::kPow, "pow",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          if (a.want(0)) d[0] = Unbroadcast(a.dy * a.x[1] * pow(a.x[0], a.x[1] - 1.0), a.x[0].shape());
+          if (a.want(1)) d[1] = Unbroadcast(a.dy * a.y * log(a.x[0]), a.x[1].shape());
+        },
+        PerElement<0, 1>),
+    Binary(
+        OpKind::kMaximum, "maximum",
+        [](const GradientArgs& a, std::vector<Tensor>& d) {
+          // Ties go to the first operand.
+          Tensor first = equal(a.y, a.x[0]);
+          Tensor zero = Zeros(a.dy, {});
+          if (a.want(0)) d[0] = Unbroadcast(where(first, a.dy, zero), a.x[0].shape());
+          if (a.want(1)) d[1] = Unbroadcast(where(first, zero, a.dy), a.x[1].shape());
+        },
+        PerElement<1>),
     Binary(OpKind::kEqual, "equal", NoGradient, PerElement<1>),
     {.kind = OpKind::kWhere,
      .name = "where",

@@ -4,8 +4,6 @@
 #ifndef TANDEM_TESTS_ACTOR_ACTOR_SERVICE_FIXTURE_H_
 #define TANDEM_TESTS_ACTOR_ACTOR_SERVICE_FIXTURE_H_
 
-#include "actor/actor_service.h"
-
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "actor/actor_service.h"
 #include "actor/data_plane.h"
 #include "actor/in_memory_transport.h"
 #include "actor/thread_cluster.h"

@@ -32,9 +32,8 @@ class StreamGate {
   explicit StreamGate(fake::FakeDeviceMemory& memory) {
     const backends::StreamId side = *memory.CreateSideStream();
     const backends::DeviceEvent passed = *memory.CreateIpcEvent();
-    EXPECT_TRUE(memory.EnqueueHostWork(side, [open = open_] {
-                        open->WaitForNotificationWithTimeout(absl::Seconds(30));
-                      }).ok());
+    EXPECT_TRUE(
+        memory.EnqueueHostWork(side, [open = open_] { open->WaitForNotificationWithTimeout(absl::Seconds(30)); }).ok());
     EXPECT_TRUE(memory.RecordEventOn(side, passed).ok());
     EXPECT_TRUE(memory.StreamWaitEvent(passed).ok());
   }
@@ -79,7 +78,8 @@ TEST(InputStaging, ABlockIsRewrittenOnlyAfterTheCopiesOutOfItHaveRun) {
   StreamGate gate(*memory);
   std::vector<std::vector<backends::DeviceTensor>> uploaded;
   for (int step = 0; step < 2; ++step) {
-    absl::StatusOr<std::vector<backends::DeviceTensor>> device = staging.Upload(Pointers(steps[step]), In(absl::Seconds(5)));
+    absl::StatusOr<std::vector<backends::DeviceTensor>> device =
+        staging.Upload(Pointers(steps[step]), In(absl::Seconds(5)));
     ASSERT_TRUE(device.ok()) << device.status();
     uploaded.push_back(*std::move(device));
   }

@@ -4,15 +4,15 @@
 // and wrong tokens, replayed, unknown and malformed answers, and the bytes
 // on the socket, which never hold the token. Deterministic: every wait is on
 // a promise, bounded by a timer.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "capnp/message.h"
@@ -25,8 +25,8 @@
 #include "rpc/controller_service.h"
 #include "rpc/program_codec.h"
 #include "rpc/status_convert.h"
-#include "tests/testing/test_programs.h"
 #include "tests/testing/recording_relay.h"
+#include "tests/testing/test_programs.h"
 
 namespace tandem::rpc {
 namespace {

@@ -19,8 +19,7 @@ ir::Function TraceFunction(const std::string& name,
 ir::Buffer StateBuffer(const std::string& binding, ir::TensorType type) {
   return ir::Buffer{binding, std::move(type), ir::BufferKind::kState, binding, -1};
 }
-ir::Buffer InputBuffer(const std::string& name, const std::string& binding, int32_t microbatch,
-                       ir::TensorType type) {
+ir::Buffer InputBuffer(const std::string& name, const std::string& binding, int32_t microbatch, ir::TensorType type) {
   return ir::Buffer{name, std::move(type), ir::BufferKind::kInput, binding, microbatch};
 }
 ir::Buffer TemporaryBuffer(const std::string& name, ir::TensorType type) {
@@ -28,7 +27,7 @@ ir::Buffer TemporaryBuffer(const std::string& name, ir::TensorType type) {
 }
 
 ir::Instruction RunInstruction(ir::TaskLabel task, int32_t function, std::vector<ir::BufferId> inputs,
-                    std::vector<ir::BufferId> outputs) {
+                               std::vector<ir::BufferId> outputs) {
   ir::Instruction instruction;
   instruction.kind = ir::InstructionKind::kRun;
   instruction.task = task;
@@ -66,7 +65,8 @@ ir::Instruction AccumulateInstruction(ir::TaskLabel task, ir::BufferId accumulat
 ir::Instruction FreeInstruction(ir::TaskLabel task, std::vector<ir::BufferId> buffers) {
   return WithBuffers(ir::InstructionKind::kFree, task, std::move(buffers));
 }
-ir::Instruction EmitInstruction(ir::TaskLabel task, const std::string& result, int32_t microbatch, ir::BufferId buffer) {
+ir::Instruction EmitInstruction(ir::TaskLabel task, const std::string& result, int32_t microbatch,
+                                ir::BufferId buffer) {
   ir::Instruction instruction = WithBuffers(ir::InstructionKind::kEmit, task, {buffer});
   instruction.result = result;
   instruction.microbatch = microbatch;
@@ -110,8 +110,14 @@ FillPair MakeFillPair(bool guarded) {
   filler.buffers.push_back(InputBuffer("fill/x@0", "fill/x", 0, F32({3})));
   filler.buffers.push_back(TemporaryBuffer("fill.y@0", F32({3})));
   filler.buffers.push_back(TemporaryBuffer("h@0", F32({3})));
-  ir::Instruction fill{.kind = ir::InstructionKind::kFill, .task = {'X', -1, 0}, .function = 0, .inputs = {0},
-                       .outputs = {1}, .buffers = {0}, .result = "fill", .microbatch = 0};
+  ir::Instruction fill{.kind = ir::InstructionKind::kFill,
+                       .task = {'X', -1, 0},
+                       .function = 0,
+                       .inputs = {0},
+                       .outputs = {1},
+                       .buffers = {0},
+                       .result = "fill",
+                       .microbatch = 0};
   if (guarded) {
     fill.peer = 0;
     fill.tag = 7;

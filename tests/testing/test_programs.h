@@ -30,7 +30,7 @@ ir::Buffer InputBuffer(const std::string& name, const std::string& binding, int3
 ir::Buffer TemporaryBuffer(const std::string& name, ir::TensorType type);
 
 ir::Instruction RunInstruction(ir::TaskLabel task, int32_t function, std::vector<ir::BufferId> inputs,
-                    std::vector<ir::BufferId> outputs);
+                               std::vector<ir::BufferId> outputs);
 ir::Instruction SendInstruction(ir::TaskLabel task, int32_t peer, uint64_t tag, std::vector<ir::BufferId> buffers);
 ir::Instruction ReceiveInstruction(ir::TaskLabel task, int32_t peer, uint64_t tag, std::vector<ir::BufferId> buffers);
 ir::Instruction AccumulateInstruction(ir::TaskLabel task, ir::BufferId accumulator, ir::BufferId gradient);

@@ -138,8 +138,8 @@ std::string ProfiledOp(const ir::Graph& graph, ir::ValueId id, const ir::Element
 // (`epilogues`: (matmul, add) pairs) is timed and shown as "matmul+bias",
 // its add not at all.
 void PrintProfile(const ir::Graph& graph, const std::vector<double>& node_ms, const ir::ElementwiseRuns* fused,
-                  const std::vector<std::pair<ir::ValueId, ir::ValueId>>& epilogues, int64_t repeats,
-                  const char* what, std::ostream& out) {
+                  const std::vector<std::pair<ir::ValueId, ir::ValueId>>& epilogues, int64_t repeats, const char* what,
+                  std::ostream& out) {
   std::vector<bool> with_bias(static_cast<size_t>(graph.size()), false), bias_taken(with_bias);
   for (const auto& [matmul, add] : epilogues) {
     with_bias[static_cast<size_t>(matmul)] = true;

@@ -51,7 +51,7 @@ struct ThreadCountRun {
 };
 
 absl::StatusOr<ThreadCountRun> MeasureTandem(const examples::ExampleJob& job, const ir::TensorMap& initial, int threads,
-                                       int64_t repeats) {
+                                             int64_t repeats) {
   ThreadCountRun measured;
   measured.threads = threads;
   cpu::KernelThreads kernel_threads(threads);

@@ -183,7 +183,8 @@ RestartTrialResult RunRestartTrial(const RestartTrialOptions& options, std::mt19
   for (int32_t i = 0; i < options.faults; ++i) {
     Plan plan;
     plan.kind = options.kinds[std::uniform_int_distribution<size_t>(0, options.kinds.size() - 1)(random)];
-    plan.delay = absl::Seconds(std::uniform_real_distribution<double>(0, absl::ToDoubleSeconds(options.max_delay))(random));
+    plan.delay =
+        absl::Seconds(std::uniform_real_distribution<double>(0, absl::ToDoubleSeconds(options.max_delay))(random));
     plan.at_checkpoint = std::uniform_real_distribution<double>(0, 1)(random) < options.during_checkpoint;
     plan.victim = std::uniform_int_distribution<int32_t>(0, options.actors - 1)(random);
     plans.push_back(plan);

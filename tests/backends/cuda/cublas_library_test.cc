@@ -56,8 +56,7 @@ TEST(CublasLtLibrary, EveryFunctionResolvesFromTheToolkitsCublasLt) {
        {reinterpret_cast<const void*>(lt.create), reinterpret_cast<const void*>(lt.destroy),
         reinterpret_cast<const void*>(lt.matmul_desc_create), reinterpret_cast<const void*>(lt.matmul_desc_destroy),
         reinterpret_cast<const void*>(lt.matmul_desc_set_attribute),
-        reinterpret_cast<const void*>(lt.matrix_layout_create),
-        reinterpret_cast<const void*>(lt.matrix_layout_destroy),
+        reinterpret_cast<const void*>(lt.matrix_layout_create), reinterpret_cast<const void*>(lt.matrix_layout_destroy),
         reinterpret_cast<const void*>(lt.matrix_layout_set_attribute),
         reinterpret_cast<const void*>(lt.preference_create), reinterpret_cast<const void*>(lt.preference_destroy),
         reinterpret_cast<const void*>(lt.preference_set_attribute),
@@ -68,8 +67,7 @@ TEST(CublasLtLibrary, EveryFunctionResolvesFromTheToolkitsCublasLt) {
   EXPECT_TRUE(Mapped("libcublasLt"));
   // Host-only calls of cuBLASLt's, no GPU needed: its status text, and a
   // layout descriptor made, given a batch count and destroyed.
-  EXPECT_NE(std::string(lt.status_string(CUBLAS_STATUS_NOT_SUPPORTED)),
-            lt.status_string(CUBLAS_STATUS_SUCCESS));
+  EXPECT_NE(std::string(lt.status_string(CUBLAS_STATUS_NOT_SUPPORTED)), lt.status_string(CUBLAS_STATUS_SUCCESS));
   cublasLtMatrixLayout_t layout = nullptr;
   ASSERT_EQ(lt.matrix_layout_create(&layout, CUDA_R_32F, 4, 3, 4), CUBLAS_STATUS_SUCCESS);
   const int32_t batch = 2;

@@ -43,7 +43,7 @@ struct Layers {
   ir::Graph graph{"linear layers"};
   ir::TensorMap inputs;
   std::vector<std::pair<ValueId, ValueId>> fusible;  // (matmul, add)
-  ValueId gelu = -1;                                  // reads a fused add
+  ValueId gelu = -1;                                 // reads a fused add
 };
 
 Layers BuildLayers() {
@@ -56,16 +56,16 @@ Layers BuildLayers() {
   };
   const ValueId x = input("x", {6, 8}, 0.7f);
   const ValueId x3 = input("x3", {2, 3, 8}, 0.45f);
-  const ValueId xt = input("xt", {8, 6}, 0.3f);            // x transposed
+  const ValueId xt = input("xt", {8, 6}, 0.3f);  // x transposed
   const ValueId w = input("w", {8, 5}, 0.31f);
-  const ValueId wt = input("wt", {5, 8}, 0.53f);           // w transposed
-  const ValueId w3 = input("w3", {2, 8, 5}, 0.23f);        // a weight per batch entry
+  const ValueId wt = input("wt", {5, 8}, 0.53f);     // w transposed
+  const ValueId w3 = input("w3", {2, 8, 5}, 0.23f);  // a weight per batch entry
   const ValueId bias = input("b", {5}, 1.3f);
-  const ValueId residual = input("r", {6, 5}, 0.9f);       // an addend of the product's shape: no bias
-  const ValueId row = input("row", {1, 5}, 1.1f);          // a bias of rank 2: not [n]
+  const ValueId residual = input("r", {6, 5}, 0.9f);  // an addend of the product's shape: no bias
+  const ValueId row = input("row", {1, 5}, 1.1f);     // a bias of rank 2: not [n]
   auto fused_layer = [&](ValueId matmul, bool bias_first) {
-    const ValueId add = bias_first ? b.Add(OpKind::kAdd, {bias, matmul}, {}, here)
-                                   : b.Add(OpKind::kAdd, {matmul, bias}, {}, here);
+    const ValueId add =
+        bias_first ? b.Add(OpKind::kAdd, {bias, matmul}, {}, here) : b.Add(OpKind::kAdd, {matmul, bias}, {}, here);
     layers.fusible.emplace_back(matmul, add);
     return add;
   };
@@ -85,11 +85,13 @@ Layers BuildLayers() {
   // Not fused: a product read twice, a product that is an output, and
   // products plus addends that are no [n] bias.
   const ValueId twice = b.Add(OpKind::kMatMul, {x, w}, {}, here);
-  layers.graph.AddOutput("read_twice", b.Add(OpKind::kAdd, {b.Add(OpKind::kAdd, {twice, bias}, {}, here), twice}, {}, here));
+  layers.graph.AddOutput("read_twice",
+                         b.Add(OpKind::kAdd, {b.Add(OpKind::kAdd, {twice, bias}, {}, here), twice}, {}, here));
   const ValueId shown = b.Add(OpKind::kMatMul, {x, w}, {}, here);
   layers.graph.AddOutput("product", shown);
   layers.graph.AddOutput("product_biased", b.Add(OpKind::kAdd, {shown, bias}, {}, here));
-  layers.graph.AddOutput("residual", b.Add(OpKind::kAdd, {b.Add(OpKind::kMatMul, {x, w}, {}, here), residual}, {}, here));
+  layers.graph.AddOutput("residual",
+                         b.Add(OpKind::kAdd, {b.Add(OpKind::kMatMul, {x, w}, {}, here), residual}, {}, here));
   layers.graph.AddOutput("row", b.Add(OpKind::kAdd, {b.Add(OpKind::kMatMul, {x, w}, {}, here), row}, {}, here));
   EXPECT_TRUE(b.ok()) << b.status();
   return layers;
