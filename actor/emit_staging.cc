@@ -6,20 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "actor/host_staging.h"
 
 namespace tandem::actor {
-namespace {
-
-// How long the destructor waits for copies still on the stream.
-constexpr absl::Duration kTeardownWait = absl::Seconds(10);
-
-int64_t Aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-
-}  // namespace
-
 EmitStaging::~EmitStaging() {
   // A copy still queued writes into a block: free the blocks only after it.
-  if (!pending_.empty()) memory_.SynchronizeStream(absl::Now() + kTeardownWait).IgnoreError();
+  if (!pending_.empty()) memory_.SynchronizeStream(absl::Now() + kStagingTeardownWait).IgnoreError();
   for (const Block& block : blocks_) memory_.FreeHostStaging(block.data);
 }
 
@@ -35,7 +27,7 @@ absl::Status EmitStaging::Stage(const std::string& result, int32_t microbatch, c
       return absl::InternalError(absl::StrCat("result '", result, "' of microbatch ", microbatch, " emitted twice"));
     }
   }
-  const int64_t bytes = Aligned(tensor.num_bytes());
+  const int64_t bytes = StagedBytes(tensor.num_bytes());
   Block* block = nullptr;
   for (Block& candidate : blocks_) {
     if (candidate.bytes - candidate.used >= bytes) {

@@ -5,21 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "actor/host_staging.h"
 
 namespace tandem::actor {
-namespace {
-
-// How long the destructor waits for copies still on the stream.
-constexpr absl::Duration kTeardownWait = absl::Seconds(10);
-
-int64_t Aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-
-}  // namespace
-
 InputStaging::~InputStaging() {
   // A copy still queued reads a block: free them only after the stream.
   if (blocks_[0].in_flight || blocks_[1].in_flight) {
-    memory_.SynchronizeStream(absl::Now() + kTeardownWait).IgnoreError();
+    memory_.SynchronizeStream(absl::Now() + kStagingTeardownWait).IgnoreError();
   }
   for (Block& block : blocks_) {
     memory_.FreeHostStaging(block.data);
@@ -52,7 +44,7 @@ absl::StatusOr<std::vector<backends::DeviceTensor>> InputStaging::Upload(
   std::vector<backends::DeviceTensor> uploaded;
   if (tensors.empty()) return uploaded;
   int64_t total = 0;
-  for (const ir::HostTensor* tensor : tensors) total += Aligned(tensor->num_bytes());
+  for (const ir::HostTensor* tensor : tensors) total += StagedBytes(tensor->num_bytes());
   Block& block = blocks_[next_];
   if (absl::Status status = AwaitCopied(block, deadline); !status.ok()) return status;
   if (block.bytes < total) {
@@ -84,7 +76,7 @@ absl::StatusOr<std::vector<backends::DeviceTensor>> InputStaging::Upload(
     status = memory_.CopyFromHostAsync(device->address(), staged, bytes);
     block.in_flight = true;
     if (!status.ok()) break;
-    offset += Aligned(bytes);
+    offset += StagedBytes(bytes);
     uploaded.push_back(*std::move(device));
   }
   if (block.in_flight) {
