@@ -1,17 +1,18 @@
 #include "backends/cuda/cuda_on_cpu.h"
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <semaphore>
 #include <string>
-#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -300,6 +301,59 @@ void WarpGather(const uint32_t (&mine)[kWarpGatherWords], uint32_t (&all)[32][kW
     std::copy(std::begin(warp.gathered[lane]), std::end(warp.gathered[lane]), all[lane]);
   }
   ArriveAtWarpBarrier(grid, lock, warp, lanes);  // nobody overwrites a lane's words before every lane read them
+}
+
+namespace {
+float WidenBf16(uint32_t word, int half) {
+  __nv_bfloat16_raw raw;
+  raw.x = static_cast<unsigned short>(half == 0 ? word & 0xffffu : word >> 16);
+  return __bfloat162float(__nv_bfloat16(raw));
+}
+}  // namespace
+
+void WarpMmaM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const uint32_t mine[kWarpGatherWords] = {a[0], a[1], a[2], a[3], b0, b1, 0, 0};
+  uint32_t all[32][kWarpGatherWords];
+  WarpGather(mine, all);
+  if (LaneId() == 0) CountTensorCoreProduct();
+  // A[r][k] is in lane 4 (r % 8) + (k % 8) / 2, word r / 8 + 2 (k / 8);
+  // B[k][n] in lane 4n + (k % 8) / 2, word 4 + k / 8; half k % 2 of each.
+  const auto a_at = [&all](int r, int k) {
+    return WidenBf16(all[4 * (r % 8) + (k % 8) / 2][r / 8 + 2 * (k / 8)], k % 2);
+  };
+  const auto b_at = [&all](int k, int n) { return WidenBf16(all[4 * n + (k % 8) / 2][4 + k / 8], k % 2); };
+  const int g = LaneId() / 4, t = LaneId() % 4;
+  float result[4];
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + 8 * (i / 2), n = 2 * t + i % 2;
+    float sum = d[i];
+    for (int k = 0; k < 16; ++k) sum = std::fma(a_at(r, k), b_at(k, n), sum);
+    result[i] = sum;
+  }
+  std::copy(std::begin(result), std::end(result), d);
+}
+
+void WarpLoadMatrices(uint32_t (&r)[4], const void* row, bool transposed) {
+  const auto address = reinterpret_cast<uintptr_t>(row);
+  if (address % 16 != 0) Abort("an ldmatrix row address not 16-byte aligned");
+  const uint32_t mine[kWarpGatherWords] = {static_cast<uint32_t>(address), static_cast<uint32_t>(address >> 32)};
+  uint32_t all[32][kWarpGatherWords];
+  WarpGather(mine, all);
+  // Element c of the row whose address lane `lane` gave.
+  const auto element = [&all](int lane, int c) {
+    const uintptr_t at = uintptr_t{all[lane][0]} | (uintptr_t{all[lane][1]} << 32);
+    uint16_t bits;
+    std::memcpy(&bits, reinterpret_cast<const char*>(at) + 2 * c, 2);
+    return uint32_t{bits};
+  };
+  const int g = LaneId() / 4, t = LaneId() % 4;
+  for (int i = 0; i < 4; ++i) {
+    r[i] = transposed ? element(8 * i + 2 * t, g) | (element(8 * i + 2 * t + 1, g) << 16)
+                      : element(8 * i + g, 2 * t) | (element(8 * i + g, 2 * t + 1) << 16);
+  }
+  // Nobody writes the rows before every lane has read them (the GPU's
+  // ldmatrix reads them at once).
+  WarpGather(mine, all);
 }
 
 void Abort(const char* what) {

@@ -39,6 +39,14 @@
 //    product are its own: the two agree to f32's rounding of 16 terms, not
 //    bit for bit. Loads and stores abort on what the GPU requires and does
 //    not check: a 32-byte aligned pointer, a stride of whole 16 bytes.
+//  - The PTX-level products kernels/warp_mma.cuh wraps: mma.sync m16n8k16
+//    (bf16 operands, f32 accumulators) and ldmatrix x4 (plain and
+//    transposed), warp collectives in the PTX ISA's register layouts, so a
+//    kernel that reads a product's registers as the next one's operand
+//    computes here what it computes on the GPU. The product sums k = 0..15
+//    by fused multiply-adds in order (to f32's rounding of the GPU's, as
+//    wmma's); an ldmatrix row address not 16-byte aligned aborts. cp.async
+//    copies complete at once.
 //  - Atomics (`atomicAdd`, `atomicMax`, `atomicMin`, `atomicExch`,
 //    `atomicCAS`) go through std::atomic_ref.
 //  - The barriers are mutexes and condition variables, so ThreadSanitizer
@@ -52,8 +60,8 @@
 //    the host compiler reads: building this needs the CUDA toolkit's
 //    headers, not nvcc or a GPU. Its functions (streams, events, memory,
 //    copies) run on host memory, synchronously (cuda_runtime_on_cpu.cc).
-// Not modelled: speed, inline PTX, tensor cores past wmma's 16 x 16 x 16
-// bf16 products, cp.async/TMA, CUB and
+// Not modelled: speed, inline PTX (past warp_mma.cuh's), other tensor-core
+// shapes and types, TMA, CUB and
 // cooperative groups (library calls stay outside kernels, behind the
 // backend's function table), dynamic shared memory (a launch asking for
 // some is refused with cudaErrorInvalidValue), more than 1024 threads a
@@ -133,6 +141,11 @@ uint32_t WarpExchange(uint32_t mask, uint32_t value, int source_lane, bool in_ra
 // kWarpGatherWords words and receives all lanes' words: all[lane][i].
 inline constexpr int kWarpGatherWords = 8;
 void WarpGather(const uint32_t (&mine)[kWarpGatherWords], uint32_t (&all)[32][kWarpGatherWords]);
+// The warp collectives behind kernels/warp_mma.cuh (see the header
+// comment): d += a b over the calling warp's m16n8k16 operands, and an
+// ldmatrix x4 from this lane's row address.
+void WarpMmaM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+void WarpLoadMatrices(uint32_t (&r)[4], const void* row, bool transposed);
 [[noreturn]] void Abort(const char* what);
 // The lane of the calling thread in its warp, and how many lanes its warp has.
 int LaneId();

@@ -1,307 +1,319 @@
 // Causal attention and its gradient on bf16 operands at head widths 32, 64
 // and 128, on tensor cores (ir/op.h kAttention; dispatched by
-// kernels/attention.cu): FlashAttention-2's structure in 16 x 16 x 16 wmma
-// products of bf16 operands with f32 accumulators (sm_80 and later).
+// kernels/attention.cu): FlashAttention-2's structure in mma.sync m16n8k16
+// products of bf16 operands with f32 accumulators (kernels/warp_mma.cuh;
+// sm_80 and later).
 //
 // A warp owns 16 rows (query rows, or keys in the key-gradient kernel) and
-// walks the other side in tiles of kKeyTile rows staged in shared memory by
-// the block. Every product is a warp's: S = Q K^T and dP = dY V^T into f32
-// accumulators, stored to the warp's shared scratch where its lanes take the
-// softmax of one row half each (lane pairs fold a row's max and sum by one
-// shuffle, the same bits in both lanes); the weights P (and dS) are rounded
-// to bf16 once, as the operands of the next products O += P V, dQ += dS K,
-// dV += P^T dY and dK += dS^T Q, as FlashAttention-2 does. The accumulators'
-// element layout is the hardware's: a row's rescale reaches its elements
-// through a fragment of row numbers loaded like the accumulators (the same
-// type, so the same layout). Products sum in the tensor cores' own order,
-// fixed by the hardware and the shape: the bits repeat, no atomics; they
-// differ from the fp32 SIMT families' (bf16 products, bf16 weights).
+// walks the other side in tiles staged in shared memory by the block's
+// cp.async copies (padded rows: ldmatrix's eight 16-byte rows fall in
+// different banks). Every product is a warp's, its result in registers:
+// S = Q K^T (and dP = dY V^T) come out as accumulator tiles whose layout
+// the PTX ISA fixes, so each lane knows which rows and keys its elements
+// are; a row's max and sum fold over the four lanes that share the row (two
+// shuffles, the same bits in all four); the weights P (and dS) are rounded
+// to bf16 once, in place, as the A operand of the next product (O += P V,
+// dQ += dS K, dV += P^T dY, dK += dS^T Q), as FlashAttention-2 does. The
+// scores never touch shared memory. Products sum in the tensor cores' own
+// order, fixed by the hardware and the shape: the bits repeat, no atomics;
+// they differ from the fp32 SIMT families' (bf16 products, bf16 weights).
+//
+// Query rows and their dY stay in registers as A operands for a whole
+// sweep; the forward stages a tile's keys while the last tile's weighted
+// values are summed, and its values while its scores are taken
+// (FlashAttention-2's overlap, one buffer each). Softmax runs in base 2:
+// x = s * scale * log2(e), weights exp2(x - max).
 
 #include "backends/cuda/kernels/attention.cuh"
-
-#ifdef __CUDACC__
-#include <mma.h>
-#endif
+#include "backends/cuda/kernels/warp_mma.cuh"
 
 namespace tandem::cuda::kernels {
 namespace {
 namespace tensor_cores {
 
-namespace wmma = nvcuda::wmma;
-using bf16 = __nv_bfloat16;
-using RowsOperand = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using TransposedOperand = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using ColumnsOperand = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+using warp_mma::bf16;
+using warp_mma::CommitCopies;
+using warp_mma::CopyAsync16;
+using warp_mma::CopyAsync4;
+using warp_mma::Lane;
+using warp_mma::LoadColumns;
+using warp_mma::LoadRows;
+using warp_mma::LoadTransposedColumns;
+using warp_mma::Mma;
+using warp_mma::PackBf16;
+using warp_mma::Rows;
+using warp_mma::RowsFromSums;
+using warp_mma::Sums;
+using warp_mma::WaitCopies;
+using warp_mma::WidenHalf;
+using warp_mma::Zero;
 
-constexpr int kSide = 16;     // a fragment's side: the rows a warp owns
-constexpr int kKeyTile = 32;  // the rows of the other side a tile stages
-// Shared rows are padded against bank conflicts: a staged [rows, W] bf16
-// tile by 16 bytes a row (the fragment loads' 16-byte rows then fall in
-// different banks), the warp's f32 scratch by 4 floats.
+constexpr int kSide = 16;  // the rows a warp owns
+// Shared rows of a staged [rows, W] bf16 tile, padded by 16 bytes.
 template <int W>
 constexpr int kStride = W + 8;
-constexpr int kScoreStride = kKeyTile + 4;
-constexpr int kForwardWarps = 4;
-constexpr int kGradWarps = 2;  // the gradient's kernels stage twice the operands
+constexpr float kLog2E = 1.4426950408889634f;
 
-__device__ __forceinline__ int LaneOf() { return static_cast<int>(threadIdx.x) % 32; }
 __device__ __forceinline__ int WarpOf() { return static_cast<int>(threadIdx.x) / 32; }
 
-// Rows [0, kRows) of kCount [rows, W] bf16 matrices on their way from device
-// memory to shared memory (rows of kStride<W>; zeros past `count`), held in
-// the registers of the block's kThreads threads, 16 bytes an access. Load
-// issues every access before any is used: a tile costs one memory latency,
-// not one an access. A kernel loads the next tile before it computes on
-// this one, and stores it once this one's readers are done: the loads are
-// in flight meanwhile.
-template <int W, int kRows, int kThreads, int kCount>
-struct StagedRows {
-  static constexpr int kPieces = kRows * W / 8;  // 16-byte pieces of a matrix
-  static_assert(kPieces % kThreads == 0, "every thread moves as many pieces");
-  static constexpr int kEach = kPieces / kThreads;
-  uint4 bits[kCount][kEach];
-
-  __device__ __forceinline__ void Load(const bf16* const (&from)[kCount], int64_t count) {
-    TANDEM_UNROLL
-    for (int i = 0; i < kEach; ++i) {
-      const int piece = static_cast<int>(threadIdx.x) + i * kThreads;
-      const bool valid = piece / (W / 8) < count;
-      TANDEM_UNROLL
-      for (int m = 0; m < kCount; ++m) {
-        bits[m][i] = valid ? *reinterpret_cast<const uint4*>(from[m] + 8 * piece) : make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
-  }
-  __device__ __forceinline__ void Store(bf16* const (&to)[kCount]) const {
-    TANDEM_UNROLL
-    for (int i = 0; i < kEach; ++i) {
-      const int piece = static_cast<int>(threadIdx.x) + i * kThreads;
-      const int at = piece / (W / 8) * kStride<W> + 8 * (piece % (W / 8));
-      TANDEM_UNROLL
-      for (int m = 0; m < kCount; ++m) *reinterpret_cast<uint4*>(to[m] + at) = bits[m][i];
-    }
-  }
+// The lane's place in an accumulator tile: rows g and g + 8 (half h = 0, 1),
+// columns 2t and 2t + 1 of each n8 tile.
+struct LanePlace {
+  int g, t;
+  __device__ int Row(int half) const { return g + 8 * half; }
+  // Column of element i (0..3) of accumulator tile j.
+  __device__ int Column(int j, int i) const { return 8 * j + 2 * t + i % 2; }
 };
-
-// StagedRows loaded and stored at once; the caller syncs.
-template <int W, int kRows, int kThreads, int kCount>
-__device__ __forceinline__ void StageRows(bf16* const (&to)[kCount], const bf16* const (&from)[kCount], int64_t count) {
-  StagedRows<W, kRows, kThreads, kCount> staged;
-  staged.Load(from, count);
-  staged.Store(to);
+__device__ __forceinline__ LanePlace LanePlaceOf() { return {Lane() / 4, Lane() % 4}; }
+// How many of a tile's columns from `tile` on lie below `end`, in 0..kCols:
+// column c of the tile is in when c < ColumnsBelow(...), compared in 32 bits.
+template <int kCols>
+__device__ __forceinline__ int ColumnsBelow(int64_t end, int64_t tile) {
+  const int64_t rest = end - tile;
+  return rest <= 0 ? 0 : rest >= kCols ? kCols : static_cast<int>(rest);
+}
+// Folds over the four lanes of a row (xor 1, then 2): the same bits in all four.
+__device__ __forceinline__ float QuadMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float QuadSum(float x) {
+  x = x + __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// s[n] = a b^T over W: a the warp's 16 rows, b kKeyTile rows (both staged
-// rows in shared memory); s[n] holds columns 16n..16n+15 of the product.
-// The depth loop unrolls 2 at a time: fully unrolled, the width-128
-// query-gradient kernel took 255 registers and spilled; so, 170 (sm_90).
-template <int W>
-__device__ __forceinline__ void ProductWithTransposed(Accumulator (&s)[kKeyTile / kSide], const bf16* a,
-                                                      const bf16* b) {
+// Rows [0, kRows) of a [rows, W] bf16 matrix `from` copied to `to` (rows of
+// kStride<W>) by the block's kThreads threads, asynchronously, 16 bytes a
+// copy; rows from `count` on are zeros (stored at once). The caller
+// commits, waits and syncs.
+template <int W, int kRows, int kThreads>
+__device__ __forceinline__ void CopyRows(bf16* to, const bf16* from, int64_t count) {
+  constexpr int kPieces = kRows * W / 8;
+  static_assert(kPieces % kThreads == 0, "every thread copies as many pieces");
   TANDEM_UNROLL
-  for (int n = 0; n < kKeyTile / kSide; ++n) wmma::fill_fragment(s[n], 0.0f);
-  TANDEM_UNROLL_BY(2)
-  for (int d = 0; d < W / kSide; ++d) {
-    RowsOperand rows;
-    wmma::load_matrix_sync(rows, a + kSide * d, kStride<W>);
-    TANDEM_UNROLL
-    for (int n = 0; n < kKeyTile / kSide; ++n) {
-      TransposedOperand columns;
-      wmma::load_matrix_sync(columns, b + n * kSide * kStride<W> + kSide * d, kStride<W>);
-      wmma::mma_sync(s[n], rows, columns, s[n]);
+  for (int i = 0; i < kPieces / kThreads; ++i) {
+    const int piece = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int row = piece / (W / 8), column = 8 * (piece % (W / 8));
+    bf16* at = to + row * kStride<W> + column;
+    if (row < count) {
+      CopyAsync16(at, from + static_cast<int64_t>(row) * W + column);
+    } else {
+      *reinterpret_cast<uint4*>(at) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
 }
 
-// acc[n] += w b: w the warp's [16, kKeyTile] weights, b kKeyTile staged
-// rows (both in shared memory); acc[n] holds columns 16n..16n+15.
+// A warp's 16 rows of a staged tile as A operands over all W columns.
 template <int W>
-__device__ __forceinline__ void AddWeightedRows(Accumulator (&acc)[W / kSide], const bf16* w, const bf16* b) {
+__device__ __forceinline__ void LoadOperandRows(Rows (&a)[W / kSide], const bf16* tile, int first_row) {
   TANDEM_UNROLL
-  for (int k = 0; k < kKeyTile / kSide; ++k) {
-    RowsOperand weights;
-    wmma::load_matrix_sync(weights, w + kSide * k, kKeyTile);
+  for (int d = 0; d < W / kSide; ++d) LoadRows(a[d], tile, kStride<W>, first_row, kSide * d);
+}
+
+// s = a b^T: a the warp's 16 rows (A operands over W), b kCols staged rows;
+// s[j] holds columns 8j..8j+7.
+template <int W, int kCols>
+__device__ __forceinline__ void ProductWithTransposed(Sums (&s)[kCols / 8], const Rows (&a)[W / kSide], const bf16* b) {
+  Zero(s);
+  TANDEM_UNROLL
+  for (int d = 0; d < W / kSide; ++d) {
+    TANDEM_UNROLL
+    for (int n = 0; n < kCols / kSide; ++n) {
+      uint32_t columns[4];
+      LoadTransposedColumns(columns, b, kStride<W>, kSide * n, kSide * d);
+      Mma(s[2 * n], a[d], columns[0], columns[1]);
+      Mma(s[2 * n + 1], a[d], columns[2], columns[3]);
+    }
+  }
+}
+// Two such products side by side, s = a b^T and s2 = a2 b2^T, their
+// products interleaved (twice the independent tensor-core work in flight):
+// rows_of(p, d, rows) gives product p's A operand of depth 16d.
+template <int W, int kCols, typename RowsOf>
+__device__ __forceinline__ void TwoProductsWithTransposed(Sums (&s)[kCols / 8], Sums (&s2)[kCols / 8],
+                                                          const RowsOf& rows_of, const bf16* b, const bf16* b2) {
+  Zero(s);
+  Zero(s2);
+  TANDEM_UNROLL
+  for (int d = 0; d < W / kSide; ++d) {
+    Rows rows, rows2;
+    rows_of(0, d, rows);
+    rows_of(1, d, rows2);
+    TANDEM_UNROLL
+    for (int n = 0; n < kCols / kSide; ++n) {
+      uint32_t columns[4], columns2[4];
+      LoadTransposedColumns(columns, b, kStride<W>, kSide * n, kSide * d);
+      LoadTransposedColumns(columns2, b2, kStride<W>, kSide * n, kSide * d);
+      Mma(s[2 * n], rows, columns[0], columns[1]);
+      Mma(s2[2 * n], rows2, columns2[0], columns2[1]);
+      Mma(s[2 * n + 1], rows, columns[2], columns[3]);
+      Mma(s2[2 * n + 1], rows2, columns2[2], columns2[3]);
+    }
+  }
+}
+
+// The base-2 exponential the softmax takes (to within 2 ulp, subnormal
+// results flushed to zero: one instruction on the GPU).
+__device__ __forceinline__ float Exp2(float x) {
+#ifdef __CUDACC__
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+// acc += w b: w the warp's [16, kDepth] weights as A operands, b kDepth
+// staged rows of W columns; acc[j] holds columns 8j..8j+7.
+template <int W, int kDepth>
+__device__ __forceinline__ void AddWeightedRows(Sums (&acc)[W / 8], const Rows (&w)[kDepth / kSide], const bf16* b) {
+  TANDEM_UNROLL
+  for (int k = 0; k < kDepth / kSide; ++k) {
     TANDEM_UNROLL
     for (int n = 0; n < W / kSide; ++n) {
-      ColumnsOperand rows;
-      wmma::load_matrix_sync(rows, b + k * kSide * kStride<W> + kSide * n, kStride<W>);
-      wmma::mma_sync(acc[n], weights, rows, acc[n]);
+      uint32_t columns[4];
+      LoadColumns(columns, b, kStride<W>, kSide * k, kSide * n);
+      Mma(acc[2 * n], w[k], columns[0], columns[1]);
+      Mma(acc[2 * n + 1], w[k], columns[2], columns[3]);
     }
   }
 }
 
-// s into the warp's [16, kKeyTile] f32 scratch (rows of kScoreStride),
-// readable by every lane after.
-__device__ __forceinline__ void StoreScores(float* scratch, const Accumulator (&s)[kKeyTile / kSide]) {
-  __syncwarp();  // the lanes' last reads of the scratch are done
-  TANDEM_UNROLL
-  for (int n = 0; n < kKeyTile / kSide; ++n) {
-    wmma::store_matrix_sync(scratch + kSide * n, s[n], kScoreStride, wmma::mem_row_major);
-  }
-  __syncwarp();
-}
-
-// A table of row numbers (i at row i) written to the warp's scratch and
-// loaded as an accumulator: row_of.x[e] is the row of element e of every
-// accumulator.
-__device__ __forceinline__ void LoadRowNumbers(float* scratch, Accumulator& row_of) {
-  for (int e = LaneOf(); e < kSide * kSide; e += 32) {
-    scratch[e / kSide * kScoreStride + e % kSide] = static_cast<float>(e / kSide);
-  }
-  __syncwarp();
-  wmma::load_matrix_sync(row_of, scratch, kScoreStride, wmma::mem_row_major);
-}
-
-// acc's elements of row i multiplied (or divided, where `divide`) by
-// factors[i], the warp's per-row factors in shared memory.
+// acc's rows (half h: the lane's row g + 8h) times factor[h].
 template <int kCount>
-__device__ __forceinline__ void ScaleRows(Accumulator (&acc)[kCount], const Accumulator& row_of, const float* factors,
-                                          bool divide) {
-  __syncwarp();  // the factors are written
+__device__ __forceinline__ void ScaleRows(Sums (&acc)[kCount], const float (&factor)[2]) {
   TANDEM_UNROLL
-  for (int e = 0; e < Accumulator::num_elements; ++e) {
-    const float factor = factors[static_cast<int>(row_of.x[e])];
+  for (int j = 0; j < kCount; ++j) {
     TANDEM_UNROLL
-    for (int n = 0; n < kCount; ++n) acc[n].x[e] = divide ? acc[n].x[e] / factor : acc[n].x[e] * factor;
+    for (int i = 0; i < 4; ++i) acc[j][i] *= factor[i / 2];
   }
 }
 
-// The lane's row of the warp's 16 and its half of a tile's kKeyTile columns.
-struct RowHalf {
-  int row, half;
-  __device__ int Column(int j) const { return half * (kKeyTile / 2) + j; }
-};
-__device__ __forceinline__ RowHalf RowHalfOf() { return {LaneOf() / 2, LaneOf() % 2}; }
-__device__ __forceinline__ float PairMax(float x) { return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1)); }
-__device__ __forceinline__ float PairSum(float x) { return x + __shfl_xor_sync(0xffffffffu, x, 1); }
+// Two neighbouring elements stored (f32, or rounded to bf16).
+__device__ __forceinline__ void StorePair(float* to, float a, float b) {
+  *reinterpret_cast<float2*>(to) = make_float2(a, b);
+}
+__device__ __forceinline__ void StorePair(bf16* to, float a, float b) {
+  *reinterpret_cast<uint32_t*>(to) = PackBf16(a, b);
+}
 
-// A warp's scratch in shared memory: scores (and a second product) in f32,
-// weights in bf16, one factor a row.
-struct WarpScratch {
-  float* scores;
-  float* second;
-  bf16* weights;
-  float* factors;
-};
+// The warp's 16 rows of acc times `factor` into to[row * W + column], rows
+// below `valid`.
+template <int W, typename Out>
+__device__ __forceinline__ void StoreRows(Out* to, int64_t valid, const Sums (&acc)[W / 8], float factor) {
+  const LanePlace at = LanePlaceOf();
+  TANDEM_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    if (at.Row(h) >= valid) continue;
+    TANDEM_UNROLL
+    for (int j = 0; j < W / 8; ++j) {
+      StorePair(to + at.Row(h) * W + at.Column(j, 0), acc[j][2 * h] * factor, acc[j][2 * h + 1] * factor);
+    }
+  }
+}
 
 // The forward over `key_count` keys of `keys` and `values` ([keys, W]) for
-// the warp's rows `rows` (16 staged rows; the lane's row reads
-// keys < n): o (unnormalised), and the lane's row's max m and sum l. ks and
-// vs are the block's tiles; every warp of the block (kThreads threads)
-// calls this together.
-template <int W, int kThreads>
-__device__ void SweepKeys(const bf16* rows, bf16* ks, bf16* vs, const WarpScratch& w, const Accumulator& row_of,
-                          const bf16* keys, const bf16* values, int64_t key_count, int64_t n, float scale,
-                          Accumulator (&o)[W / kSide], float& m, float& l) {
-  const RowHalf at = RowHalfOf();
-  TANDEM_UNROLL
-  for (int c = 0; c < W / kSide; ++c) wmma::fill_fragment(o[c], 0.0f);
-  m = -INFINITY;
-  l = 0.0f;
-  StagedRows<W, kKeyTile, kThreads, 2> next;
-  next.Load({keys, values}, key_count);
-  for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
-    __syncthreads();  // the last tile's readers are done
-    next.Store({ks, vs});
+// the warp's 16 query rows `q` (the lane's row of half h reads keys below
+// n[h]): o (unnormalised), each half's max m (base 2, scaled) and sum l.
+// ks and vs are the block's tiles of kKeys rows; every warp of the block
+// (kThreads threads) calls this together, with no copies in flight.
+template <int W, int kKeys, int kThreads>
+__device__ void SweepKeys(const Rows (&q)[W / kSide], bf16* ks, bf16* vs, const bf16* keys, const bf16* values,
+                          int64_t key_count, const int64_t (&n)[2], float scale, Sums (&o)[W / 8], float (&m)[2],
+                          float (&l)[2]) {
+  const LanePlace at = LanePlaceOf();
+  const float scale2 = scale * kLog2E;
+  Zero(o);
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
+  __syncthreads();  // the tiles' last readers are done
+  CopyRows<W, kKeys, kThreads>(ks, keys, key_count);
+  CommitCopies();
+  CopyRows<W, kKeys, kThreads>(vs, values, key_count);
+  CommitCopies();
+  for (int64_t tile = 0; tile < key_count; tile += kKeys) {
+    const int64_t after = tile + kKeys;
+    WaitCopies<1>();  // this tile's keys (its values may be in flight)
     __syncthreads();
-    if (const int64_t after = tile + kKeyTile; after < key_count) {
-      next.Load({keys + after * W, values + after * W}, key_count - after);
-    }
-    Accumulator s[kKeyTile / kSide];
-    ProductWithTransposed<W>(s, rows, ks);
-    StoreScores(w.scores, s);
-    float x[kKeyTile / 2];
-    float tile_max = -INFINITY;
+    Sums s[kKeys / 8];
+    ProductWithTransposed<W, kKeys>(s, q, ks);
+    __syncthreads();  // every warp is done with the keys
+    if (after < key_count) CopyRows<W, kKeys, kThreads>(ks, keys + after * W, key_count - after);
+    CommitCopies();
+    float rescale[2];
     TANDEM_UNROLL
-    for (int j = 0; j < kKeyTile / 2; ++j) {
-      x[j] = tile + at.Column(j) < n ? w.scores[at.row * kScoreStride + at.Column(j)] * scale : -INFINITY;
-      tile_max = fmaxf(tile_max, x[j]);
+    for (int h = 0; h < 2; ++h) {
+      const int keys_in = ColumnsBelow<kKeys>(n[h], tile);
+      float tile_max = -INFINITY;
+      TANDEM_UNROLL
+      for (int j = 0; j < kKeys / 8; ++j) {
+        TANDEM_UNROLL
+        for (int i = 2 * h; i < 2 * h + 2; ++i) {
+          s[j][i] = at.Column(j, i) < keys_in ? s[j][i] * scale2 : -INFINITY;
+          tile_max = fmaxf(tile_max, s[j][i]);
+        }
+      }
+      const float next = fmaxf(m[h], QuadMax(tile_max));
+      rescale[h] = m[h] == next ? 1.0f : Exp2(m[h] - next);
+      const float shift = next == -INFINITY ? 0.0f : next;  // masked scores give exp2(-inf) = 0
+      float sum = 0.0f;
+      TANDEM_UNROLL
+      for (int j = 0; j < kKeys / 8; ++j) {
+        TANDEM_UNROLL
+        for (int i = 2 * h; i < 2 * h + 2; ++i) {
+          // l sums the weights the product uses: rounded to bf16.
+          s[j][i] = __bfloat162float(__float2bfloat16_rn(Exp2(s[j][i] - shift)));
+          sum += s[j][i];
+        }
+      }
+      l[h] = l[h] * rescale[h] + QuadSum(sum);
+      m[h] = next;
     }
-    const float next = fmaxf(m, PairMax(tile_max));
-    const float rescale = m == next ? 1.0f : expf(m - next);
-    float sum = 0.0f;
-    TANDEM_UNROLL
-    for (int j = 0; j < kKeyTile / 2; ++j) {
-      const bf16 weight = __float2bfloat16_rn(x[j] == -INFINITY ? 0.0f : expf(x[j] - next));
-      w.weights[at.row * kKeyTile + at.Column(j)] = weight;
-      sum = sum + __bfloat162float(weight);  // l sums the weights the product uses
-    }
-    l = l * rescale + PairSum(sum);
-    m = next;
-    if (at.half == 0) w.factors[at.row] = rescale;
-    ScaleRows(o, row_of, w.factors, /*divide=*/false);
-    AddWeightedRows<W>(o, w.weights, vs);
+    ScaleRows(o, rescale);
+    Rows p[kKeys / kSide];
+    RowsFromSums<kKeys>(p, s);
+    WaitCopies<1>();  // this tile's values (the next keys may be in flight)
+    __syncthreads();
+    AddWeightedRows<W, kKeys>(o, p, vs);
+    __syncthreads();  // every warp is done with the values
+    if (after < key_count) CopyRows<W, kKeys, kThreads>(vs, values + after * W, key_count - after);
+    CommitCopies();
   }
+  WaitCopies<0>();
 }
 
 // o divided by each row's l (rows without keys: by 1).
 template <int W>
-__device__ __forceinline__ void Normalise(Accumulator (&o)[W / kSide], const Accumulator& row_of, const WarpScratch& w,
-                                          float l) {
-  __syncwarp();  // the last tile's readers of the factors are done
-  const RowHalf at = RowHalfOf();
-  if (at.half == 0) w.factors[at.row] = l > 0.0f ? l : 1.0f;
-  ScaleRows(o, row_of, w.factors, /*divide=*/true);
+__device__ __forceinline__ void Normalise(Sums (&o)[W / 8], const float (&l)[2]) {
+  const float inverse[2] = {l[0] > 0.0f ? 1.0f / l[0] : 1.0f, l[1] > 0.0f ? 1.0f / l[1] : 1.0f};
+  ScaleRows(o, inverse);
 }
 
-// The warp's rows of acc times `factor` into to[row * W + column] (f32, or
-// rounded to bf16), rows below `valid`, 32 columns at a time through the
-// warp's scratch.
-template <int W, typename Out>
-__device__ __forceinline__ void StoreRows(Out* to, int64_t valid, const Accumulator (&acc)[W / kSide],
-                                          const WarpScratch& w, float factor) {
-  const RowHalf at = RowHalfOf();
-  TANDEM_UNROLL
-  for (int chunk = 0; chunk < W / kKeyTile; ++chunk) {
-    StoreScores(w.scores, {acc[2 * chunk], acc[2 * chunk + 1]});
-    if (at.row < valid) {
-      const float* from = w.scores + at.row * kScoreStride + at.Column(0);
-      Out* row = to + at.row * W + chunk * kKeyTile + at.Column(0);
-      TANDEM_UNROLL
-      for (int j = 0; j < kKeyTile / 2; j += 4) {
-        Store4(row + j,
-               make_float4(from[j] * factor, from[j + 1] * factor, from[j + 2] * factor, from[j + 3] * factor));
-      }
-    }
-  }
-}
-
-// The sum over columns of acc's row times `rows`' row (the warp's 16 staged
-// rows), for the lane's row: the same bits in both lanes.
-template <int W>
-__device__ __forceinline__ float RowDot(const Accumulator (&acc)[W / kSide], const bf16* rows, const WarpScratch& w) {
-  const RowHalf at = RowHalfOf();
-  float part = 0.0f;
-  TANDEM_UNROLL
-  for (int chunk = 0; chunk < W / kKeyTile; ++chunk) {
-    StoreScores(w.scores, {acc[2 * chunk], acc[2 * chunk + 1]});
-    TANDEM_UNROLL
-    for (int j = 0; j < kKeyTile / 2; ++j) {
-      part = fmaf(w.scores[at.row * kScoreStride + at.Column(j)],
-                  __bfloat162float(rows[at.row * kStride<W> + chunk * kKeyTile + at.Column(j)]), part);
-    }
-  }
-  return PairSum(part);
+// Stages a block's kRows rows of `from` (count of them real) and takes the
+// warp's 16 as A operands; `tile` is free before and after.
+template <int W, int kRows, int kThreads>
+__device__ __forceinline__ void LoadOwnRows(Rows (&a)[W / kSide], bf16* tile, const bf16* from, int64_t count) {
+  __syncthreads();  // the tile's last readers are done
+  CopyRows<W, kRows, kThreads>(tile, from, count);
+  CommitCopies();
+  WaitCopies<0>();
+  __syncthreads();
+  LoadOperandRows<W>(a, tile, WarpOf() * kSide);
 }
 
 // The forward: a block of kForwardWarps warps takes 16 query rows a warp of
-// one (batch, head) pair.
+// one (batch, head) pair, keys in tiles of kForwardKeys.
+constexpr int kForwardWarps = 4, kForwardKeys = 64;
 template <int W, typename Out>
 __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, const int32_t* positions, Out* out,
                                    AttentionGeometry g, int64_t query_tiles, int64_t units) {
   constexpr int kRows = kSide * kForwardWarps, kThreads = 32 * kForwardWarps;
-  __shared__ __align__(32) bf16 query_rows[kRows * kStride<W>];
-  __shared__ __align__(32) bf16 key_rows[kKeyTile * kStride<W>];
-  __shared__ __align__(32) bf16 value_rows[kKeyTile * kStride<W>];
-  __shared__ __align__(32) float scores[kForwardWarps][kSide * kScoreStride];
-  __shared__ __align__(32) bf16 weights[kForwardWarps][kSide * kKeyTile];
-  __shared__ float factors[kForwardWarps][kSide];
+  static_assert(kRows <= kForwardKeys, "the query rows are staged in the key tile");
+  __shared__ __align__(16) bf16 key_rows[kForwardKeys * kStride<W>];
+  __shared__ __align__(16) bf16 value_rows[kForwardKeys * kStride<W>];
   const int warp = WarpOf();
-  const WarpScratch w{scores[warp], nullptr, weights[warp], factors[warp]};
-  Accumulator row_of;
-  LoadRowNumbers(w.scores, row_of);
-  const int row = warp * kSide + RowHalfOf().row;  // the lane's row of the block's
+  const LanePlace at = LanePlaceOf();
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
     const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kRows);
     const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
@@ -313,174 +325,251 @@ __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, 
     };
     int64_t key_count = 0;
     for (int r = 0; r < kRows; ++r) key_count = keys_of(r) > key_count ? keys_of(r) : key_count;
-    __syncthreads();  // the last unit's readers of the query rows are done
-    StageRows<W, kRows, kThreads>({query_rows}, {q + (pair * g.seq + first) * W}, count);
-    Accumulator o[W / kSide];
-    float m, l;
-    SweepKeys<W, kThreads>(query_rows + warp * kSide * kStride<W>, key_rows, value_rows, w, row_of,
-                           k + g.KeyBase(pair * g.seq), v + g.KeyBase(pair * g.seq), key_count, keys_of(row), g.scale,
-                           o, m, l);
-    Normalise<W>(o, row_of, w, l);
-    StoreRows<W>(out + (pair * g.seq + first + warp * kSide) * W, count - warp * kSide, o, w, 1.0f);
+    Rows rows[W / kSide];
+    LoadOwnRows<W, kRows, kThreads>(rows, key_rows, q + (pair * g.seq + first) * W, count);
+    const int64_t n[2] = {keys_of(warp * kSide + at.Row(0)), keys_of(warp * kSide + at.Row(1))};
+    Sums o[W / 8];
+    float m[2], l[2];
+    SweepKeys<W, kForwardKeys, kThreads>(rows, key_rows, value_rows, k + g.KeyBase(pair * g.seq),
+                                         v + g.KeyBase(pair * g.seq), key_count, n, g.scale, o, m, l);
+    Normalise<W>(o, l);
+    StoreRows<W>(out + (pair * g.seq + first + warp * kSide) * W, count - warp * kSide, o, 1.0f);
   }
 }
 
-// What both gradient kernels stage: kKeyTile rows each of q, dy, k and v
-// (a block's own 16 a warp, or a tile of the other side), and each warp's
-// scratch (two products and the weights).
+// dQ: a block of kQueryGradWarps warps takes 16 query rows a warp and
+// sweeps their keys twice: the forward (o, m and l, so delta = dy . o),
+// then S and dP = dY V^T again, in tiles of kGradKeys, for dS = P (dP -
+// delta) and dQ += dS K; it leaves each row's m (base 2), 1 / l and delta in `stats`.
+constexpr int kQueryGradWarps = 4, kGradKeys = 32;
 template <int W>
-struct GradientTiles {
-  static_assert(kSide * kGradWarps == kKeyTile, "a block's own rows and the other side's tile are one length");
-  __align__(32) bf16 query_rows[kKeyTile * kStride<W>];
-  __align__(32) bf16 dy_rows[kKeyTile * kStride<W>];
-  __align__(32) bf16 key_rows[kKeyTile * kStride<W>];
-  __align__(32) bf16 value_rows[kKeyTile * kStride<W>];
-  __align__(32) float scores[kGradWarps][kSide * kScoreStride];
-  __align__(32) float second[kGradWarps][kSide * kScoreStride];
-  __align__(32) bf16 weights[kGradWarps][kSide * kKeyTile];
+struct QueryGradTiles {
+  static constexpr int kRows = kSide * kQueryGradWarps;
+  // The block's query rows and dY rows are staged once, then the space is
+  // the key and value tiles'.
+  union {
+    struct {
+      __align__(16) bf16 queries[kRows * kStride<W>];
+      __align__(16) bf16 dy[kRows * kStride<W>];
+    } own;
+    struct {
+      __align__(16) bf16 keys[kGradKeys * kStride<W>];
+      __align__(16) bf16 values[kGradKeys * kStride<W>];
+    } tiles;
+  };
 };
 
-// dQ: a block of kGradWarps warps takes 16 query rows a warp and sweeps their
-// keys twice, the forward (o, m and l, so delta = dy . o), then S and dP = dY
-// V^T again for dS = P (dP - delta) and dQ += dS K; it leaves each row's m,
-// l and delta in `stats`.
 template <int W, typename Out>
 __global__ void AttentionQueryGradMmaKernel(const bf16* q, const bf16* k, const bf16* v, const bf16* dy, Out* dq,
                                             float* stats, AttentionGeometry g, int64_t query_tiles, int64_t units) {
-  constexpr int kRows = kSide * kGradWarps, kThreads = 32 * kGradWarps;
-  __shared__ GradientTiles<W> tiles;
-  __shared__ float factors[kGradWarps][kSide];
-  bf16* const query_rows = tiles.query_rows;
-  bf16* const dy_rows = tiles.dy_rows;
-  bf16* const key_rows = tiles.key_rows;
-  bf16* const value_rows = tiles.value_rows;
+  constexpr int kRows = kSide * kQueryGradWarps, kThreads = 32 * kQueryGradWarps;
+  __shared__ QueryGradTiles<W> shared;
   const int warp = WarpOf();
-  const WarpScratch w{tiles.scores[warp], tiles.second[warp], tiles.weights[warp], factors[warp]};
-  const RowHalf at = RowHalfOf();
-  Accumulator row_of;
-  LoadRowNumbers(w.scores, row_of);
+  const LanePlace at = LanePlaceOf();
+  const float scale2 = g.scale * kLog2E;
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
     const UnitRows rows_of_unit = QueryRowsOf(unit, units, query_tiles, kRows);
     const int64_t pair = rows_of_unit.pair, first = rows_of_unit.first;
     const int64_t count = g.seq - first < kRows ? g.seq - first : kRows;
     const int64_t key_count = first + count;  // the last row reads keys 0..first + count - 1
-    const int64_t row = warp * kSide + at.row;
-    const int64_t n = row < count ? first + row + 1 : 0;
+    int64_t n[2];
+    TANDEM_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = warp * kSide + at.Row(h);
+      n[h] = row < count ? first + row + 1 : 0;
+    }
     const bf16* keys = k + g.KeyBase(pair * g.seq);
     const bf16* values = v + g.KeyBase(pair * g.seq);
     const int64_t base = pair * g.seq + first;  // the block's first query row
-    __syncthreads();  // the last unit's readers of the rows are done
-    StageRows<W, kRows, kThreads>({query_rows, dy_rows}, {q + base * W, dy + base * W}, count);
-    const bf16* my_queries = query_rows + warp * kSide * kStride<W>;
-    const bf16* my_dy = dy_rows + warp * kSide * kStride<W>;
-    Accumulator acc[W / kSide];
-    float m, l;
-    SweepKeys<W, kThreads>(my_queries, key_rows, value_rows, w, row_of, keys, values, key_count, n, g.scale, acc, m, l);
-    Normalise<W>(acc, row_of, w, l);
-    const float delta = RowDot<W>(acc, my_dy, w);
+    Rows own_q[W / kSide], own_dy[W / kSide];
+    __syncthreads();  // the last unit's readers of the tiles are done
+    CopyRows<W, kRows, kThreads>(shared.own.queries, q + base * W, count);
+    CopyRows<W, kRows, kThreads>(shared.own.dy, dy + base * W, count);
+    CommitCopies();
+    WaitCopies<0>();
+    __syncthreads();
+    LoadOperandRows<W>(own_q, shared.own.queries, warp * kSide);
+    LoadOperandRows<W>(own_dy, shared.own.dy, warp * kSide);
+    Sums acc[W / 8];
+    float m[2], l[2];
+    SweepKeys<W, kGradKeys, kThreads>(own_q, shared.tiles.keys, shared.tiles.values, keys, values, key_count, n,
+                                      g.scale, acc, m, l);
+    Normalise<W>(acc, l);
+    // delta = dy . o over the row: o's elements (row, 8j + 2t + i % 2) meet
+    // dy's as own_dy holds them (A operand words 0..3: rows g, g + 8 at
+    // columns 2t, then 2t + 8, of each 16).
+    float delta[2];
     TANDEM_UNROLL
-    for (int c = 0; c < W / kSide; ++c) wmma::fill_fragment(acc[c], 0.0f);  // now dq
-    StagedRows<W, kKeyTile, kThreads, 2> next;
-    next.Load({keys, values}, key_count);
-    for (int64_t tile = 0; tile < key_count; tile += kKeyTile) {
-      __syncthreads();
-      next.Store({key_rows, value_rows});
-      __syncthreads();
-      if (const int64_t after = tile + kKeyTile; after < key_count) {
-        next.Load({keys + after * W, values + after * W}, key_count - after);
-      }
-      Accumulator s[kKeyTile / kSide], dp[kKeyTile / kSide];
-      ProductWithTransposed<W>(s, my_queries, key_rows);
-      ProductWithTransposed<W>(dp, my_dy, value_rows);
-      StoreScores(w.scores, s);
-      StoreScores(w.second, dp);
+    for (int h = 0; h < 2; ++h) {
+      float part = 0.0f;
       TANDEM_UNROLL
-      for (int j = 0; j < kKeyTile / 2; ++j) {
-        const int score = at.row * kScoreStride + at.Column(j);
-        const float weight = tile + at.Column(j) < n ? expf(w.scores[score] * g.scale - m) / l : 0.0f;
-        w.weights[at.row * kKeyTile + at.Column(j)] = __float2bfloat16_rn(weight * (w.second[score] - delta));  // dS
+      for (int d = 0; d < W / kSide; ++d) {
+        TANDEM_UNROLL
+        for (int half = 0; half < 2; ++half) {  // columns 16d + 8 half + 2t (+1)
+          const uint32_t word = own_dy[d][h + 2 * half];
+          part = fmaf(acc[2 * d + half][2 * h], WidenHalf(word, 0), part);
+          part = fmaf(acc[2 * d + half][2 * h + 1], WidenHalf(word, 1), part);
+        }
       }
-      __syncwarp();
-      AddWeightedRows<W>(acc, w.weights, key_rows);
+      delta[h] = QuadSum(part);
     }
-    StoreRows<W>(dq + (base + warp * kSide) * W, count - warp * kSide, acc, w, g.scale);
-    if (at.half == 0 && row < count) {
-      const int64_t r = base + row;
-      stats[3 * r] = m;
-      stats[3 * r + 1] = l;
-      stats[3 * r + 2] = delta;
+    Zero(acc);  // now dq
+    const float inverse_l[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
+    __syncthreads();  // the sweep's last readers of the tiles are done
+    CopyRows<W, kGradKeys, kThreads>(shared.tiles.keys, keys, key_count);
+    CopyRows<W, kGradKeys, kThreads>(shared.tiles.values, values, key_count);
+    CommitCopies();
+    const auto own_rows = [&](int product, int d, Rows& rows) {
+      TANDEM_UNROLL
+      for (int w = 0; w < 4; ++w) rows[w] = product == 0 ? own_q[d][w] : own_dy[d][w];
+    };
+    for (int64_t tile = 0; tile < key_count; tile += kGradKeys) {
+      WaitCopies<0>();
+      __syncthreads();
+      Sums s[kGradKeys / 8], dp[kGradKeys / 8];
+      TwoProductsWithTransposed<W, kGradKeys>(s, dp, own_rows, shared.tiles.keys, shared.tiles.values);
+      const int keys_in[2] = {ColumnsBelow<kGradKeys>(n[0], tile), ColumnsBelow<kGradKeys>(n[1], tile)};
+      TANDEM_UNROLL
+      for (int j = 0; j < kGradKeys / 8; ++j) {
+        TANDEM_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int h = i / 2;
+          const float p = at.Column(j, i) < keys_in[h] ? Exp2(fmaf(s[j][i], scale2, -m[h])) * inverse_l[h] : 0.0f;
+          s[j][i] = p * (dp[j][i] - delta[h]);  // dS
+        }
+      }
+      Rows ds[kGradKeys / kSide];
+      RowsFromSums<kGradKeys>(ds, s);
+      AddWeightedRows<W, kGradKeys>(acc, ds, shared.tiles.keys);
+      __syncthreads();  // every warp is done with the tiles
+      if (const int64_t after = tile + kGradKeys; after < key_count) {
+        CopyRows<W, kGradKeys, kThreads>(shared.tiles.keys, keys + after * W, key_count - after);
+        CopyRows<W, kGradKeys, kThreads>(shared.tiles.values, values + after * W, key_count - after);
+      }
+      CommitCopies();
+    }
+    StoreRows<W>(dq + (base + warp * kSide) * W, count - warp * kSide, acc, g.scale);
+    if (at.t == 0) {
+      TANDEM_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = warp * kSide + at.Row(h);
+        if (row >= count) continue;
+        stats[3 * (base + row)] = m[h];
+        stats[3 * (base + row) + 1] = inverse_l[h];
+        stats[3 * (base + row) + 2] = delta[h];
+      }
     }
   }
 }
 
-// dK and dV: a block of kGradWarps warps takes 16 keys a warp of one
+// dK and dV: a block of kKeyGradWarps warps takes 16 keys a warp of one
 // key/value pair and walks the query rows that read them, per query head of
-// the pair in order, kKeyTile rows at a time: S^T = K Q^T and dP^T = V dY^T,
-// then dV += P^T dY and dK += dS^T Q.
+// the pair in order, kGradKeys rows at a time: S^T = K Q^T and dP^T = V
+// dY^T, then dV += P^T dY and dK += dS^T Q.
+constexpr int kKeyGradWarps = 2;
+template <int W>
+struct KeyGradTiles {
+  __align__(16) bf16 keys[kSide * kKeyGradWarps * kStride<W>];
+  __align__(16) bf16 values[kSide * kKeyGradWarps * kStride<W>];
+  __align__(16) bf16 queries[kGradKeys * kStride<W>];
+  __align__(16) bf16 dy[kGradKeys * kStride<W>];
+  float stats[3 * kGradKeys];
+};
+
 template <int W, typename Out>
 __global__ void AttentionKeyGradMmaKernel(const bf16* q, const bf16* k, const bf16* v, const bf16* dy,
                                           const float* stats, Out* dk, Out* dv, AttentionGeometry g, int64_t key_tiles,
                                           int64_t units) {
-  constexpr int kKeys = kSide * kGradWarps, kThreads = 32 * kGradWarps;
-  static_assert(kKeys == kKeyTile, "a key tile's rows are the query tiles' length: causality skips whole tiles");
-  __shared__ GradientTiles<W> tiles;
-  __shared__ __align__(32) bf16 gradients[kGradWarps][kSide * kKeyTile];
-  __shared__ float stats_tile[3 * kKeyTile];
-  bf16* const query_rows = tiles.query_rows;
-  bf16* const dy_rows = tiles.dy_rows;
-  bf16* const key_rows = tiles.key_rows;
-  bf16* const value_rows = tiles.value_rows;
+  constexpr int kKeys = kSide * kKeyGradWarps, kThreads = 32 * kKeyGradWarps, kTile = kGradKeys;
+  static_assert(kKeys == kTile, "a key tile's rows are the query tiles' length: causality skips whole tiles");
+  __shared__ KeyGradTiles<W> shared;
   const int warp = WarpOf();
-  const WarpScratch w{tiles.scores[warp], tiles.second[warp], tiles.weights[warp], nullptr};
-  bf16* const my_gradients = gradients[warp];
-  const RowHalf at = RowHalfOf();  // here: the lane's key and half of a tile's query rows
+  const LanePlace at = LanePlaceOf();  // here: the lane's keys (rows) and query rows (columns)
+  const float scale2 = g.scale * kLog2E;
   for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
     const UnitRows keys_of_unit = KeyRowsOf(unit, units, key_tiles, kKeys);
     const int64_t kv_pair = keys_of_unit.pair, first = keys_of_unit.first;
     const int64_t count = g.seq - first < kKeys ? g.seq - first : kKeys;
     const int64_t batch = kv_pair / g.kv_heads, kv_head = kv_pair % g.kv_heads;
     const int64_t base = kv_pair * g.seq + first;  // the block's first key
-    const int64_t key = first + warp * kSide + at.row;
+    const int64_t key[2] = {first + warp * kSide + at.Row(0), first + warp * kSide + at.Row(1)};
     __syncthreads();  // the last unit's readers of the key rows are done
-    StageRows<W, kKeys, kThreads>({key_rows, value_rows}, {k + base * W, v + base * W}, count);
-    Accumulator dk_acc[W / kSide], dv_acc[W / kSide];
-    TANDEM_UNROLL
-    for (int c = 0; c < W / kSide; ++c) {
-      wmma::fill_fragment(dk_acc[c], 0.0f);
-      wmma::fill_fragment(dv_acc[c], 0.0f);
-    }
-    for (int64_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
-      const int64_t head_rows = (batch * g.heads + h) * g.seq;
-      for (int64_t tile = first; tile < g.seq; tile += kKeyTile) {  // rows before `first` read none of these keys
-        const int64_t in_tile = g.seq - tile < kKeyTile ? g.seq - tile : kKeyTile;
-        __syncthreads();
-        StageRows<W, kKeyTile, kThreads>({query_rows, dy_rows},
-                                         {q + (head_rows + tile) * W, dy + (head_rows + tile) * W}, in_tile);
-        for (int e = threadIdx.x; e < 3 * kKeyTile; e += blockDim.x) {
-          stats_tile[e] = e < 3 * in_tile ? stats[3 * (head_rows + tile) + e] : 0.0f;
+    CopyRows<W, kKeys, kThreads>(shared.keys, k + base * W, count);
+    CopyRows<W, kKeys, kThreads>(shared.values, v + base * W, count);
+    CommitCopies();
+    Sums dk_acc[W / 8], dv_acc[W / 8];
+    Zero(dk_acc);
+    Zero(dv_acc);
+    // Step `step` takes query head kv_head * group + step / tiles_per_head,
+    // its kTile rows from tile_of(step) (rows before `first` read none of
+    // these keys). The next step's dY stages while this step's dK is
+    // summed (dY is done first).
+    const int64_t tiles_per_head = (g.seq - first + kTile - 1) / kTile, steps = g.group * tiles_per_head;
+    const auto tile_of = [&](int64_t step) { return first + step % tiles_per_head * kTile; };
+    const auto in_tile_of = [&](int64_t step) { return g.seq - tile_of(step) < kTile ? g.seq - tile_of(step) : kTile; };
+    const auto row_of = [&](int64_t step) {  // the step's first query row
+      return (batch * g.heads + kv_head * g.group + step / tiles_per_head) * g.seq + tile_of(step);
+    };
+    const auto stage_dy = [&](int64_t step) {
+      if (step < steps) CopyRows<W, kTile, kThreads>(shared.dy, dy + row_of(step) * W, in_tile_of(step));
+      CommitCopies();
+    };
+    const auto stage_queries = [&](int64_t step) {
+      if (step < steps) {
+        CopyRows<W, kTile, kThreads>(shared.queries, q + row_of(step) * W, in_tile_of(step));
+        for (int e = threadIdx.x; e < 3 * kTile; e += kThreads) {
+          if (e < 3 * in_tile_of(step)) {
+            CopyAsync4(shared.stats + e, stats + 3 * row_of(step) + e);
+          } else {
+            shared.stats[e] = 0.0f;
+          }
         }
-        __syncthreads();
-        Accumulator st[kKeyTile / kSide], dpt[kKeyTile / kSide];  // [key][row]
-        ProductWithTransposed<W>(st, key_rows + warp * kSide * kStride<W>, query_rows);
-        ProductWithTransposed<W>(dpt, value_rows + warp * kSide * kStride<W>, dy_rows);
-        StoreScores(w.scores, st);
-        StoreScores(w.second, dpt);
-        TANDEM_UNROLL
-        for (int j = 0; j < kKeyTile / 2; ++j) {
-          const int t = at.Column(j);
-          const int score = at.row * kScoreStride + t, weight = at.row * kKeyTile + t;
-          const bool reads = t < in_tile && tile + t >= key && key < g.seq;  // query row i reads key j when i >= j
-          const float p = reads ? expf(w.scores[score] * g.scale - stats_tile[3 * t]) / stats_tile[3 * t + 1] : 0.0f;
-          w.weights[weight] = __float2bfloat16_rn(p);
-          my_gradients[weight] = __float2bfloat16_rn(p * (w.second[score] - stats_tile[3 * t + 2]));
-        }
-        __syncwarp();
-        AddWeightedRows<W>(dv_acc, w.weights, dy_rows);
-        AddWeightedRows<W>(dk_acc, my_gradients, query_rows);
       }
+      CommitCopies();
+    };
+    stage_dy(0);
+    stage_queries(0);
+    for (int64_t step = 0; step < steps; ++step) {
+      const int64_t tile = tile_of(step);
+      const int in_tile = static_cast<int>(in_tile_of(step));
+      WaitCopies<0>();  // the keys, values and this step's dY, queries and statistics
+      __syncthreads();
+      Sums st[kTile / 8], dpt[kTile / 8];  // [key][row]
+      const auto staged_rows = [&](int product, int d, Rows& rows) {
+        LoadRows(rows, product == 0 ? shared.keys : shared.values, kStride<W>, warp * kSide, kSide * d);
+      };
+      TwoProductsWithTransposed<W, kTile>(st, dpt, staged_rows, shared.queries, shared.dy);
+      // Row t of the tile reads the key of half h when first_reader[h] <= t
+      // < in_tile (row i reads key j when i >= j; keys past the sequence are
+      // read by none).
+      int first_reader[2];
+      TANDEM_UNROLL
+      for (int h = 0; h < 2; ++h) first_reader[h] = key[h] < g.seq ? ColumnsBelow<kTile>(key[h], tile) : kTile;
+      TANDEM_UNROLL
+      for (int j = 0; j < kTile / 8; ++j) {
+        TANDEM_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int t = at.Column(j, i);
+          const bool reads = t >= first_reader[i / 2] && t < in_tile;
+          const float* row_stats = shared.stats + 3 * t;
+          const float p = reads ? Exp2(fmaf(st[j][i], scale2, -row_stats[0])) * row_stats[1] : 0.0f;
+          st[j][i] = p;
+          dpt[j][i] = p * (dpt[j][i] - row_stats[2]);  // dS^T
+        }
+      }
+      Rows pt[kTile / kSide], dst[kTile / kSide];
+      RowsFromSums<kTile>(pt, st);
+      RowsFromSums<kTile>(dst, dpt);
+      AddWeightedRows<W, kTile>(dv_acc, pt, shared.dy);
+      __syncthreads();  // every warp is done with dY
+      stage_dy(step + 1);
+      AddWeightedRows<W, kTile>(dk_acc, dst, shared.queries);
+      __syncthreads();  // every warp is done with the queries and statistics
+      stage_queries(step + 1);
     }
-    StoreRows<W>(dk + (base + warp * kSide) * W, count - warp * kSide, dk_acc, w, g.scale);
-    StoreRows<W>(dv + (base + warp * kSide) * W, count - warp * kSide, dv_acc, w, 1.0f);
+    WaitCopies<0>();
+    StoreRows<W>(dk + (base + warp * kSide) * W, count - warp * kSide, dk_acc, g.scale);
+    StoreRows<W>(dv + (base + warp * kSide) * W, count - warp * kSide, dv_acc, 1.0f);
   }
 }
 
@@ -496,16 +585,16 @@ cudaError_t Launch(const bf16* q, const bf16* k, const bf16* v, const int32_t* p
 template <int W, typename Out>
 cudaError_t LaunchGrad(const bf16* q, const bf16* k, const bf16* v, const bf16* dy, Out* dq, Out* dk, Out* dv,
                        float* stats, const AttentionGeometry& g, int64_t batch, cudaStream_t stream) {
-  constexpr int kRows = kSide * kGradWarps;
-  const int64_t tiles = (g.seq + kRows - 1) / kRows;
-  const int64_t query_units = batch * g.heads * tiles, key_units = batch * g.kv_heads * tiles;
-  if (cudaError_t error = LaunchUnits(query_units, 32 * kGradWarps, stream, AttentionQueryGradMmaKernel<W, Out>, q, k,
-                                      v, dy, dq, stats, g, tiles, query_units);
+  constexpr int kQueryRows = kSide * kQueryGradWarps, kKeys = kSide * kKeyGradWarps;
+  const int64_t query_tiles = (g.seq + kQueryRows - 1) / kQueryRows, key_tiles = (g.seq + kKeys - 1) / kKeys;
+  const int64_t query_units = batch * g.heads * query_tiles, key_units = batch * g.kv_heads * key_tiles;
+  if (cudaError_t error = LaunchUnits(query_units, 32 * kQueryGradWarps, stream, AttentionQueryGradMmaKernel<W, Out>, q,
+                                      k, v, dy, dq, stats, g, query_tiles, query_units);
       error != cudaSuccess) {
     return error;
   }
-  return LaunchUnits(key_units, 32 * kGradWarps, stream, AttentionKeyGradMmaKernel<W, Out>, q, k, v, dy, stats, dk, dv,
-                     g, tiles, key_units);
+  return LaunchUnits(key_units, 32 * kKeyGradWarps, stream, AttentionKeyGradMmaKernel<W, Out>, q, k, v, dy, stats, dk,
+                     dv, g, key_tiles, key_units);
 }
 
 }  // namespace tensor_cores

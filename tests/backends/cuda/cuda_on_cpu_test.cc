@@ -1,8 +1,9 @@
 // CUDA's execution model on the CPU (backends/cuda/cuda_on_cpu.h): indices,
 // __shared__ memory and __syncthreads, warp shuffles, wmma's tensor-core
-// products, atomics and launch limits behave as CUDA defines them; a
-// divergent barrier aborts naming itself instead of hanging; a wmma load the
-// GPU cannot take aborts; and under ThreadSanitizer a kernel missing a
+// products, the PTX-level products and loads (kernels/warp_mma.cuh),
+// atomics and launch limits behave as CUDA defines them; a divergent barrier
+// aborts naming itself instead of hanging; a wmma load or ldmatrix the GPU
+// cannot take aborts; and under ThreadSanitizer a kernel missing a
 // __syncthreads is reported as the race it is.
 #include "backends/cuda/cuda_on_cpu.h"
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cuda/kernels/warp_mma.cuh"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -222,6 +224,98 @@ TEST(CudaOnCpu, WarpTensorCoreProductsMultiplyInEveryLayout) {
           << "scaled by the row numbers' fragment, " << i << "," << j;
     }
   }
+}
+
+// m16n8k16 products in the PTX ISA's register layouts, fed by ldmatrix:
+// a b^T (b's rows staged: ldmatrix as it is), a b (b staged as it is:
+// ldmatrix transposed), and (a b) b with a b's accumulators, rounded to
+// bf16, taken in registers as the next product's A operand. Each lane
+// writes its accumulators where the C layout puts them; out holds the
+// three [16 x 16] results.
+__global__ void WarpMmaProducts(const __nv_bfloat16* a, const __nv_bfloat16* b, float* out) {
+  namespace mma = tandem::cuda::kernels::warp_mma;
+  __shared__ __align__(16) __nv_bfloat16 sa[256];
+  __shared__ __align__(16) __nv_bfloat16 sb[256];
+  for (int e = static_cast<int>(threadIdx.x); e < 256; e += 32) {
+    sa[e] = a[e];
+    sb[e] = b[e];
+  }
+  __syncwarp();
+  mma::Rows rows;
+  mma::LoadRows(rows, sa, 16, 0, 0);
+  uint32_t transposed[4], columns[4];
+  mma::LoadTransposedColumns(transposed, sb, 16, 0, 0);
+  mma::LoadColumns(columns, sb, 16, 0, 0);
+  mma::Sums abt[2] = {}, ab[2] = {}, abb[2] = {};
+  mma::Mma(abt[0], rows, transposed[0], transposed[1]);
+  mma::Mma(abt[1], rows, transposed[2], transposed[3]);
+  mma::Mma(ab[0], rows, columns[0], columns[1]);
+  mma::Mma(ab[1], rows, columns[2], columns[3]);
+  mma::Rows ab_rows[1];
+  mma::RowsFromSums<16>(ab_rows, ab);
+  mma::Mma(abb[0], ab_rows[0], columns[0], columns[1]);
+  mma::Mma(abb[1], ab_rows[0], columns[2], columns[3]);
+  const int g = mma::Lane() / 4, t = mma::Lane() % 4;
+  for (int j = 0; j < 2; ++j) {
+    for (int i = 0; i < 4; ++i) {
+      const int at = (g + 8 * (i / 2)) * 16 + 8 * j + 2 * t + i % 2;
+      out[at] = abt[j][i];
+      out[256 + at] = ab[j][i];
+      out[512 + at] = abb[j][i];
+    }
+  }
+}
+
+TEST(CudaOnCpu, PtxLevelWarpProductsMultiplyInThePtxRegisterLayouts) {
+  std::vector<__nv_bfloat16> a(256), b(256);
+  for (int e = 0; e < 256; ++e) {
+    a[static_cast<size_t>(e)] = __float2bfloat16_rn(static_cast<float>((e * 7) % 23 - 11) / 8.0f);
+    b[static_cast<size_t>(e)] = __float2bfloat16_rn(static_cast<float>((e * 5) % 19 - 9) / 4.0f);
+  }
+  const auto at = [](const std::vector<__nv_bfloat16>& m, int i, int j) {
+    return static_cast<double>(__bfloat162float(m[static_cast<size_t>(16 * i + j)]));
+  };
+  std::vector<float> out(3 * 256, -1.0f);
+  const int64_t products = tandem::cuda_on_cpu::TensorCoreProductsSoFar();
+  TANDEM_LAUNCH(WarpMmaProducts, 1, 32, 0, kStream)(a.data(), b.data(), out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(tandem::cuda_on_cpu::TensorCoreProductsSoFar() - products, 6) << "one per warp's mma";
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      // Small multiples of 1/32: every product and sum is exact in f32
+      // (and a b is exact in bf16: |a b| < 2^8 in steps of 1/32).
+      double abt = 0.0, ab = 0.0, abb = 0.0;
+      for (int k = 0; k < 16; ++k) {
+        abt += at(a, i, k) * at(b, j, k);
+        ab += at(a, i, k) * at(b, k, j);
+      }
+      for (int k = 0; k < 16; ++k) {
+        double ab_ik = 0.0;
+        for (int l = 0; l < 16; ++l) ab_ik += at(a, i, l) * at(b, l, k);
+        abb += static_cast<double>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(ab_ik)))) * at(b, k, j);
+      }
+      EXPECT_EQ(out[static_cast<size_t>(16 * i + j)], abt) << "a b^T, element " << i << "," << j;
+      EXPECT_EQ(out[static_cast<size_t>(256 + 16 * i + j)], ab) << "a b, element " << i << "," << j;
+      EXPECT_FLOAT_EQ(out[static_cast<size_t>(512 + 16 * i + j)], static_cast<float>(abb))
+          << "(a b) b through the registers, element " << i << "," << j;
+    }
+  }
+}
+
+// An ldmatrix row address the GPU cannot take (not 16-byte aligned).
+__global__ void MisalignedMatrixRows(const __nv_bfloat16* from) {
+  __shared__ __align__(16) __nv_bfloat16 tile[256 + 8];
+  for (int e = static_cast<int>(threadIdx.x); e < 264; e += 32) tile[e] = from[e % 256];
+  __syncwarp();
+  tandem::cuda::kernels::warp_mma::Rows rows;
+  tandem::cuda::kernels::warp_mma::LoadRows(rows, tile + 4, 16, 0, 0);
+}
+
+TEST(CudaOnCpuDeathTest, AnLdmatrixRowTheGpuCannotTakeAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<__nv_bfloat16> from(256, __float2bfloat16_rn(1.0f));
+  EXPECT_DEATH(TANDEM_LAUNCH(MisalignedMatrixRows, 1, 32, 0, kStream)(from.data()),
+               "kernel MisalignedMatrixRows.*an ldmatrix row address not 16-byte aligned");
 }
 
 // A wmma load from a pointer the GPU cannot take (not 32-byte aligned).
