@@ -351,19 +351,32 @@ void FakeDeviceMemory::Enqueue(StreamOp op, backends::StreamId stream) {
   if (poison_.ok()) lanes_[static_cast<size_t>(stream)]->queue.push_back(std::move(op));
 }
 
-absl::Status FakeDeviceMemory::CopyAsync(backends::DeviceAddress destination, backends::DeviceAddress source,
-                                         int64_t bytes) {
+absl::Status FakeDeviceMemory::EnqueueCopy(std::byte* destination, bool destination_on_device, const std::byte* source,
+                                           bool source_on_device, int64_t bytes) {
   if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: copy of ", bytes, " bytes"));
   if (bytes == 0) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   if (!poison_.ok()) return poison_;
-  if (absl::Status status = CheckRange(destination, bytes, "destination"); !status.ok()) return status;
-  if (absl::Status status = CheckRange(source, bytes, "source"); !status.ok()) return status;
-  Enqueue({.kind = StreamOp::Kind::kCopy,
-           .destination = reinterpret_cast<std::byte*>(destination),
-           .source = reinterpret_cast<const std::byte*>(source),
-           .bytes = bytes});
+  if (destination_on_device) {
+    if (absl::Status status = CheckRange(reinterpret_cast<backends::DeviceAddress>(destination), bytes, "destination");
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (source_on_device) {
+    if (absl::Status status = CheckRange(reinterpret_cast<backends::DeviceAddress>(source), bytes, "source");
+        !status.ok()) {
+      return status;
+    }
+  }
+  Enqueue({.kind = StreamOp::Kind::kCopy, .destination = destination, .source = source, .bytes = bytes});
   return absl::OkStatus();
+}
+
+absl::Status FakeDeviceMemory::CopyAsync(backends::DeviceAddress destination, backends::DeviceAddress source,
+                                         int64_t bytes) {
+  return EnqueueCopy(reinterpret_cast<std::byte*>(destination), /*destination_on_device=*/true,
+                     reinterpret_cast<const std::byte*>(source), /*source_on_device=*/true, bytes);
 }
 
 absl::Status FakeDeviceMemory::Record(backends::StreamId stream, backends::DeviceEvent event) {
@@ -449,30 +462,14 @@ absl::Status FakeDeviceMemory::CopyFromHostSync(backends::DeviceAddress destinat
 }
 
 absl::Status FakeDeviceMemory::CopyToHostAsync(void* destination, backends::DeviceAddress source, int64_t bytes) {
-  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: copy of ", bytes, " bytes"));
-  if (bytes == 0) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  if (!poison_.ok()) return poison_;
-  if (absl::Status status = CheckRange(source, bytes, "source"); !status.ok()) return status;
-  Enqueue({.kind = StreamOp::Kind::kCopy,
-           .destination = static_cast<std::byte*>(destination),
-           .source = reinterpret_cast<const std::byte*>(source),
-           .bytes = bytes});
-  return absl::OkStatus();
+  return EnqueueCopy(static_cast<std::byte*>(destination), /*destination_on_device=*/false,
+                     reinterpret_cast<const std::byte*>(source), /*source_on_device=*/true, bytes);
 }
 
 absl::Status FakeDeviceMemory::CopyFromHostAsync(backends::DeviceAddress destination, const void* source,
                                                  int64_t bytes) {
-  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: copy of ", bytes, " bytes"));
-  if (bytes == 0) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  if (!poison_.ok()) return poison_;
-  if (absl::Status status = CheckRange(destination, bytes, "destination"); !status.ok()) return status;
-  Enqueue({.kind = StreamOp::Kind::kCopy,
-           .destination = reinterpret_cast<std::byte*>(destination),
-           .source = static_cast<const std::byte*>(source),
-           .bytes = bytes});
-  return absl::OkStatus();
+  return EnqueueCopy(reinterpret_cast<std::byte*>(destination), /*destination_on_device=*/true,
+                     static_cast<const std::byte*>(source), /*source_on_device=*/false, bytes);
 }
 
 absl::StatusOr<void*> FakeDeviceMemory::AllocateHostStaging(int64_t bytes) {

@@ -149,6 +149,11 @@ class FakeDeviceMemory final : public backends::DeviceMemory {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<Mapping>> FindEvent(backends::DeviceEvent event) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Enqueue(StreamOp op, backends::StreamId stream = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The three asynchronous copies' one path: checks `bytes` and the ends
+  // on the device (each must lie in one allocation or import), then
+  // enqueues the copy on the main stream.
+  absl::Status EnqueueCopy(std::byte* destination, bool destination_on_device, const std::byte* source,
+                           bool source_on_device, int64_t bytes);
   // A new stream with its worker; its index in lanes_.
   backends::StreamId AddLane() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The side stream `stream`, or InvalidArgument.
