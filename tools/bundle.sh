@@ -12,7 +12,8 @@
 #                 libgcc_s, the CUDA driver, cuBLAS, cuDNN and NCCL, which a
 #                 GPU node has of its own (RPATH $ORIGIN)
 #   DIR/share/tandem/bench/   the PyTorch sides of the benchmarks
-#   DIR/tools/gpu_check.sh    the GPU self-check (it finds the bundle it is in)
+#   DIR/tools/gpu_check.sh    the GPU self-check (it finds the bundle it is in),
+#                             and the summary of its ncu reports (ncu_summary.awk)
 # and DIR.tar.gz beside it, refused above 64 MiB. Nothing outside DIR is
 # needed at run time but the libraries above, so DIR may be moved anywhere
 # and run with LD_LIBRARY_PATH empty.
@@ -77,7 +78,7 @@ for b in "${binaries[@]}"; do
 done
 
 cp "$repo"/tools/bench/*.py "$out/share/tandem/bench/"
-cp "$repo/tools/gpu_check.sh" "$out/tools/"
+cp "$repo/tools/gpu_check.sh" "$repo/tools/ncu_summary.awk" "$out/tools/"
 git -C "$repo" rev-parse HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 
 tarball="$out.tar.gz"

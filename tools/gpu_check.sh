@@ -33,7 +33,7 @@
 #   ncu        Nsight Compute on the attention kernels: the d=1024 block's (f32),
 #              and the tensor cores' at head width 128 (+bf16, d=2048)
 #              (throughput, occupancy, launch, warp stalls), where the node
-#              has ncu
+#              has ncu; then a line a launch (tools/ncu_summary.awk)
 #
 # Runs from a bundle (tools/bundle.sh: this script is DIR/tools/gpu_check.sh
 # and the binaries are in DIR/bin) or from a checkout (the build in build/ or
@@ -194,6 +194,12 @@ for step in "${steps[@]}"; do
         run 90 ncu-attention-bf16 "$ncu" --clock-control none -k regex:Attention --launch-skip 3 --launch-count 3 \
           --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
           "$bin/tandem" bench block --device cuda+bf16 --no-torch --repeats 1 --dim 2048 --heads 16 --seq 1024 --batch 2
+        # Each report's launches side by side, a line each.
+        for name in ncu-attention ncu-attention-bf16; do
+          [[ -s "$OUT/step-$name.log" ]] || continue
+          echo "=== $name, a line a launch:"
+          awk -f "$here/ncu_summary.awk" "$OUT/step-$name.log"
+        done
       fi ;;
   esac
 done

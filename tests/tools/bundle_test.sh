@@ -28,6 +28,7 @@ rm -rf "$work/made"
 bundle=$(readlink -f "$work/elsewhere/made")
 for b in tandem tandem-actor; do [[ -x "$bundle/bin/$b" ]] || fail "bin/$b is missing"; done
 [[ -x "$bundle/tools/gpu_check.sh" ]] || fail "tools/gpu_check.sh is missing"
+[[ -f "$bundle/tools/ncu_summary.awk" ]] || fail "tools/ncu_summary.awk (gpu_check.sh's ncu summary) is missing"
 [[ -f "$bundle/share/tandem/bench/torch_block.py" ]] || fail "the PyTorch scripts are missing"
 
 # Every library a bundled binary loads comes from the bundle, but those the
