@@ -340,7 +340,8 @@ __global__ void AttentionMmaKernel(const bf16* q, const bf16* k, const bf16* v, 
 // dQ: a block of kQueryGradWarps warps takes 16 query rows a warp and
 // sweeps their keys twice: the forward (o, m and l, so delta = dy . o),
 // then S and dP = dY V^T again, in tiles of kGradKeys, for dS = P (dP -
-// delta) and dQ += dS K; it leaves each row's m (base 2), 1 / l and delta in `stats`.
+// delta) and dQ += dS K; it leaves each row's m (base 2), 1 / l and delta
+// in `stats`.
 constexpr int kQueryGradWarps = 4, kGradKeys = 32;
 template <int W>
 struct QueryGradTiles {
