@@ -19,12 +19,14 @@
 #   gpt        the example GPT's step on the reference interpreter (host
 #              maps between graphs: the verifier, not a speed path), on one
 #              actor (the whole model in one device process) and over 2
-#              actors, next to PyTorch's (tools/bench/torch_gpt_step.py)
+#              actors (again under CUDA's Multi-Process Service, as
+#              dataplane), next to PyTorch's (tools/bench/torch_gpt_step.py)
 #   dataplane  tandem bench dataplane --device cuda; again under CUDA's
 #              Multi-Process Service where the node has it (a control daemon
 #              of this user's, in a directory of its own, stopped after): two
 #              processes' work then shares the GPU instead of taking turns
-#   fidelity   tandem bench fidelity --device cuda
+#   fidelity   tandem bench fidelity --device cuda (and under CUDA's MPS, as
+#              dataplane)
 #   profile    tandem bench block --device cuda --profile (GPU time per op),
 #              at d=1024 in f32 and in bf16, at d=2048 in bf16
 #   kernels    tandem bench kernels --device cuda: every kernel of GPT-2
@@ -113,6 +115,21 @@ run() {  # run LIMIT NAME CMD...: bounded by LIMIT and by the deadline
   echo "=== $name: rc=$rc in ${seconds}s"
 }
 
+# run_under_mps LIMIT NAME CMD...: `run` under CUDA's Multi-Process Service
+# (a control daemon of this user's, in a directory of its own, stopped
+# after), where the node has it: several processes' work then shares the
+# GPU instead of taking turns.
+run_under_mps() {
+  command -v nvidia-cuda-mps-control >/dev/null || return 0
+  local mps
+  mps=$(mktemp -d /tmp/tandem-mps.XXXXXX)
+  if CUDA_MPS_PIPE_DIRECTORY=$mps CUDA_MPS_LOG_DIRECTORY=$mps nvidia-cuda-mps-control -d; then
+    CUDA_MPS_PIPE_DIRECTORY=$mps run "$@"
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps nvidia-cuda-mps-control
+  fi
+  rm -rf "$mps"
+}
+
 echo "gpu_check: $(date -u +%FT%TZ), tandem $(cat "$root/COMMIT" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi: not found"
 "$torchpy" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1
@@ -155,21 +172,17 @@ for step in "${steps[@]}"; do
       run 90 gpt-reference "$bin/tandem" train --device cuda "${G[@]}" --launcher reference --steps 10
       run 90 gpt-1actor "$bin/tandem" train --device cuda "${G[@]}" --actors 1 --schedule 1f1b --steps 10
       run 90 gpt-2actors "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10
+      run_under_mps 90 gpt-2actors-mps "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10
       run 60 gpt-torch "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 --seq 128 \
         --batch 8 --layers 8 --microbatches 8 --repeats 10
       run 60 gpt-torch-sdpa-tf32 "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 \
         --seq 128 --batch 8 --layers 8 --microbatches 8 --repeats 10 --sdpa --tf32 ;;
     dataplane)
       run 60 dataplane "$bin/tandem" bench dataplane --device cuda
-      if command -v nvidia-cuda-mps-control >/dev/null; then
-        mps=$(mktemp -d /tmp/tandem-mps.XXXXXX)
-        if CUDA_MPS_PIPE_DIRECTORY=$mps CUDA_MPS_LOG_DIRECTORY=$mps nvidia-cuda-mps-control -d; then
-          CUDA_MPS_PIPE_DIRECTORY=$mps run 60 dataplane-mps "$bin/tandem" bench dataplane --device cuda
-          echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps nvidia-cuda-mps-control
-        fi
-        rm -rf "$mps"
-      fi ;;
-    fidelity) run 90 fidelity "$bin/tandem" bench fidelity --device cuda --steps 5 ;;
+      run_under_mps 60 dataplane-mps "$bin/tandem" bench dataplane --device cuda ;;
+    fidelity)
+      run 90 fidelity "$bin/tandem" bench fidelity --device cuda --steps 5
+      run_under_mps 90 fidelity-mps "$bin/tandem" bench fidelity --device cuda --steps 5 ;;
     profile)
       run 60 profile-d1024 "$bin/tandem" bench block --device cuda --no-torch --profile --repeats 3 --dim 1024 --heads 16 \
         --seq 512 --batch 8
