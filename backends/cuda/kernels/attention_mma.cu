@@ -31,125 +31,16 @@ namespace tandem::cuda::kernels {
 namespace {
 namespace tensor_cores {
 
-using warp_mma::bf16;
-using warp_mma::CommitCopies;
-using warp_mma::CopyAsync16;
-using warp_mma::CopyAsync4;
-using warp_mma::Lane;
-using warp_mma::LoadColumns;
-using warp_mma::LoadRows;
-using warp_mma::LoadTransposedColumns;
-using warp_mma::Mma;
-using warp_mma::PackBf16;
-using warp_mma::Rows;
-using warp_mma::RowsFromSums;
-using warp_mma::Sums;
-using warp_mma::WaitCopies;
-using warp_mma::WidenHalf;
-using warp_mma::Zero;
+using namespace warp_mma;  // NOLINT: this file is warp_mma's client
 
-constexpr int kSide = 16;  // the rows a warp owns
-// Shared rows of a staged [rows, W] bf16 tile, padded by 16 bytes.
-template <int W>
-constexpr int kStride = W + 8;
 constexpr float kLog2E = 1.4426950408889634f;
 
-__device__ __forceinline__ int WarpOf() { return static_cast<int>(threadIdx.x) / 32; }
-
-// The lane's place in an accumulator tile: rows g and g + 8 (half h = 0, 1),
-// columns 2t and 2t + 1 of each n8 tile.
-struct LanePlace {
-  int g, t;
-  __device__ int Row(int half) const { return g + 8 * half; }
-  // Column of element i (0..3) of accumulator tile j.
-  __device__ int Column(int j, int i) const { return 8 * j + 2 * t + i % 2; }
-};
-__device__ __forceinline__ LanePlace LanePlaceOf() { return {Lane() / 4, Lane() % 4}; }
 // How many of a tile's columns from `tile` on lie below `end`, in 0..kCols:
 // column c of the tile is in when c < ColumnsBelow(...), compared in 32 bits.
 template <int kCols>
 __device__ __forceinline__ int ColumnsBelow(int64_t end, int64_t tile) {
   const int64_t rest = end - tile;
   return rest <= 0 ? 0 : rest >= kCols ? kCols : static_cast<int>(rest);
-}
-// Folds over the four lanes of a row (xor 1, then 2): the same bits in all four.
-__device__ __forceinline__ float QuadMax(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float QuadSum(float x) {
-  x = x + __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// Rows [0, kRows) of a [rows, W] bf16 matrix `from` copied to `to` (rows of
-// kStride<W>) by the block's kThreads threads, asynchronously, 16 bytes a
-// copy; rows from `count` on are zeros (stored at once). The caller
-// commits, waits and syncs.
-template <int W, int kRows, int kThreads>
-__device__ __forceinline__ void CopyRows(bf16* to, const bf16* from, int64_t count) {
-  constexpr int kPieces = kRows * W / 8;
-  static_assert(kPieces % kThreads == 0, "every thread copies as many pieces");
-  TANDEM_UNROLL
-  for (int i = 0; i < kPieces / kThreads; ++i) {
-    const int piece = static_cast<int>(threadIdx.x) + i * kThreads;
-    const int row = piece / (W / 8), column = 8 * (piece % (W / 8));
-    bf16* at = to + row * kStride<W> + column;
-    if (row < count) {
-      CopyAsync16(at, from + static_cast<int64_t>(row) * W + column);
-    } else {
-      *reinterpret_cast<uint4*>(at) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-}
-
-// A warp's 16 rows of a staged tile as A operands over all W columns.
-template <int W>
-__device__ __forceinline__ void LoadOperandRows(Rows (&a)[W / kSide], const bf16* tile, int first_row) {
-  TANDEM_UNROLL
-  for (int d = 0; d < W / kSide; ++d) LoadRows(a[d], tile, kStride<W>, first_row, kSide * d);
-}
-
-// s = a b^T: a the warp's 16 rows (A operands over W), b kCols staged rows;
-// s[j] holds columns 8j..8j+7.
-template <int W, int kCols>
-__device__ __forceinline__ void ProductWithTransposed(Sums (&s)[kCols / 8], const Rows (&a)[W / kSide], const bf16* b) {
-  Zero(s);
-  TANDEM_UNROLL
-  for (int d = 0; d < W / kSide; ++d) {
-    TANDEM_UNROLL
-    for (int n = 0; n < kCols / kSide; ++n) {
-      uint32_t columns[4];
-      LoadTransposedColumns(columns, b, kStride<W>, kSide * n, kSide * d);
-      Mma(s[2 * n], a[d], columns[0], columns[1]);
-      Mma(s[2 * n + 1], a[d], columns[2], columns[3]);
-    }
-  }
-}
-// Two such products side by side, s = a b^T and s2 = a2 b2^T, their
-// products interleaved (twice the independent tensor-core work in flight):
-// rows_of(p, d, rows) gives product p's A operand of depth 16d.
-template <int W, int kCols, typename RowsOf>
-__device__ __forceinline__ void TwoProductsWithTransposed(Sums (&s)[kCols / 8], Sums (&s2)[kCols / 8],
-                                                          const RowsOf& rows_of, const bf16* b, const bf16* b2) {
-  Zero(s);
-  Zero(s2);
-  TANDEM_UNROLL
-  for (int d = 0; d < W / kSide; ++d) {
-    Rows rows, rows2;
-    rows_of(0, d, rows);
-    rows_of(1, d, rows2);
-    TANDEM_UNROLL
-    for (int n = 0; n < kCols / kSide; ++n) {
-      uint32_t columns[4], columns2[4];
-      LoadTransposedColumns(columns, b, kStride<W>, kSide * n, kSide * d);
-      LoadTransposedColumns(columns2, b2, kStride<W>, kSide * n, kSide * d);
-      Mma(s[2 * n], rows, columns[0], columns[1]);
-      Mma(s2[2 * n], rows2, columns2[0], columns2[1]);
-      Mma(s[2 * n + 1], rows, columns[2], columns[3]);
-      Mma(s2[2 * n + 1], rows2, columns2[2], columns2[3]);
-    }
-  }
 }
 
 // The base-2 exponential the softmax takes (to within 2 ulp, subnormal
@@ -162,55 +53,6 @@ __device__ __forceinline__ float Exp2(float x) {
 #else
   return exp2f(x);
 #endif
-}
-
-// acc += w b: w the warp's [16, kDepth] weights as A operands, b kDepth
-// staged rows of W columns; acc[j] holds columns 8j..8j+7.
-template <int W, int kDepth>
-__device__ __forceinline__ void AddWeightedRows(Sums (&acc)[W / 8], const Rows (&w)[kDepth / kSide], const bf16* b) {
-  TANDEM_UNROLL
-  for (int k = 0; k < kDepth / kSide; ++k) {
-    TANDEM_UNROLL
-    for (int n = 0; n < W / kSide; ++n) {
-      uint32_t columns[4];
-      LoadColumns(columns, b, kStride<W>, kSide * k, kSide * n);
-      Mma(acc[2 * n], w[k], columns[0], columns[1]);
-      Mma(acc[2 * n + 1], w[k], columns[2], columns[3]);
-    }
-  }
-}
-
-// acc's rows (half h: the lane's row g + 8h) times factor[h].
-template <int kCount>
-__device__ __forceinline__ void ScaleRows(Sums (&acc)[kCount], const float (&factor)[2]) {
-  TANDEM_UNROLL
-  for (int j = 0; j < kCount; ++j) {
-    TANDEM_UNROLL
-    for (int i = 0; i < 4; ++i) acc[j][i] *= factor[i / 2];
-  }
-}
-
-// Two neighbouring elements stored (f32, or rounded to bf16).
-__device__ __forceinline__ void StorePair(float* to, float a, float b) {
-  *reinterpret_cast<float2*>(to) = make_float2(a, b);
-}
-__device__ __forceinline__ void StorePair(bf16* to, float a, float b) {
-  *reinterpret_cast<uint32_t*>(to) = PackBf16(a, b);
-}
-
-// The warp's 16 rows of acc times `factor` into to[row * W + column], rows
-// below `valid`.
-template <int W, typename Out>
-__device__ __forceinline__ void StoreRows(Out* to, int64_t valid, const Sums (&acc)[W / 8], float factor) {
-  const LanePlace at = LanePlaceOf();
-  TANDEM_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    if (at.Row(h) >= valid) continue;
-    TANDEM_UNROLL
-    for (int j = 0; j < W / 8; ++j) {
-      StorePair(to + at.Row(h) * W + at.Column(j, 0), acc[j][2 * h] * factor, acc[j][2 * h + 1] * factor);
-    }
-  }
 }
 
 // The forward over `key_count` keys of `keys` and `values` ([keys, W]) for
