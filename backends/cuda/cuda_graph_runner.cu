@@ -406,22 +406,21 @@ absl::StatusOr<DeviceTensorMap> CudaGraphRunner::Impl::Run(const CudaExecutable:
       if (absl::Status s = MarkNode(id, false); !s.ok()) return Fail(graph, s);
       const NodePlan& plan = executable.nodes[static_cast<size_t>(id)];
       // A matmul with its bias add's epilogue: one GEMM sets the add's value
-      // (or, where cuBLASLt does not take it, the matmul evaluates as usual).
-      const int32_t epilogue = executable.epilogues.of_matmul[static_cast<size_t>(id)];
-      const runner::BiasEpilogue* pair =
-          epilogue >= 0 ? &executable.epilogues.pairs[static_cast<size_t>(epilogue)] : nullptr;
-      absl::StatusOr<std::optional<DeviceValue>> fused =
-          pair == nullptr
-              ? absl::StatusOr<std::optional<DeviceValue>>(std::nullopt)
-              : MatMulBias(node, plan, *operands[0], *operands[1], values[pair->bias], graph.type(pair->add));
-      const bool took_add = fused.ok() && fused->has_value();
-      absl::StatusOr<DeviceValue> result = !fused.ok() ? absl::StatusOr<DeviceValue>(fused.status())
-                                           : took_add  ? absl::StatusOr<DeviceValue>(DeviceValue())
-                                                       : Evaluate(id, node, plan, operands);
-      if (took_add) {
-        values[pair->add] = **std::move(fused);
-        computed_by_epilogue[static_cast<size_t>(pair->add)] = true;
-      }
+      // and the matmul's own is never read (where cuBLASLt does not take
+      // the GEMM, the matmul evaluates as usual and the add after it).
+      const auto evaluate = [&]() -> absl::StatusOr<DeviceValue> {
+        const int32_t epilogue = executable.epilogues.of_matmul[static_cast<size_t>(id)];
+        if (epilogue < 0) return Evaluate(id, node, plan, operands);
+        const runner::BiasEpilogue& pair = executable.epilogues.pairs[static_cast<size_t>(epilogue)];
+        absl::StatusOr<std::optional<DeviceValue>> fused =
+            MatMulBias(node, plan, *operands[0], *operands[1], values[pair.bias], graph.type(pair.add));
+        if (!fused.ok()) return fused.status();
+        if (!fused->has_value()) return Evaluate(id, node, plan, operands);
+        values[pair.add] = **std::move(fused);
+        computed_by_epilogue[static_cast<size_t>(pair.add)] = true;
+        return DeviceValue();
+      };
+      absl::StatusOr<DeviceValue> result = evaluate();
       if (!result.ok()) {
         return Fail(graph, absl::Status(result.status().code(),
                                         absl::StrCat(ir::DescribeValue(graph, id), ": ",
