@@ -110,15 +110,6 @@ absl::StatusOr<std::optional<DeviceValue>> CudaGraphRunner::Impl::MatMulBias(con
   if (!CublasLtReady()) return std::nullopt;
   // Precision bf16: the operands narrowed as MatMul narrows them.
   const bool bf16 = options.precision == Precision::kBf16;
-  absl::StatusOr<const void*> a_data = bf16 ? Narrowed(a) : absl::StatusOr<const void*>(a.data());
-  if (!a_data.ok()) return a_data.status();
-  absl::StatusOr<const void*> b_data = bf16 ? Narrowed(b) : absl::StatusOr<const void*>(b.data());
-  if (!b_data.ok()) return b_data.status();
-  absl::StatusOr<DeviceValue> out = Allocate(type);
-  if (!out.ok()) return out.status();
-  for (const void* pointer : std::initializer_list<const void*>{*a_data, *b_data, bias.data(), out->data()}) {
-    if (reinterpret_cast<uintptr_t>(pointer) % runner::kEpilogueAlignment != 0) return std::nullopt;
-  }
   const runner::EpilogueKey key{.m = gemm.m,
                                 .n = gemm.n,
                                 .k = gemm.k,
@@ -133,7 +124,16 @@ absl::StatusOr<std::optional<DeviceValue>> CudaGraphRunner::Impl::MatMulBias(con
   auto [found, inserted] = epilogue_plans.try_emplace(key, nullptr);
   if (inserted) found->second = PlanEpilogue(gemm, bf16, bias.data());
   runner::EpiloguePlan& epilogue = *found->second;
-  if (!epilogue.supported) return std::nullopt;
+  if (!epilogue.supported) return std::nullopt;  // before any narrowing or allocation: MatMul does its own
+  absl::StatusOr<const void*> a_data = bf16 ? Narrowed(a) : absl::StatusOr<const void*>(a.data());
+  if (!a_data.ok()) return a_data.status();
+  absl::StatusOr<const void*> b_data = bf16 ? Narrowed(b) : absl::StatusOr<const void*>(b.data());
+  if (!b_data.ok()) return b_data.status();
+  absl::StatusOr<DeviceValue> out = Allocate(type);
+  if (!out.ok()) return out.status();
+  for (const void* pointer : std::initializer_list<const void*>{*a_data, *b_data, bias.data(), out->data()}) {
+    if (reinterpret_cast<uintptr_t>(pointer) % runner::kEpilogueAlignment != 0) return std::nullopt;
+  }
   const void* bias_data = bias.data();
   if (absl::Status s = CublasStatus(*lt,
                                     lt->matmul_desc_set_attribute(epilogue.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
