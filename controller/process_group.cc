@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstring>
@@ -35,6 +36,14 @@ constexpr absl::Duration kPollSlice = absl::Milliseconds(10);
 // A line longer than this is emitted in pieces.
 constexpr size_t kMaxLineBytes = 64 * 1024;
 constexpr int kChildFailureExitCode = 127;
+
+// Every grace and timeout here is kept on the monotonic clock: a step of the
+// wall clock (NTP, a VM resumed) must neither cut a child's SIGTERM grace
+// short nor stretch it. The absl::Time it returns is only ever compared with
+// others from this function.
+absl::Time MonotonicNow() {
+  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+}
 
 // What a child reports on its error pipe when it cannot reach execve.
 enum class ChildStage : int32_t { kSetProcessGroup, kRedirect, kExec };
@@ -257,10 +266,10 @@ absl::Status ProcessGroup::StartChild(ActorId actor, const ProcessSpec& spec) {
   // The report pipe closes on a successful execve, or carries the failure.
   ChildFailure failure{};
   size_t received = 0;
-  const absl::Time deadline = absl::Now() + options_.exec_timeout;
+  const absl::Time deadline = MonotonicNow() + options_.exec_timeout;
   while (received < sizeof(failure)) {
     pollfd poll_fd{.fd = exec_report[0], .events = POLLIN, .revents = 0};
-    const int ready = ::poll(&poll_fd, 1, PollTimeoutMs(deadline - absl::Now()));
+    const int ready = ::poll(&poll_fd, 1, PollTimeoutMs(deadline - MonotonicNow()));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       close(exec_report[0]);
@@ -330,13 +339,13 @@ void ProcessGroup::ObserveExitsLocked() {
       exit.core_dumped = info.si_code == CLD_DUMPED;
     }
     child.exit = std::move(exit);
-    child.exit_seen = absl::Now();
+    child.exit_seen = MonotonicNow();
     unreported_.push_back(static_cast<int32_t>(i));
   }
 }
 
 std::optional<ExitInfo> ProcessGroup::TakeUnreportedLocked() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = MonotonicNow();
   for (auto it = unreported_.begin(); it != unreported_.end(); ++it) {
     const Child& child = *children_[static_cast<size_t>(*it)];
     if (!child.output_ended && now < child.exit_seen + kOutputGrace) continue;
@@ -372,14 +381,14 @@ ProcessGroup::Running ProcessGroup::RunningLocked() const {
 }
 
 void ProcessGroup::Running::AwaitAnEnd(absl::Time deadline) {
-  absl::Duration remaining = deadline - absl::Now();
+  absl::Duration remaining = deadline - MonotonicNow();
   if (!every_one_has_a_pidfd || output_pending) remaining = std::min(remaining, kPollSlice);
   // pidfds stay open until the destructor, so polling them unlocked is safe.
   ::poll(pidfds.data(), pidfds.size(), PollTimeoutMs(remaining));
 }
 
 absl::StatusOr<ExitInfo> ProcessGroup::WaitAny(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = MonotonicNow() + timeout;
   while (true) {
     Running running;
     {
@@ -392,7 +401,7 @@ absl::StatusOr<ExitInfo> ProcessGroup::WaitAny(absl::Duration timeout) {
         return absl::FailedPreconditionError("every actor's end has already been reported");
       }
     }
-    if (absl::Now() >= deadline) {
+    if (MonotonicNow() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no actor ended within ", absl::FormatDuration(timeout)));
     }
     running.AwaitAnEnd(deadline);
@@ -435,7 +444,7 @@ bool ProcessGroup::AwaitAllEnded(absl::Time deadline) {
       running = RunningLocked();
       if (running.count == 0) return true;
     }
-    if (absl::Now() >= deadline) return false;
+    if (MonotonicNow() >= deadline) return false;
     running.AwaitAnEnd(deadline);
   }
 }
@@ -449,14 +458,14 @@ absl::Status ProcessGroup::Shutdown(absl::Duration grace) {
     ObserveExitsLocked();
     SignalAllLocked(SIGTERM);
   }
-  AwaitAllEnded(absl::Now() + grace);
+  AwaitAllEnded(MonotonicNow() + grace);
   {
     // Also when every child has ended: their descendants may not have.
     absl::MutexLock lock(&mu_);
     ObserveExitsLocked();
     SignalAllLocked(SIGKILL);
   }
-  AwaitAllEnded(absl::Now() + kKillTimeout);
+  AwaitAllEnded(MonotonicNow() + kKillTimeout);
 
   absl::Status status;
   {
@@ -517,13 +526,13 @@ void ProcessGroup::ReaderLoop(std::vector<OutputStream> streams) {
     std::vector<pollfd> fds;
     for (const OutputStream& stream : streams) fds.push_back(pollfd{.fd = stream.fd, .events = POLLIN, .revents = 0});
     if (!draining) fds.push_back(pollfd{.fd = reader_wake_read_fd_, .events = POLLIN, .revents = 0});
-    const int ready = ::poll(fds.data(), fds.size(), draining ? PollTimeoutMs(drain_deadline - absl::Now()) : -1);
+    const int ready = ::poll(fds.data(), fds.size(), draining ? PollTimeoutMs(drain_deadline - MonotonicNow()) : -1);
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) break;  // drain time is up (or poll failed)
     if (!draining && fds.back().revents != 0) {
       // Shutdown: the children are gone; read what is left, bounded.
       draining = true;
-      drain_deadline = absl::Now() + kDrainTimeout;
+      drain_deadline = MonotonicNow() + kDrainTimeout;
     }
     for (size_t i = streams.size(); i-- > 0;) {
       if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) == 0) continue;
@@ -539,7 +548,7 @@ void ProcessGroup::ReaderLoop(std::vector<OutputStream> streams) {
       OutputEnded(streams[i].actor);
       streams.erase(streams.begin() + static_cast<std::ptrdiff_t>(i));
     }
-    if (draining && absl::Now() >= drain_deadline) break;
+    if (draining && MonotonicNow() >= drain_deadline) break;
   }
   for (OutputStream& stream : streams) {
     EmitLines(stream, /*flush_partial=*/true);

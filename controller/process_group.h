@@ -174,7 +174,7 @@ class ProcessGroup final : public ActorProcesses {
     // zombie, holding its pid (and the leader's process group id), until
     // Shutdown() reaps it, so kill()/killpg() can never hit a reused pid.
     std::optional<ExitInfo> exit;
-    absl::Time exit_seen;  // when `exit` was set
+    absl::Time exit_seen;  // when `exit` was set, on the monotonic clock
     bool reaped = false;
     bool output_ended = false;  // its output pipe reached end of file, every line sent to the sink
   };
