@@ -13,7 +13,8 @@
 // compute); its heuristic offers one algorithm, and its matmul is the same
 // Gemm (so the same sums, in the same order, as cuBLAS's table here) with
 // the bias added to each stored element after it: the bits of the GEMM
-// followed by the runner's add kernel.
+// followed by the runner's add kernel. A test can have it decline the bias
+// epilogue as cuBLASLt declines a shape (cuda_on_cpu::BiasEpilogueAnswer).
 #include <cuda_bf16.h>
 
 #include <atomic>
@@ -31,6 +32,8 @@ namespace {
 struct HandleOnCpu {};
 
 std::atomic<int64_t> f32_gemms{0}, bf16_gemms{0}, bias_epilogues{0};
+std::atomic<int64_t> bias_epilogue_heuristics{0}, bias_epilogues_declined{0};
+std::atomic<cuda_on_cpu::BiasEpilogueAnswer> bias_epilogue_answer{cuda_on_cpu::BiasEpilogueAnswer::kTaken};
 
 float Element(const void* data, cudaDataType type, int64_t index) {
   if (type == CUDA_R_16BF) return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[index]);
@@ -285,8 +288,15 @@ cublasStatus_t AlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cub
                                 cublasLtMatmulPreference_t, int requested, cublasLtMatmulHeuristicResult_t results[],
                                 int* returned) {
   if (requested <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+  *returned = 0;
   if (!ProblemOf(DescOf(desc), LayoutOf(a), LayoutOf(b), LayoutOf(c), LayoutOf(d)).has_value()) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (DescOf(desc).epilogue == CUBLASLT_EPILOGUE_BIAS) {
+    ++bias_epilogue_heuristics;
+    if (bias_epilogue_answer.load() == cuda_on_cpu::BiasEpilogueAnswer::kNoAlgorithm) {
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
   }
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].algo.data[0] = kAlgorithmOnCpu;
@@ -316,6 +326,10 @@ cublasStatus_t LtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void*
   }
   const bool with_bias = operation.epilogue == CUBLASLT_EPILOGUE_BIAS;
   if (with_bias && operation.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (with_bias && bias_epilogue_answer.load() == cuda_on_cpu::BiasEpilogueAnswer::kNotSupportedAtLaunch) {
+    ++bias_epilogues_declined;
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   auto* out = static_cast<float*>(d);
   const cublasStatus_t status =
       Gemm(static_cast<cublasOperation_t>(operation.transa), static_cast<cublasOperation_t>(operation.transb),
@@ -383,7 +397,11 @@ namespace tandem::cuda_on_cpu {
 GemmCalls GemmCallsSoFar() {
   return GemmCalls{.f32_operands = cuda::f32_gemms.load(),
                    .bf16_operands = cuda::bf16_gemms.load(),
-                   .bias_epilogues = cuda::bias_epilogues.load()};
+                   .bias_epilogues = cuda::bias_epilogues.load(),
+                   .bias_epilogue_heuristics = cuda::bias_epilogue_heuristics.load(),
+                   .bias_epilogues_declined_at_launch = cuda::bias_epilogues_declined.load()};
 }
+
+void SetBiasEpilogueAnswer(BiasEpilogueAnswer answer) { cuda::bias_epilogue_answer.store(answer); }
 
 }  // namespace tandem::cuda_on_cpu

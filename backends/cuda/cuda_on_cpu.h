@@ -127,8 +127,19 @@ struct GemmCalls {
   int64_t f32_operands = 0;
   int64_t bf16_operands = 0;
   int64_t bias_epilogues = 0;
+  // The cuBLASLt heuristic's answers asked for a bias epilogue, and the
+  // matmuls with one the table declined at launch (BiasEpilogueAnswer).
+  int64_t bias_epilogue_heuristics = 0;
+  int64_t bias_epilogues_declined_at_launch = 0;
 };
 GemmCalls GemmCallsSoFar();
+// How the CPU cuBLASLt table answers a GEMM with a bias epilogue: it takes
+// every shape it computes (kTaken, the default), or declines them the two
+// ways cuBLASLt declines a shape, its heuristic finding no algorithm or its
+// matmul returning CUBLAS_STATUS_NOT_SUPPORTED, so that a test runs the
+// graph runner's fallback to a matmul and an add.
+enum class BiasEpilogueAnswer { kTaken, kNoAlgorithm, kNotSupportedAtLaunch };
+void SetBiasEpilogueAnswer(BiasEpilogueAnswer answer);
 // The warp-wide tensor-core products (wmma::mma_sync) run in this process,
 // one per warp's call: what a test reads to see that a kernel took them.
 int64_t TensorCoreProductsSoFar();

@@ -4,8 +4,9 @@
 // a GELU after it; and not where the matmul is read twice, is an output, or
 // the addend is no [n] bias. On the CPU the epilogue's GEMM sums as
 // cuBLAS's does, so the bits are those of the runner with fusion off, in
-// f32 and bf16 precision; and the GPT's training step fuses its linear
-// layers. On CUDA's execution model.
+// f32 and bf16 precision; a shape cuBLASLt declines runs unfused, decided
+// once; and the GPT's training step fuses its linear layers. On CUDA's
+// execution model.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -152,6 +153,66 @@ TEST(GraphRunnerEpilogueOnCpu, LinearLayersAddTheirBiasInTheGemmWithTheBitsOfAMa
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(fused->bias_epilogue_launches(), 8);
     for (const auto& [name, tensor] : *one_gemm) EXPECT_TRUE(again->at(name).BitwiseEquals(tensor)) << name;
+  }
+}
+
+// The CPU cuBLASLt table declining the bias epilogue for as long as it lives.
+class DeclinedBiasEpilogues {
+ public:
+  explicit DeclinedBiasEpilogues(cuda_on_cpu::BiasEpilogueAnswer how) { cuda_on_cpu::SetBiasEpilogueAnswer(how); }
+  ~DeclinedBiasEpilogues() { cuda_on_cpu::SetBiasEpilogueAnswer(cuda_on_cpu::BiasEpilogueAnswer::kTaken); }
+  DeclinedBiasEpilogues(const DeclinedBiasEpilogues&) = delete;
+  DeclinedBiasEpilogues& operator=(const DeclinedBiasEpilogues&) = delete;
+};
+
+// A shape cuBLASLt does not take, whether its heuristic finds no algorithm
+// or its matmul refuses at launch, runs as the matmul and the add with the
+// unfused runner's bits; cuBLASLt is asked once per shape, and a shape it
+// refused is never launched with the epilogue again.
+TEST(GraphRunnerEpilogueOnCpu, AShapeCublasLtDeclinesRunsAsAMatmulAndAnAddAndIsNotAskedAgain) {
+  const Layers layers = BuildLayers();
+  std::unique_ptr<CudaGraphRunner> unfused = RunnerWith(Precision::kF32, false);
+  ASSERT_NE(unfused, nullptr);
+  absl::StatusOr<ir::TensorMap> expected = unfused->RunFromHost(layers.graph, layers.inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (const cuda_on_cpu::BiasEpilogueAnswer how :
+       {cuda_on_cpu::BiasEpilogueAnswer::kNoAlgorithm, cuda_on_cpu::BiasEpilogueAnswer::kNotSupportedAtLaunch}) {
+    const bool at_launch = how == cuda_on_cpu::BiasEpilogueAnswer::kNotSupportedAtLaunch;
+    SCOPED_TRACE(at_launch ? "declined at launch" : "no algorithm");
+    const DeclinedBiasEpilogues declined(how);
+    std::unique_ptr<CudaGraphRunner> fused = RunnerWith(Precision::kF32, true);
+    ASSERT_NE(fused, nullptr);
+    absl::StatusOr<std::unique_ptr<CudaExecutable>> executable = fused->Compile(layers.graph);
+    ASSERT_TRUE(executable.ok()) << executable.status();
+    EXPECT_EQ((*executable)->bias_epilogues(), layers.fusible);  // planned fused; declined when run
+
+    const cuda_on_cpu::GemmCalls before = cuda_on_cpu::GemmCallsSoFar();
+    absl::StatusOr<ir::TensorMap> outputs = fused->RunFromHost(layers.graph, layers.inputs);
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    const cuda_on_cpu::GemmCalls between = cuda_on_cpu::GemmCallsSoFar();
+    absl::StatusOr<ir::TensorMap> again = fused->RunFromHost(layers.graph, layers.inputs);
+    ASSERT_TRUE(again.ok()) << again.status();
+    const cuda_on_cpu::GemmCalls after = cuda_on_cpu::GemmCallsSoFar();
+
+    // The first run asks once per GEMM shape (the four pairs have three:
+    // x @ w and the folded x3 @ w are one), and a shape refused at launch
+    // was tried once; the second run asks and tries nothing.
+    const int64_t asked = between.bias_epilogue_heuristics - before.bias_epilogue_heuristics;
+    EXPECT_EQ(asked, 3);
+    EXPECT_EQ(between.bias_epilogues_declined_at_launch - before.bias_epilogues_declined_at_launch,
+              at_launch ? asked : 0);
+    EXPECT_EQ(after.bias_epilogue_heuristics, between.bias_epilogue_heuristics);
+    EXPECT_EQ(after.bias_epilogues_declined_at_launch, between.bias_epilogues_declined_at_launch);
+    EXPECT_EQ(after.bias_epilogues, before.bias_epilogues);
+    EXPECT_EQ(fused->bias_epilogue_launches(), 0);
+    // Eight matmuls a run, each one plain GEMM.
+    EXPECT_EQ(between.f32_operands - before.f32_operands, 8);
+    EXPECT_EQ(after.f32_operands - between.f32_operands, 8);
+    ASSERT_EQ(outputs->size(), expected->size());
+    for (const auto& [name, tensor] : *expected) {
+      EXPECT_TRUE(outputs->at(name).BitwiseEquals(tensor)) << name;
+      EXPECT_TRUE(again->at(name).BitwiseEquals(tensor)) << name;
+    }
   }
 }
 
