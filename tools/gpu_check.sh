@@ -170,9 +170,16 @@ for step in "${steps[@]}"; do
         --heads 16 --seq 2048 --batch 4 --repeats 5 ;;
     gpt)
       run 90 gpt-reference "$bin/tandem" train --device cuda "${G[@]}" --launcher reference --steps 10
-      run 90 gpt-1actor "$bin/tandem" train --device cuda "${G[@]}" --actors 1 --schedule 1f1b --steps 10
-      run 90 gpt-2actors "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10
-      run_under_mps 90 gpt-2actors-mps "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10
+      # Each pipelined run also writes the measured trace of its first four
+      # steps (the first warms up): per actor, the instructions, the inputs'
+      # arrival and the settling, on the host's clock, under $OUT, to read
+      # where a step's time goes beyond its instructions.
+      run 90 gpt-1actor "$bin/tandem" train --device cuda "${G[@]}" --actors 1 --schedule 1f1b --steps 10 \
+        --trace "$OUT/trace-gpt-1actor.json" --trace-steps 4
+      run 90 gpt-2actors "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10 \
+        --trace "$OUT/trace-gpt-2actors.json" --trace-steps 4
+      run_under_mps 90 gpt-2actors-mps "$bin/tandem" train --device cuda "${G[@]}" --actors 2 --schedule 1f1b --steps 10 \
+        --trace "$OUT/trace-gpt-2actors-mps.json" --trace-steps 4
       run 60 gpt-torch "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 --seq 128 \
         --batch 8 --layers 8 --microbatches 8 --repeats 10
       run 60 gpt-torch-sdpa-tf32 "$torchpy" "$scripts/torch_gpt_step.py" --device cuda --dim 256 --heads 8 \
