@@ -397,7 +397,9 @@ int RunBlockBench(const BlockBenchOptions& options, std::ostream& out, std::ostr
   }
   PrintBlockReport(options, *device_spec, (*device)->name(), tandem_times, torch, out);
   if (options.profile) {
-    absl::StatusOr<std::vector<double>> node_ms = block->NodeTimes(options.repeats);
+    // On the CPU, the kernels timed on the threads the block ran on.
+    absl::StatusOr<std::vector<double>> node_ms =
+        kernel_threads.Run([&] { return block->NodeTimes(options.repeats); });
     if (!node_ms.ok()) {
       err << "tandem bench block: profile: " << node_ms.status().message() << "\n";
       return 1;
