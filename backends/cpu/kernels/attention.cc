@@ -25,7 +25,11 @@
 // backward whole (batch, key/value head) pairs (a pair's dk and dv take
 // every one of its query heads' rows), so the pieces never share a sum.
 // Within a row the products are vectorized across keys (over a transposed
-// copy of k or v, each key's own sum still in order of d) or across d.
+// copy of k or v, each key's own sum still in order of d) or across d, 64
+// sums at a time held in vector registers while their terms are added; the
+// backward takes kGradRows query rows at once, so that each key's dk and dv
+// rows are read and written once for them, taking the rows in order.
+// tests/backends/cpu/attention_sums_test.cc holds this text to the bit.
 #include <cstdint>
 #include <vector>
 
@@ -78,18 +82,107 @@ void Transpose(const float* __restrict x, int64_t seq, int64_t width, float* __r
   }
 }
 
+// The sums below keep a chunk of kChunk results in vector registers while
+// their terms are added in order (GCC's vector extension, which each clone
+// lowers to its own width; -ffp-contract=off keeps every product and sum
+// rounded once), instead of loading and storing every partial sum once per
+// term; what does not fill a chunk runs the same order through memory.
+typedef float Lanes __attribute__((vector_size(64)));  // 16 floats
+// The same, at any float's address.
+typedef float UnalignedLanes __attribute__((vector_size(64), aligned(4), may_alias));
+constexpr int64_t kChunk = 4 * 16;
+
+// No function takes or returns a vector by value: the clones without
+// AVX-512 would pass them otherwise than the AVX-512 one.
+struct Chunk {
+  Lanes v0, v1, v2, v3;
+
+  void SetZero() { v0 = v1 = v2 = v3 = Lanes{}; }
+  void LoadFrom(const float* from) {
+    v0 = *reinterpret_cast<const UnalignedLanes*>(from);
+    v1 = *reinterpret_cast<const UnalignedLanes*>(from + 16);
+    v2 = *reinterpret_cast<const UnalignedLanes*>(from + 32);
+    v3 = *reinterpret_cast<const UnalignedLanes*>(from + 48);
+  }
+  void StoreTo(float* to) const {
+    *reinterpret_cast<UnalignedLanes*>(to) = v0;
+    *reinterpret_cast<UnalignedLanes*>(to + 16) = v1;
+    *reinterpret_cast<UnalignedLanes*>(to + 32) = v2;
+    *reinterpret_cast<UnalignedLanes*>(to + 48) = v3;
+  }
+  // this += w * x[0..kChunk), lane by lane.
+  void AddScaled(float w, const float* x) {
+    v0 = v0 + w * *reinterpret_cast<const UnalignedLanes*>(x);
+    v1 = v1 + w * *reinterpret_cast<const UnalignedLanes*>(x + 16);
+    v2 = v2 + w * *reinterpret_cast<const UnalignedLanes*>(x + 32);
+    v3 = v3 + w * *reinterpret_cast<const UnalignedLanes*>(x + 48);
+  }
+};
+
+// out[j] = sum over d, in order, of x[d] * xt[d * seq + j], for keys j < n
+// and possibly more, up to the next whole chunk within seq (each key's sum
+// is its own: the extra ones are never read). xt is [width, seq].
+inline void KeySums(const float* __restrict x, const float* __restrict xt, int64_t seq, int64_t width, int64_t n,
+                    float* __restrict out) {
+  int64_t j0 = 0;
+  for (; j0 < n && j0 + kChunk <= seq; j0 += kChunk) {
+    Chunk acc;
+    acc.SetZero();
+    for (int64_t d = 0; d < width; ++d) acc.AddScaled(x[d], xt + d * seq + j0);
+    acc.StoreTo(out + j0);
+  }
+  if (j0 >= n) return;
+  for (int64_t j = j0; j < n; ++j) out[j] = 0.0f;
+  for (int64_t d = 0; d < width; ++d) {
+    const float x_d = x[d];
+    const float* __restrict xt_d = xt + d * seq;
+    for (int64_t j = j0; j < n; ++j) out[j] = out[j] + x_d * xt_d[j];
+  }
+}
+
+// out[d] = sum over j < n, in order, of w[j] * x[j * width + d].
+inline void WeightedSum(const float* __restrict w, const float* __restrict x, int64_t width, int64_t n,
+                        float* __restrict out) {
+  int64_t d0 = 0;
+  for (; d0 + kChunk <= width; d0 += kChunk) {
+    Chunk acc;
+    acc.SetZero();
+    for (int64_t j = 0; j < n; ++j) acc.AddScaled(w[j], x + j * width + d0);
+    acc.StoreTo(out + d0);
+  }
+  for (int64_t d = d0; d < width; ++d) out[d] = 0.0f;
+  for (int64_t j = 0; j < n && d0 < width; ++j) {
+    const float w_j = w[j];
+    const float* __restrict x_j = x + j * width;
+    for (int64_t d = d0; d < width; ++d) out[d] = out[d] + w_j * x_j[d];
+  }
+}
+
+// dst[d] += w[r * w_stride] * x[r * width + d] for rows r = first..rows-1,
+// one row after the other.
+inline void AddWeightedRows(const float* __restrict w, int64_t w_stride, const float* __restrict x, int64_t width,
+                            int64_t first, int64_t rows, float* __restrict dst) {
+  int64_t d0 = 0;
+  for (; d0 + kChunk <= width; d0 += kChunk) {
+    Chunk acc;
+    acc.LoadFrom(dst + d0);
+    for (int64_t r = first; r < rows; ++r) acc.AddScaled(w[r * w_stride], x + r * width + d0);
+    acc.StoreTo(dst + d0);
+  }
+  for (int64_t r = first; r < rows && d0 < width; ++r) {
+    const float w_r = w[r * w_stride];
+    const float* __restrict x_r = x + r * width;
+    for (int64_t d = d0; d < width; ++d) dst[d] = dst[d] + w_r * x_r[d];
+  }
+}
+
 // One query row against keys 0..n-1 (n = i + 1): s = the scaled scores,
 // then e_j = exp(s_j - m) in place; returns l, their sum. kt is k
-// transposed, [D, T].
+// transposed, [D, T]; s holds seq floats.
 TANDEM_KERNEL_CLONES
 float RowWeights(const float* __restrict q, const float* __restrict kt, int64_t seq, int64_t width, int64_t n,
                  float scale, float* __restrict s) {
-  for (int64_t j = 0; j < n; ++j) s[j] = 0.0f;
-  for (int64_t d = 0; d < width; ++d) {
-    const float q_d = q[d];
-    const float* __restrict k_d = kt + d * seq;
-    for (int64_t j = 0; j < n; ++j) s[j] = s[j] + q_d * k_d[j];
-  }
+  KeySums(q, kt, seq, width, n, s);
   for (int64_t j = 0; j < n; ++j) s[j] = s[j] * scale;
   const float max = RowMax(s, n);
   for (int64_t j = 0; j < n; ++j) s[j] = ExpF32(s[j] - max);
@@ -102,12 +195,7 @@ float RowWeights(const float* __restrict q, const float* __restrict kt, int64_t 
 TANDEM_KERNEL_CLONES
 void WeightedRows(const float* __restrict e, const float* __restrict v, int64_t width, int64_t n, float l,
                   float* __restrict out) {
-  for (int64_t d = 0; d < width; ++d) out[d] = 0.0f;
-  for (int64_t j = 0; j < n; ++j) {
-    const float weight = e[j];
-    const float* __restrict v_j = v + j * width;
-    for (int64_t d = 0; d < width; ++d) out[d] = out[d] + weight * v_j[d];
-  }
+  WeightedSum(e, v, width, n, out);
   for (int64_t d = 0; d < width; ++d) out[d] = out[d] / l;
 }
 
@@ -148,41 +236,47 @@ absl::StatusOr<ir::HostTensor> Attention(const ir::Node& node, Operands operands
   return out;
 }
 
-// The backward of one query row, given its weights e (RowWeights) and l:
-// turns e into ds in place (p = e / l first), writes dq, and adds the row's
-// share to dk_acc and dv_acc (unscaled dk). vt is v transposed, dp scratch.
+// Query rows the backward takes at once (BlockGradient).
+constexpr int64_t kGradRows = 8;
+
+// The backward of query rows first..first + rows - 1 of one head (row r of
+// the block reads keys j <= first + r), given each row's weights e[r * seq
+// ...] (RowWeights) and l[r]: turns e into ds in place (p = e / l first),
+// writes dq, and adds the rows' shares to dk_acc and dv_acc (unscaled dk).
+// vt is v transposed; dp scratch of rows * seq. A key's dk and dv rows take
+// the block's rows one after the other (AddWeightedRows), so they come from
+// memory once a block and every sum still adds its terms in the documented
+// order.
 TANDEM_KERNEL_CLONES
-void RowGradient(const float* __restrict q, const float* __restrict dy, const float* __restrict k,
-                 const float* __restrict vt, int64_t seq, int64_t width, int64_t n, float l, float scale,
-                 float* __restrict e, float* __restrict dp, float* __restrict dq, float* __restrict dk_acc,
-                 float* __restrict dv_acc) {
-  for (int64_t j = 0; j < n; ++j) e[j] = e[j] / l;  // p
-  for (int64_t j = 0; j < n; ++j) dp[j] = 0.0f;
-  for (int64_t d = 0; d < width; ++d) {
-    const float dy_d = dy[d];
-    const float* __restrict v_d = vt + d * seq;
-    for (int64_t j = 0; j < n; ++j) dp[j] = dp[j] + dy_d * v_d[j];
+void BlockGradient(const float* __restrict q, const float* __restrict dy, const float* __restrict k,
+                   const float* __restrict vt, int64_t seq, int64_t width, int64_t first, int64_t rows,
+                   const float* __restrict l, float scale, float* __restrict e, float* __restrict dp,
+                   float* __restrict dq, float* __restrict dk_acc, float* __restrict dv_acc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = first + r + 1;
+    float* __restrict p_r = e + r * seq;
+    for (int64_t j = 0; j < n; ++j) p_r[j] = p_r[j] / l[r];
+    KeySums(dy + r * width, vt, seq, width, n, dp + r * seq);
   }
-  float delta = 0.0f;
-  for (int64_t j = 0; j < n; ++j) delta += e[j] * dp[j];
-  // dv takes p before it becomes ds.
-  for (int64_t j = 0; j < n; ++j) {
-    const float p = e[j];
-    float* __restrict dv_j = dv_acc + j * width;
-    for (int64_t d = 0; d < width; ++d) dv_j[d] = dv_j[d] + p * dy[d];
+  const int64_t keys = first + rows;  // the last row's
+  // dv takes p before it becomes ds; key j is read by rows j - first on.
+  for (int64_t j = 0; j < keys; ++j) {
+    AddWeightedRows(e + j, seq, dy, width, j > first ? j - first : 0, rows, dv_acc + j * width);
   }
-  for (int64_t j = 0; j < n; ++j) e[j] = e[j] * (dp[j] - delta);  // ds
-  for (int64_t d = 0; d < width; ++d) dq[d] = 0.0f;
-  for (int64_t j = 0; j < n; ++j) {
-    const float ds = e[j];
-    const float* __restrict k_j = k + j * width;
-    float* __restrict dk_j = dk_acc + j * width;
-    for (int64_t d = 0; d < width; ++d) {
-      dq[d] = dq[d] + ds * k_j[d];
-      dk_j[d] = dk_j[d] + ds * q[d];
-    }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = first + r + 1;
+    float* __restrict ds_r = e + r * seq;
+    const float* __restrict dp_r = dp + r * seq;
+    float delta = 0.0f;
+    for (int64_t j = 0; j < n; ++j) delta += ds_r[j] * dp_r[j];
+    for (int64_t j = 0; j < n; ++j) ds_r[j] = ds_r[j] * (dp_r[j] - delta);
+    float* __restrict dq_r = dq + r * width;
+    WeightedSum(ds_r, k, width, n, dq_r);
+    for (int64_t d = 0; d < width; ++d) dq_r[d] = dq_r[d] * scale;
   }
-  for (int64_t d = 0; d < width; ++d) dq[d] = dq[d] * scale;
+  for (int64_t j = 0; j < keys; ++j) {
+    AddWeightedRows(e + j, seq, q, width, j > first ? j - first : 0, rows, dk_acc + j * width);
+  }
 }
 
 absl::StatusOr<ir::HostTensor> AttentionGrad(const ir::Node& node, Operands operands) {
@@ -204,18 +298,21 @@ absl::StatusOr<ir::HostTensor> AttentionGrad(const ir::Node& node, Operands oper
   float* dv = dk + n_kv;
   ParallelFor(shape.batch * shape.kv_heads, 1, [&](int64_t first, int64_t last) {
     std::vector<float> kt(static_cast<size_t>(matrix)), vt(kt.size());
-    std::vector<float> weights(static_cast<size_t>(T)), dp(weights.size());
+    std::vector<float> weights(static_cast<size_t>(kGradRows * T)), dp(weights.size()), l(kGradRows);
     for (int64_t kv = first; kv < last; ++kv) {
       const int64_t b = kv / shape.kv_heads, g = kv % shape.kv_heads;
       Transpose(k + kv * matrix, T, D, kt.data());
       Transpose(v + kv * matrix, T, D, vt.data());
       for (int64_t h = g * shape.group(); h < (g + 1) * shape.group(); ++h) {
         const int64_t pair = b * shape.heads + h;
-        for (int64_t i = 0; i < T; ++i) {
+        for (int64_t i = 0; i < T; i += kGradRows) {
+          const int64_t rows = T - i < kGradRows ? T - i : kGradRows;
           const float* q_i = q + pair * matrix + i * D;
-          const float l = RowWeights(q_i, kt.data(), T, D, i + 1, scale, weights.data());
-          RowGradient(q_i, dy + pair * matrix + i * D, k + kv * matrix, vt.data(), T, D, i + 1, l, scale,
-                      weights.data(), dp.data(), dq + pair * matrix + i * D, dk + kv * matrix, dv + kv * matrix);
+          for (int64_t r = 0; r < rows; ++r) {
+            l[r] = RowWeights(q_i + r * D, kt.data(), T, D, i + r + 1, scale, weights.data() + r * T);
+          }
+          BlockGradient(q_i, dy + pair * matrix + i * D, k + kv * matrix, vt.data(), T, D, i, rows, l.data(), scale,
+                        weights.data(), dp.data(), dq + pair * matrix + i * D, dk + kv * matrix, dv + kv * matrix);
         }
       }
       for (int64_t e = 0; e < matrix; ++e) dk[kv * matrix + e] = dk[kv * matrix + e] * scale;
