@@ -140,24 +140,6 @@ inline void KeySums(const float* __restrict x, const float* __restrict xt, int64
   }
 }
 
-// out[d] = sum over j < n, in order, of w[j] * x[j * width + d].
-inline void WeightedSum(const float* __restrict w, const float* __restrict x, int64_t width, int64_t n,
-                        float* __restrict out) {
-  int64_t d0 = 0;
-  for (; d0 + kChunk <= width; d0 += kChunk) {
-    Chunk acc;
-    acc.SetZero();
-    for (int64_t j = 0; j < n; ++j) acc.AddScaled(w[j], x + j * width + d0);
-    acc.StoreTo(out + d0);
-  }
-  for (int64_t d = d0; d < width; ++d) out[d] = 0.0f;
-  for (int64_t j = 0; j < n && d0 < width; ++j) {
-    const float w_j = w[j];
-    const float* __restrict x_j = x + j * width;
-    for (int64_t d = d0; d < width; ++d) out[d] = out[d] + w_j * x_j[d];
-  }
-}
-
 // dst[d] += w[r * w_stride] * x[r * width + d] for rows r = first..rows-1,
 // one row after the other.
 inline void AddWeightedRows(const float* __restrict w, int64_t w_stride, const float* __restrict x, int64_t width,
@@ -174,6 +156,13 @@ inline void AddWeightedRows(const float* __restrict w, int64_t w_stride, const f
     const float* __restrict x_r = x + r * width;
     for (int64_t d = d0; d < width; ++d) dst[d] = dst[d] + w_r * x_r[d];
   }
+}
+
+// out[d] = sum over j < n, in order, of w[j] * x[j * width + d].
+inline void WeightedSum(const float* __restrict w, const float* __restrict x, int64_t width, int64_t n,
+                        float* __restrict out) {
+  for (int64_t d = 0; d < width; ++d) out[d] = 0.0f;
+  AddWeightedRows(w, 1, x, width, 0, n, out);
 }
 
 // One query row against keys 0..n-1 (n = i + 1): s = the scaled scores,
@@ -259,10 +248,9 @@ void BlockGradient(const float* __restrict q, const float* __restrict dy, const 
     KeySums(dy + r * width, vt, seq, width, n, dp + r * seq);
   }
   const int64_t keys = first + rows;  // the last row's
-  // dv takes p before it becomes ds; key j is read by rows j - first on.
-  for (int64_t j = 0; j < keys; ++j) {
-    AddWeightedRows(e + j, seq, dy, width, j > first ? j - first : 0, rows, dv_acc + j * width);
-  }
+  const auto first_reader = [first](int64_t j) { return j > first ? j - first : 0; };  // of key j
+  // dv takes p before it becomes ds.
+  for (int64_t j = 0; j < keys; ++j) AddWeightedRows(e + j, seq, dy, width, first_reader(j), rows, dv_acc + j * width);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = first + r + 1;
     float* __restrict ds_r = e + r * seq;
@@ -274,9 +262,7 @@ void BlockGradient(const float* __restrict q, const float* __restrict dy, const 
     WeightedSum(ds_r, k, width, n, dq_r);
     for (int64_t d = 0; d < width; ++d) dq_r[d] = dq_r[d] * scale;
   }
-  for (int64_t j = 0; j < keys; ++j) {
-    AddWeightedRows(e + j, seq, q, width, j > first ? j - first : 0, rows, dk_acc + j * width);
-  }
+  for (int64_t j = 0; j < keys; ++j) AddWeightedRows(e + j, seq, q, width, first_reader(j), rows, dk_acc + j * width);
 }
 
 absl::StatusOr<ir::HostTensor> AttentionGrad(const ir::Node& node, Operands operands) {
